@@ -1,0 +1,51 @@
+"""Optional dependencies and stand-ins that explain how to install them."""
+
+from __future__ import annotations
+
+__all__ = ['MissingDependencyMock', 'has_pycuda', 'pycuda_mock', 'has_bokeh',
+           'bokeh_mock']
+
+
+class MissingDependencyMock:
+    """Stands in for an optional module or class that could not be imported.
+
+    Any attribute access or call re-raises the stored ImportError, so the
+    error appears where the missing dependency is first used.
+    """
+
+    def __init__(self, error: ImportError):
+        object.__setattr__(self, '_error', error)
+
+    def __getattr__(self, item):
+        raise object.__getattribute__(self, '_error')
+
+    def __call__(self, *args, **kwargs):
+        raise object.__getattribute__(self, '_error')
+
+
+def _missing(package: str, extra: str, error: ImportError) -> ImportError:
+    err = ImportError(f'{package} is needed for this feature but could not be '
+                      f'imported ({error}). Install it with '
+                      f"'pip install brainstorm[{extra}]'.")
+    err.__cause__ = error
+    return err
+
+
+try:
+    import pycuda  # noqa: F401
+    has_pycuda = True
+    pycuda_mock = None
+except ImportError as _err:
+    has_pycuda = False
+    pycuda_mock = MissingDependencyMock(_missing(
+        'PyCUDA (with the CUDA toolkit)', 'pycuda', _err))
+
+try:
+    import bokeh  # noqa: F401
+    has_bokeh = True
+    bokeh_mock = None
+except ImportError as _err:
+    has_bokeh = False
+    bokeh_mock = MissingDependencyMock(ImportError(
+        f'bokeh is needed for the BokehVisualizer but could not be imported '
+        f'({_err}).'))

@@ -1,0 +1,82 @@
+"""Reproducible random numbers: seeds flow from ``global_rnd`` downwards."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from brainstorm.describable import Describable
+
+__all__ = ['RandomState', 'Seedable', 'global_rnd']
+
+
+class RandomState(np.random.RandomState):
+    """A NumPy ``RandomState`` that remembers its seed and makes child seeds.
+
+    Args:
+        seed: an int in ``seed_range``; drawn from :data:`global_rnd` if None.
+    """
+
+    seed_range = (0, 1000000000)
+
+    def __init__(self, seed: int | None = None):
+        if seed is None:
+            seed = global_rnd.generate_seed()
+        self._seed = int(seed)
+        super().__init__(self._seed)
+
+    def seed(self, seed: int | None = None) -> None:
+        """Reseed (a fresh seed from :data:`global_rnd` if ``seed`` is None)."""
+        if seed is None:
+            seed = global_rnd.generate_seed()
+        self._seed = int(seed)
+        super().seed(self._seed)
+
+    def set_seed(self, seed: int) -> None:
+        """Reseed with ``seed``."""
+        self._seed = int(seed)
+        super().seed(self._seed)
+
+    def get_seed(self) -> int:
+        """The seed this state was last seeded with."""
+        return self._seed
+
+    def reset(self) -> None:
+        """Go back to the state right after the last seeding."""
+        super().seed(self._seed)
+
+    def generate_seed(self) -> int:
+        """Draw a new seed from this state."""
+        return int(self.randint(*self.seed_range))
+
+    def create_random_state(self, seed: int | None = None) -> RandomState:
+        """A new RandomState seeded with ``seed`` or a seed drawn from this one."""
+        if seed is None:
+            seed = self.generate_seed()
+        return RandomState(seed)
+
+    def __reduce__(self):
+        return _restore_random_state, (self._seed, self.get_state())
+
+
+def _restore_random_state(seed, state):
+    rnd = RandomState(seed)
+    rnd.set_state(state)
+    return rnd
+
+
+class Seedable(Describable):
+    """Base class of objects owning a random state ``self.rnd``.
+
+    The random state is not described; a recreated object gets a fresh one.
+    """
+
+    __undescribed__ = {'rnd'}
+
+    def __init__(self, seed: int | None = None):
+        self.rnd = RandomState(seed)
+
+    def __init_from_description__(self, description):
+        self.rnd = RandomState()
+
+
+global_rnd = RandomState(np.random.randint(*RandomState.seed_range))

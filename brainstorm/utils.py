@@ -1,0 +1,180 @@
+"""Errors, names, paths and array-shape helpers used all over brainstorm."""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+
+import numpy as np
+
+__all__ = [
+    'ValidationError', 'NetworkValidationError', 'LayerValidationError',
+    'IteratorValidationError', 'StructureValidationError',
+    'InitializationError', 'NAME_BLACKLIST', 'is_valid_layer_name',
+    'get_by_path', 'get_normalized_path', 'flatten_time',
+    'flatten_time_and_features', 'flatten_features', 'flatten_all_but_last',
+    'flatten_keys', 'get_inheritors', 'progress_bar', 'get_brainstorm_info',
+]
+
+
+# ----------------------------------------------------------------- errors ---
+
+class ValidationError(Exception):
+    """Base class of every error raised for bad user input."""
+
+
+class NetworkValidationError(ValidationError):
+    """A network architecture, connection or data dict is malformed."""
+
+
+class LayerValidationError(ValidationError):
+    """A layer was given bad arguments, shapes or connections."""
+
+
+class IteratorValidationError(ValidationError):
+    """A data iterator was given inconsistent or malformed data."""
+
+
+class StructureValidationError(ValidationError):
+    """A shape template or buffer structure is malformed."""
+
+
+class InitializationError(Exception):
+    """An initializer cannot fill a parameter of the requested shape.
+
+    Raising it makes :meth:`Network.initialize` use the fallback.
+    """
+
+
+# ------------------------------------------------------------------ names ---
+
+NAME_BLACKLIST = {'default', 'fallback'}
+_IDENTIFIER = re.compile(r'^[_a-zA-Z][_a-zA-Z0-9]*$')
+
+
+def is_valid_layer_name(name) -> bool:
+    """True if ``name`` is a Python identifier and not a reserved word."""
+    return (isinstance(name, str) and bool(_IDENTIFIER.match(name))
+            and name not in NAME_BLACKLIST)
+
+
+def get_by_path(d, path: str):
+    """Look up a dotted ``path`` in nested dict-likes.
+
+    Raises:
+        KeyError: naming the missing part and listing the available keys.
+    """
+    current = d
+    for i, part in enumerate(path.split('.')):
+        try:
+            current = current[part]
+        except (KeyError, TypeError, IndexError):
+            prefix = '.'.join(path.split('.')[:i])
+            keys = list(current.keys()) if hasattr(current, 'keys') else []
+            where = f" in '{prefix}'" if prefix else ''
+            raise KeyError(f"Unknown key '{part}'{where} of path '{path}'. "
+                           f'Available keys: {keys}') from None
+    return current
+
+
+def get_normalized_path(*parts: str) -> str:
+    """Join path parts with dots; ``..`` removes the preceding component.
+
+    ``get_normalized_path('L', 'outputs', '..parameters.W')`` gives
+    ``'L.parameters.W'``.
+    """
+    joined = '.'.join(p for p in parts if p)
+    result = []
+    for component in re.split(r'(\.\.|\.)', joined):
+        if component in ('', '.'):
+            continue
+        if component == '..':
+            if result:
+                result.pop()
+        else:
+            result.append(component)
+    return '.'.join(result)
+
+
+def flatten_keys(dictionary: dict) -> set:
+    """All dotted leaf paths of a nested dict."""
+    keys = set()
+    for k, v in dictionary.items():
+        if isinstance(v, dict):
+            keys |= {f'{k}.{sub}' for sub in flatten_keys(v)}
+        else:
+            keys.add(k)
+    return keys
+
+
+# ----------------------------------------------------------------- shapes ---
+
+def flatten_time(array):
+    """``(T, B, ...)`` -> ``(T*B, ...)`` as a view."""
+    shape = array.shape
+    return array.reshape((shape[0] * shape[1],) + tuple(shape[2:]))
+
+
+def flatten_time_and_features(array):
+    """``(T, B, f1, f2, ...)`` -> ``(T*B, f1*f2*...)`` as a view."""
+    shape = array.shape
+    return array.reshape((shape[0] * shape[1], int(np.prod(shape[2:]))))
+
+
+def flatten_features(array, start_idx: int = 2):
+    """Merge all axes from ``start_idx`` on into one."""
+    shape = array.shape
+    return array.reshape(tuple(shape[:start_idx]) +
+                         (int(np.prod(shape[start_idx:])),))
+
+
+def flatten_all_but_last(array):
+    """``(..., F)`` -> ``(prod(...), F)`` as a view."""
+    shape = array.shape
+    return array.reshape((int(np.prod(shape[:-1])), shape[-1]))
+
+
+# ------------------------------------------------------------------- misc ---
+
+def get_inheritors(cls) -> set:
+    """All transitive subclasses of ``cls``."""
+    result = set()
+    todo = [cls]
+    while todo:
+        parent = todo.pop()
+        for child in parent.__subclasses__():
+            if child not in result:
+                result.add(child)
+                todo.append(child)
+    return result
+
+
+def progress_bar(maximum: int, prefix: str = '[', bar: str = '====1====2====3'
+                 '====4====5====6====7====8====9====0', suffix: str = '] Took: {0}\n'):
+    """A generator drawing a plain-text progress bar.
+
+    Send it the current progress (0..maximum); it yields the characters to
+    print. Kept for compatibility; :class:`brainstorm.hooks.ProgressBar` uses
+    tqdm.
+    """
+    import time
+    start = time.time()
+    i = 0
+    progress = yield prefix
+    while progress < maximum:
+        new_i = int(len(bar) * progress / maximum) if maximum else len(bar)
+        progress = yield bar[i:new_i]
+        i = new_i
+    elapsed = time.time() - start
+    yield bar[i:] + suffix.format(f'{elapsed:0.1f}s')
+
+
+def get_brainstorm_info() -> bytes:
+    """The ``info`` attribute written into every HDF5 file brainstorm makes."""
+    from brainstorm.__about__ import __version__
+    return f'Created with brainstorm {__version__}'.encode()
+
+
+def sorted_dict(d: dict) -> OrderedDict:
+    """An OrderedDict of ``d``'s items sorted by key."""
+    return OrderedDict(sorted(d.items(), key=lambda kv: kv[0]))
