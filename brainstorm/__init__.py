@@ -7,12 +7,6 @@ the global random state and the submodules users need.
 from brainstorm.__about__ import __version__
 from brainstorm.describable import create_from_description, get_description
 from brainstorm.randomness import global_rnd
-from brainstorm.structure import Network, generate_architecture
-from brainstorm.training import Trainer
-from brainstorm import (data_iterators, handlers, hooks, initializers, layers,
-                        scorers, tools, training, value_modifiers)
 
 __all__ = ['get_description', 'create_from_description', 'global_rnd',
-           'Network', 'generate_architecture', 'Trainer', 'initializers',
-           'data_iterators', 'value_modifiers', 'tools', 'hooks', 'layers',
-           'handlers', 'training', 'scorers', '__version__']
+           '__version__']
