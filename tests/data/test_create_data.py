@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import gzip
 import importlib
+import io
+import pickle
 import struct
 import sys
+import tarfile
+import zipfile
 from pathlib import Path
 
 import h5py
@@ -27,6 +31,7 @@ if str(DATA_DIR) not in sys.path:
 
 _common = importlib.import_module('_common')
 create_mnist = importlib.import_module('create_mnist')
+create_cifar10 = importlib.import_module('create_cifar10')
 
 
 def _datasets(f: h5py.File) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
@@ -163,3 +168,167 @@ def test_mnist_wrong_sizes_and_missing_files_are_reported(tmp_path):
     with pytest.raises(ValidationError, match='training_size=0'):
         create_mnist.convert(tmp_path / 'raw', tmp_path / 'MNIST.hdf5',
                              training_size=0)
+
+
+# ------------------------------------------------------------------ CIFAR ---
+
+def _cifar_batch(images: np.ndarray, labels: np.ndarray, label_key: bytes,
+                 name: str) -> bytes:
+    """A pickled batch as in the original archives (bytes keys, protocol 2)."""
+    rows = images.transpose(0, 3, 1, 2).reshape(len(images), 3072)
+    batch = {b'batch_label': name.encode(), b'data': rows,
+             label_key: [int(label) for label in labels],
+             b'filenames': [f'{name}_{i}.png'.encode()
+                            for i in range(len(images))]}
+    return pickle.dumps(batch, protocol=2)
+
+
+def _write_tar(path: Path, members: dict[str, bytes]) -> None:
+    with tarfile.open(path, 'w:gz') as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def _write_cifar10(path: Path, n_train: int = 30, n_test: int = 10,
+                   seed: int = 2) -> dict[str, np.ndarray]:
+    """cifar-10-python.tar.gz with five training batches and a test batch."""
+    rng = np.random.default_rng(seed)
+    data = {'train_x': rng.integers(0, 256, (n_train, 32, 32, 3), np.uint8),
+            'train_y': rng.integers(0, 10, n_train),
+            'test_x': rng.integers(0, 256, (n_test, 32, 32, 3), np.uint8),
+            'test_y': rng.integers(0, 10, n_test)}
+    data['train_x'][:, 0, 0, 0] = 7  # a constant pixel: std 0 is replaced by 1
+    members = {'cifar-10-batches-py/batches.meta': pickle.dumps({}, 2)}
+    parts = np.array_split(np.arange(n_train), 5)
+    for i, part in enumerate(parts, start=1):
+        members[f'cifar-10-batches-py/data_batch_{i}'] = _cifar_batch(
+            data['train_x'][part], data['train_y'][part], b'labels',
+            f'data_batch_{i}')
+    members['cifar-10-batches-py/test_batch'] = _cifar_batch(
+        data['test_x'], data['test_y'], b'labels', 'test_batch')
+    _write_tar(path, members)
+    return data
+
+
+CIFAR_SIZES = {'training_size': 20, 'validation_size': 10, 'test_size': 10}
+
+
+def _check_cifar_file(path: Path, data: dict[str, np.ndarray]) -> None:
+    """Exact SPEC 15 layout, standardisation and round trip of a CIFAR file."""
+    with h5py.File(path, 'r') as f:
+        found = _datasets(f)
+        expected = {}
+        for group, n in [('normalized_split/training', 20),
+                         ('normalized_split/validation', 10),
+                         ('normalized_split/test', 10),
+                         ('normalized_full/training', 30),
+                         ('normalized_full/test', 10)]:
+            expected[f'{group}/default'] = ((1, n, 32, 32, 3), np.float32)
+            expected[f'{group}/targets'] = ((1, n, 1), np.uint8)
+        assert found == expected
+        assert set(f.attrs) == {'description', 'mean', 'std'}
+        mean, std = f.attrs['mean'], f.attrs['std']
+        assert mean.shape == std.shape == (32, 32, 3)
+        first = data['train_x'][:20].astype(np.float64)
+        np.testing.assert_allclose(mean, first.mean(axis=0), rtol=1e-6)
+        expected_std = first.std(axis=0)
+        expected_std[0, 0, 0] = 1.0
+        np.testing.assert_allclose(std, expected_std, rtol=1e-6)
+        training = f['normalized_split/training/default'][0]
+        np.testing.assert_allclose(training.mean(axis=0), 0, atol=1e-5)
+        np.testing.assert_allclose(training.std(axis=0)[1:], 1, rtol=1e-5)
+        for group, x, y in [
+                ('normalized_full/training', data['train_x'], data['train_y']),
+                ('normalized_split/validation', data['train_x'][20:],
+                 data['train_y'][20:]),
+                ('normalized_split/test', data['test_x'], data['test_y']),
+                ('normalized_full/test', data['test_x'], data['test_y'])]:
+            pixels = f[f'{group}/default'][0] * std + mean
+            np.testing.assert_allclose(pixels, x, atol=1e-3)
+            np.testing.assert_array_equal(f[f'{group}/targets'][0, :, 0], y)
+
+
+def test_cifar10_layout_standardisation_and_round_trip(tmp_path):
+    data = _write_cifar10(tmp_path / 'cifar-10-python.tar.gz')
+    out = create_cifar10.convert(tmp_path / 'cifar-10-python.tar.gz',
+                                 tmp_path / 'CIFAR-10.hdf5', **CIFAR_SIZES)
+    _check_cifar_file(out, data)
+    with h5py.File(out, 'r') as f:
+        assert 'first 20 training' in f.attrs['description']
+
+
+def test_cifar10_reads_folder_with_archive_or_extracted_batches(tmp_path):
+    data = _write_cifar10(tmp_path / 'cifar-10-python.tar.gz')
+    create_cifar10.convert(tmp_path, tmp_path / 'a.hdf5', **CIFAR_SIZES)
+    _check_cifar_file(tmp_path / 'a.hdf5', data)
+    with tarfile.open(tmp_path / 'cifar-10-python.tar.gz') as tar:
+        tar.extractall(tmp_path / 'extracted', filter='data')
+    create_cifar10.convert(tmp_path / 'extracted', tmp_path / 'b.hdf5',
+                           **CIFAR_SIZES)
+    _check_cifar_file(tmp_path / 'b.hdf5', data)
+
+
+def test_cifar10_foreign_or_corrupt_archive_names_the_file(tmp_path):
+    zipped = tmp_path / 'cifar-10-python.tar.gz'
+    with zipfile.ZipFile(zipped, 'w') as z:
+        z.writestr('data_batch_1', b'not a tar')
+    with pytest.raises(_common.DataFormatError,
+                       match=r'cifar-10-python\.tar\.gz.*tar archive'):
+        create_cifar10.convert(zipped, tmp_path / 'out.hdf5', **CIFAR_SIZES)
+    _write_cifar10(zipped)
+    zipped.write_bytes(zipped.read_bytes()[:400])
+    with pytest.raises(_common.DataFormatError,
+                       match=r'cifar-10-python\.tar\.gz'):
+        create_cifar10.convert(zipped, tmp_path / 'out.hdf5', **CIFAR_SIZES)
+    assert not (tmp_path / 'out.hdf5').exists()
+
+
+def test_cifar10_batch_problems_name_the_batch(tmp_path):
+    archive = tmp_path / 'cifar-10-python.tar.gz'
+    good = _cifar_batch(np.zeros((6, 32, 32, 3), np.uint8), np.zeros(6),
+                        b'labels', 'x')
+    members = {f'data_batch_{i}': good for i in range(1, 6)}
+    members['test_batch'] = good
+    del members['data_batch_3']
+    _write_tar(archive, members)
+    with pytest.raises(_common.DataFormatError, match="without.*data_batch_3"):
+        create_cifar10.convert(archive, tmp_path / 'out.hdf5', **CIFAR_SIZES)
+    members['data_batch_3'] = pickle.dumps({b'data': 1}, 2)
+    _write_tar(archive, members)
+    with pytest.raises(_common.DataFormatError,
+                       match="'data_batch_3': expected the key 'labels'"):
+        create_cifar10.convert(archive, tmp_path / 'out.hdf5', **CIFAR_SIZES)
+    members['data_batch_3'] = pickle.dumps(
+        {b'data': Path('x'), b'labels': []}, 2)
+    _write_tar(archive, members)
+    with pytest.raises(_common.DataFormatError,
+                       match="'data_batch_3'.*refusing to load pathlib"):
+        create_cifar10.convert(archive, tmp_path / 'out.hdf5', **CIFAR_SIZES)
+    members['data_batch_3'] = good
+    _write_tar(archive, members)
+    with pytest.raises(_common.DataFormatError,
+                       match=r"test batches \['test_batch'\]: expected 10 "
+                             'images in all. Received: 6'):
+        create_cifar10.convert(archive, tmp_path / 'out.hdf5', **CIFAR_SIZES)
+    with pytest.raises(_common.DataFormatError,
+                       match='training batches .*data_batch_5.*: expected 25 '
+                             'images in all. Received: 30'):
+        create_cifar10.convert(archive, tmp_path / 'out.hdf5',
+                               training_size=20, validation_size=5,
+                               test_size=6)
+
+
+def test_cifar_pickle_with_python2_numpy_names_loads(recwarn):
+    rows = np.arange(2 * 3072).reshape(2, 3072).astype(np.uint8)
+    data = pickle.dumps({b'data': rows, b'labels': [3, 4]}, protocol=2)
+    old = b'cnumpy.core.multiarray\n_reconstruct\n'
+    if old not in data:  # NumPy 2 writes numpy._core; the archives predate it
+        data = data.replace(b'cnumpy._core.multiarray\n_reconstruct\n', old)
+    assert old in data
+    batch = _common.load_cifar_pickle(data, 'data_batch_1', ('data', 'labels'))
+    np.testing.assert_array_equal(batch['data'], rows)
+    assert batch['labels'] == [3, 4]
+    assert not [w for w in recwarn if issubclass(w.category,
+                                                 DeprecationWarning)]
