@@ -32,6 +32,7 @@ if str(DATA_DIR) not in sys.path:
 _common = importlib.import_module('_common')
 create_mnist = importlib.import_module('create_mnist')
 create_cifar10 = importlib.import_module('create_cifar10')
+create_cifar100 = importlib.import_module('create_cifar100')
 
 
 def _datasets(f: h5py.File) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
@@ -191,15 +192,22 @@ def _write_tar(path: Path, members: dict[str, bytes]) -> None:
             tar.addfile(info, io.BytesIO(data))
 
 
-def _write_cifar10(path: Path, n_train: int = 30, n_test: int = 10,
-                   seed: int = 2) -> dict[str, np.ndarray]:
-    """cifar-10-python.tar.gz with five training batches and a test batch."""
+def _cifar_data(nr_classes: int, seed: int, n_train: int = 30,
+                n_test: int = 10) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     data = {'train_x': rng.integers(0, 256, (n_train, 32, 32, 3), np.uint8),
-            'train_y': rng.integers(0, 10, n_train),
+            'train_y': rng.integers(0, nr_classes, n_train),
             'test_x': rng.integers(0, 256, (n_test, 32, 32, 3), np.uint8),
-            'test_y': rng.integers(0, 10, n_test)}
+            'test_y': rng.integers(0, nr_classes, n_test)}
     data['train_x'][:, 0, 0, 0] = 7  # a constant pixel: std 0 is replaced by 1
+    data['train_y'][0] = nr_classes - 1
+    return data
+
+
+def _write_cifar10(path: Path) -> dict[str, np.ndarray]:
+    """cifar-10-python.tar.gz with five training batches and a test batch."""
+    data = _cifar_data(10, seed=2)
+    n_train = len(data['train_x'])
     members = {'cifar-10-batches-py/batches.meta': pickle.dumps({}, 2)}
     parts = np.array_split(np.arange(n_train), 5)
     for i, part in enumerate(parts, start=1):
@@ -332,3 +340,40 @@ def test_cifar_pickle_with_python2_numpy_names_loads(recwarn):
     assert batch['labels'] == [3, 4]
     assert not [w for w in recwarn if issubclass(w.category,
                                                  DeprecationWarning)]
+
+
+def _write_cifar100(path: Path) -> dict[str, np.ndarray]:
+    """cifar-100-python.tar.gz with its train and test files."""
+    data = _cifar_data(100, seed=3)
+    members = {'cifar-100-python/meta': pickle.dumps({}, 2)}
+    for name in ('train', 'test'):
+        x, y = data[f'{name}_x'], data[f'{name}_y']
+        batch = pickle.loads(_cifar_batch(x, y, b'fine_labels', name))
+        batch[b'coarse_labels'] = [int(label) // 5 for label in y]
+        members[f'cifar-100-python/{name}'] = pickle.dumps(batch, 2)
+    _write_tar(path, members)
+    return data
+
+
+def test_cifar100_layout_standardisation_and_fine_labels(tmp_path):
+    data = _write_cifar100(tmp_path / 'cifar-100-python.tar.gz')
+    out = create_cifar100.convert(tmp_path / 'cifar-100-python.tar.gz',
+                                  tmp_path / 'CIFAR-100.hdf5', **CIFAR_SIZES)
+    _check_cifar_file(out, data)
+    with h5py.File(out, 'r') as f:
+        assert f['normalized_full/training/targets'][()].max() == 99
+        assert 'CIFAR-100' in f.attrs['description']
+    with tarfile.open(tmp_path / 'cifar-100-python.tar.gz') as tar:
+        tar.extractall(tmp_path / 'extracted', filter='data')
+    create_cifar100.convert(tmp_path / 'extracted', tmp_path / 'b.hdf5',
+                            **CIFAR_SIZES)
+    _check_cifar_file(tmp_path / 'b.hdf5', data)
+
+
+def test_cifar100_rejects_a_cifar10_archive(tmp_path):
+    _write_cifar10(tmp_path / 'cifar-10-python.tar.gz')
+    with pytest.raises(_common.DataFormatError,
+                       match=r"cifar-10-python\.tar\.gz': expected the "
+                             r"batches \['train', 'test'\]"):
+        create_cifar100.convert(tmp_path / 'cifar-10-python.tar.gz',
+                                tmp_path / 'out.hdf5', **CIFAR_SIZES)
