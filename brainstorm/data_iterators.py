@@ -1,1 +1,580 @@
-"""Placeholder: filled in by its issue."""
+"""Data iterators: feed named data to a network batch by batch.
+
+A data iterator is called with a handler and returns a generator; each item
+is a dict mapping data names (the names of the network's Input outputs) to
+NumPy arrays of shape ``(T, B, ...)``. ``length`` is the number of batches
+per pass and ``data_shapes`` maps each name to the full shape of its data.
+
+:class:`Undivided` and :class:`Minibatches` read the user's arrays; the
+others wrap another iterator (kept in the attribute ``iter``) and change
+some of its data. Guarantees:
+
+* The user's arrays are never modified. The base iterators yield read-only
+  views, and wrappers always write their results into new arrays, so
+  nothing accumulates across passes.
+* Every random draw comes from the iterator's own ``rnd`` and happens while
+  the pass runs. Saving ``it.rnd.get_state()`` for an iterator and every
+  iterator below it (follow ``.iter``) between passes and restoring these
+  states later reproduces the following passes exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+
+import numpy as np
+
+from brainstorm.randomness import Seedable
+from brainstorm.utils import IteratorValidationError
+
+__all__ = ['DataIterator', 'Undivided', 'Minibatches', 'AddGaussianNoise',
+           'AddSaltNPepper', 'Flip', 'OneHot', 'MultiHot', 'Pad',
+           'RandomCrop']
+
+
+# --------------------------------------------------------------- helpers ---
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    """A read-only view of ``array`` (the array itself stays writeable)."""
+    view = array.view()
+    view.flags.writeable = False
+    return view
+
+
+def _check_named_data(owner: str, named_data: dict) -> dict:
+    """Validate the data of a base iterator and return it as arrays.
+
+    NumPy arrays are kept as they are (no copy); other array-likes are
+    converted with ``np.asarray``.
+    """
+    if not named_data:
+        raise IteratorValidationError(
+            f'{owner}: needs at least one named data array. Received none.')
+    result = {}
+    first_name = first_shape = None
+    for name, data in named_data.items():
+        if not isinstance(data, np.ndarray):
+            data = np.asarray(data)
+        if data.ndim < 3:
+            raise IteratorValidationError(
+                f"{owner}: data '{name}' must have at least 3 dimensions "
+                f'(T, B, ...). Received: shape={data.shape}')
+        if first_shape is None:
+            first_name, first_shape = name, data.shape
+        elif data.shape[:2] != first_shape[:2]:
+            raise IteratorValidationError(
+                f"{owner}: all data must have the same time and batch sizes "
+                f"(T, B). Data '{first_name}' has {first_shape[:2]} but "
+                f"'{name}' has {data.shape[:2]}")
+        result[name] = data
+    return result
+
+
+def _check_iterator(owner: str, iterator) -> None:
+    if not isinstance(iterator, DataIterator):
+        raise IteratorValidationError(
+            f'{owner}: iter must be a DataIterator. Received: '
+            f'{type(iterator).__name__}')
+
+
+def _check_names(owner: str, argument: str, names, iterator: DataIterator
+                 ) -> None:
+    if not isinstance(names, Mapping):
+        raise IteratorValidationError(
+            f'{owner}: {argument} must be a dict of data names. '
+            f'Received: {names!r}')
+    for name in names:
+        if name not in iterator.data_shapes:
+            raise IteratorValidationError(
+                f"{owner}: {argument} names unknown data '{name}'. "
+                f'Available: {sorted(iterator.data_shapes)}')
+
+
+def _check_5d(owner: str, names, iterator: DataIterator) -> None:
+    for name in names:
+        shape = iterator.data_shapes[name]
+        if len(shape) != 5:
+            raise IteratorValidationError(
+                f"{owner}: data '{name}' must be 5-D (T, B, H, W, C). "
+                f'Received: shape={tuple(shape)}')
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return (isinstance(value, (int, float, np.integer, np.floating))
+            and not isinstance(value, bool) and math.isfinite(value))
+
+
+def _check_numbers(owner: str, argument: str, values: Mapping,
+                   low: float | None = None, high: float | None = None
+                   ) -> None:
+    for name, value in values.items():
+        ok = _is_number(value)
+        if ok and low is not None:
+            ok = value >= low
+        if ok and high is not None:
+            ok = value <= high
+        if not ok:
+            bounds = ''
+            if low is not None or high is not None:
+                bounds = f' in [{low}, {high}]'
+            raise IteratorValidationError(
+                f"{owner}: {argument}['{name}'] must be a number{bounds}. "
+                f'Received: {value!r}')
+
+
+# ------------------------------------------------------------------ base ---
+
+class DataIterator(Seedable):
+    """Base class of all data iterators.
+
+    Args:
+        data_shapes: maps each data name to the full shape of its data.
+        length: number of batches per pass.
+    """
+
+    def __init__(self, data_shapes: dict[str, tuple[int, ...]], length: int):
+        super().__init__()
+        self.data_shapes = data_shapes
+        self.length = length
+
+    def __call__(self, handler=None) -> Iterator[dict[str, np.ndarray]]:
+        """Return a generator over one pass of the data.
+
+        Args:
+            handler: the handler of the network the data is for (unused by
+                the built-in iterators, which yield NumPy arrays).
+        """
+        raise NotImplementedError
+
+
+class Undivided(DataIterator):
+    """Yield all the data as a single batch.
+
+    The batch holds read-only views of the given arrays.
+
+    Args:
+        **named_data: arrays of shape ``(T, B, ...)`` with equal T and B.
+
+    Attributes:
+        total_size: the number of samples (B).
+    """
+
+    def __init__(self, **named_data: np.ndarray):
+        data = _check_named_data('Undivided', named_data)
+        super().__init__({name: d.shape for name, d in data.items()}, 1)
+        self.data = data
+        self.total_size = next(iter(data.values())).shape[1]
+
+    def __call__(self, handler=None):
+        """Return a generator yielding the whole data once."""
+        yield {name: _read_only(d) for name, d in self.data.items()}
+
+
+class Minibatches(DataIterator):
+    """Yield consecutive batches of ``batch_size`` samples.
+
+    Batch ``k`` holds samples ``[k * batch_size, (k + 1) * batch_size)`` as
+    read-only views of the given arrays (nothing is copied). With ``shuffle``
+    the order of the batches (not their content) is permuted, freshly for
+    every pass.
+
+    The time axis of each batch is cut to its longest sequence. Sequence
+    lengths come from ``cut_according_to``: the name of a mask of shape
+    ``(T, B, 1)`` (length = last non-zero step + 1, 0 if there is none) or
+    an explicit list with one length per sample. If it is a name that is not
+    in the data, nothing is cut. A batch keeps at least one time step.
+
+    Args:
+        batch_size: samples per batch.
+        shuffle: permute the batch order in every pass.
+        cut_according_to: mask name or list of sequence lengths.
+        **named_data: arrays of shape ``(T, B, ...)`` with equal T and B.
+
+    Attributes:
+        sample_size: the number of samples (B of the data).
+        seq_lens: per-sample sequence lengths, or None if nothing is cut.
+    """
+
+    def __init__(self, batch_size: int = 1, shuffle: bool = True,
+                 cut_according_to='mask', **named_data: np.ndarray):
+        data = _check_named_data('Minibatches', named_data)
+        if not _is_int(batch_size) or batch_size < 1:
+            raise IteratorValidationError(
+                'Minibatches: batch_size must be a positive int. '
+                f'Received: batch_size={batch_size!r}')
+        first = next(iter(data.values()))
+        time_steps, sample_size = first.shape[:2]
+        super().__init__({name: d.shape for name, d in data.items()},
+                         int(math.ceil(sample_size / batch_size)))
+        self.data = data
+        self.batch_size = int(batch_size)
+        self.shuffle = bool(shuffle)
+        self.sample_size = sample_size
+        self.seq_lens = self._get_sequence_lengths(cut_according_to, data,
+                                                   time_steps, sample_size)
+
+    @staticmethod
+    def _get_sequence_lengths(cut_according_to, data, time_steps,
+                              sample_size):
+        if isinstance(cut_according_to, str) or cut_according_to is None:
+            if cut_according_to not in data:
+                return None
+            mask = data[cut_according_to]
+            nonzero = mask.reshape(time_steps, sample_size, -1).any(axis=2)
+            last = time_steps - np.argmax(nonzero[::-1], axis=0)
+            return np.where(nonzero.any(axis=0), last, 0)
+        lengths = np.asarray(cut_according_to)
+        if (lengths.shape != (sample_size,)
+                or not np.issubdtype(lengths.dtype, np.integer)
+                or lengths.min(initial=0) < 0
+                or lengths.max(initial=0) > time_steps):
+            raise IteratorValidationError(
+                'Minibatches: cut_according_to must be a data name or a list '
+                f'of {sample_size} ints in [0, {time_steps}]. '
+                f'Received: {cut_according_to!r}')
+        return lengths
+
+    def __call__(self, handler=None):
+        """Return a generator over the batches of one pass."""
+        if self.shuffle:
+            order = self.rnd.permutation(self.length)
+        else:
+            order = range(self.length)
+        for k in order:
+            start = int(k) * self.batch_size
+            stop = min(start + self.batch_size, self.sample_size)
+            if self.seq_lens is None:
+                time_cut = slice(None)
+            else:
+                time_cut = slice(max(int(self.seq_lens[start:stop].max()), 1))
+            yield {name: _read_only(d[time_cut, start:stop])
+                   for name, d in self.data.items()}
+
+
+# -------------------------------------------------------------- wrappers ---
+
+class AddGaussianNoise(DataIterator):
+    """Add Gaussian noise to some of the data (into new arrays).
+
+    Args:
+        iter: the wrapped iterator (kept as ``self.iter``).
+        std_dict: data name -> standard deviation of the noise.
+        mean_dict: data name -> mean of the noise (default 0); must have the
+            same names as ``std_dict`` if given.
+    """
+
+    def __init__(self, iter: DataIterator, std_dict: dict[str, float],
+                 mean_dict: dict[str, float] | None = None):
+        _check_iterator('AddGaussianNoise', iter)
+        _check_names('AddGaussianNoise', 'std_dict', std_dict, iter)
+        _check_numbers('AddGaussianNoise', 'std_dict', std_dict, low=0)
+        if mean_dict is None:
+            mean_dict = {name: 0.0 for name in std_dict}
+        _check_names('AddGaussianNoise', 'mean_dict', mean_dict, iter)
+        if set(mean_dict) != set(std_dict):
+            raise IteratorValidationError(
+                'AddGaussianNoise: mean_dict and std_dict must name the same '
+                f'data. Received: std_dict keys {sorted(std_dict)}, '
+                f'mean_dict keys {sorted(mean_dict)}')
+        _check_numbers('AddGaussianNoise', 'mean_dict', mean_dict)
+        super().__init__(dict(iter.data_shapes), iter.length)
+        self.iter = iter
+        self.std_dict = dict(std_dict)
+        self.mean_dict = dict(mean_dict)
+
+    def __call__(self, handler=None):
+        """Return a generator over the noisy batches of one pass."""
+        for data in self.iter(handler):
+            data = dict(data)
+            for name, std in self.std_dict.items():
+                values = data[name]
+                noise = self.rnd.normal(self.mean_dict[name], std,
+                                        size=values.shape)
+                if np.issubdtype(values.dtype, np.floating):
+                    noise = noise.astype(values.dtype)
+                data[name] = values + noise
+            yield data
+
+
+class AddSaltNPepper(DataIterator):
+    """Set random entries to 1 (salt) or 0 (pepper), in a copy of the data.
+
+    For each entry ``u ~ U[0, 1)`` is drawn: ``u >= 1 - p * r`` sets it to 1
+    and ``u <= p * (1 - r)`` sets it to 0, so a fraction ``p`` of the entries
+    is changed and ``r`` of those become 1.
+
+    Args:
+        iter: the wrapped iterator (kept as ``self.iter``).
+        prob_dict: data name -> probability ``p`` in [0, 1].
+        ratio_dict: data name -> salt ratio ``r`` in [0, 1] (default 0.5).
+    """
+
+    def __init__(self, iter: DataIterator, prob_dict: dict[str, float],
+                 ratio_dict: dict[str, float] | None = None):
+        _check_iterator('AddSaltNPepper', iter)
+        _check_names('AddSaltNPepper', 'prob_dict', prob_dict, iter)
+        _check_numbers('AddSaltNPepper', 'prob_dict', prob_dict, 0, 1)
+        ratio_dict = {} if ratio_dict is None else ratio_dict
+        _check_names('AddSaltNPepper', 'ratio_dict', ratio_dict, iter)
+        _check_numbers('AddSaltNPepper', 'ratio_dict', ratio_dict, 0, 1)
+        for name in ratio_dict:
+            if name not in prob_dict:
+                raise IteratorValidationError(
+                    f"AddSaltNPepper: ratio_dict names '{name}' which is not "
+                    f'in prob_dict {sorted(prob_dict)}')
+        super().__init__(dict(iter.data_shapes), iter.length)
+        self.iter = iter
+        self.prob_dict = dict(prob_dict)
+        self.ratio_dict = {name: ratio_dict.get(name, 0.5)
+                           for name in prob_dict}
+
+    def __call__(self, handler=None):
+        """Return a generator over the noisy batches of one pass."""
+        for data in self.iter(handler):
+            data = dict(data)
+            for name, prob in self.prob_dict.items():
+                ratio = self.ratio_dict[name]
+                values = np.array(data[name])
+                u = self.rnd.uniform(size=values.shape)
+                values[u >= 1 - prob * ratio] = 1
+                values[u <= prob * (1 - ratio)] = 0
+                data[name] = values
+            yield data
+
+
+class Flip(DataIterator):
+    """Randomly mirror images along their width axis.
+
+    Each sample of 5-D data ``(T, B, H, W, C)`` is flipped along W (axis 3)
+    with the given probability, the same way at all time steps. Flipped
+    batches are new arrays; the source data is never changed.
+
+    Args:
+        iter: the wrapped iterator (kept as ``self.iter``).
+        prob_dict: data name -> flip probability in [0, 1]; default
+            ``{'default': 0.5}``.
+    """
+
+    def __init__(self, iter: DataIterator,
+                 prob_dict: dict[str, float] | None = None):
+        _check_iterator('Flip', iter)
+        prob_dict = {'default': 0.5} if prob_dict is None else prob_dict
+        _check_names('Flip', 'prob_dict', prob_dict, iter)
+        _check_numbers('Flip', 'prob_dict', prob_dict, 0, 1)
+        _check_5d('Flip', prob_dict, iter)
+        super().__init__(dict(iter.data_shapes), iter.length)
+        self.iter = iter
+        self.prob_dict = dict(prob_dict)
+
+    def __call__(self, handler=None):
+        """Return a generator over the randomly flipped batches."""
+        for data in self.iter(handler):
+            data = dict(data)
+            for name, prob in self.prob_dict.items():
+                values = data[name]
+                flip = self.rnd.uniform(size=values.shape[1]) < prob
+                if flip.any():
+                    flipped = np.array(values)
+                    flipped[:, flip] = values[:, flip, :, ::-1]
+                    data[name] = flipped
+            yield data
+
+
+def _check_vocabulary_sizes(owner: str, vocab_size_dict, iterator) -> None:
+    _check_names(owner, 'vocab_size_dict', vocab_size_dict, iterator)
+    for name, size in vocab_size_dict.items():
+        if not _is_int(size) or size < 1:
+            raise IteratorValidationError(
+                f"{owner}: vocab_size_dict['{name}'] must be a positive int. "
+                f'Received: {size!r}')
+
+
+def _as_ids(owner: str, name: str, values: np.ndarray, vocab_size: int
+            ) -> np.ndarray:
+    ids = np.asarray(values)
+    if ids.size and (not np.all(np.mod(ids, 1) == 0) or ids.min() < 0
+                     or ids.max() >= vocab_size):
+        raise IteratorValidationError(
+            f"{owner}: data '{name}' must hold integer ids in "
+            f'[0, {vocab_size}). Received values in [{ids.min()}, '
+            f'{ids.max()}]')
+    return ids.astype(np.intp)
+
+
+class OneHot(DataIterator):
+    """Turn integer ids of shape ``(T, B, 1)`` into one-hot ``(T, B, V)``.
+
+    Args:
+        iter: the wrapped iterator (kept as ``self.iter``).
+        vocab_size_dict: data name -> vocabulary size V (int).
+    """
+
+    def __init__(self, iter: DataIterator, vocab_size_dict: dict[str, int]):
+        _check_iterator('OneHot', iter)
+        _check_vocabulary_sizes('OneHot', vocab_size_dict, iter)
+        for name in vocab_size_dict:
+            shape = tuple(iter.data_shapes[name])
+            if shape[-1] != 1:
+                raise IteratorValidationError(
+                    f"OneHot: data '{name}' must have size 1 in its last "
+                    f'dimension. Received: shape={shape}')
+        data_shapes = dict(iter.data_shapes)
+        for name, size in vocab_size_dict.items():
+            data_shapes[name] = tuple(data_shapes[name][:-1]) + (int(size),)
+        super().__init__(data_shapes, iter.length)
+        self.iter = iter
+        self.vocab_size_dict = dict(vocab_size_dict)
+
+    def __call__(self, handler=None):
+        """Return a generator over the batches with one-hot encoded data."""
+        for data in self.iter(handler):
+            data = dict(data)
+            for name, size in self.vocab_size_dict.items():
+                ids = _as_ids('OneHot', name, data[name], size)
+                one_hot = np.zeros(ids.shape[:-1] + (size,), dtype=bool)
+                np.put_along_axis(one_hot, ids, True, axis=-1)
+                data[name] = one_hot
+            yield data
+
+
+class MultiHot(DataIterator):
+    """Turn ``K`` integer ids ``(T, B, K)`` into a multi-hot ``(T, B, V)``.
+
+    Each id sets its entry to True, so K distinct ids give K ones.
+
+    Args:
+        iter: the wrapped iterator (kept as ``self.iter``).
+        vocab_size_dict: data name -> vocabulary size V (int).
+    """
+
+    def __init__(self, iter: DataIterator, vocab_size_dict: dict[str, int]):
+        _check_iterator('MultiHot', iter)
+        _check_vocabulary_sizes('MultiHot', vocab_size_dict, iter)
+        data_shapes = dict(iter.data_shapes)
+        for name, size in vocab_size_dict.items():
+            data_shapes[name] = tuple(data_shapes[name][:-1]) + (int(size),)
+        super().__init__(data_shapes, iter.length)
+        self.iter = iter
+        self.vocab_size_dict = dict(vocab_size_dict)
+
+    def __call__(self, handler=None):
+        """Return a generator over the batches with multi-hot encoded data."""
+        for data in self.iter(handler):
+            data = dict(data)
+            for name, size in self.vocab_size_dict.items():
+                ids = _as_ids('MultiHot', name, data[name], size)
+                multi_hot = np.zeros(ids.shape[:-1] + (size,), dtype=bool)
+                np.put_along_axis(multi_hot, ids, True, axis=-1)
+                data[name] = multi_hot
+            yield data
+
+
+class Pad(DataIterator):
+    """Pad images ``(T, B, H, W, C)`` by ``size`` on each side of H and W.
+
+    The result is a new float64 array of shape
+    ``(T, B, H + 2 size, W + 2 size, C)``.
+
+    Args:
+        iter: the wrapped iterator (kept as ``self.iter``).
+        size_dict: data name -> padding size (int >= 0).
+        value_dict: data name -> padding value (default 0).
+    """
+
+    def __init__(self, iter: DataIterator, size_dict: dict[str, int],
+                 value_dict: dict[str, float] | None = None):
+        _check_iterator('Pad', iter)
+        _check_names('Pad', 'size_dict', size_dict, iter)
+        _check_5d('Pad', size_dict, iter)
+        for name, size in size_dict.items():
+            if not _is_int(size) or size < 0:
+                raise IteratorValidationError(
+                    f"Pad: size_dict['{name}'] must be an int >= 0. "
+                    f'Received: {size!r}')
+        value_dict = {} if value_dict is None else value_dict
+        _check_names('Pad', 'value_dict', value_dict, iter)
+        _check_numbers('Pad', 'value_dict', value_dict)
+        for name in value_dict:
+            if name not in size_dict:
+                raise IteratorValidationError(
+                    f"Pad: value_dict names '{name}' which is not in "
+                    f'size_dict {sorted(size_dict)}')
+        data_shapes = dict(iter.data_shapes)
+        for name, size in size_dict.items():
+            t, b, h, w, c = data_shapes[name]
+            data_shapes[name] = (t, b, h + 2 * size, w + 2 * size, c)
+        super().__init__(data_shapes, iter.length)
+        self.iter = iter
+        self.size_dict = {name: int(s) for name, s in size_dict.items()}
+        self.value_dict = {name: value_dict.get(name, 0.0)
+                           for name in size_dict}
+
+    def __call__(self, handler=None):
+        """Return a generator over the padded batches."""
+        for data in self.iter(handler):
+            data = dict(data)
+            for name, size in self.size_dict.items():
+                values = data[name]
+                t, b, h, w, c = values.shape
+                padded = np.full((t, b, h + 2 * size, w + 2 * size, c),
+                                 self.value_dict[name], dtype=np.float64)
+                padded[:, :, size:size + h, size:size + w] = values
+                data[name] = padded
+            yield data
+
+
+class RandomCrop(DataIterator):
+    """Crop a random ``(h, w)`` window out of images ``(T, B, H, W, C)``.
+
+    Each sample gets its own corner, drawn uniformly from all valid corners
+    (both ends inclusive), used at all time steps. The result is a new
+    float64 array of shape ``(T, B, h, w, C)``.
+
+    Args:
+        iter: the wrapped iterator (kept as ``self.iter``).
+        shape_dict: data name -> ``(h, w)`` with ``h <= H`` and ``w <= W``.
+    """
+
+    def __init__(self, iter: DataIterator,
+                 shape_dict: dict[str, tuple[int, int]]):
+        _check_iterator('RandomCrop', iter)
+        _check_names('RandomCrop', 'shape_dict', shape_dict, iter)
+        _check_5d('RandomCrop', shape_dict, iter)
+        data_shapes = dict(iter.data_shapes)
+        for name, crop in shape_dict.items():
+            t, b, h, w, c = data_shapes[name]
+            if (not isinstance(crop, (tuple, list)) or len(crop) != 2
+                    or not all(_is_int(x) and x >= 1 for x in crop)):
+                raise IteratorValidationError(
+                    f"RandomCrop: shape_dict['{name}'] must be a tuple of two "
+                    f'positive ints (h, w). Received: {crop!r}')
+            if crop[0] > h or crop[1] > w:
+                raise IteratorValidationError(
+                    f"RandomCrop: crop {tuple(crop)} for data '{name}' is "
+                    f'larger than its images ({h}, {w})')
+            data_shapes[name] = (t, b, int(crop[0]), int(crop[1]), c)
+        super().__init__(data_shapes, iter.length)
+        self.iter = iter
+        self.shape_dict = {name: (int(c[0]), int(c[1]))
+                           for name, c in shape_dict.items()}
+
+    def __call__(self, handler=None):
+        """Return a generator over the randomly cropped batches."""
+        for data in self.iter(handler):
+            data = dict(data)
+            for name, (crop_h, crop_w) in self.shape_dict.items():
+                values = data[name]
+                t, b, h, w, c = values.shape
+                tops = self.rnd.randint(0, h - crop_h + 1, size=b)
+                lefts = self.rnd.randint(0, w - crop_w + 1, size=b)
+                cropped = np.empty((t, b, crop_h, crop_w, c), dtype=np.float64)
+                for i, (top, left) in enumerate(zip(tops, lefts)):
+                    cropped[:, i] = values[:, i, top:top + crop_h,
+                                           left:left + crop_w]
+                data[name] = cropped
+            yield data
