@@ -33,6 +33,7 @@ _common = importlib.import_module('_common')
 create_mnist = importlib.import_module('create_mnist')
 create_cifar10 = importlib.import_module('create_cifar10')
 create_cifar100 = importlib.import_module('create_cifar100')
+create_hutter = importlib.import_module('create_hutter')
 
 
 def _datasets(f: h5py.File) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
@@ -377,3 +378,122 @@ def test_cifar100_rejects_a_cifar10_archive(tmp_path):
                              r"batches \['train', 'test'\]"):
         create_cifar100.convert(tmp_path / 'cifar-10-python.tar.gz',
                                 tmp_path / 'out.hdf5', **CIFAR_SIZES)
+
+
+# ----------------------------------------------------------------- Hutter ---
+
+HUTTER_SIZES = {'training_size': 1000, 'validation_size': 300,
+                'test_size': 300, 'sequence_length': 7, 'streams': 4}
+
+
+def _write_enwik8_zip(path: Path, seed: int = 4) -> bytes:
+    """A zip holding 1600 bytes 'enwik8' over 30 byte values (some non-ASCII)."""
+    rng = np.random.default_rng(seed)
+    alphabet = np.array(list(b'abcdefghijklmnopqrstuvwxyz <>\n') + [0xC3],
+                        dtype=np.uint8)
+    text = alphabet[rng.integers(0, len(alphabet), 1600)].tobytes()
+    with zipfile.ZipFile(path, 'w', zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr('enwik8', text)
+    return text
+
+
+def _stream_bytes(inputs: np.ndarray, unique: np.ndarray, stream: int,
+                  streams: int) -> bytes:
+    """Concatenate the sequences of one stream back into text."""
+    columns = inputs[:, stream::streams, 0]  # (T, pieces)
+    return unique[columns.T.reshape(-1)].tobytes()
+
+
+def test_hutter_layout_dtypes_and_description(tmp_path):
+    text = _write_enwik8_zip(tmp_path / 'enwik8.zip')
+    out = create_hutter.convert(tmp_path / 'enwik8.zip',
+                                tmp_path / 'HutterPrize.hdf5', **HUTTER_SIZES)
+    # inputs per split: (n - 1) // 28 pieces of 4 streams x 7 steps
+    pieces = {'training': 999 // 28, 'validation': 299 // 28,
+              'test': 299 // 28}
+    with h5py.File(out, 'r') as f:
+        expected = {}
+        for name, c in pieces.items():
+            expected[f'split/{name}/default'] = ((7, c * 4, 1), np.uint8)
+            expected[f'split/{name}/targets'] = ((7, c * 4, 1), np.uint8)
+        assert _datasets(f) == expected
+        assert set(f.attrs) == {'description', 'unique'}
+        unique = f.attrs['unique']
+        description = f.attrs['description']
+    np.testing.assert_array_equal(unique, np.unique(np.frombuffer(text,
+                                                                  np.uint8)))
+    assert unique.dtype == np.uint8 and len(unique) == 31
+    assert '1,600 bytes' in description
+    assert '980 input bytes of the 1,000 bytes of the training' in description
+    assert '280 input bytes of the 300 bytes of the test' in description
+    assert '10M' not in description
+
+
+def test_hutter_round_trip_next_char_targets_and_continuity(tmp_path):
+    text = _write_enwik8_zip(tmp_path / 'enwik8.zip')
+    out = create_hutter.convert(tmp_path, tmp_path / 'HutterPrize.hdf5',
+                                **HUTTER_SIZES)
+    streams, steps = 4, 7
+    with h5py.File(out, 'r') as f:
+        unique = f.attrs['unique']
+        for name, start, size in [('training', 0, 1000),
+                                  ('validation', 1000, 300),
+                                  ('test', 1300, 300)]:
+            x = f[f'split/{name}/default'][()]
+            y = f[f'split/{name}/targets'][()]
+            assert x.max() < len(unique)
+            part = text[start:start + size]
+            length = (size - 1) // (streams * steps) * steps
+            for s in range(streams):
+                piece = part[s * length:(s + 1) * length + 1]
+                assert _stream_bytes(x, unique, s, streams) == piece[:-1]
+                assert _stream_bytes(y, unique, s, streams) == piece[1:]
+            # within a sequence the target is the next input
+            np.testing.assert_array_equal(y[:-1], x[1:])
+            # batch c + 1 (columns of Minibatches(streams)) continues batch c
+            np.testing.assert_array_equal(x[0, streams:], y[-1, :-streams])
+            np.testing.assert_array_equal(x[1:, streams:],
+                                          y[:-1, streams:])
+
+
+def test_hutter_accepts_the_extracted_file(tmp_path):
+    text = _write_enwik8_zip(tmp_path / 'enwik8.zip')
+    (tmp_path / 'raw').mkdir()
+    (tmp_path / 'raw' / 'enwik8').write_bytes(text)
+    out = create_hutter.convert(tmp_path / 'raw', tmp_path / 'a.hdf5',
+                                **HUTTER_SIZES)
+    create_hutter.convert(tmp_path / 'enwik8.zip', tmp_path / 'b.hdf5',
+                          **HUTTER_SIZES)
+    with h5py.File(out, 'r') as a, h5py.File(tmp_path / 'b.hdf5', 'r') as b:
+        for name in ('training', 'validation', 'test'):
+            np.testing.assert_array_equal(a[f'split/{name}/default'][()],
+                                          b[f'split/{name}/default'][()])
+
+
+def test_hutter_foreign_corrupt_or_short_sources_name_the_file(tmp_path):
+    foreign = tmp_path / 'enwik8.tar.gz'
+    _write_tar(foreign, {'enwik8': b'x' * 1600})
+    with pytest.raises(_common.DataFormatError,
+                       match=r"'.*enwik8\.tar\.gz': expected a zip archive"):
+        create_hutter.convert(foreign, tmp_path / 'out.hdf5', **HUTTER_SIZES)
+    archive = tmp_path / 'enwik8.zip'
+    _write_enwik8_zip(archive)
+    damaged = bytearray(archive.read_bytes())
+    damaged[60:90] = bytes(30)  # inside the deflated data
+    archive.write_bytes(bytes(damaged))
+    with pytest.raises(_common.DataFormatError, match=r'enwik8\.zip'):
+        create_hutter.convert(archive, tmp_path / 'out.hdf5', **HUTTER_SIZES)
+    with zipfile.ZipFile(archive, 'w') as z:
+        z.writestr('readme.txt', b'hello')
+    with pytest.raises(_common.DataFormatError,
+                       match=r"enwik8\.zip': expected a file 'enwik8'"):
+        create_hutter.convert(archive, tmp_path / 'out.hdf5', **HUTTER_SIZES)
+    _write_enwik8_zip(archive)
+    with pytest.raises(_common.DataFormatError,
+                       match=r"expected 100000000 bytes .*Received: 1600"):
+        create_hutter.convert(archive, tmp_path / 'out.hdf5')
+    with pytest.raises(ValidationError, match='too short'):
+        create_hutter.convert(archive, tmp_path / 'out.hdf5',
+                              training_size=1000, validation_size=300,
+                              test_size=300, sequence_length=100, streams=4)
+    assert not (tmp_path / 'out.hdf5').exists()
