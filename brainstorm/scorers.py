@@ -1,1 +1,202 @@
-"""Placeholder: filled in by its issue."""
+"""Scorers: measure how well a network does, batch by batch.
+
+A scorer is called with the targets, the network's predictions and an
+optional mask, all reshaped to ``(rows, last_dim)``, and returns the SUM of
+its score over the rows of the batch. :func:`gather_losses_and_scores`
+collects ``(weight, value)`` pairs per batch and
+:func:`aggregate_losses_and_scores` turns them into one number each, with
+:meth:`Scorer.aggregate` computing ``sum(values) / sum(weights)``.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from brainstorm.describable import Describable
+from brainstorm.utils import ValidationError, flatten_all_but_last
+
+__all__ = ['Scorer', 'Accuracy', 'Hamming', 'MeanSquaredError',
+           'gather_losses_and_scores', 'aggregate_losses_and_scores']
+
+
+class Scorer(Describable):
+    """Base class of all scorers.
+
+    Args:
+        out_name: path of the network output to score (e.g.
+            ``'Output.outputs.probabilities'``); empty means the default
+            given to :func:`gather_losses_and_scores` or ``net.output_name``.
+        targets_name: name of the Input output holding the targets.
+        mask_name: name of the Input output holding a mask (empty: none).
+        name: name under which the score is logged (default: class name).
+    """
+
+    def __init__(self, out_name: str = '', targets_name: str = 'targets',
+                 mask_name: str = '', name: str | None = None):
+        self.out_name = out_name
+        self.targets_name = targets_name
+        self.mask_name = mask_name
+        self.__name__ = name if name is not None else type(self).__name__
+
+    def __call__(self, true_labels: np.ndarray, predicted: np.ndarray,
+                 mask: np.ndarray | None = None) -> float:
+        """Return the summed score of one batch.
+
+        Args:
+            true_labels: targets, shape ``(rows, k)``.
+            predicted: network outputs, shape ``(rows, n)``.
+            mask: optional weights per row, shape ``(rows, 1)``.
+        """
+        raise NotImplementedError
+
+    @staticmethod
+    def aggregate(outputs: Sequence[tuple[float, float]]) -> float:
+        """Combine ``(weight, value)`` pairs into ``sum(value) / sum(weight)``.
+
+        Returns 0.0 if the weights sum to zero.
+        """
+        outputs = np.asarray(outputs, dtype=np.float64).reshape(-1, 2)
+        total_weight = outputs[:, 0].sum()
+        if total_weight == 0:
+            return 0.0
+        return float(outputs[:, 1].sum() / total_weight)
+
+
+def _apply_mask(values: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    if mask is None:
+        return values
+    return values * mask.reshape(-1, 1)
+
+
+class Accuracy(Scorer):
+    """Fraction of rows classified correctly.
+
+    Predictions with more than one column are turned into class ids by
+    argmax; so are targets with more than one column (one-hot targets).
+    Single-column predictions are compared with the targets as they are.
+    """
+
+    def __call__(self, true_labels, predicted, mask=None):
+        if predicted.shape[1] > 1:
+            predicted = predicted.argmax(axis=1).reshape(-1, 1)
+        if true_labels.shape[1] > 1:
+            true_labels = true_labels.argmax(axis=1).reshape(-1, 1)
+        correct = (predicted == true_labels).astype(np.float64)
+        return float(_apply_mask(correct, mask).sum())
+
+
+class Hamming(Scorer):
+    """Per row, the fraction of bits predicted correctly (an accuracy).
+
+    A bit is predicted as 1 where ``predicted >= threshold``.
+
+    Args:
+        threshold: decision threshold for the predictions.
+        out_name: see :class:`Scorer`.
+        targets_name: see :class:`Scorer`.
+        mask_name: see :class:`Scorer`.
+        name: see :class:`Scorer`.
+    """
+
+    def __init__(self, threshold: float = 0.5, out_name: str = '',
+                 targets_name: str = 'targets', mask_name: str = '',
+                 name: str | None = None):
+        super().__init__(out_name, targets_name, mask_name, name)
+        self.threshold = threshold
+
+    def __call__(self, true_labels, predicted, mask=None):
+        if true_labels.shape != predicted.shape:
+            raise ValidationError(
+                f'{self.__name__}: targets and predictions must have the same '
+                f'shape. Received: {true_labels.shape} and {predicted.shape}')
+        bits = (predicted >= self.threshold) == (true_labels >= 0.5)
+        per_row = bits.mean(axis=1, keepdims=True)
+        return float(_apply_mask(per_row, mask).sum())
+
+
+class MeanSquaredError(Scorer):
+    """Half the summed squared error per row, averaged over the rows."""
+
+    def __call__(self, true_labels, predicted, mask=None):
+        errors = (true_labels - predicted) ** 2
+        return float(0.5 * _apply_mask(errors, mask).sum())
+
+
+# --------------------------------------------------------------- helpers ---
+
+def _get_batch_size(net) -> int:
+    """B of the current data, read from the shape of the first Input output."""
+    outputs = net.buffer['Input']['outputs']
+    return int(outputs[0].shape[1])
+
+
+def _weighted_mean(outputs: Sequence[tuple[float, float]]) -> float:
+    """``sum(weight * value) / sum(weight)`` of ``(weight, value)`` pairs."""
+    outputs = np.asarray(outputs, dtype=np.float64).reshape(-1, 2)
+    total_weight = outputs[:, 0].sum()
+    if total_weight == 0:
+        return 0.0
+    return float((outputs[:, 0] * outputs[:, 1]).sum() / total_weight)
+
+
+def gather_losses_and_scores(net, scorers: Iterable[Scorer], scores: dict,
+                             out_name: str = '', targets_name: str = 'targets',
+                             mask_name: str = '') -> None:
+    """Append the losses and scores of the current batch to ``scores``.
+
+    Call after a forward pass. For each entry of ``net.get_loss_values()``
+    ``(batch_size, loss)`` is appended under its name; for each scorer
+    ``(weight, score)`` under ``scorer.__name__``, where weight is the mask
+    sum (or the number of rows without mask). Missing lists are created.
+
+    Args:
+        net: the network.
+        scorers: the scorers to evaluate.
+        scores: dict name -> list of ``(weight, value)``, updated in place.
+        out_name: output path used for scorers without their own.
+        targets_name: targets name used for scorers without their own.
+        mask_name: mask name used for scorers without their own.
+    """
+    batch_size = _get_batch_size(net)
+    for name, loss in net.get_loss_values().items():
+        scores.setdefault(name, []).append((batch_size, loss))
+    for scorer in scorers:
+        path = scorer.out_name or out_name or net.output_name
+        if not path:
+            raise ValidationError(
+                f'{scorer.__name__}: no output to score. Set out_name on the '
+                'scorer, pass out_name, or set net.output_name')
+        predicted = flatten_all_but_last(net.get(path))
+        true_labels = flatten_all_but_last(
+            net.get_input(scorer.targets_name or targets_name))
+        mask_path = scorer.mask_name or mask_name
+        if mask_path:
+            mask = flatten_all_but_last(net.get_input(mask_path))
+            weight = float(mask.sum())
+        else:
+            mask = None
+            weight = predicted.shape[0]
+        scores.setdefault(scorer.__name__, []).append(
+            (weight, scorer(true_labels, predicted, mask)))
+
+
+def aggregate_losses_and_scores(scores: dict, net,
+                                scorers: Iterable[Scorer]) -> OrderedDict:
+    """Combine gathered ``(weight, value)`` lists into one value each.
+
+    Losses (the names of ``net.get_loss_values()``) become batch-size
+    weighted means, then each scorer aggregates its own list.
+
+    Returns:
+        An OrderedDict: losses first, then the scorers in order.
+    """
+    results = OrderedDict()
+    for name in net.get_loss_values():
+        results[name] = _weighted_mean(scores.get(name, []))
+    for scorer in scorers:
+        results[scorer.__name__] = scorer.aggregate(
+            scores.get(scorer.__name__, []))
+    return results

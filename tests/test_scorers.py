@@ -1,0 +1,178 @@
+"""Tests for brainstorm.scorers."""
+
+import json
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+
+from brainstorm.describable import create_from_description, get_description
+from brainstorm.scorers import (
+    Accuracy,
+    Hamming,
+    MeanSquaredError,
+    Scorer,
+    aggregate_losses_and_scores,
+    gather_losses_and_scores,
+)
+from brainstorm.structure.buffer_views import BufferView
+from brainstorm.utils import ValidationError
+
+
+class FakeNet:
+    """Just what the scorer helpers use of a Network."""
+
+    def __init__(self, inputs, outputs, losses, output_name=None):
+        self.inputs = inputs
+        self.outputs = outputs
+        self.losses = losses
+        self.output_name = output_name
+        names = list(inputs)
+        input_view = BufferView(['outputs'], [
+            BufferView(names, [inputs[n] for n in names])])
+        self.buffer = BufferView(['Input'], [input_view])
+
+    def get(self, path):
+        return self.outputs[path].copy()
+
+    def get_input(self, name):
+        return self.inputs[name].copy()
+
+    def get_loss_values(self):
+        return OrderedDict(self.losses)
+
+
+# ---------------------------------------------------------------- basics ---
+
+def test_scorer_names_and_defaults():
+    sc = Accuracy()
+    assert sc.__name__ == 'Accuracy'
+    assert (sc.out_name, sc.targets_name, sc.mask_name) == ('', 'targets', '')
+    named = Hamming(0.3, out_name='Out.outputs.default', name='bits')
+    assert named.__name__ == 'bits' and named.threshold == 0.3
+    assert named.out_name == 'Out.outputs.default'
+
+
+@pytest.mark.parametrize('scorer', [
+    Accuracy(), Accuracy(out_name='A.outputs.default', name='acc'),
+    Hamming(threshold=0.7, mask_name='mask'), MeanSquaredError(name='mse')],
+    ids=lambda s: s.__name__)
+def test_description_round_trip(scorer):
+    description = json.loads(json.dumps(get_description(scorer)))
+    recreated = create_from_description(description)
+    assert type(recreated) is type(scorer)
+    assert recreated.__dict__ == scorer.__dict__
+    labels = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    predicted = np.array([[0.8, 0.1], [0.6, 0.9], [0.2, 0.75]])
+    assert recreated(labels, predicted) == scorer(labels, predicted)
+
+
+def test_base_scorer_is_abstract():
+    with pytest.raises(NotImplementedError):
+        Scorer()(np.zeros((1, 1)), np.zeros((1, 1)))
+
+
+def test_aggregate_is_weighted_sum_ratio():
+    assert Scorer.aggregate([(4, 3.0), (2, 1.0)]) == pytest.approx(4 / 6)
+    assert Accuracy.aggregate([(10, 10.0)]) == 1.0
+    assert Scorer.aggregate([]) == 0.0
+
+
+# --------------------------------------------------------------- values ---
+
+def test_accuracy_argmax_and_mask():
+    labels = np.array([[0], [1], [2], [1]])
+    predicted = np.array([[.9, .1, 0], [.2, .7, .1], [.5, .4, .1],
+                          [.1, .1, .8]])
+    sc = Accuracy()
+    assert sc(labels, predicted) == 2.0
+    mask = np.array([[1], [0], [1], [1]])
+    assert sc(labels, predicted, mask) == 1.0
+    one_hot = np.eye(3)[labels.ravel()]
+    assert sc(one_hot, predicted) == 2.0
+
+
+def test_accuracy_single_column_uses_equality():
+    labels = np.array([[1.0], [0.0], [1.0]])
+    predicted = np.array([[1.0], [1.0], [1.0]])
+    assert Accuracy()(labels, predicted) == 2.0
+
+
+def test_hamming_fraction_of_bits_per_row():
+    labels = np.array([[1, 0, 1, 0], [1, 1, 1, 1]], dtype=float)
+    predicted = np.array([[0.9, 0.6, 0.5, 0.1], [0.2, 0.8, 0.9, 0.7]])
+    sc = Hamming()
+    # row 0: bits (1,1,1,0) vs (1,0,1,0) -> 3/4; row 1: 3/4
+    assert sc(labels, predicted) == pytest.approx(1.5)
+    assert sc(labels, predicted, np.array([[1], [0]])) == pytest.approx(0.75)
+    assert Hamming(threshold=0.95)(labels, predicted) == pytest.approx(
+        0.5 + 0.0)
+    with pytest.raises(ValidationError, match='Hamming'):
+        sc(labels[:, :2], predicted)
+
+
+def test_mean_squared_error_is_half_sum_of_squares():
+    labels = np.array([[1.0, 2.0], [0.0, 0.0]])
+    predicted = np.array([[0.0, 0.0], [3.0, 0.0]])
+    sc = MeanSquaredError()
+    assert sc(labels, predicted) == pytest.approx(0.5 * (1 + 4 + 9))
+    assert sc(labels, predicted, np.array([[0], [1]])) == pytest.approx(4.5)
+    assert sc.aggregate([(2, sc(labels, predicted))]) == pytest.approx(3.5)
+
+
+# ------------------------------------------------- gather and aggregate ---
+
+def make_net(predicted, targets, mask, losses):
+    return FakeNet(inputs={'default': np.zeros(targets.shape[:2] + (3,)),
+                           'targets': targets, 'mask': mask},
+                   outputs={'Out.outputs.default': predicted,
+                            'Other.outputs.default': 1 - predicted},
+                   losses=losses, output_name='Out.outputs.default')
+
+
+def test_gather_and_aggregate_over_batches():
+    scores = {}
+    accuracy = Accuracy()
+    masked = Accuracy(mask_name='mask', name='masked_accuracy')
+    other = Accuracy(out_name='Other.outputs.default', name='other')
+    mse = MeanSquaredError()
+    scorers = [accuracy, masked, other]
+    # batch 1: T=2, B=2 -> 4 rows, 3 of them correct
+    predicted = np.array([[[.9, .1], [.2, .8]], [[.3, .7], [.6, .4]]])
+    targets = np.array([[[0], [1]], [[1], [1]]])
+    mask = np.array([[[1], [1]], [[0], [1]]], dtype=float)
+    net1 = make_net(predicted, targets, mask,
+                    [('Loss', 2.0), ('total_loss', 2.0)])
+    gather_losses_and_scores(net1, scorers, scores)
+    # batch 2: T=1, B=1 -> 1 row, correct
+    net2 = make_net(np.array([[[.1, .9]]]), np.array([[[1]]]),
+                    np.array([[[1.0]]]), [('Loss', 5.0), ('total_loss', 5.0)])
+    gather_losses_and_scores(net2, scorers, scores)
+    assert scores['total_loss'] == [(2, 2.0), (1, 5.0)]
+    assert scores['Accuracy'] == [(4, 3.0), (1, 1.0)]
+    assert scores['masked_accuracy'] == [(3.0, 2.0), (1.0, 1.0)]
+    assert scores['other'] == [(4, 1.0), (1, 0.0)]
+    results = aggregate_losses_and_scores(scores, net2, scorers)
+    assert list(results) == ['Loss', 'total_loss', 'Accuracy',
+                             'masked_accuracy', 'other']
+    assert results['total_loss'] == pytest.approx((2 * 2 + 5) / 3)
+    assert results['Loss'] == results['total_loss']
+    assert results['Accuracy'] == pytest.approx(4 / 5)
+    assert results['masked_accuracy'] == pytest.approx(3 / 4)
+    assert results['other'] == pytest.approx(1 / 5)
+    # default names given to gather are used when a scorer has none
+    more = {}
+    gather_losses_and_scores(net1, [mse], more,
+                             out_name='Other.outputs.default',
+                             mask_name='mask')
+    errors = 0.5 * ((targets.reshape(4, 1) - (1 - predicted).reshape(4, 2))
+                    ** 2 * mask.reshape(4, 1)).sum()
+    assert more['MeanSquaredError'] == [(3.0, pytest.approx(errors))]
+
+
+def test_gather_without_any_output_name_fails_clearly():
+    net = make_net(np.zeros((1, 1, 2)), np.zeros((1, 1, 1)),
+                   np.ones((1, 1, 1)), [('total_loss', 0.0)])
+    net.output_name = None
+    with pytest.raises(ValidationError, match='Accuracy: no output to score'):
+        gather_losses_and_scores(net, [Accuracy()], {})
