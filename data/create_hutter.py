@@ -235,7 +235,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
     """Command line entry point; returns the path of the written file."""
     parser = make_parser(__doc__, {'training': 90_000_000,
                                    'validation': 5_000_000,
-                                   'test': 5_000_000}, 'bytes (characters)')
+                                   'test': 5_000_000}, 'bytes')
     return run_script(_main, parser, argv)
 
 

@@ -13,6 +13,7 @@ import importlib
 import io
 import pickle
 import struct
+import subprocess
 import sys
 import tarfile
 import zipfile
@@ -497,3 +498,110 @@ def test_hutter_foreign_corrupt_or_short_sources_name_the_file(tmp_path):
                               training_size=1000, validation_size=300,
                               test_size=300, sequence_length=100, streams=4)
     assert not (tmp_path / 'out.hdf5').exists()
+
+
+# ----------------------------------------------------- command line, download ---
+
+def test_main_writes_to_brainstorm_data_dir_or_output_dir(tmp_path,
+                                                          monkeypatch):
+    _write_mnist(tmp_path / 'raw')
+    monkeypatch.setenv('BRAINSTORM_DATA_DIR', str(tmp_path / 'env'))
+    sizes = ['--training-size', '20', '--validation-size', '10',
+             '--test-size', '10']
+    out = create_mnist.main(['--source', str(tmp_path / 'raw'), *sizes])
+    assert out == tmp_path / 'env' / 'MNIST.hdf5' and out.is_file()
+    out = create_mnist.main(['--source', str(tmp_path / 'raw'),
+                             '--output-dir', str(tmp_path / 'explicit'),
+                             *sizes])
+    assert out == tmp_path / 'explicit' / 'MNIST.hdf5' and out.is_file()
+    monkeypatch.delenv('BRAINSTORM_DATA_DIR')
+    monkeypatch.chdir(tmp_path)
+    out = create_mnist.main(['--source', str(tmp_path / 'raw'), *sizes])
+    assert out == Path('MNIST.hdf5') and (tmp_path / 'MNIST.hdf5').is_file()
+
+
+def test_main_downloads_when_no_source_is_given(tmp_path, monkeypatch):
+    data = _write_mnist(tmp_path / 'mirror')
+    md5s = {path.name: _common.md5sum(path)
+            for path in (tmp_path / 'mirror').iterdir()}
+    monkeypatch.setattr(create_mnist, 'SOURCE_FILES', md5s)
+    monkeypatch.setattr(create_mnist, 'URLS', [
+        (tmp_path / 'nowhere').as_uri() + '/',
+        (tmp_path / 'mirror').as_uri() + '/'])
+    out = create_mnist.main(['--output-dir', str(tmp_path / 'out'),
+                             '--training-size', '20', '--validation-size',
+                             '10', '--test-size', '10'])
+    assert sorted(p.name for p in (tmp_path / 'out').iterdir()) == sorted(
+        [*md5s, 'MNIST.hdf5'])
+    with h5py.File(out, 'r') as f:
+        np.testing.assert_array_equal(f['normalized_full/test/targets'][0, :, 0],
+                                      data['t10k-labels-idx1-ubyte'])
+
+
+def test_unreachable_download_says_to_pass_source(tmp_path, monkeypatch,
+                                                  capsys):
+    def offline(url, timeout):
+        raise _common.urllib.error.URLError('no network')
+    monkeypatch.setattr(_common.urllib.request, 'urlopen', offline)
+    with pytest.raises(SystemExit) as info:
+        create_cifar10.main(['--output-dir', str(tmp_path)])
+    assert info.value.code == 1
+    err = capsys.readouterr().err
+    assert "Could not download 'cifar-10-python.tar.gz'" in err
+    assert 'www.cs.toronto.edu' in err and 'no network' in err
+    assert '--source PATH' in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_download_checks_md5_and_reuses_a_verified_file(tmp_path):
+    original = tmp_path / 'original.bin'
+    original.write_bytes(b'brainstorm' * 100)
+    md5 = _common.md5sum(original)
+    target = tmp_path / 'got' / 'file.bin'
+    with pytest.raises(_common.DownloadError,
+                       match=f'MD5 {md5}, expected 0123.*--source'):
+        _common.download([original.as_uri()], target, '0123')
+    assert not target.exists() and not target.with_suffix('.bin.part').exists()
+    assert _common.download([original.as_uri()], target, md5) == target
+    assert target.read_bytes() == original.read_bytes()
+    original.unlink()  # a verified existing file is not downloaded again
+    assert _common.download([original.as_uri()], target, md5) == target
+
+
+def test_bad_source_path_ends_with_a_message_not_a_traceback(tmp_path,
+                                                             capsys):
+    with pytest.raises(SystemExit) as info:
+        create_hutter.main(['--source', str(tmp_path / 'missing.zip'),
+                            '--output-dir', str(tmp_path)])
+    assert info.value.code == 1
+    err = capsys.readouterr().err
+    assert 'missing.zip' in err and 'does not exist' in err
+    assert 'Traceback' not in err
+
+
+@pytest.mark.parametrize('script, default', [
+    ('create_mnist.py', '50000'), ('create_cifar10.py', '40000'),
+    ('create_cifar100.py', '40000'), ('create_hutter.py', '90000000')])
+def test_scripts_run_from_the_repository_root(script, default):
+    result = subprocess.run([sys.executable, f'data/{script}', '--help'],
+                            cwd=REPO, capture_output=True, text=True,
+                            check=False)
+    assert result.returncode == 0, result.stderr
+    text = ' '.join(result.stdout.split())
+    assert '--source PATH' in text
+    assert '--training-size N number of training' in text
+    assert f'(default: {default};' in text
+
+
+def test_script_converts_when_run_as_a_program(tmp_path):
+    _write_cifar100(tmp_path / 'cifar-100-python.tar.gz')
+    result = subprocess.run(
+        [sys.executable, 'data/create_cifar100.py', '--source',
+         str(tmp_path / 'cifar-100-python.tar.gz'), '--output-dir',
+         str(tmp_path / 'out'), '--training-size', '20',
+         '--validation-size', '10', '--test-size', '10'],
+        cwd=REPO, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert 'CIFAR-100.hdf5' in result.stdout
+    with h5py.File(tmp_path / 'out' / 'CIFAR-100.hdf5', 'r') as f:
+        assert f['normalized_full/training/default'].shape == (1, 30, 32, 32, 3)
