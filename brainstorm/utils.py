@@ -13,7 +13,8 @@ __all__ = [
     'InitializationError', 'NAME_BLACKLIST', 'is_valid_layer_name',
     'get_by_path', 'get_normalized_path', 'flatten_time',
     'flatten_time_and_features', 'flatten_features', 'flatten_all_but_last',
-    'flatten_keys', 'get_inheritors', 'progress_bar', 'get_brainstorm_info',
+    'flatten_keys', 'reshape_view', 'get_inheritors', 'progress_bar',
+    'get_brainstorm_info',
 ]
 
 
@@ -109,29 +110,53 @@ def flatten_keys(dictionary: dict) -> set:
 
 # ----------------------------------------------------------------- shapes ---
 
+def reshape_view(array, shape: tuple):
+    """``array.reshape(shape)``, but never a silent copy of a NumPy array.
+
+    Buffers are views into the network's flat memory; writing into a copy
+    would lose the result. Raises ValueError if no view is possible.
+    """
+    shape = tuple(int(s) for s in shape)
+    if isinstance(array, np.ndarray):
+        view = array.view()
+        try:
+            view.shape = shape
+        except AttributeError:
+            raise ValueError(
+                f'Cannot reshape an array of shape {array.shape} with strides '
+                f'{array.strides} to {shape} without copying it.') from None
+        return view
+    return array.reshape(shape)
+
+
 def flatten_time(array):
     """``(T, B, ...)`` -> ``(T*B, ...)`` as a view."""
     shape = array.shape
-    return array.reshape((shape[0] * shape[1],) + tuple(shape[2:]))
+    return reshape_view(array, (shape[0] * shape[1],) + tuple(shape[2:]))
 
 
 def flatten_time_and_features(array):
     """``(T, B, f1, f2, ...)`` -> ``(T*B, f1*f2*...)`` as a view."""
     shape = array.shape
-    return array.reshape((shape[0] * shape[1], int(np.prod(shape[2:]))))
+    return reshape_view(array, (shape[0] * shape[1], int(np.prod(shape[2:]))))
 
 
 def flatten_features(array, start_idx: int = 2):
     """Merge all axes from ``start_idx`` on into one."""
     shape = array.shape
-    return array.reshape(tuple(shape[:start_idx]) +
-                         (int(np.prod(shape[start_idx:])),))
+    return reshape_view(array, tuple(shape[:start_idx]) +
+                        (int(np.prod(shape[start_idx:])),))
 
 
 def flatten_all_but_last(array):
-    """``(..., F)`` -> ``(prod(...), F)`` as a view."""
+    """``(..., F)`` -> ``(prod(...), F)`` as a view.
+
+    Raises ValueError for feature-slice views with several feature axes,
+    which cannot be flattened this way without a copy; use
+    :func:`flatten_time` and handle the remaining axes instead.
+    """
     shape = array.shape
-    return array.reshape((int(np.prod(shape[:-1])), shape[-1]))
+    return reshape_view(array, (int(np.prod(shape[:-1])), shape[-1]))
 
 
 # ------------------------------------------------------------------- misc ---

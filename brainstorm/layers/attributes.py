@@ -1,0 +1,216 @@
+"""Declared layer arguments: type, default, constraint and description.
+
+A layer class lists its keyword arguments once, in ``declared_kwargs``::
+
+    declared_kwargs = {
+        'drop_prob': Kwarg(FloatIn(0, 1, include_high=False), default=0.5,
+                           description='probability of dropping a unit'),
+    }
+
+Validation (at construction and at instantiation), error messages, the layer
+listing of :func:`brainstorm.layers.describe_layers` and the docs' layer
+reference all come from these declarations.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+__all__ = ['REQUIRED', 'Kwarg', 'Constraint', 'PositiveInt', 'NonNegativeInt',
+           'PositiveIntOrTuple', 'PairOfPositiveInts', 'FloatIn', 'Number',
+           'OneOf', 'Activation', 'ShapeDict', 'ACTIVATIONS']
+
+ACTIVATIONS = ('sigmoid', 'tanh', 'rel', 'linear', 'el')
+
+
+class _Required:
+    def __repr__(self):
+        return 'REQUIRED'
+
+
+REQUIRED = _Required()
+
+
+def _is_int(value) -> bool:
+    return (isinstance(value, (int, np.integer))
+            and not isinstance(value, (bool, np.bool_)))
+
+
+class Constraint:
+    """Checks and normalises one argument value.
+
+    Subclasses set ``expected`` (a phrase completing "must be ...") and
+    implement ``normalize(value)``, returning the normalised value or raising
+    ``ValueError``.
+    """
+
+    expected = 'valid'
+
+    def normalize(self, value):
+        return value
+
+    def __repr__(self):
+        return self.expected
+
+
+class PositiveInt(Constraint):
+    expected = 'a positive int'
+
+    def normalize(self, value):
+        if not _is_int(value) or value <= 0:
+            raise ValueError
+        return int(value)
+
+
+class NonNegativeInt(Constraint):
+    expected = 'an int >= 0'
+
+    def normalize(self, value):
+        if not _is_int(value) or value < 0:
+            raise ValueError
+        return int(value)
+
+
+class PositiveIntOrTuple(Constraint):
+    expected = 'a positive int or a tuple of positive ints'
+
+    def normalize(self, value):
+        if _is_int(value) and value > 0:
+            return int(value)
+        if (isinstance(value, (tuple, list)) and value
+                and all(_is_int(v) and v > 0 for v in value)):
+            return tuple(int(v) for v in value)
+        raise ValueError
+
+
+class PairOfPositiveInts(Constraint):
+    expected = 'a pair (tuple or list of 2) of positive ints'
+
+    def normalize(self, value):
+        if (isinstance(value, (tuple, list)) and len(value) == 2
+                and all(_is_int(v) and v > 0 for v in value)):
+            return tuple(int(v) for v in value)
+        raise ValueError
+
+
+class FloatIn(Constraint):
+    """A real number in an interval (ints are accepted and converted)."""
+
+    def __init__(self, low=-np.inf, high=np.inf, include_low=True,
+                 include_high=True):
+        self.low, self.high = low, high
+        self.include_low, self.include_high = include_low, include_high
+        left = '[' if include_low else '('
+        right = ']' if include_high else ')'
+        if np.isinf(low) and np.isinf(high):
+            self.expected = 'a finite float'
+        else:
+            self.expected = f'a float in {left}{low}, {high}{right}'
+
+    def normalize(self, value):
+        if (not isinstance(value, numbers.Real) or isinstance(value, bool)
+                or not np.isfinite(value)):
+            raise ValueError
+        too_low = value < self.low if self.include_low else value <= self.low
+        too_high = (value > self.high if self.include_high
+                    else value >= self.high)
+        if too_low or too_high:
+            raise ValueError
+        return float(value)
+
+
+class Number(FloatIn):
+    """Any finite real number."""
+
+
+class OneOf(Constraint):
+    def __init__(self, *choices):
+        self.choices = choices
+        self.expected = 'one of ' + ', '.join(repr(c) for c in choices)
+
+    def normalize(self, value):
+        if value not in self.choices:
+            raise ValueError
+        return value
+
+
+class Activation(OneOf):
+    """The name of an activation function."""
+
+    def __init__(self):
+        super().__init__(*ACTIVATIONS)
+
+
+class ShapeDict(Constraint):
+    """A dict of output names to shape tuples starting with ('T', 'B') or
+    'B' and followed by positive ints."""
+
+    expected = ("a dict of output names to shapes like ('T', 'B', 784) or "
+                "('B', 10)")
+
+    def normalize(self, value):
+        if not isinstance(value, dict) or not value:
+            raise ValueError
+        result = {}
+        for name, shape in value.items():
+            if not isinstance(name, str) or not name.isidentifier():
+                raise ValueError
+            if not isinstance(shape, (tuple, list)):
+                raise ValueError
+            shape = tuple(shape)
+            lead = 2 if shape[:2] == ('T', 'B') else \
+                1 if shape[:1] == ('B',) else 0
+            features = shape[lead:]
+            if lead == 0 or not features or not all(
+                    _is_int(f) and f > 0 for f in features):
+                raise ValueError
+            result[name] = shape[:lead] + tuple(int(f) for f in features)
+        return result
+
+
+class Kwarg:
+    """The declaration of one layer argument.
+
+    Args:
+        constraint: a :class:`Constraint` the value must satisfy.
+        default: the value used when the argument is absent, or
+            :data:`REQUIRED`. ``None`` is always accepted when it is the
+            default (meaning "decided by the layer", e.g. size from input).
+        description: one line for error messages and the docs.
+    """
+
+    def __init__(self, constraint: Constraint, default=REQUIRED,
+                 description: str = ''):
+        self.constraint = constraint
+        self.default = default
+        self.description = description
+
+    def resolve(self, layer_desc: str, name: str, kwargs: dict):
+        """The normalised value of argument ``name`` in ``kwargs``.
+
+        Raises:
+            LayerValidationError: naming the layer, argument, what was
+                expected and what was received.
+        """
+        from brainstorm.utils import LayerValidationError
+        if name not in kwargs:
+            if self.default is REQUIRED:
+                raise LayerValidationError(
+                    f'{layer_desc}: argument {name} is required '
+                    f'({self.constraint.expected}).')
+            return self.default
+        value = kwargs[name]
+        if value is None and self.default is None:
+            return None
+        try:
+            return self.constraint.normalize(value)
+        except (ValueError, TypeError):
+            raise LayerValidationError(
+                f'{layer_desc}: {name} must be {self.constraint.expected}. '
+                f'Received: {name}={value!r}') from None
+
+    def __repr__(self):
+        return (f'Kwarg({self.constraint.expected}, default={self.default!r}, '
+                f'{self.description!r})')

@@ -1,0 +1,65 @@
+"""Loss: turns a loss buffer into the scalar the network minimises."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from brainstorm.layers.attributes import FloatIn, Kwarg
+from brainstorm.layers.base_layer import Layer
+from brainstorm.structure.buffer_structure import BufferStructure, StructureTemplate
+from brainstorm.structure.construction import ConstructionWrapper
+from brainstorm.utils import LayerValidationError
+
+
+def Loss(importance: float = 1.0, name: str | None = None) -> \
+        ConstructionWrapper:
+    """Sum a loss buffer into one scalar: ``loss = importance * sum(x) / n``.
+
+    ``n`` is the batch size for time- or batch-sized inputs and 1 for
+    constant ones, so the loss is a sum over time and features and a mean
+    over sequences. Its backward pass ignores its own output delta and adds
+    ``importance / n`` to the input deltas.
+
+    Args:
+        importance: weight of this loss in the total loss.
+        name: the layer name (not ``'total_loss'``).
+    """
+    return ConstructionWrapper.create(LossLayerImpl, name=name,
+                                      importance=importance)
+
+
+class LossLayerImpl(Layer):
+    expected_inputs = {'default': StructureTemplate('...')}
+    declared_kwargs = {
+        'importance': Kwarg(FloatIn(), default=1.0,
+                            description='weight of this loss in the total'),
+    }
+    takes_no_output_deltas_from = ('loss',)
+
+    def setup(self, kwargs, in_shapes):
+        if self.name == 'total_loss':
+            raise LayerValidationError(
+                "Loss 'total_loss': this name is reserved for the sum of all "
+                'losses; choose another name.')
+        self.importance = kwargs['importance']
+        outputs = OrderedDict(loss=BufferStructure(1))
+        return outputs, OrderedDict(), OrderedDict()
+
+    def _scale(self, x) -> float:
+        buffer_type = self.in_shapes['default'].buffer_type
+        n = {2: x.shape[1], 1: x.shape[0], 0: 1}[buffer_type]
+        return self.importance / n
+
+    def forward_pass(self, buffers, training_pass=True):
+        _h = self.handler
+        x = buffers.inputs.default
+        loss = buffers.outputs.loss
+
+        _h.sum_t(x, None, loss)
+        _h.mult_st(self._scale(x), loss, loss)
+
+    def backward_pass(self, buffers):
+        _h = self.handler
+        x, dx = buffers.inputs.default, buffers.input_deltas.default
+
+        _h.add_st(self._scale(x), dx, dx)

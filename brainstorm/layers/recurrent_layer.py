@@ -1,0 +1,105 @@
+"""Recurrent: a simple (Elman) recurrent layer."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from brainstorm.layers.attributes import Activation, Kwarg, PositiveInt
+from brainstorm.layers.base_layer import Layer, time_template
+from brainstorm.structure.buffer_structure import BufferStructure
+from brainstorm.structure.construction import ConstructionWrapper
+from brainstorm.utils import flatten_time, flatten_time_and_features
+
+
+def Recurrent(size: int, activation: str = 'tanh',
+              name: str | None = None) -> ConstructionWrapper:
+    """A simple recurrent layer.
+
+    ``Ha[t] = W x[t] + bias + R y[t-1]``, ``y[t] = f(Ha[t])``, with
+    ``y[-1]`` the context (zero unless a context is passed to
+    ``forward_pass``).
+
+    Args:
+        size: number of units.
+        activation: 'sigmoid', 'tanh', 'rel', 'linear' or 'el'.
+        name: the layer name.
+
+    Shapes:
+        ``('T', 'B', ...)`` -> ``('T', 'B', size)``; parameters
+        ``W (size, in)``, ``R (size, size)``, ``bias (size,)``.
+    """
+    return ConstructionWrapper.create(RecurrentLayerImpl, name=name,
+                                      size=size, activation=activation)
+
+
+class RecurrentLayerImpl(Layer):
+    expected_inputs = {'default': time_template()}
+    declared_kwargs = {
+        'size': Kwarg(PositiveInt(), default=None,
+                      description='number of units (default: input size)'),
+        'activation': Kwarg(Activation(), default='tanh',
+                            description='activation function'),
+    }
+
+    def setup(self, kwargs, in_shapes):
+        self.activation = kwargs['activation']
+        n_in = in_shapes['default'].feature_size
+        size = kwargs['size'] or n_in
+        self.size = size
+        outputs = OrderedDict(default=BufferStructure('T', 'B', size,
+                                                      context_size=1))
+        parameters = OrderedDict(W=BufferStructure(size, n_in),
+                                 R=BufferStructure(size, size),
+                                 bias=BufferStructure(size))
+        internals = OrderedDict(
+            Ha=BufferStructure('T', 'B', size, context_size=1),
+            dHa=BufferStructure('T', 'B', size, context_size=1,
+                                is_backward_only=True),
+            dHb=BufferStructure('T', 'B', size, context_size=1,
+                                is_backward_only=True))
+        return outputs, parameters, internals
+
+    def forward_pass(self, buffers, training_pass=True):
+        _h = self.handler
+        W, R, bias = buffers.parameters
+        x = buffers.inputs.default
+        y = buffers.outputs.default
+        Ha = buffers.internals.Ha
+        T = x.shape[0]
+        act = _h.act_func[self.activation]
+
+        # input projection for all time steps in one matrix product
+        Ha_all = flatten_time(Ha[:T])
+        _h.dot_mm(flatten_time_and_features(x), W, Ha_all, transb=True)
+        _h.add_mv(Ha_all, bias.reshape((1, self.size)), Ha_all)
+        for t in range(T):
+            _h.dot_add_mm(y[t - 1], R, Ha[t], transb=True)
+            act(Ha[t], y[t])
+
+    def backward_pass(self, buffers):
+        _h = self.handler
+        W, R, bias = buffers.parameters
+        dW, dR, dbias = buffers.gradients
+        x = buffers.inputs.default
+        dx = buffers.input_deltas.default
+        y, dy = buffers.outputs.default, buffers.output_deltas.default
+        Ha, dHa, dHb = buffers.internals
+        T = x.shape[0]
+        act_deriv = _h.act_func_deriv[self.activation]
+
+        # dHa[T] is the (zeroed) context slot, so the last step needs no
+        # special case
+        for t in range(T - 1, -1, -1):
+            _h.copy_to(dy[t], dHb[t])
+            _h.dot_add_mm(dHa[t + 1], R, dHb[t])
+            act_deriv(Ha[t], y[t], dHb[t], dHa[t])
+
+        dHa_all = flatten_time(dHa[:T])
+        x_all = flatten_time_and_features(x)
+        _h.dot_add_mm(dHa_all, W, flatten_time_and_features(dx))
+        _h.dot_add_mm(dHa_all, x_all, dW, transa=True)
+        _h.dot_add_mm(dHa[0], y[-1], dR, transa=True)
+        if T > 1:
+            _h.dot_add_mm(flatten_time(dHa[1:T]), flatten_time(y[:T - 1]), dR,
+                          transa=True)
+        _h.sum_t(dHa_all, 0, dbias)

@@ -1,0 +1,76 @@
+"""SoftmaxCE: softmax output with cross-entropy loss against class ids."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from brainstorm.layers.base_layer import Layer, time_template
+from brainstorm.structure.buffer_structure import BufferStructure
+from brainstorm.structure.construction import ConstructionWrapper
+from brainstorm.utils import LayerValidationError, flatten_all_but_last
+
+
+def SoftmaxCE(name: str | None = None) -> ConstructionWrapper:
+    """Softmax over the last axis with cross-entropy loss.
+
+    ``predictions = softmax(x)``; ``loss = -ln(clip(p[target], 1e-6, 1))``
+    where the targets hold class indices. The backward pass adds
+    ``dloss * (p - onehot(target))`` to the input deltas; targets get no
+    deltas and deltas arriving at ``predictions`` are ignored.
+
+    Shapes:
+        inputs ``default ('T', 'B', ..., K)``, ``targets ('T', 'B', ..., 1)``
+        -> outputs ``predictions`` (like default) and ``loss``
+        ``('T', 'B', ..., 1)``.
+    """
+    return ConstructionWrapper.create(SoftmaxCELayerImpl, name=name)
+
+
+class SoftmaxCELayerImpl(Layer):
+    expected_inputs = {'default': time_template(),
+                       'targets': time_template()}
+    declared_kwargs = {}
+    computes_no_input_deltas_for = ('targets',)
+    takes_no_output_deltas_from = ('predictions',)
+
+    def setup(self, kwargs, in_shapes):
+        x, t = in_shapes['default'], in_shapes['targets']
+        if t.feature_shape != x.feature_shape[:-1] + (1,):
+            raise LayerValidationError(
+                f"SoftmaxCE '{self.name}': targets must have the features of "
+                f'the input with last dimension 1 (class ids), i.e. '
+                f"{('T', 'B') + x.feature_shape[:-1] + (1,)}. Received "
+                f'{t.shape}')
+        outputs = OrderedDict(
+            predictions=BufferStructure('T', 'B', *x.feature_shape),
+            loss=BufferStructure('T', 'B', *t.feature_shape))
+        internals = OrderedDict(
+            t_bin=BufferStructure('T', 'B', *x.feature_shape,
+                                  is_backward_only=True))
+        return outputs, OrderedDict(), internals
+
+    def forward_pass(self, buffers, training_pass=True):
+        _h = self.handler
+        x = flatten_all_but_last(buffers.inputs.default)
+        t = flatten_all_but_last(buffers.inputs.targets)
+        p = flatten_all_but_last(buffers.outputs.predictions)
+        loss = flatten_all_but_last(buffers.outputs.loss)
+
+        _h.softmax_m(x, p)
+        _h.index_m_by_v(p, t, loss)
+        _h.clip_t(loss, 1e-6, 1.0, loss)
+        _h.log_t(loss, loss)
+        _h.mult_st(-1.0, loss, loss)
+
+    def backward_pass(self, buffers):
+        _h = self.handler
+        t = flatten_all_but_last(buffers.inputs.targets)
+        p = flatten_all_but_last(buffers.outputs.predictions)
+        dloss = flatten_all_but_last(buffers.output_deltas.loss)
+        dx = flatten_all_but_last(buffers.input_deltas.default)
+        t_bin = flatten_all_but_last(buffers.internals.t_bin)
+
+        _h.binarize_v(t, t_bin)
+        _h.subtract_tt(p, t_bin, t_bin)
+        _h.mult_mv(t_bin, dloss, t_bin)
+        _h.add_tt(dx, t_bin, dx)

@@ -1,0 +1,291 @@
+"""Architecture dicts: generation, validation, ordering and instantiation.
+
+An architecture maps layer names to their properties::
+
+    {'Input': {'@type': 'Input', 'out_shapes': {...},
+               '@outgoing_connections': {'default': ['Hid1'],
+                                         'targets': ['Out.targets']}},
+     'Hid1': {'@type': 'FullyConnected', 'size': 100,
+              '@outgoing_connections': {'default': ['Out']}},
+     ...}
+
+A destination without a dot means the input ``'default'``.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, namedtuple
+
+from brainstorm.describable import get_description
+from brainstorm.utils import (
+    LayerValidationError,
+    NetworkValidationError,
+    StructureValidationError,
+    is_valid_layer_name,
+)
+
+__all__ = ['Connection', 'generate_architecture', 'get_layer_description',
+           'parse_connection', 'collect_all_connections',
+           'validate_architecture', 'get_canonical_layer_order',
+           'instantiate_layers_from_architecture']
+
+Connection = namedtuple('Connection', ['start_layer', 'output_name',
+                                       'end_layer', 'input_name'])
+
+
+def get_layer_description(layer_details) -> dict:
+    """The architecture entry of one layer (from its LayerDetails)."""
+    outgoing = {}
+    for out_name, in_name, dest in layer_details.outgoing:
+        target = dest.name if in_name == 'default' else f'{dest.name}.{in_name}'
+        outgoing.setdefault(out_name, []).append(target)
+    description = {'@type': layer_details.layer_type,
+                   '@outgoing_connections': {k: sorted(v) for k, v in
+                                             sorted(outgoing.items())}}
+    for key, value in layer_details.layer_kwargs.items():
+        try:
+            description[key] = get_description(value)
+        except TypeError as err:
+            raise NetworkValidationError(
+                f"{layer_details.layer_type} '{layer_details.name}': argument "
+                f"'{key}' cannot be stored in an architecture ({err}).") \
+                from None
+    return description
+
+
+def generate_architecture(layer) -> dict:
+    """The architecture dict of all layers connected to ``layer``.
+
+    Args:
+        layer: a ConstructionWrapper or LayerDetails.
+    """
+    details = getattr(layer, 'layer', layer)
+    layers = sorted(details.collect_connected_layers(), key=lambda l: l.name)
+    return {l.name: get_layer_description(l) for l in layers}
+
+
+def parse_connection(connection: str) -> tuple[str, str]:
+    """``'Layer.input'`` -> ``('Layer', 'input')``; ``'Layer'`` -> input
+    ``'default'``."""
+    layer, _, input_name = connection.partition('.')
+    return layer, input_name or 'default'
+
+
+def _outgoing(name: str, entry: dict) -> dict:
+    outgoing = entry['@outgoing_connections']
+    if isinstance(outgoing, (list, tuple)):
+        return {'default': list(outgoing)}
+    return outgoing
+
+
+def collect_all_connections(architecture: dict) -> list:
+    """All connections of a (validated) architecture, sorted."""
+    connections = []
+    for name, entry in architecture.items():
+        for out_name, targets in _outgoing(name, entry).items():
+            for target in targets:
+                end_layer, in_name = parse_connection(target)
+                connections.append(Connection(name, out_name, end_layer,
+                                              in_name))
+    return sorted(connections)
+
+
+def validate_architecture(architecture) -> None:
+    """Check an architecture dict for every kind of malformation.
+
+    Raises:
+        NetworkValidationError: naming the offending layer or connection.
+    """
+    if not isinstance(architecture, dict):
+        raise NetworkValidationError(
+            f'An architecture must be a dict of layer names to layer '
+            f'descriptions. Received: {type(architecture).__name__}')
+    for name, entry in architecture.items():
+        if not isinstance(name, str):
+            raise NetworkValidationError(
+                f'Layer names must be strings. Received: {name!r}')
+        if not is_valid_layer_name(name):
+            raise NetworkValidationError(
+                f'Invalid layer name {name!r}: must be a Python identifier '
+                "other than 'default' and 'fallback'.")
+        if not isinstance(entry, dict):
+            raise NetworkValidationError(
+                f"Layer '{name}': description must be a dict. Received: "
+                f'{type(entry).__name__}')
+        layer_type = entry.get('@type')
+        if not isinstance(layer_type, str):
+            raise NetworkValidationError(
+                f"Layer '{name}': '@type' must be a string naming the layer "
+                f'type. Received: {layer_type!r}')
+        if not is_valid_layer_name(layer_type):
+            raise NetworkValidationError(
+                f"Layer '{name}': invalid '@type' {layer_type!r}.")
+        if '@outgoing_connections' not in entry:
+            raise NetworkValidationError(
+                f"Layer '{name}': '@outgoing_connections' is missing (use {{}} "
+                'for a layer without outgoing connections).')
+        outgoing = entry['@outgoing_connections']
+        if isinstance(outgoing, (list, tuple)):
+            outgoing = {'default': outgoing}
+        if not isinstance(outgoing, dict):
+            raise NetworkValidationError(
+                f"Layer '{name}': '@outgoing_connections' must be a dict of "
+                'output names to lists of destinations (or a list). '
+                f'Received: {type(outgoing).__name__}')
+        for out_name, targets in outgoing.items():
+            if not isinstance(out_name, str):
+                raise NetworkValidationError(
+                    f"Layer '{name}': output names must be strings. "
+                    f'Received: {out_name!r}')
+            if not isinstance(targets, (list, tuple)):
+                raise NetworkValidationError(
+                    f"Layer '{name}': the destinations of output "
+                    f"'{out_name}' must be a list of 'Layer' or "
+                    f"'Layer.input' strings. Received: {targets!r}")
+            for target in targets:
+                if not isinstance(target, str):
+                    raise NetworkValidationError(
+                        f"Layer '{name}', output '{out_name}': destinations "
+                        f'must be strings. Received: {target!r}')
+                dest, in_name = parse_connection(target)
+                if dest not in architecture:
+                    raise NetworkValidationError(
+                        f"Layer '{name}', output '{out_name}': connects to "
+                        f"unknown layer '{dest}'. Known layers: "
+                        f'{sorted(architecture)}')
+                if not in_name.isidentifier():
+                    raise NetworkValidationError(
+                        f"Layer '{name}', output '{out_name}': invalid input "
+                        f"name {in_name!r} in destination '{target}'.")
+                if dest == 'Input':
+                    raise NetworkValidationError(
+                        f"Layer '{name}', output '{out_name}': the Input layer "
+                        'cannot have incoming connections.')
+    if architecture.get('Input', {}).get('@type') != 'Input':
+        raise NetworkValidationError(
+            "An architecture needs exactly one layer named 'Input' of type "
+            f"'Input'. Received layers: {sorted(architecture)}")
+    for name, entry in architecture.items():
+        if entry['@type'] == 'Input' and name != 'Input':
+            raise NetworkValidationError(
+                f"Layer '{name}' is of type 'Input', but the only Input layer "
+                "must be named 'Input'.")
+    _check_acyclic_and_connected(architecture)
+
+
+def _successors(architecture: dict) -> dict:
+    succ = {name: set() for name in architecture}
+    for c in collect_all_connections(architecture):
+        succ[c.start_layer].add(c.end_layer)
+    return succ
+
+
+def _check_acyclic_and_connected(architecture: dict) -> None:
+    succ = _successors(architecture)
+    reached = set()
+    todo = ['Input']
+    while todo:
+        layer = todo.pop()
+        if layer not in reached:
+            reached.add(layer)
+            todo.extend(succ[layer])
+    unreached = sorted(set(architecture) - reached)
+    if unreached:
+        raise NetworkValidationError(
+            f'Layers not connected to Input: {unreached}. Every layer must be '
+            'reachable from the Input layer.')
+    state = {}
+
+    def visit(node, path):
+        state[node] = 'active'
+        for nxt in sorted(succ[node]):
+            if state.get(nxt) == 'active':
+                cycle = path[path.index(nxt):] + [nxt] if nxt in path else \
+                    [node, nxt]
+                raise NetworkValidationError(
+                    f"The architecture contains a cycle: {' -> '.join(cycle)}")
+            if nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = 'done'
+
+    for start in sorted(architecture):
+        if start not in state:
+            visit(start, [start])
+
+
+def get_canonical_layer_order(architecture: dict) -> list:
+    """Topological order grouped by distance to a sink, names ascending."""
+    succ = _successors(architecture)
+    taken = []
+    taken_set = set()
+    remaining = set(architecture)
+    while remaining:
+        group = [n for n in remaining if succ[n] <= taken_set]
+        if not group:
+            raise NetworkValidationError('The architecture contains a cycle.')
+        for n in sorted(group, reverse=True):
+            taken.append(n)
+        taken_set.update(group)
+        remaining.difference_update(group)
+    return taken[::-1]
+
+
+def _get_source_structure(layers, connection: Connection):
+    source = layers[connection.start_layer]
+    out_name = connection.output_name
+    if out_name.startswith('..'):
+        category, _, buffer_name = out_name[2:].partition('.')
+        shapes = {'parameters': source.parameter_shapes,
+                  'internals': source.internal_shapes}.get(category)
+        if shapes is None or buffer_name not in shapes:
+            raise LayerValidationError(
+                f"{source.layer_type} '{source.name}': cannot expose "
+                f"'{out_name}'. Only '..parameters.<name>' and "
+                f"'..internals.<name>' of existing buffers can be connected.")
+        if category == 'internals' and 'd' + buffer_name not in shapes:
+            raise LayerValidationError(
+                f"{source.layer_type} '{source.name}': cannot expose internal "
+                f"'{buffer_name}' because it has no delta buffer "
+                f"'d{buffer_name}'.")
+        return shapes[buffer_name]
+    if out_name not in source.out_shapes:
+        raise LayerValidationError(
+            f"{source.layer_type} '{source.name}': has no output "
+            f"'{out_name}'. Its outputs are: {list(source.out_shapes)}")
+    return source.out_shapes[out_name]
+
+
+def instantiate_layers_from_architecture(architecture: dict) -> OrderedDict:
+    """Create the layer objects of a validated architecture, in canonical
+    order. Each input receives the concatenation of all outputs connected
+    to it."""
+    from brainstorm.layers.base_layer import get_layer_class_from_typename
+    from brainstorm.structure.buffer_structure import combine_buffer_structures
+
+    connections = collect_all_connections(architecture)
+    layers = OrderedDict()
+    for name in get_canonical_layer_order(architecture):
+        entry = architecture[name]
+        incoming = [c for c in connections if c.end_layer == name]
+        outgoing = [c for c in connections if c.start_layer == name]
+        in_shapes = {}
+        for in_name in sorted({c.input_name for c in incoming}):
+            sources = [c for c in incoming if c.input_name == in_name]
+            try:
+                in_shapes[in_name] = combine_buffer_structures(
+                    _get_source_structure(layers, c) for c in sources)
+            except StructureValidationError as err:
+                raise LayerValidationError(
+                    f"{entry['@type']} '{name}': cannot combine the outputs "
+                    f"connected to input '{in_name}' "
+                    f'({[f"{c.start_layer}.{c.output_name}" for c in sources]})'
+                    f': {err}') from None
+        try:
+            layer_class = get_layer_class_from_typename(
+                entry['@type'] + 'LayerImpl')
+        except TypeError as err:
+            raise NetworkValidationError(f"Layer '{name}': {err}") from None
+        kwargs = {k: v for k, v in entry.items() if not k.startswith('@')}
+        layers[name] = layer_class(name, in_shapes, incoming, outgoing,
+                                   **kwargs)
+    return layers

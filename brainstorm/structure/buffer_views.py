@@ -1,0 +1,95 @@
+"""BufferView: a named, ordered tuple-like view onto buffers."""
+
+from __future__ import annotations
+
+__all__ = ['BufferView']
+
+
+class BufferView(list):
+    """A list of buffers (or nested views) that can also be read by name.
+
+    ``W, R, bias = view`` unpacks in ``@index`` order; ``view.W``,
+    ``view['W']``, ``view[0]`` and dotted ``view['L.outputs.default']`` all
+    work.
+
+    Args:
+        buffer_names: the names, in order.
+        buffers: the arrays or BufferViews, same order.
+        full_buffer: an array spanning all children, if they are contiguous.
+    """
+
+    def __init__(self, buffer_names, buffers, full_buffer=None):
+        super().__init__(buffers)
+        names = list(buffer_names)
+        if len(names) != len(self):
+            raise ValueError(f'BufferView needs as many names as buffers. '
+                             f'Received {len(names)} names and {len(self)} '
+                             'buffers.')
+        self._buffer_names = tuple(names)
+        self._keys = set(names)
+        self._full_buffer = full_buffer
+        for name, buffer in zip(names, self):
+            self.__dict__[name] = buffer
+
+    def adjust(self, buffer_names=None, buffers=None, full_buffer=None):
+        """Replace the buffers in place (after a resize)."""
+        if buffer_names is not None and tuple(buffer_names) != \
+                self._buffer_names:
+            raise ValueError(f'Cannot adjust a BufferView with names '
+                             f'{self._buffer_names} to {tuple(buffer_names)}')
+        buffers = list(buffers)
+        if len(buffers) != len(self):
+            raise ValueError(f'BufferView.adjust needs {len(self)} buffers. '
+                             f'Received {len(buffers)}.')
+        self[:] = buffers
+        self._full_buffer = full_buffer
+        for name, buffer in zip(self._buffer_names, buffers):
+            self.__dict__[name] = buffer
+        return self
+
+    def __getitem__(self, item):
+        if isinstance(item, (int, slice)):
+            return super().__getitem__(item)
+        if isinstance(item, str):
+            if item in self._keys:
+                return self.__dict__[item]
+            if '.' in item:
+                head, _, rest = item.partition('.')
+                child = self[head]
+                if isinstance(child, BufferView):
+                    return child[rest]
+            raise KeyError(f'{item!r} is not in this BufferView. Available '
+                           f'keys: {list(self._buffer_names)}')
+        raise TypeError(f'BufferView indices must be ints, slices or names. '
+                        f'Received: {item!r}')
+
+    def __getattr__(self, item):
+        # only reached for names that are not children
+        raise AttributeError(f'{item!r} is not in this BufferView. Available '
+                             f'keys: {list(self._buffer_names)}')
+
+    def __contains__(self, item):
+        if isinstance(item, str):
+            return item in self._keys
+        return any(item is b for b in self)
+
+    def keys(self):
+        return list(self._buffer_names)
+
+    def values(self):
+        return list(self)
+
+    def items(self):
+        return list(zip(self._buffer_names, self))
+
+    def _asdict(self):
+        return dict(zip(self._buffer_names, self))
+
+    def __repr__(self):
+        return f'BufferView({list(self._buffer_names)})'
+
+    # lists are unhashable and compare by content; views compare by identity
+    __hash__ = object.__hash__
+
+    def __eq__(self, other):
+        return self is other

@@ -1,0 +1,264 @@
+"""The BufferManager: three flat buffers, carved into the layout's views."""
+
+from __future__ import annotations
+
+from brainstorm.structure.buffer_views import BufferView
+from brainstorm.structure.layout import get_buffer_type
+from brainstorm.utils import reshape_view
+
+__all__ = ['BufferManager']
+
+
+class _ArraySpec:
+    """One array node of the layout, flattened for fast carving."""
+
+    __slots__ = ('path', 'buffer_type', 'start', 'stop', 'feature_shape',
+                 'context_size', 'is_backward_only')
+
+    def __init__(self, path, node):
+        self.path = path
+        self.buffer_type = get_buffer_type(node['@shape'])
+        self.start, self.stop = (int(x) for x in node['@slice'])
+        self.feature_shape = tuple(int(x) for x in
+                                   tuple(node['@shape'])[self.buffer_type:])
+        self.context_size = int(node.get('@context_size', 0))
+        self.is_backward_only = bool(node.get('@is_backward_only', False))
+
+
+class BufferManager:
+    """Allocates the three flat buffers of a layout and carves the views.
+
+    Memory is allocated through the handler, one flat array per buffer type
+    (constant, batch-sized, time-sized). :meth:`resize` adapts the batch- and
+    time-sized ones to the current ``(T, B)``; they are reallocated only when
+    they must grow. The constant buffer (parameters, gradients) never moves.
+
+    Args:
+        layout: the layout dict (see :mod:`brainstorm.structure.layout`).
+        handler: the handler that allocates and computes.
+
+    Attributes:
+        views: the root :class:`BufferView` (``net.buffer``).
+        sizes: feature size of each buffer type.
+        forward_sizes: where the backward-only part of each buffer begins.
+        max_context_size: the number of context slots of the time buffer.
+        time_size, batch_size: the current ``T`` and ``B``.
+        buffers: the three typed arrays ``(N0,)``, ``(B, N1)``,
+            ``(T + C, B, N2)``.
+    """
+
+    def __init__(self, layout: dict, handler=None):
+        from brainstorm.handlers import default_handler
+        self.layout = layout
+        self.handler = handler or default_handler
+        self._specs = []
+        self._collect(layout, ())
+        self.sizes = [0, 0, 0]
+        self.forward_sizes = [None, None, None]
+        self.max_context_size = 0
+        for spec in self._specs:
+            t = spec.buffer_type
+            self.sizes[t] = max(self.sizes[t], spec.stop)
+            if spec.is_backward_only:
+                fs = self.forward_sizes[t]
+                self.forward_sizes[t] = spec.start if fs is None else \
+                    min(fs, spec.start)
+            if t == 2:
+                self.max_context_size = max(self.max_context_size,
+                                            spec.context_size)
+        self.forward_sizes = [s if f is None else f
+                              for s, f in zip(self.sizes, self.forward_sizes)]
+        self._context_specs = [s for s in self._specs if s.buffer_type == 2
+                               and s.context_size and not s.is_backward_only]
+        self.time_size = self.batch_size = None
+        self._flat = [None, None, None]
+        self.buffers = [None, None, None]
+        self.views = None
+        self._allocate_constant()
+        self.resize(0, 0)
+
+    def _collect(self, node, path):
+        for name, child in sorted(
+                ((k, v) for k, v in node.items() if not k.startswith('@')),
+                key=lambda kv: kv[1]['@index']):
+            if child['@type'] == 'array':
+                self._specs.append(_ArraySpec(path + (name,), child))
+            else:
+                self._collect(child, path + (name,))
+
+    @property
+    def size(self) -> int:
+        """Total number of elements currently in use."""
+        return sum(self._needed(t) for t in range(3))
+
+    @property
+    def full_buffer(self):
+        return self._flat
+
+    def _needed(self, buffer_type: int) -> int:
+        if buffer_type == 0:
+            return self.sizes[0]
+        if buffer_type == 1:
+            return (self.batch_size or 0) * self.sizes[1]
+        return ((self.time_size or 0) + self.max_context_size) * \
+            (self.batch_size or 0) * self.sizes[2]
+
+    def _allocate_constant(self):
+        self._flat[0] = self.handler.zeros((self.sizes[0],))
+        self.buffers[0] = self._flat[0]
+
+    def resize(self, time_size: int, batch_size: int) -> None:
+        """Adapt the batch- and time-sized buffers to ``(T, B)``.
+
+        Arrays fetched earlier from ``views`` may be invalid afterwards; the
+        BufferView objects themselves are updated in place.
+        """
+        if (time_size, batch_size) == (self.time_size, self.batch_size):
+            return
+        self.time_size, self.batch_size = time_size, batch_size
+        h = self.handler
+        for t in (1, 2):
+            needed = self._needed(t)
+            flat = self._flat[t]
+            if flat is None or flat.shape[0] < needed:
+                self._flat[t] = h.zeros((needed,))
+        T, B, C = time_size, batch_size, self.max_context_size
+        self.buffers[1] = reshape_view(self._flat[1][:self._needed(1)],
+                                       (B, self.sizes[1]))
+        self.buffers[2] = reshape_view(self._flat[2][:self._needed(2)],
+                                       (T + C, B, self.sizes[2]))
+        self._build_views()
+
+    def _carve(self, spec: _ArraySpec):
+        buf = self.buffers[spec.buffer_type]
+        s, e = spec.start, spec.stop
+        if spec.buffer_type == 0:
+            return reshape_view(buf[s:e], spec.feature_shape)
+        B = self.batch_size
+        if spec.buffer_type == 1:
+            return reshape_view(buf[:, s:e], (B,) + spec.feature_shape)
+        T = self.time_size + spec.context_size
+        return reshape_view(buf[:T, :, s:e], (T, B) + spec.feature_shape)
+
+    def _build_views(self):
+        arrays = {spec.path: self._carve(spec) for spec in self._specs}
+        self.views = self._make_view(self.layout, (), arrays, self.views)
+
+    def _make_view(self, node, path, arrays, existing):
+        names, children = [], []
+        for name, child in sorted(
+                ((k, v) for k, v in node.items() if not k.startswith('@')),
+                key=lambda kv: kv[1]['@index']):
+            names.append(name)
+            if child['@type'] == 'array':
+                children.append(arrays[path + (name,)])
+            else:
+                old = existing[name] if existing is not None else None
+                children.append(self._make_view(child, path + (name,), arrays,
+                                                old))
+        full = None
+        if '@slice' in node and node['@type'] == 'BufferView' and names:
+            first = node[names[0]]
+            spec = _ArraySpec(None, {
+                '@shape': tuple(first['@shape'][:get_buffer_type(
+                    first['@shape'])]) + (node['@slice'][1] -
+                                          node['@slice'][0],),
+                '@slice': node['@slice'],
+                '@context_size': first.get('@context_size', 0)})
+            full = self._carve(spec)
+        if existing is not None:
+            return existing.adjust(names, children, full)
+        return BufferView(names, children, full)
+
+    # --------------------------------------------------------- clearing ---
+
+    def clear_backward_buffers(self) -> None:
+        """Zero all backward-only memory (deltas, gradients), context slots
+        included."""
+        h = self.handler
+        f0, f1, f2 = self.forward_sizes
+        if self.sizes[0] > f0:
+            h.fill(self.buffers[0][f0:], 0.)
+        if self.sizes[1] > f1 and self.batch_size:
+            h.fill(self.buffers[1][:, f1:], 0.)
+        if self.sizes[2] > f2 and self.batch_size:
+            h.fill(self.buffers[2][:, :, f2:], 0.)
+
+    def clear_context(self) -> None:
+        """Zero the context slots of all forward time-sized arrays."""
+        C = self.max_context_size
+        if C and self.batch_size and self.forward_sizes[2]:
+            T = self.time_size
+            self.handler.fill(self.buffers[2][T:T + C, :,
+                                              :self.forward_sizes[2]], 0.)
+
+    def get_context(self) -> list | None:
+        """A copy of the last ``C`` time steps of the forward time buffer, as
+        a list with one entry per buffer type (None where there is no
+        context), or None if the network has no context."""
+        C, T = self.max_context_size, self.time_size
+        if not C or not self.batch_size or not self._context_specs:
+            return None
+        if T < C:
+            return None
+        h = self.handler
+        source = self.buffers[2][T - C:T, :, :self.forward_sizes[2]]
+        copy = h.allocate(source.shape)
+        h.copy_to(source, copy)
+        return [None, None, copy]
+
+    def apply_context(self, context) -> None:
+        """Write a context from :meth:`get_context` into the context slots."""
+        from brainstorm.utils import NetworkValidationError
+        if context is None:
+            self.clear_context()
+            return
+        if not isinstance(context, (list, tuple)) or len(context) != 3:
+            raise NetworkValidationError(
+                'A context must be the list returned by net.get_context(). '
+                f'Received: {type(context).__name__}')
+        ctx = context[2]
+        C, T = self.max_context_size, self.time_size
+        expected = (C, self.batch_size, self.forward_sizes[2])
+        if ctx is None or tuple(ctx.shape) != expected:
+            received = None if ctx is None else tuple(ctx.shape)
+            raise NetworkValidationError(
+                f'The context does not fit this batch: expected shape '
+                f'{expected} (context steps, batch size, features). Received: '
+                f'{received}. Contexts carry over only between batches of the '
+                'same batch size.')
+        self.clear_context()
+        h = self.handler
+        for spec in self._context_specs:
+            c = spec.context_size
+            h.copy_to(ctx[C - c:C, :, spec.start:spec.stop],
+                      self.buffers[2][T:T + c, :, spec.start:spec.stop])
+
+    # --------------------------------------------------------- handlers ---
+
+    def set_handler(self, new_handler) -> None:
+        """Move all memory to ``new_handler``, keeping the constant buffer
+        (parameters and other constant-size values)."""
+        constant = self.handler.get_numpy_copy(self._flat[0])
+        self.handler = new_handler
+        self._flat = [None, None, None]
+        self._allocate_constant()
+        new_handler.set_from_numpy(self._flat[0], constant)
+        T, B = self.time_size, self.batch_size
+        self.time_size = self.batch_size = None
+        self.resize(T, B)
+
+    def get_array(self, path: tuple):
+        """The array at a layout path, e.g. ``('L', 'outputs', 'default')``."""
+        node = self.views
+        for part in path:
+            node = node[part]
+        return node
+
+    def array_paths(self) -> list:
+        """Dotted paths of all array nodes."""
+        return ['.'.join(s.path) for s in self._specs]
+
+    def __repr__(self):
+        return (f'BufferManager(sizes={self.sizes}, T={self.time_size}, '
+                f'B={self.batch_size}, handler={self.handler!r})')

@@ -1,0 +1,187 @@
+"""Building architectures with ``>>`` and ``-``.
+
+Constructor functions such as ``FullyConnected(100)`` return a
+:class:`ConstructionWrapper`. ``a >> b`` connects the selected output of
+``a`` to the selected input of ``b``; ``layer - 'name'`` selects an output and
+``'name' - layer`` an input. Names are made unique lazily among all layers
+joined by ``>>``.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from brainstorm.utils import NetworkValidationError, is_valid_layer_name
+
+__all__ = ['UniquelyNamed', 'LayerDetails', 'ConstructionWrapper']
+
+_creation_counter = itertools.count()
+
+
+class UniquelyNamed:
+    """An object whose name is made unique within its scope when read.
+
+    Layers sharing a basename in a scope are numbered ``base_1, base_2, ...``
+    in creation order, skipping numbers already held by a layer whose own
+    basename is unique in that scope.
+    """
+
+    def __init__(self, basename: str):
+        self._basename = basename
+        self._creation_id = next(_creation_counter)
+        self.scope = {self}
+
+    def merge_scopes(self, other: UniquelyNamed) -> None:
+        """Join the naming scopes of ``self`` and ``other``."""
+        if other.scope is self.scope:
+            return
+        merged = self.scope | other.scope
+        for member in merged:
+            member.scope = merged
+
+    @property
+    def name(self) -> str:
+        counts = {}
+        for member in self.scope:
+            counts[member._basename] = counts.get(member._basename, 0) + 1
+        if counts[self._basename] == 1:
+            return self._basename
+        taken = {b for b, c in counts.items() if c == 1}
+        same = sorted((m for m in self.scope if m._basename == self._basename),
+                      key=lambda m: m._creation_id)
+        number = 0
+        for member in same:
+            number += 1
+            while f'{self._basename}_{number}' in taken:
+                number += 1
+            if member is self:
+                return f'{self._basename}_{number}'
+        raise AssertionError('layer missing from its own naming scope')
+
+    def __hash__(self):
+        return id(self)
+
+    def __eq__(self, other):
+        return self is other
+
+
+class LayerDetails(UniquelyNamed):
+    """Everything known about a layer while an architecture is being built.
+
+    Attributes:
+        layer_type: the type name, e.g. ``'FullyConnected'``.
+        incoming: list of ``(layer_details, output_name, input_name)``.
+        outgoing: list of ``(output_name, input_name, layer_details)``.
+        layer_kwargs: the keyword arguments of the layer.
+    """
+
+    def __init__(self, layer_type: str, name: str | None = None,
+                 kwargs: dict | None = None):
+        if not is_valid_layer_name(layer_type):
+            raise NetworkValidationError(
+                f'Invalid layer type {layer_type!r}: must be a Python '
+                "identifier other than 'default' and 'fallback'.")
+        if name is not None and not is_valid_layer_name(name):
+            raise NetworkValidationError(
+                f'{layer_type}: invalid layer name {name!r}. A name must be a '
+                "Python identifier other than 'default' and 'fallback'.")
+        super().__init__(name or layer_type)
+        self.layer_type = layer_type
+        self.incoming = []
+        self.outgoing = []
+        self.layer_kwargs = dict(kwargs or {})
+
+    def collect_connected_layers(self) -> set:
+        """All layers transitively connected to this one (itself included)."""
+        seen = {self}
+        todo = [self]
+        while todo:
+            layer = todo.pop()
+            neighbours = ([src for src, _, _ in layer.incoming] +
+                          [dst for _, _, dst in layer.outgoing])
+            for n in neighbours:
+                if n not in seen:
+                    seen.add(n)
+                    todo.append(n)
+        return seen
+
+    def connect_to(self, other: LayerDetails, output_name: str,
+                   input_name: str) -> None:
+        self.outgoing.append((output_name, input_name, other))
+        other.incoming.append((self, output_name, input_name))
+        self.merge_scopes(other)
+
+    def __repr__(self):
+        return f'<Layer: {self.name!r} - {self.layer_type}>'
+
+
+class ConstructionWrapper:
+    """What constructor functions return: a layer with a selected input and
+    output, to be connected with ``>>``.
+
+    Args:
+        layer_details: the :class:`LayerDetails` of the layer.
+        input_name: the input used when something connects into this layer.
+        output_name: the output used when this layer connects onwards.
+    """
+
+    def __init__(self, layer_details: LayerDetails, input_name: str = 'default',
+                 output_name: str = 'default'):
+        self.layer = layer_details
+        self.input_name = input_name
+        self.output_name = output_name
+
+    @classmethod
+    def create(cls, layer_type, name: str | None = None, **kwargs):
+        """Make a wrapper for a new layer.
+
+        Args:
+            layer_type: a Layer class, or its name, ending in ``LayerImpl``.
+            name: the layer's name (defaults to the type name).
+            **kwargs: the layer's arguments; they go into the architecture,
+                so they must be describable (numbers, strings, lists, dicts).
+
+        Raises:
+            NetworkValidationError: for a bad type or name.
+            LayerValidationError: if the layer class declares its arguments
+                and one of them is invalid.
+        """
+        layer_class = None
+        if isinstance(layer_type, type):
+            layer_class = layer_type
+            layer_type = layer_type.__name__
+        if not isinstance(layer_type, str) or not layer_type.endswith(
+                'LayerImpl'):
+            raise NetworkValidationError(
+                f"Layer type must be a class or class name ending in "
+                f"'LayerImpl'. Received: {layer_type!r}")
+        type_name = layer_type[:-len('LayerImpl')]
+        details = LayerDetails(type_name, name, kwargs)
+        check = getattr(layer_class, 'check_kwargs', None)
+        if check is not None:
+            check(name or type_name, kwargs)
+        return cls(details)
+
+    def __rshift__(self, other):
+        if not isinstance(other, ConstructionWrapper):
+            raise TypeError(
+                f'Cannot connect {self.layer!r} to {other!r}: only layers '
+                'made by layer constructor functions can be connected with >>.')
+        self.layer.connect_to(other.layer, self.output_name, other.input_name)
+        return other
+
+    def __sub__(self, other):
+        if not isinstance(other, str):
+            raise TypeError(f'Select an output of {self.layer!r} with a string '
+                            f'name. Received: {other!r}')
+        return ConstructionWrapper(self.layer, self.input_name, other)
+
+    def __rsub__(self, other):
+        if not isinstance(other, str):
+            raise TypeError(f'Select an input of {self.layer!r} with a string '
+                            f'name. Received: {other!r}')
+        return ConstructionWrapper(self.layer, other, self.output_name)
+
+    def __repr__(self):
+        return (f'<{self.layer.layer_type} {self.layer.name!r} '
+                f'in={self.input_name!r} out={self.output_name!r}>')

@@ -1,0 +1,239 @@
+"""The layout compiler: from instantiated layers to a nested memory layout.
+
+The layout is a tree of nested dicts in the format of the design documents.
+View nodes ``{'@type': 'BufferView', '@index': i, <children>}`` become
+:class:`~brainstorm.structure.buffer_views.BufferView` objects; array nodes
+``{'@type': 'array', '@index': i, '@shape': template, '@slice': (start,
+stop)[, '@context_size': c][, '@is_backward_only': True]}`` become arrays.
+
+There are exactly three flat buffers, one per buffer type, told apart by the
+leading entries of ``@shape``:
+
+0. constant (``(4, 5)``): a 1-D array; ``@slice`` is a range of it.
+1. batch-sized (``('B', 10)``): shape ``(B, F1)``; ``@slice`` is a range of
+   the feature axis.
+2. time-sized (``('T', 'B', 10)``): shape ``(T + C, B, F2)`` where ``C`` is the
+   largest context size; ``@slice`` is a range of the feature axis, and an
+   array with context size ``c`` spans time steps ``[0, T + c)`` so that index
+   ``-1`` addresses its context slot.
+
+Within each buffer, the forward arrays come first and the backward-only ones
+(deltas, gradients, backward internals) after them, so that clearing all
+backward memory is one operation. Arrays feeding the same input are placed
+side by side in the order of their connections, so the input is a plain view
+of their concatenation; deltas mirror this, so a layer's ``input_deltas`` are
+the very memory of its sources' ``output_deltas``.
+"""
+
+from __future__ import annotations
+
+from brainstorm.structure.architecture import Connection
+from brainstorm.structure.buffer_structure import BufferStructure
+from brainstorm.utils import NetworkValidationError
+
+__all__ = ['create_layout', 'CATEGORIES', 'get_buffer_type']
+
+CATEGORIES = ('inputs', 'outputs', 'parameters', 'internals', 'input_deltas',
+              'output_deltas', 'gradients')
+
+
+def get_buffer_type(shape) -> int:
+    """0, 1 or 2 for a constant, batch-sized or time-sized shape template."""
+    shape = tuple(shape)
+    if shape[:2] == ('T', 'B'):
+        return 2
+    if shape[:1] == ('B',):
+        return 1
+    return 0
+
+
+def _backward_version(structure: BufferStructure) -> BufferStructure:
+    return BufferStructure(*structure.shape,
+                           context_size=structure.context_size,
+                           is_backward_only=True)
+
+
+def _collect_sources(layers) -> dict:
+    """Every buffer that owns memory: (layer, category, name) -> structure."""
+    sources = {}
+    for lname, layer in layers.items():
+        for name, s in layer.out_shapes.items():
+            sources[lname, 'outputs', name] = s
+            sources[lname, 'output_deltas', name] = _backward_version(s)
+        for name, s in layer.parameter_shapes.items():
+            sources[lname, 'parameters', name] = s
+            sources[lname, 'gradients', name] = _backward_version(s)
+        for name, s in layer.internal_shapes.items():
+            sources[lname, 'internals', name] = s
+    return sources
+
+
+def _source_keys(connection: Connection) -> tuple:
+    """The (forward, delta) source keys feeding a connection."""
+    layer, out_name = connection.start_layer, connection.output_name
+    if out_name.startswith('..'):
+        category, _, name = out_name[2:].partition('.')
+        if category == 'parameters':
+            return (layer, 'parameters', name), (layer, 'gradients', name)
+        return (layer, 'internals', name), (layer, 'internals', 'd' + name)
+    return (layer, 'outputs', out_name), (layer, 'output_deltas', out_name)
+
+
+def _input_sources(layer) -> dict:
+    """input name -> (forward keys, delta keys), in concatenation order."""
+    result = {}
+    for in_name in layer.in_shapes:
+        conns = sorted(c for c in layer.incoming if c.input_name == in_name)
+        keys = [_source_keys(c) for c in conns]
+        result[in_name] = ([k[0] for k in keys], [k[1] for k in keys])
+    return result
+
+
+def _group_of(structure: BufferStructure) -> tuple:
+    return structure.buffer_type, structure.is_backward_only
+
+
+def _place(sources: dict, chains: list, priority: list) -> dict:
+    """Assign feature offsets so that every chain is contiguous and ordered.
+
+    Returns key -> (start, stop). Forward arrays of each buffer type come
+    before backward ones; within a group, ``priority`` keys come first, then
+    creation order.
+    """
+    successor, predecessor = {}, {}
+    for chain in chains:
+        groups = {_group_of(sources[k]) for k in chain}
+        if len(groups) > 1:
+            raise NetworkValidationError(
+                f'Failed to lay out buffers: {chain} are concatenated into one '
+                'input but are not all of the same buffer type.')
+        for a, b in zip(chain, chain[1:]):
+            if successor.get(a, b) != b or predecessor.get(b, a) != a:
+                raise NetworkValidationError(
+                    'Failed to lay out buffers: the inputs fed by '
+                    f'{".".join(a)} require incompatible neighbours in memory '
+                    '(an output cannot be concatenated with different '
+                    'outputs in different inputs).')
+            successor[a], predecessor[b] = b, a
+    order = {k: i for i, k in enumerate(priority)}
+    keys = sorted(sources, key=lambda k: (order.get(k, len(order)),))
+    slices = {}
+    offsets = {}
+    for backward in (False, True):
+        for key in keys:
+            s = sources[key]
+            if s.is_backward_only != backward or key in slices \
+                    or key in predecessor:
+                continue
+            current, seen = key, set()
+            while current is not None:
+                if current in seen:
+                    raise NetworkValidationError(
+                        'Failed to lay out buffers: concatenation order of '
+                        'inputs forms a cycle.')
+                seen.add(current)
+                t = sources[current].buffer_type
+                start = offsets.get(t, 0)
+                stop = start + sources[current].feature_size
+                slices[current] = (start, stop)
+                offsets[t] = stop
+                current = successor.get(current)
+    missing = set(sources) - set(slices)
+    if missing:
+        raise NetworkValidationError(
+            'Failed to lay out buffers: concatenation order of inputs forms '
+            f'a cycle involving {sorted(missing)}.')
+    return slices
+
+
+def _array_node(structure: BufferStructure, index: int, span: tuple) -> dict:
+    node = structure.to_json(index)
+    node['@slice'] = tuple(span)
+    return node
+
+
+def _view_node(index: int, children: dict) -> dict:
+    node = {'@type': 'BufferView', '@index': index}
+    node.update(children)
+    arrays = list(children.values())
+    if arrays and all(a['@type'] == 'array' for a in arrays):
+        same = {(get_buffer_type(a['@shape']), a.get('@context_size', 0),
+                 a.get('@is_backward_only', False)) for a in arrays}
+        contiguous = all(a['@slice'][1] == b['@slice'][0]
+                         for a, b in zip(arrays, arrays[1:]))
+        if len(same) == 1 and contiguous:
+            node['@slice'] = (arrays[0]['@slice'][0], arrays[-1]['@slice'][1])
+    return node
+
+
+def _sink_span(keys: list, slices: dict) -> tuple:
+    return slices[keys[0]][0], slices[keys[-1]][1]
+
+
+def create_layout(layers) -> dict:
+    """Compile instantiated layers (canonical order) into a layout dict.
+
+    Raises:
+        NetworkValidationError: if the outputs concatenated into inputs
+            cannot all be placed side by side.
+    """
+    sources = _collect_sources(layers)
+    param_keys = sorted(
+        ((l, 'parameters', p) for l, layer in layers.items()
+         for p in layer.parameter_shapes),
+        key=lambda k: (f'{k[0]}.parameters.'
+                       f'{next(iter(layers[k[0]].parameter_shapes))}',
+                       list(layers[k[0]].parameter_shapes).index(k[2])))
+    grad_keys = [(l, 'gradients', p) for l, _, p in param_keys]
+    chains = [param_keys, grad_keys]
+    inputs = {}
+    for lname, layer in layers.items():
+        inputs[lname] = _input_sources(layer)
+        for fwd, bwd in inputs[lname].values():
+            if len(fwd) > 1:
+                chains += [fwd, bwd]
+    slices = _place(sources, [c for c in chains if len(c) > 1],
+                    priority=param_keys + grad_keys)
+
+    def arrays_of(lname, category, shapes):
+        return {name: _array_node(sources[lname, category, name], i,
+                                  slices[lname, category, name])
+                for i, name in enumerate(shapes)}
+
+    n_params = sum(sources[k].feature_size for k in param_keys)
+    p_start = slices[param_keys[0]][0] if param_keys else 0
+    g_start = slices[grad_keys[0]][0] if grad_keys else 0
+    layout = {
+        '@type': 'BufferView',
+        'parameters': {'@type': 'array', '@index': 0, '@shape': (n_params,),
+                       '@slice': (p_start, p_start + n_params)},
+        'gradients': {'@type': 'array', '@index': 1, '@shape': (n_params,),
+                      '@slice': (g_start, g_start + n_params),
+                      '@is_backward_only': True},
+    }
+    for index, (lname, layer) in enumerate(layers.items(), start=2):
+        in_nodes, in_delta_nodes = {}, {}
+        for i, (in_name, (fwd, bwd)) in enumerate(inputs[lname].items()):
+            # inputs see the real time steps only, not their sources'
+            # context slots
+            shape = layer.in_shapes[in_name].shape
+            in_nodes[in_name] = _array_node(
+                BufferStructure(*shape), i, _sink_span(fwd, slices))
+            in_delta_nodes[in_name] = _array_node(
+                BufferStructure(*shape, is_backward_only=True), i,
+                _sink_span(bwd, slices))
+        children = {
+            'inputs': in_nodes,
+            'outputs': arrays_of(lname, 'outputs', layer.out_shapes),
+            'parameters': arrays_of(lname, 'parameters',
+                                    layer.parameter_shapes),
+            'internals': arrays_of(lname, 'internals', layer.internal_shapes),
+            'input_deltas': in_delta_nodes,
+            'output_deltas': arrays_of(lname, 'output_deltas',
+                                       layer.out_shapes),
+            'gradients': arrays_of(lname, 'gradients', layer.parameter_shapes),
+        }
+        layout[lname] = _view_node(index, {
+            category: _view_node(i, children[category])
+            for i, category in enumerate(CATEGORIES)})
+    return layout

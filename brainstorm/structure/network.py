@@ -1,0 +1,670 @@
+"""The Network: layers, their memory, and everything to run and inspect them."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import tempfile
+from collections import OrderedDict
+
+import numpy as np
+
+from brainstorm.describable import create_from_description, get_description
+from brainstorm.randomness import Seedable
+from brainstorm.structure.architecture import (
+    generate_architecture,
+    instantiate_layers_from_architecture,
+    validate_architecture,
+)
+from brainstorm.structure.buffers import BufferManager
+from brainstorm.structure.layout import create_layout
+from brainstorm.utils import NetworkValidationError, get_brainstorm_info
+
+__all__ = ['Network']
+
+NETWORK_FILE_FORMAT = b'Network file v1.0'
+RESERVED_LAYER_NAMES = {'parameters', 'gradients'}
+
+
+class MissingInputError(NetworkValidationError, KeyError):
+    """A data dict lacks an input the network needs."""
+
+    def __str__(self):
+        return str(self.args[0])
+
+
+def _pattern_matches(pattern: str, name: str) -> bool:
+    regex = '^' + re.escape(pattern).replace(r'\*', '[_a-zA-Z0-9]*') + '$'
+    return re.match(regex, name) is not None
+
+
+def _same_value(a, b) -> bool:
+    if a is b:
+        return True
+    numbers = (int, float)
+    if isinstance(a, numbers) and isinstance(b, numbers) and \
+            not isinstance(a, bool) and not isinstance(b, bool):
+        return a == b
+    return False
+
+
+def _distinct(values: list) -> list:
+    result = []
+    for v in values:
+        if not any(_same_value(v, r) for r in result):
+            result.append(v)
+    return result
+
+
+def _resolve_patterns(layers, refs: dict, what: str, allow_fallback: bool):
+    """Match layer/parameter patterns; return {(layer, param): (values,
+    fallbacks, explicit)} for every parameter."""
+    for key in refs:
+        if not isinstance(key, str):
+            raise NetworkValidationError(
+                f'{what}: keys must be layer name patterns. Received: {key!r}')
+    if not allow_fallback and 'fallback' in refs:
+        raise NetworkValidationError(f"{what}: 'fallback' is not allowed here.")
+    layer_patterns = [k for k in refs if k not in ('default', 'fallback')]
+    for pattern in layer_patterns:
+        if not any(_pattern_matches(pattern, name) for name in layers):
+            raise NetworkValidationError(
+                f"{what}: pattern '{pattern}' matches no layer. Layers: "
+                f'{list(layers)}')
+    result = {}
+    used_param_patterns = set()
+    for lname, layer in layers.items():
+        matching = [refs[p] for p in layer_patterns
+                    if _pattern_matches(p, lname)]
+        for pname in layer.parameter_shapes:
+            values, fallbacks, explicit = [], [], False
+            outer_fallback = refs.get('fallback')
+            if not matching:
+                if 'default' in refs:
+                    values.append(refs['default'])
+            for value in matching:
+                if isinstance(value, dict):
+                    if not allow_fallback and 'fallback' in value:
+                        raise NetworkValidationError(
+                            f"{what}: 'fallback' is not allowed here.")
+                    sub = [p for p in value if p not in ('default',
+                                                         'fallback')]
+                    hits = [p for p in sub if _pattern_matches(p, pname)]
+                    used_param_patterns.update((id(value), p) for p in hits)
+                    if hits:
+                        values.extend(value[p] for p in hits)
+                        explicit = True
+                    elif 'default' in value:
+                        values.append(value['default'])
+                    elif 'default' in refs:
+                        values.append(refs['default'])
+                    if 'fallback' in value:
+                        fallbacks.append(value['fallback'])
+                else:
+                    values.append(value)
+            if not fallbacks and outer_fallback is not None:
+                fallbacks.append(outer_fallback)
+            result[lname, pname] = (_distinct(values), _distinct(fallbacks),
+                                    explicit)
+    for pattern in layer_patterns:
+        value = refs[pattern]
+        if isinstance(value, dict):
+            for p in value:
+                if p not in ('default', 'fallback') and \
+                        (id(value), p) not in used_param_patterns:
+                    raise NetworkValidationError(
+                        f"{what}: parameter pattern '{p}' (under layer "
+                        f"pattern '{pattern}') matches no parameter.")
+    return result
+
+
+class Network(Seedable):
+    """A network of layers over three flat buffers.
+
+    Usually created with :meth:`from_layer`, :meth:`from_architecture` or
+    :meth:`from_hdf5`.
+
+    Args:
+        layers: OrderedDict of name -> layer implementation, canonical order.
+        buffer_manager: the :class:`BufferManager` holding their memory.
+        architecture: the architecture dict the layers were made from.
+        seed: seed for the network's random state ``rnd``.
+        handler: the handler to compute with.
+
+    Attributes:
+        layers: the layers in canonical (topological) order.
+        loss_layers: names of the ``Loss`` layers.
+        buffer: the root BufferView (``parameters``, ``gradients`` and one
+            view per layer).
+        output_name: default buffer path scorers read predictions from.
+    """
+
+    def __init__(self, layers, buffer_manager, architecture, seed=None,
+                 handler=None):
+        super().__init__(seed)
+        from brainstorm.handlers import default_handler
+        self.layers = layers
+        self.buffer_manager = buffer_manager
+        self.architecture = architecture
+        self.loss_layers = [name for name, layer in layers.items()
+                            if type(layer).__name__ == 'LossLayerImpl']
+        self.initializers = {}
+        self.weight_modifiers = OrderedDict()
+        self.gradient_modifiers = OrderedDict()
+        self._weight_modifier_refs = {}
+        self._gradient_modifier_refs = {}
+        self.output_name = None
+        self.handler = None
+        self.set_handler(handler or default_handler)
+
+    # ------------------------------------------------------ construction ---
+
+    @classmethod
+    def from_layer(cls, some_layer) -> Network:
+        """Build the network of all layers connected to ``some_layer``."""
+        return cls.from_architecture(generate_architecture(some_layer))
+
+    @classmethod
+    def from_architecture(cls, architecture: dict) -> Network:
+        """Build a network from an architecture dict.
+
+        Raises:
+            NetworkValidationError, LayerValidationError: for malformed
+                architectures or layer arguments.
+        """
+        validate_architecture(architecture)
+        reserved = RESERVED_LAYER_NAMES & set(architecture)
+        if reserved:
+            raise NetworkValidationError(
+                f'Layer names {sorted(reserved)} are reserved for the root '
+                'buffers of a network; choose other names.')
+        architecture = copy.deepcopy(architecture)
+        layers = instantiate_layers_from_architecture(architecture)
+        layout = create_layout(layers)
+        from brainstorm.handlers import default_handler
+        buffer_manager = BufferManager(layout, default_handler)
+        return cls(layers, buffer_manager, architecture)
+
+    # --------------------------------------------------------- inspection ---
+
+    @property
+    def buffer(self):
+        return self.buffer_manager.views
+
+    @property
+    def layout(self) -> dict:
+        """The memory layout dict (see :mod:`brainstorm.structure.layout`)."""
+        return self.buffer_manager.layout
+
+    def get(self, buffer_path: str) -> np.ndarray:
+        """A NumPy copy of the buffer at a dotted path.
+
+        Example: ``net.get('Hid1.outputs.default')``, ``net.get('parameters')``.
+
+        Raises:
+            KeyError: if the path is unknown or names a view, not an array.
+        """
+        from brainstorm.structure.buffer_views import BufferView
+        node = self.buffer[buffer_path]
+        if isinstance(node, BufferView):
+            raise KeyError(f"'{buffer_path}' is a view, not a buffer. Its "
+                           f'entries: {node.keys()}')
+        return self.handler.get_numpy_copy(node)
+
+    def get_input(self, input_name: str) -> np.ndarray:
+        """A NumPy copy of the data last provided for ``input_name``."""
+        return self.get('Input.outputs.' + input_name)
+
+    # --------------------------------------------------------- handlers ----
+
+    def set_handler(self, new_handler) -> None:
+        """Move all memory to ``new_handler`` and compute with it; parameters
+        are kept."""
+        if self.handler is not new_handler:
+            if self.buffer_manager.handler is not new_handler:
+                self.buffer_manager.set_handler(new_handler)
+            self.handler = new_handler
+        for layer in self.layers.values():
+            layer.set_handler(new_handler)
+        self._trainable_mask = None
+
+    # -------------------------------------------------------- running ------
+
+    def provide_external_data(self, data: dict, all_inputs: bool = True):
+        """Put a batch of data into the Input layer's outputs.
+
+        Args:
+            data: input name -> array of shape ``(T, B, *features)`` (or
+                ``(B, *features)`` for batch-sized inputs).
+            all_inputs: if False, inputs missing from ``data`` are skipped.
+
+        Raises:
+            NetworkValidationError: for missing names, wrong shapes or ranks,
+                inconsistent T/B, or non-numeric data.
+        """
+        if not hasattr(data, 'items'):
+            raise NetworkValidationError(
+                f'Data must be a dict of input names to arrays. Received: '
+                f'{type(data).__name__}')
+        input_layer = self.layers['Input']
+        h = self.handler
+        arrays = {}
+        for name, structure in input_layer.out_shapes.items():
+            if name not in data:
+                if all_inputs:
+                    raise MissingInputError(
+                        f"Data for input '{name}' is missing. The network's "
+                        f'inputs are {list(input_layer.out_shapes)}; received '
+                        f'{list(data)}.')
+                continue
+            arrays[name] = self._check_data(name, data[name], structure)
+        if not arrays:
+            return
+        T = B = None
+        for name, array in arrays.items():
+            t = input_layer.out_shapes[name].buffer_type
+            shape = tuple(array.shape)
+            if t == 2:
+                tb = shape[:2]
+                if T is None:
+                    T, B = tb
+                elif tb != (T, B):
+                    raise NetworkValidationError(
+                        f"Input '{name}': time and batch size {tb} differ "
+                        f'from those of the other inputs {(T, B)}.')
+        for name, array in arrays.items():
+            if input_layer.out_shapes[name].buffer_type == 1:
+                if B is None:
+                    B = array.shape[0]
+                elif array.shape[0] != B:
+                    raise NetworkValidationError(
+                        f"Input '{name}': batch size {array.shape[0]} differs "
+                        f'from that of the other inputs ({B}).')
+        self.buffer_manager.resize(T if T is not None else 1, B)
+        outputs = self.buffer.Input.outputs
+        for name, array in arrays.items():
+            if isinstance(array, np.ndarray):
+                h.set_from_numpy(outputs[name], array)
+            else:
+                h.copy_to(array, outputs[name])
+
+    def _check_data(self, name, array, structure):
+        expected = structure.shape
+        if not hasattr(array, 'shape') or not hasattr(array, 'dtype'):
+            raise NetworkValidationError(
+                f"Input '{name}': expected an array of shape {expected}. "
+                f'Received: {type(array).__name__}')
+        if isinstance(array, np.ndarray):
+            if not (np.issubdtype(array.dtype, np.number)
+                    or array.dtype == np.bool_):
+                raise NetworkValidationError(
+                    f"Input '{name}': expected numeric data. Received dtype "
+                    f'{array.dtype}')
+        shape = tuple(array.shape)
+        if len(shape) != len(expected):
+            raise NetworkValidationError(
+                f"Input '{name}': expected {len(expected)} dimensions "
+                f'{expected}. Received shape {shape}')
+        lead = structure.buffer_type
+        if shape[lead:] != structure.feature_shape:
+            raise NetworkValidationError(
+                f"Input '{name}': expected feature shape "
+                f'{structure.feature_shape} (full shape {expected}). '
+                f'Received shape {shape}')
+        return array
+
+    def forward_pass(self, training_pass: bool = False, context=None) -> None:
+        """Run all layers forward.
+
+        Args:
+            training_pass: whether this pass is for training (dropout etc.).
+            context: a context from :meth:`get_context` to continue from;
+                the context slots are zeroed if None.
+        """
+        self.buffer_manager.apply_context(context)
+        for name, layer in self.layers.items():
+            if name != 'Input':
+                layer.forward_pass(self.buffer[name], training_pass)
+
+    def backward_pass(self) -> None:
+        """Compute all deltas and gradients, then apply gradient modifiers."""
+        self.buffer_manager.clear_backward_buffers()
+        for name, layer in reversed(self.layers.items()):
+            if name != 'Input':
+                layer.backward_pass(self.buffer[name])
+        self.apply_gradient_modifiers()
+
+    def get_loss_values(self) -> OrderedDict:
+        """The losses of the last forward pass.
+
+        Returns:
+            ``{'total_loss': v}`` for one Loss layer; otherwise each Loss
+            layer's name and ``'total_loss'`` (their sum; 0.0 if none).
+        """
+        losses = OrderedDict()
+        for name in self.loss_layers:
+            value = self.handler.get_numpy_copy(
+                self.buffer[name].outputs.loss)
+            losses[name] = float(np.sum(value))
+        total = float(sum(losses.values()))
+        if len(self.loss_layers) == 1:
+            return OrderedDict(total_loss=total)
+        losses['total_loss'] = total
+        return losses
+
+    def get_context(self):
+        """The context (last time steps of recurrent state) of the last
+        forward pass, to pass as ``forward_pass(context=...)`` for the next
+        batch."""
+        return self.buffer_manager.get_context()
+
+    # ------------------------------------------------- parameter masks -----
+
+    @property
+    def trainable_mask(self):
+        """A handler array over ``buffer.parameters``: 1 where steppers may
+        update, 0 for parameters a layer maintains itself (e.g. BatchNorm's
+        running statistics); None if everything is trainable."""
+        if self._trainable_mask is None:
+            untrained = self._untrained_parameters()
+            if not untrained:
+                return None
+            mask = np.ones(self.buffer.parameters.shape, dtype=np.float64)
+            for lname, pname in untrained:
+                start, stop = self.layout[lname]['parameters'][pname]['@slice']
+                offset = self.layout['parameters']['@slice'][0]
+                mask[start - offset:stop - offset] = 0.
+            self._trainable_mask = self.handler.create_from_numpy(mask)
+        return self._trainable_mask
+
+    def _untrained_parameters(self) -> list:
+        return [(lname, pname) for lname, layer in self.layers.items()
+                for pname in getattr(layer, 'untrained_parameters', {})]
+
+    # ----------------------------------------------------- initialize ------
+
+    def initialize(self, default_or_init_dict=None, seed: int | None = None,
+                   **kwargs) -> None:
+        """Initialize all parameters.
+
+        Args:
+            default_or_init_dict: an initializer (used for everything) or a
+                dict of layer-name patterns (``*`` matches any identifier
+                characters) to initializers or to dicts of parameter-name
+                patterns to initializers. ``'default'`` covers what no other
+                pattern matches; ``'fallback'`` is used where the chosen
+                initializer raises InitializationError. Values may be
+                Initializers, numbers, lists or arrays.
+            seed: makes the initialization reproducible.
+            **kwargs: more layer patterns (must not repeat dict keys).
+
+        Example:
+            ``net.initialize({'default': Gaussian(0.01), 'Lstm*': {'bf': 1.0},
+            'fallback': 0.0}, seed=42)``
+
+        Raises:
+            NetworkValidationError: for patterns matching nothing, or a
+                parameter with no or several initializers or fallbacks.
+        """
+        from brainstorm.initializers import evaluate_initializer
+        refs = self._merge_refs(default_or_init_dict, kwargs)
+        resolved = _resolve_patterns(self.layers, refs, 'initialize',
+                                     allow_fallback=True)
+        init_rnd = self.rnd.create_random_state(seed)
+        h = self.handler
+        for lname in sorted(self.layers):
+            layer = self.layers[lname]
+            untrained = getattr(layer, 'untrained_parameters', {})
+            for pname in sorted(layer.parameter_shapes):
+                values, fallbacks, explicit = resolved[lname, pname]
+                param_seed = init_rnd.generate_seed()
+                view = self.buffer[lname].parameters[pname]
+                if pname in untrained and not explicit:
+                    values, fallbacks = [untrained[pname]], []
+                where = f'{lname}.{pname}'
+                if not values:
+                    raise NetworkValidationError(
+                        f'No initializer for {where}. Add a \'default\' or a '
+                        'pattern matching it.')
+                if len(values) > 1:
+                    raise NetworkValidationError(
+                        f'Multiple initializers for {where}: {values}')
+                if len(fallbacks) > 1:
+                    raise NetworkValidationError(
+                        f'Multiple fallbacks for {where}: {fallbacks}')
+                init = _as_initializer(values[0], where)
+                fallback = _as_initializer(fallbacks[0], where) \
+                    if fallbacks else None
+                shape = tuple(view.shape)
+                try:
+                    array = evaluate_initializer(init, shape, fallback,
+                                                 seed=param_seed)
+                except NetworkValidationError:
+                    raise
+                except (TypeError, ValueError) as err:
+                    raise NetworkValidationError(
+                        f'Initializing {where} (shape {shape}) failed: {err}') \
+                        from None
+                array = np.asarray(array)
+                if array.shape != shape:
+                    raise NetworkValidationError(
+                        f'Initializer for {where} produced shape '
+                        f'{array.shape}, expected {shape}.')
+                h.set_from_numpy(view, array)
+        self.initializers = get_description(refs)
+
+    @staticmethod
+    def _merge_refs(default_or_dict, kwargs) -> dict:
+        if default_or_dict is None:
+            refs = {}
+        elif isinstance(default_or_dict, dict):
+            refs = dict(default_or_dict)
+        else:
+            refs = {'default': default_or_dict}
+        for key, value in kwargs.items():
+            if key in refs:
+                raise TypeError(f"Conflicting values for '{key}': given both in"
+                                ' the dict and as a keyword argument.')
+            refs[key] = value
+        return refs
+
+    # ------------------------------------------------------ modifiers ------
+
+    def set_weight_modifiers(self, default_or_mod_dict=None, **kwargs) -> None:
+        """Install value modifiers applied to parameters after each update.
+
+        Same pattern syntax as :meth:`initialize` (without ``'fallback'``);
+        values are a modifier or a list of modifiers.
+        """
+        refs = self._merge_refs(default_or_mod_dict, kwargs)
+        self.weight_modifiers = self._install_modifiers(refs,
+                                                        'set_weight_modifiers')
+        self._weight_modifier_refs = get_description(refs)
+
+    def set_gradient_modifiers(self, default_or_mod_dict=None,
+                               **kwargs) -> None:
+        """Install modifiers applied to gradients after each backward pass.
+
+        Same pattern syntax as :meth:`set_weight_modifiers`.
+        """
+        refs = self._merge_refs(default_or_mod_dict, kwargs)
+        self.gradient_modifiers = self._install_modifiers(
+            refs, 'set_gradient_modifiers')
+        self._gradient_modifier_refs = get_description(refs)
+
+    def _install_modifiers(self, refs, what) -> OrderedDict:
+        resolved = _resolve_patterns(self.layers, refs, what,
+                                     allow_fallback=False)
+        installed = OrderedDict()
+        for lname, layer in self.layers.items():
+            untrained = getattr(layer, 'untrained_parameters', {})
+            for pname in layer.parameter_shapes:
+                values, _, explicit = resolved[lname, pname]
+                if not values or (pname in untrained and not explicit):
+                    continue
+                if len(values) > 1:
+                    raise NetworkValidationError(
+                        f'{what}: multiple modifiers for {lname}.{pname}: '
+                        f'{values}')
+                mods = values[0]
+                mods = list(mods) if isinstance(mods, (list, tuple)) else [mods]
+                copies = []
+                for mod in mods:
+                    if not callable(mod):
+                        raise NetworkValidationError(
+                            f'{what}: {lname}.{pname} got {mod!r}, which is '
+                            'not a modifier.')
+                    mod = copy.deepcopy(mod)
+                    mod.layer_name, mod.view_name = lname, pname
+                    copies.append(mod)
+                installed.setdefault(lname, OrderedDict())[pname] = copies
+        return installed
+
+    def apply_weight_modifiers(self) -> None:
+        """Apply all weight modifiers to their parameters."""
+        for lname, params in self.weight_modifiers.items():
+            for pname, mods in params.items():
+                for mod in mods:
+                    mod.rnd.set_seed(self.rnd.generate_seed())
+                    mod(self.handler, self.buffer[lname].parameters[pname])
+
+    def apply_gradient_modifiers(self) -> None:
+        """Apply all gradient modifiers to their gradients."""
+        from brainstorm.value_modifiers import GradientModifier
+        for lname, params in self.gradient_modifiers.items():
+            for pname, mods in params.items():
+                for mod in mods:
+                    mod.rnd.set_seed(self.rnd.generate_seed())
+                    view = self.buffer[lname]
+                    if isinstance(mod, GradientModifier):
+                        mod(self.handler, view.parameters[pname],
+                            view.gradients[pname])
+                    else:
+                        mod(self.handler, view.gradients[pname])
+
+    # ---------------------------------------------------- description ------
+
+    def __describe__(self) -> dict:
+        return {
+            '@type': 'Network',
+            'architecture': self.architecture,
+            'handler': get_description(self.handler),
+            'initializers': self.initializers,
+            'weight_modifiers': self._weight_modifier_refs,
+            'gradient_modifiers': self._gradient_modifier_refs,
+            'output_name': self.output_name,
+        }
+
+    @classmethod
+    def __new_from_description__(cls, description: dict) -> Network:
+        net = cls.from_architecture(description['architecture'])
+        handler = description.get('handler')
+        if handler:
+            net.set_handler(create_from_description(handler))
+        if description.get('initializers'):
+            net.initialize(create_from_description(
+                description['initializers']))
+        if description.get('weight_modifiers'):
+            net.set_weight_modifiers(create_from_description(
+                description['weight_modifiers']))
+        if description.get('gradient_modifiers'):
+            net.set_gradient_modifiers(create_from_description(
+                description['gradient_modifiers']))
+        net.output_name = description.get('output_name')
+        return net
+
+    # ----------------------------------------------------------- files -----
+
+    def save_as_hdf5(self, filename: str, comment: str = '') -> None:
+        """Save the description and parameters to an HDF5 file.
+
+        The file is written to a temporary name first and then moved into
+        place, so an existing file is never left half-written.
+        """
+        import h5py
+        description = json.dumps(get_description(self)).encode('utf-8')
+        directory = os.path.dirname(os.path.abspath(filename))
+        fd, tmp = tempfile.mkstemp(suffix='.hdf5.tmp', dir=directory)
+        os.close(fd)
+        try:
+            with h5py.File(tmp, 'w') as f:
+                f.attrs['info'] = get_brainstorm_info()
+                f.attrs['format'] = NETWORK_FILE_FORMAT
+                if comment:
+                    f.attrs['comment'] = comment.encode('utf-8')
+                f.create_dataset('description',
+                                 data=np.frombuffer(description, dtype=np.uint8))
+                f.create_dataset('parameters', data=self.get('parameters'),
+                                 compression='gzip')
+            os.replace(tmp, filename)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+            raise
+
+    @classmethod
+    def from_hdf5(cls, filename: str) -> Network:
+        """Load a network saved with :meth:`save_as_hdf5`.
+
+        Raises:
+            NetworkValidationError: if the file is missing, corrupt, or not a
+                brainstorm network file.
+        """
+        import h5py
+        try:
+            f = h5py.File(filename, 'r')
+        except (OSError, ValueError) as err:
+            raise NetworkValidationError(
+                f"Cannot read network file '{filename}': it is missing or not "
+                f'an HDF5 file ({err}).') from None
+        with f:
+            fmt = f.attrs.get('format')
+            if isinstance(fmt, str):
+                fmt = fmt.encode()
+            if fmt != NETWORK_FILE_FORMAT or 'description' not in f or \
+                    'parameters' not in f:
+                raise NetworkValidationError(
+                    f"'{filename}' is not a brainstorm network file: expected "
+                    f"format attribute {NETWORK_FILE_FORMAT!r} and datasets "
+                    "'description' and 'parameters'. Received format "
+                    f'{fmt!r} and datasets {sorted(f.keys())}.')
+            try:
+                raw = f['description'][()]
+                text = raw.tobytes().decode('utf-8') if isinstance(
+                    raw, np.ndarray) else (raw.decode('utf-8') if isinstance(
+                        raw, bytes) else str(raw))
+                description = json.loads(text)
+                parameters = np.asarray(f['parameters'][()])
+            except (OSError, ValueError, UnicodeDecodeError) as err:
+                raise NetworkValidationError(
+                    f"Network file '{filename}' is corrupt: {err}") from None
+        net = create_from_description(description)
+        if not isinstance(net, Network):
+            raise NetworkValidationError(
+                f"Network file '{filename}' does not describe a Network.")
+        expected = tuple(net.buffer.parameters.shape)
+        if parameters.shape != expected:
+            raise NetworkValidationError(
+                f"Network file '{filename}' is corrupt: it holds "
+                f'{parameters.shape} parameters, its architecture needs '
+                f'{expected}.')
+        net.handler.set_from_numpy(net.buffer.parameters, parameters)
+        return net
+
+    def __repr__(self):
+        return f'<Network: {len(self.layers)} layers {list(self.layers)}>'
+
+
+def _as_initializer(value, where: str):
+    from brainstorm.initializers import ArrayInitializer, Initializer
+    if isinstance(value, Initializer):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    if isinstance(value, (list, np.ndarray)):
+        return ArrayInitializer(value)
+    raise NetworkValidationError(
+        f'Initializer for {where} must be an Initializer, a number, a list or '
+        f'an array. Received: {value!r}')
