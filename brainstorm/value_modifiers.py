@@ -1,1 +1,273 @@
-"""Placeholder: filled in by its issue."""
+"""Value and gradient modifiers: constraints and regularisers on parameters.
+
+A :class:`ValueModifier` changes one parameter (or gradient) view in place;
+a :class:`GradientModifier` changes a gradient view using the parameters.
+The network installs them with ``set_weight_modifiers`` /
+``set_gradient_modifiers``, which sets ``layer_name`` and ``view_name``.
+
+Modifiers work only through handler operations, so they run unchanged on
+every handler (including the GPU and the checking ``DebugHandler``). Scratch
+arrays and device copies of masks are allocated once per handler and shape
+and then reused.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from brainstorm.randomness import Seedable
+from brainstorm.utils import ValidationError
+
+__all__ = ['ValueModifier', 'GradientModifier', 'ClipValues',
+           'ConstrainL2Norm', 'MaskValues', 'FreezeValues', 'L1Decay',
+           'L2Decay']
+
+
+def _check_number(owner: str, name: str, value, minimum: float | None = None,
+                  strict: bool = False) -> float:
+    ok = (isinstance(value, (int, float, np.integer, np.floating))
+          and not isinstance(value, bool) and math.isfinite(value))
+    if ok and minimum is not None:
+        ok = value > minimum if strict else value >= minimum
+    if not ok:
+        bound = '' if minimum is None else \
+            f' {">" if strict else ">="} {minimum}'
+        raise ValidationError(f'{owner}: {name} must be a finite number'
+                              f'{bound}. Received: {name}={value!r}')
+    return float(value)
+
+
+class _Modifier(Seedable):
+    """Shared parts of value and gradient modifiers."""
+
+    __undescribed__ = {'layer_name': '', 'view_name': '', '_handler': None,
+                       '_buffers': None}
+
+    def __init__(self):
+        super().__init__()
+        self.layer_name = ''
+        self.view_name = ''
+        self._handler = None
+        self._buffers = None
+
+    def __repr__(self):
+        return f'<{self.layer_name}.{self.view_name}.{type(self).__name__}>'
+
+    def __getstate__(self):
+        # scratch buffers belong to one handler; copies start without them
+        state = self.__dict__.copy()
+        state['_handler'] = None
+        state['_buffers'] = None
+        return state
+
+    def _buffer_cache(self, handler) -> dict:
+        if handler is not self._handler or self._buffers is None:
+            self._handler = handler
+            self._buffers = {}
+        return self._buffers
+
+    def _scratch(self, handler, name: str, shape: tuple[int, ...]):
+        """A handler array of ``shape`` reused between calls."""
+        cache = self._buffer_cache(handler)
+        key = (name, tuple(shape))
+        if key not in cache:
+            cache[key] = handler.allocate(tuple(shape))
+        return cache[key]
+
+    def _device_copy(self, handler, name: str, shape: tuple[int, ...],
+                     make_array):
+        """A handler copy of ``make_array()``, made once per handler/shape."""
+        cache = self._buffer_cache(handler)
+        key = (name, tuple(shape))
+        if key not in cache:
+            cache[key] = handler.create_from_numpy(make_array())
+        return cache[key]
+
+
+class ValueModifier(_Modifier):
+    """Base class of modifiers that change a view in place.
+
+    Attributes:
+        layer_name: name of the layer whose view is modified (set by the
+            network, not described).
+        view_name: name of the modified parameter (not described).
+    """
+
+    def __call__(self, handler, view) -> None:
+        """Modify ``view`` in place using only operations of ``handler``."""
+        raise NotImplementedError
+
+
+class GradientModifier(_Modifier):
+    """Base class of modifiers that change gradients using the parameters.
+
+    Attributes:
+        layer_name: name of the layer (set by the network, not described).
+        view_name: name of the parameter (not described).
+    """
+
+    def __call__(self, handler, parameters, gradients) -> None:
+        """Modify ``gradients`` in place; ``parameters`` is read only."""
+        raise NotImplementedError
+
+
+# -------------------------------------------------------- value modifiers ---
+
+class ClipValues(ValueModifier):
+    """Clip all values to ``[low, high]``.
+
+    Args:
+        low: lower bound.
+        high: upper bound (``>= low``).
+    """
+
+    def __init__(self, low: float = -1., high: float = 1.):
+        super().__init__()
+        low = _check_number('ClipValues', 'low', low)
+        high = _check_number('ClipValues', 'high', high)
+        if low > high:
+            raise ValidationError(f'ClipValues: low must not be greater than '
+                                  f'high. Received: low={low}, high={high}')
+        self.low = low
+        self.high = high
+
+    def __call__(self, handler, view):
+        handler.clip_t(view, float(self.low), float(self.high), view)
+
+
+class ConstrainL2Norm(ValueModifier):
+    """Rescale rows whose L2 norm exceeds ``limit`` to norm ``limit``.
+
+    A row is everything at one index of the first axis (for a
+    FullyConnected weight matrix: the incoming weights of one unit). Views
+    with fewer than 2 dimensions, such as biases, are left unchanged.
+
+    Args:
+        limit: the maximal L2 norm per row (> 0).
+    """
+
+    def __init__(self, limit: float):
+        super().__init__()
+        self.limit = _check_number('ConstrainL2Norm', 'limit', limit,
+                                   minimum=0, strict=True)
+
+    def __call__(self, handler, view):
+        if len(view.shape) < 2 or view.shape[0] == 0:
+            return
+        rows = view.shape[0]
+        matrix = view.reshape((rows, int(np.prod(view.shape[1:]))))
+        limit = float(self.limit)
+        squares = self._scratch(handler, 'squares', matrix.shape)
+        norms = self._scratch(handler, 'norms', (rows, 1))
+        factors = self._scratch(handler, 'factors', (rows, 1))
+        handler.mult_tt(matrix, matrix, squares)
+        handler.sum_t(squares, 1, norms)
+        handler.sqrt_t(norms, norms)
+        # norms <- max(norm, limit), exactly limit for rows within the limit
+        handler.add_st(-limit, norms, norms)
+        handler.rel(norms, norms)
+        handler.add_st(limit, norms, norms)
+        handler.fill(factors, limit)
+        handler.divide_tt(factors, norms, factors)
+        handler.mult_mv(matrix, factors, matrix)
+
+
+class MaskValues(ValueModifier):
+    """Multiply the view elementwise with a fixed mask.
+
+    Args:
+        mask: NumPy array of the view's shape (or broadcastable to it); it
+            is copied to the handler once.
+    """
+
+    def __init__(self, mask):
+        super().__init__()
+        self.mask = np.array(mask)
+        if not np.issubdtype(self.mask.dtype, np.number) and \
+                self.mask.dtype != bool:
+            raise ValidationError(f'MaskValues: mask must be a numeric array. '
+                                  f'Received dtype {self.mask.dtype}')
+
+    def __init_from_description__(self, description):
+        super().__init_from_description__(description)
+        self.mask = np.array(self.mask)
+
+    def __call__(self, handler, view):
+        shape = tuple(view.shape)
+        device_mask = self._device_copy(handler, 'mask', shape,
+                                        lambda: self._broadcast_mask(shape))
+        handler.mult_tt(view, device_mask, view)
+
+    def _broadcast_mask(self, shape: tuple[int, ...]) -> np.ndarray:
+        try:
+            return np.ascontiguousarray(np.broadcast_to(self.mask, shape))
+        except ValueError:
+            raise ValidationError(
+                f'{self!r}: the mask of shape {self.mask.shape} does not fit '
+                f'the view of shape {shape}') from None
+
+
+class FreezeValues(ValueModifier):
+    """Keep the view at fixed values.
+
+    Args:
+        weights: the values (array of the view's shape); if None, the values
+            the view has when the modifier is first applied are kept.
+    """
+
+    def __init__(self, weights=None):
+        super().__init__()
+        self.weights = None if weights is None else np.array(weights)
+
+    def __init_from_description__(self, description):
+        super().__init_from_description__(description)
+        if self.weights is not None:
+            self.weights = np.array(self.weights)
+
+    def __call__(self, handler, view):
+        shape = tuple(view.shape)
+        if self.weights is None:
+            self.weights = handler.get_numpy_copy(view)
+        if self.weights.shape != shape:
+            raise ValidationError(
+                f'{self!r}: weights of shape {self.weights.shape} do not fit '
+                f'the view of shape {shape}')
+        frozen = self._device_copy(handler, 'weights', shape,
+                                   lambda: self.weights)
+        handler.copy_to(frozen, view)
+
+
+# ----------------------------------------------------- gradient modifiers ---
+
+class L1Decay(GradientModifier):
+    """L1 weight decay: ``gradients += factor * sign(parameters)``.
+
+    Args:
+        factor: strength of the decay (>= 0).
+    """
+
+    def __init__(self, factor: float):
+        super().__init__()
+        self.factor = _check_number('L1Decay', 'factor', factor, minimum=0)
+
+    def __call__(self, handler, parameters, gradients):
+        signs = self._scratch(handler, 'signs', tuple(parameters.shape))
+        handler.sign_t(parameters, signs)
+        handler.mult_add_st(float(self.factor), signs, gradients)
+
+
+class L2Decay(GradientModifier):
+    """L2 weight decay: ``gradients += factor * parameters``.
+
+    Args:
+        factor: strength of the decay (>= 0).
+    """
+
+    def __init__(self, factor: float):
+        super().__init__()
+        self.factor = _check_number('L2Decay', 'factor', factor, minimum=0)
+
+    def __call__(self, handler, parameters, gradients):
+        handler.mult_add_st(float(self.factor), parameters, gradients)
