@@ -1,0 +1,17 @@
+"""Handlers: the objects that own array memory and run all array operations.
+
+``NumpyHandler`` runs on the CPU, ``PyCudaHandler`` on an NVIDIA GPU (a
+stand-in raising an ImportError without PyCUDA), and ``DebugHandler`` wraps
+either one and checks every call. ``default_handler`` is a float32
+``NumpyHandler``.
+"""
+
+import numpy as np
+
+from brainstorm.handlers.debug_handler import DebugHandler
+from brainstorm.handlers.numpy_handler import NumpyHandler
+from brainstorm.handlers.pycuda_handler import PyCudaHandler
+
+default_handler = NumpyHandler(np.float32)
+
+__all__ = ['NumpyHandler', 'PyCudaHandler', 'default_handler']

@@ -1,0 +1,443 @@
+"""The CPU handler: the executable reference of the :class:`Handler` ops."""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from brainstorm.handlers.base_handler import Handler
+from brainstorm.randomness import global_rnd
+
+__all__ = ['NumpyHandler']
+
+
+class NumpyHandler(Handler):
+    """Runs every op with NumPy on ``numpy.ndarray`` in main memory.
+
+    Each op writes into its output with NumPy's ``out=``. Temporaries the
+    size of an operand (for ``dot_add_mm``, ``mult_add_*``, the activation
+    derivatives, convolution and pooling) live in scratch buffers kept
+    between calls, keyed by shape, so the hot path does not allocate.
+
+    Args:
+        dtype: the floating point type of all arrays.
+        seed: seed of the handler's random state (drawn from
+            :data:`brainstorm.randomness.global_rnd` if None).
+    """
+
+    array_type = np.ndarray
+    context = 'numpy'
+
+    def __init__(self, dtype=np.float32, seed: int | None = None):
+        self.dtype = np.dtype(dtype).type
+        self.EMPTY = np.zeros(0, dtype=self.dtype)
+        self.rnd = global_rnd.create_random_state(seed)
+        self._scratch = {}
+        super().__init__()
+
+    def __describe__(self) -> dict:
+        """``{'@type': 'NumpyHandler', 'dtype': 'float32'}``."""
+        return {'@type': 'NumpyHandler', 'dtype': np.dtype(self.dtype).name}
+
+    def __init_from_description__(self, description: dict) -> None:
+        """Recreate from :meth:`__describe__`'s output (fresh ``rnd``)."""
+        self.__init__(np.dtype(description['dtype']).type)
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state['_scratch'] = {}
+        return state
+
+    def _buffer(self, name: str, shape: tuple[int, ...], dtype=None):
+        """A cached scratch array; its content is whatever the last user left."""
+        dtype = self.dtype if dtype is None else dtype
+        key = (name, tuple(shape), dtype)
+        buf = self._scratch.get(key)
+        if buf is None:
+            buf = self._scratch[key] = np.zeros(shape, dtype=dtype)
+        return buf
+
+    # ------------------------------------------------------------ allocation
+
+    def allocate(self, shape):
+        return np.zeros(shape, dtype=self.dtype)
+
+    def zeros(self, shape):
+        return np.zeros(shape, dtype=self.dtype)
+
+    def ones(self, shape):
+        return np.ones(shape, dtype=self.dtype)
+
+    def create_from_numpy(self, arr):
+        return np.array(arr, dtype=self.dtype)
+
+    def get_numpy_copy(self, mem):
+        assert isinstance(mem, np.ndarray), type(mem)
+        return np.array(mem, dtype=self.dtype)
+
+    def set_from_numpy(self, mem, arr):
+        mem[...] = arr
+
+    # ------------------------------------------------------------- copy/fill
+
+    def copy_to(self, src, dest):
+        np.copyto(dest, src)
+
+    def copy_to_if(self, src, dest, cond):
+        np.copyto(dest, src, where=cond != 0)
+
+    def fill(self, mem, val):
+        mem.fill(val)
+
+    def fill_if(self, mem, val, cond):
+        np.copyto(mem, val, where=cond != 0)
+
+    def fill_gaussian(self, mean, std, out):
+        out[...] = self.rnd.normal(mean, std, out.shape)
+
+    def generate_probability_mask(self, mask, probability):
+        np.less(self.rnd.random_sample(mask.shape), probability, out=mask)
+
+    # ---------------------------------------------------------------- checks
+
+    def is_fully_finite(self, a):
+        return bool(np.isfinite(a).all())
+
+    # ----------------------------------------------------------- math A to Z
+
+    def abs_t(self, a, out):
+        np.abs(a, out=out)
+
+    def add_into_if(self, a, out, cond):
+        np.add(out, a, out=out, where=cond != 0)
+
+    def add_mv(self, m, v, out):
+        np.add(m, v, out=out)
+
+    def add_st(self, s, t, out):
+        np.add(t, s, out=out)
+
+    def add_tt(self, a, b, out):
+        np.add(a, b, out=out)
+
+    def binarize_v(self, v, out):
+        ids = self._scratch.get(('ids', out.shape[1]))
+        if ids is None:
+            ids = np.arange(out.shape[1], dtype=self.dtype)[None, :]
+            self._scratch['ids', out.shape[1]] = ids
+        np.equal(v, ids, out=out)
+
+    def broadcast_t(self, a, axis, out):
+        np.copyto(out, a)
+
+    def clip_t(self, a, a_min, a_max, out):
+        np.clip(a, a_min, a_max, out=out)
+
+    def divide_mv(self, m, v, out):
+        np.divide(m, v, out=out)
+
+    def divide_tt(self, a, b, out):
+        np.divide(a, b, out=out)
+
+    def dot_add_mm(self, a, b, out, transa=False, transb=False):
+        tmp = self._buffer('dot', out.shape)
+        np.matmul(a.T if transa else a, b.T if transb else b, out=tmp)
+        np.add(out, tmp, out=out)
+
+    def dot_mm(self, a, b, out, transa=False, transb=False):
+        # matmul (unlike np.dot) accepts row-strided views as out
+        np.matmul(a.T if transa else a, b.T if transb else b, out=out)
+
+    def index_m_by_v(self, m, v, out):
+        rows = np.arange(m.shape[0])
+        out[:, 0] = m[rows, v[:, 0].astype(np.intp)]
+
+    def log_t(self, a, out):
+        np.log(a, out=out)
+
+    def merge_tt(self, a, b, out):
+        n = a.shape[-1]
+        out[..., :n] = a
+        out[..., n:] = b
+
+    def modulo_tt(self, a, b, out):
+        np.fmod(a, b, out=out)
+
+    def mult_add_mv(self, m, v, out):
+        tmp = self._buffer('tmp', out.shape)
+        np.multiply(m, v, out=tmp)
+        np.add(out, tmp, out=out)
+
+    def mult_add_st(self, s, t, out):
+        tmp = self._buffer('tmp', out.shape)
+        np.multiply(t, s, out=tmp)
+        np.add(out, tmp, out=out)
+
+    def mult_add_tt(self, a, b, out):
+        tmp = self._buffer('tmp', out.shape)
+        np.multiply(a, b, out=tmp)
+        np.add(out, tmp, out=out)
+
+    def mult_mv(self, m, v, out):
+        np.multiply(m, v, out=out)
+
+    def mult_st(self, s, t, out):
+        np.multiply(t, s, out=out)
+
+    def mult_tt(self, a, b, out):
+        np.multiply(a, b, out=out)
+
+    def sign_t(self, a, out):
+        np.sign(a, out=out)
+
+    def softmax_m(self, m, out):
+        row_max = np.max(m, axis=1, keepdims=True)
+        np.subtract(m, row_max, out=out)
+        np.exp(out, out=out)
+        np.divide(out, np.sum(out, axis=1, keepdims=True), out=out)
+
+    def split_add_tt(self, x, out_a, out_b):
+        n = out_a.shape[-1]
+        np.add(out_a, x[..., :n], out=out_a)
+        np.add(out_b, x[..., n:], out=out_b)
+
+    def sqrt_t(self, a, out):
+        np.sqrt(a, out=out)
+
+    def subtract_mv(self, m, v, out):
+        np.subtract(m, v, out=out)
+
+    def subtract_tt(self, a, b, out):
+        np.subtract(a, b, out=out)
+
+    def sum_t(self, a, axis, out):
+        if axis is None:
+            out[...] = np.sum(a)
+        else:
+            np.sum(a, axis=axis, out=out, keepdims=out.ndim == a.ndim)
+
+    # ----------------------------------------------------------- activations
+
+    def el(self, x, y):
+        negative = x <= 0
+        np.copyto(y, x)
+        np.expm1(x, out=y, where=negative)
+
+    def el_deriv(self, x, y, dy, dx):
+        # dE/dx is y + 1 (= exp(x)) below 0 and 1 above: min(y + 1, 1)
+        tmp = self._buffer('tmp', y.shape)
+        np.add(y, 1, out=tmp)
+        np.minimum(tmp, 1, out=tmp)
+        np.multiply(dy, tmp, out=dx)
+
+    def rel(self, x, y):
+        np.maximum(x, 0, out=y)
+
+    def rel_deriv(self, x, y, dy, dx):
+        tmp = self._buffer('tmp', y.shape)
+        np.greater(y, 0, out=tmp)
+        np.multiply(dy, tmp, out=dx)
+
+    def sigmoid(self, x, y):
+        # exp(-x) overflows to inf for x << 0, giving the correct limit 0
+        with np.errstate(over='ignore'):
+            np.negative(x, out=y)
+            np.exp(y, out=y)
+        np.add(y, 1, out=y)
+        np.reciprocal(y, out=y)
+
+    def sigmoid_deriv(self, x, y, dy, dx):
+        tmp = self._buffer('tmp', y.shape)
+        np.subtract(1, y, out=tmp)
+        np.multiply(tmp, y, out=tmp)
+        np.multiply(dy, tmp, out=dx)
+
+    def tanh(self, x, y):
+        np.tanh(x, out=y)
+
+    def tanh_deriv(self, x, y, dy, dx):
+        tmp = self._buffer('tmp', y.shape)
+        np.multiply(y, y, out=tmp)
+        np.subtract(1, tmp, out=tmp)
+        np.multiply(dy, tmp, out=dx)
+
+    # -------------------------------------------------------------- conv/pool
+
+    def _im2col(self, inputs, kernel, padding, stride, out_shape):
+        """Copy every receptive field into one row of a cached (M, K) buffer.
+
+        Row ``(n, i, j)`` holds ``xpad[n, i*sy:i*sy+kh, j*sx:j*sx+kw, :]``
+        flattened in ``(u, v, c)`` order, matching ``weights.reshape(F, K)``.
+        """
+        n, h, w, c = inputs.shape
+        kh, kw = kernel
+        sy, sx = stride
+        oh, ow = out_shape
+        if padding:
+            xpad = self._buffer('pad', (n, h + 2 * padding, w + 2 * padding, c))
+            xpad[:, padding:padding + h, padding:padding + w] = inputs
+        else:
+            xpad = inputs
+        s0, s1, s2, s3 = xpad.strides
+        fields = as_strided(xpad, shape=(n, oh, ow, kh, kw, c),
+                            strides=(s0, s1 * sy, s2 * sx, s1, s2, s3),
+                            writeable=False)
+        col = self._buffer('col', (n * oh * ow, kh * kw * c))
+        np.copyto(col.reshape(fields.shape), fields)
+        return col
+
+    def conv2d_forward_batch(self, inputs, weights, bias, outputs, padding,
+                             stride):
+        n, oh, ow, f = outputs.shape
+        col = self._im2col(inputs, weights.shape[1:3], padding, stride,
+                           (oh, ow))
+        result = self._buffer('conv_out', (n * oh * ow, f))
+        np.matmul(col, weights.reshape(f, -1).T, out=result)
+        # adding the bias writes the result into the (maybe strided) outputs
+        np.add(result.reshape(outputs.shape), bias, out=outputs)
+
+    def conv2d_backward_batch(self, inputs, weights, padding, stride,
+                              in_deltas, out_deltas, weight_deltas,
+                              bias_deltas):
+        n, oh, ow, f = out_deltas.shape
+        kh, kw = weights.shape[1:3]
+        dy = _rows_view(out_deltas)
+        if dy is None:
+            dy = self._buffer('conv_out', (n * oh * ow, f))
+            np.copyto(dy.reshape(out_deltas.shape), out_deltas)
+        np.sum(dy, axis=0, out=bias_deltas)
+
+        col = self._im2col(inputs, (kh, kw), padding, stride, (oh, ow))
+        dw = weight_deltas.reshape(f, -1)
+        if np.may_share_memory(dw, weight_deltas):
+            np.matmul(dy.T, col, out=dw)
+        else:
+            dw = self._buffer('dw', dw.shape)
+            np.matmul(dy.T, col, out=dw)
+            np.copyto(weight_deltas, dw.reshape(weight_deltas.shape))
+
+        # the input deltas of all fields (reusing col), then col2im: every
+        # kernel offset adds its slice of fields onto the in-bounds cells
+        dcol = col
+        np.matmul(dy, weights.reshape(f, -1), out=dcol)
+        dcol = dcol.reshape(n, oh, ow, kh, kw, -1)
+        for u, v, out_part, in_part in _window_offsets(
+                (kh, kw), padding, stride, (oh, ow), in_deltas.shape[1:3]):
+            target = in_deltas[in_part]
+            np.add(target, dcol[out_part + (u, v)], out=target)
+
+    def maxpool2d_forward_batch(self, inputs, window, outputs, padding,
+                                stride, argmax):
+        h, w, c = inputs.shape[1:]
+        outputs.fill(-np.inf)
+        argmax.fill(-1)
+        better = self._buffer('mask', outputs.shape, np.bool_)
+        for _, _, out_part, in_part in _window_offsets(
+                window, padding, stride, outputs.shape[1:3], (h, w)):
+            candidate, best = inputs[in_part], outputs[out_part]
+            mask = better[out_part]
+            np.greater(candidate, best, out=mask)
+            np.copyto(best, candidate, where=mask)
+            np.copyto(argmax[out_part], _flat_index(in_part, w, c),
+                      where=mask)
+        if padding:
+            np.copyto(outputs, 0, where=argmax < 0)
+
+    def maxpool2d_backward_batch(self, inputs, window, outputs, padding,
+                                 stride, argmax, in_deltas, out_deltas):
+        h, w, c = inputs.shape[1:]
+        hit = self._buffer('mask', outputs.shape, np.bool_)
+        for _, _, out_part, in_part in _window_offsets(
+                window, padding, stride, outputs.shape[1:3], (h, w)):
+            mask = hit[out_part]
+            np.equal(argmax[out_part], _flat_index(in_part, w, c), out=mask)
+            target = in_deltas[in_part]
+            np.add(target, out_deltas[out_part], out=target, where=mask)
+
+    def avgpool2d_forward_batch(self, inputs, window, outputs, padding,
+                                stride):
+        in_hw, out_hw = inputs.shape[1:3], outputs.shape[1:3]
+        outputs.fill(0)
+        for _, _, out_part, in_part in _window_offsets(
+                window, padding, stride, out_hw, in_hw):
+            part = outputs[out_part]
+            np.add(part, inputs[in_part], out=part)
+        counts = self._pool_counts(window, padding, stride, out_hw, in_hw)
+        np.divide(outputs, counts, out=outputs)
+
+    def avgpool2d_backward_batch(self, inputs, window, outputs, padding,
+                                 stride, in_deltas, out_deltas):
+        in_hw, out_hw = inputs.shape[1:3], outputs.shape[1:3]
+        share = self._buffer('pool_share', out_deltas.shape)
+        counts = self._pool_counts(window, padding, stride, out_hw, in_hw)
+        np.divide(out_deltas, counts, out=share)
+        for _, _, out_part, in_part in _window_offsets(
+                window, padding, stride, out_hw, in_hw):
+            target = in_deltas[in_part]
+            np.add(target, share[out_part], out=target)
+
+    def _pool_counts(self, window, padding, stride, out_hw, in_hw):
+        """``(OH, OW, 1)`` in-bounds cells per window (1 where there are none)."""
+        key = ('counts', tuple(window), padding, tuple(stride), out_hw, in_hw)
+        counts = self._scratch.get(key)
+        if counts is None:
+            rows = np.zeros(out_hw[0])
+            cols = np.zeros(out_hw[1])
+            for u in range(window[0]):
+                i0, i1, _ = _offset_range(u, padding, stride[0], out_hw[0],
+                                          in_hw[0])
+                rows[i0:i1] += 1
+            for v in range(window[1]):
+                j0, j1, _ = _offset_range(v, padding, stride[1], out_hw[1],
+                                          in_hw[1])
+                cols[j0:j1] += 1
+            counts = np.maximum(np.outer(rows, cols), 1)[:, :, None]
+            counts = self._scratch[key] = counts.astype(self.dtype)
+        return counts
+
+
+def _rows_view(a):
+    """``a`` as an ``(rows, last)`` 2-D view, or None if that needs a copy."""
+    flat = a.reshape(int(np.prod(a.shape[:-1])), a.shape[-1])
+    return flat if a.size == 0 or np.may_share_memory(flat, a) else None
+
+
+def _offset_range(offset, padding, stride, out_len, in_len):
+    """Outputs ``[o0, o1)`` whose cell at window ``offset`` is in bounds.
+
+    Output ``o`` reads input ``o * stride + offset - padding``. Returns
+    ``(o0, o1, slice)`` with the slice selecting those inputs.
+    """
+    o0 = max(0, -(-(padding - offset) // stride))
+    o1 = min(out_len, (in_len - 1 + padding - offset) // stride + 1)
+    start = o0 * stride + offset - padding
+    return o0, o1, slice(start, start + (o1 - o0 - 1) * stride + 1, stride)
+
+
+def _window_offsets(window, padding, stride, out_hw, in_hw):
+    """Yield ``(u, v, out_part, in_part)`` for each window offset ``(u, v)``.
+
+    ``out_part`` indexes the outputs ``[:, i0:i1, j0:j1]`` whose window cell
+    ``(u, v)`` is in bounds, and ``in_part`` the strided input cells
+    ``[:, rows, cols]`` they see there. Offsets seeing only padding are
+    skipped.
+    """
+    for u in range(window[0]):
+        i0, i1, rows = _offset_range(u, padding, stride[0], out_hw[0],
+                                     in_hw[0])
+        if i1 <= i0:
+            continue
+        for v in range(window[1]):
+            j0, j1, cols = _offset_range(v, padding, stride[1], out_hw[1],
+                                         in_hw[1])
+            if j1 > j0:
+                yield (u, v, (slice(None), slice(i0, i1), slice(j0, j1)),
+                       (slice(None), rows, cols))
+
+
+def _flat_index(in_part, width: int, channels: int):
+    """``(row * W + col) * C + c`` of the cells ``in_part``, shape (r, q, C)."""
+    _, rows, cols = in_part
+    r = np.arange(rows.start, rows.stop, rows.step)[:, None, None]
+    q = np.arange(cols.start, cols.stop, cols.step)[None, :, None]
+    return (r * width + q) * channels + np.arange(channels)
