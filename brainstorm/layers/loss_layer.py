@@ -34,7 +34,6 @@ class LossLayerImpl(Layer):
         'importance': Kwarg(FloatIn(), default=1.0,
                             description='weight of this loss in the total'),
     }
-    takes_no_output_deltas_from = ('loss',)
 
     def setup(self, kwargs, in_shapes):
         if self.name == 'total_loss':

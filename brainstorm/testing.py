@@ -1,0 +1,427 @@
+"""Test helpers for layers, built-in or your own.
+
+``run_layer_tests(layer, spec)`` checks a layer implementation the way every
+built-in layer is checked, in float64 under a
+:class:`~brainstorm.handlers.debug_handler.DebugHandler`:
+
+1. input deltas match central finite differences of ``sum(w * output)`` for
+   random output weights ``w`` (for every output not in
+   ``takes_no_output_deltas_from`` and input not in
+   ``computes_no_input_deltas_for``);
+2. gradients match finite differences likewise (parameters not in
+   ``computes_no_gradients_for``);
+3. input deltas are added, not overwritten: pre-filled with 1, they end
+   exactly 1 higher;
+4. outputs do not depend on the previous contents of internals and outputs
+   (context slots excepted);
+5. input deltas and gradients do not depend on the previous contents of
+   backward internals.
+
+Context slots of recurrent layers are filled with random values, so
+gradients are also checked with a non-zero context.
+
+Example::
+
+    from brainstorm.testing import get_test_configurations, run_layer_tests
+    for spec in get_test_configurations():
+        layer = instantiate_layer(SquareLayerImpl, {'default': (3,)})
+        run_layer_tests(layer, spec)
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from types import SimpleNamespace
+
+import numpy as np
+
+from brainstorm.structure.architecture import Connection
+from brainstorm.structure.buffer_structure import BufferStructure
+from brainstorm.structure.buffers import BufferManager
+from brainstorm.structure.layout import create_layout
+
+__all__ = ['get_test_configurations', 'run_layer_tests', 'instantiate_layer',
+           'set_up_layer', 'approx_fprime', 'get_approx_deltas',
+           'get_approx_gradients', 'run_deltas_test', 'run_gradients_test',
+           'get_test_handler', 'LayerTestError']
+
+SOURCE_NAME = 'InputSource'
+
+
+class LayerTestError(AssertionError):
+    """A layer failed one of the checks of :func:`run_layer_tests`."""
+
+
+def get_test_handler():
+    """``DebugHandler(NumpyHandler(np.float64))``, the handler tests use."""
+    from brainstorm.handlers.debug_handler import DebugHandler
+    from brainstorm.handlers.numpy_handler import NumpyHandler
+    return DebugHandler(NumpyHandler(np.float64))
+
+
+def get_test_configurations():
+    """Yield the standard test configurations.
+
+    Each is a dict with ``time_steps``, ``batch_size`` and ``activation``,
+    covering sequence lengths 1 and > 1, batch sizes 1 and > 1, and every
+    activation function.
+    """
+    for time_steps, batch_size, activation in [
+            (1, 1, 'tanh'), (4, 1, 'sigmoid'), (2, 3, 'rel'),
+            (1, 3, 'linear'), (3, 2, 'el')]:
+        yield {'time_steps': time_steps, 'batch_size': batch_size,
+               'activation': activation}
+
+
+def instantiate_layer(layer_class, in_shapes: dict, name: str | None = None,
+                      **kwargs):
+    """Create a layer implementation outside a network, for tests.
+
+    Args:
+        layer_class: e.g. ``FullyConnectedLayerImpl``.
+        in_shapes: input name -> feature shape (tuple or int) for time-sized
+            inputs, or a full shape template / BufferStructure.
+        name: layer name (default: the type name).
+        **kwargs: the layer's arguments.
+    """
+    structures = {}
+    for in_name, shape in in_shapes.items():
+        if isinstance(shape, BufferStructure):
+            structures[in_name] = shape
+            continue
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        if shape[:1] not in (('T',), ('B',)):
+            shape = ('T', 'B') + shape
+        structures[in_name] = BufferStructure(*shape)
+    name = name or layer_class.__name__[:-len('LayerImpl')]
+    incoming = [Connection(SOURCE_NAME, in_name, name, in_name)
+                for in_name in structures]
+    return layer_class(name, structures, incoming, [], **kwargs)
+
+
+def set_up_layer(layer, spec: dict, handler=None):
+    """Give ``layer`` its own memory and fill inputs and parameters.
+
+    Returns:
+        ``(buffers, manager)``: the layer's BufferView and the BufferManager.
+    """
+    handler = handler or get_test_handler()
+    source = SimpleNamespace(out_shapes=OrderedDict(layer.in_shapes),
+                             parameter_shapes=OrderedDict(),
+                             internal_shapes=OrderedDict(),
+                             in_shapes=OrderedDict(), incoming=[])
+    proxy = SimpleNamespace(
+        out_shapes=layer.out_shapes, parameter_shapes=layer.parameter_shapes,
+        internal_shapes=layer.internal_shapes, in_shapes=layer.in_shapes,
+        incoming=[Connection(SOURCE_NAME, n, layer.name, n)
+                  for n in layer.in_shapes])
+    layout = create_layout(OrderedDict([(SOURCE_NAME, source),
+                                        (layer.name, proxy)]))
+    manager = BufferManager(layout, handler)
+    manager.resize(spec.get('time_steps', 1), spec.get('batch_size', 1))
+    layer.set_handler(handler)
+    buffers = manager.views[layer.name]
+    rnd = np.random.RandomState(spec.get('seed', 1234))
+    for name, array in buffers.inputs.items():
+        value = spec.get(name)
+        if value is None:
+            value = rnd.randn(*array.shape)
+        _set(handler, array, value, f'input {name!r}')
+    inits = spec.get('inits', {})
+    for name, array in buffers.parameters.items():
+        value = inits.get(name)
+        if value is None:
+            value = rnd.randn(*array.shape)
+        _set(handler, array, value, f'parameter {name!r}')
+    return buffers, manager
+
+
+def _set(handler, array, value, what):
+    shape = tuple(array.shape)
+    value = np.broadcast_to(np.asarray(value, dtype=np.float64), shape) \
+        if np.ndim(value) == 0 else np.asarray(value, dtype=np.float64)
+    if value.shape != shape:
+        raise ValueError(f'The test spec gives {what} of shape {value.shape}; '
+                         f'the layer needs {shape}.')
+    handler.set_from_numpy(array, value)
+
+
+# ------------------------------------------------------ running a layer ---
+
+class _Runner:
+    """Runs one layer with fixed randomness and a fixed random context."""
+
+    def __init__(self, layer, spec, handler=None):
+        self.layer = layer
+        self.spec = spec
+        self.buffers, self.manager = set_up_layer(layer, spec, handler)
+        self.h = self.manager.handler
+        self.seed = spec.get('seed', 1234)
+        self.T = spec.get('time_steps', 1)
+        rnd = np.random.RandomState(self.seed + 1)
+        self.contexts = {}
+        for category in ('outputs', 'internals'):
+            for name, array in self.buffers[category].items():
+                size = self._context_size(category, name)
+                if size:
+                    self.contexts[category, name] = rnd.randn(
+                        size, *array.shape[1:]) * 0.5
+
+    def _structure(self, category, name):
+        shapes = {'outputs': self.layer.out_shapes,
+                  'internals': self.layer.internal_shapes}[category]
+        return shapes[name]
+
+    def _context_size(self, category, name):
+        s = self._structure(category, name)
+        return 0 if s.is_backward_only else s.context_size
+
+    def get(self, path):
+        category, name = path
+        return self.h.get_numpy_copy(self.buffers[category][name])
+
+    def real_steps(self, category, name):
+        """Copy of a buffer without its context slots."""
+        array = self.get((category, name))
+        if category in ('outputs', 'internals', 'output_deltas'):
+            shapes = self.layer.out_shapes if category != 'internals' else \
+                self.layer.internal_shapes
+            if shapes[name].buffer_type == 2 and shapes[name].context_size:
+                return array[:self.T]
+        return array
+
+    def forward(self):
+        self.h.rnd.set_seed(self.seed)
+        for (category, name), ctx in self.contexts.items():
+            array = self.buffers[category][name]
+            self.h.set_from_numpy(array[self.T:], ctx)
+        self.layer.forward_pass(self.buffers, training_pass=True)
+
+    def backward(self, output_weights: dict, prefill_input_deltas=0.0):
+        self.manager.clear_backward_buffers()
+        for name, w in output_weights.items():
+            array = self.buffers.output_deltas[name]
+            if w.shape != tuple(array.shape):
+                padded = np.zeros(array.shape)
+                padded[:w.shape[0]] = w
+                w = padded
+            self.h.set_from_numpy(array, w)
+        if prefill_input_deltas:
+            for array in self.buffers.input_deltas.values():
+                self.h.fill(array, float(prefill_input_deltas))
+        self.layer.backward_pass(self.buffers)
+
+    def objective(self, output_weights: dict) -> float:
+        self.forward()
+        return float(sum(np.sum(self.real_steps('outputs', n) * w)
+                         for n, w in output_weights.items()))
+
+    def random_output_weights(self, output_names):
+        rnd = np.random.RandomState(self.seed + 2)
+        if self.spec.get('output_weights', 'random') == 'ones':
+            return {n: np.ones(self.real_steps('outputs', n).shape)
+                    for n in output_names}
+        return {n: rnd.randn(*self.real_steps('outputs', n).shape)
+                for n in output_names}
+
+
+def approx_fprime(x0: np.ndarray, f, epsilon: float = 1e-5, *args):
+    """Central finite-difference gradient of scalar ``f`` at ``x0``."""
+    x0 = np.asarray(x0, dtype=np.float64)
+    grad = np.zeros(x0.size)
+    x = x0.copy().ravel()
+    for i in range(x.size):
+        orig = x[i]
+        x[i] = orig + epsilon
+        f_plus = f(x.reshape(x0.shape), *args)
+        x[i] = orig - epsilon
+        f_minus = f(x.reshape(x0.shape), *args)
+        x[i] = orig
+        grad[i] = (f_plus - f_minus) / (2 * epsilon)
+    return grad.reshape(x0.shape)
+
+
+def _approx(runner, category, name, weights, eps):
+    array = runner.buffers[category][name]
+    x0 = runner.h.get_numpy_copy(array)
+
+    def f(x):
+        runner.h.set_from_numpy(array, x)
+        return runner.objective(weights)
+
+    grad = approx_fprime(x0, f, eps)
+    runner.h.set_from_numpy(array, x0)
+    return grad
+
+
+def get_approx_deltas(runner, in_name, weights, eps=1e-5):
+    """Finite-difference deltas of the objective for input ``in_name``."""
+    return _approx(runner, 'inputs', in_name, weights, eps)
+
+
+def get_approx_gradients(runner, param_name, weights, eps=1e-5):
+    """Finite-difference gradient of the objective for a parameter."""
+    return _approx(runner, 'parameters', param_name, weights, eps)
+
+
+def _describe(layer, spec):
+    conf = {k: v for k, v in spec.items() if k in ('time_steps', 'batch_size',
+                                                   'activation')}
+    return f"{type(layer).__name__} '{layer.name}' with {conf}"
+
+
+def _compare(layer, spec, what, analytic, numeric, rtol, atol):
+    if analytic.shape != numeric.shape:
+        raise LayerTestError(f'{_describe(layer, spec)}: {what} has shape '
+                             f'{analytic.shape}, expected {numeric.shape}')
+    if not np.allclose(analytic, numeric, rtol=rtol, atol=atol):
+        diff = np.abs(analytic - numeric)
+        idx = np.unravel_index(np.argmax(diff), diff.shape)
+        raise LayerTestError(
+            f'{_describe(layer, spec)}: {what} does not match finite '
+            f'differences (rtol={rtol}, atol={atol}, eps={spec.get("eps", 1e-5)}'
+            f'): largest |difference| {diff.max():.3g} at index {idx} '
+            f'(analytic {analytic[idx]:.6g}, numeric {numeric[idx]:.6g}).')
+
+
+def _output_names(layer):
+    return [n for n in layer.out_shapes
+            if n not in layer.takes_no_output_deltas_from]
+
+
+def run_deltas_test(layer, spec, runner=None):
+    """Check 1: input deltas against finite differences."""
+    runner = runner or _Runner(layer, spec)
+    eps = spec.get('eps', 1e-5)
+    weights = runner.random_output_weights(_output_names(layer))
+    for in_name in layer.in_shapes:
+        if in_name in layer.computes_no_input_deltas_for:
+            continue
+        runner.forward()
+        runner.backward(weights)
+        analytic = runner.get(('input_deltas', in_name))
+        numeric = get_approx_deltas(runner, in_name, weights, eps)
+        _compare(layer, spec, f'input delta {in_name!r} (outputs '
+                 f'{list(weights)})', analytic, numeric,
+                 spec.get('delta_rtol', 1e-3), spec.get('delta_atol', 1e-4))
+
+
+def run_gradients_test(layer, spec, runner=None):
+    """Check 2: parameter gradients against finite differences."""
+    runner = runner or _Runner(layer, spec)
+    eps = spec.get('eps', 1e-5)
+    weights = runner.random_output_weights(_output_names(layer))
+    for param in layer.parameter_shapes:
+        if param in layer.computes_no_gradients_for:
+            continue
+        runner.forward()
+        runner.backward(weights)
+        analytic = runner.get(('gradients', param))
+        numeric = get_approx_gradients(runner, param, weights, eps)
+        _compare(layer, spec, f'gradient {param!r}', analytic, numeric,
+                 spec.get('gradient_rtol', 1e-4),
+                 spec.get('gradient_atol', 1e-4))
+
+
+def run_deltas_accumulate_test(layer, spec, runner=None):
+    """Check 3: input deltas are added to, not overwritten."""
+    runner = runner or _Runner(layer, spec)
+    weights = runner.random_output_weights(_output_names(layer))
+    runner.forward()
+    runner.backward(weights)
+    before = {n: runner.get(('input_deltas', n)) for n in layer.in_shapes}
+    runner.backward(weights, prefill_input_deltas=1.0)
+    for name in layer.in_shapes:
+        if name in layer.computes_no_input_deltas_for:
+            continue
+        after = runner.get(('input_deltas', name))
+        if not np.allclose(after, before[name] + 1.0, rtol=1e-12, atol=1e-12):
+            diff = np.abs(after - before[name] - 1.0).max()
+            raise LayerTestError(
+                f'{_describe(layer, spec)}: input delta {name!r} was '
+                'overwritten instead of added to (pre-filled with 1, it should'
+                f' end exactly 1 higher; largest |difference| {diff:.3g}).')
+
+
+def _randomize(runner, category, backward: bool, rnd):
+    shapes = {'outputs': runner.layer.out_shapes,
+              'internals': runner.layer.internal_shapes}[category]
+    for name, structure in shapes.items():
+        if structure.is_backward_only != backward:
+            continue
+        array = runner.buffers[category][name]
+        if structure.buffer_type == 2 and structure.context_size:
+            array = array[:runner.T]
+        runner.h.set_from_numpy(array, rnd.randn(*array.shape))
+
+
+def run_stale_internals_test(layer, spec, runner=None):
+    """Checks 4 and 5: results do not depend on stale buffer contents."""
+    runner = runner or _Runner(layer, spec)
+    rnd = np.random.RandomState(runner.seed + 3)
+    weights = runner.random_output_weights(_output_names(layer))
+    runner.forward()
+    outputs = {n: runner.real_steps('outputs', n) for n in layer.out_shapes}
+    _randomize(runner, 'outputs', False, rnd)
+    _randomize(runner, 'internals', False, rnd)
+    runner.forward()
+    for name, expected in outputs.items():
+        got = runner.real_steps('outputs', name)
+        if not np.allclose(got, expected, rtol=1e-12, atol=1e-12):
+            raise LayerTestError(
+                f'{_describe(layer, spec)}: output {name!r} depends on the '
+                'previous contents of internals or outputs (largest '
+                f'|difference| {np.abs(got - expected).max():.3g}).')
+    runner.backward(weights)
+    results = {('input_deltas', n): runner.get(('input_deltas', n))
+               for n in layer.in_shapes}
+    results.update({('gradients', n): runner.get(('gradients', n))
+                    for n in layer.parameter_shapes})
+    runner.forward()
+    runner.manager.clear_backward_buffers()
+    runner.backward(weights)
+    # backward again, but with backward internals full of garbage
+    runner.forward()
+    runner.manager.clear_backward_buffers()
+    _randomize(runner, 'internals', True, rnd)
+    runner.h.rnd.set_seed(runner.seed)
+    for name, w in weights.items():
+        array = runner.buffers.output_deltas[name]
+        padded = np.zeros(array.shape)
+        padded[:w.shape[0]] = w
+        runner.h.set_from_numpy(array, padded)
+    layer.backward_pass(runner.buffers)
+    for key, expected in results.items():
+        if key[1] in layer.computes_no_input_deltas_for or \
+                key[1] in layer.computes_no_gradients_for:
+            continue
+        got = runner.get(key)
+        if not np.allclose(got, expected, rtol=1e-10, atol=1e-10):
+            raise LayerTestError(
+                f'{_describe(layer, spec)}: {key[0]} {key[1]!r} depends on the '
+                'previous contents of backward internals (largest |difference|'
+                f' {np.abs(got - expected).max():.3g}).')
+
+
+def run_layer_tests(layer, spec: dict) -> None:
+    """Run all five checks on a layer implementation.
+
+    Args:
+        layer: an instantiated layer (see :func:`instantiate_layer`).
+        spec: ``time_steps``, ``batch_size`` and optionally: values for
+            inputs by name, ``'inits'`` (parameter name -> values), ``'eps'``,
+            ``'output_weights'`` (``'random'`` (default) weights the outputs
+            in the objective randomly, ``'ones'`` uses 1 as the SPEC does,
+            needed by layers such as Loss that ignore their output delta),
+            tolerances ``delta_rtol``, ``delta_atol``, ``gradient_rtol``,
+            ``gradient_atol``, and ``seed``.
+
+    Raises:
+        LayerTestError: naming the layer, buffer, configuration, tolerance
+            and the largest difference.
+    """
+    runner = _Runner(layer, spec)
+    run_deltas_test(layer, spec, runner)
+    run_gradients_test(layer, spec, runner)
+    run_deltas_accumulate_test(layer, spec, runner)
+    run_stale_internals_test(layer, spec, runner)
