@@ -54,20 +54,11 @@ def get_in_out_layers(task_type: str, in_shape, out_shape,
         >>> list(net.layers)
         ['Input', 'FullyConnected', 'Output_projection', 'Output', 'Loss']
     """
-    from brainstorm.layers import (
-        Convolution2D,
-        FullyConnected,
-        Input,
-        Loss,
-        Mask,
-        SigmoidCE,
-        SoftmaxCE,
-        SquaredError,
-    )
+    from brainstorm import layers
     in_shape = _as_shape(in_shape, 'in_shape')
     out_shape = _as_shape(out_shape, 'out_shape')
-    output_layers = {'classification': SoftmaxCE, 'multi-label': SigmoidCE,
-                     'regression': SquaredError}
+    output_layers = {'classification': 'SoftmaxCE',
+                     'multi-label': 'SigmoidCE', 'regression': 'SquaredError'}
     if task_type not in output_layers:
         raise ValueError(f'Unknown task_type {task_type!r}: use one of '
                          f'{sorted(output_layers)}.')
@@ -83,24 +74,24 @@ def get_in_out_layers(task_type: str, in_shape, out_shape,
     projection_name = projection_name or outlayer_name + '_projection'
 
     if use_conv is False or (use_conv is None and len(out_shape) == 1):
-        projection = FullyConnected(out_shape, activation='linear',
+        projection = layers.FullyConnected(out_shape, activation='linear',
                                     name=projection_name)
     elif use_conv is True or (use_conv is None and len(out_shape) == 3):
-        projection = Convolution2D(out_shape[-1], kernel_size=(1, 1),
+        projection = layers.Convolution2D(out_shape[-1], kernel_size=(1, 1),
                                    activation='linear', name=projection_name)
     else:
         raise ValueError(f'Cannot choose a projection for out_shape '
                          f'{out_shape}: give 1 (FullyConnected) or 3 '
                          '(Convolution2D) dimensions, or set use_conv.')
-    inp = Input(out_shapes)
-    output = output_layers[task_type](name=outlayer_name)
+    inp = layers.Input(out_shapes)
+    output = getattr(layers, output_layers[task_type])(name=outlayer_name)
     projection >> output
     inp - targets_name >> 'targets' - output
     if mask_name:
-        mask = Mask()
+        mask = layers.Mask()
         output - 'loss' >> mask
         inp - mask_name >> 'mask' - mask
-        mask >> Loss()
+        mask >> layers.Loss()
     else:
-        output - 'loss' >> Loss()
+        output - 'loss' >> layers.Loss()
     return inp - data_name, projection

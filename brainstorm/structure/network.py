@@ -20,7 +20,11 @@ from brainstorm.structure.architecture import (
 )
 from brainstorm.structure.buffers import BufferManager
 from brainstorm.structure.layout import create_layout
-from brainstorm.utils import NetworkValidationError, get_brainstorm_info
+from brainstorm.utils import (
+    InitializationError,
+    NetworkValidationError,
+    get_brainstorm_info,
+)
 
 __all__ = ['Network']
 
@@ -443,7 +447,7 @@ class Network(Seedable):
                                                  seed=param_seed)
                 except NetworkValidationError:
                     raise
-                except (TypeError, ValueError) as err:
+                except (TypeError, ValueError, InitializationError) as err:
                     raise NetworkValidationError(
                         f'Initializing {where} (shape {shape}) failed: {err}') \
                         from None
@@ -590,10 +594,10 @@ class Network(Seedable):
         os.close(fd)
         try:
             with h5py.File(tmp, 'w') as f:
-                f.attrs['info'] = get_brainstorm_info()
-                f.attrs['format'] = NETWORK_FILE_FORMAT
+                f.attrs['info'] = np.bytes_(get_brainstorm_info())
+                f.attrs['format'] = np.bytes_(NETWORK_FILE_FORMAT)
                 if comment:
-                    f.attrs['comment'] = comment.encode('utf-8')
+                    f.attrs['comment'] = np.bytes_(comment.encode('utf-8'))
                 f.create_dataset('description',
                                  data=np.frombuffer(description, dtype=np.uint8))
                 f.create_dataset('parameters', data=self.get('parameters'),
@@ -623,6 +627,8 @@ class Network(Seedable):
             fmt = f.attrs.get('format')
             if isinstance(fmt, str):
                 fmt = fmt.encode()
+            elif isinstance(fmt, np.bytes_):
+                fmt = bytes(fmt)
             if fmt != NETWORK_FILE_FORMAT or 'description' not in f or \
                     'parameters' not in f:
                 raise NetworkValidationError(

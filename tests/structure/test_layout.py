@@ -1,0 +1,201 @@
+"""The layout compiler and the three-buffer memory it describes."""
+
+import json
+
+import numpy as np
+import pytest
+
+from brainstorm.handlers import NumpyHandler
+from brainstorm.layers import FullyConnected, Input, Loss, Recurrent, SquaredError
+from brainstorm.structure.layout import CATEGORIES, get_buffer_type
+from brainstorm.structure.network import Network
+from brainstorm.utils import NetworkValidationError
+
+
+def seed_network():
+    """The network of the design documents' "Full Layout Example"."""
+    inputs = Input(out_shapes={'input_data': ('T', 'B', 4),
+                               'targets': ('T', 'B', 10)})
+    mse = SquaredError(name='Mse')
+    (inputs - 'input_data' >> Recurrent(5, name='Rnn')
+     >> FullyConnected(10, name='OutLayer') >> mse)
+    inputs - 'targets' >> 'targets' - mse
+    mse - 'loss' >> Loss()
+    return Network.from_layer(mse)
+
+
+def iter_nodes(node, path=()):
+    for name, child in node.items():
+        if not name.startswith('@'):
+            yield path + (name,), child
+            if child['@type'] == 'BufferView':
+                yield from iter_nodes(child, path + (name,))
+
+
+def test_seed_layout_has_the_seed_format():
+    layout = seed_network().layout
+    assert layout['@type'] == 'BufferView'
+    assert list(k for k in layout if not k.startswith('@')) == [
+        'parameters', 'gradients', 'Input', 'Rnn', 'OutLayer', 'Mse', 'Loss']
+    indices = [layout[k]['@index'] for k in layout if not k.startswith('@')]
+    assert indices == list(range(7))
+    for path, node in iter_nodes(layout):
+        assert node['@type'] in ('BufferView', 'array'), path
+        assert isinstance(node['@index'], int), path
+        if node['@type'] == 'array':
+            start, stop = node['@slice']
+            assert 0 <= start <= stop, path
+            shape = tuple(node['@shape'])
+            features = shape[get_buffer_type(shape):]
+            assert stop - start == int(np.prod(features)), path
+            if '@context_size' in node:
+                assert get_buffer_type(shape) == 2, path
+        else:
+            children = [k for k in node if not k.startswith('@')]
+            assert sorted(node[c]['@index'] for c in children) == \
+                list(range(len(children))), path
+    for layer in ('Input', 'Rnn', 'OutLayer', 'Mse', 'Loss'):
+        assert [k for k in layout[layer] if not k.startswith('@')] == \
+            list(CATEGORIES)
+    rnn = layout['Rnn']
+    assert list(k for k in rnn['parameters'] if not k.startswith('@')) == \
+        ['W', 'R', 'bias']
+    assert rnn['parameters']['W']['@shape'] == (5, 4)
+    assert rnn['parameters']['R']['@shape'] == (5, 5)
+    assert rnn['outputs']['default']['@shape'] == ('T', 'B', 5)
+    assert rnn['outputs']['default']['@context_size'] == 1
+    assert rnn['internals']['Ha']['@context_size'] == 1
+    assert rnn['internals']['dHa']['@is_backward_only'] is True
+    # the Rnn input is the very range of the Input's input_data output
+    assert rnn['inputs']['default']['@slice'] == \
+        layout['Input']['outputs']['input_data']['@slice']
+    assert layout['OutLayer']['inputs']['default']['@slice'] == \
+        rnn['outputs']['default']['@slice']
+    assert layout['Mse']['inputs']['targets']['@slice'] == \
+        layout['Input']['outputs']['targets']['@slice']
+    # a view over contiguous children of one buffer carries a @slice
+    params = rnn['parameters']
+    assert params['@slice'] == (params['W']['@slice'][0],
+                                params['bias']['@slice'][1])
+    json.loads(json.dumps(layout))
+
+
+def test_every_array_is_a_view_of_one_of_three_buffers():
+    net = seed_network()
+    manager = net.buffer_manager
+    net.provide_external_data({'input_data': np.zeros((3, 2, 4)),
+                               'targets': np.zeros((3, 2, 10))})
+    assert len(manager.buffers) == 3
+    assert manager.buffers[0].ndim == 1
+    assert manager.buffers[2].shape == (3 + 1, 2, manager.sizes[2])
+    for path, node in iter_nodes(net.layout):
+        if node['@type'] != 'array':
+            continue
+        array = net.buffer['.'.join(path)]
+        btype = get_buffer_type(node['@shape'])
+        owners = [i for i, b in enumerate(manager.buffers)
+                  if np.shares_memory(array, b)]
+        assert owners == [btype], path
+        start, stop = node['@slice']
+        buf = manager.buffers[btype]
+        if btype == 0:
+            expected = buf[start:stop]
+        elif btype == 1:
+            expected = buf[:, start:stop]
+        else:
+            expected = buf[:3 + node.get('@context_size', 0), :, start:stop]
+        assert array.size == expected.size, path
+        assert array.__array_interface__['data'][0] == \
+            expected.__array_interface__['data'][0], path
+
+
+def test_parameters_and_gradients_are_single_contiguous_arrays():
+    net = seed_network()
+    params, grads = net.buffer.parameters, net.buffer.gradients
+    assert params.ndim == 1 and params.flags.c_contiguous
+    assert grads.ndim == 1 and grads.flags.c_contiguous
+    assert params.size == 5 * 4 + 5 * 5 + 5 + 10 * 5 + 10
+    # order: layers sorted by name, parameters in setup order
+    params[:] = np.arange(params.size)
+    out, rnn = net.buffer.OutLayer.parameters, net.buffer.Rnn.parameters
+    assert out.W.flat[0] == 0 and out.bias[-1] == 59
+    assert rnn.W.flat[0] == 60 and rnn.bias[-1] == params.size - 1
+    for lname in ('Rnn', 'OutLayer'):
+        for p, g in zip(net.buffer[lname].parameters,
+                        net.buffer[lname].gradients):
+            assert np.shares_memory(p, params)
+            assert np.shares_memory(g, grads)
+
+
+def test_input_fed_by_several_outputs_sees_their_concatenation():
+    inp = Input(out_shapes={'default': ('T', 'B', 3)})
+    a = FullyConnected(2, name='A')
+    b = FullyConnected(4, name='B')
+    c = FullyConnected(5, name='C')
+    inp >> a >> c
+    inp >> b >> c
+    net = Network.from_layer(c)
+    net.set_handler(NumpyHandler(np.float64))
+    net.provide_external_data({'default': np.zeros((2, 3, 3))})
+    assert net.layers['C'].in_shapes['default'].shape == ('T', 'B', 6)
+    view = net.buffer.C.inputs.default
+    assert np.shares_memory(view, net.buffer.A.outputs.default)
+    assert np.shares_memory(view, net.buffer.B.outputs.default)
+    net.buffer.A.outputs.default[:] = 1.
+    net.buffer.B.outputs.default[:] = 2.
+    np.testing.assert_array_equal(view[..., :2], 1.)
+    np.testing.assert_array_equal(view[..., 2:], 2.)
+    # and the input deltas are the sources' output deltas
+    deltas = net.buffer.C.input_deltas.default
+    deltas[:] = np.arange(6)
+    np.testing.assert_array_equal(net.buffer.A.output_deltas.default,
+                                  np.broadcast_to(np.arange(2), (2, 3, 2)))
+    np.testing.assert_array_equal(net.buffer.B.output_deltas.default,
+                                  np.broadcast_to(np.arange(2, 6), (2, 3, 4)))
+
+
+def test_impossible_concatenation_is_a_clear_error():
+    # P concatenates [A, B] and Q concatenates [A, C]: A cannot have both B
+    # and C as its neighbour in memory
+    inp = Input(out_shapes={'default': ('T', 'B', 3)})
+    a, b, c = (FullyConnected(2, name=n) for n in 'ABC')
+    p, q = FullyConnected(2, name='P'), FullyConnected(2, name='Q')
+    for layer in (a, b, c):
+        inp >> layer
+    a >> p
+    b >> p
+    a >> q
+    c >> q
+    with pytest.raises(NetworkValidationError, match='Failed to lay out'):
+        Network.from_layer(p)
+
+
+def test_context_slots_are_addressable_at_negative_time_indices():
+    net = seed_network()
+    net.provide_external_data({'input_data': np.zeros((3, 2, 4)),
+                               'targets': np.zeros((3, 2, 10))})
+    y = net.buffer.Rnn.outputs.default
+    assert y.shape == (4, 2, 5)
+    y[-1] = 7.
+    # the context slot lies beyond the real time steps
+    assert net.get('Rnn.outputs.default')[3].max() == 7.
+    assert net.buffer.OutLayer.inputs.default.shape == (3, 2, 5)
+    net.forward_pass()
+    # forward passes without a context start from zeros
+    assert net.get('Rnn.outputs.default')[3].max() == 0.
+
+
+def test_buffers_grow_only_when_needed():
+    net = seed_network()
+    manager = net.buffer_manager
+    net.provide_external_data({'input_data': np.zeros((5, 4, 4)),
+                               'targets': np.zeros((5, 4, 10))})
+    big = manager._flat[2]
+    net.provide_external_data({'input_data': np.zeros((2, 3, 4)),
+                               'targets': np.zeros((2, 3, 10))})
+    assert manager._flat[2] is big
+    assert net.buffer.Rnn.outputs.default.shape == (3, 3, 5)
+    net.provide_external_data({'input_data': np.zeros((9, 4, 4)),
+                               'targets': np.zeros((9, 4, 10))})
+    assert manager._flat[2] is not big
+    assert net.buffer.Rnn.outputs.default.shape == (10, 4, 5)

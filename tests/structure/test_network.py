@@ -1,0 +1,316 @@
+"""The Network: running, gradients, initialization, contexts, files."""
+
+import json
+
+import h5py
+import numpy as np
+import pytest
+
+from brainstorm.describable import create_from_description, get_description
+from brainstorm.handlers import NumpyHandler
+from brainstorm.handlers.debug_handler import DebugHandler
+from brainstorm.initializers import Gaussian, Uniform
+from brainstorm.layers import (
+    FullyConnected,
+    Input,
+    Loss,
+    Recurrent,
+    SquaredError,
+)
+from brainstorm.structure.network import Network
+from brainstorm.tools import get_in_out_layers
+from brainstorm.utils import NetworkValidationError
+
+
+def small_net(handler=None):
+    inp, out = get_in_out_layers('classification', 3, 4)
+    net = Network.from_layer(inp >> Recurrent(5, name='Rnn')
+                             >> FullyConnected(6, activation='tanh',
+                                               name='Hid') >> out)
+    net.set_handler(handler or NumpyHandler(np.float64))
+    net.initialize(Gaussian(0.5), seed=1)
+    return net
+
+
+def small_data(T=3, B=2, seed=0):
+    rnd = np.random.RandomState(seed)
+    return {'default': rnd.randn(T, B, 3),
+            'targets': rnd.randint(0, 4, (T, B, 1)).astype(float)}
+
+
+def loss_at(net, params, data):
+    net.handler.set_from_numpy(net.buffer.parameters, params)
+    net.provide_external_data(data)
+    net.forward_pass()
+    return net.get_loss_values()['total_loss']
+
+
+@pytest.mark.parametrize('handler', [NumpyHandler(np.float64),
+                                     DebugHandler(NumpyHandler(np.float64))],
+                         ids=['numpy', 'debug'])
+def test_network_gradient_matches_finite_differences(handler):
+    net = small_net(handler)
+    data = small_data()
+    params = net.get('parameters')
+    net.provide_external_data(data)
+    net.forward_pass()
+    net.backward_pass()
+    analytic = net.get('gradients')
+    numeric = np.zeros_like(params)
+    eps = 1e-6
+    for i in range(params.size):
+        step = np.zeros_like(params)
+        step[i] = eps
+        numeric[i] = (loss_at(net, params + step, data) -
+                      loss_at(net, params - step, data)) / (2 * eps)
+    np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-7)
+
+
+def test_gradients_do_not_accumulate_across_backward_passes():
+    net = small_net()
+    net.provide_external_data(small_data())
+    net.forward_pass()
+    net.backward_pass()
+    first = net.get('gradients')
+    net.backward_pass()
+    np.testing.assert_array_equal(net.get('gradients'), first)
+
+
+def test_get_returns_copies_and_rejects_views():
+    net = small_net()
+    net.provide_external_data(small_data())
+    net.forward_pass()
+    out = net.get('Hid.outputs.default')
+    out[:] = 123.
+    assert net.get('Hid.outputs.default').max() < 123.
+    np.testing.assert_array_equal(net.get_input('targets'),
+                                  small_data()['targets'])
+    with pytest.raises(KeyError, match='view'):
+        net.get('Hid.outputs')
+    with pytest.raises(KeyError, match='Available keys'):
+        net.get('Hid.outputs.nonexistent')
+
+
+def test_loss_values_for_one_and_several_loss_layers():
+    net = small_net()
+    net.provide_external_data(small_data())
+    net.forward_pass()
+    losses = net.get_loss_values()
+    assert list(losses) == ['total_loss']
+    p = net.get('Output.outputs.predictions')
+    t = small_data()['targets'].astype(int)
+    expected = -np.log(np.take_along_axis(p, t, axis=2)).sum() / 2
+    assert losses['total_loss'] == pytest.approx(expected)
+
+    inp = Input(out_shapes={'default': ('T', 'B', 2),
+                            'targets': ('T', 'B', 2)})
+    a, b = SquaredError(name='A'), SquaredError(name='B')
+    inp >> a
+    inp >> b
+    inp - 'targets' >> 'targets' - a
+    inp - 'targets' >> 'targets' - b
+    a - 'loss' >> Loss(importance=1.0, name='LossA')
+    b - 'loss' >> Loss(importance=3.0, name='LossB')
+    net = Network.from_layer(a)
+    net.provide_external_data({'default': np.ones((1, 2, 2)),
+                               'targets': np.zeros((1, 2, 2))})
+    net.forward_pass()
+    losses = net.get_loss_values()
+    assert list(losses) == ['LossA', 'LossB', 'total_loss']
+    assert losses['LossA'] == pytest.approx(1.0)
+    assert losses['LossB'] == pytest.approx(3.0)
+    assert losses['total_loss'] == pytest.approx(4.0)
+
+
+def test_save_and_load_give_bit_identical_outputs(tmp_path):
+    net = small_net(NumpyHandler(np.float32))
+    net.output_name = 'Output.outputs.predictions'
+    filename = str(tmp_path / 'net.hdf5')
+    net.save_as_hdf5(filename, comment='a test network')
+    loaded = Network.from_hdf5(filename)
+    data = small_data()
+    for n in (net, loaded):
+        n.provide_external_data(data)
+        n.forward_pass()
+    assert loaded.output_name == 'Output.outputs.predictions'
+    np.testing.assert_array_equal(net.get('parameters'),
+                                  loaded.get('parameters'))
+    np.testing.assert_array_equal(net.get('Output.outputs.predictions'),
+                                  loaded.get('Output.outputs.predictions'))
+    with h5py.File(filename, 'r') as f:
+        assert f.attrs['format'] == b'Network file v1.0'
+        assert f.attrs['info'] == b'Created with brainstorm 0.5'
+        assert f.attrs['comment'] == b'a test network'
+
+
+def test_saving_never_leaves_a_half_written_file(tmp_path, monkeypatch):
+    net = small_net()
+    filename = str(tmp_path / 'net.hdf5')
+    net.save_as_hdf5(filename)
+    before = open(filename, 'rb').read()
+
+    def broken(*args, **kwargs):
+        raise RuntimeError('disk full')
+    monkeypatch.setattr(net, 'get', broken)
+    with pytest.raises(RuntimeError):
+        net.save_as_hdf5(filename)
+    assert open(filename, 'rb').read() == before
+    assert [p.name for p in tmp_path.iterdir()] == ['net.hdf5']
+
+
+def test_description_survives_json_and_rebuilds_the_network():
+    net = small_net()
+    net.set_weight_modifiers({'Hid': {'W': []}})
+    description = get_description(net)
+    text = json.dumps(description)
+    rebuilt = create_from_description(json.loads(text))
+    assert isinstance(rebuilt, Network)
+    assert rebuilt.architecture == net.architecture
+    assert list(rebuilt.layers) == list(net.layers)
+    assert get_description(rebuilt) == json.loads(text)
+
+
+def test_uniform_initialised_network_reloads(tmp_path):
+    net = small_net()
+    net.initialize(Uniform(0.2), seed=3)
+    filename = str(tmp_path / 'u.hdf5')
+    net.save_as_hdf5(filename)
+    loaded = Network.from_hdf5(filename)
+    np.testing.assert_array_equal(loaded.get('parameters'),
+                                  net.get('parameters'))
+
+
+def test_set_handler_keeps_parameters():
+    net = small_net(NumpyHandler(np.float64))
+    params = net.get('parameters')
+    net.set_handler(DebugHandler(NumpyHandler(np.float64)))
+    np.testing.assert_array_equal(net.get('parameters'), params)
+    net.provide_external_data(small_data())
+    net.forward_pass()
+    net.backward_pass()
+    net.set_handler(NumpyHandler(np.float32))
+    np.testing.assert_allclose(net.get('parameters'), params, rtol=1e-6)
+    assert net.get('parameters').dtype == np.float32
+
+
+def test_context_continues_a_sequence():
+    net = small_net()
+    data = small_data(T=6)
+    net.provide_external_data(data)
+    net.forward_pass()
+    full = net.get('Rnn.outputs.default')[:6]
+    first = {k: v[:3] for k, v in data.items()}
+    second = {k: v[3:] for k, v in data.items()}
+    net.provide_external_data(first)
+    net.forward_pass()
+    context = net.get_context()
+    net.provide_external_data(second)
+    net.forward_pass(context=context)
+    np.testing.assert_allclose(net.get('Rnn.outputs.default')[:3], full[3:],
+                               rtol=1e-12)
+    net.forward_pass()
+    assert not np.allclose(net.get('Rnn.outputs.default')[:3], full[3:])
+    with pytest.raises(NetworkValidationError, match='batch size'):
+        net.provide_external_data(small_data(T=2, B=5))
+        net.forward_pass(context=context)
+
+
+class TestInitialize:
+    def test_default_and_patterns(self):
+        net = small_net()
+        net.initialize({'default': 0.5, 'Rnn': {'R': 2.0, 'b*': 3.0},
+                        'H*': {'default': 4.0}})
+        assert np.all(net.get('Rnn.parameters.R') == 2.0)
+        assert np.all(net.get('Rnn.parameters.bias') == 3.0)
+        assert np.all(net.get('Rnn.parameters.W') == 0.5)
+        assert np.all(net.get('Hid.parameters.W') == 4.0)
+        assert np.all(net.get('Output_projection.parameters.W') == 0.5)
+
+    def test_kwargs_and_conflicts(self):
+        net = small_net()
+        net.initialize(default=1.0, Rnn=2.0)
+        assert np.all(net.get('Rnn.parameters.W') == 2.0)
+        assert np.all(net.get('Hid.parameters.W') == 1.0)
+        with pytest.raises(TypeError, match='Conflicting values'):
+            net.initialize({'Rnn': 1.0}, Rnn=2.0)
+
+    def test_the_users_dict_is_not_mutated(self):
+        net = small_net()
+        refs = {'default': 1.0}
+        net.initialize(refs, Rnn=2.0)
+        assert refs == {'default': 1.0}
+
+    def test_fallback_is_used_when_the_initializer_cannot_fill(self):
+        from brainstorm.initializers import Identity
+        net = small_net()
+        net.initialize({'default': Identity(std=0.0), 'fallback': 0.25,
+                        'Hid': Gaussian(), 'Output*': Gaussian()})
+        assert np.all(net.get('Rnn.parameters.bias') == 0.25)
+        np.testing.assert_array_equal(net.get('Rnn.parameters.R'), np.eye(5))
+
+    def test_errors_name_the_parameter(self):
+        net = small_net()
+        with pytest.raises(NetworkValidationError, match='No initializer for'):
+            net.initialize({'Rnn': 1.0})
+        with pytest.raises(NetworkValidationError,
+                           match='Multiple initializers for Rnn.R'):
+            net.initialize({'default': 0.0, 'R*': 1.0, '*nn': 2.0})
+        with pytest.raises(NetworkValidationError, match="'Foo' matches no"):
+            net.initialize({'default': 0.0, 'Foo': 1.0})
+        with pytest.raises(NetworkValidationError, match="'X' .*matches no"):
+            net.initialize({'default': 0.0, 'Rnn': {'X': 1.0}})
+
+    def test_equal_numbers_collapse(self):
+        net = small_net()
+        net.initialize({'default': 0.0, 'R*': 1.0, '*nn': 1})
+        assert np.all(net.get('Rnn.parameters.W') == 1.0)
+
+    def test_arrays_and_lists(self):
+        net = small_net()
+        net.initialize({'default': 0.0, 'Rnn': {'bias': [1, 2, 3, 4, 5]}})
+        np.testing.assert_array_equal(net.get('Rnn.parameters.bias'),
+                                      [1, 2, 3, 4, 5])
+        with pytest.raises(NetworkValidationError, match='Rnn.bias'):
+            net.initialize({'default': 0.0, 'Rnn': {'bias': [1, 2]}})
+
+    def test_seed_makes_it_reproducible(self):
+        net = small_net()
+        net.initialize(Gaussian(), seed=7)
+        first = net.get('parameters')
+        net.initialize(Gaussian(), seed=8)
+        assert not np.array_equal(first, net.get('parameters'))
+        net.initialize(Gaussian(), seed=7)
+        np.testing.assert_array_equal(first, net.get('parameters'))
+
+
+def test_gradient_modifiers_are_installed_per_parameter_and_applied():
+    from brainstorm.value_modifiers import ClipValues
+    net = small_net()
+    net.set_gradient_modifiers({'Hid': ClipValues(-1e-3, 1e-3)})
+    assert set(net.gradient_modifiers) == {'Hid'}
+    mods = net.gradient_modifiers['Hid']
+    assert set(mods) == {'W', 'bias'}
+    assert mods['W'][0] is not mods['bias'][0]
+    assert (mods['W'][0].layer_name, mods['W'][0].view_name) == ('Hid', 'W')
+    net.provide_external_data(small_data())
+    net.forward_pass()
+    net.backward_pass()
+    assert np.abs(net.get('Hid.gradients.W')).max() <= 1e-3
+    assert np.abs(net.get('Rnn.gradients.W')).max() > 1e-3
+
+
+def test_weight_modifiers_apply_in_order():
+    from brainstorm.value_modifiers import ClipValues
+    net = small_net()
+    net.set_weight_modifiers(Hid=[ClipValues(-0.1, 0.1), ClipValues(0, 1)])
+    net.apply_weight_modifiers()
+    w = net.get('Hid.parameters.W')
+    assert w.min() >= 0 and w.max() <= 0.1
+
+
+def test_layers_are_in_canonical_order_and_loss_layers_found():
+    net = small_net()
+    assert list(net.layers) == ['Input', 'Rnn', 'Hid', 'Output_projection',
+                                'Output', 'Loss']
+    assert net.loss_layers == ['Loss']
+    assert type(net.layers['Output']).__name__ == 'SoftmaxCELayerImpl'
