@@ -84,16 +84,18 @@ def get_normalized_path(*parts: str) -> str:
     ``get_normalized_path('L', 'outputs', '..parameters.W')`` gives
     ``'L.parameters.W'``.
     """
-    joined = '.'.join(p for p in parts if p)
     result = []
-    for component in re.split(r'(\.\.|\.)', joined):
-        if component in ('', '.'):
-            continue
-        if component == '..':
-            if result:
-                result.pop()
-        else:
-            result.append(component)
+    # split each part on its own: joining first would turn a bare '..' part
+    # into '....' (two pops)
+    for part in parts:
+        for component in re.split(r'(\.\.|\.)', part):
+            if component in ('', '.'):
+                continue
+            if component == '..':
+                if result:
+                    result.pop()
+            else:
+                result.append(component)
     return '.'.join(result)
 
 
