@@ -1,0 +1,220 @@
+"""Tests for brainstorm.utils: errors, names, paths and view helpers."""
+
+import numpy as np
+import pytest
+
+from brainstorm.structure.buffer_views import BufferView
+from brainstorm.utils import (
+    NAME_BLACKLIST,
+    InitializationError,
+    IteratorValidationError,
+    LayerValidationError,
+    NetworkValidationError,
+    StructureValidationError,
+    ValidationError,
+    flatten_all_but_last,
+    flatten_features,
+    flatten_keys,
+    flatten_time,
+    flatten_time_and_features,
+    get_brainstorm_info,
+    get_by_path,
+    get_inheritors,
+    get_normalized_path,
+    is_valid_layer_name,
+    reshape_view,
+)
+
+# ------------------------------------------------------------------ errors ---
+
+@pytest.mark.parametrize('error', [NetworkValidationError, LayerValidationError,
+                                   IteratorValidationError,
+                                   StructureValidationError])
+def test_validation_errors_share_one_base(error):
+    assert issubclass(error, ValidationError)
+    assert issubclass(error, Exception)
+    with pytest.raises(ValidationError, match='culprit'):
+        raise error('culprit')
+
+
+def test_initialization_error_is_not_a_validation_error():
+    assert issubclass(InitializationError, Exception)
+    assert not issubclass(InitializationError, ValidationError)
+
+
+def test_validation_error_subclasses_are_distinct():
+    subclasses = [NetworkValidationError, LayerValidationError,
+                  IteratorValidationError, StructureValidationError]
+    for a in subclasses:
+        for b in subclasses:
+            assert issubclass(a, b) == (a is b)
+
+
+# ------------------------------------------------------------------- names ---
+
+@pytest.mark.parametrize('name', ['Input', 'Hid1', '_private', 'a', 'A_2',
+                                  'lstm_layer_3', 'Default', 'fallback_1'])
+def test_valid_layer_names(name):
+    assert is_valid_layer_name(name)
+
+
+@pytest.mark.parametrize('name', ['default', 'fallback', '', '1abc', 'a b',
+                                  'a.b', 'a-b', 'a@b', '..x', None, 3, b'abc',
+                                  ['a']])
+def test_invalid_layer_names(name):
+    assert not is_valid_layer_name(name)
+
+
+def test_name_blacklist():
+    assert NAME_BLACKLIST == {'default', 'fallback'}
+
+
+# ------------------------------------------------------------------- paths ---
+
+def test_get_by_path_follows_dots():
+    d = {'a': {'b': {'c': 5}}, 'x': 1}
+    assert get_by_path(d, 'a.b.c') == 5
+    assert get_by_path(d, 'a.b') == {'c': 5}
+    assert get_by_path(d, 'x') == 1
+
+
+def test_get_by_path_unknown_key_lists_available_keys():
+    d = {'a': {'b': 1, 'c': 2}}
+    with pytest.raises(KeyError) as info:
+        get_by_path(d, 'a.zzz')
+    message = str(info.value)
+    assert 'zzz' in message
+    assert "'b'" in message and "'c'" in message
+
+
+def test_get_by_path_through_a_leaf_raises_key_error():
+    with pytest.raises(KeyError, match='deeper'):
+        get_by_path({'a': 1}, 'a.deeper')
+
+
+def test_get_by_path_works_on_buffer_views():
+    inner = BufferView(['W', 'bias'], [np.zeros(2), np.ones(3)])
+    root = BufferView(['L'], [BufferView(['parameters'], [inner])])
+    assert get_by_path(root, 'L.parameters.bias').shape == (3,)
+    with pytest.raises(KeyError, match='nope'):
+        get_by_path(root, 'L.nope')
+
+
+@pytest.mark.parametrize('parts, expected', [
+    (('L', 'outputs', '..parameters.W'), 'L.parameters.W'),
+    (('L.outputs.default',), 'L.outputs.default'),
+    (('a', 'b', 'c'), 'a.b.c'),
+    (('a.b', 'c.d'), 'a.b.c.d'),
+    (('a', 'b', '....c'), 'c'),
+    (('a', 'b', '..', 'c'), 'a.c'),
+    (('L', '..internals.Ha'), 'internals.Ha'),
+    (('a', '', 'b'), 'a.b'),
+])
+def test_get_normalized_path(parts, expected):
+    assert get_normalized_path(*parts) == expected
+
+
+def test_flatten_keys():
+    d = {'a': {'b': 1, 'c': {'d': 2}}, 'e': 3}
+    assert flatten_keys(d) == {'a.b', 'a.c.d', 'e'}
+    assert flatten_keys({}) == set()
+
+
+# ------------------------------------------------------------------ shapes ---
+
+def feature_slice(T, B, F, start, stop, *features):
+    """A view like the time-sized buffers of a network: a feature slice of
+    a (T, B, F) array, reshaped to (T, B, *features)."""
+    base = np.arange(T * B * F, dtype=np.float64).reshape(T, B, F)
+    view = base[:, :, start:stop]
+    if features:
+        view = reshape_view(view, (T, B) + features)
+    return base, view
+
+
+def test_flatten_time_gives_a_view_of_a_feature_slice():
+    base, view = feature_slice(3, 2, 7, 2, 6, 2, 2)
+    flat = flatten_time(view)
+    assert flat.shape == (6, 2, 2)
+    flat[...] = -1
+    assert np.all(base[:, :, 2:6] == -1)
+    assert np.all(base[:, :, :2] >= 0) and np.all(base[:, :, 6:] >= 0)
+
+
+def test_flatten_time_and_features_gives_a_view():
+    base, view = feature_slice(3, 2, 9, 1, 7, 2, 3)
+    flat = flatten_time_and_features(view)
+    assert flat.shape == (6, 6)
+    np.testing.assert_array_equal(flat, base[:, :, 1:7].reshape(6, 6))
+    flat[0, 0] = -5
+    assert base[0, 0, 1] == -5
+
+
+def test_flatten_features():
+    a = np.zeros((2, 3, 4, 5))
+    assert flatten_features(a).shape == (2, 3, 20)
+    assert flatten_features(a, start_idx=1).shape == (2, 60)
+    assert flatten_features(a, start_idx=3).shape == (2, 3, 4, 5)
+    assert np.shares_memory(flatten_features(a), a)
+
+
+def test_flatten_all_but_last():
+    a = np.arange(24.).reshape(2, 3, 4)
+    flat = flatten_all_but_last(a)
+    assert flat.shape == (6, 4)
+    assert np.shares_memory(flat, a)
+    _, view = feature_slice(3, 2, 8, 0, 5)
+    assert flatten_all_but_last(view).shape == (6, 5)
+
+
+def test_flatten_all_but_last_refuses_a_copy_with_several_feature_axes():
+    base, view = feature_slice(3, 2, 9, 1, 7, 2, 3)
+    with pytest.raises(ValueError, match='without copying'):
+        flatten_all_but_last(view)
+
+
+def test_reshape_view_refuses_to_copy():
+    a = np.arange(24.).reshape(4, 6)[:, 1:5]
+    with pytest.raises(ValueError, match=r'\(4, 4\)'):
+        reshape_view(a.T, (16,))
+    with pytest.raises(ValueError):
+        reshape_view(a, (16,))
+
+
+def test_reshape_view_shares_memory():
+    a = np.arange(12.)
+    r = reshape_view(a, (3, np.int64(4)))
+    assert r.shape == (3, 4)
+    r[1, 1] = 100
+    assert a[5] == 100
+    assert a.shape == (12,)
+
+
+def test_reshape_view_wrong_size_raises_value_error():
+    with pytest.raises(ValueError):
+        reshape_view(np.zeros(12), (5, 2))
+
+
+# -------------------------------------------------------------------- misc ---
+
+def test_get_inheritors_is_transitive():
+    class A:
+        pass
+
+    class B(A):
+        pass
+
+    class C(B):
+        pass
+
+    class D(A):
+        pass
+
+    assert get_inheritors(A) == {B, C, D}
+    assert get_inheritors(C) == set()
+
+
+def test_get_brainstorm_info():
+    info = get_brainstorm_info()
+    assert isinstance(info, bytes)
+    assert info == b'Created with brainstorm 0.5'
