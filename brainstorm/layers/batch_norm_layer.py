@@ -1,0 +1,155 @@
+"""BatchNorm: normalise each channel by batch statistics, then scale and
+shift."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+
+from brainstorm.layers.attributes import FloatIn, Kwarg
+from brainstorm.layers.base_layer import Layer, time_template
+from brainstorm.structure.buffer_structure import BufferStructure
+from brainstorm.structure.construction import ConstructionWrapper
+from brainstorm.utils import flatten_time_and_features
+
+
+def BatchNorm(name: str | None = None, decay: float = 0.9,
+              epsilon: float = 1e-5) -> ConstructionWrapper:
+    """Batch normalisation over the last (channel) axis.
+
+    The statistics of channel ``c`` are taken over all ``m`` elements of
+    the batch with that channel (all time steps, sequences and, for images,
+    positions). In a training pass, with the batch mean ``mean`` and
+    ``sigma_b = sqrt(var + epsilon)`` (biased variance)::
+
+        x_hat = (x - mean) / sigma_b
+        mu    <- decay * mu    + (1 - decay) * mean
+        sigma <- decay * sigma + (1 - decay) * sigma_b
+
+    In an inference pass ``x_hat = (x - mu) / sigma``. Always
+    ``y = gamma * x_hat + beta``.
+
+    ``mu`` and ``sigma`` are the running mean and standard deviation. They
+    are parameters (saved with the network) that the layer maintains
+    itself: they get no gradient, steppers and modifiers leave them alone,
+    and ``net.initialize`` sets them to 0 and 1 unless a pattern names them.
+
+    Args:
+        name: the layer name.
+        decay: weight of the old value in the running averages, in [0, 1].
+        epsilon: added to the variance, a float > 0.
+
+    Shapes:
+        default input ``('T', 'B', ..., C)`` -> default output of the same
+        shape; parameters ``gamma, beta, mu, sigma`` each ``(C,)``.
+    """
+    return ConstructionWrapper.create(BatchNormLayerImpl, name=name,
+                                      decay=decay, epsilon=epsilon)
+
+
+class BatchNormLayerImpl(Layer):
+    expected_inputs = {'default': time_template()}
+    declared_kwargs = {
+        'decay': Kwarg(FloatIn(0, 1), default=0.9,
+                       description='weight of the old running statistics'),
+        'epsilon': Kwarg(FloatIn(0, np.inf, include_low=False,
+                                 include_high=False), default=1e-5,
+                         description='added to the variance'),
+    }
+    untrained_parameters = {'mu': 0.0, 'sigma': 1.0}
+    computes_no_gradients_for = ('mu', 'sigma')
+
+    def setup(self, kwargs, in_shapes):
+        self.decay = kwargs['decay']
+        self.epsilon = kwargs['epsilon']
+        in_shape = in_shapes['default']
+        self.channels = in_shape.feature_shape[-1]
+        self.positions = in_shape.feature_size // self.channels
+        channel = BufferStructure(self.channels)
+        outputs = OrderedDict(default=BufferStructure(*in_shape.shape))
+        parameters = OrderedDict(gamma=channel, beta=channel, mu=channel,
+                                 sigma=channel)
+        internals = OrderedDict(
+            sigma_b=channel,
+            centered=BufferStructure(*in_shape.shape),
+            x_hat=BufferStructure(*in_shape.shape),
+            # a per-channel vector repeated over all positions of a row
+            tiled=BufferStructure(in_shape.feature_size),
+            scratch=BufferStructure(*in_shape.shape, is_backward_only=True))
+        return outputs, parameters, internals
+
+    def _channel_sum(self, rows, tiled, out) -> None:
+        """``out[c] = sum of rows[n, k*C + c]`` over ``n`` and ``k``."""
+        _h = self.handler
+        if self.positions == 1:
+            _h.sum_t(rows, 0, out)
+        else:
+            _h.sum_t(rows, 0, tiled)
+            _h.sum_t(tiled.reshape((self.positions, self.channels)), 0, out)
+
+    def _tile(self, vector, tiled, scale: float = 1.0):
+        """``scale * vector`` repeated over positions, as a ``(1, P)`` row."""
+        _h = self.handler
+        _h.broadcast_t(vector.reshape((1, self.channels)), 0,
+                       tiled.reshape((self.positions, self.channels)))
+        if scale != 1.0:
+            _h.mult_st(scale, tiled, tiled)
+        return tiled.reshape((1, tiled.shape[0]))
+
+    def forward_pass(self, buffers, training_pass=True):
+        _h = self.handler
+        gamma, beta, mu, sigma = buffers.parameters
+        sigma_b, tiled = buffers.internals.sigma_b, buffers.internals.tiled
+        x = flatten_time_and_features(buffers.inputs.default)
+        y = flatten_time_and_features(buffers.outputs.default)
+        centered = flatten_time_and_features(buffers.internals.centered)
+        x_hat = flatten_time_and_features(buffers.internals.x_hat)
+        m = x.shape[0] * self.positions
+
+        if training_pass:
+            # batch mean (kept in sigma_b until the variance replaces it)
+            self._channel_sum(x, tiled, sigma_b)
+            _h.mult_st(1.0 / m, sigma_b, sigma_b)
+            _h.mult_st(self.decay, mu, mu)
+            _h.mult_add_st(1.0 - self.decay, sigma_b, mu)
+            _h.subtract_mv(x, self._tile(sigma_b, tiled), centered)
+            # sigma_b = sqrt(biased variance + epsilon)
+            _h.mult_tt(centered, centered, x_hat)
+            self._channel_sum(x_hat, tiled, sigma_b)
+            _h.mult_st(1.0 / m, sigma_b, sigma_b)
+            _h.add_st(self.epsilon, sigma_b, sigma_b)
+            _h.sqrt_t(sigma_b, sigma_b)
+            _h.mult_st(self.decay, sigma, sigma)
+            _h.mult_add_st(1.0 - self.decay, sigma_b, sigma)
+        else:
+            _h.subtract_mv(x, self._tile(mu, tiled), centered)
+            _h.copy_to(sigma, sigma_b)
+        _h.divide_mv(centered, self._tile(sigma_b, tiled), x_hat)
+        _h.mult_mv(x_hat, self._tile(gamma, tiled), y)
+        _h.add_mv(y, self._tile(beta, tiled), y)
+
+    def backward_pass(self, buffers):
+        _h = self.handler
+        gamma = buffers.parameters.gamma
+        dgamma, dbeta = buffers.gradients.gamma, buffers.gradients.beta
+        sigma_b, tiled = buffers.internals.sigma_b, buffers.internals.tiled
+        x_hat = flatten_time_and_features(buffers.internals.x_hat)
+        scratch = flatten_time_and_features(buffers.internals.scratch)
+        dx = flatten_time_and_features(buffers.input_deltas.default)
+        dy = flatten_time_and_features(buffers.output_deltas.default)
+        m = dy.shape[0] * self.positions
+
+        # dbeta = sum(dy), dgamma = sum(dy * x_hat)
+        self._channel_sum(dy, tiled, dbeta)
+        _h.mult_tt(dy, x_hat, scratch)
+        self._channel_sum(scratch, tiled, dgamma)
+        # dx += gamma / sigma_b * (dy - x_hat * dgamma / m - dbeta / m)
+        _h.mult_mv(x_hat, self._tile(dgamma, tiled, 1.0 / m), scratch)
+        _h.subtract_tt(dy, scratch, scratch)
+        _h.subtract_mv(scratch, self._tile(dbeta, tiled, 1.0 / m), scratch)
+        scale = self._tile(gamma, tiled)
+        _h.divide_mv(scale.reshape((self.positions, self.channels)),
+                     sigma_b.reshape((1, self.channels)),
+                     scale.reshape((self.positions, self.channels)))
+        _h.mult_add_mv(scratch, scale, dx)

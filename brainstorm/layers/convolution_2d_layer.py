@@ -1,0 +1,129 @@
+"""Convolution2D: a 2-D cross-correlation of images, plus bias and activation."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from brainstorm.layers.attributes import (
+    Activation,
+    Kwarg,
+    NonNegativeInt,
+    PairOfPositiveInts,
+    PositiveInt,
+)
+from brainstorm.layers.base_layer import Layer, time_template
+from brainstorm.structure.buffer_structure import BufferStructure
+from brainstorm.structure.construction import ConstructionWrapper
+from brainstorm.utils import LayerValidationError, flatten_time
+
+
+def Convolution2D(num_filters: int, kernel_size: tuple[int, int],
+                  stride: tuple[int, int] = (1, 1), padding: int = 0,
+                  activation: str = 'rel',
+                  name: str | None = None) -> ConstructionWrapper:
+    """A 2-D convolution layer (cross-correlation) over channels-last images.
+
+    ``y[n, i, j, f] = act(bias[f] + sum_{u, v, c} W[f, u, v, c] *
+    xpad[n, i*sy + u, j*sx + v, c])`` where ``xpad`` is the input with
+    ``padding`` zero cells on all four sides. The output size is
+    ``OH = (H + 2*padding - kh) // sy + 1`` (likewise ``OW``).
+
+    Args:
+        num_filters: number of filters (output channels), a positive int.
+        kernel_size: ``(kh, kw)``, two positive ints.
+        stride: ``(sy, sx)``, two positive ints.
+        padding: zero cells added on every side, an int >= 0.
+        activation: 'sigmoid', 'tanh', 'rel', 'linear' or 'el'.
+        name: the layer name.
+
+    Shapes:
+        default input ``('T', 'B', H, W, C)`` -> default output
+        ``('T', 'B', OH, OW, num_filters)``; parameters
+        ``W (num_filters, kh, kw, C)``, ``bias (num_filters,)``.
+    """
+    return ConstructionWrapper.create(
+        Convolution2DLayerImpl, name=name, num_filters=num_filters,
+        kernel_size=kernel_size, stride=stride, padding=padding,
+        activation=activation)
+
+
+def image_output_shape(layer: Layer, in_shape: BufferStructure,
+                       kernel_size: tuple[int, int], stride: tuple[int, int],
+                       padding: int) -> tuple[int, int, int]:
+    """Check an image input ``(T, B, H, W, C)`` against a window; return
+    ``(OH, OW, C)``.
+
+    Raises:
+        LayerValidationError: if the input does not have exactly three
+            feature dimensions or the window is larger than the padded image.
+    """
+    features = in_shape.feature_shape
+    if len(features) != 3:
+        raise LayerValidationError(
+            f'{layer._desc()}: input default must be images of shape '
+            f'(T, B, height, width, channels), i.e. have 3 feature '
+            f'dimensions. Received shape {in_shape.shape}')
+    height, width, channels = features
+    padded = (height + 2 * padding, width + 2 * padding)
+    if kernel_size[0] > padded[0] or kernel_size[1] > padded[1]:
+        raise LayerValidationError(
+            f'{layer._desc()}: kernel_size {kernel_size} is larger than the '
+            f'padded input {padded} (input {height}x{width}, padding '
+            f'{padding}). Use a smaller kernel or more padding.')
+    out_h = (padded[0] - kernel_size[0]) // stride[0] + 1
+    out_w = (padded[1] - kernel_size[1]) // stride[1] + 1
+    return out_h, out_w, channels
+
+
+class Convolution2DLayerImpl(Layer):
+    expected_inputs = {'default': time_template()}
+    declared_kwargs = {
+        'num_filters': Kwarg(PositiveInt(),
+                             description='number of filters (output channels)'),
+        'kernel_size': Kwarg(PairOfPositiveInts(),
+                             description='(height, width) of the filters'),
+        'stride': Kwarg(PairOfPositiveInts(), default=(1, 1),
+                        description='(vertical, horizontal) step'),
+        'padding': Kwarg(NonNegativeInt(), default=0,
+                         description='zero cells added on every side'),
+        'activation': Kwarg(Activation(), default='rel',
+                            description='activation function'),
+    }
+
+    def setup(self, kwargs, in_shapes):
+        self.activation = kwargs['activation']
+        self.kernel_size = kwargs['kernel_size']
+        self.stride = kwargs['stride']
+        self.padding = kwargs['padding']
+        num_filters = kwargs['num_filters']
+        out_h, out_w, channels = image_output_shape(
+            self, in_shapes['default'], self.kernel_size, self.stride,
+            self.padding)
+        outputs = OrderedDict(
+            default=BufferStructure('T', 'B', out_h, out_w, num_filters))
+        parameters = OrderedDict(
+            W=BufferStructure(num_filters, *self.kernel_size, channels),
+            bias=BufferStructure(num_filters))
+        return outputs, parameters, OrderedDict()
+
+    def forward_pass(self, buffers, training_pass=True):
+        _h = self.handler
+        W, bias = buffers.parameters
+        x = flatten_time(buffers.inputs.default)
+        y = flatten_time(buffers.outputs.default)
+
+        _h.conv2d_forward_batch(x, W, bias, y, self.padding, self.stride)
+        _h.inplace_act_func[self.activation](y)
+
+    def backward_pass(self, buffers):
+        _h = self.handler
+        W = buffers.parameters.W
+        dW, dbias = buffers.gradients
+        x = flatten_time(buffers.inputs.default)
+        y = flatten_time(buffers.outputs.default)
+        dx = flatten_time(buffers.input_deltas.default)
+        dy = flatten_time(buffers.output_deltas.default)
+
+        _h.inplace_act_func_deriv[self.activation](y, dy)
+        _h.conv2d_backward_batch(x, W, self.padding, self.stride, dx, dy, dW,
+                                 dbias)

@@ -1,0 +1,108 @@
+"""Pooling2D: max or average pooling of channels-last images."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from brainstorm.layers.attributes import (
+    Constraint,
+    Kwarg,
+    NonNegativeInt,
+    OneOf,
+    PairOfPositiveInts,
+)
+from brainstorm.layers.base_layer import Layer, time_template
+from brainstorm.layers.convolution_2d_layer import image_output_shape
+from brainstorm.structure.buffer_structure import BufferStructure
+from brainstorm.structure.construction import ConstructionWrapper
+from brainstorm.utils import flatten_time
+
+
+def Pooling2D(kernel_size: tuple[int, int], type: str = 'max',
+              stride: tuple[int, int] = (1, 1), padding: int = 0,
+              name: str | None = None) -> ConstructionWrapper:
+    """A 2-D pooling layer over each channel of channels-last images.
+
+    Output cell ``(i, j)`` pools the input cells of rows ``i*sy - padding +
+    u`` and columns ``j*sx - padding + v`` (``0 <= u < kh``, ``0 <= v <
+    kw``). Padding cells are ignored: ``'max'`` takes the maximum and
+    ``'avg'`` the mean of the in-bounds cells (0 for a window of padding
+    only). The output size is ``OH = (H + 2*padding - kh) // sy + 1``
+    (likewise ``OW``).
+
+    Args:
+        kernel_size: ``(kh, kw)``, two positive ints.
+        type: ``'max'`` or ``'avg'``.
+        stride: ``(sy, sx)``, two positive ints.
+        padding: cells added on every side, an int >= 0.
+        name: the layer name.
+
+    Shapes:
+        default input ``('T', 'B', H, W, C)`` -> default output
+        ``('T', 'B', OH, OW, C)``. Max pooling keeps the internal ``argmax``
+        (output shape): the flat in-image index ``(row * W + col) * C + c``
+        of each maximum, -1 for a window of padding only.
+    """
+    return ConstructionWrapper.create(
+        Pooling2DLayerImpl, name=name, kernel_size=kernel_size, type=type,
+        stride=stride, padding=padding)
+
+
+class Pooling2DLayerImpl(Layer):
+    expected_inputs = {'default': time_template()}
+    declared_kwargs = {
+        'kernel_size': Kwarg(PairOfPositiveInts(),
+                             description='(height, width) of the window'),
+        'type': Kwarg(OneOf('max', 'avg'), default='max',
+                      description='pooling function'),
+        'stride': Kwarg(PairOfPositiveInts(), default=(1, 1),
+                        description='(vertical, horizontal) step'),
+        'padding': Kwarg(NonNegativeInt(), default=0,
+                         description='cells added on every side (ignored '
+                                     'by the pooling)'),
+        'activation_function': Kwarg(Constraint(), default=None,
+                                     description='ignored; accepted for '
+                                                 'compatibility'),
+    }
+
+    def setup(self, kwargs, in_shapes):
+        self.type = kwargs['type']
+        self.kernel_size = kwargs['kernel_size']
+        self.stride = kwargs['stride']
+        self.padding = kwargs['padding']
+        out_shape = image_output_shape(self, in_shapes['default'],
+                                       self.kernel_size, self.stride,
+                                       self.padding)
+        outputs = OrderedDict(default=BufferStructure('T', 'B', *out_shape))
+        internals = OrderedDict()
+        if self.type == 'max':
+            internals['argmax'] = BufferStructure('T', 'B', *out_shape)
+        return outputs, OrderedDict(), internals
+
+    def forward_pass(self, buffers, training_pass=True):
+        _h = self.handler
+        x = flatten_time(buffers.inputs.default)
+        y = flatten_time(buffers.outputs.default)
+
+        if self.type == 'max':
+            argmax = flatten_time(buffers.internals.argmax)
+            _h.maxpool2d_forward_batch(x, self.kernel_size, y, self.padding,
+                                       self.stride, argmax)
+        else:
+            _h.avgpool2d_forward_batch(x, self.kernel_size, y, self.padding,
+                                       self.stride)
+
+    def backward_pass(self, buffers):
+        _h = self.handler
+        x = flatten_time(buffers.inputs.default)
+        y = flatten_time(buffers.outputs.default)
+        dx = flatten_time(buffers.input_deltas.default)
+        dy = flatten_time(buffers.output_deltas.default)
+
+        if self.type == 'max':
+            argmax = flatten_time(buffers.internals.argmax)
+            _h.maxpool2d_backward_batch(x, self.kernel_size, y, self.padding,
+                                        self.stride, argmax, dx, dy)
+        else:
+            _h.avgpool2d_backward_batch(x, self.kernel_size, y, self.padding,
+                                        self.stride, dx, dy)

@@ -1,0 +1,49 @@
+"""Registry entries for Convolution2D, Pooling2D, BatchNorm and Dropout
+(see test_layer_registry.py)."""
+
+from brainstorm.layers.batch_norm_layer import BatchNormLayerImpl
+from brainstorm.layers.convolution_2d_layer import Convolution2DLayerImpl
+from brainstorm.layers.dropout_layer import DropoutLayerImpl
+from brainstorm.layers.pooling_2d_layer import Pooling2DLayerImpl
+
+LAYER_SPECS = [
+    dict(id='Convolution2D', layer_class=Convolution2DLayerImpl,
+         in_shapes={'default': (4, 5, 2)},
+         kwargs={'num_filters': 3, 'kernel_size': (2, 3)}, activation=True),
+    dict(id='Convolution2D-pad1-stride2x1',
+         layer_class=Convolution2DLayerImpl, in_shapes={'default': (5, 4, 2)},
+         kwargs={'num_filters': 2, 'kernel_size': (2, 3), 'padding': 1,
+                 'stride': (2, 1)}, activation=True),
+    dict(id='Convolution2D-pad2-stride1x3',
+         layer_class=Convolution2DLayerImpl, in_shapes={'default': (3, 5, 1)},
+         kwargs={'num_filters': 2, 'kernel_size': (3, 2), 'padding': 2,
+                 'stride': (1, 3)}, activation=True),
+    dict(id='Pooling2D-max', layer_class=Pooling2DLayerImpl,
+         in_shapes={'default': (4, 5, 2)},
+         kwargs={'kernel_size': (2, 3), 'type': 'max'}),
+    dict(id='Pooling2D-max-pad1-stride2x1', layer_class=Pooling2DLayerImpl,
+         in_shapes={'default': (5, 4, 2)},
+         kwargs={'kernel_size': (2, 3), 'type': 'max', 'padding': 1,
+                 'stride': (2, 1)}),
+    dict(id='Pooling2D-avg', layer_class=Pooling2DLayerImpl,
+         in_shapes={'default': (4, 5, 2)},
+         kwargs={'kernel_size': (2, 3), 'type': 'avg'}),
+    dict(id='Pooling2D-avg-pad1-stride2x1', layer_class=Pooling2DLayerImpl,
+         in_shapes={'default': (5, 4, 2)},
+         kwargs={'kernel_size': (2, 3), 'type': 'avg', 'padding': 1,
+                 'stride': (2, 1)}),
+    dict(id='Pooling2D-avg-pad2-stride2x2', layer_class=Pooling2DLayerImpl,
+         in_shapes={'default': (3, 3, 2)},
+         kwargs={'kernel_size': (2, 2), 'type': 'avg', 'padding': 2,
+                 'stride': (2, 2)}),
+    dict(id='BatchNorm', layer_class=BatchNormLayerImpl,
+         in_shapes={'default': (3,)}, kwargs={}),
+    dict(id='BatchNorm-images', layer_class=BatchNormLayerImpl,
+         in_shapes={'default': (2, 3, 4)}, kwargs={'decay': 0.5}),
+    dict(id='Dropout', layer_class=DropoutLayerImpl,
+         in_shapes={'default': (4,)}, kwargs={}),
+    dict(id='Dropout-p0.2-images', layer_class=DropoutLayerImpl,
+         in_shapes={'default': (2, 3, 2)}, kwargs={'drop_prob': 0.2}),
+    dict(id='Dropout-p0', layer_class=DropoutLayerImpl,
+         in_shapes={'default': (3,)}, kwargs={'drop_prob': 0.0}),
+]
