@@ -41,12 +41,15 @@ def _is_int(value) -> bool:
 class Constraint:
     """Checks and normalises one argument value.
 
-    Subclasses set ``expected`` (a phrase completing "must be ...") and
-    implement ``normalize(value)``, returning the normalised value or raising
-    ``ValueError``.
+    Subclasses set ``expected`` (a phrase completing "must be ..."),
+    ``example`` (a valid value) and ``invalid_examples`` (values that must be
+    rejected; used by the tests), and implement ``normalize(value)``,
+    returning the normalised value or raising ``ValueError``.
     """
 
     expected = 'valid'
+    example = None
+    invalid_examples = ()
 
     def normalize(self, value):
         return value
@@ -57,6 +60,8 @@ class Constraint:
 
 class PositiveInt(Constraint):
     expected = 'a positive int'
+    example = 2
+    invalid_examples = (0, -3, 2.5, 'x', True)
 
     def normalize(self, value):
         if not _is_int(value) or value <= 0:
@@ -66,6 +71,8 @@ class PositiveInt(Constraint):
 
 class NonNegativeInt(Constraint):
     expected = 'an int >= 0'
+    example = 0
+    invalid_examples = (-1, 1.5, 'x')
 
     def normalize(self, value):
         if not _is_int(value) or value < 0:
@@ -75,6 +82,8 @@ class NonNegativeInt(Constraint):
 
 class PositiveIntOrTuple(Constraint):
     expected = 'a positive int or a tuple of positive ints'
+    example = 2
+    invalid_examples = (0, -3, (2, 0), (), 'x', 2.5)
 
     def normalize(self, value):
         if _is_int(value) and value > 0:
@@ -87,6 +96,8 @@ class PositiveIntOrTuple(Constraint):
 
 class PairOfPositiveInts(Constraint):
     expected = 'a pair (tuple or list of 2) of positive ints'
+    example = (2, 2)
+    invalid_examples = (3, (2,), (2, 0), (1, 2, 3), ('a', 1))
 
     def normalize(self, value):
         if (isinstance(value, (tuple, list)) and len(value) == 2
@@ -108,6 +119,19 @@ class FloatIn(Constraint):
             self.expected = 'a finite float'
         else:
             self.expected = f'a float in {left}{low}, {high}{right}'
+        finite = [v for v in (low, high) if np.isfinite(v)]
+        self.example = sum(finite) / len(finite) if len(finite) == 2 else \
+            (finite[0] + (1 if np.isfinite(low) else -1) if finite else 1.0)
+        invalid = ['x', float('nan'), None]
+        if np.isfinite(low):
+            invalid.append(low - 1.0)
+            if not include_low:
+                invalid.append(low)
+        if np.isfinite(high):
+            invalid.append(high + 1.0)
+            if not include_high:
+                invalid.append(high)
+        self.invalid_examples = tuple(invalid)
 
     def normalize(self, value):
         if (not isinstance(value, numbers.Real) or isinstance(value, bool)
@@ -129,6 +153,8 @@ class OneOf(Constraint):
     def __init__(self, *choices):
         self.choices = choices
         self.expected = 'one of ' + ', '.join(repr(c) for c in choices)
+        self.example = choices[0]
+        self.invalid_examples = ('no such choice', 3)
 
     def normalize(self, value):
         if value not in self.choices:
@@ -149,6 +175,10 @@ class ShapeDict(Constraint):
 
     expected = ("a dict of output names to shapes like ('T', 'B', 784) or "
                 "('B', 10)")
+    example = {'default': ('T', 'B', 3)}
+    invalid_examples = ({}, {'default': (3,)}, {'default': ('T', 'B', 0)},
+                        {'default': ('T', 'B')}, {'a b': ('T', 'B', 2)},
+                        [('T', 'B', 3)])
 
     def normalize(self, value):
         if not isinstance(value, dict) or not value:

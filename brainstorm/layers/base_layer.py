@@ -205,3 +205,87 @@ def default_size(size, in_shape: BufferStructure):
 def time_template(*features, **kwargs) -> StructureTemplate:
     """``StructureTemplate('T', 'B', *features)`` (default ``'...'``)."""
     return StructureTemplate('T', 'B', *(features or ('...',)), **kwargs)
+
+
+def _example_structures(layer_class) -> list:
+    """Candidate example inputs for instantiating a layer class."""
+    names = list(layer_class.expected_inputs)
+    candidates = []
+    for features in ((3,), (6, 6, 3)):
+        candidates.append({n: features for n in names})
+        if len(names) > 1:
+            candidates.append({n: features if n == names[0] or n == 'default'
+                               else features[:-1] + (1,) for n in names})
+    result = []
+    for candidate in candidates:
+        structures = {}
+        for name, features in candidate.items():
+            template = layer_class.expected_inputs[name]
+            lead = template.shape[:template.first_feature_dim]
+            structures[name] = BufferStructure(*(lead + features))
+        result.append(structures)
+    return result
+
+
+def describe_layers() -> list:
+    """Describe every registered layer class, built-in or user-defined.
+
+    Returns:
+        A list (sorted by type name) of dicts with ``type``, ``class``,
+        ``module``, ``summary`` (first docstring line of the constructor or
+        class), ``inputs`` (name -> shape template), ``kwargs`` (name ->
+        ``{'expected', 'default', 'description'}``), and ``outputs``,
+        ``parameters`` and ``internals`` (name -> shape) of an example
+        instance built with the default arguments (None if no example input
+        fits the layer).
+    """
+    import importlib
+    import inspect
+
+    import brainstorm.layers  # noqa: F401  (registers the built-in layers)
+    from brainstorm.layers.attributes import REQUIRED
+    result = []
+    for cls in sorted(get_inheritors(Layer), key=lambda c: c.__name__):
+        if not cls.__name__.endswith('LayerImpl'):
+            continue
+        type_name = cls.get_type_name()
+        module = importlib.import_module(cls.__module__)
+        constructor = getattr(module, type_name, None)
+        doc = inspect.getdoc(constructor) if callable(constructor) else None
+        doc = doc or inspect.getdoc(cls) or ''
+        kwargs = {}
+        example_kwargs = {}
+        for name, kwarg in cls.declared_kwargs.items():
+            kwargs[name] = {'expected': kwarg.constraint.expected,
+                            'default': None if kwarg.default is REQUIRED
+                            else kwarg.default,
+                            'required': kwarg.default is REQUIRED,
+                            'description': kwarg.description}
+            if kwarg.default is REQUIRED:
+                example_kwargs[name] = kwarg.constraint.example
+        for name in set(cls.expected_kwargs) - set(cls.declared_kwargs):
+            kwargs[name] = {'expected': None, 'default': None,
+                            'required': False, 'description': ''}
+        entry = {'type': type_name, 'class': cls.__name__,
+                 'module': cls.__module__,
+                 'summary': doc.splitlines()[0] if doc else '',
+                 'inputs': {n: t.shape for n, t in
+                            sorted(cls.expected_inputs.items())},
+                 'kwargs': kwargs,
+                 'outputs': None, 'parameters': None, 'internals': None}
+        for structures in _example_structures(cls):
+            try:
+                layer = cls(type_name, structures, [], [], **example_kwargs)
+            except Exception:  # noqa: BLE001 - try the next example input
+                continue
+            entry['example_inputs'] = {n: s.shape
+                                       for n, s in structures.items()}
+            entry['outputs'] = {n: s.shape for n, s in
+                                layer.out_shapes.items()}
+            entry['parameters'] = {n: s.shape for n, s in
+                                   layer.parameter_shapes.items()}
+            entry['internals'] = {n: s.shape for n, s in
+                                  layer.internal_shapes.items()}
+            break
+        result.append(entry)
+    return result
