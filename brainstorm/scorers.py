@@ -128,7 +128,11 @@ class MeanSquaredError(Scorer):
 # --------------------------------------------------------------- helpers ---
 
 def _get_batch_size(net) -> int:
-    """B of the current data, read from the shape of the first Input output."""
+    """B of the current batch: from the buffer manager if the network has
+    one, else from the shape of the first Input output ``(T, B, ...)``."""
+    manager = getattr(net, 'buffer_manager', None)
+    if getattr(manager, 'batch_size', None) is not None:
+        return int(manager.batch_size)
     outputs = net.buffer['Input']['outputs']
     return int(outputs[0].shape[1])
 

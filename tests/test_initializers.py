@@ -346,3 +346,40 @@ def test_base_initializer_is_abstract():
 def test_bad_arguments_raise_validation_error(factory, pattern):
     with pytest.raises(ValidationError, match=pattern):
         factory()
+
+
+# ------------------------------------------------------ with a real net ---
+
+def make_net():
+    from brainstorm.layers import FullyConnected, Input
+    from brainstorm.structure.network import Network
+    inp = Input(out_shapes={'default': ('T', 'B', 20)})
+    return Network.from_layer(inp >> FullyConnected(16, name='Hid'))
+
+
+def test_network_initialized_with_uniform_reloads(tmp_path):
+    # Note fix: 0.5 could not load a network initialised with Uniform.
+    from brainstorm.structure.network import Network
+    net = make_net()
+    net.initialize(Uniform(0.3), seed=5)
+    filename = str(tmp_path / 'net.hdf5')
+    net.save_as_hdf5(filename)
+    loaded = Network.from_hdf5(filename)
+    np.testing.assert_array_equal(loaded.get('parameters'),
+                                  net.get('parameters'))
+    weights = loaded.get('Hid.parameters.W')
+    assert np.abs(weights).max() < 0.3 and weights.std() > 0.1
+
+
+def test_network_initialization_with_sparse_initializers_is_seeded():
+    nets = [make_net() for _ in range(3)]
+    init = {'default': SparseInputs(Gaussian(), connections=4),
+            'fallback': 0.0}
+    for net, global_seed, seed in zip(nets, [0, 1, 0], [42, 42, 43]):
+        np.random.seed(global_seed)  # the global NumPy state must not matter
+        net.initialize(init, seed=seed)
+    first, second, third = (n.get('Hid.parameters.W') for n in nets)
+    np.testing.assert_array_equal(first, second)
+    assert not np.array_equal(first != 0, third != 0)
+    np.testing.assert_array_equal((first != 0).sum(axis=0), [4] * 20)
+    np.testing.assert_array_equal(nets[0].get('Hid.parameters.bias'), 0.0)

@@ -176,3 +176,49 @@ def test_gather_without_any_output_name_fails_clearly():
     net.output_name = None
     with pytest.raises(ValidationError, match='Accuracy: no output to score'):
         gather_losses_and_scores(net, [Accuracy()], {})
+
+
+# ------------------------------------------------------ with a real net ---
+
+def make_real_net():
+    from brainstorm.layers import FullyConnected, Input, Loss, SoftmaxCE
+    from brainstorm.structure.network import Network
+    inp = Input(out_shapes={'default': ('T', 'B', 3), 'targets': ('T', 'B', 1)})
+    out = SoftmaxCE(name='Out')
+    inp - 'default' >> FullyConnected(4, name='Hid', activation='linear') \
+        >> 'default' - out
+    inp - 'targets' >> 'targets' - out
+    out - 'loss' >> Loss()
+    net = Network.from_layer(out)
+    net.initialize(1.0, Hid={'W': [[1.0, 0, 0], [0, 1, 0], [0, 0, 1],
+                                   [-1, -1, -1]]})
+    net.output_name = 'Out.outputs.predictions'
+    return net
+
+
+def evaluate(net, iterator, scorers):
+    scores = {}
+    for batch in iterator():
+        net.provide_external_data(batch)
+        net.forward_pass()
+        gather_losses_and_scores(net, scorers, scores)
+    return aggregate_losses_and_scores(scores, net, scorers)
+
+
+def test_scores_of_a_real_network_do_not_depend_on_batching():
+    from brainstorm.data_iterators import Minibatches, Undivided
+    net = make_real_net()
+    rnd = np.random.RandomState(1)
+    x = rnd.randn(2, 7, 3)
+    t = rnd.randint(0, 4, size=(2, 7, 1))
+    scorers = [Accuracy()]
+    whole = evaluate(net, Undivided(default=x, targets=t), scorers)
+    predictions = net.get('Out.outputs.predictions')
+    expected_accuracy = np.mean(predictions.argmax(axis=2) == t[:, :, 0])
+    assert whole['Accuracy'] == pytest.approx(expected_accuracy)
+    assert 0 < expected_accuracy < 1
+    batched = evaluate(net, Minibatches(3, default=x, targets=t), scorers)
+    assert list(batched) == ['total_loss', 'Accuracy']
+    assert batched['Accuracy'] == pytest.approx(whole['Accuracy'])
+    assert batched['total_loss'] == pytest.approx(whole['total_loss'],
+                                                  rel=1e-5)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from brainstorm.describable import create_from_description, get_description
+from brainstorm.handlers.debug_handler import DebugHandler
 from brainstorm.handlers.numpy_handler import NumpyHandler
 from brainstorm.utils import ValidationError
 from brainstorm.value_modifiers import (
@@ -20,11 +21,6 @@ from brainstorm.value_modifiers import (
     MaskValues,
     ValueModifier,
 )
-
-try:
-    from brainstorm.handlers.debug_handler import DebugHandler
-except ImportError:  # written in parallel; the NumPy handler runs meanwhile
-    DebugHandler = None
 
 
 class CountingHandler(NumpyHandler):
@@ -48,10 +44,7 @@ class CountingHandler(NumpyHandler):
 
 
 def make_handlers():
-    handlers = [NumpyHandler(np.float64)]
-    if DebugHandler is not None:
-        handlers.append(DebugHandler(NumpyHandler(np.float64)))
-    return handlers
+    return [NumpyHandler(np.float64), DebugHandler(NumpyHandler(np.float64))]
 
 
 @pytest.fixture(params=make_handlers(), ids=lambda h: type(h).__name__)
@@ -253,3 +246,23 @@ def test_new_handler_gets_new_scratch_and_copies_drop_it():
         assert clone._buffers is None and clone._handler is None
         np.testing.assert_array_equal(apply(first, clone, [5.0, 6.0]),
                                       [0.0, 6.0])
+
+
+# ------------------------------------------------------ with a real net ---
+
+def test_modifiers_in_a_network_under_the_debug_handler():
+    from brainstorm.layers import FullyConnected, Input
+    from brainstorm.structure.network import Network
+    inp = Input(out_shapes={'default': ('T', 'B', 3)})
+    net = Network.from_layer(inp >> FullyConnected(2, name='Hid'))
+    net.set_handler(DebugHandler(NumpyHandler(np.float64)))
+    weights = np.array([[3.0, 4.0, 0.0], [0.1, 0.2, 0.2]])
+    net.initialize({'Hid': {'W': weights, 'bias': [5.0, -5.0]}})
+    net.set_weight_modifiers(Hid={'W': ConstrainL2Norm(1.0),
+                                  'bias': ClipValues(-2.0, 2.0)})
+    net.apply_weight_modifiers()
+    np.testing.assert_allclose(net.get('Hid.parameters.W'),
+                               [[0.6, 0.8, 0.0], [0.1, 0.2, 0.2]])
+    np.testing.assert_array_equal(net.get('Hid.parameters.bias'), [2, -2])
+    installed = net.weight_modifiers['Hid']['W'][0]
+    assert repr(installed) == '<Hid.W.ConstrainL2Norm>'
