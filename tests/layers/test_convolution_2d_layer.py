@@ -1,0 +1,184 @@
+"""Convolution2D: forward pass against explicit loops, defaults, validation."""
+
+import numpy as np
+import pytest
+
+from brainstorm.handlers import NumpyHandler
+from brainstorm.initializers import Gaussian
+from brainstorm.layers import Convolution2D, Input
+from brainstorm.layers.convolution_2d_layer import Convolution2DLayerImpl
+from brainstorm.structure.network import Network
+from brainstorm.testing import instantiate_layer, set_up_layer
+from brainstorm.utils import LayerValidationError
+
+ACTIVATIONS = {'linear': lambda a: a, 'rel': lambda a: np.maximum(a, 0),
+               'tanh': np.tanh}
+
+
+def conv_reference(x, W, bias, padding, stride):
+    """Slow cross-correlation of (N, H, W, C) images with explicit loops."""
+    n, height, width, channels = x.shape
+    nf, kh, kw, _ = W.shape
+    sy, sx = stride
+    oh = (height + 2 * padding - kh) // sy + 1
+    ow = (width + 2 * padding - kw) // sx + 1
+    y = np.zeros((n, oh, ow, nf))
+    for b in range(n):
+        for i in range(oh):
+            for j in range(ow):
+                for f in range(nf):
+                    total = bias[f]
+                    for u in range(kh):
+                        for v in range(kw):
+                            row = i * sy + u - padding
+                            col = j * sx + v - padding
+                            if 0 <= row < height and 0 <= col < width:
+                                total += np.dot(W[f, u, v], x[b, row, col])
+                    y[b, i, j, f] = total
+    return y
+
+
+@pytest.mark.parametrize('image, kwargs', [
+    ((4, 5, 2), {'num_filters': 3, 'kernel_size': (2, 3)}),
+    ((5, 4, 2), {'num_filters': 2, 'kernel_size': (2, 3), 'padding': 1,
+                 'stride': (2, 1)}),
+    ((6, 7, 3), {'num_filters': 4, 'kernel_size': (3, 3), 'padding': 2,
+                 'stride': (2, 3)}),
+    ((3, 3, 1), {'num_filters': 1, 'kernel_size': (1, 1)}),
+])
+@pytest.mark.parametrize('activation', ['linear', 'rel', 'tanh'])
+def test_forward_matches_explicit_loops(image, kwargs, activation):
+    layer = instantiate_layer(Convolution2DLayerImpl, {'default': image},
+                              activation=activation, **kwargs)
+    T, B = 2, 3
+    buffers, _ = set_up_layer(layer, {'time_steps': T, 'batch_size': B,
+                                      'seed': 5})
+    h = layer.handler
+    layer.forward_pass(buffers, training_pass=False)
+
+    x = h.get_numpy_copy(buffers.inputs.default)
+    W = h.get_numpy_copy(buffers.parameters.W)
+    bias = h.get_numpy_copy(buffers.parameters.bias)
+    expected = conv_reference(x.reshape((T * B,) + image), W, bias,
+                              kwargs.get('padding', 0),
+                              kwargs.get('stride', (1, 1)))
+    expected = ACTIVATIONS[activation](expected)
+    y = h.get_numpy_copy(buffers.outputs.default)
+    assert y.shape == (T, B) + expected.shape[1:]
+    np.testing.assert_allclose(y.reshape(expected.shape), expected,
+                               rtol=1e-10, atol=1e-12)
+
+
+def test_shapes_follow_the_spec():
+    layer = instantiate_layer(Convolution2DLayerImpl, {'default': (7, 9, 3)},
+                              num_filters=5, kernel_size=(3, 2), padding=1,
+                              stride=(2, 3))
+    # OH = (7 + 2 - 3)//2 + 1 = 4, OW = (9 + 2 - 2)//3 + 1 = 4
+    assert layer.get_shape('outputs.default') == ('T', 'B', 4, 4, 5)
+    assert list(layer.parameter_shapes) == ['W', 'bias']
+    assert layer.get_shape('parameters.W') == (5, 3, 2, 3)
+    assert layer.get_shape('parameters.bias') == (5,)
+    assert layer.internal_shapes == {}
+
+
+def test_default_activation_is_rel_from_constructor_and_architecture():
+    """Fixes the 0.5 bug where an architecture without 'activation' gave
+    'tanh' although the constructor default is 'rel'."""
+    inp = Input({'default': ('T', 'B', 4, 4, 1)})
+    net = Network.from_layer(inp >> Convolution2D(2, (3, 3), name='Conv'))
+    assert net.layers['Conv'].activation == 'rel'
+
+    architecture = {
+        'Input': {'@type': 'Input', 'out_shapes': {'default': ['T', 'B', 4,
+                                                               4, 1]},
+                  '@outgoing_connections': {'default': ['Conv']}},
+        'Conv': {'@type': 'Convolution2D', 'num_filters': 2,
+                 'kernel_size': [3, 3], '@outgoing_connections': {}},
+    }
+    net = Network.from_architecture(architecture)
+    assert net.layers['Conv'].activation == 'rel'
+    # and it computes with rel: a large negative bias gives zeros
+    net.set_handler(NumpyHandler(np.float64))
+    net.initialize(1.0)
+    net.buffer.Conv.parameters.bias[:] = -50.0
+    net.provide_external_data({'default': np.ones((1, 2, 4, 4, 1))})
+    net.forward_pass()
+    assert np.all(net.get('Conv.outputs.default') == 0.0)
+
+
+def test_kernel_larger_than_padded_input_is_rejected():
+    with pytest.raises(LayerValidationError,
+                       match=r"Convolution2D 'Conv1': kernel_size \(7, 7\) is "
+                             r'larger than the padded input \(5, 5\)'):
+        instantiate_layer(Convolution2DLayerImpl, {'default': (5, 5, 1)},
+                          name='Conv1', num_filters=2, kernel_size=(7, 7))
+    # the same kernel fits with enough padding
+    layer = instantiate_layer(Convolution2DLayerImpl, {'default': (5, 5, 1)},
+                              num_filters=2, kernel_size=(7, 7), padding=1)
+    assert layer.get_shape('outputs.default') == ('T', 'B', 1, 1, 2)
+
+
+@pytest.mark.parametrize('features', [(5,), (5, 5), (2, 5, 5, 1)])
+def test_input_must_have_three_feature_dims(features):
+    with pytest.raises(LayerValidationError,
+                       match=r"Convolution2D 'Convolution2D': input default "
+                             r'must be images .*3 feature dimensions'):
+        instantiate_layer(Convolution2DLayerImpl, {'default': features},
+                          num_filters=2, kernel_size=(1, 1))
+
+
+@pytest.mark.parametrize('kwargs, message', [
+    ({'num_filters': 0, 'kernel_size': (2, 2)}, 'num_filters must be a '
+                                                'positive int'),
+    ({'num_filters': 2.0, 'kernel_size': (2, 2)}, 'num_filters must be'),
+    ({'num_filters': 2, 'kernel_size': (2, 0)}, 'kernel_size must be a pair'),
+    ({'num_filters': 2, 'kernel_size': 2}, 'kernel_size must be a pair'),
+    ({'num_filters': 2, 'kernel_size': (2, 2), 'stride': (1,)},
+     'stride must be a pair'),
+    ({'num_filters': 2, 'kernel_size': (2, 2), 'padding': -1},
+     'padding must be an int >= 0'),
+    ({'num_filters': 2, 'kernel_size': (2, 2), 'activation': 'relu'},
+     'activation must be one of'),
+    ({'num_filters': 2, 'kernel_size': (2, 2), 'size': 3},
+     'unexpected argument'),
+    ({'kernel_size': (2, 2)}, 'num_filters is required'),
+])
+def test_bad_arguments_raise_layer_validation_errors(kwargs, message):
+    with pytest.raises(LayerValidationError, match=message):
+        instantiate_layer(Convolution2DLayerImpl, {'default': (4, 4, 1)},
+                          **kwargs)
+
+
+def test_bad_arguments_are_rejected_by_the_constructor():
+    with pytest.raises(LayerValidationError, match='padding'):
+        Convolution2D(2, (3, 3), padding=-2)
+
+
+def test_lists_are_accepted_for_pairs():
+    layer = instantiate_layer(Convolution2DLayerImpl, {'default': (4, 4, 1)},
+                              num_filters=1, kernel_size=[2, 2], stride=[2, 2])
+    assert layer.kernel_size == (2, 2) and layer.stride == (2, 2)
+    assert layer.get_shape('outputs.default') == ('T', 'B', 2, 2, 1)
+
+
+def test_works_on_non_contiguous_feature_slices_in_a_network():
+    """In a network, the image is a feature slice of a larger buffer (here
+    beside a second input) and so is the output; results must still match
+    the reference."""
+    inp = Input({'default': ('T', 'B', 3, 4, 2), 'extra': ('T', 'B', 3)})
+    net = Network.from_layer(
+        inp >> Convolution2D(2, (2, 2), padding=1, stride=(1, 2),
+                             activation='linear', name='Conv'))
+    net.set_handler(NumpyHandler(np.float64))
+    net.initialize(Gaussian(1.0), seed=3)
+    rnd = np.random.RandomState(0)
+    x = rnd.randn(2, 3, 3, 4, 2)
+    net.provide_external_data({'default': x, 'extra': rnd.randn(2, 3, 3)})
+    assert not net.buffer.Conv.inputs.default.flags.c_contiguous
+    net.forward_pass()
+    expected = conv_reference(x.reshape(6, 3, 4, 2),
+                              net.get('Conv.parameters.W'),
+                              net.get('Conv.parameters.bias'), 1, (1, 2))
+    np.testing.assert_allclose(net.get('Conv.outputs.default'),
+                               expected.reshape(2, 3, *expected.shape[1:]),
+                               rtol=1e-10, atol=1e-12)
