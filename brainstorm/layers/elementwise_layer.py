@@ -1,0 +1,57 @@
+"""Elementwise: applies an activation function to every element."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from brainstorm.layers.attributes import Activation, Kwarg
+from brainstorm.layers.base_layer import Layer, time_template
+from brainstorm.structure.buffer_structure import BufferStructure
+from brainstorm.structure.construction import ConstructionWrapper
+
+
+def Elementwise(activation: str = 'rel', name: str | None = None) -> \
+        ConstructionWrapper:
+    """Apply an activation function elementwise: ``y = f(x)``.
+
+    Backward: ``dx += f'(x) * dy``, computed from ``y``.
+
+    Args:
+        activation: 'sigmoid', 'tanh', 'rel', 'linear' or 'el'.
+        name: the layer name.
+
+    Shapes:
+        default input ``('T', 'B', ...)`` -> default output of the same shape.
+    """
+    return ConstructionWrapper.create(ElementwiseLayerImpl, name=name,
+                                      activation=activation)
+
+
+class ElementwiseLayerImpl(Layer):
+    expected_inputs = {'default': time_template()}
+    declared_kwargs = {
+        'activation': Kwarg(Activation(), default='rel',
+                            description='activation function'),
+    }
+
+    def setup(self, kwargs, in_shapes):
+        self.activation = kwargs['activation']
+        features = in_shapes['default'].feature_shape
+        outputs = OrderedDict(default=BufferStructure('T', 'B', *features))
+        return outputs, OrderedDict(), OrderedDict()
+
+    def forward_pass(self, buffers, training_pass=True):
+        _h = self.handler
+        x, y = buffers.inputs.default, buffers.outputs.default
+
+        _h.act_func[self.activation](x, y)
+
+    def backward_pass(self, buffers):
+        _h = self.handler
+        x, y = buffers.inputs.default, buffers.outputs.default
+        dx, dy = buffers.input_deltas.default, buffers.output_deltas.default
+
+        # the layer owns its output deltas, so they serve as the scratch
+        # buffer for f'(x) * dy (as in FullyConnected)
+        _h.act_func_deriv[self.activation](x, y, dy, dy)
+        _h.add_tt(dx, dy, dx)
