@@ -308,11 +308,10 @@ class NumpyHandler(Handler):
         np.sum(dy, axis=0, out=bias_deltas)
 
         col = self._im2col(inputs, (kh, kw), padding, stride, (oh, ow))
-        dw = weight_deltas.reshape(f, -1)
-        if np.may_share_memory(dw, weight_deltas):
-            np.matmul(dy.T, col, out=dw)
+        if _mergeable(weight_deltas, 1, 4):
+            np.matmul(dy.T, col, out=weight_deltas.reshape(f, -1))
         else:
-            dw = self._buffer('dw', dw.shape)
+            dw = self._buffer('dw', (f, col.shape[1]))
             np.matmul(dy.T, col, out=dw)
             np.copyto(weight_deltas, dw.reshape(weight_deltas.shape))
 
@@ -321,60 +320,93 @@ class NumpyHandler(Handler):
         dcol = col
         np.matmul(dy, weights.reshape(f, -1), out=dcol)
         dcol = dcol.reshape(n, oh, ow, kh, kw, -1)
+        dx = self._buffer('dx', in_deltas.shape)
+        dx.fill(0)
         for u, v, out_part, in_part in _window_offsets(
                 (kh, kw), padding, stride, (oh, ow), in_deltas.shape[1:3]):
-            target = in_deltas[in_part]
+            target = dx[in_part]
             np.add(target, dcol[out_part + (u, v)], out=target)
+        _add_into(in_deltas, dx)
+
+    # Pooling and col2im accumulate in contiguous scratch buffers and touch
+    # the caller's arrays once: NumPy sometimes copies a whole strided 4-D
+    # view of a big network buffer before updating it in place.
 
     def maxpool2d_forward_batch(self, inputs, window, outputs, padding,
                                 stride, argmax):
         h, w, c = inputs.shape[1:]
-        outputs.fill(-np.inf)
-        argmax.fill(-1)
-        better = self._buffer('mask', outputs.shape, np.bool_)
+        best = self._buffer('pool', outputs.shape)
+        best_index = self._buffer('pool_index', outputs.shape)
+        better = self._buffer('pool_mask', outputs.shape, np.bool_)
+        best.fill(-np.inf)
+        best_index.fill(-1)
         for _, _, out_part, in_part in _window_offsets(
                 window, padding, stride, outputs.shape[1:3], (h, w)):
-            candidate, best = inputs[in_part], outputs[out_part]
+            candidate, current = inputs[in_part], best[out_part]
             mask = better[out_part]
-            np.greater(candidate, best, out=mask)
-            np.copyto(best, candidate, where=mask)
-            np.copyto(argmax[out_part], _flat_index(in_part, w, c),
+            np.greater(candidate, current, out=mask)
+            np.copyto(current, candidate, where=mask)
+            np.copyto(best_index[out_part], self._flat_index(in_part, w, c),
                       where=mask)
-        if padding:
-            np.copyto(outputs, 0, where=argmax < 0)
+        if padding:  # windows of padding only
+            np.less(best_index, 0, out=better)
+            np.copyto(best, 0, where=better)
+        np.copyto(outputs, best)
+        np.copyto(argmax, best_index)
 
     def maxpool2d_backward_batch(self, inputs, window, outputs, padding,
                                  stride, argmax, in_deltas, out_deltas):
         h, w, c = inputs.shape[1:]
-        hit = self._buffer('mask', outputs.shape, np.bool_)
+        hit = self._buffer('pool_mask', out_deltas.shape, np.bool_)
+        dx = self._buffer('dx', in_deltas.shape)
+        dx.fill(0)
         for _, _, out_part, in_part in _window_offsets(
                 window, padding, stride, outputs.shape[1:3], (h, w)):
             mask = hit[out_part]
-            np.equal(argmax[out_part], _flat_index(in_part, w, c), out=mask)
-            target = in_deltas[in_part]
+            np.equal(argmax[out_part], self._flat_index(in_part, w, c),
+                     out=mask)
+            target = dx[in_part]
             np.add(target, out_deltas[out_part], out=target, where=mask)
+        _add_into(in_deltas, dx)
 
     def avgpool2d_forward_batch(self, inputs, window, outputs, padding,
                                 stride):
         in_hw, out_hw = inputs.shape[1:3], outputs.shape[1:3]
-        outputs.fill(0)
+        total = self._buffer('pool', outputs.shape)
+        total.fill(0)
         for _, _, out_part, in_part in _window_offsets(
                 window, padding, stride, out_hw, in_hw):
-            part = outputs[out_part]
+            part = total[out_part]
             np.add(part, inputs[in_part], out=part)
         counts = self._pool_counts(window, padding, stride, out_hw, in_hw)
-        np.divide(outputs, counts, out=outputs)
+        np.divide(total, counts, out=outputs)
 
     def avgpool2d_backward_batch(self, inputs, window, outputs, padding,
                                  stride, in_deltas, out_deltas):
         in_hw, out_hw = inputs.shape[1:3], outputs.shape[1:3]
-        share = self._buffer('pool_share', out_deltas.shape)
+        share = self._buffer('pool', out_deltas.shape)
         counts = self._pool_counts(window, padding, stride, out_hw, in_hw)
         np.divide(out_deltas, counts, out=share)
+        dx = self._buffer('dx', in_deltas.shape)
+        dx.fill(0)
         for _, _, out_part, in_part in _window_offsets(
                 window, padding, stride, out_hw, in_hw):
-            target = in_deltas[in_part]
+            target = dx[in_part]
             np.add(target, share[out_part], out=target)
+        _add_into(in_deltas, dx)
+
+    def _flat_index(self, in_part, width: int, channels: int):
+        """``(row * W + col) * C + c`` of the cells ``in_part``: (r, q, C)."""
+        _, rows, cols = in_part
+        key = ('flat_index', rows.indices(rows.stop), cols.indices(cols.stop),
+               width, channels)
+        index = self._scratch.get(key)
+        if index is None:
+            r = np.arange(rows.start, rows.stop, rows.step)[:, None, None]
+            q = np.arange(cols.start, cols.stop, cols.step)[None, :, None]
+            index = (r * width + q) * channels + np.arange(channels)
+            index = self._scratch[key] = index.astype(self.dtype)
+        return index
 
     def _pool_counts(self, window, padding, stride, out_hw, in_hw):
         """``(OH, OW, 1)`` in-bounds cells per window (1 where there are none)."""
@@ -396,10 +428,33 @@ class NumpyHandler(Handler):
         return counts
 
 
+def _mergeable(a, start: int, stop: int) -> bool:
+    """Can axes ``[start, stop)`` of ``a`` be merged into one without a copy?
+
+    Checks the strides instead of trying ``reshape``, which would copy.
+    """
+    axes = [i for i in range(start, stop) if a.shape[i] != 1]
+    return a.size == 0 or all(
+        a.strides[i] == a.strides[j] * a.shape[j]
+        for i, j in zip(axes[:-1], axes[1:]))
+
+
 def _rows_view(a):
     """``a`` as an ``(rows, last)`` 2-D view, or None if that needs a copy."""
-    flat = a.reshape(int(np.prod(a.shape[:-1])), a.shape[-1])
-    return flat if a.size == 0 or np.may_share_memory(flat, a) else None
+    if not _mergeable(a, 0, a.ndim - 1):
+        return None
+    return a.reshape(int(np.prod(a.shape[:-1])), a.shape[-1])
+
+
+def _add_into(target, source):
+    """``target += source`` for a contiguous ``source``.
+
+    Works on the ``(N, rest)`` row view where possible, which NumPy updates
+    in place without the hidden copy it may make of a strided 4-D view.
+    """
+    if target.ndim > 2 and _mergeable(target, 1, target.ndim):
+        target = target.reshape(target.shape[0], -1)
+    np.add(target, source.reshape(target.shape), out=target)
 
 
 def _offset_range(offset, padding, stride, out_len, in_len):
@@ -433,11 +488,3 @@ def _window_offsets(window, padding, stride, out_hw, in_hw):
             if j1 > j0:
                 yield (u, v, (slice(None), slice(i0, i1), slice(j0, j1)),
                        (slice(None), rows, cols))
-
-
-def _flat_index(in_part, width: int, channels: int):
-    """``(row * W + col) * C + c`` of the cells ``in_part``, shape (r, q, C)."""
-    _, rows, cols = in_part
-    r = np.arange(rows.start, rows.stop, rows.step)[:, None, None]
-    q = np.arange(cols.start, cols.stop, cols.step)[None, :, None]
-    return (r * width + q) * channels + np.arange(channels)

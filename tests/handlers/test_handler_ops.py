@@ -1,0 +1,889 @@
+"""Every handler op against an independent float64 NumPy computation.
+
+``CASES`` is the one table of op cases: each row names an op, its arguments
+(array specs, scalars, flags) and a reference computed in plain float64
+NumPy (slow explicit loops for convolution and pooling). The table runs
+against every handler in ``HANDLERS``; adding an op adds one row. Array
+arguments can be non-contiguous feature-slice views of a bigger buffer
+(the way the network lays out memory), aliases of another argument, or
+derived from the other arguments.
+"""
+
+import copy
+import pickle
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import brainstorm.handlers
+from brainstorm.describable import create_from_description, get_description
+from brainstorm.handlers import DebugHandler, NumpyHandler
+from brainstorm.handlers.base_handler import ACTIVATION_NAMES, Handler
+from brainstorm.handlers.debug_handler import DebugArray, DebugHandlerError
+
+HANDLERS = {
+    'numpy-float32': lambda: NumpyHandler(np.float32, seed=1),
+    'numpy-float64': lambda: NumpyHandler(np.float64, seed=1),
+    'debug-numpy-float64': lambda: DebugHandler(NumpyHandler(np.float64,
+                                                             seed=1)),
+}
+TOLERANCES = {np.float32: {'rtol': 2e-4, 'atol': 2e-4},
+              np.float64: {'rtol': 1e-9, 'atol': 1e-11}}
+PAD = 2  # extra feature columns on each side of a view
+
+
+# --------------------------------------------------------- argument specs ---
+
+class A:
+    """An array argument of ``shape``.
+
+    ``values``: 'uniform' in [low, high), 'away' (|x| in [low, high), random
+    sign), 'ids' (integers in [0, high)), 'cond' (zeros mixed with non-zero
+    values), 'zeros_mixed' (uniform with exact zeros), or a function
+    ``(rng, shape) -> array``. ``view``: None (contiguous), 'last' (a slice
+    of a bigger last axis) or 'rows' (a slice of flattened rows, reshaped).
+    """
+
+    def __init__(self, *shape, values='uniform', low=-2.0, high=2.0,
+                 view=None):
+        self.shape, self.values = shape, values
+        self.low, self.high, self.view = low, high, view
+
+    def sample(self, rng, shape=None):
+        shape = self.shape if shape is None else shape
+        if callable(self.values):
+            return np.asarray(self.values(rng, shape), dtype=np.float64)
+        if self.values == 'ids':
+            return rng.randint(0, int(self.high), shape).astype(np.float64)
+        x = np.asarray(rng.uniform(self.low, self.high, shape))
+        if self.values == 'away':
+            return x * rng.choice([-1.0, 1.0], shape)
+        if self.values == 'cond':
+            return x * (rng.uniform(size=shape) < 0.5)
+        if self.values == 'zeros_mixed':
+            return x * (rng.uniform(size=shape) < 0.7)
+        return x
+
+
+class Same:
+    """The very same handler array as argument ``name`` (aliasing)."""
+
+    def __init__(self, name):
+        self.name = name
+
+
+class Derived:
+    """A contiguous array argument computed from the earlier values."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+
+class Raw:
+    """A plain NumPy float64 array passed as is (conversion ops)."""
+
+    def __init__(self, *shape):
+        self.shape = shape
+
+
+def case(op, args, ref=None, check=None, variant=''):
+    """One row: ``ref(**values) -> {arg name or '@return': expected}``."""
+    return pytest.param(op, args, ref, check, id=f'{op}{variant}')
+
+
+def _pad_last(shape):
+    return shape[:-1] + (shape[-1] + 2 * PAD,)
+
+
+def build_args(h, args, rng):
+    """Handler arguments, float64 values and view bookkeeping for a row.
+
+    Derived arguments are computed last, from all the other values.
+    """
+    dtype = np.dtype(h.dtype)
+    values, call, bigs = {}, {}, {}
+    for name, spec in args.items():
+        if isinstance(spec, A):
+            if spec.view is None:
+                x = spec.sample(rng).astype(dtype).astype(np.float64)
+                call[name] = h.create_from_numpy(x)
+            elif spec.view == 'last':
+                big = spec.sample(rng, _pad_last(spec.shape))
+                big = big.astype(dtype).astype(np.float64)
+                big_h = h.create_from_numpy(big)
+                x = big[..., PAD:-PAD]
+                index = (slice(None),) * (len(spec.shape) - 1)
+                call[name] = big_h[index + (slice(PAD, PAD + spec.shape[-1]),)]
+                bigs[name] = (big_h, big, (Ellipsis, slice(PAD, -PAD)))
+            else:  # 'rows'
+                width = int(np.prod(spec.shape[1:]))
+                big = spec.sample(rng, (spec.shape[0], width + 2 * PAD))
+                big = big.astype(dtype).astype(np.float64)
+                big_h = h.create_from_numpy(big)
+                x = big[:, PAD:PAD + width].reshape(spec.shape)
+                call[name] = big_h[:, PAD:PAD + width].reshape(spec.shape)
+                bigs[name] = (big_h, big, (slice(None), slice(PAD, -PAD)))
+            values[name] = x.copy()
+        elif isinstance(spec, Raw):
+            values[name] = call[name] = rng.uniform(-2, 2, spec.shape)
+        elif not isinstance(spec, (Same, Derived)):
+            values[name] = call[name] = spec
+    for name, spec in args.items():
+        if isinstance(spec, Derived):
+            x = np.asarray(spec.fn(**values), dtype=np.float64)
+            values[name] = x.astype(dtype).astype(np.float64)
+            call[name] = h.create_from_numpy(values[name])
+    for name, spec in args.items():
+        if isinstance(spec, Same):
+            call[name] = call[spec.name]
+            values[name] = values[spec.name].copy()
+    call = {name: call[name] for name in args}
+    values = {name: values[name] for name in args}
+    return values, call, bigs
+
+
+@pytest.fixture(params=list(HANDLERS))
+def handler(request):
+    return HANDLERS[request.param]()
+
+
+# ------------------------------------------------------- slow references ---
+
+def _out_size(size, kernel, padding, stride):
+    return (size + 2 * padding - kernel) // stride + 1
+
+
+def _cells(i, j, window, padding, stride, hw):
+    """In-bounds input cells of output (i, j), in row-major window order."""
+    for u in range(window[0]):
+        for v in range(window[1]):
+            r = i * stride[0] + u - padding
+            q = j * stride[1] + v - padding
+            if 0 <= r < hw[0] and 0 <= q < hw[1]:
+                yield u, v, r, q
+
+
+def conv_forward_ref(inputs, weights, bias, padding, stride):
+    n, h, w, _ = inputs.shape
+    f, kh, kw, _ = weights.shape
+    oh = _out_size(h, kh, padding, stride[0])
+    ow = _out_size(w, kw, padding, stride[1])
+    out = np.zeros((n, oh, ow, f))
+    for i in range(oh):
+        for j in range(ow):
+            out[:, i, j] = bias
+            for u, v, r, q in _cells(i, j, (kh, kw), padding, stride, (h, w)):
+                out[:, i, j] += inputs[:, r, q] @ weights[:, u, v].T
+    return out
+
+
+def conv_backward_ref(inputs, weights, padding, stride, in_deltas,
+                      out_deltas, weight_deltas, bias_deltas):
+    h, w = inputs.shape[1:3]
+    kh, kw = weights.shape[1:3]
+    dx, dw = in_deltas.copy(), np.zeros_like(weights)
+    for i in range(out_deltas.shape[1]):
+        for j in range(out_deltas.shape[2]):
+            for u, v, r, q in _cells(i, j, (kh, kw), padding, stride, (h, w)):
+                dx[:, r, q] += out_deltas[:, i, j] @ weights[:, u, v]
+                dw[:, u, v] += out_deltas[:, i, j].T @ inputs[:, r, q]
+    return {'in_deltas': dx, 'weight_deltas': dw,
+            'bias_deltas': out_deltas.sum(axis=(0, 1, 2))}
+
+
+def pool_ref(inputs, window, padding, stride, kind):
+    """Max (with argmax) or average pooling by explicit loops over windows."""
+    n, h, w, c = inputs.shape
+    oh = _out_size(h, window[0], padding, stride[0])
+    ow = _out_size(w, window[1], padding, stride[1])
+    out, argmax = np.zeros((n, oh, ow, c)), -np.ones((n, oh, ow, c))
+    for i in range(oh):
+        for j in range(ow):
+            cells = list(_cells(i, j, window, padding, stride, (h, w)))
+            if not cells:
+                continue
+            stack = np.stack([inputs[:, r, q] for _, _, r, q in cells], 1)
+            if kind == 'avg':
+                out[:, i, j] = stack.mean(axis=1)
+                continue
+            best = stack.argmax(axis=1)  # (n, c), first maximum wins
+            out[:, i, j] = stack.max(axis=1)
+            flat = np.array([r * w + q for _, _, r, q in cells])
+            argmax[:, i, j] = flat[best] * c + np.arange(c)
+    return out, argmax
+
+
+def pool_backward_ref(inputs, window, padding, stride, in_deltas, out_deltas,
+                      kind):
+    n, h, w, c = inputs.shape
+    _, argmax = pool_ref(inputs, window, padding, stride, 'max')
+    dx = in_deltas.copy()
+    for i in range(out_deltas.shape[1]):
+        for j in range(out_deltas.shape[2]):
+            cells = list(_cells(i, j, window, padding, stride, (h, w)))
+            for _, _, r, q in cells:
+                if kind == 'avg':
+                    dx[:, r, q] += out_deltas[:, i, j] / len(cells)
+                else:
+                    hit = argmax[:, i, j] == (r * w + q) * c + np.arange(c)
+                    dx[:, r, q] += out_deltas[:, i, j] * hit
+    return dx
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def _el(x):
+    return np.where(x > 0, x, np.expm1(np.minimum(x, 0)))
+
+
+ACTIVATIONS = {  # name: (f(x), f'(x) from y)
+    'sigmoid': (_sigmoid, lambda y: y * (1 - y)),
+    'tanh': (np.tanh, lambda y: 1 - y ** 2),
+    'rel': (lambda x: np.maximum(x, 0), lambda y: (y > 0) * 1.0),
+    'el': (_el, lambda y: np.where(y >= 0, 1.0, y + 1)),
+    'linear': (lambda x: x, lambda y: np.ones_like(y)),
+}
+
+
+# ------------------------------------------------------------ row helpers ---
+
+def elementwise_rows(op, fn, a=None, b=None, extra=None, accumulate=False):
+    """Rows for an ``(a, b, out)`` or ``(a, out)`` elementwise op.
+
+    Variants: plain, feature-slice views, ``out`` aliasing ``a``, and
+    size-1 dimensions (T=1, B=1). ``fn(a, [b], *extra)`` is the result,
+    added to ``out`` if ``accumulate``; ``extra`` holds scalar arguments
+    that come before ``out``.
+    """
+    a = a or {}
+    binary = b is not None
+
+    def ref(out, **kw):
+        result = fn(*kw.values())
+        return {'out': out + result if accumulate else result}
+
+    rows = []
+    for variant, shape, view in [('', (3, 4), None),
+                                 ('-views', (2, 3, 5), 'last'),
+                                 ('-T1B1', (1, 1, 3), None),
+                                 ('-alias', (4, 2), None)]:
+        args = {'a': A(*shape, view=view, **a)}
+        if binary:
+            args['b'] = A(*shape, view=view, **b)
+        args.update(extra or {})
+        args['out'] = Same('a') if variant == '-alias' else A(*shape,
+                                                              view=view)
+        rows.append(case(op, args, ref, variant=variant))
+    return rows
+
+
+def scalar_rows(op, fn, accumulate=False):
+    """Rows for ``(s, t, out)`` ops with a float and an int scalar."""
+    def ref(s, t, out):
+        return {'out': out + fn(s, t) if accumulate else fn(s, t)}
+    return [
+        case(op, {'s': 0.75, 't': A(3, 4), 'out': A(3, 4)}, ref),
+        case(op, {'s': -2, 't': A(2, 1, 4, view='last'),
+                  'out': A(2, 1, 4, view='last')}, ref, variant='-int-views'),
+        case(op, {'s': 1.5, 't': A(1, 5), 'out': Same('t')}, ref,
+             variant='-alias'),
+    ]
+
+
+def mv_rows(op, fn, v=None, full=False, accumulate=False):
+    """Rows for ``(m, v, out)``: v of shape (1, N) or (M, 1) [or (M, N)]."""
+    v = v or {}
+
+    def ref(m, v, out):
+        return {'out': out + fn(m, v) if accumulate else fn(m, v)}
+    rows = [
+        case(op, {'m': A(3, 4), 'v': A(1, 4, **v), 'out': A(3, 4)}, ref,
+             variant='-row'),
+        case(op, {'m': A(3, 4), 'v': A(3, 1, **v), 'out': A(3, 4)}, ref,
+             variant='-column'),
+        case(op, {'m': A(4, 5, view='last'), 'v': A(1, 5, view='last', **v),
+                  'out': A(4, 5, view='last')}, ref, variant='-views'),
+        case(op, {'m': A(1, 3), 'v': A(1, 1, **v), 'out': Same('m')}, ref,
+             variant='-M1-alias'),
+        case(op, {'m': A(3, 1), 'v': A(3, 1, **v), 'out': A(3, 1)}, ref,
+             variant='-N1'),
+    ]
+    if full:
+        rows.append(case(op, {'m': A(3, 4), 'v': A(3, 4, **v),
+                              'out': A(3, 4)}, ref, variant='-full'))
+    return rows
+
+
+def dot_rows(op, accumulate):
+    def ref(a, b, out, transa, transb):
+        result = (a.T if transa else a) @ (b.T if transb else b)
+        return {'out': out + result if accumulate else result}
+    rows = []
+    for ta in (False, True):
+        for tb in (False, True):
+            a_shape = (4, 3) if ta else (3, 4)
+            b_shape = (5, 4) if tb else (4, 5)
+            rows.append(case(op, {
+                'a': A(*a_shape), 'b': A(*b_shape), 'out': A(3, 5),
+                'transa': ta, 'transb': tb}, ref, variant=f'-{ta:d}{tb:d}'))
+            rows.append(case(op, {
+                'a': A(*a_shape, view='last'), 'b': A(*b_shape, view='last'),
+                'out': A(3, 5, view='last'), 'transa': ta, 'transb': tb}, ref,
+                variant=f'-{ta:d}{tb:d}-views'))
+    for m, k, n in [(1, 4, 3), (3, 1, 2), (3, 4, 1), (1, 1, 1)]:
+        rows.append(case(op, {'a': A(m, k), 'b': A(k, n, view='last'),
+                              'out': A(m, n, view='last'), 'transa': False,
+                              'transb': False}, ref, variant=f'-{m}{k}{n}'))
+    return rows
+
+
+def activation_rows(name):
+    f, deriv = ACTIVATIONS[name]
+    low, high = (-100.0, 100.0) if name == 'sigmoid' else (-3.0, 3.0)
+    y_values = {'sigmoid': (0.0, 1.0), 'tanh': (-1.0, 1.0), 'rel': (0.0, 3.0),
+                'el': (-1.0, 3.0)}[name]
+    zeros_in_y = {'rel': 'zeros_mixed'}.get(name, 'uniform')
+
+    def ref(x, y):
+        return {'y': f(x)}
+
+    def ref_deriv(x, y, dy, dx):
+        return {'dx': dy * deriv(y)}
+    y_spec = {'low': y_values[0], 'high': y_values[1], 'values': zeros_in_y}
+    return [
+        case(name, {'x': A(3, 4, low=low, high=high), 'y': A(3, 4)}, ref),
+        case(name, {'x': A(2, 3, 4, view='last', values='zeros_mixed'),
+                    'y': A(2, 3, 4, view='last')}, ref, variant='-views'),
+        case(name, {'x': A(1, 1, 5), 'y': Same('x')}, ref, variant='-alias'),
+        case(name + '_deriv', {'x': A(3, 4), 'y': A(3, 4, **y_spec),
+                               'dy': A(3, 4), 'dx': A(3, 4)}, ref_deriv),
+        case(name + '_deriv', {'x': A(2, 3, view='last'),
+                               'y': A(2, 3, view='last', **y_spec),
+                               'dy': A(2, 3, view='last'),
+                               'dx': A(2, 3, view='last')}, ref_deriv,
+             variant='-views'),
+        case(name + '_deriv', {'x': None, 'y': A(1, 4, **y_spec),
+                               'dy': A(1, 4), 'dx': Same('dy')}, ref_deriv,
+             variant='-alias-no-x'),
+    ]
+
+
+CONV_GEOMETRIES = [  # N, H, W, C, F, (kh, kw), padding, stride
+    (2, 5, 6, 2, 3, (3, 2), 0, (1, 1)),
+    (2, 5, 6, 2, 3, (3, 3), 1, (2, 1)),
+    (1, 7, 5, 3, 2, (2, 3), 2, (2, 3)),
+    (3, 4, 4, 1, 1, (1, 1), 0, (1, 1)),
+    (2, 3, 3, 2, 2, (3, 3), 2, (1, 1)),
+]
+
+
+def conv_rows():
+    rows = []
+    for g, (n, h, w, c, f, k, p, s) in enumerate(CONV_GEOMETRIES):
+        oh, ow = _out_size(h, k[0], p, s[0]), _out_size(w, k[1], p, s[1])
+        view = ('rows', 'last')[g % 2]
+        rows.append(case('conv2d_forward_batch', {
+            'inputs': A(n, h, w, c, view=view), 'weights': A(f, *k, c),
+            'bias': A(f), 'outputs': A(n, oh, ow, f, view=view),
+            'padding': p, 'stride': s},
+            lambda inputs, weights, bias, outputs, padding, stride: {
+                'outputs': conv_forward_ref(inputs, weights, bias, padding,
+                                            stride)}, variant=f'-{g}'))
+        rows.append(case('conv2d_backward_batch', {
+            'inputs': A(n, h, w, c, view=view), 'weights': A(f, *k, c),
+            'padding': p, 'stride': s, 'in_deltas': A(n, h, w, c, view=view),
+            'out_deltas': A(n, oh, ow, f, view=view),
+            'weight_deltas': A(f, *k, c), 'bias_deltas': A(f)},
+            conv_backward_ref, variant=f'-{g}'))
+    return rows
+
+
+POOL_GEOMETRIES = [  # N, H, W, C, window, padding, stride
+    (2, 5, 6, 2, (3, 3), 0, (2, 2)),
+    (2, 4, 5, 3, (3, 2), 1, (1, 2)),
+    (1, 4, 5, 2, (2, 2), 2, (1, 1)),  # corner windows see only padding
+    (3, 3, 3, 1, (1, 1), 0, (1, 1)),
+    (2, 6, 4, 2, (2, 3), 1, (3, 2)),
+]
+
+
+def pool_rows():
+    rows = []
+    for g, (n, h, w, c, win, p, s) in enumerate(POOL_GEOMETRIES):
+        oh, ow = _out_size(h, win[0], p, s[0]), _out_size(w, win[1], p, s[1])
+        view = ('rows', 'last')[g % 2]
+
+        def max_ref(inputs, window, outputs, padding, stride, argmax):
+            out, arg = pool_ref(inputs, window, padding, stride, 'max')
+            return {'outputs': out, 'argmax': arg}
+
+        def avg_ref(inputs, window, outputs, padding, stride):
+            out, _ = pool_ref(inputs, window, padding, stride, 'avg')
+            return {'outputs': out}
+
+        def max_outputs(inputs, window, padding, stride, **_):
+            return pool_ref(inputs, window, padding, stride, 'max')[0]
+
+        def max_argmax(inputs, window, padding, stride, **_):
+            return pool_ref(inputs, window, padding, stride, 'max')[1]
+
+        def avg_outputs(inputs, window, padding, stride, **_):
+            return pool_ref(inputs, window, padding, stride, 'avg')[0]
+
+        def backward_ref(kind):
+            def ref(inputs, window, outputs, padding, stride, in_deltas,
+                    out_deltas, argmax=None):
+                return {'in_deltas': pool_backward_ref(
+                    inputs, window, padding, stride, in_deltas, out_deltas,
+                    kind)}
+            return ref
+
+        rows += [
+            case('maxpool2d_forward_batch', {
+                'inputs': A(n, h, w, c, view=view), 'window': win,
+                'outputs': A(n, oh, ow, c, view=view), 'padding': p,
+                'stride': s, 'argmax': A(n, oh, ow, c)}, max_ref,
+                variant=f'-{g}'),
+            case('maxpool2d_backward_batch', {
+                'inputs': A(n, h, w, c, view=view), 'window': win,
+                'outputs': Derived(max_outputs), 'padding': p, 'stride': s,
+                'argmax': Derived(max_argmax),
+                'in_deltas': A(n, h, w, c, view=view),
+                'out_deltas': A(n, oh, ow, c, view=view)},
+                backward_ref('max'), variant=f'-{g}'),
+            case('avgpool2d_forward_batch', {
+                'inputs': A(n, h, w, c, view=view), 'window': win,
+                'outputs': A(n, oh, ow, c, view=view), 'padding': p,
+                'stride': s}, avg_ref, variant=f'-{g}'),
+            case('avgpool2d_backward_batch', {
+                'inputs': A(n, h, w, c, view=view), 'window': win,
+                'outputs': Derived(avg_outputs), 'padding': p, 'stride': s,
+                'in_deltas': A(n, h, w, c, view=view),
+                'out_deltas': A(n, oh, ow, c, view=view)},
+                backward_ref('avg'), variant=f'-{g}'),
+        ]
+    return rows
+
+
+def _with_nan(rng, shape):
+    x = rng.uniform(-1, 1, shape)
+    x[..., shape[-1] // 2] = np.nan
+    return x
+
+
+def _with_inf(rng, shape):
+    x = rng.uniform(-1, 1, shape)
+    x[..., shape[-1] // 2] = -np.inf
+    return x
+
+
+def _check_gaussian(h, result, values):
+    out = result['out']
+    assert abs(out.mean() - 2.0) < 0.03, f'mean {out.mean()} != 2 +- 0.03'
+    assert abs(out.std() - 0.5) < 0.03, f'std {out.std()} != 0.5 +- 0.03'
+
+
+def _check_mask(probability):
+    def check(h, result, values):
+        mask = result['mask']
+        assert set(np.unique(mask)) <= {0.0, 1.0}, np.unique(mask)
+        assert abs(mask.mean() - probability) < 0.03, \
+            f'fraction of ones {mask.mean()} != {probability} +- 0.03'
+    return check
+
+
+def _check_allocation(shape, fill=None):
+    def check(h, result, values):
+        arr = h.get_numpy_copy(result['@return'])
+        assert arr.shape == shape and arr.dtype == np.dtype(h.dtype), \
+            (arr.shape, arr.dtype)
+        if fill is not None:
+            assert np.all(arr == fill), arr
+    return check
+
+
+# ----------------------------------------------------------------- table ---
+
+CASES = [
+    # allocation
+    case('allocate', {'shape': (2, 3)}, check=_check_allocation((2, 3))),
+    case('zeros', {'shape': (3, 1, 2)}, check=_check_allocation((3, 1, 2), 0)),
+    case('ones', {'shape': (4,)}, check=_check_allocation((4,), 1)),
+    case('create_from_numpy', {'arr': Raw(2, 3, 4)},
+         lambda arr: {'@return': arr}),
+    case('get_numpy_copy', {'mem': A(3, 4, view='last')},
+         lambda mem: {'@return': mem}),
+    case('set_from_numpy', {'mem': A(2, 3, 4, view='last'),
+                            'arr': Raw(2, 3, 4)},
+         lambda mem, arr: {'mem': arr}),
+    # copy/fill
+    *elementwise_rows('copy_to', lambda src: src),
+    case('copy_to_if', {'src': A(3, 4), 'dest': A(3, 4),
+                        'cond': A(3, 4, values='cond')},
+         lambda src, dest, cond: {'dest': np.where(cond != 0, src, dest)}),
+    case('copy_to_if', {'src': A(2, 2, 3, view='last'),
+                        'dest': A(2, 2, 3, view='last'),
+                        'cond': A(2, 2, 3, view='last', values='cond')},
+         lambda src, dest, cond: {'dest': np.where(cond != 0, src, dest)},
+         variant='-views'),
+    case('fill', {'mem': A(2, 3, 4, view='last'), 'val': 1.5},
+         lambda mem, val: {'mem': np.full_like(mem, val)}),
+    case('fill', {'mem': A(1, 1), 'val': -3},
+         lambda mem, val: {'mem': np.full_like(mem, val)}, variant='-int'),
+    case('fill_if', {'mem': A(3, 5, view='last'), 'val': 0.25,
+                     'cond': A(3, 5, values='cond')},
+         lambda mem, val, cond: {'mem': np.where(cond != 0, val, mem)}),
+    case('fill_gaussian', {'mean': 2.0, 'std': 0.5,
+                           'out': A(100, 60, view='last')},
+         check=_check_gaussian),
+    case('generate_probability_mask', {'mask': A(100, 60, view='last'),
+                                        'probability': 0.3},
+         check=_check_mask(0.3)),
+    case('generate_probability_mask', {'mask': A(10, 6), 'probability': 1.0},
+         lambda mask, probability: {'mask': np.ones_like(mask)},
+         variant='-one'),
+    case('generate_probability_mask', {'mask': A(10, 6), 'probability': 0},
+         lambda mask, probability: {'mask': np.zeros_like(mask)},
+         variant='-zero'),
+    # checks
+    case('is_fully_finite', {'a': A(3, 4, view='last')},
+         lambda a: {'@return': True}),
+    case('is_fully_finite', {'a': A(3, 4, values=_with_nan)},
+         lambda a: {'@return': False}, variant='-nan'),
+    case('is_fully_finite', {'a': A(2, 5, values=_with_inf, view='last')},
+         lambda a: {'@return': False}, variant='-inf'),
+    # math A to Z
+    *elementwise_rows('abs_t', np.abs),
+    case('add_into_if', {'a': A(3, 4), 'out': A(3, 4),
+                         'cond': A(3, 4, values='cond')},
+         lambda a, out, cond: {'out': np.where(cond != 0, out + a, out)}),
+    case('add_into_if', {'a': A(2, 3, view='last'),
+                         'out': A(2, 3, view='last'),
+                         'cond': A(2, 3, values='cond', view='last')},
+         lambda a, out, cond: {'out': np.where(cond != 0, out + a, out)},
+         variant='-views'),
+    *mv_rows('add_mv', lambda m, v: m + v),
+    *scalar_rows('add_st', lambda s, t: t + s),
+    *elementwise_rows('add_tt', np.add, b={}),
+    case('binarize_v', {'v': A(5, 1, values='ids', high=4), 'out': A(5, 4)},
+         lambda v, out: {'out': (v == np.arange(4)) * 1.0}),
+    case('binarize_v', {'v': A(3, 1, values='ids', high=6, view='last'),
+                        'out': A(3, 6, view='last')},
+         lambda v, out: {'out': (v == np.arange(6)) * 1.0}, variant='-views'),
+    case('binarize_v', {'v': A(1, 1, values='ids', high=1), 'out': A(1, 1)},
+         lambda v, out: {'out': np.ones((1, 1))}, variant='-1x1'),
+    case('broadcast_t', {'a': A(1, 4), 'axis': 0, 'out': A(3, 4)},
+         lambda a, axis, out: {'out': np.repeat(a, 3, axis=0)}),
+    case('broadcast_t', {'a': A(3, 1, view='last'), 'axis': 1,
+                         'out': A(3, 5, view='last')},
+         lambda a, axis, out: {'out': np.repeat(a, 5, axis=1)},
+         variant='-axis1-views'),
+    case('broadcast_t', {'a': A(2, 1, 3), 'axis': 1,
+                         'out': A(2, 4, 3, view='last')},
+         lambda a, axis, out: {'out': np.repeat(a, 4, axis=1)},
+         variant='-3d'),
+    *elementwise_rows('clip_t', np.clip, extra={'a_min': -0.5, 'a_max': 0.7}),
+    case('clip_t', {'a': A(3, 4), 'a_min': -1, 'a_max': 1, 'out': A(3, 4)},
+         lambda a, a_min, a_max, out: {'out': np.clip(a, -1, 1)},
+         variant='-int-bounds'),
+    *mv_rows('divide_mv', lambda m, v: m / v,
+             v={'values': 'away', 'low': 0.5}),
+    *elementwise_rows('divide_tt', np.divide, b={'values': 'away',
+                                                 'low': 0.5}),
+    *dot_rows('dot_add_mm', accumulate=True),
+    *dot_rows('dot_mm', accumulate=False),
+    case('index_m_by_v', {'m': A(5, 4), 'v': A(5, 1, values='ids', high=4),
+                          'out': A(5, 1)},
+         lambda m, v, out: {'out': m[np.arange(5), v[:, 0].astype(int)]
+                            [:, None]}),
+    case('index_m_by_v', {'m': A(3, 6, view='last'),
+                          'v': A(3, 1, values='ids', high=6, view='last'),
+                          'out': A(3, 1, view='last')},
+         lambda m, v, out: {'out': m[np.arange(3), v[:, 0].astype(int)]
+                            [:, None]}, variant='-views'),
+    *elementwise_rows('log_t', np.log, a={'low': 0.1, 'high': 4.0}),
+    case('merge_tt', {'a': A(2, 3, 2), 'b': A(2, 3, 4),
+                      'out': A(2, 3, 6, view='last')},
+         lambda a, b, out: {'out': np.concatenate([a, b], axis=-1)}),
+    case('merge_tt', {'a': A(1, 1, 1, view='last'), 'b': A(1, 1, 3),
+                      'out': A(1, 1, 4)},
+         lambda a, b, out: {'out': np.concatenate([a, b], axis=-1)},
+         variant='-T1B1'),
+    *elementwise_rows('modulo_tt', np.fmod, a={'low': -5.0, 'high': 5.0},
+                      b={'values': 'away', 'low': 0.5, 'high': 2.0}),
+    *mv_rows('mult_add_mv', lambda m, v: m * v, full=True, accumulate=True),
+    *scalar_rows('mult_add_st', lambda s, t: s * t, accumulate=True),
+    *elementwise_rows('mult_add_tt', np.multiply, b={}, accumulate=True),
+    *mv_rows('mult_mv', lambda m, v: m * v, full=True),
+    *scalar_rows('mult_st', lambda s, t: s * t),
+    *elementwise_rows('mult_tt', np.multiply, b={}),
+    *elementwise_rows('sign_t', np.sign, a={'values': 'zeros_mixed'}),
+    case('softmax_m', {'m': A(4, 5, low=-100.0, high=100.0),
+                       'out': A(4, 5)},
+         lambda m, out: {'out': _softmax(m)}),
+    case('softmax_m', {'m': A(3, 6, view='last'),
+                       'out': A(3, 6, view='last')},
+         lambda m, out: {'out': _softmax(m)}, variant='-views'),
+    case('softmax_m', {'m': A(1, 3), 'out': Same('m')},
+         lambda m, out: {'out': _softmax(m)}, variant='-alias'),
+    case('softmax_m', {'m': A(4, 1), 'out': A(4, 1)},
+         lambda m, out: {'out': np.ones((4, 1))}, variant='-N1'),
+    case('split_add_tt', {'x': A(2, 3, 6, view='last'),
+                          'out_a': A(2, 3, 2), 'out_b': A(2, 3, 4)},
+         lambda x, out_a, out_b: {'out_a': out_a + x[..., :2],
+                                  'out_b': out_b + x[..., 2:]}),
+    case('split_add_tt', {'x': A(1, 1, 4), 'out_a': A(1, 1, 3, view='last'),
+                          'out_b': A(1, 1, 1)},
+         lambda x, out_a, out_b: {'out_a': out_a + x[..., :3],
+                                  'out_b': out_b + x[..., 3:]},
+         variant='-T1B1'),
+    *elementwise_rows('sqrt_t', np.sqrt, a={'low': 0.0, 'high': 4.0}),
+    *mv_rows('subtract_mv', lambda m, v: m - v),
+    *elementwise_rows('subtract_tt', np.subtract, b={}),
+    case('sum_t', {'a': A(2, 3, 4, view='last'), 'axis': None,
+                   'out': A(1)},
+         lambda a, axis, out: {'out': np.array([a.sum()])}),
+    case('sum_t', {'a': A(3, 4), 'axis': None, 'out': A()},
+         lambda a, axis, out: {'out': np.array(a.sum())}, variant='-0d'),
+    case('sum_t', {'a': A(3, 4, view='last'), 'axis': 0, 'out': A(4)},
+         lambda a, axis, out: {'out': a.sum(0)}, variant='-axis0'),
+    case('sum_t', {'a': A(3, 4), 'axis': 0, 'out': A(1, 4, view='last')},
+         lambda a, axis, out: {'out': a.sum(0, keepdims=True)},
+         variant='-axis0-keepdims'),
+    case('sum_t', {'a': A(3, 4, view='last'), 'axis': 1,
+                   'out': A(3, 1, view='last')},
+         lambda a, axis, out: {'out': a.sum(1, keepdims=True)},
+         variant='-axis1-keepdims'),
+    case('sum_t', {'a': A(1, 4), 'axis': 1, 'out': A(1)},
+         lambda a, axis, out: {'out': a.sum(1)}, variant='-axis1'),
+    case('sum_t', {'a': A(5), 'axis': 0, 'out': A(1)},
+         lambda a, axis, out: {'out': a.sum(0, keepdims=True)},
+         variant='-1d'),
+    # activations (each with its derivative)
+    *activation_rows('el'),
+    *activation_rows('rel'),
+    *activation_rows('sigmoid'),
+    *activation_rows('tanh'),
+    # conv/pool
+    *conv_rows(),
+    *pool_rows(),
+]
+
+
+def _softmax(m):
+    e = np.exp(m - m.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _op_names(params):
+    return {p.values[0] for p in params}
+
+
+# ----------------------------------------------------------------- tests ---
+
+def test_table_covers_every_op():
+    missing = Handler.__abstractmethods__ - _op_names(CASES)
+    assert not missing, f'ops without a row in CASES: {sorted(missing)}'
+
+
+@pytest.mark.parametrize('op, args, ref, check', CASES)
+def test_op(handler, op, args, ref, check):
+    rng = np.random.RandomState(42)
+    values, call, bigs = build_args(handler, args, rng)
+    returned = getattr(handler, op)(*call.values())
+    tol = TOLERANCES[np.dtype(handler.dtype).type]
+    written = {}
+    expected = ref(**{k: (v.copy() if isinstance(v, np.ndarray) else v)
+                      for k, v in values.items()}) if ref else {}
+    for name, value in call.items():
+        if isinstance(args[name], (A, Same, Derived)):
+            written[name] = handler.get_numpy_copy(value)
+    if check is not None:
+        check(handler, {**written, '@return': returned}, values)
+    if '@return' in expected:
+        want = expected.pop('@return')
+        if isinstance(want, bool):
+            assert returned is want, f'{op} returned {returned!r}, want {want}'
+        else:
+            got = returned if isinstance(returned, np.ndarray) else \
+                handler.get_numpy_copy(returned)
+            assert got.dtype == np.dtype(handler.dtype), got.dtype
+            np.testing.assert_allclose(got, want, **tol,
+                                       err_msg=f'{op}: returned value')
+    elif check is None:
+        assert returned is None, f'{op} returned {returned!r}, not None'
+    aliased = {n for n, s in args.items() if isinstance(s, Same)}
+    aliased |= {args[n].name for n in aliased}
+    for name, got in written.items():
+        if name in expected:
+            want = np.broadcast_to(expected[name], got.shape)
+            np.testing.assert_allclose(
+                got, want, **tol, err_msg=f'{op}: argument {name!r} '
+                f'(shape {got.shape}, rtol/atol {tol})')
+        elif name not in aliased and check is None:
+            np.testing.assert_array_equal(
+                got, values[name], err_msg=f'{op} changed its input {name!r}')
+    for name, (big_h, big, inner) in bigs.items():
+        after = handler.get_numpy_copy(big_h)
+        after[inner], big = 0, big.copy()
+        big[inner] = 0
+        np.testing.assert_array_equal(
+            after, big, err_msg=f'{op} wrote outside the view {name!r}')
+
+
+@pytest.mark.parametrize('name', ACTIVATION_NAMES)
+def test_activation_dicts(handler, name):
+    f, deriv = ACTIVATIONS[name]
+    rng = np.random.RandomState(3)
+    tol = TOLERANCES[np.dtype(handler.dtype).type]
+    dtype = np.dtype(handler.dtype)
+    x = rng.uniform(-3, 3, (4, 5)).astype(dtype).astype(np.float64)
+    dy = rng.uniform(-1, 1, (4, 5)).astype(dtype).astype(np.float64)
+    x_h, y_h = handler.create_from_numpy(x), handler.zeros((4, 5))
+    handler.act_func[name](x_h, y_h)
+    y = handler.get_numpy_copy(y_h).astype(np.float64)
+    np.testing.assert_allclose(y, f(x), **tol, err_msg=f'act_func[{name!r}]')
+    dy_h, dx_h = handler.create_from_numpy(dy), handler.zeros((4, 5))
+    handler.act_func_deriv[name](x_h, y_h, dy_h, dx_h)
+    np.testing.assert_allclose(handler.get_numpy_copy(dx_h), dy * deriv(y),
+                               **tol, err_msg=f'act_func_deriv[{name!r}]')
+    handler.inplace_act_func[name](x_h)
+    np.testing.assert_allclose(handler.get_numpy_copy(x_h), f(x), **tol,
+                               err_msg=f'inplace_act_func[{name!r}]')
+    handler.inplace_act_func_deriv[name](y_h, dy_h)
+    np.testing.assert_allclose(handler.get_numpy_copy(dy_h), dy * deriv(y),
+                               **tol,
+                               err_msg=f'inplace_act_func_deriv[{name!r}]')
+
+
+def test_get_numpy_copy_is_a_copy(handler):
+    mem = handler.create_from_numpy(np.ones((2, 3)))
+    copied = handler.get_numpy_copy(mem)
+    copied[:] = 5
+    assert np.all(handler.get_numpy_copy(mem) == 1)
+
+
+def test_handler_attributes(handler):
+    assert handler.dtype in (np.float32, np.float64)
+    assert isinstance(handler.EMPTY, handler.array_type)
+    assert handler.EMPTY.size == 0
+    assert handler.context is not None
+    assert set(handler.act_func) == set(ACTIVATION_NAMES)
+    assert set(handler.act_func_deriv) == set(ACTIVATION_NAMES)
+    assert set(handler.inplace_act_func) == set(ACTIVATION_NAMES)
+    assert set(handler.inplace_act_func_deriv) == set(ACTIVATION_NAMES)
+
+
+def test_seeded_handlers_draw_the_same_numbers(handler):
+    other = create_from_description(get_description(handler))
+    handler.rnd.set_seed(7)
+    other.rnd.set_seed(7)
+    a, b = handler.zeros((4, 3)), other.zeros((4, 3))
+    handler.fill_gaussian(0.0, 1.0, a)
+    other.fill_gaussian(0.0, 1.0, b)
+    np.testing.assert_array_equal(handler.get_numpy_copy(a),
+                                  other.get_numpy_copy(b))
+
+
+# ------------------------------------------------- descriptions, copying ---
+
+@pytest.mark.parametrize('dtype', [np.float32, np.float64])
+def test_numpy_handler_description_roundtrip(dtype):
+    h = NumpyHandler(dtype)
+    description = get_description(h)
+    assert description == {'@type': 'NumpyHandler',
+                           'dtype': np.dtype(dtype).name}
+    recreated = create_from_description(description)
+    assert isinstance(recreated, NumpyHandler)
+    assert recreated.dtype is dtype
+    assert recreated.act_func['tanh'].__self__ is recreated
+
+
+def test_debug_handler_description_roundtrip():
+    h = DebugHandler(NumpyHandler(np.float64))
+    description = get_description(h)
+    assert description == {'@type': 'DebugHandler', 'handler': {
+        '@type': 'NumpyHandler', 'dtype': 'float64'}}
+    recreated = create_from_description(description)
+    assert isinstance(recreated, DebugHandler)
+    assert recreated.dtype is np.float64
+    x = recreated.create_from_numpy(np.array([[0.0, 1.0]]))
+    recreated.act_func['sigmoid'](x, x)
+    np.testing.assert_allclose(recreated.get_numpy_copy(x),
+                               [[0.5, _sigmoid(1.0)]])
+
+
+@pytest.mark.parametrize('duplicate', [copy.deepcopy,
+                                       lambda h: pickle.loads(pickle.dumps(h))])
+def test_copied_handlers_own_their_activation_dicts(handler, duplicate):
+    other = duplicate(handler)
+    x = other.create_from_numpy(np.array([[-1.0, 2.0]]))
+    other.inplace_act_func['rel'](x)
+    np.testing.assert_array_equal(other.get_numpy_copy(x), [[0.0, 2.0]])
+    assert other.act_func['rel'].__self__ is other
+
+
+def test_package_exports():
+    assert isinstance(brainstorm.handlers.default_handler, NumpyHandler)
+    assert brainstorm.handlers.default_handler.dtype is np.float32
+    assert 'DebugHandler' not in brainstorm.handlers.__all__
+    assert {'NumpyHandler', 'PyCudaHandler', 'default_handler'} <= set(
+        brainstorm.handlers.__all__)
+
+
+# ------------------------------------------------ no allocation hot path ---
+
+def _hot_path_call(h, op):
+    """A repeatable call of ``op`` on interleaved feature-slice views."""
+    rng = np.random.RandomState(0)
+    n, size = 64, 16 * 16 * 4
+    big = h.create_from_numpy(rng.randn(n, 3 * size + 5))
+    x = big[:, :size].reshape(n, 16, 16, 4)
+    y = big[:, size:2 * size].reshape(n, 16, 16, 4)
+    z = big[:, 2 * size:3 * size].reshape(n, 16, 16, 4)
+    w = h.create_from_numpy(rng.randn(4, 3, 3, 4))
+    seq_a, seq_b = big[:, :size], big[:, size:2 * size]  # (T*B, F) slices
+    matrix, product = big[:, :3 * size], h.zeros((size, size))
+    calls = {
+        'dot_add_mm': lambda: h.dot_add_mm(
+            matrix[:, :size], matrix[:, size:2 * size], product, transa=True),
+        'mult_add_tt': lambda: h.mult_add_tt(seq_a, seq_a, seq_b),
+        'sigmoid_deriv': lambda: h.sigmoid_deriv(None, seq_a, seq_b, seq_b),
+        'conv2d_forward_batch': lambda: h.conv2d_forward_batch(
+            x, w, w[0, 0, 0], y, 1, (1, 1)),
+        'conv2d_backward_batch': lambda: h.conv2d_backward_batch(
+            x, w, 1, (1, 1), z, y, h.zeros(w.shape), h.zeros((4,))),
+        'maxpool2d_forward_batch': lambda: h.maxpool2d_forward_batch(
+            x, (3, 3), y, 1, (1, 1), z),
+        'maxpool2d_backward_batch': lambda: h.maxpool2d_backward_batch(
+            x, (3, 3), y, 1, (1, 1), z, x, y),
+        'avgpool2d_forward_batch': lambda: h.avgpool2d_forward_batch(
+            x, (3, 3), y, 1, (1, 1)),
+        'avgpool2d_backward_batch': lambda: h.avgpool2d_backward_batch(
+            x, (3, 3), y, 1, (1, 1), z, y),
+    }
+    return calls[op], x.nbytes
+
+
+@pytest.mark.parametrize('op', [
+    'avgpool2d_backward_batch', 'avgpool2d_forward_batch',
+    'conv2d_backward_batch', 'conv2d_forward_batch', 'dot_add_mm',
+    'maxpool2d_backward_batch', 'maxpool2d_forward_batch', 'mult_add_tt',
+    'sigmoid_deriv'])
+def test_numpy_ops_do_not_allocate_operand_sized_memory(op):
+    """Repeated calls reuse scratch buffers (NumPy's own fixed-size
+    iteration buffers stay far below the operand size)."""
+    h = NumpyHandler(np.float64)
+    run, nbytes = _hot_path_call(h, op)
+    run()  # the first call may create scratch buffers
+    tracemalloc.start()
+    try:
+        run()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < nbytes / 2, \
+        f'{op} allocated {peak} bytes on a repeated call (operand: {nbytes})'
