@@ -142,21 +142,28 @@ def validate_architecture(architecture) -> None:
                     f"Layer '{name}': the destinations of output "
                     f"'{out_name}' must be a list of 'Layer' or "
                     f"'Layer.input' strings. Received: {targets!r}")
-            for target in targets:
+            for i, target in enumerate(targets):
                 if not isinstance(target, str):
                     raise NetworkValidationError(
                         f"Layer '{name}', output '{out_name}': destinations "
                         f'must be strings. Received: {target!r}')
+                if target in targets[:i] or parse_connection(target) in [
+                        parse_connection(t) for t in targets[:i]
+                        if isinstance(t, str)]:
+                    raise NetworkValidationError(
+                        f"Layer '{name}', output '{out_name}': connects to "
+                        f"'{target}' more than once.")
                 dest, in_name = parse_connection(target)
                 if dest not in architecture:
                     raise NetworkValidationError(
                         f"Layer '{name}', output '{out_name}': connects to "
                         f"unknown layer '{dest}'. Known layers: "
                         f'{sorted(architecture)}')
-                if not in_name.isidentifier():
+                if not in_name.isidentifier() or target.endswith('.'):
                     raise NetworkValidationError(
-                        f"Layer '{name}', output '{out_name}': invalid input "
-                        f"name {in_name!r} in destination '{target}'.")
+                        f"Layer '{name}', output '{out_name}': invalid "
+                        f"destination '{target}'. Expected 'Layer' or "
+                        "'Layer.input_name' with an identifier as input name.")
                 if dest == 'Input':
                     raise NetworkValidationError(
                         f"Layer '{name}', output '{out_name}': the Input layer "
