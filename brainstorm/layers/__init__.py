@@ -17,6 +17,7 @@ from brainstorm.layers.input_layer import Input
 from brainstorm.layers.l1_decay_layer import L1Decay
 from brainstorm.layers.l2_decay_layer import L2Decay
 from brainstorm.layers.loss_layer import Loss
+from brainstorm.layers.lstm_layer import Lstm
 from brainstorm.layers.mask_layer import Mask
 from brainstorm.layers.merge_layer import Merge
 from brainstorm.layers.noop_layer import NoOp
@@ -33,3 +34,4 @@ __all__ += ['Convolution2D', 'Pooling2D', 'BatchNorm', 'Dropout']
 __all__ += ['Highway', 'Elementwise', 'NoOp', 'DeltasScaling', 'Merge',
             'Mask', 'SigmoidCE', 'BinomialCrossEntropy', 'SquaredDifference',
             'L1Decay', 'L2Decay']
+__all__ += ['Lstm']

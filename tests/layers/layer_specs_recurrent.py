@@ -1,0 +1,23 @@
+"""Registry entries for the recurrent layers Lstm, Clockwork and
+ClockworkLstm (see test_layer_registry.py).
+
+The harness fills the context slots of outputs and forward internals with
+random values, so every entry also checks exact gradients with a non-zero
+context. Clockwork entries fix ``timing`` (random values would be
+meaningless) to a non-trivial pattern with sequences longer than the
+largest period.
+"""
+
+from brainstorm.layers.lstm_layer import LstmLayerImpl
+
+LONG_CONFIGURATIONS = [(1, 1), (5, 1), (7, 3)]
+
+LAYER_SPECS = [
+    dict(id='Lstm', layer_class=LstmLayerImpl, in_shapes={'default': (3,)},
+         kwargs={'size': 4}, activation=True),
+    dict(id='Lstm-multidim', layer_class=LstmLayerImpl,
+         in_shapes={'default': (2, 3)}, kwargs={'size': 3}, activation=True),
+    dict(id='Lstm-default-size', layer_class=LstmLayerImpl,
+         in_shapes={'default': (3,)}, kwargs={},
+         configurations=LONG_CONFIGURATIONS),
+]
