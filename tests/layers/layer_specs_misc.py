@@ -1,5 +1,10 @@
 """Registry entries for the elementwise, merging, masking and loss-like
-layers (see test_layer_registry.py)."""
+layers (see test_layer_registry.py), and ``run_layer``, which their own test
+modules use to run one layer on given data."""
+
+from types import SimpleNamespace
+
+import numpy as np
 
 from brainstorm.layers.attributes import ACTIVATIONS
 from brainstorm.layers.binomial_cross_entropy_layer import (
@@ -17,6 +22,58 @@ from brainstorm.layers.sigmoid_ce_layer import SigmoidCELayerImpl
 from brainstorm.layers.squared_difference_layer import (
     SquaredDifferenceLayerImpl,
 )
+from brainstorm.testing import instantiate_layer, set_up_layer
+
+
+def run_layer(layer_class, inputs: dict, kwargs=None, output_deltas=None,
+              prefill_deltas=0.0, time_sized=True):
+    """Run one forward and (if ``output_deltas`` are given) one backward
+    pass of a layer under the test handler.
+
+    Args:
+        layer_class: the ``...LayerImpl`` class.
+        inputs: input name -> array ``(T, B, *features)`` (or ``(B, *F)``
+            with ``time_sized=False``).
+        kwargs: the layer's arguments.
+        output_deltas: output name -> array of the output's shape.
+        prefill_deltas: value the input deltas hold before backward.
+        time_sized: whether the inputs are time-sized.
+
+    Returns:
+        A namespace with the ``layer`` and NumPy copies of ``outputs``,
+        ``internals``, ``input_deltas`` and ``output_deltas`` (after the
+        passes), each a dict name -> array.
+    """
+    lead = 2 if time_sized else 1
+    in_shapes = {n: (('B',) if not time_sized else ()) + v.shape[lead:]
+                 for n, v in inputs.items()}
+    layer = instantiate_layer(layer_class, in_shapes, **(kwargs or {}))
+    first = next(iter(inputs.values()))
+    time_steps, batch_size = first.shape[:2] if time_sized else \
+        (1, first.shape[0])
+    spec = {'time_steps': time_steps, 'batch_size': batch_size, **inputs}
+    buffers, manager = set_up_layer(layer, spec)
+    h = manager.handler
+    layer.forward_pass(buffers, training_pass=True)
+    if output_deltas is not None:
+        manager.clear_backward_buffers()
+        for name, value in output_deltas.items():
+            h.set_from_numpy(buffers.output_deltas[name], value)
+        for array in buffers.input_deltas.values():
+            h.fill(array, float(prefill_deltas))
+        layer.backward_pass(buffers)
+
+    def copies(category):
+        return {n: h.get_numpy_copy(a) for n, a in buffers[category].items()}
+    return SimpleNamespace(layer=layer, outputs=copies('outputs'),
+                           internals=copies('internals'),
+                           input_deltas=copies('input_deltas'),
+                           output_deltas=copies('output_deltas'))
+
+
+def random_data(seed, *shape):
+    """Seeded N(0, 1) data of ``shape``."""
+    return np.random.RandomState(seed).randn(*shape)
 
 
 def uniform(low, high, *features):
