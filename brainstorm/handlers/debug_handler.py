@@ -339,15 +339,15 @@ class DebugHandler(Handler):
             self._fail(op, f"argument 'shape' must be a tuple of ints >= 0. "
                            f'Received: {shape!r}')
 
-    def allocate(self, shape):
+    def allocate(self, shape: tuple[int, ...]):
         self._expect_shape_arg('allocate', shape)
         return DebugArray(self.handler.allocate(shape))
 
-    def zeros(self, shape):
+    def zeros(self, shape: tuple[int, ...]):
         self._expect_shape_arg('zeros', shape)
         return DebugArray(self.handler.zeros(shape))
 
-    def ones(self, shape):
+    def ones(self, shape: tuple[int, ...]):
         self._expect_shape_arg('ones', shape)
         return DebugArray(self.handler.ones(shape))
 
@@ -362,7 +362,7 @@ class DebugHandler(Handler):
         self._expect_arrays('get_numpy_copy', mem=mem)
         return self.handler.get_numpy_copy(mem.array)
 
-    def set_from_numpy(self, mem, arr):
+    def set_from_numpy(self, mem, arr) -> None:
         self._expect_arrays('set_from_numpy', mem=mem)
         if not isinstance(arr, np.ndarray):
             self._fail('set_from_numpy', f"argument 'arr' must be a numpy "
@@ -376,24 +376,24 @@ class DebugHandler(Handler):
 
     # ------------------------------------------------------------- copy/fill
 
-    def copy_to(self, src, dest):
+    def copy_to(self, src, dest) -> None:
         self._elementwise('copy_to', src=src, dest=dest)
 
-    def copy_to_if(self, src, dest, cond):
+    def copy_to_if(self, src, dest, cond) -> None:
         self._elementwise('copy_to_if', src=src, dest=dest, cond=cond)
 
-    def fill(self, mem, val):
+    def fill(self, mem, val: float) -> None:
         self._expect_arrays('fill', mem=mem)
         self._expect_scalars('fill', val=val)
         self._run('fill', mem=mem, val=val)
 
-    def fill_if(self, mem, val, cond):
+    def fill_if(self, mem, val: float, cond) -> None:
         self._expect_arrays('fill_if', mem=mem, cond=cond)
         self._expect_scalars('fill_if', val=val)
         self._expect_same_shape('fill_if', mem=mem, cond=cond)
         self._run('fill_if', mem=mem, val=val, cond=cond)
 
-    def fill_gaussian(self, mean, std, out):
+    def fill_gaussian(self, mean: float, std: float, out) -> None:
         self._expect_scalars('fill_gaussian', mean=mean, std=std)
         self._expect_arrays('fill_gaussian', out=out)
         if std < 0:
@@ -401,7 +401,7 @@ class DebugHandler(Handler):
                                         f'Received: {std}')
         self._run('fill_gaussian', mean=mean, std=std, out=out)
 
-    def generate_probability_mask(self, mask, probability):
+    def generate_probability_mask(self, mask, probability: float) -> None:
         op = 'generate_probability_mask'
         self._expect_arrays(op, mask=mask)
         self._expect_scalars(op, probability=probability)
@@ -412,35 +412,35 @@ class DebugHandler(Handler):
 
     # ---------------------------------------------------------------- checks
 
-    def is_fully_finite(self, a):
+    def is_fully_finite(self, a) -> bool:
         self._expect_arrays('is_fully_finite', a=a)
         return self.handler.is_fully_finite(a.array)
 
     # ----------------------------------------------------------- math A to Z
 
-    def abs_t(self, a, out):
+    def abs_t(self, a, out) -> None:
         self._elementwise('abs_t', a=a, out=out)
 
-    def add_into_if(self, a, out, cond):
+    def add_into_if(self, a, out, cond) -> None:
         self._elementwise('add_into_if', a=a, out=out, cond=cond)
 
-    def add_mv(self, m, v, out):
+    def add_mv(self, m, v, out) -> None:
         self._matrix_vector('add_mv', m, v, out)
 
-    def add_st(self, s, t, out):
+    def add_st(self, s: float, t, out) -> None:
         self._scalar_tensor('add_st', s, t, out)
 
-    def add_tt(self, a, b, out):
+    def add_tt(self, a, b, out) -> None:
         self._elementwise('add_tt', a=a, b=b, out=out)
 
-    def binarize_v(self, v, out):
+    def binarize_v(self, v, out) -> None:
         self._expect_arrays('binarize_v', v=v, out=out)
         self._expect_ndim('binarize_v', 'out', out, 2)
         self._expect_shape('binarize_v', 'v', v, [(out.shape[0], 1)])
         self._expect_ids('binarize_v', 'v', v, out.shape[1])
         self._run('binarize_v', v=v, out=out)
 
-    def broadcast_t(self, a, axis, out):
+    def broadcast_t(self, a, axis: int, out) -> None:
         self._expect_arrays('broadcast_t', a=a, out=out)
         if not (_is_int(axis) and 0 <= axis < len(out.shape)):
             self._fail('broadcast_t', f"argument 'axis' must be an int in "
@@ -450,7 +450,7 @@ class DebugHandler(Handler):
         self._expect_shape('broadcast_t', 'a', a, [expected])
         self._run('broadcast_t', a=a, axis=axis, out=out)
 
-    def clip_t(self, a, a_min, a_max, out):
+    def clip_t(self, a, a_min: float, a_max: float, out) -> None:
         self._expect_arrays('clip_t', a=a, out=out)
         self._expect_scalars('clip_t', a_min=a_min, a_max=a_max)
         self._expect_same_shape('clip_t', a=a, out=out)
@@ -459,19 +459,21 @@ class DebugHandler(Handler):
                                  f'a_min={a_min}, a_max={a_max}')
         self._run('clip_t', a=a, a_min=a_min, a_max=a_max, out=out)
 
-    def divide_mv(self, m, v, out):
+    def divide_mv(self, m, v, out) -> None:
         self._matrix_vector('divide_mv', m, v, out)
 
-    def divide_tt(self, a, b, out):
+    def divide_tt(self, a, b, out) -> None:
         self._elementwise('divide_tt', a=a, b=b, out=out)
 
-    def dot_add_mm(self, a, b, out, transa=False, transb=False):
+    def dot_add_mm(self, a, b, out, transa: bool = False,
+                   transb: bool = False) -> None:
         self._dot('dot_add_mm', a, b, out, transa, transb)
 
-    def dot_mm(self, a, b, out, transa=False, transb=False):
+    def dot_mm(self, a, b, out, transa: bool = False,
+               transb: bool = False) -> None:
         self._dot('dot_mm', a, b, out, transa, transb)
 
-    def index_m_by_v(self, m, v, out):
+    def index_m_by_v(self, m, v, out) -> None:
         self._expect_arrays('index_m_by_v', m=m, v=v, out=out)
         self._expect_ndim('index_m_by_v', 'm', m, 2)
         self._expect_shape('index_m_by_v', 'v', v, [(m.shape[0], 1)])
@@ -479,10 +481,10 @@ class DebugHandler(Handler):
         self._expect_ids('index_m_by_v', 'v', v, m.shape[1])
         self._run('index_m_by_v', m=m, v=v, out=out)
 
-    def log_t(self, a, out):
+    def log_t(self, a, out) -> None:
         self._elementwise('log_t', a=a, out=out)
 
-    def merge_tt(self, a, b, out):
+    def merge_tt(self, a, b, out) -> None:
         self._expect_arrays('merge_tt', a=a, b=b, out=out)
         self._expect_ndim('merge_tt', 'b', b, len(a.shape))
         self._expect_shape('merge_tt', 'b', b, [a.shape[:-1] + b.shape[-1:]])
@@ -490,36 +492,36 @@ class DebugHandler(Handler):
                            [a.shape[:-1] + (a.shape[-1] + b.shape[-1],)])
         self._run('merge_tt', a=a, b=b, out=out)
 
-    def modulo_tt(self, a, b, out):
+    def modulo_tt(self, a, b, out) -> None:
         self._elementwise('modulo_tt', a=a, b=b, out=out)
 
-    def mult_add_mv(self, m, v, out):
+    def mult_add_mv(self, m, v, out) -> None:
         self._matrix_vector('mult_add_mv', m, v, out, allow_full=True)
 
-    def mult_add_st(self, s, t, out):
+    def mult_add_st(self, s: float, t, out) -> None:
         self._scalar_tensor('mult_add_st', s, t, out)
 
-    def mult_add_tt(self, a, b, out):
+    def mult_add_tt(self, a, b, out) -> None:
         self._elementwise('mult_add_tt', a=a, b=b, out=out)
 
-    def mult_mv(self, m, v, out):
+    def mult_mv(self, m, v, out) -> None:
         self._matrix_vector('mult_mv', m, v, out, allow_full=True)
 
-    def mult_st(self, s, t, out):
+    def mult_st(self, s: float, t, out) -> None:
         self._scalar_tensor('mult_st', s, t, out)
 
-    def mult_tt(self, a, b, out):
+    def mult_tt(self, a, b, out) -> None:
         self._elementwise('mult_tt', a=a, b=b, out=out)
 
-    def sign_t(self, a, out):
+    def sign_t(self, a, out) -> None:
         self._elementwise('sign_t', a=a, out=out)
 
-    def softmax_m(self, m, out):
+    def softmax_m(self, m, out) -> None:
         self._expect_arrays('softmax_m', m=m, out=out)
         self._expect_ndim('softmax_m', 'm', m, 2)
         self._elementwise('softmax_m', m=m, out=out)
 
-    def split_add_tt(self, x, out_a, out_b):
+    def split_add_tt(self, x, out_a, out_b) -> None:
         self._expect_arrays('split_add_tt', x=x, out_a=out_a, out_b=out_b)
         self._expect_ndim('split_add_tt', 'out_a', out_a, len(x.shape))
         self._expect_shape('split_add_tt', 'out_a', out_a,
@@ -528,16 +530,16 @@ class DebugHandler(Handler):
                            [x.shape[:-1] + (x.shape[-1] - out_a.shape[-1],)])
         self._run('split_add_tt', x=x, out_a=out_a, out_b=out_b)
 
-    def sqrt_t(self, a, out):
+    def sqrt_t(self, a, out) -> None:
         self._elementwise('sqrt_t', a=a, out=out)
 
-    def subtract_mv(self, m, v, out):
+    def subtract_mv(self, m, v, out) -> None:
         self._matrix_vector('subtract_mv', m, v, out)
 
-    def subtract_tt(self, a, b, out):
+    def subtract_tt(self, a, b, out) -> None:
         self._elementwise('subtract_tt', a=a, b=b, out=out)
 
-    def sum_t(self, a, axis, out):
+    def sum_t(self, a, axis: int | None, out) -> None:
         self._expect_arrays('sum_t', a=a, out=out)
         if axis is None:
             if out.size != 1:
@@ -557,28 +559,28 @@ class DebugHandler(Handler):
 
     # ----------------------------------------------------------- activations
 
-    def el(self, x, y):
+    def el(self, x, y) -> None:
         self._activation('el', x, y)
 
-    def el_deriv(self, x, y, dy, dx):
+    def el_deriv(self, x, y, dy, dx) -> None:
         self._activation_deriv('el_deriv', x, y, dy, dx)
 
-    def rel(self, x, y):
+    def rel(self, x, y) -> None:
         self._activation('rel', x, y)
 
-    def rel_deriv(self, x, y, dy, dx):
+    def rel_deriv(self, x, y, dy, dx) -> None:
         self._activation_deriv('rel_deriv', x, y, dy, dx)
 
-    def sigmoid(self, x, y):
+    def sigmoid(self, x, y) -> None:
         self._activation('sigmoid', x, y)
 
-    def sigmoid_deriv(self, x, y, dy, dx):
+    def sigmoid_deriv(self, x, y, dy, dx) -> None:
         self._activation_deriv('sigmoid_deriv', x, y, dy, dx)
 
-    def tanh(self, x, y):
+    def tanh(self, x, y) -> None:
         self._activation('tanh', x, y)
 
-    def tanh_deriv(self, x, y, dy, dx):
+    def tanh_deriv(self, x, y, dy, dx) -> None:
         self._activation_deriv('tanh_deriv', x, y, dy, dx)
 
     # -------------------------------------------------------------- conv/pool
@@ -595,8 +597,8 @@ class DebugHandler(Handler):
         self._expect_shape(op, outputs[0], outputs[1],
                            [(n, oh, ow, weights.shape[0])])
 
-    def conv2d_forward_batch(self, inputs, weights, bias, outputs, padding,
-                             stride):
+    def conv2d_forward_batch(self, inputs, weights, bias, outputs,
+                             padding: int, stride: tuple[int, int]) -> None:
         op = 'conv2d_forward_batch'
         self._expect_arrays(op, inputs=inputs, weights=weights, bias=bias,
                             outputs=outputs)
@@ -606,9 +608,9 @@ class DebugHandler(Handler):
         self._run(op, inputs=inputs, weights=weights, bias=bias,
                   outputs=outputs, padding=padding, stride=stride)
 
-    def conv2d_backward_batch(self, inputs, weights, padding, stride,
-                              in_deltas, out_deltas, weight_deltas,
-                              bias_deltas):
+    def conv2d_backward_batch(self, inputs, weights, padding: int,
+                              stride: tuple[int, int], in_deltas, out_deltas,
+                              weight_deltas, bias_deltas) -> None:
         op = 'conv2d_backward_batch'
         self._expect_arrays(op, inputs=inputs, weights=weights,
                             in_deltas=in_deltas, out_deltas=out_deltas,
@@ -625,8 +627,9 @@ class DebugHandler(Handler):
                   stride=stride, in_deltas=in_deltas, out_deltas=out_deltas,
                   weight_deltas=weight_deltas, bias_deltas=bias_deltas)
 
-    def maxpool2d_forward_batch(self, inputs, window, outputs, padding,
-                                stride, argmax):
+    def maxpool2d_forward_batch(self, inputs, window: tuple[int, int],
+                                outputs, padding: int,
+                                stride: tuple[int, int], argmax) -> None:
         op = 'maxpool2d_forward_batch'
         self._expect_arrays(op, inputs=inputs, outputs=outputs, argmax=argmax)
         self._pool_check(op, inputs, window, outputs, padding, stride)
@@ -634,8 +637,10 @@ class DebugHandler(Handler):
         self._run(op, inputs=inputs, window=window, outputs=outputs,
                   padding=padding, stride=stride, argmax=argmax)
 
-    def maxpool2d_backward_batch(self, inputs, window, outputs, padding,
-                                 stride, argmax, in_deltas, out_deltas):
+    def maxpool2d_backward_batch(self, inputs, window: tuple[int, int],
+                                 outputs, padding: int,
+                                 stride: tuple[int, int], argmax, in_deltas,
+                                 out_deltas) -> None:
         op = 'maxpool2d_backward_batch'
         self._expect_arrays(op, inputs=inputs, outputs=outputs, argmax=argmax,
                             in_deltas=in_deltas, out_deltas=out_deltas)
@@ -647,16 +652,19 @@ class DebugHandler(Handler):
                   padding=padding, stride=stride, argmax=argmax,
                   in_deltas=in_deltas, out_deltas=out_deltas)
 
-    def avgpool2d_forward_batch(self, inputs, window, outputs, padding,
-                                stride):
+    def avgpool2d_forward_batch(self, inputs, window: tuple[int, int],
+                                outputs, padding: int,
+                                stride: tuple[int, int]) -> None:
         op = 'avgpool2d_forward_batch'
         self._expect_arrays(op, inputs=inputs, outputs=outputs)
         self._pool_check(op, inputs, window, outputs, padding, stride)
         self._run(op, inputs=inputs, window=window, outputs=outputs,
                   padding=padding, stride=stride)
 
-    def avgpool2d_backward_batch(self, inputs, window, outputs, padding,
-                                 stride, in_deltas, out_deltas):
+    def avgpool2d_backward_batch(self, inputs, window: tuple[int, int],
+                                 outputs, padding: int,
+                                 stride: tuple[int, int], in_deltas,
+                                 out_deltas) -> None:
         op = 'avgpool2d_backward_batch'
         self._expect_arrays(op, inputs=inputs, outputs=outputs,
                             in_deltas=in_deltas, out_deltas=out_deltas)

@@ -59,13 +59,13 @@ class NumpyHandler(Handler):
 
     # ------------------------------------------------------------ allocation
 
-    def allocate(self, shape):
+    def allocate(self, shape: tuple[int, ...]):
         return np.zeros(shape, dtype=self.dtype)
 
-    def zeros(self, shape):
+    def zeros(self, shape: tuple[int, ...]):
         return np.zeros(shape, dtype=self.dtype)
 
-    def ones(self, shape):
+    def ones(self, shape: tuple[int, ...]):
         return np.ones(shape, dtype=self.dtype)
 
     def create_from_numpy(self, arr):
@@ -75,142 +75,143 @@ class NumpyHandler(Handler):
         assert isinstance(mem, np.ndarray), type(mem)
         return np.array(mem, dtype=self.dtype)
 
-    def set_from_numpy(self, mem, arr):
+    def set_from_numpy(self, mem, arr) -> None:
         mem[...] = arr
 
     # ------------------------------------------------------------- copy/fill
 
-    def copy_to(self, src, dest):
+    def copy_to(self, src, dest) -> None:
         np.copyto(dest, src)
 
-    def copy_to_if(self, src, dest, cond):
+    def copy_to_if(self, src, dest, cond) -> None:
         np.copyto(dest, src, where=cond != 0)
 
-    def fill(self, mem, val):
+    def fill(self, mem, val: float) -> None:
         mem.fill(val)
 
-    def fill_if(self, mem, val, cond):
+    def fill_if(self, mem, val: float, cond) -> None:
         np.copyto(mem, val, where=cond != 0)
 
-    def fill_gaussian(self, mean, std, out):
+    def fill_gaussian(self, mean: float, std: float, out) -> None:
         out[...] = self.rnd.normal(mean, std, out.shape)
 
-    def generate_probability_mask(self, mask, probability):
+    def generate_probability_mask(self, mask, probability: float) -> None:
         np.less(self.rnd.random_sample(mask.shape), probability, out=mask)
 
     # ---------------------------------------------------------------- checks
 
-    def is_fully_finite(self, a):
+    def is_fully_finite(self, a) -> bool:
         return bool(np.isfinite(a).all())
 
     # ----------------------------------------------------------- math A to Z
 
-    def abs_t(self, a, out):
+    def abs_t(self, a, out) -> None:
         np.abs(a, out=out)
 
-    def add_into_if(self, a, out, cond):
+    def add_into_if(self, a, out, cond) -> None:
         np.add(out, a, out=out, where=cond != 0)
 
-    def add_mv(self, m, v, out):
+    def add_mv(self, m, v, out) -> None:
         np.add(m, v, out=out)
 
-    def add_st(self, s, t, out):
+    def add_st(self, s: float, t, out) -> None:
         np.add(t, s, out=out)
 
-    def add_tt(self, a, b, out):
+    def add_tt(self, a, b, out) -> None:
         np.add(a, b, out=out)
 
-    def binarize_v(self, v, out):
+    def binarize_v(self, v, out) -> None:
         ids = self._scratch.get(('ids', out.shape[1]))
         if ids is None:
             ids = np.arange(out.shape[1], dtype=self.dtype)[None, :]
             self._scratch['ids', out.shape[1]] = ids
         np.equal(v, ids, out=out)
 
-    def broadcast_t(self, a, axis, out):
+    def broadcast_t(self, a, axis: int, out) -> None:
         np.copyto(out, a)
 
-    def clip_t(self, a, a_min, a_max, out):
+    def clip_t(self, a, a_min: float, a_max: float, out) -> None:
         np.clip(a, a_min, a_max, out=out)
 
-    def divide_mv(self, m, v, out):
+    def divide_mv(self, m, v, out) -> None:
         np.divide(m, v, out=out)
 
-    def divide_tt(self, a, b, out):
+    def divide_tt(self, a, b, out) -> None:
         np.divide(a, b, out=out)
 
-    def dot_add_mm(self, a, b, out, transa=False, transb=False):
+    def dot_add_mm(self, a, b, out, transa: bool = False,
+                   transb: bool = False) -> None:
         tmp = self._buffer('dot', out.shape)
         np.matmul(a.T if transa else a, b.T if transb else b, out=tmp)
         np.add(out, tmp, out=out)
 
-    def dot_mm(self, a, b, out, transa=False, transb=False):
-        # matmul (unlike np.dot) accepts row-strided views as out
+    def dot_mm(self, a, b, out, transa: bool = False,
+               transb: bool = False) -> None:
         np.matmul(a.T if transa else a, b.T if transb else b, out=out)
 
-    def index_m_by_v(self, m, v, out):
+    def index_m_by_v(self, m, v, out) -> None:
         rows = np.arange(m.shape[0])
         out[:, 0] = m[rows, v[:, 0].astype(np.intp)]
 
-    def log_t(self, a, out):
+    def log_t(self, a, out) -> None:
         np.log(a, out=out)
 
-    def merge_tt(self, a, b, out):
+    def merge_tt(self, a, b, out) -> None:
         n = a.shape[-1]
         out[..., :n] = a
         out[..., n:] = b
 
-    def modulo_tt(self, a, b, out):
+    def modulo_tt(self, a, b, out) -> None:
         np.fmod(a, b, out=out)
 
-    def mult_add_mv(self, m, v, out):
+    def mult_add_mv(self, m, v, out) -> None:
         tmp = self._buffer('tmp', out.shape)
         np.multiply(m, v, out=tmp)
         np.add(out, tmp, out=out)
 
-    def mult_add_st(self, s, t, out):
+    def mult_add_st(self, s: float, t, out) -> None:
         tmp = self._buffer('tmp', out.shape)
         np.multiply(t, s, out=tmp)
         np.add(out, tmp, out=out)
 
-    def mult_add_tt(self, a, b, out):
+    def mult_add_tt(self, a, b, out) -> None:
         tmp = self._buffer('tmp', out.shape)
         np.multiply(a, b, out=tmp)
         np.add(out, tmp, out=out)
 
-    def mult_mv(self, m, v, out):
+    def mult_mv(self, m, v, out) -> None:
         np.multiply(m, v, out=out)
 
-    def mult_st(self, s, t, out):
+    def mult_st(self, s: float, t, out) -> None:
         np.multiply(t, s, out=out)
 
-    def mult_tt(self, a, b, out):
+    def mult_tt(self, a, b, out) -> None:
         np.multiply(a, b, out=out)
 
-    def sign_t(self, a, out):
+    def sign_t(self, a, out) -> None:
         np.sign(a, out=out)
 
-    def softmax_m(self, m, out):
+    def softmax_m(self, m, out) -> None:
         row_max = np.max(m, axis=1, keepdims=True)
         np.subtract(m, row_max, out=out)
         np.exp(out, out=out)
         np.divide(out, np.sum(out, axis=1, keepdims=True), out=out)
 
-    def split_add_tt(self, x, out_a, out_b):
+    def split_add_tt(self, x, out_a, out_b) -> None:
         n = out_a.shape[-1]
         np.add(out_a, x[..., :n], out=out_a)
         np.add(out_b, x[..., n:], out=out_b)
 
-    def sqrt_t(self, a, out):
+    def sqrt_t(self, a, out) -> None:
         np.sqrt(a, out=out)
 
-    def subtract_mv(self, m, v, out):
+    def subtract_mv(self, m, v, out) -> None:
         np.subtract(m, v, out=out)
 
-    def subtract_tt(self, a, b, out):
+    def subtract_tt(self, a, b, out) -> None:
         np.subtract(a, b, out=out)
 
-    def sum_t(self, a, axis, out):
+    def sum_t(self, a, axis: int | None, out) -> None:
         if axis is None:
             out[...] = np.sum(a)
         else:
@@ -218,44 +219,42 @@ class NumpyHandler(Handler):
 
     # ----------------------------------------------------------- activations
 
-    def el(self, x, y):
+    def el(self, x, y) -> None:
         negative = x <= 0
         np.copyto(y, x)
         np.expm1(x, out=y, where=negative)
 
-    def el_deriv(self, x, y, dy, dx):
-        # dE/dx is y + 1 (= exp(x)) below 0 and 1 above: min(y + 1, 1)
+    def el_deriv(self, x, y, dy, dx) -> None:
         tmp = self._buffer('tmp', y.shape)
         np.add(y, 1, out=tmp)
         np.minimum(tmp, 1, out=tmp)
         np.multiply(dy, tmp, out=dx)
 
-    def rel(self, x, y):
+    def rel(self, x, y) -> None:
         np.maximum(x, 0, out=y)
 
-    def rel_deriv(self, x, y, dy, dx):
+    def rel_deriv(self, x, y, dy, dx) -> None:
         tmp = self._buffer('tmp', y.shape)
         np.greater(y, 0, out=tmp)
         np.multiply(dy, tmp, out=dx)
 
-    def sigmoid(self, x, y):
-        # exp(-x) overflows to inf for x << 0, giving the correct limit 0
+    def sigmoid(self, x, y) -> None:
         with np.errstate(over='ignore'):
             np.negative(x, out=y)
             np.exp(y, out=y)
         np.add(y, 1, out=y)
         np.reciprocal(y, out=y)
 
-    def sigmoid_deriv(self, x, y, dy, dx):
+    def sigmoid_deriv(self, x, y, dy, dx) -> None:
         tmp = self._buffer('tmp', y.shape)
         np.subtract(1, y, out=tmp)
         np.multiply(tmp, y, out=tmp)
         np.multiply(dy, tmp, out=dx)
 
-    def tanh(self, x, y):
+    def tanh(self, x, y) -> None:
         np.tanh(x, out=y)
 
-    def tanh_deriv(self, x, y, dy, dx):
+    def tanh_deriv(self, x, y, dy, dx) -> None:
         tmp = self._buffer('tmp', y.shape)
         np.multiply(y, y, out=tmp)
         np.subtract(1, tmp, out=tmp)
@@ -286,8 +285,8 @@ class NumpyHandler(Handler):
         np.copyto(col.reshape(fields.shape), fields)
         return col
 
-    def conv2d_forward_batch(self, inputs, weights, bias, outputs, padding,
-                             stride):
+    def conv2d_forward_batch(self, inputs, weights, bias, outputs,
+                             padding: int, stride: tuple[int, int]) -> None:
         n, oh, ow, f = outputs.shape
         col = self._im2col(inputs, weights.shape[1:3], padding, stride,
                            (oh, ow))
@@ -296,9 +295,9 @@ class NumpyHandler(Handler):
         # adding the bias writes the result into the (maybe strided) outputs
         np.add(result.reshape(outputs.shape), bias, out=outputs)
 
-    def conv2d_backward_batch(self, inputs, weights, padding, stride,
-                              in_deltas, out_deltas, weight_deltas,
-                              bias_deltas):
+    def conv2d_backward_batch(self, inputs, weights, padding: int,
+                              stride: tuple[int, int], in_deltas, out_deltas,
+                              weight_deltas, bias_deltas) -> None:
         n, oh, ow, f = out_deltas.shape
         kh, kw = weights.shape[1:3]
         dy = _rows_view(out_deltas)
@@ -332,8 +331,9 @@ class NumpyHandler(Handler):
     # the caller's arrays once: NumPy sometimes copies a whole strided 4-D
     # view of a big network buffer before updating it in place.
 
-    def maxpool2d_forward_batch(self, inputs, window, outputs, padding,
-                                stride, argmax):
+    def maxpool2d_forward_batch(self, inputs, window: tuple[int, int],
+                                outputs, padding: int,
+                                stride: tuple[int, int], argmax) -> None:
         h, w, c = inputs.shape[1:]
         best = self._buffer('pool', outputs.shape)
         best_index = self._buffer('pool_index', outputs.shape)
@@ -354,8 +354,10 @@ class NumpyHandler(Handler):
         np.copyto(outputs, best)
         np.copyto(argmax, best_index)
 
-    def maxpool2d_backward_batch(self, inputs, window, outputs, padding,
-                                 stride, argmax, in_deltas, out_deltas):
+    def maxpool2d_backward_batch(self, inputs, window: tuple[int, int],
+                                 outputs, padding: int,
+                                 stride: tuple[int, int], argmax, in_deltas,
+                                 out_deltas) -> None:
         h, w, c = inputs.shape[1:]
         hit = self._buffer('pool_mask', out_deltas.shape, np.bool_)
         dx = self._buffer('dx', in_deltas.shape)
@@ -369,8 +371,9 @@ class NumpyHandler(Handler):
             np.add(target, out_deltas[out_part], out=target, where=mask)
         _add_into(in_deltas, dx)
 
-    def avgpool2d_forward_batch(self, inputs, window, outputs, padding,
-                                stride):
+    def avgpool2d_forward_batch(self, inputs, window: tuple[int, int],
+                                outputs, padding: int,
+                                stride: tuple[int, int]) -> None:
         in_hw, out_hw = inputs.shape[1:3], outputs.shape[1:3]
         total = self._buffer('pool', outputs.shape)
         total.fill(0)
@@ -381,8 +384,10 @@ class NumpyHandler(Handler):
         counts = self._pool_counts(window, padding, stride, out_hw, in_hw)
         np.divide(total, counts, out=outputs)
 
-    def avgpool2d_backward_batch(self, inputs, window, outputs, padding,
-                                 stride, in_deltas, out_deltas):
+    def avgpool2d_backward_batch(self, inputs, window: tuple[int, int],
+                                 outputs, padding: int,
+                                 stride: tuple[int, int], in_deltas,
+                                 out_deltas) -> None:
         in_hw, out_hw = inputs.shape[1:3], outputs.shape[1:3]
         share = self._buffer('pool', out_deltas.shape)
         counts = self._pool_counts(window, padding, stride, out_hw, in_hw)

@@ -887,3 +887,218 @@ def test_numpy_ops_do_not_allocate_operand_sized_memory(op):
         tracemalloc.stop()
     assert peak < nbytes / 2, \
         f'{op} allocated {peak} bytes on a repeated call (operand: {nbytes})'
+
+
+# --------------------------------------------------- DebugHandler checks ---
+
+def _debug():
+    return DebugHandler(NumpyHandler(np.float64))
+
+
+def _arr(h, *shape, value=0.5):
+    return h.create_from_numpy(np.full(shape, value))
+
+
+DEBUG_CHECKS = {  # name: (call on a fresh DebugHandler, expected substrings)
+    'not-a-debug-array': (
+        lambda h: h.add_tt(_arr(h, 3, 4), np.zeros((3, 4)), _arr(h, 3, 4)),
+        ['add_tt', "'b'", 'DebugArray', 'ndarray']),
+    'shape-mismatch': (
+        lambda h: h.add_tt(_arr(h, 3, 4), _arr(h, 3, 5), _arr(h, 3, 4)),
+        ['add_tt', "'b'", '(3, 4)', '(3, 5)']),
+    'out-shape-mismatch': (
+        lambda h: h.sigmoid(_arr(h, 2, 3), _arr(h, 3, 2)),
+        ['sigmoid', "'y'", '(2, 3)', '(3, 2)']),
+    'mv-vector-shape': (
+        lambda h: h.add_mv(_arr(h, 3, 4), _arr(h, 3, 4), _arr(h, 3, 4)),
+        ['add_mv', "'v'", '(1, 4) or (3, 1)', '(3, 4)']),
+    'mv-matrix-1d': (
+        lambda h: h.mult_mv(_arr(h, 4), _arr(h, 1, 4), _arr(h, 4)),
+        ['mult_mv', "'m'", '2-D', '(4,)']),
+    'dot-inner': (
+        lambda h: h.dot_mm(_arr(h, 3, 4), _arr(h, 5, 2), _arr(h, 3, 2)),
+        ['dot_mm', '(3, 4)', '(5, 2)', 'inner']),
+    'dot-out': (
+        lambda h: h.dot_add_mm(_arr(h, 4, 3), _arr(h, 4, 2), _arr(h, 3, 3),
+                               transa=True),
+        ['dot_add_mm', "'out'", '(3, 2)', '(3, 3)']),
+    'trans-flag': (
+        lambda h: h.dot_mm(_arr(h, 3, 4), _arr(h, 4, 2), _arr(h, 3, 2),
+                           transa=1),
+        ['dot_mm', "'transa'", 'bool', 'int 1']),
+    'scalar-numpy-type': (
+        lambda h: h.mult_st(np.float32(2), _arr(h, 2), _arr(h, 2)),
+        ['mult_st', "'s'", 'Python int or float', 'float32']),
+    'scalar-array': (
+        lambda h: h.fill(_arr(h, 2), np.ones(1)),
+        ['fill', "'val'", 'Python int or float', 'ndarray']),
+    'sum-axis': (
+        lambda h: h.sum_t(_arr(h, 3, 4), 2, _arr(h, 3)),
+        ['sum_t', "'axis'", 'axis=2', '(3, 4)']),
+    'sum-out-shape': (
+        lambda h: h.sum_t(_arr(h, 3, 4), 0, _arr(h, 3)),
+        ['sum_t', "'out'", '(4,) or (1, 4)', '(3,)']),
+    'broadcast-axis': (
+        lambda h: h.broadcast_t(_arr(h, 1, 4), 2, _arr(h, 3, 4)),
+        ['broadcast_t', "'axis'", '[0, 2)', '2']),
+    'window-list': (
+        lambda h: h.maxpool2d_forward_batch(
+            _arr(h, 1, 4, 4, 1), [2, 2], _arr(h, 1, 3, 3, 1), 0, (1, 1),
+            _arr(h, 1, 3, 3, 1)),
+        ['maxpool2d_forward_batch', "'window'", 'tuple of two positive ints',
+         '[2, 2]']),
+    'stride-length': (
+        lambda h: h.avgpool2d_forward_batch(
+            _arr(h, 1, 4, 4, 1), (2, 2), _arr(h, 1, 3, 3, 1), 0, (1,)),
+        ['avgpool2d_forward_batch', "'stride'", '(1,)']),
+    'padding-negative': (
+        lambda h: h.conv2d_forward_batch(
+            _arr(h, 1, 4, 4, 1), _arr(h, 2, 1, 1, 1), _arr(h, 2),
+            _arr(h, 1, 4, 4, 2), -1, (1, 1)),
+        ['conv2d_forward_batch', "'padding'", 'int >= 0', '-1']),
+    'padding-float': (
+        lambda h: h.conv2d_forward_batch(
+            _arr(h, 1, 4, 4, 1), _arr(h, 2, 1, 1, 1), _arr(h, 2),
+            _arr(h, 1, 4, 4, 2), 1.0, (1, 1)),
+        ['conv2d_forward_batch', "'padding'", '1.0']),
+    'conv-channels': (
+        lambda h: h.conv2d_forward_batch(
+            _arr(h, 1, 4, 4, 3), _arr(h, 2, 1, 1, 1), _arr(h, 2),
+            _arr(h, 1, 4, 4, 2), 0, (1, 1)),
+        ['conv2d_forward_batch', "'weights'", '3 input channels',
+         '(2, 1, 1, 1)']),
+    'conv-outputs': (
+        lambda h: h.conv2d_forward_batch(
+            _arr(h, 1, 4, 4, 1), _arr(h, 2, 3, 3, 1), _arr(h, 2),
+            _arr(h, 1, 4, 4, 2), 0, (1, 1)),
+        ['conv2d_forward_batch', "'outputs'", '(1, 2, 2, 2)',
+         '(1, 4, 4, 2)']),
+    'conv-in-deltas': (
+        lambda h: h.conv2d_backward_batch(
+            _arr(h, 1, 4, 4, 1), _arr(h, 2, 3, 3, 1), 1, (1, 1),
+            _arr(h, 1, 4, 4, 2), _arr(h, 1, 4, 4, 2), _arr(h, 2, 3, 3, 1),
+            _arr(h, 2)),
+        ['conv2d_backward_batch', "'in_deltas'", '(1, 4, 4, 1)']),
+    'window-too-big': (
+        lambda h: h.maxpool2d_forward_batch(
+            _arr(h, 1, 2, 2, 1), (3, 3), _arr(h, 1, 1, 1, 1), 0, (1, 1),
+            _arr(h, 1, 1, 1, 1)),
+        ['maxpool2d_forward_batch', '(3, 3)', 'does not fit']),
+    'clip-bounds': (
+        lambda h: h.clip_t(_arr(h, 2), 1.0, 0.0, _arr(h, 2)),
+        ['clip_t', 'a_min=1.0', 'a_max=0.0']),
+    'probability': (
+        lambda h: h.generate_probability_mask(_arr(h, 2), 1.5),
+        ['generate_probability_mask', "'probability'", '[0, 1]', '1.5']),
+    'std': (
+        lambda h: h.fill_gaussian(0.0, -1.0, _arr(h, 2)),
+        ['fill_gaussian', "'std'", '>= 0', '-1.0']),
+    'binarize-ids': (
+        lambda h: h.binarize_v(h.create_from_numpy(np.array([[0.], [4.]])),
+                               _arr(h, 2, 4)),
+        ['binarize_v', "'v'", '[0, 4)', '4.0']),
+    'binarize-fractional-ids': (
+        lambda h: h.binarize_v(h.create_from_numpy(np.array([[0.5]])),
+                               _arr(h, 1, 4)),
+        ['binarize_v', "'v'", 'integral', '0.5']),
+    'index-ids': (
+        lambda h: h.index_m_by_v(_arr(h, 2, 3),
+                                 h.create_from_numpy(np.array([[0.], [-1.]])),
+                                 _arr(h, 2, 1)),
+        ['index_m_by_v', "'v'", '[0, 3)', '-1.0']),
+    'merge-shapes': (
+        lambda h: h.merge_tt(_arr(h, 2, 3), _arr(h, 2, 4), _arr(h, 2, 6)),
+        ['merge_tt', "'out'", '(2, 7)', '(2, 6)']),
+    'set-from-numpy-shape': (
+        lambda h: h.set_from_numpy(_arr(h, 2, 3), np.zeros((3, 2))),
+        ['set_from_numpy', "'arr'", '(2, 3)', '(3, 2)']),
+    'activation-deriv-shape': (
+        lambda h: h.tanh_deriv(None, _arr(h, 2, 3), _arr(h, 2, 3),
+                               _arr(h, 2, 2)),
+        ['tanh_deriv', "'dx'", '(2, 3)', '(2, 2)']),
+}
+
+
+@pytest.mark.parametrize('name', sorted(DEBUG_CHECKS))
+def test_debug_handler_check_fires_with_a_clear_message(name):
+    call, expected = DEBUG_CHECKS[name]
+    with pytest.raises(DebugHandlerError) as info:
+        call(_debug())
+    assert isinstance(info.value, AssertionError)
+    message = str(info.value)
+    assert message.startswith('DebugHandler.'), message
+    for part in expected:
+        assert part in message, f'{part!r} missing from: {message}'
+
+
+@pytest.mark.parametrize('bad, name', [(np.nan, "'a'"), (np.inf, "'a'"),
+                                       (-np.inf, "'a'")])
+def test_debug_handler_rejects_non_finite_arguments(bad, name):
+    h = _debug()
+    a = h.create_from_numpy(np.array([[1.0, bad]]))
+    with pytest.raises(ValueError, match=f"add_tt: argument {name} holds NaN"):
+        h.add_tt(a, _arr(h, 1, 2), _arr(h, 1, 2))
+
+
+def test_debug_handler_rejects_non_finite_results_and_scalars():
+    h = _debug()
+    with pytest.raises(ValueError, match="mult_st: argument 'out' holds NaN"), \
+            np.errstate(over='ignore'):
+        h.mult_st(1e300, _arr(h, 2, value=1e300), _arr(h, 2))
+    with pytest.raises(ValueError, match="fill: argument 'mem' holds NaN"):
+        h.fill(_arr(h, 2), float('inf'))
+
+
+def test_debug_handler_is_fully_finite_does_not_raise():
+    h = _debug()
+    assert h.is_fully_finite(h.create_from_numpy(np.array([np.nan]))) is False
+    assert h.is_fully_finite(_arr(h, 3)) is True
+
+
+def test_debug_handler_delegates_dtype_and_rnd():
+    inner = NumpyHandler(np.float32, seed=3)
+    h = DebugHandler(inner)
+    assert h.dtype is np.float32
+    assert h.rnd is inner.rnd
+    assert h.context == inner.context
+    assert isinstance(h.EMPTY, DebugArray) and h.EMPTY.size == 0
+
+
+FORBIDDEN = {
+    'add': lambda a: a + a,
+    'radd': lambda a: 1 + a,
+    'mul': lambda a: a * 2,
+    'iadd': lambda a: a.__iadd__(1),
+    'neg': lambda a: -a,
+    'matmul': lambda a: a @ a,
+    'compare': lambda a: a < 1,
+    'asarray': np.asarray,
+    'ufunc': lambda a: np.add(a, a),
+    'numpy-function': np.sum,
+    'float': float,
+}
+
+
+@pytest.mark.parametrize('name', sorted(FORBIDDEN))
+def test_debug_array_forbids_direct_computation(name):
+    a = _debug().create_from_numpy(np.ones((2, 3)))
+    with pytest.raises(TypeError, match='use the handler ops'):
+        FORBIDDEN[name](a)
+
+
+def test_debug_array_indexing_and_reshape():
+    h = _debug()
+    a = h.create_from_numpy(np.arange(24.0).reshape(2, 3, 4))
+    assert isinstance(a[1], DebugArray) and a[1].shape == (3, 4)
+    assert a[:, 1:3].shape == (2, 2, 4)
+    assert a[1, 2, 3].shape == () and a[0, :, 1:2].shape == (3, 1)
+    assert a.reshape(6, 4).shape == (6, 4) == a.reshape((6, 4)).shape
+    assert a.size == 24 and a.ndim == 3
+    view = a[:, :, 1:3].reshape(6, 2)  # merges T and B: still a view
+    h.fill(view, 0.0)
+    assert np.all(h.get_numpy_copy(a)[:, :, 1:3] == 0)
+    for bad in [lambda: a[::2], lambda: a[[0, 1]], lambda: a[0.5],
+                lambda: a[0, 0, 0, 0], lambda: a.reshape(-1, 4),
+                lambda: a.reshape(5, 5), lambda: a[:, :, 1:3].reshape(2, 6)]:
+        with pytest.raises(DebugHandlerError):
+            bad()

@@ -1,0 +1,90 @@
+"""Every handler implements every op of the base class with its signature."""
+
+import inspect
+
+import pytest
+
+import brainstorm.handlers
+from brainstorm.handlers import DebugHandler, NumpyHandler
+from brainstorm.handlers.base_handler import Handler
+
+# The "Handler ops" line of the SPEC checklist (section 7.1), verbatim.
+SPEC_HANDLER_OPS = """
+allocate, zeros, ones, create_from_numpy, get_numpy_copy, set_from_numpy,
+copy_to, copy_to_if, fill, fill_if, add_into_if, is_fully_finite, abs_t,
+sign_t, sqrt_t, log_t, clip_t, add_tt, subtract_tt, mult_tt, divide_tt,
+modulo_tt, mult_add_tt, add_st, mult_st, mult_add_st, add_mv, subtract_mv,
+divide_mv, mult_mv, mult_add_mv, dot_mm, dot_add_mm, sum_t, broadcast_t,
+binarize_v, index_m_by_v, merge_tt, split_add_tt, softmax_m, fill_gaussian,
+generate_probability_mask, sigmoid, sigmoid_deriv, tanh, tanh_deriv, rel,
+rel_deriv, el, el_deriv, conv2d_forward_batch, conv2d_backward_batch,
+maxpool2d_forward_batch, maxpool2d_backward_batch, avgpool2d_forward_batch,
+avgpool2d_backward_batch
+"""
+SPEC_OPS = {name.strip() for name in SPEC_HANDLER_OPS.split(',')}
+
+
+def concrete_handlers():
+    handlers = [NumpyHandler, DebugHandler]
+    if isinstance(brainstorm.handlers.PyCudaHandler, type):
+        handlers.append(brainstorm.handlers.PyCudaHandler)
+    return handlers
+
+
+def test_base_class_covers_the_spec_checklist():
+    missing = SPEC_OPS - Handler.__abstractmethods__
+    assert not missing, f'SPEC ops missing from Handler: {sorted(missing)}'
+
+
+def test_every_base_op_is_documented():
+    for name in Handler.__abstractmethods__:
+        doc = inspect.getdoc(getattr(Handler, name))
+        assert doc and len(doc) > 20, f'Handler.{name} lacks a docstring'
+
+
+def signature_problems(handler_class) -> list:
+    """Ops of ``handler_class`` missing or deviating from the base class."""
+    problems = []
+    for name in sorted(Handler.__abstractmethods__):
+        method = getattr(handler_class, name)
+        if method is getattr(Handler, name):
+            problems.append(f'{handler_class.__name__}.{name} is missing')
+            continue
+        expected = inspect.signature(getattr(Handler, name))
+        got = inspect.signature(method)
+        if got != expected:
+            problems.append(f'{handler_class.__name__}.{name}{got} differs '
+                            f'from Handler.{name}{expected}')
+    return problems
+
+
+@pytest.mark.parametrize('handler_class', concrete_handlers(),
+                         ids=lambda c: c.__name__)
+def test_handler_implements_every_op_with_the_base_signature(handler_class):
+    assert not inspect.isabstract(handler_class)
+    problems = signature_problems(handler_class)
+    assert not problems, '\n'.join(problems)
+
+
+def test_signature_check_finds_deviations():
+    class Sloppy(NumpyHandler):
+        def add_tt(self, a, b, out, extra=None) -> None:
+            pass
+
+        def sum_t(self, a, out, axis=None) -> None:
+            pass
+
+    problems = signature_problems(Sloppy)
+    assert len(problems) == 2, problems
+    assert 'Sloppy.add_tt' in problems[0] and 'Sloppy.sum_t' in problems[1]
+
+
+@pytest.mark.parametrize('handler_class', concrete_handlers(),
+                         ids=lambda c: c.__name__)
+def test_handler_file_keeps_the_section_order(handler_class):
+    """Ops appear in the base class order, so the files read side by side."""
+    base_order = [name for name in Handler.__dict__
+                  if name in Handler.__abstractmethods__]
+    own_order = [name for name in handler_class.__dict__
+                 if name in Handler.__abstractmethods__]
+    assert own_order == base_order
