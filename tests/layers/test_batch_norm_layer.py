@@ -202,3 +202,22 @@ def test_constructor_keyword_defaults():
     net = Network.from_layer(inp >> BatchNorm(name='Bn'))
     assert net.architecture['Bn']['decay'] == 0.9
     assert net.architecture['Bn']['epsilon'] == 1e-5
+
+
+def test_works_on_non_contiguous_image_slices_in_a_network():
+    inp = Input({'default': ('T', 'B', 3, 4, 2), 'extra': ('T', 'B', 3)})
+    net = Network.from_layer(inp >> BatchNorm(name='Bn'))
+    net.set_handler(NumpyHandler(np.float64))
+    net.initialize(Gaussian(), seed=2)
+    rnd = np.random.RandomState(1)
+    x = rnd.randn(2, 3, 3, 4, 2) + 1.0
+    net.provide_external_data({'default': x, 'extra': rnd.randn(2, 3, 3)})
+    assert not net.buffer.Bn.inputs.default.flags.c_contiguous
+    net.forward_pass(training_pass=True)
+    expected, mean, _, _ = numpy_batch_norm(
+        x, net.get('Bn.parameters.gamma'), net.get('Bn.parameters.beta'),
+        1e-5)
+    np.testing.assert_allclose(net.get('Bn.outputs.default'), expected,
+                               rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(net.get('Bn.parameters.mu'), 0.1 * mean,
+                               rtol=1e-12)
