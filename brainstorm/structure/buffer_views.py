@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numbers
+
 __all__ = ['BufferView']
 
 
@@ -17,6 +19,11 @@ class BufferView(list):
         buffers: the arrays or BufferViews, same order.
         full_buffer: an array spanning all children, if they are contiguous.
     """
+
+    # internal state lives in slots, which take precedence over the
+    # instance dict holding the children: a child named e.g. '_keys' must
+    # not overwrite it
+    __slots__ = ('_buffer_names', '_keys', '_full_buffer', '__dict__')
 
     def __init__(self, buffer_names, buffers, full_buffer=None):
         super().__init__(buffers)
@@ -48,7 +55,7 @@ class BufferView(list):
         return self
 
     def __getitem__(self, item):
-        if isinstance(item, (int, slice)):
+        if isinstance(item, (numbers.Integral, slice)):
             return super().__getitem__(item)
         if isinstance(item, str):
             if item in self._keys:
@@ -65,8 +72,13 @@ class BufferView(list):
 
     def __getattr__(self, item):
         # only reached for names that are not children
+        try:
+            names = object.__getattribute__(self, '_buffer_names')
+        except AttributeError:
+            # not initialised yet (copy/pickle create the object first)
+            raise AttributeError(item) from None
         raise AttributeError(f'{item!r} is not in this BufferView. Available '
-                             f'keys: {list(self._buffer_names)}')
+                             f'keys: {list(names)}')
 
     def __contains__(self, item):
         if isinstance(item, str):
@@ -93,3 +105,7 @@ class BufferView(list):
 
     def __eq__(self, other):
         return self is other
+
+    def __ne__(self, other):
+        # list.__ne__ would compare contents
+        return self is not other
