@@ -49,6 +49,9 @@ def BatchNorm(name: str | None = None, decay: float = 0.9,
 
 
 class BatchNormLayerImpl(Layer):
+    """Implementation of :func:`BatchNorm`; maintains ``mu`` and ``sigma``
+    itself (see :attr:`untrained_parameters`)."""
+
     expected_inputs = {'default': time_template()}
     declared_kwargs = {
         'decay': Kwarg(FloatIn(0, 1), default=0.9,

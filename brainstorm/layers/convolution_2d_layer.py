@@ -76,6 +76,8 @@ def image_output_shape(layer: Layer, in_shape: BufferStructure,
 
 
 class Convolution2DLayerImpl(Layer):
+    """Implementation of :func:`Convolution2D`."""
+
     expected_inputs = {'default': time_template()}
     declared_kwargs = {
         'num_filters': Kwarg(PositiveInt(),

@@ -34,6 +34,8 @@ def Dropout(drop_prob: float = 0.5, name: str | None = None) -> \
 
 
 class DropoutLayerImpl(Layer):
+    """Implementation of :func:`Dropout`."""
+
     expected_inputs = {'default': time_template()}
     declared_kwargs = {
         'drop_prob': Kwarg(FloatIn(0, 1, include_high=False), default=0.5,

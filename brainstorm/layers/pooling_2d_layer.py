@@ -49,6 +49,8 @@ def Pooling2D(kernel_size: tuple[int, int], type: str = 'max',
 
 
 class Pooling2DLayerImpl(Layer):
+    """Implementation of :func:`Pooling2D`."""
+
     expected_inputs = {'default': time_template()}
     declared_kwargs = {
         'kernel_size': Kwarg(PairOfPositiveInts(),
