@@ -7,6 +7,8 @@ Each layer lives in its own module ``<name>_layer.py`` beside its
 from brainstorm.layers.base_layer import Layer
 from brainstorm.layers.batch_norm_layer import BatchNorm
 from brainstorm.layers.binomial_cross_entropy_layer import BinomialCrossEntropy
+from brainstorm.layers.clockwork_layer import Clockwork
+from brainstorm.layers.clockwork_lstm_layer import ClockworkLstm
 from brainstorm.layers.convolution_2d_layer import Convolution2D
 from brainstorm.layers.deltas_scaling_layer import DeltasScaling
 from brainstorm.layers.dropout_layer import Dropout
@@ -34,4 +36,4 @@ __all__ += ['Convolution2D', 'Pooling2D', 'BatchNorm', 'Dropout']
 __all__ += ['Highway', 'Elementwise', 'NoOp', 'DeltasScaling', 'Merge',
             'Mask', 'SigmoidCE', 'BinomialCrossEntropy', 'SquaredDifference',
             'L1Decay', 'L2Decay']
-__all__ += ['Lstm']
+__all__ += ['Lstm', 'Clockwork', 'ClockworkLstm']

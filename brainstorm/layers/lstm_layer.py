@@ -84,12 +84,13 @@ class LstmLayerImpl(Layer):
     # its previous state, and a (B, size) scratch array for the backward
     # pass. Plain Lstm units are always active.
 
-    def compute_inactive(self, buffers, time_steps: int):
+    def _clock_forward(self, buffers, time_steps: int):
         """Return the ``(T, B, size)`` mask of inactive units, or None."""
         return None
 
-    def get_inactive(self, buffers):
-        """Return ``(inactive, scratch)`` from the forward pass, or Nones."""
+    def _clock_backward(self, buffers):
+        """Return ``(inactive, carry)``: the forward mask and a (B, size)
+        scratch array, or ``(None, None)``."""
         return None, None
 
     def forward_pass(self, buffers, training_pass=True):
@@ -103,7 +104,7 @@ class LstmLayerImpl(Layer):
         T = x.shape[0]
         act = _h.act_func[self.activation]
         sigmoid = _h.sigmoid
-        inactive = self.compute_inactive(buffers, T)
+        inactive = self._clock_forward(buffers, T)
 
         # input projections for all time steps, one matrix product per gate
         x_all = flatten_time_and_features(x)
@@ -150,7 +151,7 @@ class LstmLayerImpl(Layer):
         T = x.shape[0]
         act_deriv = _h.act_func_deriv[self.activation]
         sigmoid_deriv = _h.sigmoid_deriv
-        inactive, carry = self.get_inactive(buffers)
+        inactive, carry = self._clock_backward(buffers)
 
         # dy[t] accumulates the full delta of y[t] in place (a layer may
         # overwrite its own output deltas). The deltas at t + 1 = T are the

@@ -1,0 +1,69 @@
+"""ClockworkLstm: an Lstm whose cells update at their own periods."""
+
+from __future__ import annotations
+
+from brainstorm.layers.clockwork_layer import clock_internals, compute_inactive
+from brainstorm.layers.lstm_layer import LstmLayerImpl
+from brainstorm.structure.buffer_structure import BufferStructure
+from brainstorm.structure.construction import ConstructionWrapper
+
+
+def ClockworkLstm(size: int, activation: str = 'tanh',
+                  name: str | None = None) -> ConstructionWrapper:
+    """An :func:`~brainstorm.layers.Lstm` with clockwork timing.
+
+    Cell ``i`` computes the Lstm step only at time steps ``t`` with
+    ``t mod timing[i] == 0``; otherwise it keeps both its output and its
+    cell state: ``y[t, i] = y[t-1, i]`` and ``Ca[t, i] = Ca[t-1, i]``.
+
+    ``t`` counts the steps of the current forward pass, so every cell is
+    active at ``t = 0``, also when a context is passed to ``forward_pass``
+    (as in Brainstorm 0.5); the context enters only through ``y[-1]`` and
+    ``Ca[-1]``.
+
+    ``timing`` is a parameter that is not trained: it gets no gradient,
+    steppers and modifiers leave it alone, and ``net.initialize`` sets it
+    to 1 (every cell active at every step) unless a pattern names it, e.g.
+    ``net.initialize({'ClockworkLstm': {'timing': [1, 2, 4, 8]}, ...})``.
+    Its entries should be positive integers.
+
+    Multi-dimensional input features are flattened.
+
+    Args:
+        size: number of cells (defaults to the input feature size when
+            absent from an architecture).
+        activation: 'sigmoid', 'tanh', 'rel', 'linear' or 'el'.
+        name: the layer name.
+
+    Shapes:
+        ``('T', 'B', ...)`` -> ``('T', 'B', size)`` with context 1;
+        parameters as :func:`~brainstorm.layers.Lstm`, then
+        ``timing (size,)``.
+    """
+    return ConstructionWrapper.create(ClockworkLstmLayerImpl, name=name,
+                                      size=size, activation=activation)
+
+
+class ClockworkLstmLayerImpl(LstmLayerImpl):
+    """The Lstm passes, with the clock handled by the two hooks below."""
+
+    untrained_parameters = {'timing': 1.0}
+    computes_no_gradients_for = ('timing',)
+
+    def setup(self, kwargs, in_shapes):
+        outputs, parameters, internals = super().setup(kwargs, in_shapes)
+        parameters['timing'] = BufferStructure(self.size)
+        internals.update(clock_internals(self.size))
+        # scratch for the delta an inactive cell passes back to Ca[t - 1]
+        internals['carry'] = BufferStructure('B', self.size,
+                                             is_backward_only=True)
+        return outputs, parameters, internals
+
+    def _clock_forward(self, buffers, time_steps: int):
+        inactive = buffers.internals.inactive
+        compute_inactive(self.handler, buffers.parameters.timing,
+                         buffers.internals.timing_rows, inactive, time_steps)
+        return inactive
+
+    def _clock_backward(self, buffers):
+        return buffers.internals.inactive, buffers.internals.carry
