@@ -1,10 +1,12 @@
 """All built-in layers: constructor functions and their implementations.
 
 Each layer lives in its own module ``<name>_layer.py`` beside its
-``<Name>LayerImpl`` class.
+``<Name>LayerImpl`` class. :func:`describe_layers` lists every registered
+layer (built-in and user-defined) with its inputs, outputs, parameters and
+declared arguments.
 """
 
-from brainstorm.layers.base_layer import Layer
+from brainstorm.layers.base_layer import Layer, describe_layers
 from brainstorm.layers.batch_norm_layer import BatchNorm
 from brainstorm.layers.binomial_cross_entropy_layer import BinomialCrossEntropy
 from brainstorm.layers.clockwork_layer import Clockwork
@@ -30,10 +32,9 @@ from brainstorm.layers.softmax_ce_layer import SoftmaxCE
 from brainstorm.layers.squared_difference_layer import SquaredDifference
 from brainstorm.layers.squared_error_layer import SquaredError
 
-__all__ = ['Layer', 'Input', 'FullyConnected', 'Recurrent', 'Loss',
-           'SoftmaxCE', 'SquaredError']
-__all__ += ['Convolution2D', 'Pooling2D', 'BatchNorm', 'Dropout']
-__all__ += ['Highway', 'Elementwise', 'NoOp', 'DeltasScaling', 'Merge',
-            'Mask', 'SigmoidCE', 'BinomialCrossEntropy', 'SquaredDifference',
-            'L1Decay', 'L2Decay']
-__all__ += ['Lstm', 'Clockwork', 'ClockworkLstm']
+__all__ = ['Layer', 'Input', 'FullyConnected', 'Recurrent', 'Lstm',
+           'Clockwork', 'ClockworkLstm', 'Highway', 'Convolution2D',
+           'Pooling2D', 'BatchNorm', 'Dropout', 'Elementwise', 'Merge', 'Mask',
+           'NoOp', 'DeltasScaling', 'Loss', 'SoftmaxCE', 'SigmoidCE',
+           'BinomialCrossEntropy', 'SquaredDifference', 'SquaredError',
+           'L1Decay', 'L2Decay']
