@@ -6,11 +6,20 @@ random values, so every entry also checks exact gradients with a non-zero
 context. Clockwork entries fix ``timing`` (random values would be
 meaningless) to a non-trivial pattern with sequences longer than the
 largest period.
+
+The module also holds plain-NumPy references of the SPEC formulas and a
+network-level gradient check with a context, shared by the layers' own
+test modules.
 """
 
+import numpy as np
+
+from brainstorm.handlers import NumpyHandler
+from brainstorm.layers import Input, Loss, SquaredError
 from brainstorm.layers.clockwork_layer import ClockworkLayerImpl
 from brainstorm.layers.clockwork_lstm_layer import ClockworkLstmLayerImpl
 from brainstorm.layers.lstm_layer import LstmLayerImpl
+from brainstorm.structure.network import Network
 
 LONG_CONFIGURATIONS = [(1, 1), (5, 1), (7, 3)]
 
@@ -43,3 +52,122 @@ LAYER_SPECS += [
          in_shapes={'default': (2, 3)}, kwargs={'size': 4},
          spec={'inits': TIMING}, configurations=LONG_CONFIGURATIONS),
 ]
+
+
+# ------------------------------------------ helpers for the layer tests ---
+
+def sigmoid(a):
+    return 1. / (1. + np.exp(-a))
+
+
+ACTIVATION_FUNCTIONS = {
+    'sigmoid': sigmoid,
+    'tanh': np.tanh,
+    'rel': lambda a: np.maximum(a, 0.),
+    'linear': lambda a: a,
+    'el': lambda a: np.where(a > 0, a, np.expm1(np.minimum(a, 0.))),
+}
+
+
+def keep_mask(t, timing):
+    """Units that keep their previous state at step ``t`` (None: none)."""
+    if timing is None:
+        return np.zeros(1, dtype=bool)
+    return np.fmod(t, np.asarray(timing, dtype=float)) != 0
+
+
+def recurrent_reference(x, p, y0, activation='tanh', timing=None):
+    """Clockwork (or, without timing, Recurrent) by the SPEC formulas in
+    plain NumPy: ``(T, B, ...)`` input -> ``(T, B, size)`` output."""
+    f = ACTIVATION_FUNCTIONS[activation]
+    x = x.reshape(x.shape[0], x.shape[1], -1)
+    ys, y_prev = [], y0
+    for t in range(x.shape[0]):
+        y = f(x[t] @ p['W'].T + p['bias'] + y_prev @ p['R'].T)
+        y = np.where(keep_mask(t, timing), y_prev, y)
+        ys.append(y)
+        y_prev = y
+    return np.array(ys)
+
+
+def lstm_reference(x, p, y0, c0, activation='tanh', timing=None):
+    """ClockworkLstm (or, without timing, Lstm) by the SPEC formulas in
+    plain NumPy. Returns the outputs and the cell states ``Ca``."""
+    g = h = ACTIVATION_FUNCTIONS[activation]
+    x = x.reshape(x.shape[0], x.shape[1], -1)
+    ys, cs, y_prev, c_prev = [], [], y0, c0
+
+    def gate(name, t):
+        return x[t] @ p['W' + name].T + y_prev @ p['R' + name].T + \
+            p['b' + name]
+
+    for t in range(x.shape[0]):
+        z = g(gate('z', t))
+        i = sigmoid(gate('i', t) + p['pi'] * c_prev)
+        f = sigmoid(gate('f', t) + p['pf'] * c_prev)
+        c = i * z + f * c_prev
+        o = sigmoid(gate('o', t) + p['po'] * c)
+        y = o * h(c)
+        keep = keep_mask(t, timing)
+        c, y = np.where(keep, c_prev, c), np.where(keep, y_prev, y)
+        ys.append(y)
+        cs.append(c)
+        y_prev, c_prev = y, c
+    return np.array(ys), np.array(cs)
+
+
+def regression_net(layer, n_in=3, n_out=4, handler=None):
+    """``Input >> layer >> SquaredError >> Loss`` in float64; ``layer``
+    must have ``n_out`` units."""
+    inp = Input(out_shapes={'default': ('T', 'B', n_in),
+                            'targets': ('T', 'B', n_out)})
+    error = SquaredError(name='Error')
+    inp >> layer >> error
+    inp - 'targets' >> 'targets' - error
+    error - 'loss' >> Loss()
+    net = Network.from_layer(error)
+    net.set_handler(handler or NumpyHandler(np.float64))
+    return net
+
+
+def regression_data(T, B, n_in=3, n_out=4, seed=0):
+    rnd = np.random.RandomState(seed)
+    return {'default': rnd.randn(T, B, n_in),
+            'targets': rnd.randn(T, B, n_out)}
+
+
+def gradient_error_with_context(net, skip=(), eps=1e-6):
+    """Largest |analytic - numeric| gradient of the total loss, for a
+    second batch run with the context left by a first batch.
+
+    Parameters named in ``skip`` (``'Layer.param'``) are left out.
+    """
+    net.provide_external_data(regression_data(4, 2, seed=1))
+    net.forward_pass()
+    context = net.get_context()
+    data = regression_data(5, 2, seed=2)
+    net.provide_external_data(data)
+    net.forward_pass(context=context)
+    net.backward_pass()
+    analytic = net.get('gradients')
+    params = net.get('parameters')
+    mask = np.ones(params.shape, dtype=bool)
+    offset = net.layout['parameters']['@slice'][0]
+    for path in skip:
+        lname, pname = path.split('.')
+        start, stop = net.layout[lname]['parameters'][pname]['@slice']
+        mask[start - offset:stop - offset] = False
+
+    def loss(values):
+        net.handler.set_from_numpy(net.buffer.parameters, values)
+        net.forward_pass(context=context)
+        return net.get_loss_values()['total_loss']
+
+    numeric = np.zeros_like(params)
+    for i in np.flatnonzero(mask):
+        plus, minus = params.copy(), params.copy()
+        plus[i] += eps
+        minus[i] -= eps
+        numeric[i] = (loss(plus) - loss(minus)) / (2 * eps)
+    net.handler.set_from_numpy(net.buffer.parameters, params)
+    return np.abs(analytic - numeric)[mask].max()
