@@ -1,0 +1,25 @@
+"""Training: the Trainer, steppers (optimizers) and schedules.
+
+``Trainer`` runs a stepper over the data and calls hooks; steppers perform
+one forward/backward pass and parameter update each; schedules change
+stepper attributes over time (through
+:class:`~brainstorm.hooks.ModifyStepperAttribute`).
+``ForwardStepper``, ``TrainingStepper``, ``DecreaseAfterEpoch`` and
+``CosineWithWarmup`` are available from the submodules.
+"""
+
+from brainstorm.training.schedules import Exponential, Linear, MultiStep
+from brainstorm.training.steppers import (
+    AdamStepper,
+    AdamWStepper,
+    MomentumStepper,
+    MultiStepper,
+    NesterovStepper,
+    RMSPropStepper,
+    SgdStepper,
+)
+from brainstorm.training.trainer import Trainer
+
+__all__ = ['Trainer', 'SgdStepper', 'MomentumStepper', 'NesterovStepper',
+           'RMSPropStepper', 'AdamStepper', 'AdamWStepper', 'MultiStepper',
+           'Linear', 'Exponential', 'MultiStep']

@@ -1,0 +1,230 @@
+"""Schedules: values of a stepper attribute as a function of training time.
+
+A schedule is called as ``schedule(epoch_nr, update_nr, timescale, interval,
+net, stepper, logs)`` and returns a value. ``c`` is ``epoch_nr`` or
+``update_nr`` depending on ``timescale``, and ``k = c // interval`` counts
+the changes so far. Schedules are applied by the hook
+:class:`~brainstorm.hooks.ModifyStepperAttribute`, e.g.
+``ModifyStepperAttribute(Exponential(0.1, 0.9))``; steppers never evaluate
+them themselves.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from brainstorm.describable import Describable
+from brainstorm.training.utils import (
+    TrainingValidationError,
+    check_int,
+    check_number,
+)
+
+__all__ = ['Linear', 'Exponential', 'MultiStep', 'DecreaseAfterEpoch',
+           'CosineWithWarmup']
+
+
+def _count(epoch_nr: int, update_nr: int, timescale: str) -> int:
+    if timescale == 'epoch':
+        return epoch_nr
+    if timescale == 'update':
+        return update_nr
+    raise TrainingValidationError(
+        f"Schedules need timescale 'epoch' or 'update'. Received: "
+        f'{timescale!r}')
+
+
+class Schedule(Describable):
+    """Base class of all schedules."""
+
+    def __call__(self, epoch_nr: int, update_nr: int, timescale: str,
+                 interval: int, net, stepper, logs: dict) -> float:
+        """Return the value for the current point of training."""
+        raise NotImplementedError
+
+
+class Linear(Schedule):
+    """Change linearly from ``initial_value`` to ``final_value`` in
+    ``num_changes`` changes, then stay at ``final_value``.
+
+    Value: ``final_value`` if ``k > num_changes``, else
+    ``initial_value + (final_value - initial_value) * k / num_changes``.
+
+    Args:
+        initial_value: value at ``k = 0``.
+        final_value: value from ``k = num_changes`` on.
+        num_changes: number of changes (int >= 1).
+    """
+
+    def __init__(self, initial_value: float, final_value: float,
+                 num_changes: int):
+        check_number('Linear', 'initial_value', initial_value)
+        check_number('Linear', 'final_value', final_value)
+        check_int('Linear', 'num_changes', num_changes, low=1)
+        self.initial_value = initial_value
+        self.final_value = final_value
+        self.num_changes = num_changes
+
+    def __call__(self, epoch_nr, update_nr, timescale, interval, net,
+                 stepper, logs):
+        k = _count(epoch_nr, update_nr, timescale) // interval
+        if k > self.num_changes:
+            return self.final_value
+        return self.initial_value + (self.final_value - self.initial_value) \
+            * k / self.num_changes
+
+
+class Exponential(Schedule):
+    """Multiply by ``factor`` at each change, clipped to
+    ``[minimum, maximum]``.
+
+    Value: ``clip(initial_value * factor ** k, minimum, maximum)``.
+
+    Args:
+        initial_value: value at ``k = 0``.
+        factor: multiplier per change.
+        minimum: lower bound of the value.
+        maximum: upper bound of the value.
+    """
+
+    __default_values__ = {'minimum': -math.inf, 'maximum': math.inf}
+
+    def __init__(self, initial_value: float, factor: float,
+                 minimum: float = -math.inf, maximum: float = math.inf):
+        check_number('Exponential', 'initial_value', initial_value)
+        check_number('Exponential', 'factor', factor)
+        if not isinstance(minimum, (int, float)) or \
+                not isinstance(maximum, (int, float)) or minimum > maximum:
+            raise TrainingValidationError(
+                'Exponential: minimum and maximum must be numbers with '
+                f'minimum <= maximum. Received: minimum={minimum!r}, '
+                f'maximum={maximum!r}')
+        self.initial_value = initial_value
+        self.factor = factor
+        self.minimum = minimum
+        self.maximum = maximum
+
+    def __call__(self, epoch_nr, update_nr, timescale, interval, net,
+                 stepper, logs):
+        k = _count(epoch_nr, update_nr, timescale) // interval
+        value = self.initial_value * self.factor ** k
+        return min(max(value, self.minimum), self.maximum)
+
+
+class MultiStep(Schedule):
+    """Piecewise constant: ``values[i]`` once the count reaches
+    ``steps[i]``, ``initial_value`` before the first step.
+
+    Args:
+        initial_value: value before ``steps[0]``.
+        steps: increasing counts (epochs or updates) at which the value
+            changes.
+        values: the new values, one per step.
+
+    Raises:
+        TrainingValidationError: if ``steps`` and ``values`` differ in
+            length, ``steps`` is not increasing, or (when called) the hook's
+            interval is not 1.
+    """
+
+    def __init__(self, initial_value: float, steps, values):
+        check_number('MultiStep', 'initial_value', initial_value)
+        steps, values = list(steps), list(values)
+        if len(steps) != len(values):
+            raise TrainingValidationError(
+                'MultiStep: steps and values must have the same length. '
+                f'Received {len(steps)} steps {steps} and {len(values)} '
+                f'values {values}')
+        for step in steps:
+            check_int('MultiStep', 'steps[i]', step, low=0)
+        if any(b <= a for a, b in zip(steps, steps[1:])):
+            raise TrainingValidationError(
+                f'MultiStep: steps must be increasing. Received: {steps}')
+        for value in values:
+            check_number('MultiStep', 'values[i]', value)
+        self.initial_value = initial_value
+        self.steps = steps
+        self.values = values
+
+    def __call__(self, epoch_nr, update_nr, timescale, interval, net,
+                 stepper, logs):
+        if interval != 1:
+            raise TrainingValidationError(
+                'MultiStep: the hook using it must have interval=1 (the '
+                f'steps are counts). Received: interval={interval!r}')
+        c = _count(epoch_nr, update_nr, timescale)
+        index = int(np.searchsorted(self.steps, c, side='right'))
+        if index == 0:
+            return self.initial_value
+        return self.values[index - 1]
+
+
+class DecreaseAfterEpoch(Schedule):
+    """Constant for ``T`` epochs, then decreasing as ``1/epoch``.
+
+    Value: ``initial_value * T / max(epoch_nr + 1, T)``.
+
+    Args:
+        initial_value: value for the first ``T`` epochs.
+        T: number of epochs before the decrease starts (int >= 1).
+    """
+
+    def __init__(self, initial_value: float, T: int):
+        check_number('DecreaseAfterEpoch', 'initial_value', initial_value)
+        check_int('DecreaseAfterEpoch', 'T', T, low=1)
+        self.initial_value = initial_value
+        self.T = T
+
+    def __call__(self, epoch_nr, update_nr, timescale, interval, net,
+                 stepper, logs):
+        return self.initial_value * self.T / max(epoch_nr + 1, self.T)
+
+
+class CosineWithWarmup(Schedule):
+    """Linear warm-up, then a half cosine down to ``final_value``.
+
+    For ``k < warmup_changes`` the value rises linearly from
+    ``warmup_start`` to ``initial_value``; then, with
+    ``p = min((k - warmup_changes) / (num_changes - warmup_changes), 1)``,
+    it is ``final_value + (initial_value - final_value) * (1 + cos(pi p)) / 2``.
+
+    Args:
+        initial_value: the peak value (reached after the warm-up).
+        num_changes: total number of changes, warm-up included; the value
+            is ``final_value`` from there on.
+        final_value: the value at the end.
+        warmup_changes: number of warm-up changes (0: none).
+        warmup_start: the value at ``k = 0`` if there is a warm-up.
+    """
+
+    __default_values__ = {'final_value': 0.0, 'warmup_changes': 0,
+                          'warmup_start': 0.0}
+
+    def __init__(self, initial_value: float, num_changes: int,
+                 final_value: float = 0.0, warmup_changes: int = 0,
+                 warmup_start: float = 0.0):
+        name = 'CosineWithWarmup'
+        check_number(name, 'initial_value', initial_value)
+        check_number(name, 'final_value', final_value)
+        check_number(name, 'warmup_start', warmup_start)
+        check_int(name, 'warmup_changes', warmup_changes, low=0)
+        check_int(name, 'num_changes', num_changes, low=warmup_changes + 1)
+        self.initial_value = initial_value
+        self.num_changes = num_changes
+        self.final_value = final_value
+        self.warmup_changes = warmup_changes
+        self.warmup_start = warmup_start
+
+    def __call__(self, epoch_nr, update_nr, timescale, interval, net,
+                 stepper, logs):
+        k = _count(epoch_nr, update_nr, timescale) // interval
+        if k < self.warmup_changes:
+            return self.warmup_start + (self.initial_value -
+                                        self.warmup_start) \
+                * k / self.warmup_changes
+        p = min((k - self.warmup_changes) /
+                (self.num_changes - self.warmup_changes), 1.0)
+        return self.final_value + (self.initial_value - self.final_value) \
+            * (1.0 + math.cos(math.pi * p)) / 2.0

@@ -1,0 +1,93 @@
+"""Helpers shared by the trainer, the steppers, the schedules and the hooks."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import numpy as np
+
+from brainstorm.utils import ValidationError
+
+__all__ = ['run_network', 'TrainingValidationError']
+
+
+class TrainingValidationError(ValidationError, ValueError):
+    """A trainer, stepper, schedule, hook or checkpoint got bad input."""
+
+
+class UnknownNameError(TrainingValidationError, KeyError):
+    """A name (of a data iterator, log or layer) is not known."""
+
+    def __str__(self):
+        return str(self.args[0])
+
+
+def run_network(net, iterator, all_inputs: bool = True) -> Iterator[int]:
+    """Provide each batch of ``iterator`` to ``net``, one at a time.
+
+    A generator: after each batch has been given to the network (with
+    :meth:`~brainstorm.structure.network.Network.provide_external_data`)
+    it yields the batch index; the caller then runs the passes it needs.
+
+    Args:
+        net: the network.
+        iterator: a data iterator.
+        all_inputs: if False, inputs missing from the data are skipped.
+
+    Example:
+        >>> for i in run_network(net, data):  # doctest: +SKIP
+        ...     net.forward_pass()
+    """
+    for i, data in enumerate(iterator(handler=net.handler)):
+        net.provide_external_data(data, all_inputs=all_inputs)
+        yield i
+
+
+# ----------------------------------------------------- argument checking ---
+
+def is_number(value) -> bool:
+    """True for finite real numbers (ints, floats, NumPy scalars), not bools."""
+    numbers = (int, float, np.integer, np.floating)
+    return (isinstance(value, numbers) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def check_number(owner: str, name: str, value, low: float | None = None,
+                 high: float | None = None, include_low: bool = True,
+                 include_high: bool = True) -> None:
+    """Raise TrainingValidationError unless ``value`` is a finite number
+    within the given bounds.
+
+    Args:
+        owner: who checks (used in the message, e.g. ``"AdamStepper"``).
+        name: the argument name.
+        value: the value to check.
+        low, high: bounds (None: unbounded).
+        include_low, include_high: whether the bounds themselves are allowed.
+    """
+    ok = is_number(value)
+    if ok and low is not None:
+        ok = value >= low if include_low else value > low
+    if ok and high is not None:
+        ok = value <= high if include_high else value < high
+    if not ok:
+        if low is None and high is None:
+            expected = 'a finite number'
+        else:
+            left = ('[' if include_low else '(') + \
+                (str(low) if low is not None else '-inf')
+            right = (str(high) if high is not None else 'inf') + \
+                (']' if include_high else ')')
+            expected = f'a number in {left}, {right}'
+        raise TrainingValidationError(
+            f'{owner}: {name} must be {expected}. Received: {name}={value!r}')
+
+
+def check_int(owner: str, name: str, value, low: int = 0) -> None:
+    """Raise TrainingValidationError unless ``value`` is an int >= ``low``."""
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) \
+            or value < low:
+        raise TrainingValidationError(
+            f'{owner}: {name} must be an int >= {low}. Received: '
+            f'{name}={value!r}')
