@@ -21,6 +21,11 @@ from brainstorm.layers.clockwork_lstm_layer import ClockworkLstmLayerImpl
 from brainstorm.layers.lstm_layer import LstmLayerImpl
 from brainstorm.structure.network import Network
 
+#: The SPEC's Lstm parameters and forward internals, in order.
+LSTM_PARAMETERS = ['Wz', 'Wi', 'Wf', 'Wo', 'pi', 'pf', 'po', 'Rz', 'Ri', 'Rf',
+                   'Ro', 'bz', 'bi', 'bf', 'bo']
+LSTM_INTERNALS = ['Za', 'Zb', 'Ia', 'Ib', 'Fa', 'Fb', 'Oa', 'Ob', 'Ca', 'Cb']
+
 LONG_CONFIGURATIONS = [(1, 1), (5, 1), (7, 3)]
 
 LAYER_SPECS = [

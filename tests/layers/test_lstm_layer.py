@@ -12,20 +12,18 @@ from brainstorm.structure.network import Network
 from brainstorm.testing import instantiate_layer, set_up_layer
 from brainstorm.utils import LayerValidationError
 from tests.layers.layer_specs_recurrent import (
+    LSTM_INTERNALS,
+    LSTM_PARAMETERS,
     gradient_error_with_context,
     lstm_reference,
     regression_data,
     regression_net,
 )
 
-PARAMETERS = ['Wz', 'Wi', 'Wf', 'Wo', 'pi', 'pf', 'po', 'Rz', 'Ri', 'Rf',
-              'Ro', 'bz', 'bi', 'bf', 'bo']
-INTERNALS = ['Za', 'Zb', 'Ia', 'Ib', 'Fa', 'Fb', 'Oa', 'Ob', 'Ca', 'Cb']
-
 
 def test_parameters_internals_and_outputs_follow_the_spec():
     layer = instantiate_layer(LstmLayerImpl, {'default': (2, 3)}, size=5)
-    assert list(layer.parameter_shapes) == PARAMETERS
+    assert list(layer.parameter_shapes) == LSTM_PARAMETERS
     shapes = {n: s.shape for n, s in layer.parameter_shapes.items()}
     for gate in 'zifo':
         assert shapes['W' + gate] == (5, 6)
@@ -34,7 +32,7 @@ def test_parameters_internals_and_outputs_follow_the_spec():
     for gate in 'ifo':
         assert shapes['p' + gate] == (1, 5)
     assert list(layer.internal_shapes) == \
-        INTERNALS + ['d' + n for n in INTERNALS]
+        LSTM_INTERNALS + ['d' + n for n in LSTM_INTERNALS]
     for name, structure in layer.internal_shapes.items():
         assert structure.shape == ('T', 'B', 5)
         assert structure.context_size == 1
@@ -117,7 +115,7 @@ def test_initialize_pattern_reaches_exactly_the_forget_gate_bias():
                              >> FullyConnected(2, name='Out'))
     net.initialize({'Lstm*': {'bf': 1.0}, 'default': 0.0})
     np.testing.assert_array_equal(net.get('Lstm.parameters.bf'), np.ones(4))
-    for name in PARAMETERS:
+    for name in LSTM_PARAMETERS:
         if name != 'bf':
             assert not net.get(f'Lstm.parameters.{name}').any(), name
     assert net.get('parameters').sum() == 4.0
@@ -128,7 +126,7 @@ def test_backward_pass_leaves_forward_internals_alone():
     net.initialize(Gaussian(0.5), seed=5)
     net.provide_external_data(regression_data(3, 2))
     net.forward_pass()
-    internals = {n: net.get(f'Lstm.internals.{n}') for n in INTERNALS}
+    internals = {n: net.get(f'Lstm.internals.{n}') for n in LSTM_INTERNALS}
     net.backward_pass()
     for name, before in internals.items():
         np.testing.assert_array_equal(net.get(f'Lstm.internals.{name}'),
