@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+import numpy as np
+
 from brainstorm.layers.base_layer import Layer, time_template
 from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.construction import ConstructionWrapper
-from brainstorm.utils import LayerValidationError, flatten_all_but_last
+from brainstorm.utils import LayerValidationError, flatten_time
 
 
 def SoftmaxCE(name: str | None = None) -> ConstructionWrapper:
@@ -51,26 +53,36 @@ class SoftmaxCELayerImpl(Layer):
 
     def forward_pass(self, buffers, training_pass=True):
         _h = self.handler
-        x = flatten_all_but_last(buffers.inputs.default)
-        t = flatten_all_but_last(buffers.inputs.targets)
-        p = flatten_all_but_last(buffers.outputs.predictions)
-        loss = flatten_all_but_last(buffers.outputs.loss)
-
-        _h.softmax_m(x, p)
-        _h.index_m_by_v(p, t, loss)
-        _h.clip_t(loss, 1e-6, 1.0, loss)
-        _h.log_t(loss, loss)
-        _h.mult_st(-1.0, loss, loss)
+        for x, t, p, loss in zip(_rows(buffers.inputs.default),
+                                 _rows(buffers.inputs.targets),
+                                 _rows(buffers.outputs.predictions),
+                                 _rows(buffers.outputs.loss)):
+            _h.softmax_m(x, p)
+            _h.index_m_by_v(p, t, loss)
+            _h.clip_t(loss, 1e-6, 1.0, loss)
+            _h.log_t(loss, loss)
+            _h.mult_st(-1.0, loss, loss)
 
     def backward_pass(self, buffers):
         _h = self.handler
-        t = flatten_all_but_last(buffers.inputs.targets)
-        p = flatten_all_but_last(buffers.outputs.predictions)
-        dloss = flatten_all_but_last(buffers.output_deltas.loss)
-        dx = flatten_all_but_last(buffers.input_deltas.default)
-        t_bin = flatten_all_but_last(buffers.internals.t_bin)
+        for t, p, dloss, dx, t_bin in zip(_rows(buffers.inputs.targets),
+                                          _rows(buffers.outputs.predictions),
+                                          _rows(buffers.output_deltas.loss),
+                                          _rows(buffers.input_deltas.default),
+                                          _rows(buffers.internals.t_bin)):
+            _h.binarize_v(t, t_bin)
+            _h.subtract_tt(p, t_bin, t_bin)
+            _h.mult_mv(t_bin, dloss, t_bin)
+            _h.add_tt(dx, t_bin, dx)
 
-        _h.binarize_v(t, t_bin)
-        _h.subtract_tt(p, t_bin, t_bin)
-        _h.mult_mv(t_bin, dloss, t_bin)
-        _h.add_tt(dx, t_bin, dx)
+
+def _rows(array) -> list:
+    """2-D views ``(T*B, K)`` covering a ``(T, B, ..., K)`` buffer.
+
+    Network buffers are feature slices of a larger array, so with several
+    feature axes ``(T*B*..., K)`` is not a view; one matrix per index of the
+    middle axes is.
+    """
+    flat = flatten_time(array)
+    return [flat[(slice(None),) + index]
+            for index in np.ndindex(*flat.shape[1:-1])]
