@@ -381,3 +381,32 @@ def test_malformed_destination_is_rejected(destination):
     }
     with pytest.raises(NetworkValidationError, match=repr(destination)):
         validate_architecture(arch)
+
+
+def test_softmax_with_several_feature_axes_in_a_network():
+    # Network buffers are feature slices of one time-sized array, so a
+    # (T, B, 2, 3) input cannot be flattened to (T*B*2, 3) without a copy;
+    # SoftmaxCE used to raise ValueError here.
+    inp = Input(out_shapes={'default': ('T', 'B', 2, 3),
+                            'targets': ('T', 'B', 2, 1)})
+    out = SoftmaxCE(name='Out')
+    inp >> out
+    inp - 'targets' >> 'targets' - out - 'loss' >> Loss()
+    net = Network.from_layer(inp)
+    rnd = np.random.RandomState(5)
+    x = rnd.randn(2, 3, 2, 3)
+    t = rnd.randint(0, 3, (2, 3, 2, 1))
+    net.provide_external_data({'default': x, 'targets': t})
+    net.forward_pass()
+    net.backward_pass()
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    p = e / e.sum(axis=-1, keepdims=True)
+    picked = np.take_along_axis(p, t, axis=-1)
+    np.testing.assert_allclose(net.get('Out.outputs.predictions'), p,
+                               rtol=1e-5)
+    np.testing.assert_allclose(net.get('Out.outputs.loss'), -np.log(picked),
+                               rtol=1e-5)
+    onehot = np.zeros_like(p)
+    np.put_along_axis(onehot, t, 1.0, axis=-1)
+    np.testing.assert_allclose(net.get('Input.output_deltas.default'),
+                               (p - onehot) / 3, rtol=1e-5, atol=1e-7)
