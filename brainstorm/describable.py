@@ -121,6 +121,8 @@ def get_description(this):
         return result
     if this is None or isinstance(this, (bool, str)):
         return this
+    if isinstance(this, np.bool_):
+        return bool(this)
     if isinstance(this, (int, np.integer)):
         return int(this)
     if isinstance(this, (float, np.floating)):
