@@ -1,1 +1,1024 @@
-"""Placeholder: filled in by its issue."""
+"""Hooks: code the Trainer calls during training (monitoring, saving,
+stopping, changing stepper attributes).
+
+A hook has a ``timescale`` (``'epoch'`` or ``'update'``) and an
+``interval``; the trainer calls it whenever the matching count is a multiple
+of the interval (also at count 0, before training). A hook returns a value
+to log (or None) and raises ``StopIteration`` to stop training.
+``log_name`` arguments are dotted paths into ``trainer.logs``, e.g.
+``'validation.Accuracy'``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+import signal
+import sys
+import tempfile
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+
+import numpy as np
+
+from brainstorm.describable import Describable
+from brainstorm.training.utils import (
+    TrainingValidationError,
+    UnknownNameError,
+    check_int,
+    check_number,
+)
+from brainstorm.utils import get_brainstorm_info, get_by_path
+
+__all__ = ['Hook', 'SaveBestNetwork', 'SaveLogs', 'SaveNetwork',
+           'MonitorLoss', 'MonitorScores', 'MonitorLayerParameters',
+           'MonitorLayerGradients', 'MonitorLayerInOuts',
+           'MonitorLayerDeltas', 'EarlyStopper', 'StopAfterEpoch',
+           'StopAfterThresholdReached', 'StopOnNan', 'StopOnSigQuit',
+           'ProgressBar', 'ModifyStepperAttribute', 'ReduceOnPlateau',
+           'SaveLogsCSV', 'SavePlot', 'SaveCheckpoint']
+
+LOGS_FILE_FORMAT = b'Logs file v1.0'
+
+
+# ------------------------------------------------------------- helpers ----
+
+def _leaf_paths(logs: Mapping, prefix: str = '') -> list:
+    """Dotted paths of all leaves of nested logs, in insertion order."""
+    paths = []
+    for key, value in logs.items():
+        if isinstance(value, Mapping):
+            paths.extend(_leaf_paths(value, f'{prefix}{key}.'))
+        else:
+            paths.append(prefix + key)
+    return paths
+
+
+def _stats(array: np.ndarray) -> OrderedDict:
+    return OrderedDict([('min', float(array.min())),
+                        ('avg', float(array.mean())),
+                        ('max', float(array.max()))])
+
+
+def _view_stats(net, view) -> OrderedDict:
+    result = OrderedDict()
+    for key, array in view.items():
+        if hasattr(array, 'items'):
+            continue
+        values = net.handler.get_numpy_copy(array)
+        if values.size:
+            result[key] = _stats(values)
+    return result
+
+
+def _check_criterion(owner: str, criterion) -> None:
+    if criterion not in ('min', 'max'):
+        raise TrainingValidationError(
+            f"{owner}: criterion must be 'min' or 'max'. Received: "
+            f'criterion={criterion!r}')
+
+
+def _is_better(value, best, criterion: str) -> bool:
+    return value < best if criterion == 'min' else value > best
+
+
+def _atomic_path(filename: str) -> str:
+    directory = os.path.dirname(os.path.abspath(filename))
+    fd, tmp = tempfile.mkstemp(prefix='.tmp-', dir=directory)
+    os.close(fd)
+    return tmp
+
+
+def _replace_atomically(filename: str, write) -> None:
+    """Call ``write(tmp_name)``, then move the file to ``filename``."""
+    tmp = _atomic_path(filename)
+    try:
+        write(tmp)
+        os.replace(tmp, filename)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+# ---------------------------------------------------------------- base ----
+
+class Hook(Describable):
+    """Base class of all hooks.
+
+    Args:
+        name: the hook's name (key in ``trainer.hooks`` and ``logs``);
+            default: the class name.
+        timescale: ``'epoch'`` or ``'update'``.
+        interval: call every ``interval`` epochs/updates (int >= 1).
+        verbose: whether to print; None follows the trainer.
+
+    Attributes:
+        priority: set by ``Trainer.add_hook`` (order of the hooks).
+        run_verbosity: the verbosity in effect, set by :meth:`start`.
+    """
+
+    __undescribed__ = {'run_verbosity': None}
+    __default_values__ = {'timescale': 'epoch', 'interval': 1,
+                          'verbose': None}
+
+    def __init__(self, name: str | None = None, timescale: str = 'epoch',
+                 interval: int = 1, verbose: bool | None = None):
+        owner = type(self).__name__
+        if timescale not in ('epoch', 'update'):
+            raise TrainingValidationError(
+                f"{owner}: timescale must be 'epoch' or 'update'. Received: "
+                f'timescale={timescale!r}')
+        check_int(owner, 'interval', interval, low=1)
+        if name is not None and not isinstance(name, str):
+            raise TrainingValidationError(
+                f'{owner}: name must be a str or None. Received: {name!r}')
+        self.timescale = timescale
+        self.interval = interval
+        self.__name__ = name or owner
+        self.priority = 0
+        self.verbose = verbose
+        self.run_verbosity = None
+
+    def start(self, net, stepper, verbose: bool, named_data_iters: dict
+              ) -> None:
+        """Called by the trainer before training; sets ``run_verbosity``."""
+        self.run_verbosity = verbose if self.verbose is None else self.verbose
+
+    def message(self, msg: str) -> None:
+        """Print ``"<name> >> msg"`` if the hook is verbose."""
+        if self.run_verbosity:
+            print(f'{self.__name__} >> {msg}')
+
+    def __call__(self, epoch_nr: int, update_nr: int, net, stepper,
+                 logs: dict):
+        """Run the hook; return a value to log or None, or raise
+        StopIteration to stop training."""
+        raise NotImplementedError
+
+    def get_state(self) -> dict:
+        """State to keep in checkpoints: name -> NumPy array (or number)."""
+        return {}
+
+    def set_state(self, state: dict) -> None:
+        """Restore a state from :meth:`get_state`."""
+
+    def _get_log(self, logs: dict, log_name: str, epoch_nr: int):
+        """The log at ``log_name``, or None while it may not exist yet (at
+        epoch 0, and during the first epoch for update hooks).
+
+        Raises:
+            UnknownNameError: if it still does not exist, listing the logs.
+        """
+        try:
+            return get_by_path(logs, log_name)
+        except KeyError:
+            if epoch_nr == 0 or (self.timescale == 'update' and epoch_nr <= 1):
+                return None
+            raise UnknownNameError(
+                f"{type(self).__name__} '{self.__name__}': there is no log "
+                f"'{log_name}' (epoch {epoch_nr}). Available logs: "
+                f'{_leaf_paths(logs)}') from None
+
+    def __repr__(self):
+        return f"<{type(self).__name__} '{self.__name__}'>"
+
+
+# ------------------------------------------------------------- saving -----
+
+class SaveBestNetwork(Hook):
+    """Save the network whenever a log reaches a new best value.
+
+    The last entry of the log must be strictly better than all earlier
+    ones. Without ``filename`` the parameters are kept in memory
+    (``self.parameters``).
+
+    Args:
+        log_name: dotted path of the log to watch.
+        filename: HDF5 file to save to (None: keep in memory).
+        criterion: ``'max'`` or ``'min'``.
+        name, timescale, interval, verbose: see :class:`Hook`.
+    """
+
+    __undescribed__ = {'parameters': None}
+
+    def __init__(self, log_name: str, filename: str | None = None,
+                 criterion: str = 'max', name: str | None = None,
+                 timescale: str = 'epoch', interval: int = 1,
+                 verbose: bool | None = None):
+        super().__init__(name, timescale, interval, verbose)
+        _check_criterion(type(self).__name__, criterion)
+        self.log_name = log_name
+        self.filename = filename
+        self.criterion = criterion
+        self.parameters = None
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        log = self._get_log(logs, self.log_name, epoch_nr)
+        if not log:
+            return None
+        value = log[-1]
+        earlier = [v for v in log[:-1] if not math.isnan(v)]
+        if math.isnan(value):
+            return None
+        if earlier:
+            best = min(earlier) if self.criterion == 'min' else max(earlier)
+            if not _is_better(value, best, self.criterion):
+                return None
+        if self.filename is not None:
+            self.message(f'{self.log_name} improved to {value:.6g}; saving '
+                         f"network to '{self.filename}'.")
+            net.save_as_hdf5(self.filename)
+        else:
+            self.message(f'{self.log_name} improved to {value:.6g}; keeping '
+                         'the parameters.')
+            self.parameters = net.get('parameters')
+        return None
+
+    def load_best_network(self):
+        """The best network: a Network loaded from ``filename``, or (without
+        filename) the cached parameter array."""
+        if self.filename is not None:
+            from brainstorm.structure.network import Network
+            return Network.from_hdf5(self.filename)
+        return self.parameters
+
+    def get_state(self) -> dict:
+        return {} if self.parameters is None else \
+            {'parameters': self.parameters}
+
+    def set_state(self, state: dict) -> None:
+        if 'parameters' in state:
+            self.parameters = np.array(state['parameters'])
+
+
+class SaveLogs(Hook):
+    """Write all logs to an HDF5 file (rewritten each time).
+
+    The file has the attributes ``info`` and ``format = b'Logs file v1.0'``;
+    nested dicts become groups, lists become datasets.
+
+    Args:
+        filename: the HDF5 file.
+        name, timescale, interval: see :class:`Hook`.
+    """
+
+    def __init__(self, filename: str, name: str | None = None,
+                 timescale: str = 'epoch', interval: int = 1):
+        super().__init__(name, timescale, interval)
+        self.filename = filename
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        import h5py
+
+        def write_group(group, entries):
+            for key, value in entries.items():
+                if isinstance(value, Mapping):
+                    write_group(group.create_group(key), value)
+                else:
+                    group.create_dataset(key, data=np.asarray(value))
+
+        def write(tmp):
+            with h5py.File(tmp, 'w') as f:
+                f.attrs['info'] = get_brainstorm_info()
+                f.attrs['format'] = LOGS_FILE_FORMAT
+                write_group(f, logs)
+
+        _replace_atomically(self.filename, write)
+        return None
+
+
+class SaveNetwork(Hook):
+    """Save the network to an HDF5 file (overwritten each time).
+
+    Args:
+        filename: the HDF5 file.
+        name, timescale, interval: see :class:`Hook`.
+    """
+
+    def __init__(self, filename: str, name: str | None = None,
+                 timescale: str = 'epoch', interval: int = 1):
+        super().__init__(name, timescale, interval)
+        self.filename = filename
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        net.save_as_hdf5(self.filename)
+        return None
+
+    def load_network(self):
+        """Load the last saved network."""
+        from brainstorm.structure.network import Network
+        return Network.from_hdf5(self.filename)
+
+
+class SaveCheckpoint(Hook):
+    """Write a checkpoint for exact resumption of the training run.
+
+    The checkpoint (one HDF5 file, written atomically) holds the network,
+    the stepper state, the trainer's counters and logs, hook states and all
+    random states involved (global, network, handler, data iterators). It
+    is written after all hooks due at the same moment have run. Continue
+    with ``trainer, net = Trainer.from_checkpoint(filename)`` and
+    ``trainer.train(net, train_iter, **named_iters)`` with iterators built
+    the same way.
+
+    Args:
+        filename: the checkpoint file.
+        name, timescale, interval: see :class:`Hook`.
+    """
+
+    def __init__(self, filename: str, name: str | None = None,
+                 timescale: str = 'epoch', interval: int = 1):
+        super().__init__(name, timescale, interval)
+        if not isinstance(filename, str) or not filename:
+            raise TrainingValidationError(
+                f'SaveCheckpoint: filename must be a non-empty str. '
+                f'Received: {filename!r}')
+        self.filename = filename
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        # The trainer writes the file once every hook of this call ran.
+        return None
+
+
+class SaveLogsCSV(Hook):
+    """Write logs to a CSV file (rewritten each time).
+
+    One column per log (dotted name), one row per entry; shorter logs leave
+    empty cells.
+
+    Args:
+        filename: the CSV file.
+        log_names: dotted log names to write (None: all).
+        name, timescale, interval: see :class:`Hook`.
+    """
+
+    def __init__(self, filename: str, log_names=None, name: str | None = None,
+                 timescale: str = 'epoch', interval: int = 1):
+        super().__init__(name, timescale, interval)
+        self.filename = filename
+        self.log_names = [log_names] if isinstance(log_names, str) else \
+            (None if log_names is None else list(log_names))
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        names = self.log_names if self.log_names is not None else \
+            _leaf_paths(logs)
+        columns = []
+        for log_name in names:
+            log = self._get_log(logs, log_name, epoch_nr)
+            columns.append([] if log is None else list(log))
+        rows = max((len(c) for c in columns), default=0)
+        text = io.StringIO()
+        writer = csv.writer(text, lineterminator='\n')
+        writer.writerow(names)
+        for i in range(rows):
+            writer.writerow([repr(float(c[i])) if i < len(c) and
+                             isinstance(c[i], (int, float, np.number))
+                             else (str(c[i]) if i < len(c) else '')
+                             for c in columns])
+
+        def write(tmp):
+            with open(tmp, 'w', newline='') as f:
+                f.write(text.getvalue())
+
+        _replace_atomically(self.filename, write)
+        return None
+
+
+class SavePlot(Hook):
+    """Save a PNG plot of some logs (needs matplotlib: ``pip install
+    brainstorm[plot]``).
+
+    Args:
+        filename: the PNG file (rewritten each time).
+        log_names: dotted names of the logs to plot (one line each).
+        name, timescale, interval: see :class:`Hook`.
+    """
+
+    def __init__(self, filename: str, log_names, name: str | None = None,
+                 timescale: str = 'epoch', interval: int = 1):
+        super().__init__(name, timescale, interval)
+        self.filename = filename
+        self.log_names = [log_names] if isinstance(log_names, str) else \
+            list(log_names)
+        if not self.log_names:
+            raise TrainingValidationError(
+                'SavePlot: log_names must name at least one log. Received: '
+                f'{log_names!r}')
+
+    def start(self, net, stepper, verbose, named_data_iters):
+        super().start(net, stepper, verbose, named_data_iters)
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise ImportError(
+                f"SavePlot '{self.__name__}' needs matplotlib. Install it "
+                "with: pip install 'brainstorm[plot]'") from None
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+        figure = Figure(figsize=(6, 4))
+        FigureCanvasAgg(figure)
+        axes = figure.add_subplot(1, 1, 1)
+        for log_name in self.log_names:
+            log = self._get_log(logs, log_name, epoch_nr)
+            if log:
+                axes.plot(range(len(log)), np.asarray(log, dtype=float),
+                          label=log_name)
+        axes.set_xlabel(self.timescale)
+        axes.legend(loc='best')
+
+        def write(tmp):
+            figure.savefig(tmp, format='png')
+
+        _replace_atomically(self.filename, write)
+        return None
+
+
+# ---------------------------------------------------------- monitoring ----
+
+class MonitorLoss(Hook):
+    """Log the losses of the network on a data set.
+
+    Args:
+        iter_name: the name of a data iterator given to ``trainer.train``
+            (only the name is kept in the trainer's description).
+        name, timescale, interval, verbose: see :class:`Hook`.
+    """
+
+    __undescribed__ = {'iter': None}
+
+    def __init__(self, iter_name: str, name: str | None = None,
+                 timescale: str = 'epoch', interval: int = 1,
+                 verbose: bool | None = None):
+        super().__init__(name, timescale, interval, verbose)
+        self.iter_name = iter_name
+        self.iter = None
+
+    def start(self, net, stepper, verbose, named_data_iters):
+        """Take the iterator ``iter_name`` from ``named_data_iters``.
+
+        Raises:
+            UnknownNameError (a KeyError): if there is no such iterator.
+        """
+        super().start(net, stepper, verbose, named_data_iters)
+        if self.iter_name not in named_data_iters:
+            raise UnknownNameError(
+                f"{type(self).__name__} '{self.__name__}': no data iterator "
+                f"named '{self.iter_name}'. Available: "
+                f'{sorted(named_data_iters)} (pass it to trainer.train as '
+                f'{self.iter_name}=...)')
+        self.iter = named_data_iters[self.iter_name]
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        from brainstorm.tools import evaluate
+        return evaluate(net, self.iter, scorers=())
+
+
+class MonitorScores(MonitorLoss):
+    """Log the losses and scores of the network on a data set.
+
+    Args:
+        iter_name: the name of a data iterator given to ``trainer.train``.
+        scorers: the scorers (e.g. ``[Accuracy()]``).
+        name, timescale, interval, verbose: see :class:`Hook`.
+    """
+
+    def __init__(self, iter_name: str, scorers, name: str | None = None,
+                 timescale: str = 'epoch', interval: int = 1,
+                 verbose: bool | None = None):
+        super().__init__(iter_name, name, timescale, interval, verbose)
+        self.scorers = list(scorers)
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        from brainstorm.tools import evaluate
+        return evaluate(net, self.iter, scorers=self.scorers)
+
+
+class _MonitorLayer(Hook):
+    prefix = ''
+
+    def __init__(self, layer_name: str, name: str | None = None,
+                 timescale: str = 'epoch', interval: int = 1,
+                 verbose: bool | None = None):
+        super().__init__(name or f'{self.prefix}_{layer_name}', timescale,
+                         interval, verbose)
+        self.layer_name = layer_name
+
+    def start(self, net, stepper, verbose, named_data_iters):
+        super().start(net, stepper, verbose, named_data_iters)
+        if self.layer_name not in net.layers:
+            raise UnknownNameError(
+                f"{type(self).__name__} '{self.__name__}': the network has "
+                f"no layer '{self.layer_name}'. Layers: {list(net.layers)}")
+
+
+class MonitorLayerParameters(_MonitorLayer):
+    """Log ``min``/``avg``/``max`` of each parameter of a layer, and for
+    parameters with 2 or more dimensions also ``min/avg/max_L2_norm`` of
+    the L2 norms taken along axis 1.
+
+    Args:
+        layer_name: the layer to monitor.
+        name: default ``'MonitorParameters_<layer_name>'``.
+        timescale, interval, verbose: see :class:`Hook`.
+    """
+
+    prefix = 'MonitorParameters'
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        result = OrderedDict()
+        for key, array in net.buffer[self.layer_name].parameters.items():
+            values = net.handler.get_numpy_copy(array)
+            stats = _stats(values)
+            if values.ndim >= 2:
+                norms = np.sqrt(np.sum(values ** 2, axis=1))
+                stats['min_L2_norm'] = float(norms.min())
+                stats['avg_L2_norm'] = float(norms.mean())
+                stats['max_L2_norm'] = float(norms.max())
+            result[key] = stats
+        return result
+
+
+class MonitorLayerGradients(_MonitorLayer):
+    """Log ``min``/``avg``/``max`` of each gradient of a layer.
+
+    Args:
+        layer_name: the layer to monitor.
+        name: default ``'MonitorGradients_<layer_name>'``.
+        timescale, interval, verbose: see :class:`Hook`.
+    """
+
+    prefix = 'MonitorGradients'
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        return _view_stats(net, net.buffer[self.layer_name].gradients)
+
+
+class MonitorLayerInOuts(_MonitorLayer):
+    """Log ``{'inputs': {...}, 'outputs': {...}}`` with ``min``/``avg``/
+    ``max`` of each input and output of a layer.
+
+    Args:
+        layer_name: the layer to monitor.
+        name: default ``'MonitorInOuts_<layer_name>'``.
+        timescale, interval, verbose: see :class:`Hook`.
+    """
+
+    prefix = 'MonitorInOuts'
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        view = net.buffer[self.layer_name]
+        return OrderedDict([('inputs', _view_stats(net, view.inputs)),
+                            ('outputs', _view_stats(net, view.outputs))])
+
+
+class MonitorLayerDeltas(_MonitorLayer):
+    """Log ``min``/``avg``/``max`` of a layer's internals, output deltas
+    and input deltas (``{'internals': …, 'output_deltas': …,
+    'input_deltas': …}``).
+
+    Args:
+        layer_name: the layer to monitor.
+        name: default ``'MonitorDeltas_<layer_name>'``.
+        timescale, interval, verbose: see :class:`Hook`.
+    """
+
+    prefix = 'MonitorDeltas'
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        view = net.buffer[self.layer_name]
+        return OrderedDict([
+            ('internals', _view_stats(net, view.internals)),
+            ('output_deltas', _view_stats(net, view.output_deltas)),
+            ('input_deltas', _view_stats(net, view.input_deltas))])
+
+
+# ------------------------------------------------------------ stopping ----
+
+class EarlyStopper(Hook):
+    """Stop when a log has not improved for ``patience`` entries
+    (``len(log) > index_of_best + patience``).
+
+    Args:
+        log_name: dotted path of the log to watch.
+        patience: number of entries without improvement allowed.
+        criterion: ``'min'`` or ``'max'``.
+        name, timescale, interval, verbose: see :class:`Hook`.
+    """
+
+    def __init__(self, log_name: str, patience: int = 1,
+                 criterion: str = 'min', name: str | None = None,
+                 timescale: str = 'epoch', interval: int = 1,
+                 verbose: bool | None = None):
+        super().__init__(name, timescale, interval, verbose)
+        _check_criterion('EarlyStopper', criterion)
+        check_int('EarlyStopper', 'patience', patience, low=0)
+        self.log_name = log_name
+        self.patience = patience
+        self.criterion = criterion
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        log = self._get_log(logs, self.log_name, epoch_nr)
+        if not log:
+            return None
+        values = np.asarray(log, dtype=float)
+        best = int(np.nanargmin(values) if self.criterion == 'min' else
+                   np.nanargmax(values)) if not np.isnan(values).all() else 0
+        if len(log) > best + self.patience:
+            self.message(f"Stopping because '{self.log_name}' did not "
+                         f'improve for {self.patience} checks.')
+            raise StopIteration
+        return None
+
+
+class StopAfterEpoch(Hook):
+    """Stop once ``epoch_nr >= max_epochs``.
+
+    Args:
+        max_epochs: the number of epochs to train (int >= 0).
+        name, timescale, interval, verbose: see :class:`Hook`.
+    """
+
+    def __init__(self, max_epochs: int, name: str | None = None,
+                 timescale: str = 'epoch', interval: int = 1,
+                 verbose: bool | None = None):
+        super().__init__(name, timescale, interval, verbose)
+        check_int('StopAfterEpoch', 'max_epochs', max_epochs, low=0)
+        self.max_epochs = max_epochs
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        if epoch_nr >= self.max_epochs:
+            self.message(f'Stopping because the maximum number of epochs '
+                         f'({self.max_epochs}) was reached.')
+            raise StopIteration
+        return None
+
+
+class StopAfterThresholdReached(Hook):
+    """Stop once a log reaches a threshold (``min(log) <= threshold`` for
+    ``'min'``, ``max(log) >= threshold`` for ``'max'``). A log missing at
+    epoch 0 is fine.
+
+    Args:
+        log_name: dotted path of the log to watch.
+        threshold: the value to reach.
+        criterion: ``'min'`` or ``'max'``.
+        name, timescale, interval, verbose: see :class:`Hook`.
+    """
+
+    def __init__(self, log_name: str, threshold: float,
+                 criterion: str = 'min', name: str | None = None,
+                 timescale: str = 'epoch', interval: int = 1,
+                 verbose: bool | None = None):
+        super().__init__(name, timescale, interval, verbose)
+        _check_criterion('StopAfterThresholdReached', criterion)
+        check_number('StopAfterThresholdReached', 'threshold', threshold)
+        self.log_name = log_name
+        self.threshold = threshold
+        self.criterion = criterion
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        log = self._get_log(logs, self.log_name, epoch_nr)
+        if not log:
+            return None
+        values = np.asarray(log, dtype=float)
+        if self.criterion == 'min':
+            reached = bool(np.nanmin(values) <= self.threshold) \
+                if not np.isnan(values).all() else False
+        else:
+            reached = bool(np.nanmax(values) >= self.threshold) \
+                if not np.isnan(values).all() else False
+        if reached:
+            self.message(f"Stopping because '{self.log_name}' reached the "
+                         f'threshold {self.threshold}.')
+            raise StopIteration
+        return None
+
+
+def _all_finite(value) -> bool:
+    try:
+        return bool(np.all(np.isfinite(np.asarray(value, dtype=float))))
+    except (TypeError, ValueError):
+        return True
+
+
+class StopOnNan(Hook):
+    """Stop when something becomes NaN or infinite.
+
+    Checks the last entry of each log in ``logs_to_check``, the parameters,
+    and the training loss: at the ``'epoch'`` timescale the last
+    ``rolling_training`` total loss, at the ``'update'`` timescale the loss
+    of the last batch.
+
+    Args:
+        logs_to_check: dotted log names (or one name).
+        check_parameters: check the network's parameters.
+        check_training_loss: check the training loss.
+        name, timescale, interval, verbose: see :class:`Hook`.
+    """
+
+    def __init__(self, logs_to_check=(), check_parameters: bool = True,
+                 check_training_loss: bool = True, name: str | None = None,
+                 timescale: str = 'epoch', interval: int = 1,
+                 verbose: bool | None = None):
+        super().__init__(name, timescale, interval, verbose)
+        self.logs_to_check = [logs_to_check] if isinstance(
+            logs_to_check, str) else list(logs_to_check)
+        self.check_parameters = check_parameters
+        self.check_training_loss = check_training_loss
+
+    def _stop(self, what: str):
+        self.message(f'Stopping because {what} is not finite.')
+        raise StopIteration
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        for log_name in self.logs_to_check:
+            log = self._get_log(logs, log_name, epoch_nr)
+            if log and not _all_finite(log[-1]):
+                self._stop(f"log '{log_name}'")
+        if self.check_parameters and \
+                not net.handler.is_fully_finite(net.buffer.parameters):
+            self._stop('a parameter')
+        if self.check_training_loss:
+            if self.timescale == 'update':
+                if update_nr > 0 and not _all_finite(
+                        net.get_loss_values()['total_loss']):
+                    self._stop('the training loss')
+            else:
+                rolling = logs.get('rolling_training', {})
+                loss = rolling.get('total_loss', rolling.get('Loss'))
+                if loss and not _all_finite(loss[-1]):
+                    self._stop('the training loss')
+        return None
+
+
+class StopOnSigQuit(Hook):
+    """Stop at the next call after the process received SIGQUIT
+    (Ctrl+\\ in a terminal). Where there is no SIGQUIT (Windows) or the
+    trainer does not run in the main thread, the hook does nothing.
+
+    Args:
+        name, timescale, interval, verbose: see :class:`Hook`.
+    """
+
+    __undescribed__ = {'quit': False}
+
+    def __init__(self, name: str | None = None, timescale: str = 'epoch',
+                 interval: int = 1, verbose: bool | None = None):
+        super().__init__(name, timescale, interval, verbose)
+        self.quit = False
+
+    def start(self, net, stepper, verbose, named_data_iters):
+        """Install the SIGQUIT handler."""
+        super().start(net, stepper, verbose, named_data_iters)
+        self.quit = False
+        if hasattr(signal, 'SIGQUIT') and \
+                threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGQUIT, self._receive)
+        else:
+            self.message('SIGQUIT cannot be caught here; this hook is off.')
+
+    def _receive(self, signum, frame):
+        self.quit = True
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        if self.quit:
+            self.quit = False
+            self.message('Stopping because SIGQUIT was received.')
+            raise StopIteration
+        return None
+
+
+# ------------------------------------------------------------ progress ----
+
+class ProgressBar(Hook):
+    """A tqdm progress bar per epoch, showing the running training loss.
+
+    It is drawn only if the output is a terminal, unless ``force`` is set.
+    Needs ``training_data_iter.length``.
+
+    Args:
+        name: see :class:`Hook`.
+        file: the stream to draw on (default: ``sys.stderr``).
+        force: draw even if the stream is not a terminal.
+        verbose: see :class:`Hook`.
+    """
+
+    __undescribed__ = {'file': None, '_bar': None, '_bar_epoch': None,
+                       '_loss_sum': 0.0, '_batches': 0, '_length': None,
+                       '_enabled': False}
+    __default_values__ = {'force': False}
+
+    def __init__(self, name: str | None = None, file=None, force: bool = False,
+                 verbose: bool | None = None):
+        super().__init__(name, 'update', 1, verbose)
+        self.file = file
+        self.force = force
+        self._bar = None
+        self._bar_epoch = None
+        self._loss_sum = 0.0
+        self._batches = 0
+        self._length = None
+        self._enabled = False
+
+    def start(self, net, stepper, verbose, named_data_iters):
+        """Read the number of batches per epoch of the training iterator."""
+        super().start(net, stepper, verbose, named_data_iters)
+        iterator = named_data_iters.get('training_data_iter')
+        length = getattr(iterator, 'length', None)
+        if not isinstance(length, int) or length < 0:
+            raise TrainingValidationError(
+                f"ProgressBar '{self.__name__}': the training iterator needs "
+                f'an int length (batches per epoch). Received: {length!r}')
+        self._length = length
+        stream = self.file if self.file is not None else sys.stderr
+        is_terminal = bool(getattr(stream, 'isatty', lambda: False)())
+        self._enabled = bool(self.force) or (is_terminal and
+                                             bool(self.run_verbosity))
+        self._close()
+
+    def _close(self):
+        if self._bar is not None:
+            self._bar.close()
+        self._bar = None
+        self._bar_epoch = None
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        if not self._enabled or update_nr == 0:
+            return None
+        from tqdm import tqdm
+        if self._bar is None or self._bar_epoch != epoch_nr:
+            self._close()
+            self._bar = tqdm(total=self._length, desc=f'Epoch {epoch_nr}',
+                             file=self.file if self.file is not None
+                             else sys.stderr, leave=True)
+            self._bar_epoch = epoch_nr
+            self._loss_sum, self._batches = 0.0, 0
+        self._loss_sum += float(net.get_loss_values()['total_loss'])
+        self._batches += 1
+        self._bar.set_postfix(loss=f'{self._loss_sum / self._batches:.4g}',
+                              refresh=False)
+        self._bar.update(1)
+        if self._bar.n >= self._length:
+            self._close()
+        return None
+
+
+# ------------------------------------------------- stepper attributes -----
+
+def _resolve_attribute(owner: str, stepper, attr_name: str):
+    """(object, attribute) for a dotted ``attr_name`` below ``stepper``;
+    mapping entries are looked up by key (``'steppers.Conv*.learning_rate'``
+    for a MultiStepper)."""
+    if not isinstance(attr_name, str) or not attr_name:
+        raise TrainingValidationError(
+            f'{owner}: attr_name must be a non-empty str. Received: '
+            f'{attr_name!r}')
+    *path, attr = attr_name.split('.')
+    target = stepper
+    for part in path:
+        if isinstance(target, Mapping) and part in target:
+            target = target[part]
+        elif hasattr(target, part):
+            target = getattr(target, part)
+        else:
+            raise UnknownNameError(
+                f"{owner}: the stepper {stepper!r} has no '{attr_name}' "
+                f"('{part}' not found).")
+    if isinstance(target, Mapping) or not hasattr(target, attr):
+        raise UnknownNameError(
+            f"{owner}: the stepper {stepper!r} has no attribute "
+            f"'{attr_name}'.")
+    return target, attr
+
+
+class ModifyStepperAttribute(Hook):
+    """Set a stepper attribute from a schedule every time it is called
+    (also at count 0).
+
+    Args:
+        schedule: a schedule (see :mod:`brainstorm.training.schedules`) or
+            any callable with the same arguments.
+        attr_name: the attribute; dotted paths reach into a MultiStepper,
+            e.g. ``'steppers.Conv*.learning_rate'``.
+        timescale, interval, name, verbose: see :class:`Hook`.
+    """
+
+    def __init__(self, schedule, attr_name: str = 'learning_rate',
+                 timescale: str = 'epoch', interval: int = 1,
+                 name: str | None = None, verbose: bool | None = None):
+        super().__init__(name, timescale, interval, verbose)
+        if not callable(schedule):
+            raise TrainingValidationError(
+                'ModifyStepperAttribute: schedule must be callable. '
+                f'Received: {schedule!r}')
+        self.schedule = schedule
+        self.attr_name = attr_name
+
+    def start(self, net, stepper, verbose, named_data_iters):
+        """Check that the stepper has the attribute."""
+        super().start(net, stepper, verbose, named_data_iters)
+        _resolve_attribute(f"ModifyStepperAttribute '{self.__name__}'",
+                           stepper, self.attr_name)
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        target, attr = _resolve_attribute(
+            f"ModifyStepperAttribute '{self.__name__}'", stepper,
+            self.attr_name)
+        value = self.schedule(epoch_nr, update_nr, self.timescale,
+                              self.interval, net, stepper, logs)
+        setattr(target, attr, value)
+        return None
+
+
+class ReduceOnPlateau(Hook):
+    """Multiply a stepper attribute by ``factor`` when a log stops
+    improving.
+
+    Each new log entry that is not strictly better than the best so far
+    counts as a bad check; after more than ``patience`` bad checks in a row
+    the attribute becomes ``max(value * factor, minimum)`` and the count
+    starts again.
+
+    Args:
+        log_name: dotted path of the log to watch.
+        attr_name: the stepper attribute (dotted paths as in
+            :class:`ModifyStepperAttribute`).
+        factor: multiplier in (0, 1).
+        patience: bad checks tolerated (int >= 0).
+        minimum: the attribute never goes below this (>= 0).
+        criterion: ``'min'`` or ``'max'``.
+        name, timescale, interval, verbose: see :class:`Hook`.
+    """
+
+    __undescribed__ = {'_best': None, '_bad_checks': 0, '_seen': 0}
+
+    def __init__(self, log_name: str, attr_name: str = 'learning_rate',
+                 factor: float = 0.1, patience: int = 5,
+                 minimum: float = 0.0, criterion: str = 'min',
+                 name: str | None = None, timescale: str = 'epoch',
+                 interval: int = 1, verbose: bool | None = None):
+        super().__init__(name, timescale, interval, verbose)
+        owner = 'ReduceOnPlateau'
+        check_number(owner, 'factor', factor, 0, 1, include_low=False,
+                     include_high=False)
+        check_int(owner, 'patience', patience, low=0)
+        check_number(owner, 'minimum', minimum, low=0)
+        _check_criterion(owner, criterion)
+        self.log_name = log_name
+        self.attr_name = attr_name
+        self.factor = factor
+        self.patience = patience
+        self.minimum = minimum
+        self.criterion = criterion
+        self._best = None
+        self._bad_checks = 0
+        self._seen = 0
+
+    def start(self, net, stepper, verbose, named_data_iters):
+        """Check that the stepper has the attribute."""
+        super().start(net, stepper, verbose, named_data_iters)
+        _resolve_attribute(f"ReduceOnPlateau '{self.__name__}'", stepper,
+                           self.attr_name)
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        log = self._get_log(logs, self.log_name, epoch_nr)
+        if not log:
+            return None
+        for value in log[self._seen:]:
+            if self._best is None or _is_better(value, self._best,
+                                                self.criterion):
+                self._best = value
+                self._bad_checks = 0
+            else:
+                self._bad_checks += 1
+        self._seen = len(log)
+        if self._bad_checks > self.patience:
+            self._bad_checks = 0
+            target, attr = _resolve_attribute(
+                f"ReduceOnPlateau '{self.__name__}'", stepper, self.attr_name)
+            old = getattr(target, attr)
+            new = max(old * self.factor, self.minimum)
+            if new < old:
+                setattr(target, attr, new)
+                self.message(f'{self.attr_name} reduced from {old:.6g} to '
+                             f'{new:.6g}.')
+        return None
+
+    def get_state(self) -> dict:
+        state = {'bad_checks': np.int64(self._bad_checks),
+                 'seen': np.int64(self._seen)}
+        if self._best is not None:
+            state['best'] = np.float64(self._best)
+        return state
+
+    def set_state(self, state: dict) -> None:
+        self._bad_checks = int(np.asarray(state['bad_checks']))
+        self._seen = int(np.asarray(state['seen']))
+        self._best = float(np.asarray(state['best'])) if 'best' in state \
+            else None

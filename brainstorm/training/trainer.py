@@ -171,11 +171,12 @@ class Trainer(Describable):
         count = self.current_epoch_nr if timescale == 'epoch' else \
             self.current_update_nr
         stop = False
-        fired = []
-        for name, hook in self.hooks.items():
-            if hook.timescale != timescale or count % hook.interval != 0:
-                continue
-            fired.append(hook)
+        fired = [(name, hook) for name, hook in self.hooks.items()
+                 if hook.timescale == timescale and count % hook.interval == 0]
+        if timescale == 'epoch' and fired and self.verbose and \
+                logs is self.logs:
+            print(f'{"-" * 30} Epoch {count} {"-" * 30}')
+        for name, hook in fired:
             try:
                 result = hook(epoch_nr=self.current_epoch_nr,
                               update_nr=self.current_update_nr, net=net,
@@ -194,7 +195,7 @@ class Trainer(Describable):
                     for line in _format_result(result):
                         print(f'{name} >> {line}')
         from brainstorm.hooks import SaveCheckpoint
-        for hook in fired:
+        for _, hook in fired:
             if isinstance(hook, SaveCheckpoint) and self._run is not None:
                 self.save_checkpoint(hook.filename)
         return stop
@@ -308,8 +309,6 @@ class Trainer(Describable):
         _add_log(self.logs, 'rolling_training', aggregate_losses_and_scores(
             run.epoch_scores, net, self.train_scorers))
         run.epoch_complete = True
-        if self.verbose:
-            print(f'{"-" * 30} Epoch {self.current_epoch_nr} {"-" * 30}')
         return self._emit_hooks(net, 'epoch', self.logs) or stop
 
     def evaluate(self, net, **named_data_iters) -> OrderedDict:
