@@ -13,13 +13,13 @@ from brainstorm.describable import (
 from brainstorm.randomness import RandomState, Seedable
 
 
-class Plain(Describable):
+class DescPlain(Describable):
     def __init__(self, a, b=2):
         self.a = a
         self.b = b
 
 
-class WithUndescribed(Describable):
+class DescWithUndescribed(Describable):
     __undescribed__ = {'cache'}
 
     def __init__(self):
@@ -27,7 +27,7 @@ class WithUndescribed(Describable):
         self.cache = {'big': 'thing'}
 
 
-class WithUndescribedDefaults(Describable):
+class DescWithUndescribedDefaults(Describable):
     __undescribed__ = {'counter': 0, 'items': []}
 
     def __init__(self):
@@ -36,7 +36,7 @@ class WithUndescribedDefaults(Describable):
         self.items = [1, 2]
 
 
-class WithDefaults(Describable):
+class DescWithDefaults(Describable):
     __default_values__ = {'scale': 1.0, 'mode': 'fast'}
 
     def __init__(self, scale=1.0, mode='fast'):
@@ -44,28 +44,28 @@ class WithDefaults(Describable):
         self.mode = mode
 
 
-class Child(WithDefaults, WithUndescribed):
+class DescChild(DescWithDefaults, DescWithUndescribed):
     __default_values__ = {'extra': None}
 
     def __init__(self):
-        WithDefaults.__init__(self)
-        WithUndescribed.__init__(self)
+        DescWithDefaults.__init__(self)
+        DescWithUndescribed.__init__(self)
         self.extra = None
 
 
-class Hooked(Describable):
+class DescHooked(Describable):
     def __init__(self, n):
         self.n = n
         self.squares = [i * i for i in range(n)]
 
     def __describe__(self):
-        return {'@type': 'Hooked', 'n': self.n}
+        return {'@type': 'DescHooked', 'n': self.n}
 
     def __init_from_description__(self, description):
         self.squares = [i * i for i in range(self.n)]
 
 
-class Seeded(Seedable):
+class DescSeeded(Seedable):
     def __init__(self, seed=None):
         super().__init__(seed)
         self.p = 0.5
@@ -105,16 +105,16 @@ def test_containers():
 
 
 def test_describable_object():
-    d = get_description(Plain(1, b=[3, 4]))
-    assert d == {'@type': 'Plain', 'a': 1, 'b': [3, 4]}
+    d = get_description(DescPlain(1, b=[3, 4]))
+    assert d == {'@type': 'DescPlain', 'a': 1, 'b': [3, 4]}
     json.dumps(d)
 
 
 def test_nested_describables():
-    d = get_description(Plain(Plain('x'), {'k': Plain(2.5)}))
-    assert d == {'@type': 'Plain',
-                 'a': {'@type': 'Plain', 'a': 'x', 'b': 2},
-                 'b': {'k': {'@type': 'Plain', 'a': 2.5, 'b': 2}}}
+    d = get_description(DescPlain(DescPlain('x'), {'k': DescPlain(2.5)}))
+    assert d == {'@type': 'DescPlain',
+                 'a': {'@type': 'DescPlain', 'a': 'x', 'b': 2},
+                 'b': {'k': {'@type': 'DescPlain', 'a': 2.5, 'b': 2}}}
 
 
 @pytest.mark.parametrize('value', [object(), {1, 2}, b'bytes', 1j,
@@ -126,94 +126,94 @@ def test_undescribable_values_raise_type_error(value):
 
 def test_type_error_names_the_attribute_path():
     with pytest.raises(TypeError) as info:
-        get_description(Plain(1, b={'inner': object()}))
-    assert 'Plain.b' in str(info.value)
+        get_description(DescPlain(1, b={'inner': object()}))
+    assert 'DescPlain.b' in str(info.value)
     assert "'inner'" in str(info.value)
 
 
 def test_undescribed_members_are_left_out():
-    d = get_description(WithUndescribed())
-    assert d == {'@type': 'WithUndescribed', 'value': 3}
+    d = get_description(DescWithUndescribed())
+    assert d == {'@type': 'DescWithUndescribed', 'value': 3}
 
 
 def test_default_values_are_left_out_when_equal():
-    assert get_description(WithDefaults()) == {'@type': 'WithDefaults'}
-    assert get_description(WithDefaults(scale=2.0)) == {
-        '@type': 'WithDefaults', 'scale': 2.0}
+    assert get_description(DescWithDefaults()) == {'@type': 'DescWithDefaults'}
+    assert get_description(DescWithDefaults(scale=2.0)) == {
+        '@type': 'DescWithDefaults', 'scale': 2.0}
 
 
 def test_class_attributes_merge_along_the_mro():
-    child = Child()
-    assert get_description(child) == {'@type': 'Child', 'value': 3}
+    child = DescChild()
+    assert get_description(child) == {'@type': 'DescChild', 'value': 3}
     child.mode = 'slow'
-    assert get_description(child) == {'@type': 'Child', 'value': 3,
+    assert get_description(child) == {'@type': 'DescChild', 'value': 3,
                                       'mode': 'slow'}
 
 
 # ------------------------------------------------ create_from_description ---
 
 def test_round_trip_plain():
-    obj = round_trip(Plain(1, b=[3, 4]))
-    assert type(obj) is Plain
+    obj = round_trip(DescPlain(1, b=[3, 4]))
+    assert type(obj) is DescPlain
     assert obj.a == 1 and obj.b == [3, 4]
 
 
 def test_recreation_does_not_call_init():
     calls = []
 
-    class Counting(Describable):
+    class DescCounting(Describable):
         def __init__(self):
             calls.append(1)
             self.v = 1
 
-    obj = Counting()
+    obj = DescCounting()
     recreated = create_from_description(get_description(obj))
     assert len(calls) == 1
     assert recreated.v == 1
 
 
 def test_undescribed_set_members_become_none():
-    obj = round_trip(WithUndescribed())
+    obj = round_trip(DescWithUndescribed())
     assert obj.value == 3
     assert obj.cache is None
 
 
 def test_undescribed_dict_members_get_fresh_copies_of_their_values():
-    a = round_trip(WithUndescribedDefaults())
-    b = round_trip(WithUndescribedDefaults())
+    a = round_trip(DescWithUndescribedDefaults())
+    b = round_trip(DescWithUndescribedDefaults())
     assert a.counter == 0 and a.items == []
     a.items.append(5)
     assert b.items == []
-    assert WithUndescribedDefaults.__undescribed__['items'] == []
+    assert DescWithUndescribedDefaults.__undescribed__['items'] == []
 
 
 def test_defaults_are_restored():
-    obj = round_trip(WithDefaults(mode='slow'))
+    obj = round_trip(DescWithDefaults(mode='slow'))
     assert obj.scale == 1.0 and obj.mode == 'slow'
-    child = round_trip(Child())
+    child = round_trip(DescChild())
     assert child.scale == 1.0 and child.mode == 'fast'
     assert child.extra is None and child.cache is None and child.value == 3
 
 
 def test_init_from_description_hook():
-    obj = round_trip(Hooked(4))
+    obj = round_trip(DescHooked(4))
     assert obj.n == 4
     assert obj.squares == [0, 1, 4, 9]
 
 
 def test_seedable_gets_a_fresh_random_state():
-    obj = Seeded(seed=12)
+    obj = DescSeeded(seed=12)
     d = get_description(obj)
-    assert d == {'@type': 'Seeded', 'p': 0.5}
+    assert d == {'@type': 'DescSeeded', 'p': 0.5}
     recreated = create_from_description(d)
     assert isinstance(recreated.rnd, RandomState)
     assert recreated.rnd is not obj.rnd
 
 
 def test_nested_round_trip():
-    obj = round_trip(Plain([Plain(1)], {'k': WithDefaults(scale=3.0)}))
-    assert type(obj.a[0]) is Plain and obj.a[0].a == 1
-    assert type(obj.b['k']) is WithDefaults and obj.b['k'].scale == 3.0
+    obj = round_trip(DescPlain([DescPlain(1)], {'k': DescWithDefaults(scale=3.0)}))
+    assert type(obj.a[0]) is DescPlain and obj.a[0].a == 1
+    assert type(obj.b['k']) is DescWithDefaults and obj.b['k'].scale == 3.0
 
 
 def test_plain_containers_and_scalars():
