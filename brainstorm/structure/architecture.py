@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import OrderedDict, namedtuple
 
 from brainstorm.describable import get_description
+from brainstorm.structure.construction import LayerDetails
 from brainstorm.utils import (
     LayerValidationError,
     NetworkValidationError,
@@ -60,6 +61,10 @@ def generate_architecture(layer) -> dict:
         layer: a ConstructionWrapper or LayerDetails.
     """
     details = getattr(layer, 'layer', layer)
+    if not isinstance(details, LayerDetails):
+        raise TypeError(
+            'generate_architecture needs a layer made by a layer constructor '
+            f'function such as Input(...). Received: {layer!r}')
     layers = sorted(details.collect_connected_layers(), key=lambda l: l.name)
     return {l.name: get_layer_description(l) for l in layers}
 
