@@ -410,3 +410,11 @@ def test_softmax_with_several_feature_axes_in_a_network():
     np.put_along_axis(onehot, t, 1.0, axis=-1)
     np.testing.assert_allclose(net.get('Input.output_deltas.default'),
                                (p - onehot) / 3, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize('thing', ['Input', None, 3, {'Input': {}}])
+def test_generate_architecture_of_a_non_layer_is_a_type_error(thing):
+    with pytest.raises(TypeError, match='Received'):
+        generate_architecture(thing)
+    with pytest.raises(TypeError, match='Received'):
+        Network.from_layer(thing)
