@@ -71,6 +71,13 @@ def compute_inactive(handler, timing, timing_rows, inactive,
 
 
 class ClockworkLayerImpl(Layer):
+    """The implementation of :func:`Clockwork`.
+
+    Besides the internals of Recurrent it keeps the mask ``inactive``
+    (``fmod(t, timing)``, non-zero where a unit keeps its output) and
+    ``timing_rows`` (the timing repeated for every sequence).
+    """
+
     expected_inputs = {'default': time_template()}
     declared_kwargs = {
         'size': Kwarg(PositiveInt(), default=None,

@@ -45,7 +45,13 @@ def ClockworkLstm(size: int, activation: str = 'tanh',
 
 
 class ClockworkLstmLayerImpl(LstmLayerImpl):
-    """The Lstm passes, with the clock handled by the two hooks below."""
+    """The implementation of :func:`ClockworkLstm`: the Lstm passes with a
+    clock.
+
+    Adds the parameter ``timing`` and the internals ``inactive`` and
+    ``timing_rows`` (as Clockwork) and ``carry``, a backward scratch array
+    for the cell-state delta an inactive cell passes back.
+    """
 
     untrained_parameters = {'timing': 1.0}
     computes_no_gradients_for = ('timing',)

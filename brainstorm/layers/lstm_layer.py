@@ -47,6 +47,15 @@ def Lstm(size: int, activation: str = 'tanh',
 
 
 class LstmLayerImpl(Layer):
+    """The implementation of :func:`Lstm`.
+
+    The input projections of all time steps are four matrix products before
+    the time loop, the recurrent part runs step by step, and the weight
+    gradients are again matrix products over all time steps. Subclasses
+    add a clock through :meth:`_clock_forward` and :meth:`_clock_backward`
+    (see :class:`~brainstorm.layers.clockwork_lstm_layer.ClockworkLstmLayerImpl`).
+    """
+
     expected_inputs = {'default': time_template()}
     declared_kwargs = {
         'size': Kwarg(PositiveInt(), default=None,
