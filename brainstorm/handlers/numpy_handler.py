@@ -314,61 +314,76 @@ class NumpyHandler(Handler):
             np.matmul(dy.T, col, out=dw)
             np.copyto(weight_deltas, dw.reshape(weight_deltas.shape))
 
-        # the input deltas of all fields (reusing col), then col2im: every
-        # kernel offset adds its slice of fields onto the in-bounds cells
-        dcol = col
-        np.matmul(dy, weights.reshape(f, -1), out=dcol)
-        dcol = dcol.reshape(n, oh, ow, kh, kw, -1)
+        # input deltas: the cells seen at kernel offset (u, v) get
+        # dy @ weights[:, u, v, :] (one GEMM per offset, added in place)
+        part = self._buffer('conv_part', (n * oh * ow, weights.shape[3]))
         dx = self._buffer('dx', in_deltas.shape)
         dx.fill(0)
         for u, v, out_part, in_part in _window_offsets(
                 (kh, kw), padding, stride, (oh, ow), in_deltas.shape[1:3]):
+            np.matmul(dy, weights[:, u, v, :], out=part)
             target = dx[in_part]
-            np.add(target, dcol[out_part + (u, v)], out=target)
+            np.add(target, part.reshape(n, oh, ow, -1)[out_part], out=target)
         _add_into(in_deltas, dx)
 
-    # Pooling and col2im accumulate in contiguous scratch buffers and touch
-    # the caller's arrays once: NumPy sometimes copies a whole strided 4-D
-    # view of a big network buffer before updating it in place.
+    # Pooling and the input deltas accumulate in contiguous scratch buffers
+    # and touch the caller's arrays once: NumPy sometimes copies a whole
+    # strided 4-D view of a big network buffer before updating it in place.
 
     def maxpool2d_forward_batch(self, inputs, window: tuple[int, int],
                                 outputs, padding: int,
                                 stride: tuple[int, int], argmax) -> None:
         h, w, c = inputs.shape[1:]
+        offsets = list(_window_offsets(window, padding, stride,
+                                       outputs.shape[1:3], (h, w)))
         best = self._buffer('pool', outputs.shape)
-        best_index = self._buffer('pool_index', outputs.shape)
-        better = self._buffer('pool_mask', outputs.shape, np.bool_)
         best.fill(-np.inf)
-        best_index.fill(-1)
-        for _, _, out_part, in_part in _window_offsets(
-                window, padding, stride, outputs.shape[1:3], (h, w)):
-            candidate, current = inputs[in_part], best[out_part]
-            mask = better[out_part]
-            np.greater(candidate, current, out=mask)
-            np.copyto(current, candidate, where=mask)
-            np.copyto(best_index[out_part], self._flat_index(in_part, w, c),
-                      where=mask)
-        if padding:  # windows of padding only
-            np.less(best_index, 0, out=better)
-            np.copyto(best, 0, where=better)
+        for _, _, out_part, in_part in offsets:
+            part = best[out_part]
+            np.maximum(part, inputs[in_part], out=part)
+        # The first maximum in row-major window order is the one with the
+        # smallest offset shift (u*W + v)*C, i.e. the largest score
+        # limit - shift among the cells equal to the maximum.
+        limit = float((window[0] * w + window[1]) * c + 1)
+        score = self._buffer('pool_score', outputs.shape)
+        match = self._buffer('pool_match', outputs.shape)
+        score.fill(0)
+        for u, v, out_part, in_part in offsets:
+            hit = match[out_part]
+            np.equal(inputs[in_part], best[out_part], out=hit)
+            np.multiply(hit, limit - (u * w + v) * c, out=hit)
+            part = score[out_part]
+            np.maximum(part, hit, out=part)
+        empty = self._buffer('pool_empty', outputs.shape, np.bool_)
+        np.equal(score, 0, out=empty)  # windows of padding only
+        np.subtract(limit, score, out=score)
+        np.add(score, self._pool_base(padding, stride, outputs.shape[1:],
+                                      w), out=score)
+        if padding:
+            np.copyto(best, 0, where=empty)
+            np.copyto(score, -1, where=empty)
         np.copyto(outputs, best)
-        np.copyto(argmax, best_index)
+        np.copyto(argmax, score)
 
     def maxpool2d_backward_batch(self, inputs, window: tuple[int, int],
                                  outputs, padding: int,
                                  stride: tuple[int, int], argmax, in_deltas,
                                  out_deltas) -> None:
         h, w, c = inputs.shape[1:]
-        hit = self._buffer('pool_mask', out_deltas.shape, np.bool_)
+        shift = self._buffer('pool_score', out_deltas.shape)
+        np.subtract(argmax, self._pool_base(padding, stride,
+                                            out_deltas.shape[1:], w),
+                    out=shift)
+        match = self._buffer('pool_match', out_deltas.shape)
         dx = self._buffer('dx', in_deltas.shape)
         dx.fill(0)
-        for _, _, out_part, in_part in _window_offsets(
+        for u, v, out_part, in_part in _window_offsets(
                 window, padding, stride, outputs.shape[1:3], (h, w)):
-            mask = hit[out_part]
-            np.equal(argmax[out_part], self._flat_index(in_part, w, c),
-                     out=mask)
+            part = match[out_part]
+            np.equal(shift[out_part], (u * w + v) * c, out=part)
+            np.multiply(part, out_deltas[out_part], out=part)
             target = dx[in_part]
-            np.add(target, out_deltas[out_part], out=target, where=mask)
+            np.add(target, part, out=target)
         _add_into(in_deltas, dx)
 
     def avgpool2d_forward_batch(self, inputs, window: tuple[int, int],
@@ -400,18 +415,18 @@ class NumpyHandler(Handler):
             np.add(target, share[out_part], out=target)
         _add_into(in_deltas, dx)
 
-    def _flat_index(self, in_part, width: int, channels: int):
-        """``(row * W + col) * C + c`` of the cells ``in_part``: (r, q, C)."""
-        _, rows, cols = in_part
-        key = ('flat_index', rows.indices(rows.stop), cols.indices(cols.stop),
-               width, channels)
-        index = self._scratch.get(key)
-        if index is None:
-            r = np.arange(rows.start, rows.stop, rows.step)[:, None, None]
-            q = np.arange(cols.start, cols.stop, cols.step)[None, :, None]
-            index = (r * width + q) * channels + np.arange(channels)
-            index = self._scratch[key] = index.astype(self.dtype)
-        return index
+    def _pool_base(self, padding, stride, out_shape, width: int):
+        """``((i*sy - p) * W + (j*sx - p)) * C + c``: the flat input index
+        of window offset (0, 0) for each output cell, shape (OH, OW, C)."""
+        key = ('pool_base', padding, tuple(stride), tuple(out_shape), width)
+        base = self._scratch.get(key)
+        if base is None:
+            oh, ow, c = out_shape
+            rows = np.arange(oh)[:, None, None] * stride[0] - padding
+            cols = np.arange(ow)[None, :, None] * stride[1] - padding
+            base = (rows * width + cols) * c + np.arange(c)
+            base = self._scratch[key] = base.astype(self.dtype)
+        return base
 
     def _pool_counts(self, window, padding, stride, out_hw, in_hw):
         """``(OH, OW, 1)`` in-bounds cells per window (1 where there are none)."""

@@ -465,6 +465,21 @@ def pool_rows():
                 'out_deltas': A(n, oh, ow, c, view=view)},
                 backward_ref('avg'), variant=f'-{g}'),
         ]
+        if g in (1, 2):  # few distinct values: ties go to the first maximum
+            rows += [
+                case('maxpool2d_forward_batch', {
+                    'inputs': A(n, h, w, c, view=view, values='ids', high=3),
+                    'window': win, 'outputs': A(n, oh, ow, c), 'padding': p,
+                    'stride': s, 'argmax': A(n, oh, ow, c, view=view)},
+                    max_ref, variant=f'-{g}-ties'),
+                case('maxpool2d_backward_batch', {
+                    'inputs': A(n, h, w, c, values='ids', high=3),
+                    'window': win, 'outputs': Derived(max_outputs),
+                    'padding': p, 'stride': s, 'argmax': Derived(max_argmax),
+                    'in_deltas': A(n, h, w, c),
+                    'out_deltas': A(n, oh, ow, c, view=view)},
+                    backward_ref('max'), variant=f'-{g}-ties'),
+            ]
     return rows
 
 
