@@ -73,10 +73,11 @@ class StructureTemplate:
                 "must be 'F'.")
         if not ('...' in features or 'F' in features):
             for f in features:
-                if not isinstance(f, (int, np.integer)) or isinstance(f, bool):
+                if not isinstance(f, (int, np.integer)) or \
+                        isinstance(f, bool) or f < 0:
                     raise StructureValidationError(
                         f'StructureTemplate{self.shape}: feature entries must '
-                        f"be ints, 'F' or '...'. Received: {f!r}")
+                        f"be ints >= 0, 'F' or '...'. Received: {f!r}")
         self.context_size = int(context_size)
         self.is_backward_only = bool(is_backward_only)
         self.first_feature_dim = lead
