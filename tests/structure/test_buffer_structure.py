@@ -42,6 +42,7 @@ def test_valid_templates(shape):
     ('T', 'B', 2.5),
     ('T', 'B', None),
     ('T', 'B', True),
+    ('T', 'B', -1),
 ])
 def test_invalid_templates(shape):
     with pytest.raises(StructureValidationError) as info:
