@@ -1,0 +1,508 @@
+"""Steppers against plain-NumPy versions of their update formulas."""
+
+import json
+
+import numpy as np
+import pytest
+
+import brainstorm as bs
+from brainstorm.handlers import DebugHandler, NumpyHandler
+from brainstorm.training.steppers import (
+    AdamStepper,
+    AdamWStepper,
+    ForwardStepper,
+    MomentumStepper,
+    MultiStepper,
+    NesterovStepper,
+    RMSPropStepper,
+    SgdStepper,
+    TrainingStepper,
+)
+from brainstorm.training.utils import TrainingValidationError
+from brainstorm.utils import ValidationError
+from brainstorm.value_modifiers import FreezeValues
+from tests.training.nets import batchnorm_net, roundtrip, xor_data, xor_net
+
+STEPS = 5
+
+
+# ---------------------------------------------------- NumPy references ----
+
+def clipped(g, clip_norm):
+    if clip_norm is None:
+        return g
+    norm = np.sqrt(np.sum(g ** 2))
+    return g * (clip_norm / norm) if norm > clip_norm else g
+
+
+def sgd_ref(lr, clip_norm=None):
+    def step(theta, grad, state):
+        return theta - lr * clipped(grad(theta), clip_norm)
+    return step
+
+
+def momentum_ref(lr, mu, scale=True):
+    lr_ = lr * (1 - mu) if scale else lr
+
+    def step(theta, grad, state):
+        v = state.get('v', np.zeros_like(theta))
+        state['v'] = mu * v - lr_ * grad(theta)
+        return theta + state['v']
+    return step
+
+
+def nesterov_ref(lr, mu, scale=True):
+    lr_ = lr * (1 - mu) if scale else lr
+
+    def step(theta, grad, state):
+        v = mu * state.get('v', np.zeros_like(theta))
+        theta = theta + v
+        g = grad(theta)
+        state['v'] = v - lr_ * g
+        return theta - lr_ * g
+    return step
+
+
+def rmsprop_ref(lr, decay, eps):
+    def step(theta, grad, state):
+        g = grad(theta)
+        s = decay * state.get('s', np.zeros_like(theta)) + (1 - decay) * g * g
+        state['s'] = s
+        return theta - lr * g / (np.sqrt(s) + eps)
+    return step
+
+
+def adam_ref(lr, b1, b2, eps, weight_decay=0.0, clip_norm=None):
+    def step(theta, grad, state):
+        g = clipped(grad(theta), clip_norm)
+        t = state['t'] = state.get('t', 0) + 1
+        m = state['m'] = b1 * state.get('m', 0 * theta) + (1 - b1) * g
+        v = state['v'] = b2 * state.get('v', 0 * theta) + (1 - b2) * g * g
+        m_hat = m / (1 - b1 ** t)
+        v_hat = v / (1 - b2 ** t)
+        return theta - lr * weight_decay * theta - \
+            lr * m_hat / (np.sqrt(v_hat) + eps)
+    return step
+
+
+CASES = [
+    ('sgd', lambda: SgdStepper(0.3), sgd_ref(0.3)),
+    ('sgd-clip', lambda: SgdStepper(0.3, clip_norm=0.05),
+     sgd_ref(0.3, clip_norm=0.05)),
+    ('momentum', lambda: MomentumStepper(0.5, 0.9), momentum_ref(0.5, 0.9)),
+    ('momentum-unscaled', lambda: MomentumStepper(0.1, 0.8, False),
+     momentum_ref(0.1, 0.8, False)),
+    ('nesterov', lambda: NesterovStepper(0.5, 0.9), nesterov_ref(0.5, 0.9)),
+    ('nesterov-unscaled', lambda: NesterovStepper(0.1, 0.7, False),
+     nesterov_ref(0.1, 0.7, False)),
+    ('rmsprop', lambda: RMSPropStepper(0.01, 0.8, 1e-6),
+     rmsprop_ref(0.01, 0.8, 1e-6)),
+    ('adam', lambda: AdamStepper(0.01, 0.8, 0.9, 1e-6),
+     adam_ref(0.01, 0.8, 0.9, 1e-6)),
+    ('adam-clip', lambda: AdamStepper(0.01, clip_norm=0.01),
+     adam_ref(0.01, 0.9, 0.999, 1e-8, clip_norm=0.01)),
+    ('adamw', lambda: AdamWStepper(0.01, weight_decay=0.5),
+     adam_ref(0.01, 0.9, 0.999, 1e-8, weight_decay=0.5)),
+]
+
+
+def gradient_oracle(data):
+    """grad(theta): the gradient of an independent copy of the network."""
+    oracle = xor_net()
+
+    def grad(theta):
+        oracle.handler.set_from_numpy(oracle.buffer.parameters, theta)
+        oracle.provide_external_data(data)
+        oracle.forward_pass(training_pass=True)
+        oracle.backward_pass()
+        return oracle.get('gradients').astype(np.float64)
+    return grad
+
+
+@pytest.mark.parametrize('make, reference', [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_update_matches_numpy_formula(make, reference):
+    data = xor_data()
+    net = xor_net()
+    stepper = make()
+    stepper.start(net)
+    grad = gradient_oracle(data)
+    theta = net.get('parameters')
+    state = {}
+    for i in range(STEPS):
+        net.provide_external_data(data)
+        stepper.run()
+        theta = reference(theta, grad, state)
+        np.testing.assert_allclose(
+            net.get('parameters'), theta, rtol=1e-10, atol=1e-13,
+            err_msg=f'parameters after step {i + 1}')
+
+
+@pytest.mark.parametrize('make', [c[1] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_runs_under_debug_handler(make):
+    net = xor_net(handler=DebugHandler(NumpyHandler(np.float64, seed=1)))
+    stepper = make()
+    stepper.start(net)
+    before = net.get('parameters')
+    for _ in range(2):
+        net.provide_external_data(xor_data())
+        stepper.run()
+    assert not np.allclose(net.get('parameters'), before)
+
+
+class CountingHandler(NumpyHandler):
+    """Counts the arrays it allocates."""
+
+    def __init__(self, *args, **kwargs):
+        self.allocations = 0
+        super().__init__(*args, **kwargs)
+
+    def allocate(self, shape):
+        self.allocations += 1
+        return super().allocate(shape)
+
+    def zeros(self, shape):
+        self.allocations += 1
+        return super().zeros(shape)
+
+    def ones(self, shape):
+        self.allocations += 1
+        return super().ones(shape)
+
+    def create_from_numpy(self, arr):
+        self.allocations += 1
+        return super().create_from_numpy(arr)
+
+
+@pytest.mark.parametrize('make', [c[1] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_steps_allocate_nothing(make):
+    handler = CountingHandler(np.float64, seed=1)
+    net = xor_net(handler=handler)
+    stepper = make()
+    stepper.start(net)
+    net.provide_external_data(xor_data())
+    stepper.run()
+    state_arrays = [id(a) for p in stepper._parts for a in p.state.values()]
+    handler.allocations = 0
+    for _ in range(3):
+        stepper.run()
+    assert handler.allocations == 0
+    assert state_arrays == [id(a) for p in stepper._parts
+                            for a in p.state.values()]
+
+
+def test_attributes_are_read_at_every_run():
+    data = xor_data()
+    net = xor_net()
+    stepper = SgdStepper(0.1)
+    stepper.start(net)
+    grad = gradient_oracle(data)
+    theta = net.get('parameters')
+    stepper.learning_rate = 0.7
+    net.provide_external_data(data)
+    stepper.run()
+    np.testing.assert_allclose(net.get('parameters'),
+                               theta - 0.7 * grad(theta), rtol=1e-12)
+
+
+def test_start_resets_state():
+    net = xor_net()
+    stepper = AdamStepper()
+    stepper.start(net)
+    net.provide_external_data(xor_data())
+    stepper.run()
+    assert stepper.step_count == 1
+    stepper.start(net)
+    assert stepper.step_count == 0
+    assert all(not v.any() for v in stepper.get_state().values())
+
+
+def test_gradient_norm_is_recorded_only_with_clipping():
+    net = xor_net()
+    grad = gradient_oracle(xor_data())
+    theta = net.get('parameters')
+    stepper = SgdStepper(0.1, clip_norm=1e6)
+    stepper.start(net)
+    net.provide_external_data(xor_data())
+    stepper.run()
+    assert stepper.last_gradient_norm == pytest.approx(
+        np.linalg.norm(grad(theta)), rel=1e-12)
+    plain = SgdStepper(0.1)
+    plain.start(net)
+    plain.run()
+    assert plain.last_gradient_norm is None
+
+
+# -------------------------------------------------------- trainable mask ---
+
+@pytest.mark.parametrize('make', [
+    lambda: SgdStepper(0.5), lambda: MomentumStepper(0.5, 0.9),
+    lambda: NesterovStepper(0.5, 0.9), lambda: RMSPropStepper(0.1),
+    lambda: AdamStepper(0.1), lambda: AdamWStepper(0.1, weight_decay=0.5),
+    lambda: MultiStepper({'Hid': AdamStepper(0.1),
+                          'default': MomentumStepper(0.5, 0.9)}),
+], ids=['sgd', 'momentum', 'nesterov', 'rmsprop', 'adam', 'adamw', 'multi'])
+def test_untrained_parameters_are_not_changed(make):
+    """BatchNorm's mu and sigma change only in the layer's forward pass,
+    even when their gradients are (artificially) non-zero."""
+    rnd = np.random.RandomState(3)
+    data = {'default': rnd.randn(1, 6, 3), 'targets': rnd.randint(0, 2,
+                                                                 (1, 6, 1))}
+    net = batchnorm_net()
+    net.set_gradient_modifiers(BN={'mu': FreezeValues(np.ones(4)),
+                                   'sigma': FreezeValues(np.ones(4))})
+    assert set(net.gradient_modifiers['BN']) == {'mu', 'sigma'}
+    after_forward = {}
+    forward = net.forward_pass
+
+    def forward_and_snapshot(training_pass=False, context=None):
+        forward(training_pass, context)
+        for name in ('mu', 'sigma', 'gamma'):
+            after_forward[name] = net.get(f'BN.parameters.{name}')
+    net.forward_pass = forward_and_snapshot
+    stepper = make()
+    stepper.start(net)
+    for _ in range(3):
+        net.provide_external_data(data)
+        stepper.run()
+        # the stepper zeroed the gradients the modifier set to one
+        assert net.get('BN.gradients.mu').tolist() == [0.0] * 4
+        for name in ('mu', 'sigma'):
+            np.testing.assert_array_equal(net.get(f'BN.parameters.{name}'),
+                                          after_forward[name])
+    assert not np.array_equal(net.get('BN.parameters.gamma'),
+                              after_forward['gamma'])
+
+
+# -------------------------------------------------------- ForwardStepper ---
+
+def test_forward_stepper_runs_forward_only():
+    """0.5 called the nonexistent net.get_loss_value(); ours works."""
+    net = xor_net()
+    stepper = ForwardStepper()
+    stepper.start(net)
+    before = net.get('parameters')
+    net.provide_external_data(xor_data())
+    stepper.run()
+    np.testing.assert_array_equal(net.get('parameters'), before)
+    assert net.get_loss_values()['total_loss'] > 0
+    assert not net.get('Output.outputs.predictions').sum() == 0
+
+
+def test_forward_stepper_training_pass_flag():
+    passes = []
+    net = xor_net()
+    net.forward_pass = lambda training_pass=False, context=None: \
+        passes.append(training_pass)
+    for flag in (False, True):
+        stepper = ForwardStepper(use_training_pass=flag)
+        stepper.start(net)
+        stepper.run()
+    assert passes == [False, True]
+
+
+# ----------------------------------------------------------- MultiStepper ---
+
+def test_multi_stepper_updates_each_part_with_its_stepper():
+    data = xor_data()
+    net = xor_net()
+    stepper = MultiStepper({'Hid': AdamStepper(0.01),
+                            'default': MomentumStepper(0.5, 0.9)})
+    stepper.start(net)
+    assert stepper.assignment == {'Hid': 'Hid',
+                                  'Output_projection': 'default'}
+    passes = []
+    forward = net.forward_pass
+
+    def counting_forward(training_pass=False, context=None):
+        passes.append(training_pass)
+        forward(training_pass, context)
+    net.forward_pass = counting_forward
+    grad = gradient_oracle(data)
+    hid = slice(*net.layout['Hid']['parameters']['@slice'])
+    rest = slice(hid.stop, None)
+    adam, momentum = adam_ref(0.01, 0.9, 0.999, 1e-8), momentum_ref(0.5, 0.9)
+    theta = net.get('parameters')
+    adam_state, momentum_state = {}, {}
+    for _ in range(STEPS):
+        net.provide_external_data(data)
+        stepper.run()
+        g = grad(theta)
+        new = theta.copy()
+        new[hid] = adam(theta[hid], lambda _, g=g: g[hid], adam_state)
+        new[rest] = momentum(theta[rest], lambda _, g=g: g[rest],
+                             momentum_state)
+        theta = new
+        np.testing.assert_allclose(net.get('parameters'), theta, rtol=1e-10,
+                                   atol=1e-13)
+    assert passes == [True] * STEPS
+
+
+def test_multi_stepper_patterns_and_shared_steppers():
+    net = xor_net()
+    shared = SgdStepper(0.1)
+    stepper = MultiStepper({'H*': shared, 'Out*': shared})
+    stepper.start(net)
+    assert len(shared._parts) == 1  # adjacent ranges are merged
+    assert set(stepper.get_state()) == set()
+
+
+@pytest.mark.parametrize('steppers, message', [
+    ({'Conv*': SgdStepper(), 'default': SgdStepper()}, "'Conv*' matches no"),
+    ({'Hid': SgdStepper(), '*': MomentumStepper()}, "'Hid' is matched by"),
+    ({'Hid': SgdStepper()}, "no stepper for layer 'Output_projection'"),
+])
+def test_multi_stepper_bad_patterns(steppers, message):
+    with pytest.raises(TrainingValidationError, match=message.replace(
+            '*', r'\*')):
+        MultiStepper(steppers).start(xor_net())
+
+
+def test_multi_stepper_rejects_non_steppers():
+    with pytest.raises(TrainingValidationError, match="value for 'Hid'"):
+        MultiStepper({'Hid': 0.1})
+    with pytest.raises(TrainingValidationError, match='non-empty dict'):
+        MultiStepper({})
+
+
+def test_multi_stepper_global_clipping():
+    data = xor_data()
+    net = xor_net()
+    stepper = MultiStepper({'Hid': SgdStepper(0.1), 'default': SgdStepper(
+        0.2)}, clip_norm=0.01)
+    stepper.start(net)
+    theta = net.get('parameters')
+    g = clipped(gradient_oracle(data)(theta), 0.01)
+    hid = slice(*net.layout['Hid']['parameters']['@slice'])
+    net.provide_external_data(data)
+    stepper.run()
+    expected = theta - 0.2 * g
+    expected[hid] = theta[hid] - 0.1 * g[hid]
+    np.testing.assert_allclose(net.get('parameters'), expected, rtol=1e-10)
+
+
+# ------------------------------------------------------------------ state ---
+
+@pytest.mark.parametrize('make', [
+    lambda: MomentumStepper(0.5, 0.9), lambda: NesterovStepper(0.5, 0.9),
+    lambda: RMSPropStepper(0.01), lambda: AdamWStepper(0.01),
+    lambda: MultiStepper({'Hid': AdamStepper(0.01),
+                          'default': NesterovStepper(0.5, 0.9)}),
+], ids=['momentum', 'nesterov', 'rmsprop', 'adamw', 'multi'])
+def test_state_round_trip_continues_identically(make):
+    data = xor_data()
+    net_a, net_b = xor_net(), xor_net()
+    stepper_a, stepper_b = make(), make()
+    stepper_a.start(net_a)
+    for _ in range(3):
+        net_a.provide_external_data(data)
+        stepper_a.run()
+    net_b.handler.set_from_numpy(net_b.buffer.parameters,
+                                 net_a.get('parameters'))
+    stepper_b.start(net_b)
+    stepper_b.set_state(stepper_a.get_state())
+    for _ in range(2):
+        for net, stepper in ((net_a, stepper_a), (net_b, stepper_b)):
+            net.provide_external_data(data)
+            stepper.run()
+    np.testing.assert_array_equal(net_a.get('parameters'),
+                                  net_b.get('parameters'))
+
+
+def test_set_state_rejects_foreign_state():
+    net = xor_net()
+    momentum, adam = MomentumStepper(), AdamStepper()
+    momentum.start(net)
+    adam.start(net)
+    with pytest.raises(TrainingValidationError, match='cannot restore'):
+        momentum.set_state(adam.get_state())
+    state = momentum.get_state()
+    state['part0.velocity'] = np.zeros(3)
+    with pytest.raises(TrainingValidationError, match='shape'):
+        momentum.set_state(state)
+
+
+def test_run_before_start_is_an_error():
+    with pytest.raises(TrainingValidationError, match='start'):
+        SgdStepper().run()
+
+
+# ------------------------------------------------------------ validation ---
+
+@pytest.mark.parametrize('make, message', [
+    (lambda: SgdStepper(-0.1), 'learning_rate'),
+    (lambda: SgdStepper(float('nan')), 'learning_rate'),
+    (lambda: SgdStepper('0.1'), 'learning_rate'),
+    (lambda: MomentumStepper(0.1, 1.0), 'momentum'),
+    (lambda: MomentumStepper(0.1, -0.1), 'momentum'),
+    (lambda: MomentumStepper(0.1, 0.5, scale_learning_rate=1),
+     'scale_learning_rate'),
+    (lambda: NesterovStepper(0.1, 1.5), 'momentum'),
+    (lambda: RMSPropStepper(decay=1.0), 'decay'),
+    (lambda: RMSPropStepper(epsilon=0), 'epsilon'),
+    (lambda: AdamStepper(beta1=1.0), 'beta1'),
+    (lambda: AdamStepper(beta2=-0.5), 'beta2'),
+    (lambda: AdamWStepper(weight_decay=-1), 'weight_decay'),
+    (lambda: SgdStepper(clip_norm=0), 'clip_norm'),
+])
+def test_bad_hyperparameters(make, message):
+    with pytest.raises(ValidationError, match=message) as info:
+        make()
+    assert 'Received' in str(info.value)
+
+
+def test_bad_hyperparameter_set_later_fails_at_run():
+    net = xor_net()
+    stepper = MomentumStepper(0.1, 0.5)
+    stepper.start(net)
+    stepper.momentum = 1.2
+    net.provide_external_data(xor_data())
+    with pytest.raises(TrainingValidationError,
+                       match=r'MomentumStepper: momentum .*1\.2'):
+        stepper.run()
+
+
+# ----------------------------------------------------------- description ---
+
+@pytest.mark.parametrize('stepper', [
+    ForwardStepper(True), SgdStepper(0.2), MomentumStepper(0.1, 0.9, False),
+    NesterovStepper(0.3, 0.5), RMSPropStepper(0.002, 0.95, 1e-7, 2.0),
+    AdamStepper(0.003, 0.8, 0.99, 1e-6), AdamWStepper(weight_decay=0.1),
+    MultiStepper({'Conv*': AdamStepper(), 'default': SgdStepper(0.01)},
+                 clip_norm=5.0),
+], ids=lambda s: type(s).__name__)
+def test_description_round_trip(stepper):
+    description = bs.get_description(stepper)
+    json.dumps(description)
+    assert 'net' not in description and 'step_count' not in description
+    copy = roundtrip(stepper)
+    assert type(copy) is type(stepper)
+    assert bs.get_description(copy) == description
+
+
+def test_description_matches_0_5():
+    assert bs.get_description(MomentumStepper(0.1, 0.9)) == {
+        '@type': 'MomentumStepper', 'learning_rate': 0.1, 'momentum': 0.9,
+        'scale_learning_rate': True}
+    assert bs.get_description(SgdStepper()) == {'@type': 'SgdStepper',
+                                                'learning_rate': 0.1}
+
+
+def test_recreated_stepper_trains():
+    copy = roundtrip(AdamStepper(0.01))
+    net = xor_net()
+    copy.start(net)
+    net.provide_external_data(xor_data())
+    copy.run()
+    assert copy.step_count == 1
+
+
+def test_base_class_is_abstract():
+    net = xor_net()
+    stepper = TrainingStepper()
+    stepper.start(net)
+    net.provide_external_data(xor_data())
+    with pytest.raises(NotImplementedError):
+        stepper.run()
