@@ -42,14 +42,6 @@ from brainstorm.utils import (
 FAMILY = (NetworkValidationError, LayerValidationError,
           IteratorValidationError, StructureValidationError)
 
-# Bugs in brainstorm/structure/network.py (owned by the lead; reported, not
-# edited here). Remove the mark from a case once network.py is fixed.
-NETWORK_PY_BUG = pytest.mark.xfail(
-    strict=True, reason='network.py bug, reported: from_hdf5 / '
-    'provide_external_data let a non-ValidationError through or omit the '
-    'file name')
-
-
 def params(cases):
     """pytest params from ``(id, *values[, mark])`` tuples."""
     result = []
@@ -462,7 +454,7 @@ DATA_CASES = [
     ('string-value', _with(default='abc'), ["'default'", 'str']),
     ('none-value', _with(targets=None), ["'targets'", 'NoneType']),
     ('complex-dtype', _with(default=np.zeros((2, 3, 3), dtype=np.complex64)),
-     ["'default'", 'complex'], NETWORK_PY_BUG),
+     ["'default'", 'complex']),
 ]
 
 
@@ -594,7 +586,7 @@ HDF5_CASES = [
         lambda f: f.attrs.__setitem__('format', b'Logs file v1.0'))),
     ('format-not-a-string', lambda p, d: _edit(
         p, 'arrayformat.hdf5',
-        lambda f: f.attrs.__setitem__('format', [1, 2])), NETWORK_PY_BUG),
+        lambda f: f.attrs.__setitem__('format', [1, 2]))),
     ('foreign-data-file', lambda p, d: _edit(p, 'data.hdf5',
                                              _foreign_data_file)),
     ('no-parameters', lambda p, d: _edit(
@@ -602,9 +594,9 @@ HDF5_CASES = [
     ('no-description', lambda p, d: _edit(
         p, 'nodesc.hdf5', lambda f: f.__delitem__('description'))),
     ('description-is-a-group', lambda p, d: _edit(
-        p, 'descgroup.hdf5', _group('description')), NETWORK_PY_BUG),
+        p, 'descgroup.hdf5', _group('description'))),
     ('parameters-is-a-group', lambda p, d: _edit(
-        p, 'paramgroup.hdf5', _group('parameters')), NETWORK_PY_BUG),
+        p, 'paramgroup.hdf5', _group('parameters'))),
     ('description-not-utf8', lambda p, d: _edit(
         p, 'utf.hdf5', _replace('description', np.frombuffer(
             b'\xff\xfe{', dtype=np.uint8)))),
@@ -614,17 +606,16 @@ HDF5_CASES = [
         lambda d: {'@type': 'Gaussian', 'std': 0.1, 'mean': 0.0})),
     ('description-a-list', _description(lambda d: [1, 2])),
     ('description-unknown-type', _description(
-        lambda d: {'@type': 'NoSuchThing'}), NETWORK_PY_BUG),
+        lambda d: {'@type': 'NoSuchThing'})),
     ('description-without-architecture', _description(
-        lambda d: {'@type': 'Network'}), NETWORK_PY_BUG),
+        lambda d: {'@type': 'Network'})),
     ('description-with-cyclic-architecture', _description(
         lambda d: _arch(d, 'Hid', '@outgoing_connections',
-                        {'default': ['Loss', 'Hid']})), NETWORK_PY_BUG),
+                        {'default': ['Loss', 'Hid']}))),
     ('description-with-bad-layer-argument', _description(
-        lambda d: _arch(d, 'Hid', 'size', -2)), NETWORK_PY_BUG),
+        lambda d: _arch(d, 'Hid', 'size', -2))),
     ('description-with-unknown-handler', _description(
-        lambda d: _set_description(d, 'handler', {'@type': 'NoHandler'})),
-     NETWORK_PY_BUG),
+        lambda d: _set_description(d, 'handler', {'@type': 'NoHandler'}))),
     ('parameters-too-short', lambda p, d: _edit(
         p, 'short.hdf5', _replace('parameters', np.zeros(3)))),
     ('parameters-too-long', lambda p, d: _edit(
@@ -632,8 +623,7 @@ HDF5_CASES = [
     ('parameters-wrong-rank', lambda p, d: _edit(
         p, 'rank.hdf5', _replace('parameters', np.zeros((2, 4))))),
     ('parameters-not-numeric', lambda p, d: _edit(
-        p, 'strparams.hdf5', _replace('parameters', np.array([b'a'] * 8))),
-     NETWORK_PY_BUG),
+        p, 'strparams.hdf5', _replace('parameters', np.array([b'a'] * 8)))),
 ]
 
 

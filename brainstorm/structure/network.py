@@ -23,6 +23,7 @@ from brainstorm.structure.layout import create_layout
 from brainstorm.utils import (
     InitializationError,
     NetworkValidationError,
+    ValidationError,
     get_brainstorm_info,
 )
 
@@ -302,7 +303,8 @@ class Network(Seedable):
                 f'Received: {type(array).__name__}')
         if isinstance(array, np.ndarray):
             if not (np.issubdtype(array.dtype, np.number)
-                    or array.dtype == np.bool_):
+                    or array.dtype == np.bool_) or \
+                    np.issubdtype(array.dtype, np.complexfloating):
                 raise NetworkValidationError(
                     f"Input '{name}': expected numeric data. Received dtype "
                     f'{array.dtype}')
@@ -629,8 +631,9 @@ class Network(Seedable):
                 fmt = fmt.encode()
             elif isinstance(fmt, np.bytes_):
                 fmt = bytes(fmt)
-            if fmt != NETWORK_FILE_FORMAT or 'description' not in f or \
-                    'parameters' not in f:
+            if not isinstance(fmt, bytes) or fmt != NETWORK_FILE_FORMAT or \
+                    not isinstance(f.get('description'), h5py.Dataset) or \
+                    not isinstance(f.get('parameters'), h5py.Dataset):
                 raise NetworkValidationError(
                     f"'{filename}' is not a brainstorm network file: expected "
                     f"format attribute {NETWORK_FILE_FORMAT!r} and datasets "
@@ -646,7 +649,20 @@ class Network(Seedable):
             except (OSError, ValueError, UnicodeDecodeError) as err:
                 raise NetworkValidationError(
                     f"Network file '{filename}' is corrupt: {err}") from None
-        net = create_from_description(description)
+        if not np.issubdtype(parameters.dtype, np.number):
+            raise NetworkValidationError(
+                f"Network file '{filename}' is corrupt: expected numeric "
+                f'parameters. Received dtype {parameters.dtype}')
+        if not (isinstance(description, dict)
+                and description.get('@type') == 'Network'):
+            raise NetworkValidationError(
+                f"Network file '{filename}' does not describe a Network.")
+        try:
+            net = create_from_description(description)
+        except (ValidationError, TypeError, KeyError, ValueError) as err:
+            raise NetworkValidationError(
+                f"Network file '{filename}' holds an invalid network "
+                f'description: {err}') from None
         if not isinstance(net, Network):
             raise NetworkValidationError(
                 f"Network file '{filename}' does not describe a Network.")
