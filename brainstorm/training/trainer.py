@@ -253,10 +253,6 @@ class Trainer(Describable):
             TrainingValidationError: when continuing a checkpoint with
                 another network or differently named iterators.
         """
-        if 'training_data_iter' in named_data_iters:
-            raise TrainingValidationError(
-                "Trainer.train: 'training_data_iter' is reserved for the "
-                'training iterator; give the other iterators other names.')
         named_data_iters = OrderedDict(named_data_iters)
         named_data_iters['training_data_iter'] = training_data_iter
         self._check_iterators(net, named_data_iters)
