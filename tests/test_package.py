@@ -1,0 +1,52 @@
+"""The package's namespaces (SPEC section 1)."""
+
+import brainstorm as bs
+
+
+def test_top_level_namespace_is_exactly_the_spec():
+    assert set(bs.__all__) == {
+        'get_description', 'create_from_description', 'global_rnd', 'Network',
+        'generate_architecture', 'Trainer', 'initializers', 'data_iterators',
+        'value_modifiers', 'tools', 'hooks', 'layers', 'handlers', 'training',
+        'scorers', '__version__'}
+    assert bs.__version__ == '0.5'
+    for name in bs.__all__:
+        assert hasattr(bs, name), name
+
+
+def test_all_module_ends_with_value_modifiers():
+    import brainstorm.all as everything
+    from brainstorm import value_modifiers
+    assert everything.L1Decay is value_modifiers.L1Decay
+    assert everything.L2Decay is value_modifiers.L2Decay
+    assert everything.FullyConnected is bs.layers.FullyConnected
+    assert everything.Trainer is bs.Trainer
+
+
+def test_handlers_namespace():
+    from brainstorm.handlers import DebugHandler, NumpyHandler, default_handler
+    assert 'DebugHandler' not in bs.handlers.__all__
+    assert isinstance(default_handler, NumpyHandler)
+    assert default_handler.dtype == 'float32' or \
+        str(default_handler.dtype) == 'float32'
+    assert DebugHandler
+
+
+def test_training_exports():
+    expected = {'Trainer', 'SgdStepper', 'MomentumStepper', 'NesterovStepper',
+                'Linear', 'Exponential', 'MultiStep'}
+    assert expected <= set(bs.training.__all__)
+    from brainstorm.training.schedules import DecreaseAfterEpoch
+    from brainstorm.training.steppers import ForwardStepper, TrainingStepper
+    assert DecreaseAfterEpoch and ForwardStepper and TrainingStepper
+
+
+def test_optional_mock_reraises_the_import_error():
+    import pytest
+
+    from brainstorm.optional import MissingDependencyMock
+    mock = MissingDependencyMock(ImportError('install me'))
+    with pytest.raises(ImportError, match='install me'):
+        mock.anything
+    with pytest.raises(ImportError, match='install me'):
+        mock()
