@@ -318,13 +318,13 @@ extern "C" __global__ void softmax_rows(
     }
 }
 
-/* One-hot: out[r, c] = (v[r] == c) for a rows x cols out. */
+/* One-hot: out[r, c] = (v[r] == c) for the total = rows * cols elements
+   of a rows x cols out. */
 extern "C" __global__ void binarize_rows(
-    int rows, int cols, const float* v, int v_r, float* out, int o_r,
+    int total, int cols, const float* v, int v_r, float* out, int o_r,
     int o_c)
 {
-    int n = rows * cols;
-    for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < n;
+    for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < total;
          e += blockDim.x * gridDim.x) {
         int r = e / cols;
         int c = e % cols;

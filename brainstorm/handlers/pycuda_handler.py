@@ -1,15 +1,994 @@
-"""The GPU handler (placeholder until the PyCUDA implementation lands).
+"""The GPU handler: every :class:`Handler` op on an NVIDIA GPU.
 
-Without PyCUDA, ``PyCudaHandler`` is a stand-in that raises an ImportError
-explaining how to install it as soon as it is used.
+Design
+======
+
+**Arrays are strided views.** A network's memory is three flat buffers and
+every layer array is a feature slice of one of them: a time-sized array is
+``big[:T+c, :, start:stop]`` of a ``(T+C, B, F)`` buffer, so its rows are
+``F`` elements apart and it is not contiguous. PyCUDA's ``GPUArray``
+arithmetic and ``ElementwiseKernel`` need contiguous arrays, so the array
+type of this handler is :class:`GPUView`: a device pointer into a PyCUDA
+allocation (a flat float32 ``GPUArray``), a shape and strides counted in
+elements. Indexing with ints, slices, ``...`` and ``None`` and
+:meth:`GPUView.reshape` follow NumPy's view rules and never copy; a
+reshape that would need a copy raises ValueError (as
+:func:`brainstorm.utils.reshape_view` does for NumPy), so no write can land
+in a temporary copy.
+
+**Kernels take strides.** Before a launch, the common shape of the
+operands is coalesced (:func:`coalesce`): size-1 axes are dropped and
+neighbouring axes merged wherever that holds for every operand. A feature
+slice of any rank becomes ``(rows, cols)`` with a row stride, a contiguous
+array a single axis. The shape, padded to four axes (rare longer ones are
+looped over in Python), and each operand's four strides are the kernel
+arguments; the kernel indexes ``p[i0*s0 + i1*s1 + i2*s2 + i3*s3]`` (see
+:mod:`brainstorm.handlers._cuda_kernels`, which holds every CUDA source as a
+plain string). Broadcasting (the ``_mv`` ops, ``broadcast_t``, the conv
+bias) is a stride of 0. Every output is written only at its own elements,
+so views never clobber their neighbours.
+
+**Matrix products** call ``cublasSgemm_v2`` through ctypes
+(:mod:`brainstorm.handlers._cublas`). Row-major operands with unit column
+stride pass their row stride as leading dimension, so feature slices need
+no copy; other operands go through a contiguous scratch buffer.
+
+**Convolution** is im2col + GEMM, with the adjoint col2im for the input
+deltas, processed in chunks of images so the column buffer stays bounded.
+Reductions, softmax, one-hot and pooling are own kernels. All of them
+gather instead of scattering with atomics, so every result is
+deterministic.
+
+**Randomness** comes from a counter-based Philox4x32-10 kernel: element
+``i`` of a draw is a function of ``i`` and a 64-bit key drawn from
+:attr:`rnd` for each call. Seeding ``handler.rnd`` therefore reproduces the
+draws exactly, and no generator state lives on the GPU.
+
+**Order.** Kernels, cuBLAS calls and copies all run on the default stream,
+so they execute in call order; copies to the host wait for the results.
+Kernels are compiled once per CUDA context and module (PyCUDA also caches
+the binaries on disk) and scratch buffers are kept and only grow, so the
+hot path neither compiles nor allocates.
+
+**Optional.** This module imports without PyCUDA, so the class can be
+inspected and its kernel sources compiled anywhere; creating a
+``PyCudaHandler`` without PyCUDA raises an ImportError that says how to
+install it. The handler uses the CUDA context that is current when it is
+created, or creates one on the first device (``pycuda.autoinit``).
+
+**Limits.** float32 only; arrays of fewer than 2**30 elements; slices with
+positive steps; ``maxpool2d`` argmax indices are exact up to 2**24 cells
+per image (they are stored as float32).
 """
 
-from brainstorm.optional import MissingDependencyMock, has_pycuda, pycuda_mock
+from __future__ import annotations
 
-__all__ = ['PyCudaHandler']
+import functools
+import math
+import operator
 
-if has_pycuda:
-    PyCudaHandler = MissingDependencyMock(ImportError(
-        'PyCudaHandler is not implemented in this version of brainstorm yet.'))
-else:
-    PyCudaHandler = pycuda_mock
+import numpy as np
+
+from brainstorm.handlers import _cuda_kernels as kernels
+from brainstorm.handlers._cublas import Cublas, row_major_gemm, row_major_ld
+from brainstorm.handlers.base_handler import Handler
+from brainstorm.randomness import global_rnd
+
+__all__ = ['PyCudaHandler', 'GPUView', 'coalesce', 'INSTALL_HINT']
+
+INSTALL_HINT = ("PyCudaHandler needs PyCUDA, the CUDA toolkit (nvcc) and an "
+                "NVIDIA GPU. Install PyCUDA with 'pip install "
+                "brainstorm[pycuda]' after installing the CUDA toolkit.")
+
+MAX_ELEMENTS = 2 ** 30  # kernels index with int
+MAX_BLOCKS = 4096  # grid size of the grid-stride loops
+COL_ELEMENTS = 2 ** 25  # im2col buffer budget per chunk of images
+
+
+# ------------------------------------------------------------- the views ---
+
+def c_strides(shape: tuple) -> tuple:
+    """Element strides of a C-contiguous array of ``shape``."""
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def coalesce(shape: tuple, strides_list: list) -> tuple:
+    """Merge the axes of several same-shaped operands as far as possible.
+
+    Size-1 axes are dropped, and axis ``k`` is merged into axis ``k - 1``
+    wherever ``stride[k-1] == stride[k] * shape[k]`` holds for every
+    operand. The logical C-order of the elements is kept.
+
+    Args:
+        shape: the common shape.
+        strides_list: one tuple of element strides per operand.
+
+    Returns:
+        ``(shape, strides_list)`` with at least one axis.
+    """
+    keep = [k for k, n in enumerate(shape) if n != 1]
+    if not keep:
+        return (1,), [(0,) for _ in strides_list]
+    dims = [shape[keep[0]]]
+    merged = [[st[keep[0]]] for st in strides_list]
+    for k in keep[1:]:
+        n = shape[k]
+        if all(m[-1] == st[k] * n for m, st in zip(merged, strides_list)):
+            dims[-1] *= n
+            for m, st in zip(merged, strides_list):
+                m[-1] = st[k]
+        else:
+            dims.append(n)
+            for m, st in zip(merged, strides_list):
+                m.append(st[k])
+    return tuple(dims), [tuple(m) for m in merged]
+
+
+def _reshape_strides(shape: tuple, strides: tuple, new_shape: tuple):
+    """Strides viewing ``(shape, strides)`` as ``new_shape``, or None.
+
+    Groups of old axes whose sizes multiply to groups of new axes must be
+    contiguous among themselves (NumPy's no-copy reshape rule).
+    """
+    if math.prod(shape) == 0:
+        return c_strides(new_shape)
+    old = [(n, s) for n, s in zip(shape, strides) if n != 1]
+    new_strides = [0] * len(new_shape)
+    oi = ni = 0
+    while oi < len(old) and ni < len(new_shape):
+        oj, nj = oi + 1, ni + 1
+        o_size, n_size = old[oi][0], new_shape[ni]
+        while o_size != n_size:
+            if n_size < o_size:
+                n_size *= new_shape[nj]
+                nj += 1
+            else:
+                o_size *= old[oj][0]
+                oj += 1
+        for k in range(oi, oj - 1):
+            if old[k][1] != old[k + 1][0] * old[k + 1][1]:
+                return None
+        new_strides[nj - 1] = old[oj - 1][1]
+        for k in range(nj - 1, ni, -1):
+            new_strides[k - 1] = new_strides[k] * new_shape[k]
+        oi, ni = oj, nj
+    last = new_strides[ni - 1] if ni > 0 else 1
+    for k in range(ni, len(new_shape)):
+        new_strides[k] = last
+    return tuple(new_strides)
+
+
+class GPUView:
+    """A strided float32 view of GPU memory, the array type of PyCudaHandler.
+
+    Like a NumPy view it shares memory with the array it came from:
+    indexing with ints, slices (positive steps), ``...`` and ``None``,
+    :meth:`reshape` and :meth:`broadcast_to` never copy. It has no
+    arithmetic; math goes through the handler ops, and
+    ``handler.get_numpy_copy(view)`` gives its values. Other CUDA libraries
+    can use it through ``__cuda_array_interface__``.
+
+    Args:
+        base: the object owning the memory (a flat PyCUDA ``GPUArray``),
+            kept alive by every view of it.
+        base_ptr: device address of element 0 of ``base``.
+        offset: elements from ``base_ptr`` to the first element of the view.
+        shape: the shape.
+        strides: element strides (NOT bytes), C-contiguous if None.
+
+    Attributes:
+        shape: tuple of ints.
+        strides: tuple of element strides, one per axis.
+        dtype: always ``numpy.float32``.
+    """
+
+    __slots__ = ('base', 'base_ptr', 'offset', 'shape', 'strides')
+    dtype = np.dtype(np.float32)
+    itemsize = 4
+
+    def __init__(self, base, base_ptr: int, offset: int, shape: tuple,
+                 strides: tuple | None = None):
+        self.base = base
+        self.base_ptr = int(base_ptr)
+        self.offset = int(offset)
+        self.shape = tuple(int(n) for n in shape)
+        self.strides = c_strides(self.shape) if strides is None else \
+            tuple(int(s) for s in strides)
+        assert len(self.strides) == len(self.shape), (shape, strides)
+
+    @property
+    def ndim(self) -> int:
+        """Number of axes."""
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the elements (not of the memory they span)."""
+        return 4 * self.size
+
+    @property
+    def ptr(self) -> int:
+        """Device address of the first element."""
+        return self.base_ptr + 4 * self.offset
+
+    @property
+    def is_contiguous(self) -> bool:
+        """True if the elements are adjacent in C order."""
+        dims, (strides,) = coalesce(self.shape, [self.strides])
+        return self.size <= 1 or (len(dims) == 1 and strides[0] == 1)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError('len() of a 0-d GPUView')
+        return self.shape[0]
+
+    def __getitem__(self, item) -> GPUView:
+        """A view of the selected elements (like NumPy basic indexing)."""
+        parts = item if isinstance(item, tuple) else (item,)
+        n_real = sum(1 for p in parts if p is not None and p is not Ellipsis)
+        n_ellipsis = sum(1 for p in parts if p is Ellipsis)
+        if n_ellipsis > 1:
+            raise IndexError("an index can only have a single ellipsis ('...')")
+        if n_real > self.ndim:
+            raise IndexError(f'too many indices for a GPUView of shape '
+                             f'{self.shape}: {item!r}')
+        fill = (slice(None),) * (self.ndim - n_real)
+        if n_ellipsis:
+            k = next(i for i, p in enumerate(parts) if p is Ellipsis)
+            parts = parts[:k] + fill + parts[k + 1:]
+        else:
+            parts = parts + fill
+        offset, shape, strides, axis = self.offset, [], [], 0
+        for part in parts:
+            if part is None:
+                shape.append(1)
+                strides.append(0)
+                continue
+            n, stride = self.shape[axis], self.strides[axis]
+            axis += 1
+            if isinstance(part, slice):
+                start, stop, step = part.indices(n)
+                if step < 0:
+                    raise IndexError(f'GPUView slices need a positive step. '
+                                     f'Received: {item!r}')
+                offset += start * stride
+                shape.append(len(range(start, stop, step)))
+                strides.append(stride * step)
+            elif isinstance(part, (bool, np.bool_)):
+                raise IndexError(f'GPUView does not support boolean indices. '
+                                 f'Received: {item!r}')
+            else:
+                try:
+                    index = operator.index(part)
+                except TypeError:
+                    raise IndexError(
+                        f'GPUView indices must be ints, slices, ... or None. '
+                        f'Received: {item!r}') from None
+                if not -n <= index < n:
+                    raise IndexError(f'index {index} is out of bounds for '
+                                     f'axis {axis - 1} with size {n}')
+                offset += (index % n) * stride
+        return GPUView(self.base, self.base_ptr, offset, shape, strides)
+
+    def reshape(self, *shape) -> GPUView:
+        """The same elements in a new shape, as a view (one entry may be -1).
+
+        Raises:
+            ValueError: if the sizes differ or the result cannot be a view
+                of the same memory (a copy would be needed).
+        """
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = tuple(shape[0])
+        shape = [operator.index(n) for n in shape]
+        if shape.count(-1) > 1 or any(n < -1 for n in shape):
+            raise ValueError(f'Invalid shape for reshape: {tuple(shape)}')
+        if -1 in shape:
+            known = math.prod(n for n in shape if n != -1)
+            if known == 0 or self.size % known:
+                raise ValueError(f'Cannot reshape a GPUView of shape '
+                                 f'{self.shape} into {tuple(shape)}.')
+            shape[shape.index(-1)] = self.size // known
+        shape = tuple(shape)
+        if math.prod(shape) != self.size:
+            raise ValueError(f'Cannot reshape a GPUView of shape {self.shape} '
+                             f'(size {self.size}) into {shape}.')
+        strides = _reshape_strides(self.shape, self.strides, shape)
+        if strides is None:
+            raise ValueError(
+                f'Cannot reshape a GPUView of shape {self.shape} with element '
+                f'strides {self.strides} to {shape} without copying it.')
+        return GPUView(self.base, self.base_ptr, self.offset, shape, strides)
+
+    def broadcast_to(self, shape: tuple) -> GPUView:
+        """A read-only-use view repeating size-1 axes (stride 0) to ``shape``.
+
+        Raises:
+            ValueError: if an axis is neither equal nor of size 1, or the
+                number of axes differs.
+        """
+        shape = tuple(int(n) for n in shape)
+        if len(shape) != self.ndim or any(
+                n != m and m != 1 for n, m in zip(shape, self.shape)):
+            raise ValueError(f'Cannot broadcast a GPUView of shape '
+                             f'{self.shape} to {shape}.')
+        strides = tuple(s if m == n else 0
+                        for n, m, s in zip(shape, self.shape, self.strides))
+        return GPUView(self.base, self.base_ptr, self.offset, shape, strides)
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        return {'shape': self.shape,
+                'strides': tuple(4 * s for s in self.strides),
+                'data': (self.ptr if self.size else 0, False),
+                'typestr': '<f4', 'version': 3}
+
+    def __array__(self, *args, **kwargs):
+        raise TypeError('A GPUView lives on the GPU: use '
+                        'handler.get_numpy_copy(view) to get its values.')
+
+    def __repr__(self) -> str:
+        return f'GPUView(shape={self.shape}, strides={self.strides})'
+
+
+# ------------------------------------------------ compiled code per context
+
+_MODULES = {}  # (context handle, module name) -> (SourceModule, {kernel: fn})
+_BLAS = {}  # context handle -> Cublas
+
+
+@functools.cache
+def _arg_formats(module: str) -> dict:
+    return kernels.kernel_arg_formats(kernels.KERNEL_SOURCES[module])
+
+
+def _grid(n: int, block: int = kernels.BLOCK_SIZE) -> tuple:
+    return (max(1, min(-(-n // block), MAX_BLOCKS)), 1)
+
+
+def _check_size(n: int, what: str = 'array') -> None:
+    if n >= MAX_ELEMENTS:
+        raise ValueError(f'PyCudaHandler supports arrays of fewer than 2**30 '
+                         f'elements. Received: an {what} of {n} elements.')
+
+
+def _pad4(values: tuple, fill: int) -> tuple:
+    return (fill,) * (4 - len(values)) + tuple(values)
+
+
+def _out_size(size: int, kernel: int, padding: int, stride: int) -> int:
+    return (size + 2 * padding - kernel) // stride + 1
+
+
+class PyCudaHandler(Handler):
+    """Runs every op on an NVIDIA GPU with PyCUDA kernels and cuBLAS.
+
+    Arrays are :class:`GPUView` objects (float32). See the module docstring
+    for how strided views, kernels, matrix products and randomness work.
+
+    Args:
+        seed: seed of the handler's random state (drawn from
+            :data:`brainstorm.randomness.global_rnd` if None).
+
+    Raises:
+        ImportError: if PyCUDA cannot be imported (with install hints).
+    """
+
+    dtype = np.float32
+    array_type = GPUView
+    context = 'cuda'
+
+    def __init__(self, seed: int | None = None):
+        try:
+            import pycuda.driver as drv
+            from pycuda import gpuarray  # noqa: F401
+            from pycuda.compiler import SourceModule  # noqa: F401
+        except ImportError as err:
+            raise ImportError(f'{INSTALL_HINT} ({err})') from err
+        drv.init()
+        ctx = drv.Context.get_current()
+        if ctx is None:
+            import pycuda.autoinit  # noqa: F401
+            ctx = drv.Context.get_current()
+        self._context_key = ctx.handle
+        self.rnd = global_rnd.create_random_state(seed)
+        self._scratch_buffers = {}
+        blas = _BLAS.get(self._context_key)
+        if blas is None:
+            blas = _BLAS[self._context_key] = Cublas()
+            blas.set_stream(None)
+        self._blas = blas
+        self.EMPTY = self.allocate((0,))
+        super().__init__()
+
+    def __describe__(self) -> dict:
+        """``{'@type': 'PyCudaHandler'}``."""
+        return {'@type': 'PyCudaHandler'}
+
+    def __init_from_description__(self, description: dict) -> None:
+        """Recreate from :meth:`__describe__`'s output (fresh ``rnd``)."""
+        self.__init__()
+
+    def __getstate__(self):
+        # device memory, kernels and the cuBLAS handle do not travel
+        return {'rnd': self.rnd}
+
+    def __setstate__(self, state):
+        self.__init__()
+        self.rnd = state['rnd']
+
+    # -------------------------------------------------------- internals ---
+
+    def _function(self, module: str, kernel: str):
+        """The prepared kernel, compiling its module once per context."""
+        key = (self._context_key, module)
+        entry = _MODULES.get(key)
+        if entry is None:
+            from pycuda.compiler import SourceModule
+            entry = _MODULES[key] = (
+                SourceModule(kernels.KERNEL_SOURCES[module], no_extern_c=True),
+                {})
+        source_module, functions = entry
+        function = functions.get(kernel)
+        if function is None:
+            function = source_module.get_function(kernel)
+            function.prepare(_arg_formats(module)[kernel])
+            functions[kernel] = function
+        return function
+
+    def _launch(self, module: str, kernel: str, total: int, *args) -> None:
+        """Run a grid-stride kernel over ``total`` items: ``kernel(total, *args)``."""
+        if total <= 0:
+            return
+        _check_size(total)
+        self._function(module, kernel).prepared_call(
+            _grid(total), (kernels.BLOCK_SIZE, 1, 1), total, *args)
+
+    def _ew(self, name: str, *arrays, scalars: tuple = ()) -> None:
+        """Run the elementwise kernel ``name`` (inputs first, then outputs)."""
+        op = kernels.ELEMENTWISE_OPS[name]
+        assert len(arrays) == len(op.inputs) + len(op.outputs), name
+        assert len(scalars) == len(op.scalars), name
+        shape = arrays[0].shape
+        for x in arrays[1:]:
+            if x.shape != shape:
+                raise ValueError(
+                    f'PyCudaHandler {name}: all operands need one shape. '
+                    f'Received: {[tuple(y.shape) for y in arrays]}')
+        size = math.prod(shape)
+        if size == 0:
+            return
+        _check_size(size)
+        dims, strides = coalesce(shape, [x.strides for x in arrays])
+        n_lead = max(0, len(dims) - 4)
+        inner = _pad4(dims[n_lead:], 1)
+        n = math.prod(inner)
+        values = [float(s) if ctype == 'float' else int(s)
+                  for s, (_, ctype) in zip(scalars, op.scalars)]
+        function = self._function('elementwise', f'ew_{name}')
+        for index in np.ndindex(*dims[:n_lead]):
+            args = [n, inner[1], inner[2], inner[3]]
+            for x, st in zip(arrays, strides):
+                lead = sum(i * s for i, s in zip(index, st[:n_lead]))
+                args.append(x.ptr + 4 * lead)
+                args += _pad4(st[n_lead:], 0)
+            function.prepared_call(_grid(n), (kernels.BLOCK_SIZE, 1, 1),
+                                   *args, *values)
+
+    def _scratch(self, name: str, shape: tuple) -> GPUView:
+        """A contiguous view of a cached buffer (content: whatever was left)."""
+        size = math.prod(shape)
+        buf = self._scratch_buffers.get(name)
+        if buf is None or buf.size < size:
+            buf = self._scratch_buffers[name] = self.allocate((max(size, 1),))
+        return GPUView(buf.base, buf.base_ptr, buf.offset, shape)
+
+    def _contiguous(self, x: GPUView, name: str) -> GPUView:
+        """``x`` itself if contiguous, else a contiguous scratch copy."""
+        if x.is_contiguous:
+            return x
+        copy = self._scratch(name, x.shape)
+        self._ew('copy', x, copy)
+        return copy
+
+    def _rows_matrix(self, x: GPUView, rows: int, cols: int, name: str,
+                     load: bool = True):
+        """``x`` as a ``(rows, cols)`` view, else via a contiguous scratch.
+
+        Returns ``(matrix, spill)``: ``spill`` is None if ``matrix`` views
+        ``x`` itself, else the scratch array of ``x``'s shape behind
+        ``matrix`` (holding ``x``'s values if ``load``), which the caller
+        copies back after writing.
+        """
+        try:
+            return x.reshape(rows, cols), None
+        except ValueError:
+            spill = self._scratch(name, x.shape)
+            if load:
+                self._ew('copy', x, spill)
+            return spill.reshape(rows, cols), spill
+
+    def _gemm(self, a, b, out, transa: bool, transb: bool,
+              beta: float) -> None:
+        """``out = op(a) @ op(b) + beta * out`` with cuBLAS."""
+        if a.ndim != 2 or b.ndim != 2 or out.ndim != 2:
+            raise ValueError(f'dot: operands must be matrices. Received '
+                             f'shapes {a.shape}, {b.shape}, {out.shape}')
+        m, k = a.shape[::-1] if transa else a.shape
+        k_b, n = b.shape[::-1] if transb else b.shape
+        if k != k_b or out.shape != (m, n):
+            raise ValueError(
+                f'dot: shapes do not fit: op(a) {(m, k)} @ op(b) {(k_b, n)} '
+                f'-> out {out.shape}')
+        if m == 0 or n == 0:
+            return
+        a, lda = self._gemm_operand(a, 'gemm_a')
+        b, ldb = self._gemm_operand(b, 'gemm_b')
+        target, ldc = out, row_major_ld(m, n, *out.strides)
+        if ldc is None:
+            target = self._scratch('gemm_c', (m, n))
+            ldc = row_major_ld(m, n, *target.strides)
+            if beta:
+                self._ew('copy', out, target)
+        call = row_major_gemm(m, n, k, transa, transb, lda, ldb, ldc)
+        self._blas.sgemm(call, 1.0, b.ptr, a.ptr, beta, target.ptr)
+        if target is not out:
+            self._ew('copy', target, out)
+
+    def _gemm_operand(self, x: GPUView, name: str):
+        ld = row_major_ld(x.shape[0], x.shape[1], *x.strides)
+        if ld is None:
+            copy = self._scratch(name, x.shape)
+            self._ew('copy', x, copy)
+            x, ld = copy, row_major_ld(copy.shape[0], copy.shape[1],
+                                       *copy.strides)
+        return x, ld
+
+    def _sum_columns(self, rows: int, cols: int, a_ptr: int, a_r: int,
+                     a_c: int, out_ptr: int, out_c: int) -> None:
+        """``out[j] = sum_i a[i, j]`` for a strided ``rows x cols`` matrix."""
+        if cols <= 0:
+            return
+        tile_x, tile_y = kernels.SUM_TILE
+        self._function('reduce', 'sum_columns').prepared_call(
+            _grid(cols, tile_x), (tile_x, tile_y, 1), rows, cols, a_ptr, a_r,
+            a_c, out_ptr, out_c)
+
+    def _sum_all(self, a: GPUView, out: GPUView, count_nonfinite: bool):
+        """Write the total of ``a`` (or its number of NaN/Inf) into ``out``."""
+        if out.size != 1:
+            raise ValueError(f'sum_t: out must have one element. Received '
+                             f'shape {out.shape}')
+        if a.size == 0:
+            self._ew('fill', out, scalars=(0.0,))
+            return
+        _check_size(a.size)
+        dims, (strides,) = coalesce(a.shape, [a.strides])
+        if len(dims) > 4:
+            a = self._contiguous(a, 'reduce_copy')
+            dims, strides = (a.size,), (1,)
+        dims, strides = _pad4(dims, 1), _pad4(strides, 0)
+        n = math.prod(dims)
+        blocks = min(kernels.REDUCE_BLOCKS, -(-n // kernels.BLOCK_SIZE))
+        partial = self._scratch('partial', (kernels.REDUCE_BLOCKS,))
+        self._function('reduce', 'sum_all_partial').prepared_call(
+            (blocks, 1), (kernels.BLOCK_SIZE, 1, 1), n, dims[1], dims[2],
+            dims[3], a.ptr, *strides, partial.ptr, int(count_nonfinite))
+        self._sum_columns(blocks, 1, partial.ptr, 1, 0, out.ptr, 0)
+
+    def _philox_key(self) -> tuple:
+        k0, k1 = self.rnd.randint(0, 2 ** 32, size=2, dtype=np.uint32)
+        return int(k0), int(k1)
+
+    def _random(self, name: str, out: GPUView, scalars: tuple) -> None:
+        """A random elementwise op; element i depends on its C-order index."""
+        dims, _ = coalesce(out.shape, [out.strides])
+        target = out if len(dims) <= 4 else self._scratch('random', out.shape)
+        self._ew(name, target, scalars=self._philox_key() + scalars)
+        if target is not out:
+            self._ew('copy', target, out)
+
+    def _geometry(self, inputs, window, outputs, padding, stride,
+                  channels: int, what: str) -> tuple:
+        """The kernel geometry args, after checking the output shape (an
+        inconsistent shape would make a kernel access foreign memory)."""
+        n, h, w, c = inputs.shape
+        kh, kw = window
+        sy, sx = stride
+        oh, ow = _out_size(h, kh, padding, sy), _out_size(w, kw, padding, sx)
+        if tuple(outputs.shape) != (n, oh, ow, channels):
+            raise ValueError(
+                f'{what}: inputs {inputs.shape}, window {(kh, kw)}, padding '
+                f'{padding} and stride {(sy, sx)} give outputs '
+                f'{(n, oh, ow, channels)}. Received: {outputs.shape}')
+        return h, w, c, oh, ow, kh, kw, padding, sy, sx
+
+    def _batch_chunks(self, n: int, per_image: int):
+        step = max(1, COL_ELEMENTS // max(per_image, 1))
+        for start in range(0, n, step):
+            yield start, min(start + step, n)
+
+    def _im2col(self, x: GPUView, geometry: tuple) -> GPUView:
+        h, w, c, oh, ow, kh, kw, padding, sy, sx = geometry
+        rows, k = x.shape[0] * oh * ow, kh * kw * c
+        col = self._scratch('col', (rows, k))
+        self._launch('conv', 'im2col', rows * k, *geometry, x.ptr, *x.strides,
+                     col.ptr)
+        return col
+
+    # ------------------------------------------------------------ allocation
+
+    def allocate(self, shape: tuple[int, ...]):
+        from pycuda import gpuarray
+        shape = (shape,) if isinstance(shape, (int, np.integer)) else shape
+        shape = tuple(operator.index(n) for n in shape)
+        size = math.prod(shape)
+        _check_size(size)
+        base = gpuarray.empty((max(size, 1),), np.float32)
+        return GPUView(base, int(base.gpudata), 0, shape)
+
+    def zeros(self, shape: tuple[int, ...]):
+        import pycuda.driver as drv
+        mem = self.allocate(shape)
+        if mem.size:
+            drv.memset_d32(mem.ptr, 0, mem.size)
+        return mem
+
+    def ones(self, shape: tuple[int, ...]):
+        import pycuda.driver as drv
+        mem = self.allocate(shape)
+        if mem.size:
+            drv.memset_d32(mem.ptr, 0x3F800000, mem.size)  # bits of 1.0f
+        return mem
+
+    def create_from_numpy(self, arr):
+        import pycuda.driver as drv
+        host = np.ascontiguousarray(arr, dtype=np.float32)
+        mem = self.allocate(host.shape)
+        if mem.size:
+            drv.memcpy_htod(mem.ptr, host)
+        return mem
+
+    def get_numpy_copy(self, mem):
+        import pycuda.driver as drv
+        assert isinstance(mem, GPUView), type(mem)
+        result = np.empty(mem.shape, dtype=np.float32)
+        if mem.size:
+            drv.memcpy_dtoh(result, self._contiguous(mem, 'transfer').ptr)
+        return result
+
+    def set_from_numpy(self, mem, arr) -> None:
+        import pycuda.driver as drv
+        host = np.ascontiguousarray(
+            np.broadcast_to(np.asarray(arr, dtype=np.float32), mem.shape))
+        if not mem.size:
+            return
+        if mem.is_contiguous:
+            drv.memcpy_htod(mem.ptr, host)
+        else:
+            staging = self._scratch('transfer', mem.shape)
+            drv.memcpy_htod(staging.ptr, host)
+            self._ew('copy', staging, mem)
+
+    # ------------------------------------------------------------- copy/fill
+
+    def copy_to(self, src, dest) -> None:
+        self._ew('copy', src, dest)
+
+    def copy_to_if(self, src, dest, cond) -> None:
+        self._ew('copy_if', src, cond, dest)
+
+    def fill(self, mem, val: float) -> None:
+        self._ew('fill', mem, scalars=(val,))
+
+    def fill_if(self, mem, val: float, cond) -> None:
+        self._ew('fill_if', cond, mem, scalars=(val,))
+
+    def fill_gaussian(self, mean: float, std: float, out) -> None:
+        self._random('gaussian', out, (mean, std))
+
+    def generate_probability_mask(self, mask, probability: float) -> None:
+        self._random('bernoulli', mask, (probability,))
+
+    # ---------------------------------------------------------------- checks
+
+    def is_fully_finite(self, a) -> bool:
+        import pycuda.driver as drv
+        flag = self._scratch('flag', (1,))
+        self._sum_all(a, flag, count_nonfinite=True)
+        count = np.empty(1, dtype=np.float32)
+        drv.memcpy_dtoh(count, flag.ptr)
+        return bool(count[0] == 0)
+
+    # ----------------------------------------------------------- math A to Z
+
+    def abs_t(self, a, out) -> None:
+        self._ew('abs', a, out)
+
+    def add_into_if(self, a, out, cond) -> None:
+        self._ew('add_if', a, cond, out)
+
+    def add_mv(self, m, v, out) -> None:
+        self._ew('add', m, _broadcast_mv(m, v, 'add_mv'), out)
+
+    def add_st(self, s: float, t, out) -> None:
+        self._ew('add_s', t, out, scalars=(s,))
+
+    def add_tt(self, a, b, out) -> None:
+        self._ew('add', a, b, out)
+
+    def binarize_v(self, v, out) -> None:
+        rows, cols = out.shape
+        if tuple(v.shape) != (rows, 1):
+            raise ValueError(f'binarize_v: v must be ({rows}, 1) for out '
+                             f'{out.shape}. Received: {v.shape}')
+        self._launch('rows', 'binarize_rows', rows * cols, cols, v.ptr,
+                     v.strides[0], out.ptr, *out.strides)
+
+    def broadcast_t(self, a, axis: int, out) -> None:
+        self._ew('copy', a.broadcast_to(out.shape), out)
+
+    def clip_t(self, a, a_min: float, a_max: float, out) -> None:
+        self._ew('clip', a, out, scalars=(a_min, a_max))
+
+    def divide_mv(self, m, v, out) -> None:
+        self._ew('divide', m, _broadcast_mv(m, v, 'divide_mv'), out)
+
+    def divide_tt(self, a, b, out) -> None:
+        self._ew('divide', a, b, out)
+
+    def dot_add_mm(self, a, b, out, transa: bool = False,
+                   transb: bool = False) -> None:
+        self._gemm(a, b, out, transa, transb, 1.0)
+
+    def dot_mm(self, a, b, out, transa: bool = False,
+               transb: bool = False) -> None:
+        self._gemm(a, b, out, transa, transb, 0.0)
+
+    def index_m_by_v(self, m, v, out) -> None:
+        rows, cols = m.shape
+        if tuple(v.shape) != (rows, 1) or tuple(out.shape) != (rows, 1):
+            raise ValueError(f'index_m_by_v: v and out must be ({rows}, 1) '
+                             f'for m {m.shape}. Received: {v.shape}, '
+                             f'{out.shape}')
+        self._launch('rows', 'index_rows', rows, cols, m.ptr, *m.strides,
+                     v.ptr, v.strides[0], out.ptr, out.strides[0])
+
+    def log_t(self, a, out) -> None:
+        self._ew('log', a, out)
+
+    def merge_tt(self, a, b, out) -> None:
+        n = a.shape[-1]
+        self._ew('copy', a, out[..., :n])
+        self._ew('copy', b, out[..., n:])
+
+    def modulo_tt(self, a, b, out) -> None:
+        self._ew('modulo', a, b, out)
+
+    def mult_add_mv(self, m, v, out) -> None:
+        self._ew('mult_add', m, _broadcast_mv(m, v, 'mult_add_mv'), out)
+
+    def mult_add_st(self, s: float, t, out) -> None:
+        self._ew('mult_add_s', t, out, scalars=(s,))
+
+    def mult_add_tt(self, a, b, out) -> None:
+        self._ew('mult_add', a, b, out)
+
+    def mult_mv(self, m, v, out) -> None:
+        self._ew('mult', m, _broadcast_mv(m, v, 'mult_mv'), out)
+
+    def mult_st(self, s: float, t, out) -> None:
+        self._ew('mult_s', t, out, scalars=(s,))
+
+    def mult_tt(self, a, b, out) -> None:
+        self._ew('mult', a, b, out)
+
+    def sign_t(self, a, out) -> None:
+        self._ew('sign', a, out)
+
+    def softmax_m(self, m, out) -> None:
+        if m.ndim != 2 or out.shape != m.shape:
+            raise ValueError(f'softmax_m: m and out must be matrices of one '
+                             f'shape. Received: {m.shape}, {out.shape}')
+        rows, cols = m.shape
+        if rows == 0 or cols == 0:
+            return
+        block = 32
+        while block < min(cols, kernels.BLOCK_SIZE):
+            block *= 2
+        self._function('rows', 'softmax_rows').prepared_call(
+            (min(rows, MAX_BLOCKS), 1), (block, 1, 1), rows, cols, m.ptr,
+            *m.strides, out.ptr, *out.strides)
+
+    def split_add_tt(self, x, out_a, out_b) -> None:
+        n = out_a.shape[-1]
+        self._ew('add', out_a, x[..., :n], out_a)
+        self._ew('add', out_b, x[..., n:], out_b)
+
+    def sqrt_t(self, a, out) -> None:
+        self._ew('sqrt', a, out)
+
+    def subtract_mv(self, m, v, out) -> None:
+        self._ew('subtract', m, _broadcast_mv(m, v, 'subtract_mv'), out)
+
+    def subtract_tt(self, a, b, out) -> None:
+        self._ew('subtract', a, b, out)
+
+    def sum_t(self, a, axis: int | None, out) -> None:
+        if axis is not None and axis < 0:
+            axis += a.ndim
+        if axis is None or (a.ndim == 1 and axis == 0):
+            self._sum_all(a, out, count_nonfinite=False)
+            return
+        if a.ndim != 2 or axis not in (0, 1):
+            raise ValueError(f'sum_t: axis must be None, or 0 or 1 of a 1-D '
+                             f'or 2-D array. Received: axis={axis} for shape '
+                             f'{a.shape}')
+        rows, cols = a.shape if axis == 0 else a.shape[::-1]
+        a_r, a_c = a.strides if axis == 0 else a.strides[::-1]
+        flat = out.reshape(out.size)
+        if flat.size != cols:
+            raise ValueError(f'sum_t: out must hold {cols} elements for '
+                             f'axis {axis} of {a.shape}. Received: '
+                             f'{out.shape}')
+        self._sum_columns(rows, cols, a.ptr, a_r, a_c, flat.ptr,
+                          flat.strides[0])
+
+    # ----------------------------------------------------------- activations
+
+    def el(self, x, y) -> None:
+        self._ew('el', x, y)
+
+    def el_deriv(self, x, y, dy, dx) -> None:
+        self._ew('el_deriv', y, dy, dx)
+
+    def rel(self, x, y) -> None:
+        self._ew('rel', x, y)
+
+    def rel_deriv(self, x, y, dy, dx) -> None:
+        self._ew('rel_deriv', y, dy, dx)
+
+    def sigmoid(self, x, y) -> None:
+        self._ew('sigmoid', x, y)
+
+    def sigmoid_deriv(self, x, y, dy, dx) -> None:
+        self._ew('sigmoid_deriv', y, dy, dx)
+
+    def tanh(self, x, y) -> None:
+        self._ew('tanh', x, y)
+
+    def tanh_deriv(self, x, y, dy, dx) -> None:
+        self._ew('tanh_deriv', y, dy, dx)
+
+    # -------------------------------------------------------------- conv/pool
+
+    def conv2d_forward_batch(self, inputs, weights, bias, outputs,
+                             padding: int, stride: tuple[int, int]) -> None:
+        f, kh, kw, c = weights.shape
+        geometry = self._geometry(inputs, (kh, kw), outputs, padding, stride,
+                                  f, 'conv2d_forward_batch')
+        _check_channels('conv2d_forward_batch', inputs, weights, bias)
+        n, oh, ow = outputs.shape[:3]
+        rows, k = n * oh * ow, kh * kw * c
+        out_mat, spill = self._rows_matrix(outputs, rows, f, 'conv_out',
+                                           load=False)
+        target = outputs if spill is None else spill
+        self._ew('copy', bias.reshape(1, 1, 1, f).broadcast_to(target.shape),
+                 target)
+        if k:
+            w_mat, _ = self._rows_matrix(weights, f, k, 'conv_w')
+            for n0, n1 in self._batch_chunks(n, oh * ow * k):
+                col = self._im2col(inputs[n0:n1], geometry)
+                self._gemm(col, w_mat, out_mat[n0 * oh * ow:n1 * oh * ow],
+                           False, True, 1.0)
+        if spill is not None:
+            self._ew('copy', spill, outputs)
+
+    def conv2d_backward_batch(self, inputs, weights, padding: int,
+                              stride: tuple[int, int], in_deltas, out_deltas,
+                              weight_deltas, bias_deltas) -> None:
+        f, kh, kw, c = weights.shape
+        geometry = self._geometry(inputs, (kh, kw), out_deltas, padding,
+                                  stride, f, 'conv2d_backward_batch')
+        _check_channels('conv2d_backward_batch', inputs, weights,
+                        bias_deltas)
+        _check_shapes('conv2d_backward_batch', inputs, in_deltas)
+        _check_shapes('conv2d_backward_batch', weights, weight_deltas)
+        n, oh, ow = out_deltas.shape[:3]
+        rows, k = n * oh * ow, kh * kw * c
+        dy, _ = self._rows_matrix(out_deltas, rows, f, 'conv_dy')
+        self.sum_t(dy, 0, bias_deltas)
+        if rows == 0 or k == 0:
+            self.fill(weight_deltas, 0.0)
+            return
+        w_mat, _ = self._rows_matrix(weights, f, k, 'conv_w')
+        dw, spill = self._rows_matrix(weight_deltas, f, k, 'conv_dw',
+                                      load=False)
+        beta = 0.0
+        for n0, n1 in self._batch_chunks(n, oh * ow * k):
+            r0, r1 = n0 * oh * ow, n1 * oh * ow
+            col = self._im2col(inputs[n0:n1], geometry)
+            self._gemm(dy[r0:r1], col, dw, True, False, beta)
+            beta = 1.0
+            # the column buffer now receives the deltas of every field
+            self._gemm(dy[r0:r1], w_mat, col, False, False, 0.0)
+            dx = in_deltas[n0:n1]
+            self._launch('conv', 'col2im_add', dx.size, *geometry, col.ptr,
+                         dx.ptr, *dx.strides)
+        if spill is not None:
+            self._ew('copy', spill, weight_deltas)
+
+    def maxpool2d_forward_batch(self, inputs, window: tuple[int, int],
+                                outputs, padding: int,
+                                stride: tuple[int, int], argmax) -> None:
+        geometry = self._geometry(inputs, window, outputs, padding, stride,
+                                  inputs.shape[3], 'maxpool2d_forward_batch')
+        _check_shapes('maxpool2d_forward_batch', outputs, argmax)
+        self._launch('pool', 'maxpool_forward', outputs.size, *geometry,
+                     inputs.ptr, *inputs.strides, outputs.ptr,
+                     *outputs.strides, argmax.ptr, *argmax.strides)
+
+    def maxpool2d_backward_batch(self, inputs, window: tuple[int, int],
+                                 outputs, padding: int,
+                                 stride: tuple[int, int], argmax, in_deltas,
+                                 out_deltas) -> None:
+        geometry = self._geometry(inputs, window, out_deltas, padding, stride,
+                                  inputs.shape[3], 'maxpool2d_backward_batch')
+        _check_shapes('maxpool2d_backward_batch', out_deltas, argmax)
+        _check_shapes('maxpool2d_backward_batch', inputs, in_deltas)
+        self._launch('pool', 'maxpool_backward_add', in_deltas.size,
+                     *geometry, argmax.ptr, *argmax.strides, out_deltas.ptr,
+                     *out_deltas.strides, in_deltas.ptr, *in_deltas.strides)
+
+    def avgpool2d_forward_batch(self, inputs, window: tuple[int, int],
+                                outputs, padding: int,
+                                stride: tuple[int, int]) -> None:
+        geometry = self._geometry(inputs, window, outputs, padding, stride,
+                                  inputs.shape[3], 'avgpool2d_forward_batch')
+        self._launch('pool', 'avgpool_forward', outputs.size, *geometry,
+                     inputs.ptr, *inputs.strides, outputs.ptr,
+                     *outputs.strides)
+
+    def avgpool2d_backward_batch(self, inputs, window: tuple[int, int],
+                                 outputs, padding: int,
+                                 stride: tuple[int, int], in_deltas,
+                                 out_deltas) -> None:
+        geometry = self._geometry(inputs, window, out_deltas, padding, stride,
+                                  inputs.shape[3], 'avgpool2d_backward_batch')
+        _check_shapes('avgpool2d_backward_batch', inputs, in_deltas)
+        self._launch('pool', 'avgpool_backward_add', in_deltas.size,
+                     *geometry, out_deltas.ptr, *out_deltas.strides,
+                     in_deltas.ptr, *in_deltas.strides)
+
+
+def _broadcast_mv(m: GPUView, v: GPUView, what: str) -> GPUView:
+    """``v`` of shape (1, N), (M, 1) or (M, N) as an (M, N) view of ``m``'s shape."""
+    if m.ndim == 2 and v.ndim == 2 and (
+            v.shape == m.shape or v.shape in ((1, m.shape[1]),
+                                              (m.shape[0], 1))):
+        return v.broadcast_to(m.shape)
+    raise ValueError(f'{what}: v must be (1, N), (M, 1) (or (M, N)) for m of '
+                     f'shape (M, N) = {m.shape}. Received: {v.shape}')
+
+
+def _check_shapes(what: str, a: GPUView, b: GPUView) -> None:
+    if a.shape != b.shape:
+        raise ValueError(f'{what}: shapes {a.shape} and {b.shape} must be '
+                         'equal.')
+
+
+def _check_channels(what: str, inputs: GPUView, weights: GPUView,
+                    bias: GPUView) -> None:
+    f, c = weights.shape[0], weights.shape[3]
+    if inputs.shape[3] != c or tuple(bias.shape) != (f,):
+        raise ValueError(f'{what}: weights {weights.shape} need inputs with '
+                         f'{c} channels and a bias of shape ({f},). Received: '
+                         f'inputs {inputs.shape}, bias {bias.shape}')
