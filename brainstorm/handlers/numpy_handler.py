@@ -272,8 +272,9 @@ class NumpyHandler(Handler):
         kh, kw = kernel
         sy, sx = stride
         oh, ow = out_shape
-        if padding:
-            xpad = self._buffer('pad', (n, h + 2 * padding, w + 2 * padding, c))
+        if padding:  # the zero border stays: only the interior is written
+            xpad = self._buffer(f'pad{padding}',
+                                (n, h + 2 * padding, w + 2 * padding, c))
             xpad[:, padding:padding + h, padding:padding + w] = inputs
         else:
             xpad = inputs

@@ -704,9 +704,9 @@ def test_table_covers_every_op():
     assert not missing, f'ops without a row in CASES: {sorted(missing)}'
 
 
-@pytest.mark.parametrize('op, args, ref, check', CASES)
-def test_op(handler, op, args, ref, check):
-    rng = np.random.RandomState(42)
+def run_case(handler, op, args, ref, check, seed=42):
+    """Run one table row on ``handler`` and compare with its reference."""
+    rng = np.random.RandomState(seed)
     values, call, bigs = build_args(handler, args, rng)
     returned = getattr(handler, op)(*call.values())
     tol = TOLERANCES[np.dtype(handler.dtype).type]
@@ -747,6 +747,31 @@ def test_op(handler, op, args, ref, check):
         big[inner] = 0
         np.testing.assert_array_equal(
             after, big, err_msg=f'{op} wrote outside the view {name!r}')
+
+
+@pytest.mark.parametrize('op, args, ref, check', CASES)
+def test_op(handler, op, args, ref, check):
+    run_case(handler, op, args, ref, check)
+
+
+def test_whole_table_on_one_handler(handler):
+    """Scratch buffers kept between calls must not leak between ops, shapes
+    and geometries (e.g. two paddings giving the same padded size)."""
+    for seed in (1, 2):
+        for param in CASES:
+            run_case(handler, *param.values, seed=seed)
+    run_case(handler, 'conv2d_forward_batch', {
+        'inputs': A(1, 6, 6, 1), 'weights': A(1, 3, 3, 1), 'bias': A(1),
+        'outputs': A(1, 6, 6, 1), 'padding': 1, 'stride': (1, 1)},
+        lambda inputs, weights, bias, outputs, padding, stride: {
+            'outputs': conv_forward_ref(inputs, weights, bias, padding,
+                                        stride)}, None)
+    run_case(handler, 'conv2d_forward_batch', {
+        'inputs': A(1, 4, 4, 1), 'weights': A(1, 3, 3, 1), 'bias': A(1),
+        'outputs': A(1, 6, 6, 1), 'padding': 2, 'stride': (1, 1)},
+        lambda inputs, weights, bias, outputs, padding, stride: {
+            'outputs': conv_forward_ref(inputs, weights, bias, padding,
+                                        stride)}, None)
 
 
 @pytest.mark.parametrize('name', ACTIVATION_NAMES)
