@@ -354,14 +354,21 @@ class Trainer(Describable):
                         if handler_rnd is not None else None),
             'iterators': iterator_states,
         }
+        try:
+            logs = _jsonable(self.logs)
+            epoch_scores = _jsonable(run.epoch_scores)
+        except (TypeError, ValueError) as err:
+            raise TrainingValidationError(
+                f"Checkpoint '{filename}': the logs cannot be stored: {err}") \
+                from None
         progress = {
             'current_epoch_nr': self.current_epoch_nr,
             'current_update_nr': self.current_update_nr,
             'started': self._started,
-            'logs': _jsonable(self.logs),
+            'logs': logs,
             'epoch_complete': run.epoch_complete,
             'batches_done': run.batches_done,
-            'epoch_scores': _jsonable(run.epoch_scores),
+            'epoch_scores': epoch_scores,
         }
         hook_states = OrderedDict()
         for name, hook in self.hooks.items():
