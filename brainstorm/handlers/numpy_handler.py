@@ -17,7 +17,7 @@ class NumpyHandler(Handler):
     Each op writes into its output with NumPy's ``out=``. Temporaries the
     size of an operand (for ``dot_add_mm``, ``mult_add_*``, the activation
     derivatives, convolution and pooling) live in scratch buffers kept
-    between calls, keyed by shape, so the hot path does not allocate.
+    between calls, so the hot path does not allocate.
 
     Args:
         dtype: the floating point type of all arrays.
@@ -32,7 +32,8 @@ class NumpyHandler(Handler):
         self.dtype = np.dtype(dtype).type
         self.EMPTY = np.zeros(0, dtype=self.dtype)
         self.rnd = global_rnd.create_random_state(seed)
-        self._scratch = {}
+        self._scratch = {}  # name -> flat buffer, grown to the largest use
+        self._constants = {}  # index and count arrays of pooling geometries
         super().__init__()
 
     def __describe__(self) -> dict:
@@ -45,17 +46,22 @@ class NumpyHandler(Handler):
 
     def __getstate__(self):
         state = super().__getstate__()
-        state['_scratch'] = {}
+        state['_scratch'], state['_constants'] = {}, {}
         return state
 
     def _buffer(self, name: str, shape: tuple[int, ...], dtype=None):
-        """A cached scratch array; its content is whatever the last user left."""
+        """A scratch array of ``shape`` with arbitrary content.
+
+        Each name owns one flat buffer grown to the largest size asked for,
+        so changing batch sizes or sequence lengths do not pile up memory.
+        An op must not use one name for two arrays at the same time.
+        """
         dtype = self.dtype if dtype is None else dtype
-        key = (name, tuple(shape), dtype)
-        buf = self._scratch.get(key)
-        if buf is None:
-            buf = self._scratch[key] = np.zeros(shape, dtype=dtype)
-        return buf
+        size = int(np.prod(shape))
+        flat = self._scratch.get((name, dtype))
+        if flat is None or flat.size < size:
+            flat = self._scratch[name, dtype] = np.empty(size, dtype=dtype)
+        return flat[:size].reshape(shape)
 
     # ------------------------------------------------------------ allocation
 
@@ -121,10 +127,10 @@ class NumpyHandler(Handler):
         np.add(a, b, out=out)
 
     def binarize_v(self, v, out) -> None:
-        ids = self._scratch.get(('ids', out.shape[1]))
+        ids = self._constants.get(('ids', out.shape[1]))
         if ids is None:
             ids = np.arange(out.shape[1], dtype=self.dtype)[None, :]
-            self._scratch['ids', out.shape[1]] = ids
+            self._constants['ids', out.shape[1]] = ids
         np.equal(v, ids, out=out)
 
     def broadcast_t(self, a, axis: int, out) -> None:
@@ -272,10 +278,13 @@ class NumpyHandler(Handler):
         kh, kw = kernel
         sy, sx = stride
         oh, ow = out_shape
-        if padding:  # the zero border stays: only the interior is written
-            xpad = self._buffer(f'pad{padding}',
-                                (n, h + 2 * padding, w + 2 * padding, c))
-            xpad[:, padding:padding + h, padding:padding + w] = inputs
+        if padding:
+            p = padding
+            xpad = self._buffer('pad', (n, h + 2 * p, w + 2 * p, c))
+            for border in np.s_[:, :p], np.s_[:, -p:], np.s_[:, :, :p], \
+                    np.s_[:, :, -p:]:
+                xpad[border] = 0
+            xpad[:, p:p + h, p:p + w] = inputs
         else:
             xpad = inputs
         s0, s1, s2, s3 = xpad.strides
@@ -420,19 +429,19 @@ class NumpyHandler(Handler):
         """``((i*sy - p) * W + (j*sx - p)) * C + c``: the flat input index
         of window offset (0, 0) for each output cell, shape (OH, OW, C)."""
         key = ('pool_base', padding, tuple(stride), tuple(out_shape), width)
-        base = self._scratch.get(key)
+        base = self._constants.get(key)
         if base is None:
             oh, ow, c = out_shape
             rows = np.arange(oh)[:, None, None] * stride[0] - padding
             cols = np.arange(ow)[None, :, None] * stride[1] - padding
             base = (rows * width + cols) * c + np.arange(c)
-            base = self._scratch[key] = base.astype(self.dtype)
+            base = self._constants[key] = base.astype(self.dtype)
         return base
 
     def _pool_counts(self, window, padding, stride, out_hw, in_hw):
         """``(OH, OW, 1)`` in-bounds cells per window (1 where there are none)."""
         key = ('counts', tuple(window), padding, tuple(stride), out_hw, in_hw)
-        counts = self._scratch.get(key)
+        counts = self._constants.get(key)
         if counts is None:
             rows = np.zeros(out_hw[0])
             cols = np.zeros(out_hw[1])
@@ -445,7 +454,7 @@ class NumpyHandler(Handler):
                                           in_hw[1])
                 cols[j0:j1] += 1
             counts = np.maximum(np.outer(rows, cols), 1)[:, :, None]
-            counts = self._scratch[key] = counts.astype(self.dtype)
+            counts = self._constants[key] = counts.astype(self.dtype)
         return counts
 
 

@@ -1142,3 +1142,16 @@ def test_debug_array_indexing_and_reshape():
                 lambda: a.reshape(5, 5), lambda: a[:, :, 1:3].reshape(2, 6)]:
         with pytest.raises(DebugHandlerError):
             bad()
+
+
+def test_numpy_scratch_memory_is_bounded_by_the_largest_call():
+    h = NumpyHandler(np.float64)
+    for rows in [10, 30, 20, 5, 30, 7]:  # e.g. changing sequence lengths
+        a = h.ones((rows, 6))
+        h.mult_add_tt(a, a, h.zeros((rows, 6)))
+        h.conv2d_forward_batch(h.ones((rows, 5, 5, 2)), h.ones((3, 3, 3, 2)),
+                               h.zeros((3,)), h.zeros((rows, 5, 5, 3)), 1,
+                               (1, 1))
+    sizes = {name: buf.size for (name, _), buf in h._scratch.items()}
+    assert sizes == {'tmp': 30 * 6, 'pad': 30 * 7 * 7 * 2,
+                     'col': 30 * 25 * 18, 'conv_out': 30 * 25 * 3}, sizes
