@@ -283,8 +283,8 @@ class SaveLogs(Hook):
 
         def write(tmp):
             with h5py.File(tmp, 'w') as f:
-                f.attrs['info'] = get_brainstorm_info()
-                f.attrs['format'] = LOGS_FILE_FORMAT
+                f.attrs['info'] = np.bytes_(get_brainstorm_info())
+                f.attrs['format'] = np.bytes_(LOGS_FILE_FORMAT)
                 write_group(f, logs)
 
         _replace_atomically(self.filename, write)

@@ -413,8 +413,8 @@ def extract_and_save(network, iter, buffer_names, file_name: str) -> None:
     names = _as_names(buffer_names)
     types = {name: _buffer_type(network, name) for name in names}
     with h5py.File(file_name, 'w') as f:
-        f.attrs['info'] = get_brainstorm_info()
-        f.attrs['format'] = BUFFERS_FILE_FORMAT
+        f.attrs['info'] = np.bytes_(get_brainstorm_info())
+        f.attrs['format'] = np.bytes_(BUFFERS_FILE_FORMAT)
         for batch in _extract_batches(network, iter, names):
             for name, array in batch.items():
                 kind = types[name]

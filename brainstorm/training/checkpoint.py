@@ -130,8 +130,8 @@ def write_checkpoint(filename: str, network_description: dict,
     os.close(fd)
     try:
         with h5py.File(tmp, 'w') as f:
-            f.attrs['info'] = get_brainstorm_info()
-            f.attrs['format'] = CHECKPOINT_FORMAT
+            f.attrs['info'] = np.bytes_(get_brainstorm_info())
+            f.attrs['format'] = np.bytes_(CHECKPOINT_FORMAT)
             f.create_dataset('network', data=_json_bytes(
                 network_description, 'network description', filename))
             f.create_dataset('parameters', data=np.asarray(parameters))

@@ -1,0 +1,489 @@
+"""Every hook: its behaviour, its errors and its description."""
+
+import io
+import json
+import os
+import signal
+
+import h5py
+import numpy as np
+import pytest
+
+import brainstorm as bs
+from brainstorm.data_iterators import Minibatches, Undivided
+from brainstorm.hooks import (
+    EarlyStopper,
+    Hook,
+    ModifyStepperAttribute,
+    MonitorLayerDeltas,
+    MonitorLayerGradients,
+    MonitorLayerInOuts,
+    MonitorLayerParameters,
+    MonitorLoss,
+    MonitorScores,
+    ProgressBar,
+    ReduceOnPlateau,
+    SaveBestNetwork,
+    SaveCheckpoint,
+    SaveLogs,
+    SaveLogsCSV,
+    SaveNetwork,
+    SavePlot,
+    StopAfterEpoch,
+    StopAfterThresholdReached,
+    StopOnNan,
+    StopOnSigQuit,
+)
+from brainstorm.scorers import Accuracy
+from brainstorm.structure.network import Network
+from brainstorm.tools import evaluate
+from brainstorm.training import Trainer
+from brainstorm.training.schedules import Linear
+from brainstorm.training.steppers import (
+    AdamStepper,
+    MultiStepper,
+    SgdStepper,
+)
+from brainstorm.training.utils import TrainingValidationError, UnknownNameError
+from brainstorm.utils import ValidationError
+from tests.training.nets import roundtrip, xor_data, xor_net
+
+
+def call(hook, logs=None, epoch_nr=1, update_nr=1, net=None, stepper=None,
+         named=None, start=True):
+    """Start (optionally) and call a hook once."""
+    net = net if net is not None else xor_net()
+    stepper = stepper if stepper is not None else SgdStepper()
+    if start:
+        hook.start(net, stepper, False, named or {})
+    return hook(epoch_nr=epoch_nr, update_nr=update_nr, net=net,
+                stepper=stepper, logs={} if logs is None else logs)
+
+
+def passes(net):
+    net.provide_external_data(xor_data())
+    net.forward_pass(training_pass=True)
+    net.backward_pass()
+    return net
+
+
+# ------------------------------------------------------------------- base ---
+
+def test_base_hook_arguments():
+    hook = Hook()
+    assert (hook.__name__, hook.timescale, hook.interval, hook.priority) == \
+        ('Hook', 'epoch', 1, 0)
+    with pytest.raises(TrainingValidationError, match='timescale'):
+        Hook(timescale='week')
+    with pytest.raises(TrainingValidationError, match='interval'):
+        Hook(interval=0)
+    with pytest.raises(NotImplementedError):
+        call(Hook())
+
+
+def test_verbosity_follows_hook_then_trainer(capsys):
+    quiet_hook = Hook(name='h', verbose=False)
+    quiet_hook.start(None, None, True, {})
+    quiet_hook.message('hidden')
+    loud = Hook(name='h')
+    loud.start(None, None, True, {})
+    loud.message('shown')
+    assert capsys.readouterr().out == 'h >> shown\n'
+    loud.start(None, None, False, {})
+    assert loud.run_verbosity is False
+
+
+# ----------------------------------------------------------------- saving ---
+
+def test_save_best_network_in_memory():
+    net = xor_net()
+    hook = SaveBestNetwork('val.loss', criterion='min')
+    assert call(hook, {'val': {'loss': [1.0]}}, net=net) is None
+    first = net.get('parameters')
+    np.testing.assert_array_equal(hook.load_best_network(), first)
+    net.handler.set_from_numpy(net.buffer.parameters, first + 1)
+    call(hook, {'val': {'loss': [1.0, 1.0]}}, net=net)  # not strictly better
+    np.testing.assert_array_equal(hook.parameters, first)
+    call(hook, {'val': {'loss': [1.0, 1.0, 0.5]}}, net=net)
+    np.testing.assert_array_equal(hook.parameters, first + 1)
+    assert hook.get_state()['parameters'] is hook.parameters
+
+
+def test_save_best_network_to_file(tmp_path):
+    filename = str(tmp_path / 'best.hdf5')
+    net = xor_net()
+    hook = SaveBestNetwork('acc', filename=filename)
+    call(hook, {'acc': [0.5]}, net=net)
+    assert os.path.exists(filename)
+    os.remove(filename)
+    call(hook, {'acc': [0.5, 0.4]}, net=net)
+    assert not os.path.exists(filename)
+    call(hook, {'acc': [0.5, 0.4, 0.9]}, net=net)
+    best = hook.load_best_network()
+    assert isinstance(best, Network)
+    np.testing.assert_array_equal(best.get('parameters'),
+                                  net.get('parameters'))
+
+
+def test_save_best_network_missing_log():
+    hook = SaveBestNetwork('validation.Accuracy')
+    assert call(hook, {'other': [1]}, epoch_nr=0) is None
+    with pytest.raises(UnknownNameError,
+                       match=r"'validation.Accuracy'.*\['other'\]"):
+        call(hook, {'other': [1]}, epoch_nr=1)
+    with pytest.raises(TrainingValidationError, match='criterion'):
+        SaveBestNetwork('x', criterion='best')
+
+
+def test_save_logs(tmp_path):
+    filename = str(tmp_path / 'logs.hdf5')
+    logs = {'rolling_training': {'total_loss': [3.0, 2.0]}, 'acc': [0.5]}
+    call(SaveLogs(filename), logs)
+    with h5py.File(filename, 'r') as f:
+        assert f.attrs['format'] == b'Logs file v1.0'
+        assert f.attrs['info'].startswith(b'Created with brainstorm')
+        assert f['rolling_training/total_loss'][()].tolist() == [3.0, 2.0]
+        assert f['acc'][()].tolist() == [0.5]
+    logs['acc'].append(0.7)
+    call(SaveLogs(filename), logs)
+    with h5py.File(filename, 'r') as f:
+        assert f['acc'][()].tolist() == [0.5, 0.7]
+
+
+def test_save_network(tmp_path):
+    filename = str(tmp_path / 'net.hdf5')
+    net = xor_net()
+    hook = SaveNetwork(filename)
+    call(hook, net=net)
+    loaded = hook.load_network()
+    np.testing.assert_array_equal(loaded.get('parameters'),
+                                  net.get('parameters'))
+
+
+def test_save_logs_csv(tmp_path):
+    filename = str(tmp_path / 'logs.csv')
+    logs = {'validation': {'loss': [1.0, 0.5], 'acc': [0.1, 0.2]},
+            'rolling_training': {'total_loss': [0.75]}}
+    call(SaveLogsCSV(filename), logs)
+    lines = open(filename).read().splitlines()
+    assert lines == ['validation.loss,validation.acc,'
+                     'rolling_training.total_loss',
+                     '1.0,0.1,0.75', '0.5,0.2,']
+    call(SaveLogsCSV(filename, log_names='validation.acc'), logs)
+    assert open(filename).read().splitlines() == ['validation.acc', '0.1',
+                                                  '0.2']
+    with pytest.raises(UnknownNameError, match="'validation.los'"):
+        call(SaveLogsCSV(filename, ['validation.los']), logs, epoch_nr=2)
+
+
+def test_save_plot(tmp_path):
+    pytest.importorskip('matplotlib')
+    filename = str(tmp_path / 'plot.png')
+    logs = {'validation': {'loss': [1.0, 0.5, 0.4]}}
+    call(SavePlot(filename, ['validation.loss']), logs)
+    with open(filename, 'rb') as f:
+        assert f.read(8) == b'\x89PNG\r\n\x1a\n'
+    with pytest.raises(TrainingValidationError, match='log_names'):
+        SavePlot(filename, [])
+
+
+def test_save_checkpoint_arguments():
+    hook = SaveCheckpoint('run.ckpt', timescale='update', interval=10)
+    assert call(hook) is None  # the trainer writes the file
+    with pytest.raises(TrainingValidationError, match='filename'):
+        SaveCheckpoint('')
+
+
+# ------------------------------------------------------------- monitoring ---
+
+def test_monitor_loss_and_scores():
+    net = xor_net()
+    data = Undivided(**xor_data())
+    loss = call(MonitorLoss('xor'), net=net, named={'xor': data})
+    assert loss == evaluate(net, data)
+    scores = call(MonitorScores('xor', [Accuracy()]), net=net,
+                  named={'xor': data})
+    assert list(scores) == ['total_loss', 'Accuracy']
+    assert scores == evaluate(net, data, [Accuracy()])
+    with pytest.raises(KeyError, match=r"no data iterator named 'valid'"):
+        call(MonitorLoss('valid'), named={'xor': data})
+
+
+def test_monitor_layer_parameters():
+    net = xor_net()
+    hook = MonitorLayerParameters('Hid')
+    assert hook.__name__ == 'MonitorParameters_Hid'
+    result = call(hook, net=net)
+    W = net.get('Hid.parameters.W')
+    norms = np.sqrt((W ** 2).sum(axis=1))
+    assert result['W'] == pytest.approx({
+        'min': W.min(), 'avg': W.mean(), 'max': W.max(),
+        'min_L2_norm': norms.min(), 'avg_L2_norm': norms.mean(),
+        'max_L2_norm': norms.max()})
+    bias = net.get('Hid.parameters.bias')
+    assert result['bias'] == pytest.approx(
+        {'min': bias.min(), 'avg': bias.mean(), 'max': bias.max()})
+    with pytest.raises(UnknownNameError, match="no layer 'Hidden'"):
+        call(MonitorLayerParameters('Hidden'), net=net)
+
+
+def test_monitor_layer_gradients():
+    net = passes(xor_net())
+    hook = MonitorLayerGradients('Hid')
+    assert hook.__name__ == 'MonitorGradients_Hid'
+    result = call(hook, net=net)
+    dW = net.get('Hid.gradients.W')
+    assert result['W'] == pytest.approx(
+        {'min': dW.min(), 'avg': dW.mean(), 'max': dW.max()})
+    assert set(result) == {'W', 'bias'}
+
+
+def test_monitor_layer_in_outs():
+    net = passes(xor_net())
+    hook = MonitorLayerInOuts('Hid')
+    assert hook.__name__ == 'MonitorInOuts_Hid'
+    result = call(hook, net=net)
+    y = net.get('Hid.outputs.default')
+    assert result['outputs']['default'] == pytest.approx(
+        {'min': y.min(), 'avg': y.mean(), 'max': y.max()})
+    assert result['inputs']['default']['max'] == 1.0
+
+
+def test_monitor_layer_deltas_includes_input_deltas():
+    """0.5 Note: the input part raised KeyError."""
+    net = passes(xor_net())
+    hook = MonitorLayerDeltas('Output_projection', name='deltas')
+    result = call(hook, net=net)
+    assert set(result) == {'internals', 'output_deltas', 'input_deltas'}
+    dx = net.get('Output_projection.input_deltas.default')
+    assert np.abs(dx).max() > 0
+    assert result['input_deltas']['default'] == pytest.approx(
+        {'min': dx.min(), 'avg': dx.mean(), 'max': dx.max()})
+    dy = net.get('Output_projection.output_deltas.default')
+    assert result['output_deltas']['default']['max'] == pytest.approx(
+        dy.max())
+
+
+# --------------------------------------------------------------- stopping ---
+
+def test_early_stopper():
+    hook = EarlyStopper('loss', patience=2)
+    assert call(hook, {'loss': [3, 2, 2.5]}) is None
+    with pytest.raises(StopIteration):
+        call(hook, {'loss': [3, 2, 2.5, 2.1]})
+    maximiser = EarlyStopper('acc', patience=1, criterion='max')
+    assert call(maximiser, {'acc': [0.1, 0.5]}) is None
+    with pytest.raises(StopIteration):
+        call(maximiser, {'acc': [0.1, 0.5, 0.5]})
+    assert call(hook, {}, epoch_nr=0) is None
+    with pytest.raises(UnknownNameError, match="'loss'"):
+        call(hook, {'los': [1]}, epoch_nr=1)
+    with pytest.raises(ValueError, match='criterion'):
+        EarlyStopper('loss', criterion='lowest')
+
+
+def test_stop_after_epoch():
+    hook = StopAfterEpoch(3)
+    assert call(hook, epoch_nr=2) is None
+    with pytest.raises(StopIteration):
+        call(hook, epoch_nr=3)
+    with pytest.raises(TrainingValidationError, match='max_epochs'):
+        StopAfterEpoch(-1)
+
+
+def test_stop_after_threshold_reached():
+    """0.5 Note: no guard at epoch 0, where the log may not exist yet."""
+    hook = StopAfterThresholdReached('validation.loss', 0.1)
+    assert call(hook, {}, epoch_nr=0) is None
+    assert call(hook, {'validation': {'loss': [0.5, 0.2]}}) is None
+    with pytest.raises(StopIteration):
+        call(hook, {'validation': {'loss': [0.5, 0.1]}})
+    maximiser = StopAfterThresholdReached('acc', 0.9, criterion='max')
+    assert call(maximiser, {'acc': [0.5]}) is None
+    with pytest.raises(StopIteration):
+        call(maximiser, {'acc': [0.5, 0.95]})
+    with pytest.raises(UnknownNameError):
+        call(hook, {}, epoch_nr=1)
+
+
+def test_stop_on_nan():
+    net = xor_net()
+    hook = StopOnNan(logs_to_check='validation.loss')
+    logs = {'validation': {'loss': [1.0]},
+            'rolling_training': {'total_loss': [1.0]}}
+    assert call(hook, logs, net=net) is None
+    logs['validation']['loss'].append(float('nan'))
+    with pytest.raises(StopIteration):
+        call(hook, logs, net=net)
+    logs = {'rolling_training': {'total_loss': [float('inf')]}}
+    with pytest.raises(StopIteration):
+        call(StopOnNan(), logs, net=net)
+    assert call(StopOnNan(check_training_loss=False), logs, net=net) is None
+    params = net.get('parameters')
+    params[0] = np.nan
+    net.handler.set_from_numpy(net.buffer.parameters, params)
+    with pytest.raises(StopIteration):
+        call(StopOnNan(), {}, net=net)
+    assert call(StopOnNan(check_parameters=False), {}, net=net) is None
+
+
+def test_stop_on_nan_at_update_timescale_checks_the_batch_loss():
+    net = passes(xor_net())
+    hook = StopOnNan(timescale='update')
+    assert call(hook, {}, net=net) is None
+    net.get_loss_values = lambda: {'total_loss': float('nan')}
+    with pytest.raises(StopIteration):
+        call(hook, {}, net=net)
+
+
+@pytest.mark.skipif(not hasattr(signal, 'SIGQUIT'), reason='no SIGQUIT')
+def test_stop_on_sigquit():
+    previous = signal.getsignal(signal.SIGQUIT)
+    try:
+        hook = StopOnSigQuit()
+        assert call(hook) is None
+        os.kill(os.getpid(), signal.SIGQUIT)
+        with pytest.raises(StopIteration):
+            call(hook, start=False)
+        assert call(hook, start=False) is None
+    finally:
+        signal.signal(signal.SIGQUIT, previous)
+
+
+# --------------------------------------------------------------- progress ---
+
+def train_with_progress_bar(bar, epochs=2):
+    trainer = Trainer(SgdStepper(0.1), verbose=False)
+    trainer.add_hook(bar)
+    trainer.add_hook(StopAfterEpoch(epochs))
+    trainer.train(xor_net(), Minibatches(2, **xor_data()))
+
+
+def test_progress_bar_draws_each_epoch_with_running_loss():
+    stream = io.StringIO()
+    train_with_progress_bar(ProgressBar(file=stream, force=True))
+    text = stream.getvalue()
+    assert 'Epoch 1' in text and 'Epoch 2' in text
+    assert '2/2' in text and 'loss=' in text
+
+
+def test_progress_bar_is_quiet_when_not_a_terminal():
+    stream = io.StringIO()
+    train_with_progress_bar(ProgressBar(file=stream))
+    assert stream.getvalue() == ''
+
+
+def test_progress_bar_needs_iterator_length():
+    with pytest.raises(TrainingValidationError, match='length'):
+        ProgressBar().start(None, None, True, {'training_data_iter': object()})
+
+
+# -------------------------------------------------------- stepper changes ---
+
+def test_modify_stepper_attribute():
+    stepper = SgdStepper(1.0)
+    hook = ModifyStepperAttribute(Linear(1.0, 0.0, 4))
+    call(hook, epoch_nr=1, stepper=stepper)
+    assert stepper.learning_rate == 0.75
+    with pytest.raises(KeyError, match="no attribute 'momentum'"):
+        call(ModifyStepperAttribute(Linear(1.0, 0.0, 4), 'momentum'),
+             stepper=stepper)
+    with pytest.raises(TrainingValidationError, match='callable'):
+        ModifyStepperAttribute(0.1)
+
+
+def test_modify_stepper_attribute_inside_multi_stepper():
+    adam = AdamStepper(0.1)
+    stepper = MultiStepper({'Hid': adam, 'default': SgdStepper(0.5)})
+    hook = ModifyStepperAttribute(Linear(1.0, 0.0, 4),
+                                  'steppers.Hid.learning_rate',
+                                  timescale='update')
+    call(hook, update_nr=2, stepper=stepper)
+    assert adam.learning_rate == 0.5
+    with pytest.raises(KeyError, match="'Conv' not found"):
+        call(ModifyStepperAttribute(Linear(1.0, 0.0, 4),
+                                    'steppers.Conv.learning_rate'),
+             stepper=stepper)
+
+
+def test_reduce_on_plateau():
+    stepper = SgdStepper(1.0)
+    hook = ReduceOnPlateau('loss', factor=0.5, patience=1, minimum=0.3)
+    log = []
+    for value, expected_lr in [(1.0, 1.0), (0.9, 1.0), (0.95, 1.0),
+                               (0.92, 0.5), (0.91, 0.5), (0.8, 0.5),
+                               (0.85, 0.5), (0.85, 0.3), (0.9, 0.3),
+                               (0.9, 0.3)]:
+        log.append(value)
+        call(hook, {'loss': log}, stepper=stepper, start=not log[:-1])
+        assert stepper.learning_rate == expected_lr, log
+    call(hook, {'loss': log}, stepper=stepper, start=False)  # nothing new
+    assert hook.get_state()['seen'] == len(log)
+    other = ReduceOnPlateau('loss', factor=0.5, patience=1, minimum=0.3)
+    other.set_state(hook.get_state())
+    assert (other._best, other._bad_checks) == (hook._best, hook._bad_checks)
+
+
+@pytest.mark.parametrize('kwargs, message', [
+    ({'factor': 1.0}, 'factor'), ({'factor': 0}, 'factor'),
+    ({'patience': -1}, 'patience'), ({'minimum': -1}, 'minimum'),
+    ({'criterion': 'up'}, 'criterion')])
+def test_reduce_on_plateau_bad_arguments(kwargs, message):
+    with pytest.raises(ValidationError, match=message):
+        ReduceOnPlateau('loss', **kwargs)
+
+
+# --------------------------------------------------- logs through trainer ---
+
+def test_missing_log_is_reported_once_at_the_first_epoch():
+    trainer = Trainer(SgdStepper(0.1), verbose=False)
+    trainer.add_hook(MonitorLoss('xor', name='validation'))
+    trainer.add_hook(EarlyStopper('validation.Accuracy'))
+    data = Undivided(**xor_data())
+    with pytest.raises(UnknownNameError) as info:
+        trainer.train(xor_net(), data, xor=data)
+    message = str(info.value)
+    assert "'validation.Accuracy'" in message and 'epoch 1' in message
+    assert "'validation.total_loss'" in message
+    assert "'rolling_training.total_loss'" in message
+    assert trainer.current_epoch_nr == 1
+
+
+# ------------------------------------------------------------ description ---
+
+ALL_HOOKS = [
+    SaveBestNetwork('validation.Accuracy', filename='best.hdf5',
+                    criterion='max', name='best'),
+    SaveLogs('logs.hdf5', interval=2),
+    SaveNetwork('net.hdf5', timescale='update', interval=100),
+    SaveCheckpoint('run.ckpt'),
+    SaveLogsCSV('logs.csv', ['validation.total_loss']),
+    SavePlot('plot.png', ['validation.total_loss']),
+    MonitorLoss('valid', name='validation'),
+    MonitorScores('valid', [Accuracy()], name='validation'),
+    MonitorLayerParameters('Hid'), MonitorLayerGradients('Hid'),
+    MonitorLayerInOuts('Hid'), MonitorLayerDeltas('Hid', verbose=True),
+    EarlyStopper('validation.total_loss', patience=3),
+    StopAfterEpoch(10), StopAfterThresholdReached('acc', 0.9, 'max'),
+    StopOnNan(['validation.total_loss'], check_parameters=False),
+    StopOnSigQuit(), ProgressBar(force=True),
+    ModifyStepperAttribute(Linear(0.1, 0.01, 5), 'learning_rate'),
+    ReduceOnPlateau('validation.total_loss', factor=0.2, patience=2),
+]
+
+
+@pytest.mark.parametrize('hook', ALL_HOOKS, ids=lambda h: type(h).__name__)
+def test_description_round_trip(hook):
+    description = bs.get_description(hook)
+    json.dumps(description)
+    copy = roundtrip(hook)
+    assert type(copy) is type(hook)
+    assert bs.get_description(copy) == description
+    assert copy.__name__ == hook.__name__
+    assert (copy.timescale, copy.interval) == (hook.timescale, hook.interval)
+
+
+def test_every_public_hook_is_covered():
+    import brainstorm.hooks as hooks
+    covered = {type(h).__name__ for h in ALL_HOOKS}
+    assert set(hooks.__all__) - covered == {'Hook'}
