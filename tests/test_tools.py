@@ -1,0 +1,263 @@
+"""brainstorm.tools: network building, evaluation, extraction, inspection."""
+
+import h5py
+import numpy as np
+import pytest
+
+import brainstorm as bs
+from brainstorm import tools
+from brainstorm.data_iterators import Minibatches, Undivided
+from brainstorm.scorers import Accuracy
+from brainstorm.tools import (
+    create_net_from_spec,
+    draw_network,
+    evaluate,
+    extract,
+    extract_and_save,
+    get_in_out_layers,
+    get_network_info,
+    print_network_info,
+    shuffle_data,
+    split,
+)
+from brainstorm.utils import NetworkValidationError, ValidationError
+from tests.training.nets import xor_data, xor_net
+
+
+def layer_types(net):
+    return [type(layer).__name__[:-len('LayerImpl')]
+            for layer in net.layers.values()]
+
+
+# ----------------------------------------------------- get_in_out_layers ---
+
+def test_get_in_out_layers_classification():
+    inp, proj = get_in_out_layers('classification', (4,), 3, mask_name='mask')
+    net = bs.Network.from_layer(inp >> proj)
+    assert net.layers['Input'].out_shapes['targets'].shape == ('T', 'B', 1)
+    assert net.layers['Input'].out_shapes['mask'].shape == ('T', 'B', 1)
+    assert layer_types(net) == ['Input', 'FullyConnected', 'SoftmaxCE',
+                                'Mask', 'Loss']
+
+
+# --------------------------------------------------- create_net_from_spec ---
+
+def test_create_net_from_spec_layers_and_arguments():
+    net = create_net_from_spec('classification', 5, 3,
+                               'Fs8 D.2 R6 Lt4 B F|l7 D')
+    assert layer_types(net) == [
+        'Input', 'FullyConnected', 'Dropout', 'Recurrent', 'Lstm',
+        'BatchNorm', 'FullyConnected', 'Dropout', 'FullyConnected',
+        'SoftmaxCE', 'Loss']
+    layers = list(net.layers.values())
+    assert (layers[1].activation, layers[1].out_shapes['default'].shape[-1]) \
+        == ('sigmoid', 8)
+    assert layers[2].drop_prob == 0.2 and layers[7].drop_prob == 0.5
+    assert layers[3].activation == 'tanh' and layers[4].activation == 'tanh'
+    assert layers[6].activation == 'linear'
+    assert net.output_name == 'Output.outputs.predictions'
+
+
+def test_create_net_from_spec_images():
+    net = create_net_from_spec('classification', (8, 8, 2), 4,
+                               'C6:3p1s1 Pa2s2 Cl4:3 P2')
+    conv1, pool1, conv2, pool2 = list(net.layers.values())[1:5]
+    assert conv1.out_shapes['default'].shape[2:] == (8, 8, 6)
+    assert conv1.activation == 'rel'
+    assert pool1.out_shapes['default'].shape[2:] == (4, 4, 6)
+    assert conv2.activation == 'linear'
+    assert conv2.out_shapes['default'].shape[2:] == (2, 2, 4)
+    assert pool2.out_shapes['default'].shape[2:] == (1, 1, 4)
+
+
+def test_create_net_from_spec_initialization():
+    """0.5 Note: BatchNorm's parameters (sigma too) got Gaussian(0.1)."""
+    net = create_net_from_spec('regression', 50, 2, 'F40 B')
+    W = net.get('FullyConnected.parameters.W')
+    limit = np.sqrt(12) / np.sqrt(40 + 50)
+    assert np.abs(W).max() <= limit and np.abs(W).max() > 0.5 * limit
+    assert net.get('BatchNorm.parameters.gamma').tolist() == [1.0] * 40
+    assert net.get('BatchNorm.parameters.beta').tolist() == [0.0] * 40
+    assert net.get('BatchNorm.parameters.mu').tolist() == [0.0] * 40
+    assert net.get('BatchNorm.parameters.sigma').tolist() == [1.0] * 40
+    bias = net.get('FullyConnected.parameters.bias')
+    assert 0 < np.std(bias) < 0.3  # Gaussian fallback
+
+
+@pytest.mark.parametrize('spec', ['F', 'X10', 'F10 Q', 'Fx10', 'C4', 'D2x',
+                                  'P', 'C4:3q1', 'B3', 'f10'])
+def test_create_net_from_spec_bad_specs(spec):
+    with pytest.raises(NetworkValidationError, match='create_net_from_spec'):
+        create_net_from_spec('classification', 5, 3, spec)
+
+
+# --------------------------------------------------------------- evaluate ---
+
+def test_evaluate_matches_a_manual_pass():
+    net = xor_net()
+    result = evaluate(net, Minibatches(2, shuffle=False, **xor_data()),
+                      [Accuracy()])
+    net.provide_external_data(xor_data())
+    net.forward_pass()
+    predictions = net.get('Output.outputs.predictions')[0]
+    accuracy = np.mean(predictions.argmax(1) == xor_data()['targets'][0, :, 0])
+    assert list(result) == ['total_loss', 'Accuracy']
+    assert result['Accuracy'] == pytest.approx(accuracy)
+    assert result['total_loss'] == pytest.approx(
+        net.get_loss_values()['total_loss'])
+
+
+def test_evaluate_uses_inference_passes():
+    passes = []
+    net = xor_net()
+    forward = net.forward_pass
+    net.forward_pass = lambda training_pass=False, context=None: (
+        passes.append(training_pass), forward(training_pass, context))
+    evaluate(net, Undivided(**xor_data()))
+    assert passes == [False]
+
+
+# ---------------------------------------------------------------- extract ---
+
+def sequence_net():
+    from brainstorm.layers import FullyConnected
+    inp, proj = get_in_out_layers('regression', 2, 3)
+    net = bs.Network.from_layer(inp >> FullyConnected(4, name='Hid') >> proj)
+    net.initialize(bs.initializers.Gaussian(0.5), seed=1)
+    return net
+
+
+def sequences():
+    rnd = np.random.RandomState(0)
+    x = rnd.randn(5, 6, 2)
+    mask = np.ones((5, 6, 1))
+    mask[3:, :3] = 0  # the first three sequences have 3 steps
+    return {'default': x, 'targets': rnd.randn(5, 6, 3), 'mask': mask}
+
+
+def test_extract_concatenates_batches():
+    net = sequence_net()
+    data = sequences()
+    data.pop('mask')
+    result = extract(net, Minibatches(4, shuffle=False, **data),
+                     ['Hid.outputs.default', 'Hid.parameters.W'])
+    net.provide_external_data(data)
+    net.forward_pass()
+    np.testing.assert_allclose(result['Hid.outputs.default'],
+                               net.get('Hid.outputs.default'), rtol=1e-6)
+    assert result['Hid.outputs.default'].shape == (5, 6, 4)
+    np.testing.assert_array_equal(result['Hid.parameters.W'],
+                                  net.get('Hid.parameters.W'))
+    single = extract(net, Undivided(default=data['default']),
+                     'Hid.outputs.default')
+    assert single['Hid.outputs.default'].shape == (5, 6, 4)
+
+
+def test_extract_pads_shorter_batches():
+    net = sequence_net()
+    data = sequences()
+    iterator = Minibatches(3, shuffle=False, cut_according_to='mask',
+                           default=data['default'], mask=data['mask'])
+    result = extract(net, iterator, 'Hid.outputs.default')['Hid.outputs.default']
+    assert result.shape == (5, 6, 4)
+    assert not result[3:, :3].any()
+    assert result[3:, 3:].any()
+
+
+def test_extract_and_save_grows_time_and_batch(tmp_path):
+    """0.5 Note: T was fixed by the first batch; here a longer later batch
+    grows the dataset."""
+    net = sequence_net()
+    data = sequences()
+    filename = str(tmp_path / 'buffers.hdf5')
+    iterator = Minibatches(3, shuffle=False, cut_according_to='mask',
+                           default=data['default'], mask=data['mask'])
+    extract_and_save(net, iterator, ['Hid.outputs.default',
+                                     'Hid.parameters.bias'], filename)
+    expected = extract(net, iterator, 'Hid.outputs.default')
+    with h5py.File(filename, 'r') as f:
+        assert f.attrs['format'] == b'Buffers file v1.0'
+        stored = f['Hid.outputs.default'][()]
+        assert f['Hid.parameters.bias'].shape == (4,)
+    np.testing.assert_array_equal(stored, expected['Hid.outputs.default'])
+
+
+def test_extract_unknown_buffer():
+    with pytest.raises(NetworkValidationError, match="Unknown buffer"):
+        extract(sequence_net(), Undivided(**xor_data()), 'Nope.outputs.x')
+    with pytest.raises(NetworkValidationError, match='view'):
+        extract(sequence_net(), Undivided(**xor_data()), 'Hid.outputs')
+
+
+# -------------------------------------------------------------- inspection ---
+
+def test_network_info():
+    net = xor_net(hidden=5)
+    info = get_network_info(net)
+    lines = info.splitlines()
+    assert lines[0] == f'Total number of parameters: {5 * 2 + 5 + 2 * 5 + 2}'
+    assert '-' * 80 in lines
+    assert 'Hid (FullyConnected)' in lines
+    assert '  parameters: W (5, 2), bias (5,) = 15' in lines
+    assert '  inputs: default (2,)' in lines
+    assert '  outputs: default (5,)' in lines
+
+
+def test_print_network_info(capsys):
+    net = xor_net()
+    print_network_info(net)
+    out = capsys.readouterr().out
+    assert out.startswith('=' * 80)
+    assert get_network_info(net) in out
+
+
+def test_draw_network_without_graphviz(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(tools.shutil, 'which', lambda name: None)
+    result = draw_network(xor_net(), str(tmp_path / 'net.png'))
+    assert result == str(tmp_path / 'net.dot')
+    text = open(result).read()
+    assert text.startswith('digraph network {')
+    assert '"Hid" -> "Output_projection" [label="default -> default"];' \
+        in text
+    assert '"Input" -> "Output" [label="targets -> targets"];' in text
+    assert "Graphviz's 'dot' program was not found" in capsys.readouterr().out
+
+
+def test_draw_network_with_graphviz(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(tools.shutil, 'which', lambda name: '/usr/bin/dot')
+    monkeypatch.setattr(tools.subprocess, 'run',
+                        lambda args, check: calls.append(args))
+    result = draw_network(xor_net(), str(tmp_path / 'net.svg'))
+    assert result == str(tmp_path / 'net.svg')
+    assert calls == [['/usr/bin/dot', '-Tsvg', str(tmp_path / 'net.dot'),
+                      '-o', str(tmp_path / 'net.svg')]]
+
+
+# -------------------------------------------------------------------- data ---
+
+def test_shuffle_data():
+    a = np.arange(10).reshape(1, 10, 1)
+    b = np.arange(10, 20).reshape(1, 10, 1)
+    x, none, y = shuffle_data(a, None, b, seed=3)
+    assert none is None
+    assert sorted(x.ravel()) == list(range(10))
+    assert not np.array_equal(x, a)
+    np.testing.assert_array_equal(y - 10, x)
+    again = shuffle_data(a, b, seed=3)
+    np.testing.assert_array_equal(again[0], x)
+    with pytest.raises(ValidationError, match='axis 1'):
+        shuffle_data(a, np.zeros((1, 3, 1)))
+
+
+def test_split():
+    a = np.arange(10).reshape(1, 10, 1)
+    (a1, n1), (a2, n2) = split(a, None)
+    assert a1.shape == (1, 9, 1) and a2.ravel().tolist() == [9]
+    assert n1 is None and n2 is None
+    parts = split(a, ratios=(1, 1, 1))
+    assert [p[0].shape[1] for p in parts] == [3, 4, 3]
+    assert np.concatenate([p[0] for p in parts], axis=1).ravel().tolist() == \
+        list(range(10))
+    with pytest.raises(ValidationError, match='ratios'):
+        split(a, ratios=(1, 0))
