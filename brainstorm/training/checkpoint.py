@@ -8,7 +8,7 @@ A checkpoint is one HDF5 file (attributes ``info`` and
 * ``progress``: counters, logs and the position inside the current epoch
   (JSON),
 * ``stepper/``: the stepper state (velocities, moments, step counts),
-* ``hooks/<name>/``: the state of hooks that keep one,
+* ``hooks/<i>/``: the state of hooks that keep one (attribute ``name``),
 * ``random/``: the states of ``global_rnd``, the network's and the
   handler's random states, and of every data iterator (following the
   ``.iter`` chain of wrappers).
@@ -114,7 +114,8 @@ def write_checkpoint(filename: str, network_description: dict,
         trainer_description: ``get_description(trainer)``.
         progress: JSON-able dict of counters, logs and epoch position.
         stepper_state: name -> array (``stepper.get_state()``).
-        hook_states: hook name -> (name -> array).
+        hook_states: hook name -> (name -> array); stored in groups
+            ``hooks/<index>`` with the hook name as attribute ``name``.
         random_states: ``{'global': s, 'network': s, 'handler': s or None,
             'iterators': {name: [s or None, ...]}}`` with states from
             :func:`get_random_state`.
@@ -141,9 +142,11 @@ def write_checkpoint(filename: str, network_description: dict,
                 progress, 'logs', filename))
             _write_arrays(f.create_group('stepper'), stepper_state)
             hooks = f.create_group('hooks')
-            for name, state in hook_states.items():
+            for i, (name, state) in enumerate(hook_states.items()):
                 if state:
-                    _write_arrays(hooks.create_group(name), state)
+                    group = hooks.create_group(str(i))
+                    group.attrs['name'] = name
+                    _write_arrays(group, state)
             _write_random_states(f, random_states)
         with open(tmp, 'rb+') as handle:
             os.fsync(handle.fileno())
@@ -163,6 +166,10 @@ def _read_json(f, key: str):
 
 def _read_arrays(group) -> dict:
     return {key: np.asarray(group[key][()]) for key in group}
+
+
+def _attr_str(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _read_random(group) -> dict:
@@ -222,8 +229,9 @@ def read_checkpoint(filename: str) -> dict:
                 'trainer': _read_json(f, 'trainer'),
                 'progress': _read_json(f, 'progress'),
                 'stepper_state': _read_arrays(f['stepper']),
-                'hook_states': {name: _read_arrays(group)
-                                for name, group in f['hooks'].items()},
+                'hook_states': {_attr_str(group.attrs['name']):
+                                _read_arrays(group)
+                                for group in f['hooks'].values()},
                 'random_states': random_states,
             }
         except (OSError, ValueError, KeyError, UnicodeDecodeError) as err:

@@ -226,3 +226,16 @@ def test_resume_needs_the_same_iterator_names(tmp_path):
     train_iter, named = iterators()
     with pytest.raises(TrainingValidationError, match='wraps 0 iterators'):
         resumed.train(net, train_iter.iter, **named)
+
+
+def test_hook_state_with_any_name(tmp_path):
+    filename = str(tmp_path / 'names.ckpt')
+    trainer, net, train_iter, named = make_run(1, filename)
+    trainer.add_hook(SaveBestNetwork('validation.total_loss', name='best/a.b',
+                                     criterion='min'))
+    trainer.train(net, train_iter, **named)
+    resumed, _ = Trainer.from_checkpoint(filename)
+    assert 'best/a.b' in resumed._resume['hook_states']
+    np.testing.assert_array_equal(
+        resumed._resume['hook_states']['best/a.b']['parameters'],
+        trainer.hooks['best/a.b'].parameters)
