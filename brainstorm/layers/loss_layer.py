@@ -47,7 +47,8 @@ class LossLayerImpl(Layer):
     def _scale(self, x) -> float:
         buffer_type = self.in_shapes['default'].buffer_type
         n = {2: x.shape[1], 1: x.shape[0], 0: 1}[buffer_type]
-        return self.importance / n
+        # an empty batch (before any data was provided) has a zero loss
+        return self.importance / max(n, 1)
 
     def forward_pass(self, buffers, training_pass=True):
         _h = self.handler
