@@ -41,7 +41,6 @@ if str(ROOT) not in sys.path:  # tests.layers for the layer registry
     sys.path.insert(0, str(ROOT))
 
 import brainstorm.handlers.pycuda_handler as pycuda_handler  # noqa: E402
-from brainstorm.handlers import NumpyHandler  # noqa: E402
 from brainstorm.handlers import _cublas as cublas  # noqa: E402
 from brainstorm.handlers import _cuda_kernels as kernels  # noqa: E402
 from brainstorm.handlers.base_handler import Handler  # noqa: E402
@@ -413,3 +412,295 @@ def test_every_kernel_source_compiles_to_ptx(module, tmp_path):
     entries = set(re.findall(r'\.entry\s+(\w+)', ptx.read_text()))
     assert entries == set(kernels.kernel_arg_formats(
         kernels.KERNEL_SOURCES[module]))
+
+
+# ================================================ CPU emulation of the GPU ===
+
+_SHIM = r'''
+#include <barrier>
+#include <cmath>
+#include <cstring>
+#include <math.h>
+#include <thread>
+#include <vector>
+struct dim3 { unsigned int x, y, z; };
+static dim3 gridDim, blockDim, blockIdx;
+static thread_local dim3 threadIdx;
+static std::barrier<>* bs_barrier = nullptr;
+#define __global__
+#define __device__
+#define __shared__ static
+static inline void __syncthreads() { bs_barrier->arrive_and_wait(); }
+static inline unsigned int __umulhi(unsigned int a, unsigned int b)
+{ return (unsigned int)(((unsigned long long)a * b) >> 32); }
+static inline float __int_as_float(int i)
+{ float f; std::memcpy(&f, &i, sizeof f); return f; }
+static inline float cospif(float x)
+{ return (float)std::cos(3.14159265358979323846 * (double)x); }
+using std::isfinite;
+'''
+
+_SIGNATURE = re.compile(
+    r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(([^)]*)\)')
+
+
+def _launchers(source: str) -> str:
+    """A ``launch_<kernel>(grid, block, args...)`` C++ wrapper per kernel.
+
+    Threads of a block run one after the other, except in kernels that
+    call __syncthreads: there every GPU thread is an OS thread and
+    __syncthreads a barrier.
+    """
+    matches = list(_SIGNATURE.finditer(source))
+    code = []
+    for k, match in enumerate(matches):
+        name, params = match.group(1), ' '.join(match.group(2).split())
+        end = matches[k + 1].start() if k + 1 < len(matches) else len(source)
+        threaded = '__syncthreads' in source[match.end():end]
+        args = ', '.join(p.split()[-1].lstrip('*') for p in params.split(','))
+        set_thread = ('threadIdx = dim3{bs_t % bs_bx, (bs_t / bs_bx) % bs_by, '
+                      'bs_t / (bs_bx * bs_by)};')
+        if threaded:
+            body = (f'std::barrier<> bs_bar(bs_nt); bs_barrier = &bs_bar;\n'
+                    f'std::vector<std::thread> bs_pool;\n'
+                    f'for (unsigned bs_t = 0; bs_t < bs_nt; ++bs_t) '
+                    f'bs_pool.emplace_back([=]() {{ {set_thread} '
+                    f'{name}({args}); }});\n'
+                    f'for (auto& bs_th : bs_pool) bs_th.join();')
+        else:
+            body = (f'for (unsigned bs_t = 0; bs_t < bs_nt; ++bs_t) {{ '
+                    f'{set_thread} {name}({args}); }}')
+        code.append(
+            f'extern "C" void launch_{name}(unsigned bs_gx, unsigned bs_gy, '
+            f'unsigned bs_bx, unsigned bs_by, unsigned bs_bz, {params}) {{\n'
+            f'gridDim = dim3{{bs_gx, bs_gy, 1}};\n'
+            f'blockDim = dim3{{bs_bx, bs_by, bs_bz}};\n'
+            f'unsigned bs_nt = bs_bx * bs_by * bs_bz;\n'
+            f'for (unsigned bs_y = 0; bs_y < bs_gy; ++bs_y) '
+            f'for (unsigned bs_x = 0; bs_x < bs_gx; ++bs_x) {{\n'
+            f'blockIdx = dim3{{bs_x, bs_y, 0}};\n{body}\n}}\n}}\n')
+    return '\n'.join(code)
+
+
+_LIBRARIES = {}  # source digest -> ctypes library
+_CTYPES = {'P': ctypes.c_void_p, 'i': ctypes.c_int, 'I': ctypes.c_uint,
+           'f': ctypes.c_float}
+_RANGES = {'i': (-2 ** 31, 2 ** 31), 'I': (0, 2 ** 32)}
+GUARD = 16  # fence cells on each side of every emulated allocation
+GUARD_VALUE = np.float32(-7.25e33)
+
+
+class FakeAllocation:
+    """Emulated device memory: NaN-filled (content is arbitrary) and fenced."""
+
+    live = weakref.WeakSet()
+
+    def __init__(self, shape, dtype=np.float32):
+        assert np.dtype(dtype) == np.float32
+        self.size = int(np.prod(shape))
+        self.host = np.full(self.size + 2 * GUARD, np.nan, np.float32)
+        self.host[:GUARD] = self.host[-GUARD:] = GUARD_VALUE
+        self.start = self.host.ctypes.data + 4 * GUARD
+        self.gpudata = self.start
+        FakeAllocation.live.add(self)
+
+    def elements(self, ptr: int, count: int) -> np.ndarray:
+        """The ``count`` float32 cells from device address ``ptr``."""
+        offset = (ptr - self.start) // 4
+        assert (ptr - self.start) % 4 == 0
+        assert 0 <= offset and offset + count <= self.size, \
+            f'access outside an allocation of {self.size}: [{offset}, ' \
+            f'{offset + count})'
+        return self.host[GUARD + offset:GUARD + offset + count]
+
+    @staticmethod
+    def find(ptr: int) -> 'FakeAllocation':
+        for alloc in FakeAllocation.live:
+            if alloc.start <= ptr <= alloc.start + 4 * alloc.size:
+                return alloc
+        raise AssertionError(f'pointer {ptr:#x} is in no live allocation')
+
+    @staticmethod
+    def check_guards() -> None:
+        for alloc in list(FakeAllocation.live):
+            assert np.all(alloc.host[:GUARD] == GUARD_VALUE) and np.all(
+                alloc.host[-GUARD:] == GUARD_VALUE), \
+                'a kernel wrote outside its allocation'
+
+
+class FakeFunction:
+    """A kernel of the CPU-compiled library, called like PyCUDA's."""
+
+    def __init__(self, library, name):
+        self.launch = getattr(library, f'launch_{name}')
+        self.name = name
+
+    def prepare(self, arg_format):
+        self.format = arg_format
+        self.launch.argtypes = [ctypes.c_uint] * 5 + [
+            _CTYPES[c] for c in arg_format]
+        self.launch.restype = None
+        return self
+
+    def prepared_call(self, grid, block, *args):
+        assert len(args) == len(self.format), (self.name, args)
+        for char, arg in zip(self.format, args):
+            if char in _RANGES:
+                low, high = _RANGES[char]
+                assert isinstance(arg, int) and low <= arg < high, \
+                    (self.name, char, arg)
+            elif char == 'P':
+                FakeAllocation.find(arg)
+        grid = tuple(grid) + (1,) * (3 - len(grid))
+        assert grid[2] == 1 and 0 < grid[0] < 2 ** 31 and 0 < grid[1] < 65536
+        assert len(block) == 3 and 0 < math.prod(block) <= 1024, block
+        self.launch(grid[0], grid[1], *block, *args)
+        FakeAllocation.check_guards()
+
+
+class FakeSourceModule:
+    """Compiles a kernel source for the CPU (g++) and hands out kernels."""
+
+    def __init__(self, source, no_extern_c=False, **kwargs):
+        assert no_extern_c and '#include' not in source
+        digest = hashlib.sha1(source.encode()).hexdigest()
+        library = _LIBRARIES.get(digest)
+        if library is None:
+            directory = Path(os.environ.get('PYTEST_EMULATION_DIR', '/tmp'))
+            target = directory / f'bs_kernels_{digest}.so'
+            if not target.exists():
+                code = directory / f'bs_kernels_{digest}.cpp'
+                code.write_text(_SHIM + source + _launchers(source))
+                subprocess.run(
+                    ['g++', '-std=c++20', '-O1', '-shared', '-fPIC',
+                     '-pthread', str(code), '-o', str(target)], check=True,
+                    capture_output=True, timeout=300)
+            library = _LIBRARIES[digest] = ctypes.CDLL(str(target))
+        self.library = library
+
+    def get_function(self, name):
+        return FakeFunction(self.library, name)
+
+
+class FakeCublas:
+    """cuBLAS replaced by :func:`emulate_sgemm` on emulated memory."""
+
+    def set_stream(self, stream):
+        assert stream is None
+
+    def sgemm(self, call, alpha, a_ptr, b_ptr, beta, c_ptr):
+        memories = []
+        for ptr in (a_ptr, b_ptr, c_ptr):
+            alloc = FakeAllocation.find(ptr)
+            memories.append((alloc.host, GUARD + (ptr - alloc.start) // 4))
+        (a_mem, a_off), (b_mem, b_off), (c_mem, c_off) = memories
+        emulate_sgemm(call, alpha, a_mem, a_off, b_mem, b_off, beta, c_mem,
+                      c_off)
+        FakeAllocation.check_guards()
+
+
+def _fake_pycuda_modules() -> dict:
+    def memset_d32(ptr, value, count):
+        cells = FakeAllocation.find(ptr).elements(ptr, count)
+        cells.view(np.uint32)[...] = value
+
+    def memcpy_htod(ptr, host):
+        host = np.ascontiguousarray(host)
+        assert host.dtype == np.float32
+        FakeAllocation.find(ptr).elements(ptr, host.size)[...] = host.ravel()
+
+    def memcpy_dtoh(host, ptr):
+        assert host.dtype == np.float32 and host.flags.c_contiguous
+        host.reshape(-1)[...] = FakeAllocation.find(ptr).elements(ptr,
+                                                                  host.size)
+
+    context = types.SimpleNamespace(handle=12345)
+    driver = types.ModuleType('pycuda.driver')
+    driver.init = lambda *args: None
+    driver.Context = types.SimpleNamespace(get_current=lambda: context)
+    driver.memset_d32 = memset_d32
+    driver.memcpy_htod = memcpy_htod
+    driver.memcpy_dtoh = memcpy_dtoh
+    gpuarray = types.ModuleType('pycuda.gpuarray')
+    gpuarray.empty = FakeAllocation
+    compiler = types.ModuleType('pycuda.compiler')
+    compiler.SourceModule = FakeSourceModule
+    package = types.ModuleType('pycuda')
+    package.driver, package.gpuarray, package.compiler = driver, gpuarray, \
+        compiler
+    return {'pycuda': package, 'pycuda.driver': driver,
+            'pycuda.gpuarray': gpuarray, 'pycuda.compiler': compiler}
+
+
+# ======================================================= handler backends ===
+
+def _gpu_problem():
+    """None if PyCUDA, a GPU and cuBLAS are usable, else the reason."""
+    try:
+        import pycuda.driver as drv
+        drv.init()
+        if drv.Device.count() == 0:
+            return 'no CUDA device'
+        cublas.load_cublas()
+    except Exception as err:  # ImportError, CUDA driver errors
+        return f'needs PyCUDA, cuBLAS and an NVIDIA GPU ({err})'
+    return None
+
+
+GPU_PROBLEM = _gpu_problem()
+BACKENDS = [
+    pytest.param('emulated', marks=pytest.mark.skipif(
+        shutil.which('g++') is None,
+        reason='the CPU emulation of the kernels needs g++')),
+    pytest.param('gpu', marks=[pytest.mark.gpu, pytest.mark.skipif(
+        GPU_PROBLEM is not None, reason=str(GPU_PROBLEM))]),
+]
+
+
+@pytest.fixture(scope='session')
+def emulation_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp('cuda_emulation')
+
+
+@pytest.fixture(params=BACKENDS)
+def make_handler(request, monkeypatch, emulation_dir):
+    """A factory of PyCudaHandlers, real or emulated on the CPU."""
+    if request.param == 'emulated':
+        for name, module in _fake_pycuda_modules().items():
+            monkeypatch.setitem(sys.modules, name, module)
+        monkeypatch.setattr(pycuda_handler, 'Cublas', FakeCublas)
+        monkeypatch.setattr(pycuda_handler, '_MODULES', {})
+        monkeypatch.setattr(pycuda_handler, '_BLAS', {})
+        monkeypatch.setenv('PYTEST_EMULATION_DIR', str(emulation_dir))
+    return PyCudaHandler
+
+
+@pytest.fixture
+def handler(make_handler):
+    return make_handler(seed=1)
+
+
+# ===================================================== the shared op table ===
+
+@pytest.mark.parametrize('op, args, ref, check', ops.CASES)
+def test_op_table(handler, op, args, ref, check):
+    ops.test_op(handler, op, args, ref, check)
+
+
+@pytest.mark.parametrize('name', ops.ACTIVATIONS)
+def test_activation_dicts(handler, name):
+    ops.test_activation_dicts(handler, name)
+
+
+def test_handler_basics(handler):
+    ops.test_get_numpy_copy_is_a_copy(handler)
+    ops.test_handler_attributes(handler)
+    ops.test_seeded_handlers_draw_the_same_numbers(handler)
+    import copy
+    import pickle
+    ops.test_copied_handlers_own_their_activation_dicts(handler,
+                                                        copy.deepcopy)
+    ops.test_copied_handlers_own_their_activation_dicts(
+        handler, lambda h: pickle.loads(pickle.dumps(h)))
+    from brainstorm.describable import get_description
+    assert get_description(handler) == {'@type': 'PyCudaHandler'}
