@@ -1,0 +1,190 @@
+"""Time the NumpyHandler's hot ops at the shapes of the benchmark workloads.
+
+The operands are laid out like a network lays them out: time-sized arrays
+are feature slices of a wider buffer (rows not contiguous), parameters are
+contiguous. Each op runs ``--repeats`` times after one warm-up call; the
+median is printed with the GEMM throughput where that means something, so a
+regression in one op shows up here before it hides in a whole step.
+
+Usage::
+
+    python benchmarks/bench_ops.py [--repeats 50] [--filter conv]
+
+Besides the single ops, ``lstm step`` times one time step of the Lstm layer
+(forward and backward, from its per-layer times divided by T).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from brainstorm.handlers.numpy_handler import NumpyHandler
+
+RND = np.random.RandomState(0)
+
+
+def feature_slice(shape, extra: int = 64):
+    """A float32 array of ``shape`` whose last axis is a slice of a wider
+    buffer (like a layer's view of a network buffer)."""
+    wide = RND.rand(*shape[:-1], shape[-1] + extra).astype(np.float32)
+    return wide[..., extra // 2:extra // 2 + shape[-1]]
+
+
+def dense(*shape):
+    return RND.rand(*shape).astype(np.float32) - 0.5
+
+
+def median_seconds(func, repeats: int) -> float:
+    func()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        func()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def gemm_cases(h):
+    """``(name, shape text, flops, func)`` for the GEMMs of the workloads."""
+    cases = []
+
+    def add(name, m, k, n, out_view=False, accumulate=False,
+            transa=False, transb=True):
+        a = dense(k, m) if transa else dense(m, k)
+        b = dense(n, k) if transb else dense(k, n)
+        out = feature_slice((m, n)) if out_view else dense(m, n)
+        op = h.dot_add_mm if accumulate else h.dot_mm
+        cases.append((name, f'{m}x{k} . {k}x{n}', 2 * m * k * n,
+                      lambda: op(a, b, out, transa=transa, transb=transb)))
+
+    add('dot_mm mlp hidden', 100, 1200, 1200, out_view=True)
+    add('dot_mm mlp first', 100, 784, 1200, out_view=True)
+    add('dot_add_mm mlp dx', 100, 1200, 1200, out_view=True,
+        accumulate=True, transb=False)
+    add('dot_add_mm mlp dW', 1200, 100, 1200, accumulate=True, transa=True,
+        transb=False)
+    add('dot_mm lstm inputs (1 gate)', 1600, 205, 512, out_view=True)
+    add('dot_mm lstm inputs (4 gates)', 1600, 205, 2048, out_view=True)
+    add('dot_add_mm lstm recurrent (1 gate)', 32, 512, 512, out_view=True,
+        accumulate=True)
+    add('dot_add_mm lstm recurrent (4 gates)', 32, 512, 2048, out_view=True,
+        accumulate=True)
+    add('dot_add_mm lstm dR (1 gate)', 512, 1600, 512, accumulate=True,
+        transa=True, transb=False)
+    return cases
+
+
+# (name, N, H, W, C, filters) of the cifar10_cnn convolutions (5x5, pad 2)
+CONVOLUTIONS = [('conv1', 100, 32, 32, 3, 32), ('conv2', 100, 15, 15, 32, 32),
+                ('conv3', 100, 7, 7, 32, 64)]
+# (name, N, H, W, C) of its max poolings (3x3, stride 2)
+POOLINGS = [('pool1', 100, 32, 32, 32), ('pool2', 100, 15, 15, 32),
+            ('pool3', 100, 7, 7, 64)]
+
+
+def conv_pool_cases(h):
+    cases = []
+    for name, n, height, width, c, f in CONVOLUTIONS:
+        x = feature_slice((n, height, width, c))
+        y = feature_slice((n, height, width, f))
+        weights, bias = dense(f, 5, 5, c), dense(f)
+        dx, dy = feature_slice((n, height, width, c)), dense(n, height, width, f)
+        dw, db = np.zeros_like(weights), np.zeros_like(bias)
+        flops = 2 * n * height * width * f * 25 * c
+        shape = f'{n}x{height}x{width}x{c} * {f}x5x5'
+        cases.append((f'conv2d_forward_batch {name}', shape, flops,
+                      lambda x=x, w=weights, b=bias, y=y:
+                      h.conv2d_forward_batch(x, w, b, y, 2, (1, 1))))
+        cases.append((f'conv2d_backward_batch {name}', shape, 2 * flops,
+                      lambda x=x, w=weights, dx=dx, dy=dy, dw=dw, db=db:
+                      h.conv2d_backward_batch(x, w, 2, (1, 1), dx, dy, dw,
+                                              db)))
+    for name, n, height, width, c in POOLINGS:
+        oh, ow = (height - 3) // 2 + 1, (width - 3) // 2 + 1
+        x, dx = feature_slice((n, height, width, c)), feature_slice(
+            (n, height, width, c))
+        y, argmax = feature_slice((n, oh, ow, c)), feature_slice((n, oh, ow, c))
+        dy = feature_slice((n, oh, ow, c))
+        shape = f'{n}x{height}x{width}x{c} -> {oh}x{ow}'
+        h.maxpool2d_forward_batch(x, (3, 3), y, 0, (2, 2), argmax)
+        cases.append((f'maxpool2d_forward_batch {name}', shape, 0,
+                      lambda x=x, y=y, a=argmax:
+                      h.maxpool2d_forward_batch(x, (3, 3), y, 0, (2, 2), a)))
+        cases.append((f'maxpool2d_backward_batch {name}', shape, 0,
+                      lambda x=x, y=y, a=argmax, dx=dx, dy=dy:
+                      h.maxpool2d_backward_batch(x, (3, 3), y, 0, (2, 2), a,
+                                                 dx, dy)))
+    return cases
+
+
+def elementwise_cases(h):
+    cases = []
+    y, dy = feature_slice((100, 1200)), feature_slice((100, 1200))
+    cases.append(('rel', '100x1200', 0, lambda: h.rel(y, y)))
+    cases.append(('rel_deriv', '100x1200', 0,
+                  lambda: h.rel_deriv(y, y, dy, dy)))
+    g, dg = feature_slice((32, 512)), feature_slice((32, 512))
+    cases.append(('sigmoid', '32x512', 0, lambda: h.sigmoid(g, g)))
+    cases.append(('sigmoid_deriv', '32x512', 0,
+                  lambda: h.sigmoid_deriv(g, g, dg, dg)))
+    cases.append(('tanh', '32x512', 0, lambda: h.tanh(g, g)))
+    cases.append(('mult_add_tt', '32x512', 0,
+                  lambda: h.mult_add_tt(g, dg, dg)))
+    params, grads, velocity = dense(2_400_000), dense(2_400_000), dense(
+        2_400_000)
+
+    def momentum():
+        h.mult_st(0.9, velocity, velocity)
+        h.mult_add_st(-0.001, grads, velocity)
+        h.add_tt(params, velocity, params)
+
+    cases.append(('momentum update (3 ops)', '2.4M', 0, momentum))
+    return cases
+
+
+def lstm_step_cases(repeats: int):
+    """Per-time-step forward and backward time of the benchmark Lstm."""
+    sys.path.insert(0, __file__.rsplit('/', 1)[0])
+    from bench_step import build_brainstorm, time_layers
+
+    net, data, stepper = build_brainstorm('lstm')
+    net.provide_external_data(data)
+    stepper.run()
+    times = time_layers(net, stepper, max(3, repeats // 10))
+    steps = data['default'].shape[0]
+    return [('lstm step forward', '32x205 -> 512', times['Lstm.forward']
+             / steps),
+            ('lstm step backward', '32x205 -> 512', times['Lstm.backward']
+             / steps)]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--repeats', type=int, default=50)
+    parser.add_argument('--filter', default='',
+                        help='only ops whose name contains this text')
+    args = parser.parse_args(argv)
+    h = NumpyHandler(np.float32)
+    rows = []
+    for name, shape, flops, func in (gemm_cases(h) + conv_pool_cases(h)
+                                     + elementwise_cases(h)):
+        if args.filter in name:
+            rows.append((name, shape, flops,
+                         median_seconds(func, args.repeats)))
+    if args.filter in 'lstm step forward backward':
+        rows += [(name, shape, 0, seconds) for name, shape, seconds in
+                 lstm_step_cases(args.repeats)]
+    print(f'{"op":<40} {"shape":<26} {"median ms":>10} {"GFLOP/s":>8}')
+    for name, shape, flops, seconds in rows:
+        rate = f'{flops / seconds / 1e9:8.1f}' if flops else ''
+        print(f'{name:<40} {shape:<26} {seconds * 1e3:10.3f} {rate:>8}')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
