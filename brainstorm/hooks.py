@@ -25,13 +25,13 @@ from collections.abc import Mapping
 import numpy as np
 
 from brainstorm.describable import Describable
-from brainstorm.training.utils import (
+from brainstorm.training.utils import check_int, check_number
+from brainstorm.utils import (
     TrainingValidationError,
     UnknownNameError,
-    check_int,
-    check_number,
+    get_brainstorm_info,
+    get_by_path,
 )
-from brainstorm.utils import get_brainstorm_info, get_by_path
 
 __all__ = ['Hook', 'SaveBestNetwork', 'SaveLogs', 'SaveNetwork',
            'MonitorLoss', 'MonitorScores', 'MonitorLayerParameters',

@@ -10,6 +10,7 @@ import numpy as np
 __all__ = [
     'ValidationError', 'NetworkValidationError', 'LayerValidationError',
     'IteratorValidationError', 'StructureValidationError',
+    'TrainingValidationError', 'UnknownNameError',
     'InitializationError', 'NAME_BLACKLIST', 'is_valid_layer_name',
     'get_by_path', 'get_normalized_path', 'flatten_time',
     'flatten_time_and_features', 'flatten_features', 'flatten_all_but_last',
@@ -38,6 +39,17 @@ class IteratorValidationError(ValidationError):
 
 class StructureValidationError(ValidationError):
     """A shape template or buffer structure is malformed."""
+
+
+class TrainingValidationError(ValidationError, ValueError):
+    """A trainer, stepper, schedule, hook or checkpoint got bad input."""
+
+
+class UnknownNameError(TrainingValidationError, KeyError):
+    """A name (of a data iterator, log or layer) is not known."""
+
+    def __str__(self):
+        return str(self.args[0])
 
 
 class InitializationError(Exception):

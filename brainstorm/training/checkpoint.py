@@ -26,8 +26,7 @@ import tempfile
 import numpy as np
 
 from brainstorm.describable import get_description
-from brainstorm.training.utils import TrainingValidationError
-from brainstorm.utils import get_brainstorm_info
+from brainstorm.utils import TrainingValidationError, get_brainstorm_info
 
 __all__ = ['CHECKPOINT_FORMAT', 'write_checkpoint', 'read_checkpoint',
            'get_random_state', 'set_random_state', 'iterator_chain']

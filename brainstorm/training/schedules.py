@@ -16,11 +16,8 @@ import math
 import numpy as np
 
 from brainstorm.describable import Describable
-from brainstorm.training.utils import (
-    TrainingValidationError,
-    check_int,
-    check_number,
-)
+from brainstorm.training.utils import check_int, check_number
+from brainstorm.utils import TrainingValidationError
 
 __all__ = ['Linear', 'Exponential', 'MultiStep', 'DecreaseAfterEpoch',
            'CosineWithWarmup']

@@ -32,10 +32,8 @@ from collections import OrderedDict
 import numpy as np
 
 from brainstorm.describable import Describable
-from brainstorm.training.utils import (
-    TrainingValidationError,
-    check_number,
-)
+from brainstorm.training.utils import check_number
+from brainstorm.utils import TrainingValidationError
 
 __all__ = ['TrainingStepper', 'ForwardStepper', 'SgdStepper',
            'MomentumStepper', 'NesterovStepper', 'RMSPropStepper',

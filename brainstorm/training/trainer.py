@@ -19,8 +19,7 @@ from brainstorm.training.checkpoint import (
     set_random_state,
     write_checkpoint,
 )
-from brainstorm.training.utils import TrainingValidationError
-from brainstorm.utils import IteratorValidationError
+from brainstorm.utils import IteratorValidationError, TrainingValidationError
 
 __all__ = ['Trainer']
 

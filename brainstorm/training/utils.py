@@ -7,20 +7,9 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from brainstorm.utils import ValidationError
+from brainstorm.utils import TrainingValidationError
 
-__all__ = ['run_network', 'TrainingValidationError']
-
-
-class TrainingValidationError(ValidationError, ValueError):
-    """A trainer, stepper, schedule, hook or checkpoint got bad input."""
-
-
-class UnknownNameError(TrainingValidationError, KeyError):
-    """A name (of a data iterator, log or layer) is not known."""
-
-    def __str__(self):
-        return str(self.args[0])
+__all__ = ['run_network']
 
 
 def run_network(net, iterator, all_inputs: bool = True) -> Iterator[int]:

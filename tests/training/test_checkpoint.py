@@ -22,7 +22,7 @@ from brainstorm.training.steppers import (
     MomentumStepper,
     MultiStepper,
 )
-from brainstorm.training.utils import TrainingValidationError
+from brainstorm.utils import TrainingValidationError
 from tests.training.nets import StopAtUpdate, blob_data, dropout_net, xor_net
 
 

@@ -12,7 +12,7 @@ from brainstorm.training.schedules import (
     Linear,
     MultiStep,
 )
-from brainstorm.training.utils import TrainingValidationError
+from brainstorm.utils import TrainingValidationError
 from tests.training.nets import roundtrip
 
 

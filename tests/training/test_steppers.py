@@ -18,8 +18,7 @@ from brainstorm.training.steppers import (
     SgdStepper,
     TrainingStepper,
 )
-from brainstorm.training.utils import TrainingValidationError
-from brainstorm.utils import ValidationError
+from brainstorm.utils import TrainingValidationError, ValidationError
 from brainstorm.value_modifiers import FreezeValues
 from tests.training.nets import batchnorm_net, roundtrip, xor_data, xor_net
 
