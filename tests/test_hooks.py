@@ -44,8 +44,7 @@ from brainstorm.training.steppers import (
     MultiStepper,
     SgdStepper,
 )
-from brainstorm.training.utils import TrainingValidationError, UnknownNameError
-from brainstorm.utils import ValidationError
+from brainstorm.utils import TrainingValidationError, UnknownNameError, ValidationError
 from tests.training.nets import roundtrip, xor_data, xor_net
 
 

@@ -4,8 +4,14 @@ import numpy as np
 import pytest
 
 from brainstorm.handlers import NumpyHandler
-from brainstorm.layers import (FullyConnected, Input, Loss, Recurrent,
-                               SoftmaxCE, SquaredError)
+from brainstorm.layers import (
+    FullyConnected,
+    Input,
+    Loss,
+    Recurrent,
+    SoftmaxCE,
+    SquaredError,
+)
 from brainstorm.structure.network import Network
 from brainstorm.utils import LayerValidationError
 
