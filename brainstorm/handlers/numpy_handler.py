@@ -127,6 +127,7 @@ class NumpyHandler(Handler):
         np.add(a, b, out=out)
 
     def binarize_v(self, v, out) -> None:
+        _check_ids('binarize_v', v, out.shape[1])
         ids = self._constants.get(('ids', out.shape[1]))
         if ids is None:
             ids = np.arange(out.shape[1], dtype=self.dtype)[None, :]
@@ -156,6 +157,7 @@ class NumpyHandler(Handler):
         np.matmul(a.T if transa else a, b.T if transb else b, out=out)
 
     def index_m_by_v(self, m, v, out) -> None:
+        _check_ids('index_m_by_v', v, m.shape[1])
         rows = np.arange(m.shape[0])
         out[:, 0] = m[rows, v[:, 0].astype(np.intp)]
 
@@ -518,3 +520,13 @@ def _window_offsets(window, padding, stride, out_hw, in_hw):
             if j1 > j0:
                 yield (u, v, (slice(None), slice(i0, i1), slice(j0, j1)),
                        (slice(None), rows, cols))
+
+
+def _check_ids(op: str, v, n: int) -> None:
+    """Class ids index a row of ``n`` entries: out-of-range ids would raise a
+    bare IndexError (too large) or silently wrap around (negative)."""
+    if v.size and (v.min() < 0 or v.max() >= n):
+        from brainstorm.utils import NetworkValidationError
+        raise NetworkValidationError(
+            f'{op}: class ids must lie in [0, {n}). Received ids from '
+            f'{v.min():g} to {v.max():g}.')

@@ -9,7 +9,12 @@ import numpy as np
 from brainstorm.layers.base_layer import Layer, time_template
 from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.construction import ConstructionWrapper
-from brainstorm.utils import LayerValidationError, flatten_time
+from brainstorm.utils import (
+    LayerValidationError,
+    NetworkValidationError,
+    ValidationError,
+    flatten_time,
+)
 
 
 def SoftmaxCE(name: str | None = None) -> ConstructionWrapper:
@@ -58,7 +63,12 @@ class SoftmaxCELayerImpl(Layer):
                                  _rows(buffers.outputs.predictions),
                                  _rows(buffers.outputs.loss)):
             _h.softmax_m(x, p)
-            _h.index_m_by_v(p, t, loss)
+            try:
+                _h.index_m_by_v(p, t, loss)
+            except ValidationError as err:
+                raise NetworkValidationError(
+                    f"SoftmaxCE '{self.name}': the targets must be class ids "
+                    f'for {p.shape[-1]} classes. {err}') from None
             _h.clip_t(loss, 1e-6, 1.0, loss)
             _h.log_t(loss, loss)
             _h.mult_st(-1.0, loss, loss)

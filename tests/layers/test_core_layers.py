@@ -118,3 +118,18 @@ def test_input_holds_the_data_and_accepts_batch_sized_inputs():
     np.testing.assert_array_equal(net.get_input('default'), x)
     np.testing.assert_array_equal(net.get_input('seq'), s)
     assert net.buffer.Input.outputs.seq.shape == (2, 3)
+
+
+@pytest.mark.parametrize('bad_id', [-1, 4, 12])
+def test_softmax_ce_names_out_of_range_targets(bad_id):
+    from brainstorm.utils import NetworkValidationError
+    inp = Input(out_shapes={'default': ('T', 'B', 4),
+                            'targets': ('T', 'B', 1)})
+    out = SoftmaxCE(name='Out')
+    inp >> out
+    inp - 'targets' >> 'targets' - out
+    targets = np.zeros((2, 3, 1))
+    targets[1, 2, 0] = bad_id
+    with pytest.raises(NetworkValidationError,
+                       match=r"SoftmaxCE 'Out'.*4 classes.*\[0, 4\)"):
+        run(out, {'default': np.zeros((2, 3, 4)), 'targets': targets})
