@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from brainstorm.layers.attributes import Activation, Kwarg, PositiveInt
-from brainstorm.layers.base_layer import Layer, time_template
+from brainstorm.layers.recurrent_layer import RecurrentLayerImpl
 from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.construction import ConstructionWrapper
-from brainstorm.utils import flatten_time, flatten_time_and_features
 
 
 def Clockwork(size: int, activation: str = 'tanh',
@@ -70,60 +68,34 @@ def compute_inactive(handler, timing, timing_rows, inactive,
         handler.modulo_tt(inactive[t], timing_rows, inactive[t])
 
 
-class ClockworkLayerImpl(Layer):
-    """The implementation of :func:`Clockwork`.
+class ClockworkLayerImpl(RecurrentLayerImpl):
+    """The implementation of :func:`Clockwork`: a Recurrent layer whose
+    units update only every ``timing[i]`` steps.
 
     Besides the internals of Recurrent it keeps the mask ``inactive``
     (``fmod(t, timing)``, non-zero where a unit keeps its output) and
     ``timing_rows`` (the timing repeated for every sequence).
     """
 
-    expected_inputs = {'default': time_template()}
-    declared_kwargs = {
-        'size': Kwarg(PositiveInt(), default=None,
-                      description='number of units (default: input size)'),
-        'activation': Kwarg(Activation(), default='tanh',
-                            description='activation function'),
-    }
     untrained_parameters = {'timing': 1.0}
     computes_no_gradients_for = ('timing',)
 
     def setup(self, kwargs, in_shapes):
-        self.activation = kwargs['activation']
-        n_in = in_shapes['default'].feature_size
-        size = kwargs['size'] or n_in
-        self.size = size
-        outputs = OrderedDict(default=BufferStructure('T', 'B', size,
-                                                      context_size=1))
-        parameters = OrderedDict(W=BufferStructure(size, n_in),
-                                 R=BufferStructure(size, size),
-                                 bias=BufferStructure(size),
-                                 timing=BufferStructure(size))
-        internals = OrderedDict(
-            Ha=BufferStructure('T', 'B', size, context_size=1),
-            dHa=BufferStructure('T', 'B', size, context_size=1,
-                                is_backward_only=True),
-            dHb=BufferStructure('T', 'B', size, context_size=1,
-                                is_backward_only=True))
-        internals.update(clock_internals(size))
+        outputs, parameters, internals = super().setup(kwargs, in_shapes)
+        parameters['timing'] = BufferStructure(self.size)
+        internals.update(clock_internals(self.size))
         return outputs, parameters, internals
 
     def forward_pass(self, buffers, training_pass=True):
         _h = self.handler
-        W, R, bias, timing = buffers.parameters
-        x = buffers.inputs.default
+        R, timing = buffers.parameters.R, buffers.parameters.timing
         y = buffers.outputs.default
-        Ha = buffers.internals.Ha
-        inactive = buffers.internals.inactive
-        T = x.shape[0]
+        Ha, inactive = buffers.internals.Ha, buffers.internals.inactive
         act = _h.act_func[self.activation]
+
+        T = self._project_inputs(buffers)
         compute_inactive(_h, timing, buffers.internals.timing_rows, inactive,
                          T)
-
-        # input projection for all time steps in one matrix product
-        Ha_all = flatten_time(Ha[:T])
-        _h.dot_mm(flatten_time_and_features(x), W, Ha_all, transb=True)
-        _h.add_mv(Ha_all, bias.reshape((1, self.size)), Ha_all)
         for t in range(T):
             _h.dot_add_mm(y[t - 1], R, Ha[t], transb=True)
             act(Ha[t], y[t])
@@ -132,15 +104,11 @@ class ClockworkLayerImpl(Layer):
 
     def backward_pass(self, buffers):
         _h = self.handler
-        W, R, bias, timing = buffers.parameters
-        dW, dR, dbias, dtiming = buffers.gradients
-        x = buffers.inputs.default
-        dx = buffers.input_deltas.default
+        R = buffers.parameters.R
         y, dy = buffers.outputs.default, buffers.output_deltas.default
-        Ha, dHa, dHb = buffers.internals.Ha, buffers.internals.dHa, \
-            buffers.internals.dHb
+        Ha, dHa, dHb = (buffers.internals[n] for n in ('Ha', 'dHa', 'dHb'))
         inactive = buffers.internals.inactive
-        T = x.shape[0]
+        T = buffers.inputs.default.shape[0]
         act_deriv = _h.act_func_deriv[self.activation]
 
         # dHb[t] is the full delta of y[t]; dHa[T] is the zeroed context slot
@@ -152,13 +120,4 @@ class ClockworkLayerImpl(Layer):
             act_deriv(Ha[t], y[t], dHb[t], dHa[t])
             if t:
                 _h.fill_if(dHa[t], 0., inactive[t])
-
-        dHa_all = flatten_time(dHa[:T])
-        x_all = flatten_time_and_features(x)
-        _h.dot_add_mm(dHa_all, W, flatten_time_and_features(dx))
-        _h.dot_add_mm(dHa_all, x_all, dW, transa=True)
-        _h.dot_add_mm(dHa[0], y[-1], dR, transa=True)
-        if T > 1:
-            _h.dot_add_mm(flatten_time(dHa[1:T]), flatten_time(y[:T - 1]), dR,
-                          transa=True)
-        _h.sum_t(dHa_all, 0, dbias)
+        self._backward_through_inputs(buffers)

@@ -61,30 +61,22 @@ class RecurrentLayerImpl(Layer):
 
     def forward_pass(self, buffers, training_pass=True):
         _h = self.handler
-        W, R, bias = buffers.parameters
-        x = buffers.inputs.default
+        R = buffers.parameters.R
         y = buffers.outputs.default
         Ha = buffers.internals.Ha
-        T = x.shape[0]
         act = _h.act_func[self.activation]
 
-        # input projection for all time steps in one matrix product
-        Ha_all = flatten_time(Ha[:T])
-        _h.dot_mm(flatten_time_and_features(x), W, Ha_all, transb=True)
-        _h.add_mv(Ha_all, bias.reshape((1, self.size)), Ha_all)
+        T = self._project_inputs(buffers)
         for t in range(T):
             _h.dot_add_mm(y[t - 1], R, Ha[t], transb=True)
             act(Ha[t], y[t])
 
     def backward_pass(self, buffers):
         _h = self.handler
-        W, R, bias = buffers.parameters
-        dW, dR, dbias = buffers.gradients
-        x = buffers.inputs.default
-        dx = buffers.input_deltas.default
+        R = buffers.parameters.R
         y, dy = buffers.outputs.default, buffers.output_deltas.default
-        Ha, dHa, dHb = buffers.internals
-        T = x.shape[0]
+        Ha, dHa, dHb = (buffers.internals[n] for n in ('Ha', 'dHa', 'dHb'))
+        T = buffers.inputs.default.shape[0]
         act_deriv = _h.act_func_deriv[self.activation]
 
         # dHa[T] is the (zeroed) context slot, so the last step needs no
@@ -93,11 +85,34 @@ class RecurrentLayerImpl(Layer):
             _h.copy_to(dy[t], dHb[t])
             _h.dot_add_mm(dHa[t + 1], R, dHb[t])
             act_deriv(Ha[t], y[t], dHb[t], dHa[t])
+        self._backward_through_inputs(buffers)
+
+    def _project_inputs(self, buffers) -> int:
+        """``Ha[t] = W x[t] + bias`` for all time steps in one matrix
+        product; returns T."""
+        _h = self.handler
+        W, bias = buffers.parameters.W, buffers.parameters.bias
+        x = buffers.inputs.default
+        T = x.shape[0]
+        Ha_all = flatten_time(buffers.internals.Ha[:T])
+        _h.dot_mm(flatten_time_and_features(x), W, Ha_all, transb=True)
+        _h.add_mv(Ha_all, bias.reshape((1, self.size)), Ha_all)
+        return T
+
+    def _backward_through_inputs(self, buffers) -> None:
+        """Input deltas and the W, R, bias gradients from ``dHa``, each one
+        matrix product over all time steps."""
+        _h = self.handler
+        W = buffers.parameters.W
+        dW, dR, dbias = (buffers.gradients[n] for n in ('W', 'R', 'bias'))
+        x, dx = buffers.inputs.default, buffers.input_deltas.default
+        y = buffers.outputs.default
+        dHa = buffers.internals.dHa
+        T = x.shape[0]
 
         dHa_all = flatten_time(dHa[:T])
-        x_all = flatten_time_and_features(x)
         _h.dot_add_mm(dHa_all, W, flatten_time_and_features(dx))
-        _h.dot_add_mm(dHa_all, x_all, dW, transa=True)
+        _h.dot_add_mm(dHa_all, flatten_time_and_features(x), dW, transa=True)
         _h.dot_add_mm(dHa[0], y[-1], dR, transa=True)
         if T > 1:
             _h.dot_add_mm(flatten_time(dHa[1:T]), flatten_time(y[:T - 1]), dR,
