@@ -14,7 +14,11 @@ from brainstorm.layers.attributes import (
 from brainstorm.layers.base_layer import Layer, time_template
 from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.construction import ConstructionWrapper
-from brainstorm.utils import LayerValidationError, flatten_time
+from brainstorm.utils import (
+    LayerValidationError,
+    flatten_time,
+    flatten_time_and_features,
+)
 
 
 def Convolution2D(num_filters: int, kernel_size: tuple[int, int],
@@ -113,19 +117,23 @@ class Convolution2DLayerImpl(Layer):
         W, bias = buffers.parameters
         x = flatten_time(buffers.inputs.default)
         y = flatten_time(buffers.outputs.default)
+        # activations work on 2-D views: NumPy may copy a whole strided 4-D
+        # operand before an in-place ufunc
+        y_rows = flatten_time_and_features(buffers.outputs.default)
 
         _h.conv2d_forward_batch(x, W, bias, y, self.padding, self.stride)
-        _h.inplace_act_func[self.activation](y)
+        _h.inplace_act_func[self.activation](y_rows)
 
     def backward_pass(self, buffers):
         _h = self.handler
         W = buffers.parameters.W
         dW, dbias = buffers.gradients
         x = flatten_time(buffers.inputs.default)
-        y = flatten_time(buffers.outputs.default)
         dx = flatten_time(buffers.input_deltas.default)
         dy = flatten_time(buffers.output_deltas.default)
+        y_rows = flatten_time_and_features(buffers.outputs.default)
+        dy_rows = flatten_time_and_features(buffers.output_deltas.default)
 
-        _h.inplace_act_func_deriv[self.activation](y, dy)
+        _h.inplace_act_func_deriv[self.activation](y_rows, dy_rows)
         _h.conv2d_backward_batch(x, W, self.padding, self.stride, dx, dy, dW,
                                  dbias)
