@@ -14,10 +14,8 @@ from __future__ import annotations
 import csv
 import io
 import math
-import os
 import signal
 import sys
-import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -31,6 +29,7 @@ from brainstorm.utils import (
     UnknownNameError,
     get_brainstorm_info,
     get_by_path,
+    write_atomically,
 )
 
 __all__ = ['Hook', 'SaveBestNetwork', 'SaveLogs', 'SaveNetwork',
@@ -83,25 +82,6 @@ def _check_criterion(owner: str, criterion) -> None:
 
 def _is_better(value, best, criterion: str) -> bool:
     return value < best if criterion == 'min' else value > best
-
-
-def _atomic_path(filename: str) -> str:
-    directory = os.path.dirname(os.path.abspath(filename))
-    fd, tmp = tempfile.mkstemp(prefix='.tmp-', dir=directory)
-    os.close(fd)
-    return tmp
-
-
-def _replace_atomically(filename: str, write) -> None:
-    """Call ``write(tmp_name)``, then move the file to ``filename``."""
-    tmp = _atomic_path(filename)
-    try:
-        write(tmp)
-        os.replace(tmp, filename)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
 
 
 # ---------------------------------------------------------------- base ----
@@ -287,7 +267,7 @@ class SaveLogs(Hook):
                 f.attrs['format'] = np.bytes_(LOGS_FILE_FORMAT)
                 write_group(f, logs)
 
-        _replace_atomically(self.filename, write)
+        write_atomically(self.filename, write)
         return None
 
 
@@ -384,7 +364,7 @@ class SaveLogsCSV(Hook):
             with open(tmp, 'w', newline='') as f:
                 f.write(text.getvalue())
 
-        _replace_atomically(self.filename, write)
+        write_atomically(self.filename, write)
         return None
 
 
@@ -435,7 +415,7 @@ class SavePlot(Hook):
         def write(tmp):
             figure.savefig(tmp, format='png')
 
-        _replace_atomically(self.filename, write)
+        write_atomically(self.filename, write)
         return None
 
 

@@ -15,6 +15,7 @@ __all__ = [
     'get_by_path', 'get_normalized_path', 'flatten_time',
     'flatten_time_and_features', 'flatten_features', 'flatten_all_but_last',
     'flatten_keys', 'reshape_view', 'get_inheritors', 'progress_bar',
+    'write_atomically',
     'get_brainstorm_info',
 ]
 
@@ -206,6 +207,31 @@ def progress_bar(maximum: int, prefix: str = '[', bar: str = '====1====2====3'
         i = new_i
     elapsed = time.time() - start
     yield bar[i:] + suffix.format(f'{elapsed:0.1f}s')
+
+
+def write_atomically(filename: str, write) -> None:
+    """Write a file so that a crash never leaves it half-written.
+
+    Calls ``write(tmp_name)`` for a temporary file in the same folder, flushes
+    it to disk and then moves it over ``filename`` in one step. If anything
+    fails, the temporary file is removed and an existing ``filename`` is left
+    untouched.
+    """
+    import os
+    import tempfile
+    directory = os.path.dirname(os.path.abspath(filename))
+    fd, tmp = tempfile.mkstemp(prefix='.brainstorm-', suffix='.tmp',
+                               dir=directory)
+    os.close(fd)
+    try:
+        write(tmp)
+        with open(tmp, 'rb+') as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, filename)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
 
 
 def get_brainstorm_info() -> bytes:

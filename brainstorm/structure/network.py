@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
-import tempfile
 from collections import OrderedDict
 
 import numpy as np
@@ -25,6 +23,7 @@ from brainstorm.utils import (
     NetworkValidationError,
     ValidationError,
     get_brainstorm_info,
+    write_atomically,
 )
 
 __all__ = ['Network']
@@ -591,10 +590,9 @@ class Network(Seedable):
         """
         import h5py
         description = json.dumps(get_description(self)).encode('utf-8')
-        directory = os.path.dirname(os.path.abspath(filename))
-        fd, tmp = tempfile.mkstemp(suffix='.hdf5.tmp', dir=directory)
-        os.close(fd)
-        try:
+        parameters = self.get('parameters')
+
+        def write(tmp):
             with h5py.File(tmp, 'w') as f:
                 f.attrs['info'] = np.bytes_(get_brainstorm_info())
                 f.attrs['format'] = np.bytes_(NETWORK_FILE_FORMAT)
@@ -602,13 +600,10 @@ class Network(Seedable):
                     f.attrs['comment'] = np.bytes_(comment.encode('utf-8'))
                 f.create_dataset('description',
                                  data=np.frombuffer(description, dtype=np.uint8))
-                f.create_dataset('parameters', data=self.get('parameters'),
+                f.create_dataset('parameters', data=parameters,
                                  compression='gzip')
-            os.replace(tmp, filename)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-            raise
+
+        write_atomically(filename, write)
 
     @classmethod
     def from_hdf5(cls, filename: str) -> Network:

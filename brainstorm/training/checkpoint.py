@@ -20,13 +20,15 @@ interrupted write never damages the previous checkpoint.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 
 import numpy as np
 
 from brainstorm.describable import get_description
-from brainstorm.utils import TrainingValidationError, get_brainstorm_info
+from brainstorm.utils import (
+    TrainingValidationError,
+    get_brainstorm_info,
+    write_atomically,
+)
 
 __all__ = ['CHECKPOINT_FORMAT', 'write_checkpoint', 'read_checkpoint',
            'get_random_state', 'set_random_state', 'iterator_chain']
@@ -124,11 +126,8 @@ def write_checkpoint(filename: str, network_description: dict,
             file (if any) is untouched whenever writing fails.
     """
     import h5py
-    directory = os.path.dirname(os.path.abspath(filename))
-    fd, tmp = tempfile.mkstemp(prefix='.checkpoint-', suffix='.tmp',
-                               dir=directory)
-    os.close(fd)
-    try:
+
+    def write(tmp):
         with h5py.File(tmp, 'w') as f:
             f.attrs['info'] = np.bytes_(get_brainstorm_info())
             f.attrs['format'] = np.bytes_(CHECKPOINT_FORMAT)
@@ -147,13 +146,8 @@ def write_checkpoint(filename: str, network_description: dict,
                     group.attrs['name'] = name
                     _write_arrays(group, state)
             _write_random_states(f, random_states)
-        with open(tmp, 'rb+') as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, filename)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+
+    write_atomically(filename, write)
 
 
 # ---------------------------------------------------------------- read ----

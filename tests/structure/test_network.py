@@ -151,7 +151,8 @@ def test_saving_never_leaves_a_half_written_file(tmp_path, monkeypatch):
 
     def broken(*args, **kwargs):
         raise RuntimeError('disk full')
-    monkeypatch.setattr(net, 'get', broken)
+    # fail in the middle of writing the HDF5 file
+    monkeypatch.setattr(h5py.Group, 'create_dataset', broken)
     with pytest.raises(RuntimeError):
         net.save_as_hdf5(filename)
     assert open(filename, 'rb').read() == before
