@@ -41,6 +41,7 @@ if str(ROOT) not in sys.path:  # tests.layers for the layer registry
     sys.path.insert(0, str(ROOT))
 
 import brainstorm.handlers.pycuda_handler as pycuda_handler  # noqa: E402
+from brainstorm.handlers import NumpyHandler  # noqa: E402
 from brainstorm.handlers import _cublas as cublas  # noqa: E402
 from brainstorm.handlers import _cuda_kernels as kernels  # noqa: E402
 from brainstorm.handlers.base_handler import Handler  # noqa: E402
@@ -704,3 +705,159 @@ def test_handler_basics(handler):
         handler, lambda h: pickle.loads(pickle.dumps(h)))
     from brainstorm.describable import get_description
     assert get_description(handler) == {'@type': 'PyCudaHandler'}
+
+
+# ======================================= layers and networks against NumPy ===
+
+def _layer_cases():
+    from tests.layers.test_layer_registry import _cases, _unique
+    return _unique(_cases())
+
+
+def _compare(what, got, want):
+    scale = max(1.0, float(np.max(np.abs(want), initial=0.0)))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * scale,
+                               err_msg=f'{what} (float32 vs float64, shape '
+                                       f'{np.shape(want)})')
+
+
+def _run_layer(entry, kwargs, spec, handler, training_pass, seed):
+    """Forward and backward of one registry layer; its results in NumPy."""
+    from brainstorm.testing import instantiate_layer, set_up_layer
+    layer = instantiate_layer(entry['layer_class'], entry['in_shapes'],
+                              **kwargs)
+    buffers, manager = set_up_layer(layer, spec, handler)
+    handler.rnd.set_seed(seed)
+    layer.forward_pass(buffers, training_pass=training_pass)
+    manager.clear_backward_buffers()
+    rng = np.random.RandomState(11)
+    t = spec['time_steps']
+    for name, array in buffers.output_deltas.items():
+        deltas = rng.randn(*array.shape)
+        structure = layer.out_shapes[name]
+        if structure.buffer_type == 2 and structure.context_size:
+            deltas[t:] = 0  # the backward context slot stays zero
+        handler.set_from_numpy(array, deltas)
+    layer.backward_pass(buffers)
+    get = handler.get_numpy_copy
+    return {f'{category}.{name}': get(array)
+            for category in ('outputs', 'parameters', 'input_deltas',
+                             'gradients')
+            for name, array in buffers[category].items()}
+
+
+@pytest.mark.parametrize('entry, time_steps, batch_size, activation',
+                         _layer_cases())
+def test_layer_matches_numpy_float64(make_handler, entry, time_steps,
+                                     batch_size, activation):
+    kwargs = dict(entry.get('kwargs', {}))
+    if activation:
+        kwargs['activation'] = activation
+    rnd = np.random.RandomState(7)
+    spec = {'time_steps': time_steps, 'batch_size': batch_size}
+    for key, value in entry.get('spec', {}).items():
+        spec[key] = value(time_steps, batch_size, rnd) if callable(value) \
+            else value
+    # random layers (Dropout) draw differently on the GPU: they are
+    # compared in inference mode
+    runs = [_run_layer(entry, kwargs, spec, NumpyHandler(np.float64), True,
+                       seed) for seed in (5, 6)]
+    training_pass = all(np.array_equal(runs[0][k], runs[1][k])
+                        for k in runs[0])
+    want = runs[0] if training_pass else _run_layer(
+        entry, kwargs, spec, NumpyHandler(np.float64), False, 5)
+    got = _run_layer(entry, kwargs, spec, make_handler(seed=1),
+                     training_pass, 5)
+    assert got.keys() == want.keys()
+    for key in want:
+        _compare(f"{entry['id']} {key}", got[key], want[key])
+
+
+def _small_nets():
+    from brainstorm.layers import (
+        Convolution2D,
+        FullyConnected,
+        Pooling2D,
+        Recurrent,
+    )
+    from brainstorm.structure.network import Network
+    from brainstorm.tools import get_in_out_layers
+    inp, proj = get_in_out_layers('classification', 3, 4)
+    recurrent = Network.from_layer(
+        inp >> Recurrent(5, name='Rec') >> FullyConnected(
+            6, activation='rel', name='Hid') >> proj)
+    inp, proj = get_in_out_layers('classification', (5, 4, 2), 3)
+    convolutional = Network.from_layer(
+        inp >> Convolution2D(3, (3, 3), padding=1, activation='tanh',
+                             name='Conv')
+        >> Pooling2D((2, 2), stride=(2, 2), name='Pool') >> proj)
+    rng = np.random.RandomState(0)
+    return [(recurrent, {'default': rng.randn(4, 3, 3),
+                         'targets': rng.randint(0, 4, (4, 3, 1))}),
+            (convolutional, {'default': rng.randn(2, 3, 5, 4, 2),
+                             'targets': rng.randint(0, 3, (2, 3, 1))})]
+
+
+def _train(net, handler, data, steps=3):
+    from brainstorm.initializers import Gaussian
+    net.set_handler(handler)
+    net.initialize(Gaussian(0.5), seed=3)
+    losses = []
+    for _ in range(steps):
+        net.provide_external_data(data)
+        net.forward_pass(training_pass=True)
+        net.backward_pass()
+        losses.append(net.get_loss_values()['total_loss'])
+        handler.mult_add_st(-0.1, net.buffer.gradients, net.buffer.parameters)
+    return net.get('parameters'), np.array(losses)
+
+
+@pytest.mark.parametrize('index', [0, 1], ids=['recurrent', 'conv'])
+def test_training_steps_match_cpu(make_handler, index):
+    net, data = _small_nets()[index]
+    want, want_losses = _train(net, NumpyHandler(np.float64), data)
+    net, data = _small_nets()[index]
+    got, got_losses = _train(net, make_handler(seed=1), data)
+    assert got.dtype == np.float32
+    _compare('losses', got_losses, want_losses)
+    _compare('parameters after 3 SGD steps', got, want)
+    assert not np.allclose(want, _small_nets()[index][0].get('parameters'))
+
+
+def test_set_handler_moves_buffers_and_saving_matches_cpu(make_handler,
+                                                          tmp_path):
+    import h5py
+
+    from brainstorm.initializers import Gaussian
+    net, data = _small_nets()[0]
+    net.set_handler(NumpyHandler(np.float32))
+    net.initialize(Gaussian(0.5), seed=3)
+    net.provide_external_data(data)
+    net.forward_pass()
+    cpu_params, cpu_out = net.get('parameters'), net.get(
+        'Output.outputs.predictions')
+    net.save_as_hdf5(str(tmp_path / 'cpu.hdf5'))
+    gpu = make_handler(seed=1)
+    net.set_handler(gpu)
+    assert isinstance(net.buffer.parameters, GPUView)
+    assert all(isinstance(a, GPUView) for a in net.buffer.Rec.parameters)
+    np.testing.assert_array_equal(net.get('parameters'), cpu_params)
+    net.provide_external_data(data)
+    net.forward_pass()
+    got = net.get('Output.outputs.predictions')
+    assert isinstance(got, np.ndarray)
+    _compare('predictions after set_handler', got, cpu_out)
+    net.save_as_hdf5(str(tmp_path / 'gpu.hdf5'))
+    with h5py.File(tmp_path / 'cpu.hdf5') as a, \
+            h5py.File(tmp_path / 'gpu.hdf5') as b:
+        assert dict(a.attrs) == dict(b.attrs)
+        np.testing.assert_array_equal(a['parameters'][()],
+                                      b['parameters'][()])
+        assert a['parameters'].dtype == b['parameters'].dtype
+        import json
+        descriptions = [json.loads(f['description'][()].tobytes())
+                        for f in (a, b)]
+    handlers = [d.pop('handler') for d in descriptions]
+    assert descriptions[0] == descriptions[1]
+    assert handlers == [{'@type': 'NumpyHandler', 'dtype': 'float32'},
+                        {'@type': 'PyCudaHandler'}]
