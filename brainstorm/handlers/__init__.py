@@ -1,9 +1,9 @@
 """Handlers: the objects that own array memory and run all array operations.
 
-``NumpyHandler`` runs on the CPU, ``PyCudaHandler`` on an NVIDIA GPU (a
-stand-in raising an ImportError without PyCUDA), and ``DebugHandler`` wraps
-either one and checks every call. ``default_handler`` is a float32
-``NumpyHandler``.
+``NumpyHandler`` runs on the CPU, ``PyCudaHandler`` on an NVIDIA GPU
+(creating one without PyCUDA raises an ImportError saying how to install
+it), and ``DebugHandler`` wraps either one and checks every call.
+``default_handler`` is a float32 ``NumpyHandler``.
 """
 
 import numpy as np

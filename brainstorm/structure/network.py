@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import warnings
 from collections import OrderedDict
 
 import numpy as np
@@ -567,7 +568,14 @@ class Network(Seedable):
         net = cls.from_architecture(description['architecture'])
         handler = description.get('handler')
         if handler:
-            net.set_handler(create_from_description(handler))
+            try:
+                net.set_handler(create_from_description(handler))
+            except ImportError as err:
+                # e.g. a network saved from a GPU, loaded without CUDA
+                warnings.warn(
+                    f'The network was saved with a {handler.get("@type")} '
+                    f'that cannot be created here ({err}); using the default '
+                    'NumpyHandler instead.', RuntimeWarning, stacklevel=2)
         if description.get('initializers'):
             net.initialize(create_from_description(
                 description['initializers']))

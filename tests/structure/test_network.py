@@ -315,3 +315,23 @@ def test_layers_are_in_canonical_order_and_loss_layers_found():
                                 'Output', 'Loss']
     assert net.loss_layers == ['Loss']
     assert type(net.layers['Output']).__name__ == 'SoftmaxCELayerImpl'
+
+
+def test_a_gpu_network_file_loads_without_cuda(tmp_path):
+    from brainstorm.optional import has_pycuda
+    if has_pycuda:
+        pytest.skip('PyCUDA is installed: the fallback is not needed')
+    net = small_net(NumpyHandler(np.float32))
+    filename = str(tmp_path / 'gpu.hdf5')
+    net.save_as_hdf5(filename)
+    with h5py.File(filename, 'r+') as f:
+        description = json.loads(f['description'][()].tobytes())
+        description['handler'] = {'@type': 'PyCudaHandler'}
+        del f['description']
+        f['description'] = np.frombuffer(json.dumps(description).encode(),
+                                         dtype=np.uint8)
+    with pytest.warns(RuntimeWarning, match='PyCudaHandler.*NumpyHandler'):
+        loaded = Network.from_hdf5(filename)
+    assert isinstance(loaded.handler, NumpyHandler)
+    np.testing.assert_array_equal(loaded.get('parameters'),
+                                  net.get('parameters'))
