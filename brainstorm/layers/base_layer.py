@@ -239,8 +239,8 @@ def describe_layers() -> list:
         instance built with the default arguments (None if no example input
         fits the layer).
     """
-    import importlib
     import inspect
+    import sys
 
     import brainstorm.layers  # noqa: F401  (registers the built-in layers)
     from brainstorm.layers.attributes import REQUIRED
@@ -249,7 +249,8 @@ def describe_layers() -> list:
         if not cls.__name__.endswith('LayerImpl'):
             continue
         type_name = cls.get_type_name()
-        module = importlib.import_module(cls.__module__)
+        # a user's layer may come from a module that is gone by now
+        module = sys.modules.get(cls.__module__)
         constructor = getattr(module, type_name, None)
         doc = inspect.getdoc(constructor) if callable(constructor) else None
         doc = doc or inspect.getdoc(cls) or ''
