@@ -77,5 +77,6 @@ class FullyConnectedLayerImpl(Layer):
 
         _h.act_func_deriv[self.activation](y, y, dy, dy)
         _h.dot_add_mm(dy, W, dx)
-        _h.dot_add_mm(dy, x, dW, transa=True)
+        # the gradients are this layer's own: overwrite, no accumulation
+        _h.dot_mm(dy, x, dW, transa=True)
         _h.sum_t(dy, 0, dbias)
