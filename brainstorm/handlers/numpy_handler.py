@@ -381,22 +381,29 @@ class NumpyHandler(Handler):
                                  outputs, padding: int,
                                  stride: tuple[int, int], argmax, in_deltas,
                                  out_deltas) -> None:
-        h, w, c = inputs.shape[1:]
-        shift = self._buffer('pool_score', out_deltas.shape)
-        np.subtract(argmax, self._pool_base(padding, stride,
-                                            out_deltas.shape[1:], w),
-                    out=shift)
-        match = self._buffer('pool_match', out_deltas.shape)
-        dx = self._buffer('dx', in_deltas.shape)
-        dx.fill(0)
-        for u, v, out_part, in_part in _window_offsets(
-                window, padding, stride, outputs.shape[1:3], (h, w)):
-            part = match[out_part]
-            np.equal(shift[out_part], (u * w + v) * c, out=part)
-            np.multiply(part, out_deltas[out_part], out=part)
-            target = dx[in_part]
-            np.add(target, part, out=target)
-        _add_into(in_deltas, dx)
+        # one scatter-add of all deltas at their argmax, straight into the
+        # memory of in_deltas (rows of one image are contiguous there)
+        n = in_deltas.shape[0]
+        memory = _row_memory(in_deltas)
+        dx = None
+        if memory is None:
+            dx = self._buffer('dx', in_deltas.shape)
+            dx.fill(0)
+            memory = dx.reshape(-1), dx[0].size
+        flat, step = memory
+        starts = self._image_starts(n, step)
+        index = self._buffer('pool_index', out_deltas.shape, np.intp)
+        np.add(argmax, starts, out=index, casting='unsafe')
+        values = self._buffer('pool_values', out_deltas.shape)
+        np.copyto(values, out_deltas)
+        if padding:  # windows of padding only (argmax -1) pass nothing
+            empty = self._buffer('pool_empty', out_deltas.shape, np.bool_)
+            np.less(argmax, 0, out=empty)
+            np.copyto(values, 0, where=empty)
+            np.copyto(index, starts, where=empty)
+        np.add.at(flat, index.reshape(-1), values.reshape(-1))
+        if dx is not None:
+            _add_into(in_deltas, dx)
 
     def avgpool2d_forward_batch(self, inputs, window: tuple[int, int],
                                 outputs, padding: int,
@@ -440,6 +447,15 @@ class NumpyHandler(Handler):
             base = self._constants[key] = base.astype(self.dtype)
         return base
 
+    def _image_starts(self, n: int, step: int):
+        """``(N, 1, 1, 1)`` integer offsets ``i * step`` of image ``i``."""
+        key = ('image_starts', n, step)
+        starts = self._constants.get(key)
+        if starts is None:
+            starts = np.arange(n, dtype=np.intp).reshape(n, 1, 1, 1) * step
+            starts = self._constants[key] = starts
+        return starts
+
     def _pool_counts(self, window, padding, stride, out_hw, in_hw):
         """``(OH, OW, 1)`` in-bounds cells per window (1 where there are none)."""
         key = ('counts', tuple(window), padding, tuple(stride), out_hw, in_hw)
@@ -476,6 +492,24 @@ def _rows_view(a):
     if not _mergeable(a, 0, a.ndim - 1):
         return None
     return a.reshape(int(np.prod(a.shape[:-1])), a.shape[-1])
+
+
+def _row_memory(a):
+    """``(flat, step)``: a 1-D view of the memory from ``a``'s first to its
+    last element, and the distance of consecutive rows ``a[i]`` in it.
+
+    Only for arrays whose rows are each one contiguous block (like a
+    ``flatten_time`` view of a network buffer); None otherwise. Elements
+    between the rows belong to other arrays: index only ``a``'s own.
+    """
+    n, size = a.shape[0], a[0].size if a.shape[0] else 0
+    item = a.itemsize
+    if n == 0 or not a[0].flags.c_contiguous or a.strides[0] % item or \
+            (n > 1 and a.strides[0] < size * item):
+        return None
+    step = a.strides[0] // item if n > 1 else size
+    return as_strided(a, shape=((n - 1) * step + size,),
+                      strides=(item,)), step
 
 
 def _add_into(target, source):
