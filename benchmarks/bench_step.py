@@ -235,9 +235,21 @@ def run_worker(framework: str, workload: str, repeats: int,
     print(json.dumps(result))
 
 
+def cpu_pressure() -> float | None:
+    """Share of the last 10 s in which some runnable task waited for a CPU
+    (Linux PSI ``/proc/pressure/cpu``, percent), or None if unavailable."""
+    try:
+        with open('/proc/pressure/cpu') as file:
+            first = file.readline().split()
+    except OSError:
+        return None
+    return float(first[1].split('=')[1])
+
+
 def measure(framework: str, workload: str, repeats: int,
             per_layer: bool) -> dict:
-    """Run one worker subprocess and return its JSON result."""
+    """Run one worker subprocess and return its JSON result (with the CPU
+    pressure seen when it ended: other programs competing for the cores)."""
     command = [sys.executable, os.path.abspath(__file__), '--worker',
                framework, workload, '--repeats', str(repeats)]
     if per_layer:
@@ -246,7 +258,9 @@ def measure(framework: str, workload: str, repeats: int,
     if completed.returncode != 0:
         raise RuntimeError(f'{framework} {workload} failed:\n'
                            f'{completed.stderr}')
-    return json.loads(completed.stdout.strip().splitlines()[-1])
+    result = json.loads(completed.stdout.strip().splitlines()[-1])
+    result['cpu_pressure'] = cpu_pressure()
+    return result
 
 
 def torch_version() -> str | None:
@@ -344,6 +358,13 @@ def main(argv=None) -> int:
     widths = [max(len(row[i]) for row in rows) for i in range(len(columns))]
     for row in rows:
         print('  '.join(cell.rjust(width) for cell, width in zip(row, widths)))
+    pressures = [run['cpu_pressure'] for runs in results.values()
+                 for run in runs if run['cpu_pressure'] is not None]
+    if pressures:
+        print(f'\nCPU pressure (share of time other tasks waited for a core, '
+              f'10 s average) after the measurements: {min(pressures):.0f}-'
+              f'{max(pressures):.0f}%; above a few percent the machine is '
+              'shared and the figures are not comparable.')
 
     if args.layers:
         for workload in args.workloads:
