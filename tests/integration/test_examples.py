@@ -1,0 +1,166 @@
+"""The examples run end to end on their offline fallback data.
+
+Each example runs as a subprocess for one short epoch (``--epochs 1`` and
+``--limit``, the examples' own options, so the scripts themselves are
+tested), with ``$BRAINSTORM_DATA_DIR`` unset so that they use the fallback
+data. Their helpers for the data layout are checked in-process.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / 'examples'
+
+
+def run_example(name: str, *args: str, cwd) -> str:
+    env = dict(os.environ)
+    env.pop('BRAINSTORM_DATA_DIR', None)
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / name), *args], cwd=cwd, env=env,
+        capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, (
+        f'{name} {" ".join(args)} failed with exit code {result.returncode}:'
+        f'\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}')
+    return result.stdout
+
+
+def percentage(pattern: str, output: str) -> float:
+    match = re.search(pattern, output)
+    assert match, f'{pattern!r} not found in the output:\n{output[-2000:]}'
+    return float(match.group(1)) / 100
+
+
+@pytest.mark.slow
+def test_mnist_pi_runs_on_the_digits(tmp_path):
+    out = run_example('mnist_pi.py', '--epochs', '1', '--limit', '300',
+                      cwd=tmp_path)
+    assert 'handwritten digits bundled with scikit-learn' in out
+    assert '300 training and 300 validation images of 8x8 pixels' in out
+    best = percentage(r'Validation accuracy: ([\d.]+)% \(best', out)
+    assert 0.0 <= best <= 1.0
+    assert (tmp_path / 'mnist_pi_best.hdf5').exists()
+
+
+@pytest.mark.slow
+def test_cifar10_cnn_runs_on_upscaled_digits(tmp_path):
+    out = run_example('cifar10_cnn.py', '--epochs', '1', '--limit', '200',
+                      '--save', 'best.hdf5', cwd=tmp_path)
+    assert 'upscaled from 8x8 to 32x32 pixels' in out
+    assert 'of shape (32, 32, 1)' in out
+    best = percentage(r'Validation accuracy: ([\d.]+)% \(best', out)
+    assert 0.0 <= best <= 1.0
+    assert (tmp_path / 'best.hdf5').exists()
+
+
+@pytest.mark.slow
+def test_custom_layer_passes_the_layer_tests_and_trains(tmp_path):
+    out = run_example('custom_layer.py', '--epochs', '1', '--limit', '300',
+                      cwd=tmp_path)
+    assert 'Square passed run_layer_tests in 10 configurations.' in out
+    best = percentage(r'Validation accuracy: ([\d.]+)% \(best', out)
+    assert 0.0 <= best <= 1.0
+
+
+@pytest.mark.slow
+def test_hutter_lstm_runs_on_the_help_topics(tmp_path):
+    out = run_example('hutter_lstm.py', '--epochs', '1', '--limit', '200',
+                      '--size', '16', cwd=tmp_path)
+    assert 'pydoc_data.topics' in out
+    entropy = float(re.search(r'Unigram entropy of the validation text: '
+                              r'([\d.]+) bits', out).group(1))
+    loss = float(re.search(r'Validation loss: ([\d.]+) bits per character '
+                           r'\(best', out).group(1))
+    assert 3.5 < entropy < 5.5  # English text
+    assert 0 < loss < 10
+    assert (tmp_path / 'hutter_lstm_best.hdf5').exists()
+
+
+# ---- the examples' helpers, in-process ---------------------------------
+
+@pytest.fixture
+def examples_path(monkeypatch):
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+
+
+def test_to_streams_lets_each_batch_continue_the_previous_one(examples_path):
+    import hutter_lstm
+    ids = np.arange(3 * 2 * 100 + 7)
+    inputs, targets = hutter_lstm.to_streams(ids, batch_size=2)
+    assert inputs.shape == targets.shape == (100, 6, 1)
+    np.testing.assert_array_equal(targets, inputs + 1)
+    batches = [inputs[:, k * 2:(k + 1) * 2, 0] for k in range(3)]
+    for b in range(2):
+        stream = np.concatenate([batch[:, b] for batch in batches])
+        # stream b is one contiguous piece of the text
+        np.testing.assert_array_equal(stream,
+                                      np.arange(300) + stream[0])
+    assert batches[0][0, 1] - batches[0][0, 0] == 300
+
+
+def test_validation_with_context_equals_one_long_sequence(examples_path):
+    import hutter_lstm
+
+    import brainstorm as bs
+    rnd = np.random.RandomState(1)
+    ids = rnd.randint(0, 5, size=2 * 2 * 100 + 1)
+    x, y = hutter_lstm.to_streams(ids, batch_size=2)
+    net = bs.tools.create_net_from_spec('classification', 5, 5, 'L4')
+    net.set_handler(bs.handlers.NumpyHandler(np.float64))
+    net.initialize(bs.initializers.Gaussian(0.5), seed=3)
+
+    def one_hot(ids_):
+        return (ids_ == np.arange(5)).astype(np.float64)
+
+    getter = bs.data_iterators.OneHot(
+        bs.data_iterators.Minibatches(2, shuffle=False, default=x,
+                                      targets=y), {'default': 5})
+    hook = hutter_lstm.MonitorLossWithContext('valid')
+    hook.start(net, None, False, {'valid': getter})
+    result = hook(epoch_nr=1, update_nr=0, net=net, stepper=None, logs={})
+
+    # the two batches of 100 steps read as one sequence of 200 steps
+    long_x = np.concatenate([x[:, 0:2], x[:, 2:4]])
+    long_y = np.concatenate([y[:, 0:2], y[:, 2:4]])
+    net.provide_external_data({'default': one_hot(long_x),
+                               'targets': long_y})
+    net.forward_pass()
+    expected = net.get_loss_values()['total_loss'] / 200 / math.log(2)
+    assert result['bits_per_character'] == pytest.approx(expected, rel=1e-9)
+    # and differs from evaluating every batch from a zero state
+    plain = bs.tools.evaluate(net, getter)['total_loss'] / 100 / math.log(2)
+    assert abs(plain - expected) > 1e-6
+
+
+def test_digits_fallback_split_is_fixed_and_scaled(examples_path):
+    import mnist_pi
+    (x_tr, y_tr), (x_va, y_va) = mnist_pi.load_digits()
+    assert x_tr.shape == (1, 1437, 8, 8, 1)
+    assert x_va.shape == (1, 360, 8, 8, 1)
+    assert y_tr.shape == (1, 1437, 1) and y_va.shape == (1, 360, 1)
+    assert 0.0 == x_tr.min() and x_tr.max() == 1.0
+    again = mnist_pi.load_digits()
+    np.testing.assert_array_equal(again[1][1], y_va)
+    assert set(np.unique(y_va)) == set(range(10))
+
+
+def test_cnn_fallback_upscales_the_digits(examples_path):
+    import cifar10_cnn
+    (x_tr, _), (x_va, _) = cifar10_cnn.load_digits()
+    assert x_tr.shape == (1, 1437, 32, 32, 1)
+    assert x_va.shape == (1, 360, 32, 32, 1)
+    # every 8x8 pixel became a constant 4x4 block
+    image = x_tr[0, 0, :, :, 0]
+    np.testing.assert_array_equal(image, np.repeat(np.repeat(
+        image[::4, ::4], 4, axis=0), 4, axis=1))
+    assert abs(float(x_tr.mean())) < 1e-5
+    assert float(x_tr.std()) == pytest.approx(1.0, rel=1e-4)
