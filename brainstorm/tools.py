@@ -252,9 +252,10 @@ def create_net_from_spec(task_type: str, in_shape, out_shape, spec: str,
     ``beta = 0``, everything else (and every fallback) ``Gaussian()``.
 
     Args:
-        task_type, in_shape, out_shape, data_name, targets_name, mask_name,
-        use_conv: see :func:`get_in_out_layers`.
+        task_type, in_shape, out_shape: see :func:`get_in_out_layers`.
         spec: the layer description, e.g. ``'D.2 F1200 D F1200 D'``.
+        data_name, targets_name, mask_name, use_conv: see
+            :func:`get_in_out_layers`.
 
     Returns:
         the Network, with ``output_name = 'Output.outputs.predictions'``.

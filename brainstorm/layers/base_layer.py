@@ -20,7 +20,7 @@ __all__ = ['Layer', 'get_layer_class_from_typename']
 class Layer:
     """Base class of all layers (class names end in ``LayerImpl``).
 
-    Class attributes:
+    Attributes:
         expected_inputs: input name -> :class:`StructureTemplate`.
         declared_kwargs: argument name -> :class:`Kwarg` (type, default,
             constraint and description). Layers written for Brainstorm 0.5
