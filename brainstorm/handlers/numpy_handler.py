@@ -326,6 +326,10 @@ class NumpyHandler(Handler):
             np.matmul(dy.T, col, out=dw)
             np.copyto(weight_deltas, dw.reshape(weight_deltas.shape))
 
+        if weights.shape[3] < 8:
+            self._conv_input_deltas_few_channels(dy, weights, padding, stride,
+                                                 in_deltas, (oh, ow))
+            return
         # input deltas: the cells seen at kernel offset (u, v) get
         # dy @ weights[:, u, v, :] (one GEMM per offset, added in place)
         part = self._buffer('conv_part', (n * oh * ow, weights.shape[3]))
@@ -337,6 +341,32 @@ class NumpyHandler(Handler):
             target = dx[in_part]
             np.add(target, part.reshape(n, oh, ow, -1)[out_part], out=target)
         _add_into(in_deltas, dx)
+
+    def _conv_input_deltas_few_channels(self, dy, weights, padding, stride,
+                                        in_deltas, out_hw):
+        """Input deltas for images with few channels (an RGB input).
+
+        Per-offset GEMMs would have only C output columns; instead one GEMM
+        gives every (offset, channel) row ``weights[:, u, v, c] @ dy.T``
+        over all output cells, and those rows are added channel-major
+        (runs of OW cells instead of C), then transposed once.
+        """
+        n, h, w, c = in_deltas.shape
+        f, kh, kw, _ = weights.shape
+        oh, ow = out_hw
+        rows = self._buffer('col', (kh * kw * c, n * oh * ow))
+        np.matmul(weights.reshape(f, -1).T, dy.T, out=rows)
+        parts = rows.reshape(kh, kw, c, n, oh, ow)
+        dx = self._buffer('dx_channels', (c, n, h, w))
+        dx.fill(0)
+        every = (slice(None),)
+        for u, v, out_part, in_part in _window_offsets(
+                (kh, kw), padding, stride, out_hw, (h, w)):
+            target = dx[every + in_part]
+            np.add(target, parts[(u, v) + every + out_part], out=target)
+        image = self._buffer('dx', in_deltas.shape)
+        np.copyto(image, dx.transpose(1, 2, 3, 0))
+        _add_into(in_deltas, image)
 
     # Pooling and the input deltas accumulate in contiguous scratch buffers
     # and touch the caller's arrays once: NumPy sometimes copies a whole
