@@ -147,12 +147,16 @@ def main(argv=None) -> dict:
     print(f'{x_tr.shape[1]} training and {x_va.shape[1]} validation images '
           f'of shape {x_tr.shape[2:]}; settings: {settings}')
 
+    # ---- data iterators: batches of (T=1, B, 32, 32, C) images
     getter_tr = bs.data_iterators.Minibatches(
         settings['batch_size'], default=x_tr, targets=y_tr)
     getter_va = bs.data_iterators.Minibatches(100, default=x_va,
                                               targets=y_va)
+
+    # ---- the network
     network = build_network(x_tr.shape[2:])
 
+    # ---- the trainer: a stepper and hooks
     trainer = bs.Trainer(bs.training.MomentumStepper(
         learning_rate=settings['learning_rate'], momentum=0.9))
     trainer.add_hook(bs.hooks.ProgressBar())
@@ -166,6 +170,7 @@ def main(argv=None) -> dict:
                                               criterion='max'))
     trainer.add_hook(bs.hooks.StopAfterEpoch(settings['epochs']))
 
+    # ---- train, then report from the logs
     start = time.time()
     trainer.train(network, getter_tr, valid_getter=getter_va)
     accuracies = trainer.logs['validation']['Accuracy']
