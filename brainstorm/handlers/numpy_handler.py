@@ -378,9 +378,15 @@ class NumpyHandler(Handler):
         h, w, c = inputs.shape[1:]
         offsets = list(_window_offsets(window, padding, stride,
                                        outputs.shape[1:3], (h, w)))
+        # without padding the first offset covers every output cell and
+        # initialises the running maximum and score (one pass less each)
+        full = not padding
         best = self._buffer('pool', outputs.shape)
-        best.fill(-np.inf)
-        for _, _, out_part, in_part in offsets:
+        if full:
+            np.copyto(best, inputs[offsets[0][3]])
+        else:
+            best.fill(-np.inf)
+        for _, _, out_part, in_part in offsets[full:]:
             part = best[out_part]
             np.maximum(part, inputs[in_part], out=part)
         # The first maximum in row-major window order is the one with the
@@ -389,22 +395,28 @@ class NumpyHandler(Handler):
         limit = float((window[0] * w + window[1]) * c + 1)
         score = self._buffer('pool_score', outputs.shape)
         match = self._buffer('pool_match', outputs.shape)
-        score.fill(0)
-        for u, v, out_part, in_part in offsets:
-            hit = match[out_part]
+        if not full:
+            score.fill(0)
+        for k, (u, v, out_part, in_part) in enumerate(offsets):
+            first = full and k == 0
+            hit = score if first else match[out_part]
             np.equal(inputs[in_part], best[out_part], out=hit)
             np.multiply(hit, limit - (u * w + v) * c, out=hit)
-            part = score[out_part]
-            np.maximum(part, hit, out=part)
+            if not first:
+                part = score[out_part]
+                np.maximum(part, hit, out=part)
+        np.copyto(outputs, best)
+        if full:  # argmax = base + limit - score, in one pass
+            np.subtract(self._pool_base(padding, stride, outputs.shape[1:], w,
+                                        limit), score, out=argmax)
+            return
         empty = self._buffer('pool_empty', outputs.shape, np.bool_)
         np.equal(score, 0, out=empty)  # windows of padding only
         np.subtract(limit, score, out=score)
-        np.add(score, self._pool_base(padding, stride, outputs.shape[1:],
-                                      w), out=score)
-        if padding:
-            np.copyto(best, 0, where=empty)
-            np.copyto(score, -1, where=empty)
-        np.copyto(outputs, best)
+        np.add(score, self._pool_base(padding, stride, outputs.shape[1:], w),
+               out=score)
+        np.copyto(score, -1, where=empty)
+        np.copyto(outputs, 0, where=empty)
         np.copyto(argmax, score)
 
     def maxpool2d_backward_batch(self, inputs, window: tuple[int, int],
@@ -464,16 +476,19 @@ class NumpyHandler(Handler):
             np.add(target, share[out_part], out=target)
         _add_into(in_deltas, dx)
 
-    def _pool_base(self, padding, stride, out_shape, width: int):
-        """``((i*sy - p) * W + (j*sx - p)) * C + c``: the flat input index
-        of window offset (0, 0) for each output cell, shape (OH, OW, C)."""
-        key = ('pool_base', padding, tuple(stride), tuple(out_shape), width)
+    def _pool_base(self, padding, stride, out_shape, width: int,
+                   shift: float = 0.0):
+        """``((i*sy - p) * W + (j*sx - p)) * C + c + shift``: the flat input
+        index of window offset (0, 0) for each output cell, plus ``shift``;
+        shape (OH, OW, C)."""
+        key = ('pool_base', padding, tuple(stride), tuple(out_shape), width,
+               shift)
         base = self._constants.get(key)
         if base is None:
             oh, ow, c = out_shape
             rows = np.arange(oh)[:, None, None] * stride[0] - padding
             cols = np.arange(ow)[None, :, None] * stride[1] - padding
-            base = (rows * width + cols) * c + np.arange(c)
+            base = (rows * width + cols) * c + np.arange(c) + shift
             base = self._constants[key] = base.astype(self.dtype)
         return base
 
