@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
@@ -57,7 +59,7 @@ class NumpyHandler(Handler):
         An op must not use one name for two arrays at the same time.
         """
         dtype = self.dtype if dtype is None else dtype
-        size = int(np.prod(shape))
+        size = math.prod(shape)
         flat = self._scratch.get((name, dtype))
         if flat is None or flat.size < size:
             flat = self._scratch[name, dtype] = np.empty(size, dtype=dtype)
@@ -536,7 +538,7 @@ def _rows_view(a):
     """``a`` as an ``(rows, last)`` 2-D view, or None if that needs a copy."""
     if not _mergeable(a, 0, a.ndim - 1):
         return None
-    return a.reshape(int(np.prod(a.shape[:-1])), a.shape[-1])
+    return a.reshape(math.prod(a.shape[:-1]), a.shape[-1])
 
 
 def _row_memory(a):
