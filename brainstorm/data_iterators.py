@@ -406,42 +406,6 @@ def _as_ids(owner: str, name: str, values: np.ndarray, vocab_size: int
     return ids.astype(np.intp)
 
 
-class OneHot(DataIterator):
-    """Turn integer ids of shape ``(T, B, 1)`` into one-hot ``(T, B, V)``.
-
-    Args:
-        iter: the wrapped iterator (kept as ``self.iter``).
-        vocab_size_dict: data name -> vocabulary size V (int).
-    """
-
-    def __init__(self, iter: DataIterator, vocab_size_dict: dict[str, int]):
-        _check_iterator('OneHot', iter)
-        _check_vocabulary_sizes('OneHot', vocab_size_dict, iter)
-        for name in vocab_size_dict:
-            shape = tuple(iter.data_shapes[name])
-            if shape[-1] != 1:
-                raise IteratorValidationError(
-                    f"OneHot: data '{name}' must have size 1 in its last "
-                    f'dimension. Received: shape={shape}')
-        data_shapes = dict(iter.data_shapes)
-        for name, size in vocab_size_dict.items():
-            data_shapes[name] = tuple(data_shapes[name][:-1]) + (int(size),)
-        super().__init__(data_shapes, iter.length)
-        self.iter = iter
-        self.vocab_size_dict = dict(vocab_size_dict)
-
-    def __call__(self, handler=None):
-        """Return a generator over the batches with one-hot encoded data."""
-        for data in self.iter(handler):
-            data = dict(data)
-            for name, size in self.vocab_size_dict.items():
-                ids = _as_ids('OneHot', name, data[name], size)
-                one_hot = np.zeros(ids.shape[:-1] + (size,), dtype=bool)
-                np.put_along_axis(one_hot, ids, True, axis=-1)
-                data[name] = one_hot
-            yield data
-
-
 class MultiHot(DataIterator):
     """Turn ``K`` integer ids ``(T, B, K)`` into a multi-hot ``(T, B, V)``.
 
@@ -453,8 +417,10 @@ class MultiHot(DataIterator):
     """
 
     def __init__(self, iter: DataIterator, vocab_size_dict: dict[str, int]):
-        _check_iterator('MultiHot', iter)
-        _check_vocabulary_sizes('MultiHot', vocab_size_dict, iter)
+        kind = type(self).__name__
+        _check_iterator(kind, iter)
+        _check_vocabulary_sizes(kind, vocab_size_dict, iter)
+        self._check_id_shapes(iter, vocab_size_dict)
         data_shapes = dict(iter.data_shapes)
         for name, size in vocab_size_dict.items():
             data_shapes[name] = tuple(data_shapes[name][:-1]) + (int(size),)
@@ -462,16 +428,36 @@ class MultiHot(DataIterator):
         self.iter = iter
         self.vocab_size_dict = dict(vocab_size_dict)
 
+    def _check_id_shapes(self, iter, vocab_size_dict) -> None:
+        """Any number K of ids per step is fine here."""
+
     def __call__(self, handler=None):
-        """Return a generator over the batches with multi-hot encoded data."""
+        """Return a generator over the batches with encoded data."""
         for data in self.iter(handler):
             data = dict(data)
             for name, size in self.vocab_size_dict.items():
-                ids = _as_ids('MultiHot', name, data[name], size)
+                ids = _as_ids(type(self).__name__, name, data[name], size)
                 multi_hot = np.zeros(ids.shape[:-1] + (size,), dtype=bool)
                 np.put_along_axis(multi_hot, ids, True, axis=-1)
                 data[name] = multi_hot
             yield data
+
+
+class OneHot(MultiHot):
+    """Turn integer ids of shape ``(T, B, 1)`` into one-hot ``(T, B, V)``.
+
+    Args:
+        iter: the wrapped iterator (kept as ``self.iter``).
+        vocab_size_dict: data name -> vocabulary size V (int).
+    """
+
+    def _check_id_shapes(self, iter, vocab_size_dict) -> None:
+        for name in vocab_size_dict:
+            shape = tuple(iter.data_shapes[name])
+            if shape[-1] != 1:
+                raise IteratorValidationError(
+                    f"OneHot: data '{name}' must have size 1 in its last "
+                    f'dimension. Received: shape={shape}')
 
 
 class Pad(DataIterator):
