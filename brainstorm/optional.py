@@ -17,6 +17,10 @@ class MissingDependencyMock:
         object.__setattr__(self, '_error', error)
 
     def __getattr__(self, item):
+        if item.startswith('__') and item.endswith('__'):
+            # introspection (copy, pickle, inspect.unwrap, doctest) asks for
+            # dunder names; answering those must not fail
+            raise AttributeError(item)
         raise object.__getattribute__(self, '_error')
 
     def __call__(self, *args, **kwargs):

@@ -51,3 +51,12 @@ def test_optional_mock_reraises_the_import_error():
         _ = mock.anything
     with pytest.raises(ImportError, match='install me'):
         mock()
+
+
+def test_optional_mock_survives_introspection():
+    import inspect
+
+    from brainstorm.optional import MissingDependencyMock
+    mock = MissingDependencyMock(ImportError('install me'))
+    assert not hasattr(mock, '__wrapped__')
+    assert inspect.unwrap(mock) is mock
