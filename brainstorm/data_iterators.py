@@ -151,6 +151,16 @@ class DataIterator(Seedable):
         """
         raise NotImplementedError
 
+    def __init_from_description__(self, description: dict) -> None:
+        # a description stores arrays and shapes as (nested) lists
+        super().__init_from_description__(description)
+        self.data_shapes = {name: tuple(shape)
+                            for name, shape in self.data_shapes.items()}
+        if isinstance(getattr(self, 'data', None), dict):
+            self.data = {name: np.asarray(d) for name, d in self.data.items()}
+        if isinstance(getattr(self, 'seq_lens', None), list):
+            self.seq_lens = np.asarray(self.seq_lens)
+
 
 class Undivided(DataIterator):
     """Yield all the data as a single batch.

@@ -378,3 +378,50 @@ def test_base_iterator_is_abstract():
     assert it.length == 4 and it.data_shapes == {'x': (1, 2, 3)}
     with pytest.raises(NotImplementedError):
         it(None)
+
+
+def _iterator_zoo():
+    """Every iterator of the SPEC on small data, as (name, factory)."""
+    def data():
+        rnd = np.random.RandomState(3)
+        return {'default': rnd.rand(2, 6, 4, 5, 1),
+                'targets': rnd.randint(0, 3, (2, 6, 1))}
+
+    def mb():
+        return Minibatches(2, shuffle=True, **data())
+    return [
+        ('Undivided', lambda: Undivided(**data())),
+        ('Minibatches', mb),
+        ('AddGaussianNoise', lambda: AddGaussianNoise(mb(), {'default': 0.1})),
+        ('AddSaltNPepper', lambda: AddSaltNPepper(mb(), {'default': 0.2})),
+        ('Flip', lambda: Flip(mb(), {'default': 0.5})),
+        ('OneHot', lambda: OneHot(mb(), {'targets': 3})),
+        ('MultiHot', lambda: MultiHot(mb(), {'targets': 3})),
+        ('Pad', lambda: Pad(mb(), {'default': 1})),
+        ('RandomCrop', lambda: RandomCrop(mb(), {'default': (3, 3)})),
+    ]
+
+
+@pytest.mark.parametrize('name, make', _iterator_zoo(),
+                         ids=[n for n, _ in _iterator_zoo()])
+def test_iterator_description_round_trips_through_json(name, make):
+    import json
+
+    from brainstorm.describable import create_from_description, get_description
+    original = make()
+    text = json.dumps(get_description(original))
+    recreated = create_from_description(json.loads(text))
+    assert type(recreated) is type(original)
+    assert recreated.data_shapes == original.data_shapes
+    assert recreated.length == original.length
+    # same random draws once both random states are set alike
+    inner_a, inner_b = original, recreated
+    while inner_a is not None:
+        inner_b.rnd.set_state(inner_a.rnd.get_state())
+        inner_a, inner_b = getattr(inner_a, 'iter', None), \
+            getattr(inner_b, 'iter', None)
+    for a, b in zip(original(), recreated()):
+        assert a.keys() == b.keys()
+        for key in a:
+            np.testing.assert_allclose(np.asarray(a[key], dtype=float),
+                                       np.asarray(b[key], dtype=float))
