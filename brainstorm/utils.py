@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
 
 import numpy as np
 
@@ -238,8 +237,3 @@ def get_brainstorm_info() -> bytes:
     """The ``info`` attribute written into every HDF5 file brainstorm makes."""
     from brainstorm.__about__ import __version__
     return f'Created with brainstorm {__version__}'.encode()
-
-
-def sorted_dict(d: dict) -> OrderedDict:
-    """An OrderedDict of ``d``'s items sorted by key."""
-    return OrderedDict(sorted(d.items(), key=lambda kv: kv[0]))

@@ -248,17 +248,6 @@ class BufferManager:
         self.time_size = self.batch_size = None
         self.resize(T, B)
 
-    def get_array(self, path: tuple):
-        """The array at a layout path, e.g. ``('L', 'outputs', 'default')``."""
-        node = self.views
-        for part in path:
-            node = node[part]
-        return node
-
-    def array_paths(self) -> list:
-        """Dotted paths of all array nodes."""
-        return ['.'.join(s.path) for s in self._specs]
-
     def __repr__(self):
         return (f'BufferManager(sizes={self.sizes}, T={self.time_size}, '
                 f'B={self.batch_size}, handler={self.handler!r})')
