@@ -667,12 +667,12 @@ class StopAfterThresholdReached(Hook):
         if not log:
             return None
         values = np.asarray(log, dtype=float)
+        if np.isnan(values).all():
+            return None
         if self.criterion == 'min':
-            reached = bool(np.nanmin(values) <= self.threshold) \
-                if not np.isnan(values).all() else False
+            reached = np.nanmin(values) <= self.threshold
         else:
-            reached = bool(np.nanmax(values) >= self.threshold) \
-                if not np.isnan(values).all() else False
+            reached = np.nanmax(values) >= self.threshold
         if reached:
             self.message(f"Stopping because '{self.log_name}' reached the "
                          f'threshold {self.threshold}.')
