@@ -43,6 +43,7 @@ from brainstorm.structure.layout import create_layout
 __all__ = ['get_test_configurations', 'run_layer_tests', 'instantiate_layer',
            'set_up_layer', 'approx_fprime', 'get_approx_deltas',
            'get_approx_gradients', 'run_deltas_test', 'run_gradients_test',
+           'run_deltas_accumulate_test', 'run_stale_internals_test',
            'get_test_handler', 'LayerTestError']
 
 SOURCE_NAME = 'InputSource'
@@ -197,8 +198,14 @@ class _Runner:
             self.h.set_from_numpy(array[self.T:], ctx)
         self.layer.forward_pass(self.buffers, training_pass=True)
 
-    def backward(self, output_weights: dict, prefill_input_deltas=0.0):
+    def backward(self, output_weights: dict, prefill_input_deltas=0.0,
+                 garbage=None):
+        """A backward pass with the given output weights as output deltas;
+        ``garbage`` (a RandomState) fills the backward internals with random
+        values first."""
         self.manager.clear_backward_buffers()
+        if garbage is not None:
+            _randomize(self, 'internals', True, garbage)
         for name, w in output_weights.items():
             array = self.buffers.output_deltas[name]
             if w.shape != tuple(array.shape):
@@ -378,19 +385,7 @@ def run_stale_internals_test(layer, spec, runner=None):
     results.update({('gradients', n): runner.get(('gradients', n))
                     for n in layer.parameter_shapes})
     runner.forward()
-    runner.manager.clear_backward_buffers()
-    runner.backward(weights)
-    # backward again, but with backward internals full of garbage
-    runner.forward()
-    runner.manager.clear_backward_buffers()
-    _randomize(runner, 'internals', True, rnd)
-    runner.h.rnd.set_seed(runner.seed)
-    for name, w in weights.items():
-        array = runner.buffers.output_deltas[name]
-        padded = np.zeros(array.shape)
-        padded[:w.shape[0]] = w
-        runner.h.set_from_numpy(array, padded)
-    layer.backward_pass(runner.buffers)
+    runner.backward(weights, garbage=rnd)
     for key, expected in results.items():
         if key[1] in layer.computes_no_input_deltas_for or \
                 key[1] in layer.computes_no_gradients_for:
