@@ -153,8 +153,9 @@ class Network(Seedable):
         self.layers = layers
         self.buffer_manager = buffer_manager
         self.architecture = architecture
+        from brainstorm.layers.loss_layer import LossLayerImpl
         self.loss_layers = [name for name, layer in layers.items()
-                            if type(layer).__name__ == 'LossLayerImpl']
+                            if isinstance(layer, LossLayerImpl)]
         self.initializers = {}
         self.weight_modifiers = OrderedDict()
         self.gradient_modifiers = OrderedDict()
