@@ -235,7 +235,16 @@ class SaveBestNetwork(Hook):
             self.parameters = np.array(state['parameters'])
 
 
-class SaveLogs(Hook):
+class _FileHook(Hook):
+    """A hook that writes to ``filename``."""
+
+    def __init__(self, filename: str, name: str | None = None,
+                 timescale: str = 'epoch', interval: int = 1):
+        super().__init__(name, timescale, interval)
+        self.filename = filename
+
+
+class SaveLogs(_FileHook):
     """Write all logs to an HDF5 file (rewritten each time).
 
     The file has the attributes ``info`` and ``format = b'Logs file v1.0'``;
@@ -245,11 +254,6 @@ class SaveLogs(Hook):
         filename: the HDF5 file.
         name, timescale, interval: see :class:`Hook`.
     """
-
-    def __init__(self, filename: str, name: str | None = None,
-                 timescale: str = 'epoch', interval: int = 1):
-        super().__init__(name, timescale, interval)
-        self.filename = filename
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
         import h5py
@@ -271,18 +275,13 @@ class SaveLogs(Hook):
         return None
 
 
-class SaveNetwork(Hook):
+class SaveNetwork(_FileHook):
     """Save the network to an HDF5 file (overwritten each time).
 
     Args:
         filename: the HDF5 file.
         name, timescale, interval: see :class:`Hook`.
     """
-
-    def __init__(self, filename: str, name: str | None = None,
-                 timescale: str = 'epoch', interval: int = 1):
-        super().__init__(name, timescale, interval)
-        self.filename = filename
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
         net.save_as_hdf5(self.filename)
@@ -294,7 +293,7 @@ class SaveNetwork(Hook):
         return Network.from_hdf5(self.filename)
 
 
-class SaveCheckpoint(Hook):
+class SaveCheckpoint(_FileHook):
     """Write a checkpoint for exact resumption of the training run.
 
     The checkpoint (one HDF5 file, written atomically) holds the network,
@@ -312,12 +311,11 @@ class SaveCheckpoint(Hook):
 
     def __init__(self, filename: str, name: str | None = None,
                  timescale: str = 'epoch', interval: int = 1):
-        super().__init__(name, timescale, interval)
+        super().__init__(filename, name, timescale, interval)
         if not isinstance(filename, str) or not filename:
             raise TrainingValidationError(
                 f'SaveCheckpoint: filename must be a non-empty str. '
                 f'Received: {filename!r}')
-        self.filename = filename
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
         # The trainer writes the file once every hook of this call ran.
