@@ -332,10 +332,9 @@ def test_monitor_hooks_do_not_embed_data_in_description():
     trainer = Trainer(SgdStepper(), verbose=False)
     trainer.add_hook(MonitorLoss('valid'))
     trainer.add_hook(StopAfterEpoch(0))
-    trainer.train(blob_net(), blob_iter(),
-                  valid=Minibatches(50, default=big,
-                                    targets=np.zeros((1, 500, 1))))
-    assert trainer.hooks['MonitorLoss'].iter is not None
+    valid = Minibatches(50, default=big, targets=np.zeros((1, 500, 1)))
+    trainer.train(blob_net(), blob_iter(), valid=valid)
+    assert trainer.hooks['MonitorLoss'].iter is valid
     description = bs.get_description(trainer)
     assert description['hooks']['MonitorLoss']['iter_name'] == 'valid'
     assert len(json.dumps(description)) < 1000
