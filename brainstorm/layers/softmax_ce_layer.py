@@ -82,8 +82,7 @@ class SoftmaxCELayerImpl(Layer):
                                           _rows(buffers.internals.t_bin)):
             _h.binarize_v(t, t_bin)
             _h.subtract_tt(p, t_bin, t_bin)
-            _h.mult_mv(t_bin, dloss, t_bin)
-            _h.add_tt(dx, t_bin, dx)
+            _h.mult_add_mv(t_bin, dloss, dx)
 
 
 def _rows(array) -> list:
