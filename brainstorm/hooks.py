@@ -605,8 +605,12 @@ class EarlyStopper(Hook):
         if not log:
             return None
         values = np.asarray(log, dtype=float)
-        best = int(np.nanargmin(values) if self.criterion == 'min' else
-                   np.nanargmax(values)) if not np.isnan(values).all() else 0
+        if np.isnan(values).all():
+            best = 0
+        elif self.criterion == 'min':
+            best = int(np.nanargmin(values))
+        else:
+            best = int(np.nanargmax(values))
         if len(log) > best + self.patience:
             self.message(f"Stopping because '{self.log_name}' did not "
                          f'improve for {self.patience} checks.')
