@@ -83,13 +83,6 @@ class BinomialCrossEntropyLayerImpl(Layer):
         self._sum_into(cee, out, negate=False)
         _h.mult_st(-1.0, out, out)
 
-    def _clipped_variance(self, y, ceed):
-        """``ceed = clip(y - y^2, 1e-6, 1)``."""
-        _h = self.handler
-        _h.mult_tt(y, y, ceed)
-        _h.subtract_tt(y, ceed, ceed)
-        _h.clip_t(ceed, CLIP_MIN, 1.0, ceed)
-
     def backward_pass(self, buffers):
         _h = self.handler
         y = flatten_time_and_features(buffers.inputs.default)
@@ -97,13 +90,13 @@ class BinomialCrossEntropyLayerImpl(Layer):
         dx = flatten_time_and_features(buffers.input_deltas.default)
         dout = flatten_time_and_features(buffers.output_deltas.default)
         ceed = flatten_time_and_features(buffers.internals.ceed)
+        # the forward scratch cee is free now and holds y - t
+        cee = flatten_time_and_features(buffers.internals.cee)
 
-        # dx += dout * y / c - dout * t / c with c = clip(y - y^2); each
-        # quotient in turn, so that ceed is the only scratch buffer.
-        self._clipped_variance(y, ceed)
-        _h.divide_tt(y, ceed, ceed)
-        _h.mult_add_mv(ceed, dout, dx)
-        self._clipped_variance(y, ceed)
-        _h.divide_tt(t, ceed, ceed)
-        _h.mult_st(-1.0, ceed, ceed)
+        # dx += dout * (y - t) / clip(y - y^2, 1e-6, 1)
+        _h.mult_tt(y, y, ceed)
+        _h.subtract_tt(y, ceed, ceed)
+        _h.clip_t(ceed, CLIP_MIN, 1.0, ceed)
+        _h.subtract_tt(y, t, cee)
+        _h.divide_tt(cee, ceed, ceed)
         _h.mult_add_mv(ceed, dout, dx)
