@@ -91,14 +91,20 @@ class NumpyHandler(Handler):
     def copy_to(self, src, dest) -> None:
         np.copyto(dest, src)
 
+    def _nonzero(self, cond):
+        """``cond != 0`` in a scratch boolean array."""
+        mask = self._buffer('cond', cond.shape, np.bool_)
+        np.not_equal(cond, 0, out=mask)
+        return mask
+
     def copy_to_if(self, src, dest, cond) -> None:
-        np.copyto(dest, src, where=cond != 0)
+        np.copyto(dest, src, where=self._nonzero(cond))
 
     def fill(self, mem, val: float) -> None:
         mem.fill(val)
 
     def fill_if(self, mem, val: float, cond) -> None:
-        np.copyto(mem, val, where=cond != 0)
+        np.copyto(mem, val, where=self._nonzero(cond))
 
     def fill_gaussian(self, mean: float, std: float, out) -> None:
         out[...] = self.rnd.normal(mean, std, out.shape)
@@ -117,7 +123,7 @@ class NumpyHandler(Handler):
         np.abs(a, out=out)
 
     def add_into_if(self, a, out, cond) -> None:
-        np.add(out, a, out=out, where=cond != 0)
+        np.add(out, a, out=out, where=self._nonzero(cond))
 
     def add_mv(self, m, v, out) -> None:
         np.add(m, v, out=out)
@@ -202,10 +208,12 @@ class NumpyHandler(Handler):
         np.sign(a, out=out)
 
     def softmax_m(self, m, out) -> None:
-        row_max = np.max(m, axis=1, keepdims=True)
-        np.subtract(m, row_max, out=out)
+        row = self._buffer('row', (m.shape[0], 1))
+        np.max(m, axis=1, keepdims=True, out=row)
+        np.subtract(m, row, out=out)
         np.exp(out, out=out)
-        np.divide(out, np.sum(out, axis=1, keepdims=True), out=out)
+        np.sum(out, axis=1, keepdims=True, out=row)
+        np.divide(out, row, out=out)
 
     def split_add_tt(self, x, out_a, out_b) -> None:
         n = out_a.shape[-1]
@@ -230,7 +238,8 @@ class NumpyHandler(Handler):
     # ----------------------------------------------------------- activations
 
     def el(self, x, y) -> None:
-        negative = x <= 0
+        negative = self._buffer('cond', x.shape, np.bool_)
+        np.less_equal(x, 0, out=negative)
         np.copyto(y, x)
         np.expm1(x, out=y, where=negative)
 
