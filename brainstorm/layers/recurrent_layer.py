@@ -112,9 +112,8 @@ class RecurrentLayerImpl(Layer):
 
         dHa_all = flatten_time(dHa[:T])
         _h.dot_add_mm(dHa_all, W, flatten_time_and_features(dx))
-        # the gradients are this layer's own: the first product overwrites
-        _h.dot_mm(dHa_all, flatten_time_and_features(x), dW, transa=True)
-        _h.dot_mm(dHa[0], y[-1], dR, transa=True)
+        _h.dot_add_mm(dHa_all, flatten_time_and_features(x), dW, transa=True)
+        _h.dot_add_mm(dHa[0], y[-1], dR, transa=True)
         if T > 1:
             _h.dot_add_mm(flatten_time(dHa[1:T]), flatten_time(y[:T - 1]), dR,
                           transa=True)
