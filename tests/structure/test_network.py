@@ -335,3 +335,31 @@ def test_a_gpu_network_file_loads_without_cuda(tmp_path):
     assert isinstance(loaded.handler, NumpyHandler)
     np.testing.assert_array_equal(loaded.get('parameters'),
                                   net.get('parameters'))
+
+
+@pytest.mark.parametrize('layer_type', ['Recurrent', 'Lstm'])
+def test_gradients_of_exposed_weights_include_the_consumers_deltas(
+        layer_type):
+    """A Loss fed with '..parameters.W...' adds its deltas into the owner's
+    gradients before the owner's backward pass; the owner must add to them
+    (SPEC 6: recurrent gradients accumulate)."""
+    from brainstorm import layers
+    inp, out = get_in_out_layers('classification', 3, 4)
+    hidden = getattr(layers, layer_type)(4, name='H')
+    inp >> hidden >> out
+    weight = 'Wz' if layer_type == 'Lstm' else 'W'
+    hidden - f'..parameters.{weight}' >> Loss(importance=0.3, name='Penalty')
+    net = Network.from_layer(hidden)
+    net.set_handler(NumpyHandler(np.float64))
+    net.initialize(Gaussian(0.5), seed=2)
+    data = small_data()
+    params = net.get('parameters')
+    net.provide_external_data(data)
+    net.forward_pass()
+    net.backward_pass()
+    analytic = net.get('gradients')
+    eps = 1e-6
+    numeric = np.array([(loss_at(net, params + e, data) -
+                         loss_at(net, params - e, data)) / (2 * eps)
+                        for e in np.eye(params.size) * eps])
+    np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-7)
