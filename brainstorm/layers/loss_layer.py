@@ -46,7 +46,9 @@ class LossLayerImpl(Layer):
 
     def _scale(self, x) -> float:
         buffer_type = self.in_shapes['default'].buffer_type
-        n = {2: x.shape[1], 1: x.shape[0], 0: 1}[buffer_type]
+        # sequences are counted along B: axis 1 of (T, B, ...), axis 0 of
+        # (B, ...); a constant input is one value
+        n = x.shape[buffer_type - 1] if buffer_type else 1
         # an empty batch (before any data was provided) has a zero loss
         return self.importance / max(n, 1)
 

@@ -7,6 +7,7 @@ from brainstorm.layers.loss_layer import LossLayerImpl
 from brainstorm.layers.recurrent_layer import RecurrentLayerImpl
 from brainstorm.layers.softmax_ce_layer import SoftmaxCELayerImpl
 from brainstorm.layers.squared_error_layer import SquaredErrorLayerImpl
+from brainstorm.structure.buffer_structure import BufferStructure
 
 
 def class_ids(num_classes):
@@ -35,6 +36,9 @@ LAYER_SPECS = [
          in_shapes={'default': (2, 3), 'targets': (2, 3)}, kwargs={}),
     dict(id='Loss', layer_class=LossLayerImpl, in_shapes={'default': (3,)},
          kwargs={'importance': 0.7}, spec={'output_weights': 'ones'}),
+    dict(id='Loss-constant', layer_class=LossLayerImpl,
+         in_shapes={'default': BufferStructure(3)}, kwargs={'importance': 0.5},
+         spec={'output_weights': 'ones'}),
     dict(id='Loss-batch-sized', layer_class=LossLayerImpl,
          in_shapes={'default': ('B', 3)}, kwargs={'importance': 2.0},
          spec={'output_weights': 'ones'}),
