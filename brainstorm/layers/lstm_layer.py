@@ -210,11 +210,12 @@ class LstmLayerImpl(Layer):
                 (Wf, dWf, dRf, dbf, dFa), (Wo, dWo, dRo, dbo, dOa)):
             dA_all = flatten_time(dA[:T])
             _h.dot_add_mm(dA_all, W, dx_all)
-            # accumulate: a layer fed with '..parameters.W' has already
-            # added its deltas into these gradients
-            _h.dot_add_mm(dA_all, x_all, dW, transa=True)
+            # the gradients are this layer's own (zeroed before the pass;
+            # deltas of layers fed with '..parameters.W' are added later by
+            # the network): the first product overwrites them
+            _h.dot_mm(dA_all, x_all, dW, transa=True)
             # y[t - 1] at t = 0 is the context y[-1], not a time step
-            _h.dot_add_mm(dA[0], y[-1], dR, transa=True)
+            _h.dot_mm(dA[0], y[-1], dR, transa=True)
             if T > 1:
                 _h.dot_add_mm(flatten_time(dA[1:T]), flatten_time(y[:T - 1]),
                               dR, transa=True)

@@ -23,6 +23,13 @@ backward memory is one operation. Arrays feeding the same input are placed
 side by side in the order of their connections, so the input is a plain view
 of their concatenation; deltas mirror this, so a layer's ``input_deltas`` are
 the very memory of its sources' ``output_deltas``.
+
+Parameters exposed to another layer (``'..parameters.W'``) are the
+exception on the backward side: the consumer's deltas get memory of their
+own, listed in the root's ``@exposed_gradients`` as ``[layer, parameter,
+start, stop]`` (constant buffer), and the network adds them to the
+gradients after all backward passes, since layers may overwrite their
+gradients.
 """
 
 from __future__ import annotations
@@ -74,7 +81,12 @@ def _source_keys(connection: Connection) -> tuple:
     if out_name.startswith('..'):
         category, _, name = out_name[2:].partition('.')
         if category == 'parameters':
-            return (layer, 'parameters', name), (layer, 'gradients', name)
+            # the owner may overwrite its gradients in its backward pass, so
+            # the consumer's deltas get their own memory; the network adds
+            # them to the gradients afterwards
+            return (layer, 'parameters', name), (
+                layer, 'exposed_gradients', name, connection.end_layer,
+                connection.input_name)
         return (layer, 'internals', name), (layer, 'internals', 'd' + name)
     return (layer, 'outputs', out_name), (layer, 'output_deltas', out_name)
 
@@ -178,6 +190,11 @@ def create_layout(layers) -> dict:
             cannot all be placed side by side.
     """
     sources = _collect_sources(layers)
+    exposed = [key for layer in layers.values()
+               for c in layer.incoming for key in [_source_keys(c)[1]]
+               if key[1] == 'exposed_gradients']
+    for key in exposed:
+        sources[key] = _backward_version(sources[key[0], 'parameters', key[2]])
     param_keys = sorted(
         ((l, 'parameters', p) for l, layer in layers.items()
          for p in layer.parameter_shapes),
@@ -205,6 +222,7 @@ def create_layout(layers) -> dict:
     g_start = slices[grad_keys[0]][0] if grad_keys else 0
     layout = {
         '@type': 'BufferView',
+        '@exposed_gradients': [[k[0], k[2], *slices[k]] for k in exposed],
         'parameters': {'@type': 'array', '@index': 0, '@shape': (n_params,),
                        '@slice': (p_start, p_start + n_params)},
         'gradients': {'@type': 'array', '@index': 1, '@shape': (n_params,),

@@ -24,6 +24,7 @@ from brainstorm.utils import (
     NetworkValidationError,
     ValidationError,
     get_brainstorm_info,
+    reshape_view,
     write_atomically,
 )
 
@@ -341,7 +342,18 @@ class Network(Seedable):
         for name, layer in reversed(self.layers.items()):
             if name != 'Input':
                 layer.backward_pass(self.buffer[name])
+        self._add_exposed_gradients()
         self.apply_gradient_modifiers()
+
+    def _add_exposed_gradients(self) -> None:
+        """Add the deltas of layers fed with ``'..parameters.X'`` to the
+        gradients of ``X`` (see :mod:`brainstorm.structure.layout`)."""
+        constant = self.buffer_manager.buffers[0]
+        for lname, pname, start, stop in self.layout.get(
+                '@exposed_gradients', ()):
+            gradient = self.buffer[lname].gradients[pname]
+            deltas = reshape_view(constant[start:stop], gradient.shape)
+            self.handler.add_tt(gradient, deltas, gradient)
 
     def get_loss_values(self) -> OrderedDict:
         """The losses of the last forward pass.

@@ -337,18 +337,19 @@ def test_a_gpu_network_file_loads_without_cuda(tmp_path):
                                   net.get('parameters'))
 
 
-@pytest.mark.parametrize('layer_type', ['Recurrent', 'Lstm'])
-def test_gradients_of_exposed_weights_include_the_consumers_deltas(
-        layer_type):
-    """A Loss fed with '..parameters.W...' adds its deltas into the owner's
-    gradients before the owner's backward pass; the owner must add to them
-    (SPEC 6: recurrent gradients accumulate)."""
+@pytest.mark.parametrize('layer_type, exposed', [
+    ('FullyConnected', 'W'), ('FullyConnected', 'bias'), ('Recurrent', 'W'),
+    ('Lstm', 'Wz'), ('Lstm', 'bo')])
+def test_gradients_of_exposed_parameters_include_the_consumers_deltas(
+        layer_type, exposed):
+    """A Loss fed with '..parameters.X' adds deltas for X before the owner's
+    backward pass, which may overwrite its gradients: the network adds them
+    afterwards."""
     from brainstorm import layers
     inp, out = get_in_out_layers('classification', 3, 4)
     hidden = getattr(layers, layer_type)(4, name='H')
     inp >> hidden >> out
-    weight = 'Wz' if layer_type == 'Lstm' else 'W'
-    hidden - f'..parameters.{weight}' >> Loss(importance=0.3, name='Penalty')
+    hidden - f'..parameters.{exposed}' >> Loss(importance=0.3, name='Penalty')
     net = Network.from_layer(hidden)
     net.set_handler(NumpyHandler(np.float64))
     net.initialize(Gaussian(0.5), seed=2)
