@@ -30,6 +30,10 @@ class Layer:
         computes_no_input_deltas_for: inputs without deltas (for the tests).
         computes_no_gradients_for: parameters without gradients.
         takes_no_output_deltas_from: outputs whose deltas are ignored.
+        passes_back_internal_deltas: internals ``X`` whose delta ``dX`` the
+            backward pass adds to (rather than overwrites), so that a layer
+            fed with ``'..internals.X'`` gets correct gradients. Exposing
+            any other internal warns that its deltas are ignored.
 
     Args:
         name: the layer's name.
@@ -45,6 +49,7 @@ class Layer:
     computes_no_input_deltas_for: tuple = ()
     computes_no_gradients_for: tuple = ()
     takes_no_output_deltas_from: tuple = ()
+    passes_back_internal_deltas: tuple = ()
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -79,6 +79,7 @@ class ClockworkLayerImpl(RecurrentLayerImpl):
 
     untrained_parameters = {'timing': 1.0}
     computes_no_gradients_for = ('timing',)
+    passes_back_internal_deltas = ()
 
     def setup(self, kwargs, in_shapes):
         outputs, parameters, internals = super().setup(kwargs, in_shapes)

@@ -34,6 +34,7 @@ def Recurrent(size: int, activation: str = 'tanh',
 
 class RecurrentLayerImpl(Layer):
     expected_inputs = {'default': time_template()}
+    passes_back_internal_deltas = ('Ha',)
     declared_kwargs = {
         'size': Kwarg(PositiveInt(), default=None,
                       description='number of units (default: input size)'),
@@ -80,11 +81,13 @@ class RecurrentLayerImpl(Layer):
         act_deriv = _h.act_func_deriv[self.activation]
 
         # dHa[T] is the (zeroed) context slot, so the last step needs no
-        # special case
+        # special case; dHa is added to, not overwritten, because a layer fed
+        # with '..internals.Ha' has put its deltas there already
         for t in range(T - 1, -1, -1):
             _h.copy_to(dy[t], dHb[t])
             _h.dot_add_mm(dHa[t + 1], R, dHb[t])
-            act_deriv(Ha[t], y[t], dHb[t], dHa[t])
+            act_deriv(Ha[t], y[t], dHb[t], dHb[t])
+            _h.add_tt(dHa[t], dHb[t], dHa[t])
         self._backward_through_inputs(buffers)
 
     def _project_inputs(self, buffers) -> int:

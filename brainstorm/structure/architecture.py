@@ -14,6 +14,7 @@ A destination without a dot means the input ``'default'``.
 
 from __future__ import annotations
 
+import warnings
 from collections import OrderedDict, namedtuple
 
 from brainstorm.describable import get_description
@@ -259,6 +260,14 @@ def _get_source_structure(layers, connection: Connection):
                 f"{source.layer_type} '{source.name}': cannot expose internal "
                 f"'{buffer_name}' because it has no delta buffer "
                 f"'d{buffer_name}'.")
+        if category == 'internals' and \
+                buffer_name not in source.passes_back_internal_deltas:
+            warnings.warn(
+                f"{source.layer_type} '{source.name}' does not pass deltas "
+                f"back through internal '{buffer_name}': the deltas that "
+                f"'{connection.end_layer}.{connection.input_name}' computes "
+                'for it are ignored, so gradients will not include them.',
+                RuntimeWarning, stacklevel=4)
         return shapes[buffer_name]
     if out_name not in source.out_shapes:
         raise LayerValidationError(

@@ -364,3 +364,39 @@ def test_gradients_of_exposed_parameters_include_the_consumers_deltas(
                          loss_at(net, params - e, data)) / (2 * eps)
                         for e in np.eye(params.size) * eps])
     np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-7)
+
+
+def test_deltas_for_an_exposed_recurrent_internal_reach_the_parameters():
+    from brainstorm.layers import L2Decay
+    inp, out = get_in_out_layers('classification', 3, 4)
+    hidden = Recurrent(4, name='H')
+    inp >> hidden >> out
+    penalty = L2Decay(name='Penalty')
+    hidden - '..internals.Ha' >> penalty
+    penalty - 'loss' >> Loss(name='PenaltyLoss')
+    net = Network.from_layer(hidden)
+    net.set_handler(NumpyHandler(np.float64))
+    net.initialize(Gaussian(0.5), seed=2)
+    data = small_data()
+    params = net.get('parameters')
+    net.provide_external_data(data)
+    net.forward_pass()
+    net.backward_pass()
+    analytic = net.get('gradients')
+    eps = 1e-6
+    numeric = np.array([(loss_at(net, params + e, data) -
+                         loss_at(net, params - e, data)) / (2 * eps)
+                        for e in np.eye(params.size) * eps])
+    np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-7)
+
+
+def test_exposing_an_internal_without_delta_support_warns():
+    from brainstorm.layers import L2Decay, Lstm
+    inp, out = get_in_out_layers('classification', 3, 4)
+    hidden = Lstm(4, name='H')
+    inp >> hidden >> out
+    penalty = L2Decay(name='Penalty')
+    hidden - '..internals.Za' >> penalty
+    penalty - 'loss' >> Loss(name='PenaltyLoss')
+    with pytest.warns(RuntimeWarning, match=r"Lstm 'H'.*'Za'.*ignored"):
+        Network.from_layer(hidden)
