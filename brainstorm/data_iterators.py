@@ -30,7 +30,7 @@ from brainstorm.utils import IteratorValidationError
 
 __all__ = ['DataIterator', 'Undivided', 'Minibatches', 'AddGaussianNoise',
            'AddSaltNPepper', 'Flip', 'OneHot', 'MultiHot', 'Pad',
-           'RandomCrop']
+           'RandomCrop', 'Shard']
 
 
 # --------------------------------------------------------------- helpers ---
@@ -574,3 +574,76 @@ class RandomCrop(DataIterator):
                                            left:left + crop_w]
                 data[name] = cropped
             yield data
+
+
+class Shard(DataIterator):
+    """This process's part of every batch, for data-parallel training.
+
+    Each batch of the wrapped iterator (a *global* batch) is split along
+    the batch axis into ``size`` contiguous parts of (almost) equal size;
+    rank ``r`` gets part ``r``: samples
+    ``[r * B // size, (r + 1) * B // size)`` of a global batch of ``B``
+    samples. All ranks build the same wrapped iterator from the same seed,
+    so they walk through the same global batches in the same order and
+    together see every sample of an epoch exactly once; ``size`` ranks
+    with global batches of ``size * b`` samples train like one process with
+    batches of ``size * b`` (see
+    :class:`~brainstorm.training.data_parallel.DataParallel`).
+
+    Wrap the base iterator (e.g. :class:`Minibatches`) directly, and put
+    random augmentation around the Shard, so that each rank only
+    transforms its own samples. Every rank yields one (possibly empty)
+    batch per global batch, so all ranks make the same number of steps.
+    ``data_shapes`` are those of the wrapped iterator.
+
+    Args:
+        iter: the wrapped iterator (kept as ``self.iter``).
+        rank: this process's index in [0, size); default: its rank in
+            ``MPI.COMM_WORLD`` (0 without mpi4py).
+        size: the number of processes; default: the size of
+            ``MPI.COMM_WORLD`` (1 without mpi4py).
+    """
+
+    def __init__(self, iter: DataIterator, rank: int | None = None,
+                 size: int | None = None):
+        _check_iterator('Shard', iter)
+        if rank is None or size is None:
+            world_rank, world_size = _world_rank_and_size()
+            rank = world_rank if rank is None else rank
+            size = world_size if size is None else size
+        if not _is_int(size) or size < 1:
+            raise IteratorValidationError(
+                f'Shard: size must be a positive int. Received: size={size!r}')
+        if not _is_int(rank) or not 0 <= rank < size:
+            raise IteratorValidationError(
+                f'Shard: rank must be an int in [0, {size}). Received: '
+                f'rank={rank!r}')
+        super().__init__(dict(iter.data_shapes), iter.length)
+        self.iter = iter
+        self.rank = int(rank)
+        self.size = int(size)
+
+    def bounds(self, batch_size: int) -> tuple[int, int]:
+        """``(start, stop)`` of this rank's part of a global batch of
+        ``batch_size`` samples."""
+        return (self.rank * batch_size // self.size,
+                (self.rank + 1) * batch_size // self.size)
+
+    def __call__(self, handler=None):
+        """Return a generator over this rank's parts of the batches."""
+        for data in self.iter(handler):
+            first = next(iter(data.values()))
+            start, stop = self.bounds(first.shape[1])
+            yield {name: values[:, start:stop]
+                   for name, values in data.items()}
+
+
+def _world_rank_and_size() -> tuple[int, int]:
+    """Rank and size in ``MPI.COMM_WORLD``; (0, 1) without mpi4py or
+    without an MPI launcher (so MPI is not initialised needlessly)."""
+    from brainstorm.optional import has_mpi4py
+    from brainstorm.training.data_parallel import mpi_world_size
+    if not has_mpi4py or mpi_world_size() == 1:
+        return 0, 1
+    from mpi4py import MPI
+    return MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()

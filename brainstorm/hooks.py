@@ -7,6 +7,12 @@ of the interval (also at count 0, before training). A hook returns a value
 to log (or None) and raises ``StopIteration`` to stop training.
 ``log_name`` arguments are dotted paths into ``trainer.logs``, e.g.
 ``'validation.Accuracy'``.
+
+In data-parallel training (a
+:class:`~brainstorm.training.data_parallel.DataParallel` stepper on several
+MPI processes) every rank calls the hooks: the monitors join the figures
+of all ranks (sums and counts, so they equal the figures of one process
+on all the data), and only rank 0 prints and writes files.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from brainstorm.describable import Describable
+from brainstorm.training.data_parallel import communicator_of
 from brainstorm.training.utils import check_int, check_number
 from brainstorm.utils import (
     TrainingValidationError,
@@ -99,9 +106,11 @@ class Hook(Describable):
     Attributes:
         priority: set by ``Trainer.add_hook`` (order of the hooks).
         run_verbosity: the verbosity in effect, set by :meth:`start`.
+        comm: set by :meth:`start`: the MPI communicator of a data-parallel
+            run, else None.
     """
 
-    __undescribed__ = {'run_verbosity': None}
+    __undescribed__ = {'run_verbosity': None, 'comm': None}
     __default_values__ = {'timescale': 'epoch', 'interval': 1,
                           'verbose': None}
 
@@ -122,11 +131,22 @@ class Hook(Describable):
         self.priority = 0
         self.verbose = verbose
         self.run_verbosity = None
+        self.comm = None
 
     def start(self, net, stepper, verbose: bool, named_data_iters: dict
               ) -> None:
-        """Called by the trainer before training; sets ``run_verbosity``."""
-        self.run_verbosity = verbose if self.verbose is None else self.verbose
+        """Called by the trainer before training; sets ``run_verbosity``
+        (False on ranks other than 0) and ``comm``."""
+        self.comm = communicator_of(stepper)
+        self.run_verbosity = (verbose if self.verbose is None
+                              else self.verbose) and self.is_root
+
+    @property
+    def is_root(self) -> bool:
+        """Whether this process prints and writes files: True, except on
+        the ranks other than 0 of a data-parallel run."""
+        comm = getattr(self, 'comm', None)
+        return comm is None or comm.Get_rank() == 0
 
     def message(self, msg: str) -> None:
         """Print ``"<name> >> msg"`` if the hook is verbose."""
@@ -211,7 +231,8 @@ class SaveBestNetwork(Hook):
         if self.filename is not None:
             self.message(f'{self.log_name} improved to {value:.6g}; saving '
                          f"network to '{self.filename}'.")
-            net.save_as_hdf5(self.filename)
+            if self.is_root:
+                net.save_as_hdf5(self.filename)
         else:
             self.message(f'{self.log_name} improved to {value:.6g}; keeping '
                          'the parameters.')
@@ -256,6 +277,8 @@ class SaveLogs(_FileHook):
     """
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        if not self.is_root:
+            return None
         import h5py
 
         def write_group(group, entries):
@@ -284,7 +307,8 @@ class SaveNetwork(_FileHook):
     """
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
-        net.save_as_hdf5(self.filename)
+        if self.is_root:
+            net.save_as_hdf5(self.filename)
         return None
 
     def load_network(self):
@@ -342,6 +366,8 @@ class SaveLogsCSV(Hook):
             (None if log_names is None else list(log_names))
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        if not self.is_root:
+            return None
         names = self.log_names if self.log_names is not None else \
             _leaf_paths(logs)
         columns = []
@@ -397,6 +423,8 @@ class SavePlot(Hook):
                 "with: pip install 'brainstorm[plot]'") from None
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        if not self.is_root:
+            return None
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
         figure = Figure(figsize=(6, 4))
@@ -418,6 +446,22 @@ class SavePlot(Hook):
 
 
 # ---------------------------------------------------------- monitoring ----
+
+def _evaluate(net, iterator, scorers, comm) -> OrderedDict:
+    """Losses and scores over one pass of ``iterator`` (as
+    :func:`brainstorm.tools.evaluate`), joined over all ranks of ``comm``."""
+    from brainstorm.scorers import (
+        aggregate_losses_and_scores,
+        gather_losses_and_scores,
+    )
+    from brainstorm.training.utils import run_network
+    scorers = list(scorers)
+    scores = OrderedDict()
+    for _ in run_network(net, iterator):
+        net.forward_pass(training_pass=False)
+        gather_losses_and_scores(net, scorers, scores)
+    return aggregate_losses_and_scores(scores, net, scorers, comm=comm)
+
 
 class MonitorLoss(Hook):
     """Log the losses of the network on a data set.
@@ -453,8 +497,7 @@ class MonitorLoss(Hook):
         self.iter = named_data_iters[self.iter_name]
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
-        from brainstorm.tools import evaluate
-        return evaluate(net, self.iter, scorers=())
+        return _evaluate(net, self.iter, (), self.comm)
 
 
 class MonitorScores(MonitorLoss):
@@ -473,8 +516,7 @@ class MonitorScores(MonitorLoss):
         self.scorers = list(scorers)
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
-        from brainstorm.tools import evaluate
-        return evaluate(net, self.iter, scorers=self.scorers)
+        return _evaluate(net, self.iter, self.scorers, self.comm)
 
 
 class _MonitorLayer(Hook):
@@ -820,8 +862,8 @@ class ProgressBar(Hook):
         self._length = length
         stream = self.file if self.file is not None else sys.stderr
         is_terminal = bool(getattr(stream, 'isatty', lambda: False)())
-        self._enabled = bool(self.force) or (is_terminal and
-                                             bool(self.run_verbosity))
+        self._enabled = self.is_root and (
+            bool(self.force) or (is_terminal and bool(self.run_verbosity)))
         self._close()
 
     def _close(self):

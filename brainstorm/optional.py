@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 __all__ = ['MissingDependencyMock', 'has_pycuda', 'pycuda_mock', 'has_bokeh',
-           'bokeh_mock']
+           'bokeh_mock', 'has_mpi4py', 'mpi4py_mock']
 
 
 class MissingDependencyMock:
@@ -53,3 +53,14 @@ except ImportError as _err:
     bokeh_mock = MissingDependencyMock(ImportError(
         f'bokeh is needed for the BokehVisualizer but could not be imported '
         f'({_err}).'))
+
+try:
+    # only the package: ``from mpi4py import MPI`` would initialise MPI,
+    # which brainstorm.training.data_parallel does when it is first needed
+    import mpi4py  # noqa: F401
+    has_mpi4py = True
+    mpi4py_mock = None
+except ImportError as _err:
+    has_mpi4py = False
+    mpi4py_mock = MissingDependencyMock(_missing(
+        'mpi4py (with an MPI library, e.g. the mpich wheel)', 'mpi', _err))

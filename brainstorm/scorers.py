@@ -19,7 +19,8 @@ from brainstorm.describable import Describable
 from brainstorm.utils import ValidationError, flatten_all_but_last
 
 __all__ = ['Scorer', 'Accuracy', 'Hamming', 'MeanSquaredError',
-           'gather_losses_and_scores', 'aggregate_losses_and_scores']
+           'gather_losses_and_scores', 'aggregate_losses_and_scores',
+           'gather_from_all_ranks']
 
 
 class Scorer(Describable):
@@ -187,16 +188,45 @@ def gather_losses_and_scores(net, scorers: Iterable[Scorer], scores: dict,
             (weight, scorer(true_labels, predicted, mask)))
 
 
+def gather_from_all_ranks(scores: dict, comm) -> OrderedDict:
+    """The ``(weight, value)`` lists of all MPI ranks, joined name by name
+    in rank order (every rank receives the same result).
+
+    Args:
+        scores: this rank's dict name -> list of ``(weight, value)``.
+        comm: an mpi4py communicator.
+    """
+    joined = OrderedDict()
+    for rank_scores in comm.allgather(
+            {name: [(float(w), float(v)) for w, v in pairs]
+             for name, pairs in scores.items()}):
+        for name, pairs in rank_scores.items():
+            joined.setdefault(name, []).extend(pairs)
+    return joined
+
+
 def aggregate_losses_and_scores(scores: dict, net,
-                                scorers: Iterable[Scorer]) -> OrderedDict:
+                                scorers: Iterable[Scorer],
+                                comm=None) -> OrderedDict:
     """Combine gathered ``(weight, value)`` lists into one value each.
 
     Losses (the names of ``net.get_loss_values()``) become batch-size
     weighted means, then each scorer aggregates its own list.
 
+    Args:
+        scores: dict name -> list of ``(weight, value)``.
+        net: the network (for the names of its losses).
+        scorers: the scorers.
+        comm: for data-parallel runs, an mpi4py communicator: the lists of
+            all its ranks are joined first (see
+            :func:`gather_from_all_ranks`), so the result is the figure
+            over all their data, the same on every rank.
+
     Returns:
         An OrderedDict: losses first, then the scorers in order.
     """
+    if comm is not None:
+        scores = gather_from_all_ranks(scores, comm)
     results = OrderedDict()
     for name in net.get_loss_values():
         results[name] = _weighted_mean(scores.get(name, []))

@@ -6,8 +6,11 @@ stepper attributes over time (through
 :class:`~brainstorm.hooks.ModifyStepperAttribute`).
 ``ForwardStepper``, ``TrainingStepper``, ``DecreaseAfterEpoch`` and
 ``CosineWithWarmup`` are available from the submodules.
+:class:`DataParallel` wraps a stepper for data-parallel training over MPI
+processes (see :mod:`brainstorm.training.data_parallel`).
 """
 
+from brainstorm.training.data_parallel import DataParallel
 from brainstorm.training.schedules import Exponential, Linear, MultiStep
 from brainstorm.training.steppers import (
     AdamStepper,
@@ -22,4 +25,4 @@ from brainstorm.training.trainer import Trainer
 
 __all__ = ['Trainer', 'SgdStepper', 'MomentumStepper', 'NesterovStepper',
            'RMSPropStepper', 'AdamStepper', 'AdamWStepper', 'MultiStepper',
-           'Linear', 'Exponential', 'MultiStep']
+           'Linear', 'Exponential', 'MultiStep', 'DataParallel']

@@ -11,7 +11,8 @@ A checkpoint is one HDF5 file (attributes ``info`` and
 * ``hooks/<i>/``: the state of hooks that keep one (attribute ``name``),
 * ``random/``: the states of ``global_rnd``, the network's and the
   handler's random states, and of every data iterator (following the
-  ``.iter`` chain of wrappers).
+  ``.iter`` chain of wrappers). A data-parallel run also stores every
+  rank's states in ``random/ranks/<rank>/`` (same layout).
 
 Files are written under a temporary name and moved into place, so an
 interrupted write never damages the previous checkpoint.
@@ -86,8 +87,9 @@ def _write_random(group, state: dict) -> None:
         group.attrs[key] = state[key]
 
 
-def _write_random_states(f, random_states: dict) -> None:
-    random = f.create_group('random')
+def _write_random_states(f, random_states: dict, name: str = 'random'
+                         ) -> None:
+    random = f.create_group(name)
     for key in ('global', 'network', 'handler'):
         if random_states.get(key) is not None:
             _write_random(random.create_group(key), random_states[key])
@@ -98,6 +100,11 @@ def _write_random_states(f, random_states: dict) -> None:
         for i, state in enumerate(chain):
             if state is not None:
                 _write_random(group.create_group(str(i)), state)
+    if random_states.get('ranks') is not None:
+        ranks = random.create_group('ranks')
+        ranks.attrs['length'] = len(random_states['ranks'])
+        for rank, states in enumerate(random_states['ranks']):
+            _write_random_states(ranks, states, str(rank))
 
 
 # --------------------------------------------------------------- write ----
@@ -119,7 +126,8 @@ def write_checkpoint(filename: str, network_description: dict,
             ``hooks/<index>`` with the hook name as attribute ``name``.
         random_states: ``{'global': s, 'network': s, 'handler': s or None,
             'iterators': {name: [s or None, ...]}}`` with states from
-            :func:`get_random_state`.
+            :func:`get_random_state`; data-parallel runs add ``'ranks'``: a
+            list with one such dict per rank.
 
     Raises:
         TrainingValidationError: if something cannot be stored. The previous
@@ -173,6 +181,24 @@ def _read_random(group) -> dict:
     return state
 
 
+def _read_random_states(random) -> dict:
+    random_states = {key: (_read_random(random[key])
+                           if key in random else None)
+                     for key in ('global', 'network', 'handler')}
+    iterators = {}
+    for name, group in random['iterators'].items():
+        length = int(group.attrs['length'])
+        iterators[name] = [_read_random(group[str(i)])
+                           if str(i) in group else None
+                           for i in range(length)]
+    random_states['iterators'] = iterators
+    if 'ranks' in random:
+        ranks = random['ranks']
+        random_states['ranks'] = [_read_random_states(ranks[str(rank)])
+                                  for rank in range(int(ranks.attrs['length']))]
+    return random_states
+
+
 def read_checkpoint(filename: str) -> dict:
     """Read a checkpoint file.
 
@@ -205,17 +231,7 @@ def read_checkpoint(filename: str) -> dict:
                 f'{CHECKPOINT_FORMAT!r} and entries {list(required)}. Received '
                 f'format {fmt!r}, missing {missing}.')
         try:
-            random = f['random']
-            random_states = {key: (_read_random(random[key])
-                                   if key in random else None)
-                             for key in ('global', 'network', 'handler')}
-            iterators = {}
-            for name, group in random['iterators'].items():
-                length = int(group.attrs['length'])
-                iterators[name] = [_read_random(group[str(i)])
-                                   if str(i) in group else None
-                                   for i in range(length)]
-            random_states['iterators'] = iterators
+            random_states = _read_random_states(f['random'])
             return {
                 'network': _read_json(f, 'network'),
                 'parameters': np.asarray(f['parameters'][()]),

@@ -19,6 +19,7 @@ from brainstorm.training.checkpoint import (
     set_random_state,
     write_checkpoint,
 )
+from brainstorm.training.data_parallel import communicator_of
 from brainstorm.utils import IteratorValidationError, TrainingValidationError
 
 __all__ = ['Trainer']
@@ -62,9 +63,11 @@ def _jsonable(value):
 class _Run:
     """What the trainer knows while ``train`` runs (used for checkpoints)."""
 
-    def __init__(self, net, named_data_iters):
+    def __init__(self, net, named_data_iters, comm=None):
         self.net = net
         self.named_data_iters = named_data_iters
+        self.comm = comm
+        self.is_root = comm is None or comm.Get_rank() == 0
         self.epoch_complete = True
         self.batches_done = 0
         self.epoch_scores = {}
@@ -93,6 +96,16 @@ class Trainer(Describable):
     starts the hooks again but does not repeat the emission at count 0,
     and goes on with epoch ``current_epoch_nr + 1`` (raise e.g.
     ``StopAfterEpoch.max_epochs`` to train longer).
+
+    Data-parallel runs: with a
+    :class:`~brainstorm.training.data_parallel.DataParallel` stepper on
+    several MPI processes, every rank runs the same script. The trainer
+    then checks that all training iterators have the same length, joins
+    the ranks' ``rolling_training`` figures (and the monitoring hooks
+    theirs) before aggregating, so all ranks log the figures of the whole
+    data; prints only on rank 0; ends training on all ranks as soon as a
+    hook on any rank asks to stop; and writes checkpoints on rank 0 with
+    the random states of every rank.
     """
 
     __undescribed__ = {'current_epoch_nr': 0, 'current_update_nr': 0,
@@ -149,13 +162,17 @@ class Trainer(Describable):
                                  for h in self.hooks.values()), default=0)
         self.hooks[name] = hook
 
-    def _start_hooks(self, net, named_data_iters) -> None:
+    def _start_hooks(self, net, named_data_iters, comm=None) -> None:
+        is_root = comm is None or comm.Get_rank() == 0
         for name, hook in self.hooks.items():
             try:
-                hook.start(net, self.stepper, self.verbose, named_data_iters)
+                hook.start(net, self.stepper, self.verbose and is_root,
+                           named_data_iters)
             except Exception as err:
                 self._name_hook(err, name, hook, 'start')
                 raise
+            if not is_root:
+                hook.run_verbosity = False
 
     def _name_hook(self, err, name, hook, when: str) -> None:
         note = (f"Raised in hook '{name}' ({type(hook).__name__}) during "
@@ -172,7 +189,9 @@ class Trainer(Describable):
         stop = False
         fired = [(name, hook) for name, hook in self.hooks.items()
                  if hook.timescale == timescale and count % hook.interval == 0]
-        if timescale == 'epoch' and fired and self.verbose and \
+        comm = communicator_of(self.stepper)
+        is_root = comm is None or comm.Get_rank() == 0
+        if timescale == 'epoch' and fired and self.verbose and is_root and \
                 logs is self.logs:
             print(f'{"-" * 30} Epoch {count} {"-" * 30}')
         for name, hook in fired:
@@ -190,9 +209,14 @@ class Trainer(Describable):
                 raise
             if result is not None:
                 _add_log(logs, name, result)
-                if getattr(hook, 'run_verbosity', self.verbose):
+                if getattr(hook, 'run_verbosity', self.verbose) and is_root:
                     for line in _format_result(result):
                         print(f'{name} >> {line}')
+        if comm is not None and fired:
+            # a hook may ask only one rank to stop (a signal, a local
+            # figure); all ranks must stop together or some would wait
+            # forever in the next collective call
+            stop = comm.allreduce(int(stop)) > 0
         from brainstorm.hooks import SaveCheckpoint
         for _, hook in fired:
             if isinstance(hook, SaveCheckpoint) and self._run is not None:
@@ -200,6 +224,18 @@ class Trainer(Describable):
         return stop
 
     # ---------------------------------------------------------- training ---
+
+    @staticmethod
+    def _check_lengths_agree(comm, training_data_iter) -> None:
+        """All ranks must make the same number of steps per epoch."""
+        lengths = comm.allgather(getattr(training_data_iter, 'length', None))
+        if len(set(lengths)) > 1:
+            raise IteratorValidationError(
+                'Trainer: in data-parallel training every rank must make the '
+                'same number of updates per epoch, but the training '
+                f'iterators of the ranks have lengths {lengths}. Build them '
+                'the same way on every rank and split the data with '
+                'brainstorm.data_iterators.Shard.')
 
     @staticmethod
     def _check_iterators(net, named_data_iters) -> None:
@@ -259,8 +295,11 @@ class Trainer(Describable):
         if resume is not None:
             self._check_resume(resume, net, named_data_iters)
         self.stepper.start(net)
-        self._start_hooks(net, named_data_iters)
-        run = _Run(net, named_data_iters)
+        comm = communicator_of(self.stepper)
+        if comm is not None:
+            self._check_lengths_agree(comm, training_data_iter)
+        self._start_hooks(net, named_data_iters, comm)
+        run = _Run(net, named_data_iters, comm)
         if resume is not None:
             self._apply_resume(resume, run)
         self._run = run
@@ -302,7 +341,7 @@ class Trainer(Describable):
                 stop = True
                 break
         _add_log(self.logs, 'rolling_training', aggregate_losses_and_scores(
-            run.epoch_scores, net, self.train_scorers))
+            run.epoch_scores, net, self.train_scorers, comm=run.comm))
         run.epoch_complete = True
         return self._emit_hooks(net, 'epoch', self.logs) or stop
 
@@ -315,7 +354,8 @@ class Trainer(Describable):
             :attr:`results`.
         """
         self._check_iterators(net, named_data_iters)
-        self._start_hooks(net, named_data_iters)
+        self._start_hooks(net, named_data_iters,
+                          communicator_of(self.stepper))
         self._emit_hooks(net, 'epoch', self.results)
         self._emit_hooks(net, 'update', self.results)
         return self.results
@@ -360,6 +400,18 @@ class Trainer(Describable):
             raise TrainingValidationError(
                 f"Checkpoint '{filename}': the logs cannot be stored: {err}") \
                 from None
+        rank_epoch_scores = None
+        if run.comm is not None:
+            # each rank has its own random states and partial epoch
+            # figures; rank 0 stores them all (and its own as the defaults)
+            gathered = run.comm.gather((random_states, epoch_scores), root=0)
+            if not run.is_root:
+                # returns once rank 0 has written the file (see below)
+                run.comm.Barrier()
+                return
+            random_states = dict(random_states,
+                                 ranks=[states for states, _ in gathered])
+            rank_epoch_scores = [scores for _, scores in gathered]
         progress = {
             'current_epoch_nr': self.current_epoch_nr,
             'current_update_nr': self.current_update_nr,
@@ -369,6 +421,8 @@ class Trainer(Describable):
             'batches_done': run.batches_done,
             'epoch_scores': epoch_scores,
         }
+        if rank_epoch_scores is not None:
+            progress['rank_epoch_scores'] = rank_epoch_scores
         hook_states = OrderedDict()
         for name, hook in self.hooks.items():
             get_state = getattr(hook, 'get_state', None)
@@ -377,6 +431,8 @@ class Trainer(Describable):
         write_checkpoint(filename, get_description(net), net.get('parameters'),
                          get_description(self), progress,
                          self.stepper.get_state(), hook_states, random_states)
+        if run.comm is not None:
+            run.comm.Barrier()
 
     @classmethod
     def from_checkpoint(cls, filename: str):
@@ -385,7 +441,9 @@ class Trainer(Describable):
         Call ``trainer.train(net, train_iter, **named_iters)`` with
         iterators built the same way (same classes, data, names) to continue
         the run exactly: parameters, stepper state, counters, logs, hook
-        states and all random states are restored.
+        states and all random states are restored. A checkpoint of a
+        data-parallel run continues on the same number of ranks, each rank
+        with its own random states.
 
         Returns:
             ``(trainer, net)``.
@@ -458,6 +516,18 @@ class Trainer(Describable):
                     f'{list(self.hooks)}).')
             hook.set_state(state)
         states = resume['random_states']
+        progress = resume['progress']
+        epoch_scores = progress['epoch_scores']
+        if 'ranks' in states:
+            size = 1 if run.comm is None else run.comm.Get_size()
+            if len(states['ranks']) != size:
+                raise TrainingValidationError(
+                    f"Checkpoint '{filename}' was written by a data-parallel "
+                    f"run on {len(states['ranks'])} processes; it can only "
+                    f'continue on as many (this run has {size}).')
+            rank = 0 if run.comm is None else run.comm.Get_rank()
+            states = states['ranks'][rank]
+            epoch_scores = progress['rank_epoch_scores'][rank]
         for name, chain_states in states['iterators'].items():
             chain = iterator_chain(run.named_data_iters[name])
             if len(chain) != len(chain_states):
@@ -474,10 +544,9 @@ class Trainer(Describable):
         handler_rnd = getattr(net.handler, 'rnd', None)
         if states['handler'] is not None and handler_rnd is not None:
             set_random_state(handler_rnd, states['handler'])
-        progress = resume['progress']
         run.epoch_complete = bool(progress['epoch_complete'])
         run.batches_done = int(progress['batches_done'])
-        run.epoch_scores = _ordered(progress['epoch_scores'])
+        run.epoch_scores = _ordered(epoch_scores)
         if not run.epoch_complete:
             run.epoch_start_iterator_states = {
                 'training_data_iter': states['iterators']['training_data_iter']}

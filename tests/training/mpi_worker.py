@@ -1,0 +1,170 @@
+"""Runs under ``mpiexec -n 2`` for tests/training/test_data_parallel.py.
+
+Usage: ``python -m tests.training.mpi_worker SCENARIO OUTDIR``. Each rank
+writes its results to ``OUTDIR/rank<r>.npz`` (and ``.json`` for logs).
+The same functions run in the test process without MPI for the
+single-process reference.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+
+import brainstorm as bs
+from brainstorm.data_iterators import AddGaussianNoise, Minibatches, Shard
+from brainstorm.hooks import (
+    Hook,
+    ModifyStepperAttribute,
+    MonitorScores,
+    SaveCheckpoint,
+    StopAfterEpoch,
+)
+from brainstorm.scorers import Accuracy
+from brainstorm.training import DataParallel, Trainer
+from brainstorm.training.schedules import Exponential
+from brainstorm.training.steppers import (
+    AdamStepper,
+    MomentumStepper,
+    MultiStepper,
+)
+from tests.training.nets import StopAtUpdate, blob_data, dropout_net
+
+# 21 training samples in batches of 6: the last global batch has 3
+# samples, split 1 / 2 over two ranks (unequal local batch sizes)
+TRAIN_SIZE, BATCH_SIZE = 21, 6
+VALID_SIZE, VALID_BATCH_SIZE = 13, 5
+
+
+def blob_net(seed):
+    """Input(4) -> FC 'Hid' (6, tanh) -> FC 'Output' (3) -> softmax CE."""
+    from brainstorm.handlers import NumpyHandler
+    from brainstorm.initializers import Gaussian
+    from brainstorm.layers import FullyConnected
+    from brainstorm.structure.network import Network
+    from brainstorm.tools import get_in_out_layers
+    inp, proj = get_in_out_layers('classification', 4, 3)
+    net = Network.from_layer(inp >> FullyConnected(6, activation='tanh',
+                                                   name='Hid') >> proj)
+    net.set_handler(NumpyHandler(np.float64, seed=seed))
+    net.initialize(Gaussian(0.5), seed=seed)
+    net.output_name = 'Output.outputs.predictions'
+    return net
+
+
+def equivalence_run(parallel: bool, rank: int = 0, epochs: int = 3):
+    """Momentum + Adam per layer with a learning-rate schedule, training
+    and validation figures; returns ``(parameters, logs)``."""
+    bs.global_rnd.set_seed(42)
+    train_iter = Minibatches(BATCH_SIZE, shuffle=True,
+                             **blob_data(TRAIN_SIZE, seed=1))
+    valid_iter = Minibatches(VALID_BATCH_SIZE, shuffle=False,
+                             **blob_data(VALID_SIZE, seed=2))
+    # rank 1 starts from other parameters: DataParallel broadcasts rank 0's
+    net = blob_net(seed=3 + rank)
+    stepper = MultiStepper({'Hid': AdamStepper(0.02),
+                            'default': MomentumStepper(0.5, 0.9)})
+    if parallel:
+        train_iter, valid_iter = Shard(train_iter), Shard(valid_iter)
+        stepper = DataParallel(stepper)
+    trainer = Trainer(stepper, verbose=False)
+    trainer.train_scorers = [Accuracy()]
+    trainer.add_hook(MonitorScores('valid', [Accuracy()], name='validation'))
+    trainer.add_hook(ModifyStepperAttribute(
+        Exponential(0.5, 0.8), 'steppers.default.learning_rate'))
+    trainer.add_hook(StopAfterEpoch(epochs))
+    trainer.train(net, train_iter, valid=valid_iter)
+    return net.get('parameters'), trainer.logs
+
+
+def checkpoint_iterators():
+    """Shuffled batches, split over the ranks, with noise on each rank's
+    part."""
+    bs.global_rnd.set_seed(7)
+    base = Minibatches(BATCH_SIZE, shuffle=True,
+                       **blob_data(TRAIN_SIZE, seed=1))
+    valid = Minibatches(VALID_BATCH_SIZE, shuffle=True,
+                        **blob_data(VALID_SIZE, seed=2))
+    return (AddGaussianNoise(Shard(base), {'default': 0.3}),
+            {'valid': Shard(valid)})
+
+
+def checkpoint_run(epochs, filename=None, stop_at=None):
+    """Dropout, shuffling, noise and stateful steppers on every rank."""
+    bs.global_rnd.set_seed(123)
+    net = dropout_net(seed=7, dtype=np.float64)
+    stepper = DataParallel(MultiStepper({
+        'Hid1': AdamStepper(0.01), 'default': MomentumStepper(0.1, 0.9)}))
+    trainer = Trainer(stepper, verbose=False)
+    trainer.train_scorers = [Accuracy()]
+    trainer.add_hook(MonitorScores('valid', [Accuracy()], name='validation'))
+    if filename is not None:
+        trainer.add_hook(SaveCheckpoint(filename, timescale='update',
+                                        interval=stop_at))
+        trainer.add_hook(StopAtUpdate(stop_at))
+    trainer.add_hook(StopAfterEpoch(epochs))
+    train_iter, named = checkpoint_iterators()
+    trainer.train(net, train_iter, **named)
+    return trainer, net
+
+
+class FailOnRank(Hook):
+    """Raises on one rank at one update (the other ranks go on into the
+    next Allreduce and would wait there forever)."""
+
+    def __init__(self, rank, update):
+        super().__init__('FailOnRank', 'update', 1)
+        self.rank = rank
+        self.update = update
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        if stepper.rank == self.rank and update_nr == self.update:
+            raise RuntimeError(f'deliberate failure on rank {self.rank}')
+
+
+def failing_run(kind: str, rank: int):
+    bs.global_rnd.set_seed(1)
+    data = blob_data(TRAIN_SIZE, seed=1)
+    if kind == 'nan' and rank == 1:
+        data['default'] = data['default'].copy()
+        data['default'][0, 10:14] = np.nan
+    trainer = Trainer(DataParallel(MomentumStepper(0.1)), verbose=False)
+    if kind == 'exception':
+        trainer.add_hook(FailOnRank(1, 2))
+    trainer.add_hook(StopAfterEpoch(1000))
+    trainer.train(blob_net(seed=1),
+                  Shard(Minibatches(BATCH_SIZE, shuffle=False, **data)))
+
+
+def main(scenario: str, outdir: str) -> None:
+    from mpi4py import MPI
+    rank = MPI.COMM_WORLD.Get_rank()
+    results = {}
+    logs = {}
+    if scenario == 'equivalence':
+        results['parameters'], logs = equivalence_run(True, rank)
+    elif scenario == 'checkpoint':
+        filename = os.path.join(outdir, 'run.ckpt')
+        _, net = checkpoint_run(3)
+        results['full'] = net.get('parameters')
+        checkpoint_run(3, filename, stop_at=6)
+        resumed, net = Trainer.from_checkpoint(filename)
+        del resumed.hooks['StopAtUpdate']
+        train_iter, named = checkpoint_iterators()
+        resumed.train(net, train_iter, **named)
+        results['resumed'] = net.get('parameters')
+        logs = resumed.logs
+    elif scenario in ('exception', 'nan'):
+        failing_run(scenario, rank)
+    else:
+        raise ValueError(f'unknown scenario {scenario!r}')
+    np.savez(os.path.join(outdir, f'rank{rank}.npz'), **results)
+    with open(os.path.join(outdir, f'rank{rank}.json'), 'w') as f:
+        json.dump(bs.get_description(logs), f)
+
+
+if __name__ == '__main__':
+    main(*sys.argv[1:])
