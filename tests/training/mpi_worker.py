@@ -55,18 +55,24 @@ def blob_net(seed):
     return net
 
 
+def blob_split():
+    """Training and validation data from the same three clusters."""
+    data = blob_data(TRAIN_SIZE + VALID_SIZE, seed=1)
+    return ({name: d[:, :TRAIN_SIZE] for name, d in data.items()},
+            {name: d[:, TRAIN_SIZE:] for name, d in data.items()})
+
+
 def equivalence_run(parallel: bool, rank: int = 0, epochs: int = 3):
     """Momentum + Adam per layer with a learning-rate schedule, training
     and validation figures; returns ``(parameters, logs)``."""
     bs.global_rnd.set_seed(42)
-    train_iter = Minibatches(BATCH_SIZE, shuffle=True,
-                             **blob_data(TRAIN_SIZE, seed=1))
-    valid_iter = Minibatches(VALID_BATCH_SIZE, shuffle=False,
-                             **blob_data(VALID_SIZE, seed=2))
+    train, valid = blob_split()
+    train_iter = Minibatches(BATCH_SIZE, shuffle=True, **train)
+    valid_iter = Minibatches(VALID_BATCH_SIZE, shuffle=False, **valid)
     # rank 1 starts from other parameters: DataParallel broadcasts rank 0's
     net = blob_net(seed=3 + rank)
     stepper = MultiStepper({'Hid': AdamStepper(0.02),
-                            'default': MomentumStepper(0.5, 0.9)})
+                            'default': MomentumStepper(0.3, 0.5)})
     if parallel:
         train_iter, valid_iter = Shard(train_iter), Shard(valid_iter)
         stepper = DataParallel(stepper)
@@ -74,7 +80,7 @@ def equivalence_run(parallel: bool, rank: int = 0, epochs: int = 3):
     trainer.train_scorers = [Accuracy()]
     trainer.add_hook(MonitorScores('valid', [Accuracy()], name='validation'))
     trainer.add_hook(ModifyStepperAttribute(
-        Exponential(0.5, 0.8), 'steppers.default.learning_rate'))
+        Exponential(0.3, 0.8), 'steppers.default.learning_rate'))
     trainer.add_hook(StopAfterEpoch(epochs))
     trainer.train(net, train_iter, valid=valid_iter)
     return net.get('parameters'), trainer.logs
@@ -84,10 +90,9 @@ def checkpoint_iterators():
     """Shuffled batches, split over the ranks, with noise on each rank's
     part."""
     bs.global_rnd.set_seed(7)
-    base = Minibatches(BATCH_SIZE, shuffle=True,
-                       **blob_data(TRAIN_SIZE, seed=1))
-    valid = Minibatches(VALID_BATCH_SIZE, shuffle=True,
-                        **blob_data(VALID_SIZE, seed=2))
+    train, valid = blob_split()
+    base = Minibatches(BATCH_SIZE, shuffle=True, **train)
+    valid = Minibatches(VALID_BATCH_SIZE, shuffle=True, **valid)
     return (AddGaussianNoise(Shard(base), {'default': 0.3}),
             {'valid': Shard(valid)})
 

@@ -1,0 +1,437 @@
+"""Data-parallel training: DataParallel, Shard, joined figures, MPI runs.
+
+The tests at the top run in this process without MPI. Those marked
+``mpi`` start ``mpiexec -n 2`` on tests/training/mpi_worker.py (skipped
+without mpi4py and mpiexec) and compare with the same training in this
+process.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import brainstorm as bs
+from brainstorm.data_iterators import Minibatches, Shard
+from brainstorm.hooks import ModifyStepperAttribute, StopAfterEpoch
+from brainstorm.optional import has_mpi4py
+from brainstorm.scorers import (
+    Accuracy,
+    aggregate_losses_and_scores,
+    gather_from_all_ranks,
+)
+from brainstorm.training import DataParallel, Trainer
+from brainstorm.training import checkpoint as checkpoint_module
+from brainstorm.training.data_parallel import communicator_of, mpi_world_size
+from brainstorm.training.schedules import Exponential
+from brainstorm.training.steppers import (
+    AdamStepper,
+    MomentumStepper,
+    MultiStepper,
+)
+from brainstorm.utils import IteratorValidationError, TrainingValidationError
+from tests.training.mpi_worker import BATCH_SIZE, TRAIN_SIZE, equivalence_run
+from tests.training.nets import roundtrip, xor_data, xor_net
+
+ROOT = Path(__file__).resolve().parents[2]
+MPI_TIMEOUT = 60
+
+
+class SingleProcessComm:
+    """A communicator of size 1 that fails if a collective is called."""
+
+    def Get_rank(self):
+        return 0
+
+    def Get_size(self):
+        return 1
+
+    def __getattr__(self, name):
+        raise AssertionError(f'collective {name} called on a size-1 run')
+
+
+class FakeGatherComm:
+    """allgather returns the given per-rank objects (rank 0's is replaced
+    by what this process passes in)."""
+
+    def __init__(self, others):
+        self.others = others
+
+    def Get_rank(self):
+        return 0
+
+    def Get_size(self):
+        return 1 + len(self.others)
+
+    def allgather(self, obj):
+        return [obj] + list(self.others)
+
+
+# ------------------------------------------------------- without MPI ----
+
+def train_xor(stepper, steps=6):
+    net = xor_net(seed=2)
+    stepper.start(net)
+    for _ in range(steps):
+        net.provide_external_data(xor_data())
+        stepper.run()
+    return net.get('parameters')
+
+
+def test_size_one_communicator_is_the_wrapped_stepper():
+    plain = train_xor(MomentumStepper(0.3, 0.9))
+    wrapped = train_xor(DataParallel(MomentumStepper(0.3, 0.9),
+                                     comm=SingleProcessComm()))
+    np.testing.assert_array_equal(wrapped, plain)
+
+
+def test_size_one_multistepper_state_round_trips():
+    def make():
+        return DataParallel(MultiStepper({'Hid': AdamStepper(0.01),
+                                          'default': MomentumStepper(0.1)}),
+                            comm=SingleProcessComm())
+    stepper = make()
+    train_xor(stepper, 3)
+    state = stepper.get_state()
+    assert int(state['steppers.Hid.step_count']) == 3
+    other = make()
+    other.start(xor_net(seed=2))
+    other.set_state(state)
+    assert other.stepper.steppers['Hid'].step_count == 3
+
+
+def test_attributes_reach_the_wrapped_stepper():
+    inner = MultiStepper({'Hid': AdamStepper(0.01),
+                          'default': MomentumStepper(0.1, 0.9)})
+    stepper = DataParallel(inner, comm=SingleProcessComm())
+    stepper.clip_norm = 5.0
+    assert inner.clip_norm == 5.0
+    assert stepper.steppers is inner.steppers
+    inner_momentum = DataParallel(MomentumStepper(0.1), comm=None)
+    inner_momentum.learning_rate = 0.25
+    assert inner_momentum.stepper.learning_rate == 0.25
+    assert 'learning_rate' not in vars(inner_momentum)
+    with pytest.raises(AttributeError):
+        _ = stepper.no_such_attribute
+
+
+def test_schedules_change_the_wrapped_stepper_in_training():
+    inner = MultiStepper({'Hid': AdamStepper(0.01),
+                          'default': MomentumStepper(0.1, 0.9)})
+    trainer = Trainer(DataParallel(inner, comm=SingleProcessComm()),
+                      verbose=False)
+    trainer.add_hook(ModifyStepperAttribute(
+        Exponential(0.1, 0.5), 'steppers.default.learning_rate'))
+    trainer.add_hook(ModifyStepperAttribute(Exponential(0.4, 0.5),
+                                            'clip_norm', name='clip'))
+    trainer.add_hook(StopAfterEpoch(2))
+    trainer.train(xor_net(), Minibatches(2, **xor_data()))
+    assert inner.steppers['default'].learning_rate == pytest.approx(0.025)
+    assert inner.clip_norm == pytest.approx(0.1)
+
+
+def test_json_round_trip():
+    stepper = DataParallel(MomentumStepper(0.2, momentum=0.5),
+                           check_finite=False)
+    copy = roundtrip(stepper)
+    assert isinstance(copy, DataParallel)
+    assert copy.check_finite is False
+    assert isinstance(copy.stepper, MomentumStepper)
+    assert (copy.learning_rate, copy.momentum) == (0.2, 0.5)
+    description = bs.get_description(stepper)
+    assert set(description) == {'@type', 'stepper', 'check_finite'}
+    assert roundtrip(DataParallel(MomentumStepper())).check_finite is True
+
+
+def test_trainer_description_with_data_parallel_round_trips():
+    trainer = Trainer(DataParallel(AdamStepper(0.003)), verbose=False)
+    copy = roundtrip(trainer)
+    assert isinstance(copy.stepper, DataParallel)
+    assert copy.stepper.learning_rate == 0.003
+
+
+@pytest.mark.parametrize('bad', [None, 'sgd', lambda: None])
+def test_rejects_a_non_stepper(bad):
+    with pytest.raises(TrainingValidationError, match='DataParallel'):
+        DataParallel(bad)
+
+
+def test_rejects_a_non_bool_check_finite():
+    with pytest.raises(TrainingValidationError, match='check_finite'):
+        DataParallel(MomentumStepper(), check_finite=1)
+
+
+def test_communicator_of():
+    assert communicator_of(MomentumStepper()) is None
+    assert communicator_of(DataParallel(MomentumStepper(),
+                                        comm=SingleProcessComm())) is None
+    comm = FakeGatherComm([{}])
+    assert communicator_of(DataParallel(MomentumStepper(), comm=comm)) \
+        is comm
+
+
+def test_missing_mpi4py_raises_an_import_error_naming_the_extra(monkeypatch):
+    from brainstorm import optional
+    monkeypatch.setattr(optional, 'has_mpi4py', False)
+    monkeypatch.setattr(optional, 'mpi4py_mock',
+                        optional.MissingDependencyMock(optional._missing(
+                            'mpi4py', 'mpi', ImportError('no mpi4py'))))
+    stepper = DataParallel(MomentumStepper())
+    with pytest.raises(ImportError, match=r'brainstorm\[mpi\]'):
+        _ = stepper.comm
+
+
+def test_mpi_world_size_reads_the_launcher_environment(monkeypatch):
+    for name in ('PMI_SIZE', 'OMPI_COMM_WORLD_SIZE', 'PMIX_SIZE',
+                 'MV2_COMM_WORLD_SIZE', 'MPI_LOCALNRANKS'):
+        monkeypatch.delenv(name, raising=False)
+    assert mpi_world_size() == 1
+    monkeypatch.setenv('OMPI_COMM_WORLD_SIZE', '3')
+    assert mpi_world_size() == 3
+    monkeypatch.setenv('PMI_SIZE', '4')
+    assert mpi_world_size() == 4
+
+
+# ------------------------------------------------------------- Shard ----
+
+def sample_ids(iterator):
+    return [batch['default'][0, :, 0].tolist() for batch in iterator()]
+
+
+def numbered(n):
+    return {'default': np.arange(n, dtype=float).reshape(1, n, 1),
+            'targets': np.zeros((1, n, 1))}
+
+
+def test_shard_splits_each_global_batch_contiguously():
+    data = numbered(11)
+    parts = [sample_ids(Shard(Minibatches(4, shuffle=False, **data),
+                              rank=r, size=2)) for r in range(2)]
+    assert parts[0] == [[0, 1], [4, 5], [8]]
+    assert parts[1] == [[2, 3], [6, 7], [9, 10]]
+
+
+def test_ranks_cover_a_shuffled_epoch_exactly_once():
+    data = numbered(23)
+    bs.global_rnd.set_seed(3)
+    seen = []
+    global_batches = None
+    for rank in range(3):
+        base = Minibatches(5, shuffle=True, **data)
+        base.rnd.set_seed(11)  # the same seed on every rank
+        if rank == 0:
+            global_batches = sample_ids(base)
+            base.rnd.set_seed(11)
+        shard = Shard(base, rank=rank, size=3)
+        assert shard.length == base.length == 5
+        seen.append(sample_ids(shard))
+    for k, batch in enumerate(global_batches):
+        assert sum((seen[r][k] for r in range(3)), []) == batch
+    assert sorted(sum(sum(seen, []), [])) == list(range(23))
+
+
+def test_shard_gives_empty_parts_when_a_batch_is_smaller_than_size():
+    parts = [sample_ids(Shard(Minibatches(3, shuffle=False, **numbered(4)),
+                              rank=r, size=3)) for r in range(3)]
+    assert [p[1] for p in parts] == [[], [], [3]]
+
+
+def test_shard_defaults_to_a_single_process(monkeypatch):
+    monkeypatch.delenv('PMI_SIZE', raising=False)
+    monkeypatch.delenv('OMPI_COMM_WORLD_SIZE', raising=False)
+    shard = Shard(Minibatches(4, **numbered(6)))
+    assert (shard.rank, shard.size) == (0, 1)
+    assert shard.bounds(4) == (0, 4)
+
+
+@pytest.mark.parametrize('kwargs', [{'rank': 2, 'size': 2},
+                                    {'rank': -1, 'size': 2},
+                                    {'rank': 0, 'size': 0},
+                                    {'rank': 0.5, 'size': 2}])
+def test_shard_rejects_bad_ranks(kwargs):
+    with pytest.raises(IteratorValidationError, match='Shard'):
+        Shard(Minibatches(4, **numbered(6)), **kwargs)
+
+
+def test_shard_json_round_trip():
+    shard = Shard(Minibatches(4, shuffle=False, **numbered(6)), rank=1,
+                  size=2)
+    copy = roundtrip(shard)
+    assert (copy.rank, copy.size) == (1, 2)
+    assert sample_ids(copy) == [[2, 3], [5]]
+
+
+# ------------------------------------------------ joining the figures ----
+
+def test_figures_are_joined_from_sums_and_counts():
+    net = xor_net()
+    scorers = [Accuracy()]
+    everything = {'total_loss': [(4, 0.5), (2, 2.0), (3, 1.0)],
+                  'Accuracy': [(4, 3.0), (2, 0.0), (3, 3.0)]}
+    rank0 = {k: v[:1] for k, v in everything.items()}
+    rank1 = {k: v[1:] for k, v in everything.items()}
+    joined = aggregate_losses_and_scores(rank0, net, scorers,
+                                         comm=FakeGatherComm([rank1]))
+    single = aggregate_losses_and_scores(everything, net, scorers)
+    assert joined == single
+    # not the mean of the ranks' means
+    assert joined['total_loss'] == pytest.approx((2 + 4 + 3) / 9)
+    assert joined['Accuracy'] == pytest.approx(6 / 9)
+
+
+def test_gather_from_all_ranks_keeps_names_missing_on_a_rank():
+    joined = gather_from_all_ranks({'a': [(1, 2.0)]},
+                                   FakeGatherComm([{'b': [(2, 1.0)]}]))
+    assert joined == OrderedDict([('a', [(1.0, 2.0)]), ('b', [(2.0, 1.0)])])
+
+
+def test_checkpoint_file_keeps_the_random_states_of_every_rank(tmp_path):
+    from brainstorm.randomness import RandomState
+    from brainstorm.training.checkpoint import get_random_state
+
+    def states(seed):
+        return {'global': get_random_state(RandomState(seed)),
+                'network': get_random_state(RandomState(seed + 1)),
+                'handler': None,
+                'iterators': {'training_data_iter': [
+                    get_random_state(RandomState(seed + 2)), None]}}
+    random_states = dict(states(1), ranks=[states(1), states(10)])
+    filename = str(tmp_path / 'ranks.ckpt')
+    checkpoint_module.write_checkpoint(
+        filename, {}, np.zeros(3), {}, {}, {}, {}, random_states)
+    read = checkpoint_module.read_checkpoint(filename)['random_states']
+    assert len(read['ranks']) == 2
+    assert read['ranks'][1]['global']['seed'] == 10
+    np.testing.assert_array_equal(
+        read['ranks'][1]['iterators']['training_data_iter'][0]['keys'],
+        random_states['ranks'][1]['iterators']['training_data_iter'][0][
+            'keys'])
+    assert read['ranks'][0]['handler'] is None
+    assert read['ranks'][1]['iterators']['training_data_iter'][1] is None
+
+
+# --------------------------------------------------- with mpiexec -n 2 ----
+
+def find_mpiexec():
+    local = Path(sys.executable).parent / 'mpiexec'
+    if local.exists():
+        return str(local)
+    return shutil.which('mpiexec')
+
+
+needs_mpi = pytest.mark.skipif(
+    not has_mpi4py or find_mpiexec() is None,
+    reason='needs mpi4py and mpiexec (pip install brainstorm[mpi])')
+
+
+def run_ranks(scenario, outdir, expect_success=True):
+    """``mpiexec -n 2`` the worker; a hang fails through the timeout."""
+    env = dict(os.environ)
+    env['PYTHONPATH'] = os.pathsep.join(
+        [str(ROOT)] + [p for p in [env.get('PYTHONPATH')] if p])
+    env['OMP_NUM_THREADS'] = env['OPENBLAS_NUM_THREADS'] = '1'
+    command = [find_mpiexec(), '-n', '2', sys.executable, '-m',
+               'tests.training.mpi_worker', scenario, str(outdir)]
+    try:
+        done = subprocess.run(command, cwd=ROOT, env=env,
+                              capture_output=True, text=True,
+                              timeout=MPI_TIMEOUT)
+    except subprocess.TimeoutExpired as err:
+        pytest.fail(f'mpiexec -n 2 ({scenario}) did not end within '
+                    f'{MPI_TIMEOUT} s: a rank hangs. Output: {err.stdout!r} '
+                    f'{err.stderr!r}')
+    if expect_success:
+        assert done.returncode == 0, (
+            f'mpiexec -n 2 ({scenario}) failed with {done.returncode}:\n'
+            f'{done.stdout}\n{done.stderr}')
+    results = []
+    for rank in range(2):
+        npz = outdir / f'rank{rank}.npz'
+        if npz.exists():
+            with open(outdir / f'rank{rank}.json') as f:
+                results.append((dict(np.load(npz)), json.load(f)))
+    return done, results
+
+
+def assert_logs_close(logs, reference, path=''):
+    assert set(logs) == set(reference), path
+    for key, value in reference.items():
+        if isinstance(value, dict):
+            assert_logs_close(logs[key], value, f'{path}{key}.')
+        else:
+            np.testing.assert_allclose(logs[key], value, rtol=1e-12,
+                                       atol=1e-14, err_msg=path + key)
+
+
+@pytest.fixture(scope='module')
+def equivalence_results(tmp_path_factory):
+    """The 'equivalence' run on two ranks (shared by two tests)."""
+    return run_ranks('equivalence', tmp_path_factory.mktemp('equivalence'))[1]
+
+
+@needs_mpi
+def test_two_ranks_train_like_one_process_on_the_global_batches(
+        equivalence_results):
+    (rank0, logs0), (rank1, logs1) = equivalence_results
+    # every rank holds bit-identical parameters
+    np.testing.assert_array_equal(rank0['parameters'], rank1['parameters'])
+    assert logs0 == logs1
+    parameters, _ = equivalence_run(parallel=False)
+    # the last global batch holds 3 samples: 1 on rank 0, 2 on rank 1
+    assert TRAIN_SIZE % BATCH_SIZE == 3
+    np.testing.assert_allclose(rank0['parameters'], parameters, rtol=1e-10,
+                               atol=1e-13)
+    initial, _ = equivalence_run(parallel=False, epochs=0)
+    assert np.abs(parameters - initial).max() > 0.1
+
+
+@needs_mpi
+def test_validation_scores_on_two_ranks_equal_one_process(
+        equivalence_results):
+    (_, logs0), _ = equivalence_results
+    _, logs = equivalence_run(parallel=False)
+    reference = json.loads(json.dumps(bs.get_description(logs)))
+    assert_logs_close(logs0['validation'], reference['validation'])
+    assert logs0['validation']['Accuracy'] == \
+        reference['validation']['Accuracy']
+    assert_logs_close(logs0['rolling_training'],
+                      reference['rolling_training'])
+
+
+@needs_mpi
+def test_two_rank_checkpoint_resumes_like_an_uninterrupted_run(tmp_path):
+    _, ((rank0, logs0), (rank1, logs1)) = run_ranks('checkpoint', tmp_path)
+    np.testing.assert_array_equal(rank0['full'], rank1['full'])
+    np.testing.assert_array_equal(rank0['resumed'], rank0['full'])
+    np.testing.assert_array_equal(rank1['resumed'], rank1['full'])
+    assert logs0 == logs1
+    assert len(logs0['validation']['total_loss']) == 4  # epochs 0 to 3
+    stored = checkpoint_module.read_checkpoint(str(tmp_path / 'run.ckpt'))
+    ranks = stored['random_states']['ranks']
+    assert len(ranks) == 2
+    # dropout and noise draw differently on the two ranks
+    assert not np.array_equal(ranks[0]['handler']['keys'],
+                              ranks[1]['handler']['keys'])
+
+
+@needs_mpi
+@pytest.mark.parametrize('scenario, message', [
+    ('exception', 'RuntimeError: deliberate failure on rank 1'),
+    ('nan', 'FloatingPointError: DataParallel: rank 1 of 2: the gradients '
+            'of this step are not finite')])
+def test_a_failure_on_rank_1_ends_both_processes(tmp_path, scenario,
+                                                 message):
+    done, results = run_ranks(scenario, tmp_path, expect_success=False)
+    assert done.returncode != 0
+    assert results == []
+    output = done.stdout + done.stderr
+    assert message in output
+    assert 'uncaught' in output and 'on rank 1 of 2; aborting all ranks' \
+        in output
+
