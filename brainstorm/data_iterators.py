@@ -25,7 +25,7 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
-from brainstorm.randomness import Seedable
+from brainstorm.randomness import RandomState, Seedable
 from brainstorm.utils import IteratorValidationError
 
 __all__ = ['DataIterator', 'Undivided', 'Minibatches', 'AddGaussianNoise',
@@ -618,10 +618,20 @@ class Shard(DataIterator):
             raise IteratorValidationError(
                 f'Shard: rank must be an int in [0, {size}). Received: '
                 f'rank={rank!r}')
-        super().__init__(dict(iter.data_shapes), iter.length)
+        # a Shard draws no random numbers; a fixed seed keeps it from
+        # taking one from global_rnd, so wrapping an iterator in a Shard
+        # changes no other seed (the network starts as without MPI)
+        Seedable.__init__(self, seed=0)
+        self.data_shapes = dict(iter.data_shapes)
+        self.length = iter.length
         self.iter = iter
         self.rank = int(rank)
         self.size = int(size)
+
+    def __init_from_description__(self, description: dict) -> None:
+        self.data_shapes = {name: tuple(shape)
+                            for name, shape in self.data_shapes.items()}
+        self.rnd = RandomState(0)
 
     def bounds(self, batch_size: int) -> tuple[int, int]:
         """``(start, stop)`` of this rank's part of a global batch of

@@ -21,18 +21,28 @@ Data:
 
 Run ``python examples/mnist_pi.py --help`` for the options. The best
 network (by validation accuracy) is saved to ``mnist_pi_best.hdf5``.
+
+Data-parallel on N processes (needs ``pip install brainstorm[mpi]``)::
+
+    mpiexec -n 4 python examples/mnist_pi.py
+
+Started by ``mpiexec`` (or with ``--mpi``), every process trains on its
+part of each batch (``--batch-size`` is the global batch) through
+``DataParallel`` and ``Shard``; only rank 0 prints and saves.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 
 import h5py
 import numpy as np
 
 import brainstorm as bs
+from brainstorm.training.data_parallel import mpi_world_size
 
 # settings per data set: those of Brainstorm 0.5 for MNIST, and settings
 # that train the same network quickly on the small digits data
@@ -106,12 +116,25 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='file for the best network')
     parser.add_argument('--seed', type=int, default=42,
                         help='seed of the global random state')
+    parser.add_argument('--mpi', action='store_true',
+                        help='data-parallel training over MPI processes '
+                             '(on by default when started by mpiexec with '
+                             'more than one process)')
     return parser.parse_args(argv)
 
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
     bs.global_rnd.set_seed(args.seed)
+    parallel = args.mpi or mpi_world_size() > 1
+    # the learning rate is set below, once the data set is known
+    stepper = bs.training.MomentumStepper(momentum=0.9)
+    if parallel:
+        stepper = bs.training.DataParallel(stepper)
+        if stepper.rank > 0:
+            # the trainer and hooks only report on rank 0; so does this
+            # script
+            sys.stdout = open(os.devnull, 'w')
     data_name, (x_tr, y_tr), (x_va, y_va) = get_data(args.data_dir)
     if args.limit:
         x_tr, y_tr = x_tr[:, :args.limit], y_tr[:, :args.limit]
@@ -127,6 +150,12 @@ def main(argv=None) -> dict:
         settings['batch_size'], default=x_tr, targets=y_tr)
     getter_va = bs.data_iterators.Minibatches(100, default=x_va,
                                               targets=y_va)
+    if parallel:
+        # each process takes its part of every (global) batch
+        getter_tr = bs.data_iterators.Shard(getter_tr)
+        getter_va = bs.data_iterators.Shard(getter_va)
+        print(f'Data-parallel on {stepper.size} processes: '
+              f"{settings['batch_size']} samples per update in all.")
 
     # ---- the network ---------------------------------------------------
     inp, fc = bs.tools.get_in_out_layers('classification', x_tr.shape[2:],
@@ -142,8 +171,8 @@ def main(argv=None) -> dict:
     network.set_weight_modifiers({'FC': bs.value_modifiers.ConstrainL2Norm(1)})
 
     # ---- the trainer ---------------------------------------------------
-    trainer = bs.Trainer(bs.training.MomentumStepper(
-        learning_rate=settings['learning_rate'], momentum=0.9))
+    stepper.learning_rate = settings['learning_rate']
+    trainer = bs.Trainer(stepper)
     trainer.add_hook(bs.hooks.ProgressBar())
     if settings['lr_decay'] != 1.0:
         trainer.add_hook(bs.hooks.ModifyStepperAttribute(

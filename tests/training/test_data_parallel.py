@@ -435,3 +435,35 @@ def test_a_failure_on_rank_1_ends_both_processes(tmp_path, scenario,
     assert 'uncaught' in output and 'on rank 1 of 2; aborting all ranks' \
         in output
 
+
+
+def test_a_shard_takes_no_seed_from_the_global_random_state():
+    bs.global_rnd.set_seed(5)
+    base = Minibatches(4, **numbered(6))
+    expected = bs.global_rnd.generate_seed()
+    bs.global_rnd.set_seed(5)
+    base = Minibatches(4, **numbered(6))
+    Shard(base, rank=0, size=2)
+    assert bs.global_rnd.generate_seed() == expected
+    shard = roundtrip(Shard(base, rank=0, size=2))
+    assert shard.data_shapes == {'default': (1, 6, 1), 'targets': (1, 6, 1)}
+    assert shard.rnd.get_seed() == 0
+
+
+@needs_mpi
+@pytest.mark.slow
+def test_mnist_example_runs_on_two_ranks_and_only_rank_0_reports(tmp_path):
+    pytest.importorskip('sklearn')
+    env = dict(os.environ, OMP_NUM_THREADS='1', OPENBLAS_NUM_THREADS='1')
+    save = tmp_path / 'best.hdf5'
+    done = subprocess.run(
+        [find_mpiexec(), '-n', '2', sys.executable,
+         str(ROOT / 'examples' / 'mnist_pi.py'), '--epochs', '1',
+         '--limit', '100', '--save', str(save)],
+        cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=MPI_TIMEOUT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert 'Data-parallel on 2 processes' in done.stdout
+    assert done.stdout.count('Epoch 1 ---') == 1
+    assert done.stdout.count('Validation accuracy') == 1
+    assert save.exists()
