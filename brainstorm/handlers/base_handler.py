@@ -516,7 +516,8 @@ class Handler(Describable, abc.ABC):
     @abc.abstractmethod
     def conv2d_backward_batch(self, inputs, weights, padding: int,
                               stride: tuple[int, int], in_deltas, out_deltas,
-                              weight_deltas, bias_deltas) -> None:
+                              weight_deltas, bias_deltas, *,
+                              skip_in_deltas: bool = False) -> None:
         """Gradients of :meth:`conv2d_forward_batch`.
 
         Args:
@@ -528,6 +529,11 @@ class Handler(Describable, abc.ABC):
             out_deltas: ``(N, OH, OW, F)``, the output gradient.
             weight_deltas: ``(F, kh, kw, C)``, OVERWRITTEN.
             bias_deltas: ``(F,)``, OVERWRITTEN.
+            skip_in_deltas: keyword-only; if True the input gradient is
+                not computed and ``in_deltas`` is left untouched (for a
+                caller whose input deltas nobody reads). Callers that pass
+                it check that the handler's signature has it, so handlers
+                written against the older signature keep working.
         """
 
     @abc.abstractmethod

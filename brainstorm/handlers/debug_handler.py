@@ -585,6 +585,16 @@ class DebugHandler(Handler):
 
     # -------------------------------------------------------------- conv/pool
 
+    def _run_with_keywords(self, op: str, keywords: dict, **args) -> None:
+        """:meth:`_run` passing ``keywords`` (keyword-only options, left
+        out at their defaults so that older wrapped handlers still work)."""
+        getattr(self.handler, op)(
+            *[a.array if isinstance(a, DebugArray) else a
+              for a in args.values()],
+            **{k: a.array if isinstance(a, DebugArray) else a
+               for k, a in keywords.items()})
+        self._expect_finite(op, **args, **keywords)
+
     def _conv_check(self, op, inputs, weights, padding, stride, outputs):
         self._expect_ndim(op, 'weights', weights, 4)
         oh, ow = self._image_geometry(op, inputs, weights.shape[1:3],
@@ -610,8 +620,10 @@ class DebugHandler(Handler):
 
     def conv2d_backward_batch(self, inputs, weights, padding: int,
                               stride: tuple[int, int], in_deltas, out_deltas,
-                              weight_deltas, bias_deltas) -> None:
+                              weight_deltas, bias_deltas, *,
+                              skip_in_deltas: bool = False) -> None:
         op = 'conv2d_backward_batch'
+        self._expect_flags(op, skip_in_deltas=skip_in_deltas)
         self._expect_arrays(op, inputs=inputs, weights=weights,
                             in_deltas=in_deltas, out_deltas=out_deltas,
                             weight_deltas=weight_deltas,
@@ -623,9 +635,11 @@ class DebugHandler(Handler):
                                 weight_deltas=weight_deltas)
         self._expect_shape(op, 'bias_deltas', bias_deltas,
                            [(weights.shape[0],)])
-        self._run(op, inputs=inputs, weights=weights, padding=padding,
-                  stride=stride, in_deltas=in_deltas, out_deltas=out_deltas,
-                  weight_deltas=weight_deltas, bias_deltas=bias_deltas)
+        keywords = {'skip_in_deltas': True} if skip_in_deltas else {}
+        self._run_with_keywords(
+            op, keywords, inputs=inputs, weights=weights, padding=padding,
+            stride=stride, in_deltas=in_deltas, out_deltas=out_deltas,
+            weight_deltas=weight_deltas, bias_deltas=bias_deltas)
 
     def maxpool2d_forward_batch(self, inputs, window: tuple[int, int],
                                 outputs, padding: int,

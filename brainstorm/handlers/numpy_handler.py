@@ -320,7 +320,8 @@ class NumpyHandler(Handler):
 
     def conv2d_backward_batch(self, inputs, weights, padding: int,
                               stride: tuple[int, int], in_deltas, out_deltas,
-                              weight_deltas, bias_deltas) -> None:
+                              weight_deltas, bias_deltas, *,
+                              skip_in_deltas: bool = False) -> None:
         n, oh, ow, f = out_deltas.shape
         kh, kw = weights.shape[1:3]
         dy = _rows_view(out_deltas)
@@ -337,6 +338,8 @@ class NumpyHandler(Handler):
             np.matmul(dy.T, col, out=dw)
             np.copyto(weight_deltas, dw.reshape(weight_deltas.shape))
 
+        if skip_in_deltas:
+            return
         if weights.shape[3] < 8:
             self._conv_input_deltas_few_channels(dy, weights, padding, stride,
                                                  in_deltas, (oh, ow))

@@ -894,7 +894,8 @@ class PyCudaHandler(Handler):
 
     def conv2d_backward_batch(self, inputs, weights, padding: int,
                               stride: tuple[int, int], in_deltas, out_deltas,
-                              weight_deltas, bias_deltas) -> None:
+                              weight_deltas, bias_deltas, *,
+                              skip_in_deltas: bool = False) -> None:
         f, kh, kw, c = weights.shape
         geometry = self._geometry(inputs, (kh, kw), out_deltas, padding,
                                   stride, f, 'conv2d_backward_batch')
@@ -918,6 +919,8 @@ class PyCudaHandler(Handler):
             col = self._im2col(inputs[n0:n1], geometry)
             self._gemm(dy[r0:r1], col, dw, True, False, beta)
             beta = 1.0
+            if skip_in_deltas:
+                continue
             # the column buffer now receives the deltas of every field
             self._gemm(dy[r0:r1], w_mat, col, False, False, 0.0)
             dx = in_deltas[n0:n1]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections import OrderedDict
 
 from brainstorm.layers.attributes import (
@@ -79,6 +80,26 @@ def image_output_shape(layer: Layer, in_shape: BufferStructure,
     return out_h, out_w, channels
 
 
+_KEYWORDS = {}  # (handler class, op name) -> its keyword-only parameters
+
+
+def handler_keywords(handler, op: str) -> frozenset:
+    """The keyword-only parameters of ``handler``'s op ``op``.
+
+    Optional keywords were added to some ops after the SPEC signatures;
+    layers pass them only to handlers that accept them, so handlers
+    written against the older signatures keep working.
+    """
+    key = (type(handler), op)
+    names = _KEYWORDS.get(key)
+    if names is None:
+        parameters = inspect.signature(getattr(handler, op)).parameters
+        names = _KEYWORDS[key] = frozenset(
+            name for name, p in parameters.items()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY)
+    return names
+
+
 class Convolution2DLayerImpl(Layer):
     """Implementation of :func:`Convolution2D`."""
 
@@ -135,5 +156,9 @@ class Convolution2DLayerImpl(Layer):
         dy_rows = flatten_time_and_features(buffers.output_deltas.default)
 
         _h.inplace_act_func_deriv[self.activation](y_rows, dy_rows)
+        options = {}
+        if 'default' in self.skip_input_deltas and 'skip_in_deltas' in \
+                handler_keywords(_h, 'conv2d_backward_batch'):
+            options['skip_in_deltas'] = True
         _h.conv2d_backward_batch(x, W, self.padding, self.stride, dx, dy, dW,
-                                 dbias)
+                                 dbias, **options)

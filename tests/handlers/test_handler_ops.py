@@ -1155,3 +1155,30 @@ def test_numpy_scratch_memory_is_bounded_by_the_largest_call():
     sizes = {name: buf.size for (name, _), buf in h._scratch.items()}
     assert sizes == {'tmp': 30 * 6, 'pad': 30 * 7 * 7 * 2,
                      'col': 30 * 25 * 18, 'conv_out': 30 * 25 * 3}, sizes
+
+
+@pytest.mark.parametrize('channels', [2, 9])  # both input-delta code paths
+def test_conv2d_backward_can_skip_the_input_deltas(handler, channels):
+    rng = np.random.RandomState(4)
+    x, w = rng.randn(2, 5, 6, channels), rng.randn(3, 3, 3, channels)
+    dy = rng.randn(2, 3, 3, 3)
+    geometry = (1, (2, 2))  # padding, stride: output 3x3
+    full = {name: handler.create_from_numpy(a) for name, a in (
+        ('dx', rng.randn(*x.shape)), ('dw', w * 0), ('db', w[:, 0, 0, 0]))}
+    skipped = {name: handler.create_from_numpy(handler.get_numpy_copy(a))
+               for name, a in full.items()}
+    before = handler.get_numpy_copy(skipped['dx'])
+    args = [handler.create_from_numpy(a) for a in (x, w)]
+    handler.conv2d_backward_batch(*args, *geometry, full['dx'],
+                                  handler.create_from_numpy(dy), full['dw'],
+                                  full['db'])
+    handler.conv2d_backward_batch(*args, *geometry, skipped['dx'],
+                                  handler.create_from_numpy(dy),
+                                  skipped['dw'], skipped['db'],
+                                  skip_in_deltas=True)
+    np.testing.assert_array_equal(handler.get_numpy_copy(skipped['dx']),
+                                  before)
+    assert np.abs(handler.get_numpy_copy(full['dx']) - before).max() > 1e-3
+    for name in ('dw', 'db'):
+        np.testing.assert_array_equal(handler.get_numpy_copy(skipped[name]),
+                                      handler.get_numpy_copy(full[name]))

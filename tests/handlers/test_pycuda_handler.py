@@ -688,6 +688,11 @@ def test_op_table(handler, op, args, ref, check):
     ops.test_op(handler, op, args, ref, check)
 
 
+@pytest.mark.parametrize('channels', [2, 9])
+def test_conv2d_backward_can_skip_the_input_deltas(handler, channels):
+    ops.test_conv2d_backward_can_skip_the_input_deltas(handler, channels)
+
+
 @pytest.mark.parametrize('name', ops.ACTIVATIONS)
 def test_activation_dicts(handler, name):
     ops.test_activation_dicts(handler, name)

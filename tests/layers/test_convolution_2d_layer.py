@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from brainstorm.handlers import NumpyHandler
+from brainstorm.handlers import DebugHandler, NumpyHandler
 from brainstorm.initializers import Gaussian
-from brainstorm.layers import Convolution2D, Input
+from brainstorm.layers import Convolution2D, Input, Loss
 from brainstorm.layers.convolution_2d_layer import Convolution2DLayerImpl
 from brainstorm.structure.network import Network
 from brainstorm.testing import instantiate_layer, set_up_layer
@@ -182,3 +182,52 @@ def test_works_on_non_contiguous_feature_slices_in_a_network():
     np.testing.assert_allclose(net.get('Conv.outputs.default'),
                                expected.reshape(2, 3, *expected.shape[1:]),
                                rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize('channels', [3, 9])  # both input-delta code paths
+@pytest.mark.parametrize('handler', ['numpy', 'debug', 'old-signature'])
+def test_backward_without_input_deltas_keeps_gradients(channels, handler):
+    """Steppers skip the deltas of the data: Convolution2D then computes no
+    input deltas (also when the handler predates the skip_in_deltas
+    keyword, which then just computes them)."""
+    make = {'numpy': lambda: NumpyHandler(np.float64),
+            'debug': lambda: DebugHandler(NumpyHandler(np.float64)),
+            'old-signature': lambda: OldSignatureHandler(np.float64)}
+    inp = Input({'default': ('T', 'B', 6, 5, channels)})
+    net = Network.from_layer(
+        inp >> Convolution2D(4, (3, 3), padding=1, activation='tanh',
+                             name='Conv') >>
+        Convolution2D(3, (2, 2), name='Top') >> Loss(name='Loss'))
+    net.set_handler(make[handler]())
+    net.initialize(Gaussian(0.5), seed=1)
+    x = np.random.RandomState(2).randn(2, 3, 6, 5, channels)
+    net.provide_external_data({'default': x})
+    net.forward_pass(training_pass=True)
+    net.backward_pass()
+    gradients = net.get('gradients')
+    data_deltas = net.get('Input.output_deltas.default')
+    assert np.abs(data_deltas).max() > 1e-6
+    net.backward_pass(input_deltas=False)
+    np.testing.assert_allclose(net.get('gradients'), gradients, rtol=1e-12,
+                               atol=1e-14)
+    if handler == 'old-signature':
+        np.testing.assert_allclose(net.get('Input.output_deltas.default'),
+                                   data_deltas, rtol=1e-12, atol=1e-14)
+    else:
+        np.testing.assert_array_equal(
+            net.get('Input.output_deltas.default'), 0)
+    net.backward_pass()
+    np.testing.assert_allclose(net.get('Input.output_deltas.default'),
+                               data_deltas, rtol=1e-12, atol=1e-14)
+
+
+class OldSignatureHandler(NumpyHandler):
+    """A custom handler written against the SPEC signatures of the
+    convolution ops (no keyword-only options)."""
+
+    def conv2d_backward_batch(self, inputs, weights, padding, stride,
+                              in_deltas, out_deltas, weight_deltas,
+                              bias_deltas):
+        super().conv2d_backward_batch(inputs, weights, padding, stride,
+                                      in_deltas, out_deltas, weight_deltas,
+                                      bias_deltas)
