@@ -114,6 +114,7 @@ def set_up_layer(layer, spec: dict, handler=None):
     proxy = SimpleNamespace(
         out_shapes=layer.out_shapes, parameter_shapes=layer.parameter_shapes,
         internal_shapes=layer.internal_shapes, in_shapes=layer.in_shapes,
+        grouped_buffers=layer.grouped_buffers, layer_type=layer.layer_type,
         incoming=[Connection(SOURCE_NAME, n, layer.name, n)
                   for n in layer.in_shapes])
     layout = create_layout(OrderedDict([(SOURCE_NAME, source),

@@ -50,6 +50,24 @@ class Layer:
     computes_no_gradients_for: tuple = ()
     takes_no_output_deltas_from: tuple = ()
     passes_back_internal_deltas: tuple = ()
+    #: Buffers a layer wants adjacent in memory, to work on them as one
+    #: array: ``{category: {group: (member, ...)}}`` for the categories
+    #: 'parameters', 'gradients' and 'internals'. Members must share the
+    #: buffer type, context size and backward flag; the network lays them
+    #: out side by side in the given order and
+    #: ``buffers.<category>.get_group(group)`` is one array over all of
+    #: them, concatenated along the feature axis (time- and batch-sized
+    #: buffers) or along the first axis (constant buffers, e.g. four
+    #: ``(size, in)`` weight matrices give a ``(4 * size, in)`` matrix).
+    #: Parameter and gradient groups must list consecutive parameters in
+    #: their declaration order.
+    grouped_buffers: dict = {}
+    #: Inputs whose deltas nobody reads in the running backward pass. The
+    #: network sets it (inputs fed only by the Input layer, during
+    #: ``backward_pass(input_deltas=False)``, which steppers use); layers
+    #: may then skip computing those deltas. Empty unless the network says
+    #: otherwise, so a layer run on its own computes every delta.
+    skip_input_deltas: frozenset = frozenset()
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

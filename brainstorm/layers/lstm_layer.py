@@ -57,6 +57,19 @@ class LstmLayerImpl(Layer):
     """
 
     expected_inputs = {'default': time_template()}
+    # the four gates side by side: one product per time step for all of
+    # them, and the weights of all gates as one matrix
+    grouped_buffers = {
+        'parameters': {'W': ('Wz', 'Wi', 'Wf', 'Wo'),
+                       'R': ('Rz', 'Ri', 'Rf', 'Ro'),
+                       'b': ('bz', 'bi', 'bf', 'bo')},
+        'gradients': {'W': ('Wz', 'Wi', 'Wf', 'Wo'),
+                      'R': ('Rz', 'Ri', 'Rf', 'Ro'),
+                      'b': ('bz', 'bi', 'bf', 'bo')},
+        'internals': {'GA': ('Za', 'Ia', 'Fa', 'Oa'),
+                      'GB': ('Zb', 'Ib', 'Fb', 'Ob'),
+                      'dGA': ('dZa', 'dIa', 'dFa', 'dOa')},
+    }
     declared_kwargs = {
         'size': Kwarg(PositiveInt(), default=None,
                       description='number of cells (default: input size)'),
@@ -104,10 +117,14 @@ class LstmLayerImpl(Layer):
 
     def forward_pass(self, buffers, training_pass=True):
         _h = self.handler
-        (Wz, Wi, Wf, Wo, pi, pf, po, Rz, Ri, Rf, Ro,
-         bz, bi, bf, bo) = list(buffers.parameters)[:15]
+        S = self.size
+        params, internals = buffers.parameters, buffers.internals
+        W, R, b = (params.get_group(n) for n in 'WRb')
+        pi, pf, po = params.pi, params.pf, params.po
+        GA, GB = internals.get_group('GA'), internals.get_group('GB')
         Za, Zb, Ia, Ib, Fa, Fb, Oa, Ob, Ca, Cb = (
-            buffers.internals[n] for n in LSTM_INTERNALS)
+            internals[n] for n in LSTM_INTERNALS)
+        IFa, IFb = GA[:, :, S:3 * S], GB[:, :, S:3 * S]
         x = buffers.inputs.default
         y = buffers.outputs.default
         T = x.shape[0]
@@ -115,25 +132,18 @@ class LstmLayerImpl(Layer):
         sigmoid = _h.sigmoid
         inactive = self._clock_forward(buffers, T)
 
-        # input projections for all time steps, one matrix product per gate
-        x_all = flatten_time_and_features(x)
-        for W, bias, A in ((Wz, bz, Za), (Wi, bi, Ia), (Wf, bf, Fa),
-                           (Wo, bo, Oa)):
-            A_all = flatten_time(A[:T])
-            _h.dot_mm(x_all, W, A_all, transb=True)
-            _h.add_mv(A_all, bias.reshape((1, self.size)), A_all)
+        # the input projections of all gates and time steps: one product
+        GA_all = flatten_time(GA[:T])
+        _h.dot_mm(flatten_time_and_features(x), W, GA_all, transb=True)
+        _h.add_mv(GA_all, b.reshape((1, 4 * S)), GA_all)
 
         # index -1 is the context slot, so t = 0 needs no special case
         for t in range(T):
-            _h.dot_add_mm(y[t - 1], Rz, Za[t], transb=True)
-            _h.dot_add_mm(y[t - 1], Ri, Ia[t], transb=True)
-            _h.dot_add_mm(y[t - 1], Rf, Fa[t], transb=True)
-            _h.dot_add_mm(y[t - 1], Ro, Oa[t], transb=True)
+            _h.dot_add_mm(y[t - 1], R, GA[t], transb=True)
             _h.mult_add_mv(Ca[t - 1], pi, Ia[t])
             _h.mult_add_mv(Ca[t - 1], pf, Fa[t])
             act(Za[t], Zb[t])
-            sigmoid(Ia[t], Ib[t])
-            sigmoid(Fa[t], Fb[t])
+            sigmoid(IFa[t], IFb[t])
             _h.mult_tt(Ib[t], Zb[t], Ca[t])
             _h.mult_add_tt(Fb[t], Ca[t - 1], Ca[t])
             if inactive is not None and t:
@@ -147,14 +157,16 @@ class LstmLayerImpl(Layer):
 
     def backward_pass(self, buffers):
         _h = self.handler
-        (Wz, Wi, Wf, Wo, pi, pf, po, Rz, Ri, Rf, Ro,
-         bz, bi, bf, bo) = list(buffers.parameters)[:15]
-        (dWz, dWi, dWf, dWo, dpi, dpf, dpo, dRz, dRi, dRf, dRo,
-         dbz, dbi, dbf, dbo) = list(buffers.gradients)[:15]
+        params, internals = buffers.parameters, buffers.internals
+        W, R = params.get_group('W'), params.get_group('R')
+        pi, pf, po = params.pi, params.pf, params.po
+        dW, dR, db = (buffers.gradients.get_group(n) for n in 'WRb')
+        dpi, dpf, dpo = (buffers.gradients[n] for n in ('pi', 'pf', 'po'))
         Za, Zb, Ia, Ib, Fa, Fb, Oa, Ob, Ca, Cb = (
-            buffers.internals[n] for n in LSTM_INTERNALS)
+            internals[n] for n in LSTM_INTERNALS)
         dZa, dZb, dIa, dIb, dFa, dFb, dOa, dOb, dCa, dCb = (
-            buffers.internals['d' + n] for n in LSTM_INTERNALS)
+            internals['d' + n] for n in LSTM_INTERNALS)
+        dGA = internals.get_group('dGA')
         x, dx = buffers.inputs.default, buffers.input_deltas.default
         y, dy = buffers.outputs.default, buffers.output_deltas.default
         T = x.shape[0]
@@ -162,25 +174,35 @@ class LstmLayerImpl(Layer):
         sigmoid_deriv = _h.sigmoid_deriv
         inactive, carry = self._clock_backward(buffers)
 
+        # Every delta of the recurrence is a delta times a factor that
+        # depends only on the forward pass, so the factors are computed for
+        # all time steps at once, in the memory of dZb, dIb, dFb, dOb, dCb:
+        #   dZa = dCa * Ib g'(Za)      dIa = dCa * Zb s'(Ia)
+        #   dFa = dCa * Ca_ s'(Fa)     dOa = dy * Cb s'(Oa)
+        #   dCa = dy * Ob h'(Ca) + peephole and next-step terms
+        PZ, PI, PF, PO, PC = dZb, dIb, dFb, dOb, dCb
+        act_deriv(Za[:T], Zb[:T], Ib[:T], PZ[:T])
+        sigmoid_deriv(Ia[:T], Ib[:T], Zb[:T], PI[:T])
+        sigmoid_deriv(Fa[:1], Fb[:1], Ca[-1:], PF[:1])
+        if T > 1:
+            sigmoid_deriv(Fa[1:T], Fb[1:T], Ca[:T - 1], PF[1:T])
+        sigmoid_deriv(Oa[:T], Ob[:T], Cb[:T], PO[:T])
+        act_deriv(Ca[:T], Cb[:T], Ob[:T], PC[:T])
+        if inactive is not None and T > 1:
+            # inactive units kept their state: no deltas through the gates
+            for factor in (PZ, PI, PF, PO, PC):
+                _h.fill_if(factor[1:T], 0., inactive[1:T])
+
         # dy[t] accumulates the full delta of y[t] in place (a layer may
         # overwrite its own output deltas). The deltas at t + 1 = T are the
         # zeroed backward context slots, so the last step is not special.
         for t in range(T - 1, -1, -1):
-            _h.dot_add_mm(dZa[t + 1], Rz, dy[t])
-            _h.dot_add_mm(dIa[t + 1], Ri, dy[t])
-            _h.dot_add_mm(dFa[t + 1], Rf, dy[t])
-            _h.dot_add_mm(dOa[t + 1], Ro, dy[t])
+            _h.dot_add_mm(dGA[t + 1], R, dy[t])
             clocked = inactive is not None and t + 1 < T
             if clocked:  # an inactive unit passes y[t + 1]'s delta to y[t]
                 _h.add_into_if(dy[t + 1], dy[t], inactive[t + 1])
-
-            _h.mult_tt(dy[t], Cb[t], dOb[t])
-            sigmoid_deriv(Oa[t], Ob[t], dOb[t], dOa[t])
-            _h.mult_tt(dy[t], Ob[t], dCb[t])
-            if inactive is not None and t:
-                _h.fill_if(dOa[t], 0., inactive[t])
-                _h.fill_if(dCb[t], 0., inactive[t])
-            act_deriv(Ca[t], Cb[t], dCb[t], dCa[t])
+            _h.mult_tt(dy[t], PO[t], dOa[t])
+            _h.mult_tt(dy[t], PC[t], dCa[t])
             _h.mult_add_mv(dOa[t], po, dCa[t])
             _h.mult_add_mv(dIa[t + 1], pi, dCa[t])
             _h.mult_add_mv(dFa[t + 1], pf, dCa[t])
@@ -190,36 +212,25 @@ class LstmLayerImpl(Layer):
                 _h.add_tt(dCa[t], carry, dCa[t])
             else:
                 _h.mult_add_tt(Fb[t + 1], dCa[t + 1], dCa[t])
+            _h.mult_tt(dCa[t], PZ[t], dZa[t])
+            _h.mult_tt(dCa[t], PI[t], dIa[t])
+            _h.mult_tt(dCa[t], PF[t], dFa[t])
 
-            _h.mult_tt(dCa[t], Ib[t], dZb[t])
-            act_deriv(Za[t], Zb[t], dZb[t], dZa[t])
-            _h.mult_tt(dCa[t], Zb[t], dIb[t])
-            sigmoid_deriv(Ia[t], Ib[t], dIb[t], dIa[t])
-            _h.mult_tt(dCa[t], Ca[t - 1], dFb[t])
-            sigmoid_deriv(Fa[t], Fb[t], dFb[t], dFa[t])
-            if inactive is not None and t:
-                _h.fill_if(dZa[t], 0., inactive[t])
-                _h.fill_if(dIa[t], 0., inactive[t])
-                _h.fill_if(dFa[t], 0., inactive[t])
-
-        # input deltas and gradients for all time steps at once
+        # input deltas and gradients of all gates and time steps at once
         x_all = flatten_time_and_features(x)
-        dx_all = flatten_time_and_features(dx)
-        for W, dW, dR, dbias, dA in (
-                (Wz, dWz, dRz, dbz, dZa), (Wi, dWi, dRi, dbi, dIa),
-                (Wf, dWf, dRf, dbf, dFa), (Wo, dWo, dRo, dbo, dOa)):
-            dA_all = flatten_time(dA[:T])
-            _h.dot_add_mm(dA_all, W, dx_all)
-            # the gradients are this layer's own (zeroed before the pass;
-            # deltas of layers fed with '..parameters.W' are added later by
-            # the network): the first product overwrites them
-            _h.dot_mm(dA_all, x_all, dW, transa=True)
-            # y[t - 1] at t = 0 is the context y[-1], not a time step
-            _h.dot_mm(dA[0], y[-1], dR, transa=True)
-            if T > 1:
-                _h.dot_add_mm(flatten_time(dA[1:T]), flatten_time(y[:T - 1]),
-                              dR, transa=True)
-            _h.sum_t(dA_all, 0, dbias)
+        dGA_all = flatten_time(dGA[:T])
+        if 'default' not in self.skip_input_deltas:
+            _h.dot_add_mm(dGA_all, W, flatten_time_and_features(dx))
+        # the gradients are this layer's own (zeroed before the pass;
+        # deltas of layers fed with '..parameters.W' are added later by
+        # the network): the first product overwrites them
+        _h.dot_mm(dGA_all, x_all, dW, transa=True)
+        # y[t - 1] at t = 0 is the context y[-1], not a time step
+        _h.dot_mm(dGA[0], y[-1], dR, transa=True)
+        if T > 1:
+            _h.dot_add_mm(flatten_time(dGA[1:T]), flatten_time(y[:T - 1]),
+                          dR, transa=True)
+        _h.sum_t(dGA_all, 0, db)
 
         # peephole gradients; dy is no longer needed and serves as scratch
         scratch = dy[:T]

@@ -114,7 +114,8 @@ class RecurrentLayerImpl(Layer):
         T = x.shape[0]
 
         dHa_all = flatten_time(dHa[:T])
-        _h.dot_add_mm(dHa_all, W, flatten_time_and_features(dx))
+        if 'default' not in self.skip_input_deltas:
+            _h.dot_add_mm(dHa_all, W, flatten_time_and_features(dx))
         _h.dot_add_mm(dHa_all, flatten_time_and_features(x), dW, transa=True)
         _h.dot_add_mm(dHa[0], y[-1], dR, transa=True)
         if T > 1:

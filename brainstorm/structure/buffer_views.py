@@ -18,14 +18,17 @@ class BufferView(list):
         buffer_names: the names, in order.
         buffers: the arrays or BufferViews, same order.
         full_buffer: an array spanning all children, if they are contiguous.
+        groups: group name -> an array spanning several adjacent children
+            (see :meth:`get_group`).
     """
 
     # internal state lives in slots, which take precedence over the
     # instance dict holding the children: a child named e.g. '_keys' must
     # not overwrite it
-    __slots__ = ('_buffer_names', '_keys', '_full_buffer', '__dict__')
+    __slots__ = ('_buffer_names', '_keys', '_full_buffer', '_groups',
+                 '__dict__')
 
-    def __init__(self, buffer_names, buffers, full_buffer=None):
+    def __init__(self, buffer_names, buffers, full_buffer=None, groups=None):
         super().__init__(buffers)
         names = list(buffer_names)
         if len(names) != len(self):
@@ -35,10 +38,25 @@ class BufferView(list):
         self._buffer_names = tuple(names)
         self._keys = set(names)
         self._full_buffer = full_buffer
+        self._groups = dict(groups or {})
         for name, buffer in zip(names, self):
             self.__dict__[name] = buffer
 
-    def adjust(self, buffer_names=None, buffers=None, full_buffer=None):
+    def get_group(self, name: str):
+        """One array over a group of adjacent children, as declared by the
+        layer's ``grouped_buffers``.
+
+        Raises:
+            KeyError: if there is no such group.
+        """
+        try:
+            return self._groups[name]
+        except KeyError:
+            raise KeyError(f'{name!r} is not a group of this BufferView. '
+                           f'Groups: {sorted(self._groups)}') from None
+
+    def adjust(self, buffer_names=None, buffers=None, full_buffer=None,
+               groups=None):
         """Replace the buffers in place (after a resize)."""
         if buffer_names is not None and tuple(buffer_names) != \
                 self._buffer_names:
@@ -50,6 +68,7 @@ class BufferView(list):
                              f'Received {len(buffers)}.')
         self[:] = buffers
         self._full_buffer = full_buffer
+        self._groups = dict(groups or {})
         for name, buffer in zip(self._buffer_names, buffers):
             self.__dict__[name] = buffer
         return self

@@ -166,9 +166,25 @@ class BufferManager:
                 '@slice': node['@slice'],
                 '@context_size': first.get('@context_size', 0)})
             full = self._carve(spec)
+        groups = {group: self._carve_group(node, members)
+                  for group, members in node.get('@groups', {}).items()}
         if existing is not None:
-            return existing.adjust(names, children, full)
-        return BufferView(names, children, full)
+            return existing.adjust(names, children, full, groups)
+        return BufferView(names, children, full, groups)
+
+    def _carve_group(self, node, members):
+        """One array over adjacent array nodes: concatenated along the
+        first feature axis in the constant buffer, the last one otherwise."""
+        first, last = node[members[0]], node[members[-1]]
+        shape = tuple(first['@shape'])
+        t = get_buffer_type(shape)
+        features = [int(x) for x in shape[t:]]
+        sizes = [int(node[m]['@shape'][t if t == 0 else -1]) for m in members]
+        features[0 if t == 0 else -1] = sum(sizes)
+        return self._carve(_ArraySpec(None, {
+            '@shape': shape[:t] + tuple(features),
+            '@slice': (first['@slice'][0], last['@slice'][1]),
+            '@context_size': first.get('@context_size', 0)}))
 
     # --------------------------------------------------------- clearing ---
 

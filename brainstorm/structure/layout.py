@@ -158,6 +158,55 @@ def _place(sources: dict, chains: list, priority: list) -> dict:
     return slices
 
 
+def _group_chains(layers, sources) -> list:
+    """Chains of internals that layers want adjacent (``grouped_buffers``),
+    after checking that every group can be one array."""
+    chains = []
+    for lname, layer in layers.items():
+        for category, groups in getattr(layer, 'grouped_buffers', {}).items():
+            names = {'parameters': layer.parameter_shapes,
+                     'gradients': layer.parameter_shapes,
+                     'internals': layer.internal_shapes}.get(category)
+            if names is None:
+                raise NetworkValidationError(
+                    f"{layer.layer_type} '{lname}': grouped_buffers may "
+                    "group 'parameters', 'gradients' or 'internals'. "
+                    f'Received category {category!r}.')
+            for group, members in groups.items():
+                missing = [m for m in members if m not in names]
+                if missing or not members:
+                    raise NetworkValidationError(
+                        f"{layer.layer_type} '{lname}': group {group!r} of "
+                        f'{category} names unknown buffers {missing}. '
+                        f'Available: {list(names)}')
+                if category != 'internals':
+                    order = list(names)
+                    at = order.index(members[0])
+                    if order[at:at + len(members)] != list(members):
+                        raise NetworkValidationError(
+                            f"{layer.layer_type} '{lname}': group {group!r} "
+                            f'must list consecutive {category} in '
+                            f'declaration order. Received {list(members)}, '
+                            f'declared {order}.')
+                keys = [(lname, category, m) for m in members]
+                shapes = [sources[k] for k in keys]
+                first = shapes[0]
+                kind = {(s.buffer_type, s.context_size, s.is_backward_only)
+                        for s in shapes}
+                fixed = {s.feature_shape[1:] if first.buffer_type == 0
+                         else s.feature_shape[:-1] for s in shapes}
+                if len(kind) > 1 or len(fixed) > 1:
+                    raise NetworkValidationError(
+                        f"{layer.layer_type} '{lname}': the {category} of "
+                        f'group {group!r} ({list(members)}) cannot form one '
+                        'array: they differ in buffer type, context size, '
+                        'backward flag or the feature axes that are not '
+                        'concatenated.')
+                if category == 'internals':
+                    chains.append(keys)
+    return chains
+
+
 def _array_node(structure: BufferStructure, index: int, span: tuple) -> dict:
     node = structure.to_json(index)
     node['@slice'] = tuple(span)
@@ -209,6 +258,7 @@ def create_layout(layers) -> dict:
         for fwd, bwd in inputs[lname].values():
             if len(fwd) > 1:
                 chains += [fwd, bwd]
+    chains += _group_chains(layers, sources)
     slices = _place(sources, [c for c in chains if len(c) > 1],
                     priority=param_keys + grad_keys)
 
@@ -251,7 +301,10 @@ def create_layout(layers) -> dict:
                                        layer.out_shapes),
             'gradients': arrays_of(lname, 'gradients', layer.parameter_shapes),
         }
-        layout[lname] = _view_node(index, {
-            category: _view_node(i, children[category])
-            for i, category in enumerate(CATEGORIES)})
+        views = {category: _view_node(i, children[category])
+                 for i, category in enumerate(CATEGORIES)}
+        for category, groups in getattr(layer, 'grouped_buffers', {}).items():
+            views[category]['@groups'] = {
+                group: list(members) for group, members in groups.items()}
+        layout[lname] = _view_node(index, views)
     return layout

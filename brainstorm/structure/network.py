@@ -336,14 +336,48 @@ class Network(Seedable):
             if name != 'Input':
                 layer.forward_pass(self.buffer[name], training_pass)
 
-    def backward_pass(self) -> None:
-        """Compute all deltas and gradients, then apply gradient modifiers."""
+    def backward_pass(self, input_deltas: bool = True) -> None:
+        """Compute all deltas and gradients, then apply gradient modifiers.
+
+        Args:
+            input_deltas: also compute the deltas of the Input layer's
+                outputs (the gradient of the loss with respect to the data,
+                in ``net.buffer.Input.output_deltas``). Steppers pass False:
+                they need only the gradients, and the layers fed by the
+                data then skip those products (PyTorch does not compute
+                them either unless asked). Skipped deltas stay zero.
+        """
         self.buffer_manager.clear_backward_buffers()
+        skipping = not input_deltas
         for name, layer in reversed(self.layers.items()):
-            if name != 'Input':
+            if name == 'Input':
+                continue
+            if skipping:
+                layer.skip_input_deltas = self._data_fed_inputs[name]
+            try:
                 layer.backward_pass(self.buffer[name])
+            finally:
+                if skipping:
+                    layer.skip_input_deltas = frozenset()
         self._add_exposed_gradients()
         self.apply_gradient_modifiers()
+
+    @property
+    def _data_fed_inputs(self) -> dict:
+        """Layer name -> the inputs fed only by Input layer outputs."""
+        cached = self.__dict__.get('_data_fed_cache')
+        if cached is None:
+            sources = {}
+            for name, layer in self.layers.items():
+                for conn in layer.incoming:
+                    sources.setdefault((name, conn.input_name), set()).add(
+                        conn.start_layer)
+            cached = {name: frozenset(
+                in_name for (lname, in_name), starts in sources.items()
+                if lname == name and starts == {'Input'})
+                for name in self.layers}
+            self.__dict__['_data_fed_cache'] = cached
+        return cached
 
     def _add_exposed_gradients(self) -> None:
         """Add the deltas of layers fed with ``'..parameters.X'`` to the

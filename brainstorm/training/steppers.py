@@ -98,7 +98,7 @@ class TrainingStepper(Describable):
         self._check_hyperparameters()
         self._before_passes()
         self.net.forward_pass(training_pass=True)
-        self.net.backward_pass()
+        self.net.backward_pass(input_deltas=False)
         self._mask_gradients()
         self._clip_gradients()
         self._update()
@@ -641,7 +641,7 @@ class MultiStepper(TrainingStepper):
         for stepper in steppers:
             stepper._before_passes()
         self.net.forward_pass(training_pass=True)
-        self.net.backward_pass()
+        self.net.backward_pass(input_deltas=False)
         for stepper in steppers:
             stepper._mask_gradients()
         self._clip_gradients()

@@ -199,3 +199,53 @@ def test_buffers_grow_only_when_needed():
                                'targets': np.zeros((9, 4, 10))})
     assert manager._flat[2] is not big
     assert net.buffer.Rnn.outputs.default.shape == (10, 4, 5)
+
+
+def lstm_network():
+    from brainstorm.layers import Lstm
+    from brainstorm.tools import get_in_out_layers
+    inp, out = get_in_out_layers('classification', 3, 4)
+    net = Network.from_layer(inp >> Lstm(5, name='L') >> out)
+    net.set_handler(NumpyHandler(np.float64))
+    net.initialize(1.0)
+    return net
+
+
+def test_grouped_buffers_are_adjacent_and_one_array():
+    net = lstm_network()
+    node = net.layout['L']['internals']
+    assert node['@groups']['GA'] == ['Za', 'Ia', 'Fa', 'Oa']
+    spans = [node[n]['@slice'] for n in ('Za', 'Ia', 'Fa', 'Oa')]
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    net.provide_external_data({'default': np.ones((2, 3, 3)),
+                               'targets': np.zeros((2, 3, 1))})
+    view = net.buffer.L
+    h = net.handler
+    for category, group, members, axis in (
+            ('internals', 'GA', ('Za', 'Ia', 'Fa', 'Oa'), -1),
+            ('internals', 'dGA', ('dZa', 'dIa', 'dFa', 'dOa'), -1),
+            ('parameters', 'W', ('Wz', 'Wi', 'Wf', 'Wo'), 0),
+            ('gradients', 'b', ('bz', 'bi', 'bf', 'bo'), 0)):
+        whole = view[category].get_group(group)
+        assert np.shares_memory(whole, view[category][members[0]])
+        h.set_from_numpy(whole, np.arange(whole.size, dtype=float).reshape(
+            whole.shape))
+        parts = [h.get_numpy_copy(view[category][m]) for m in members]
+        np.testing.assert_array_equal(np.concatenate(parts, axis=axis),
+                                      np.arange(whole.size).reshape(
+                                          whole.shape))
+    with pytest.raises(KeyError, match="'nope' is not a group"):
+        view.internals.get_group('nope')
+
+
+@pytest.mark.parametrize('groups, message', [
+    ({'internals': {'G': ('Ha', 'nope')}}, 'unknown buffers'),
+    ({'outputs': {'G': ('default',)}}, "may group 'parameters'"),
+    ({'parameters': {'G': ('bias', 'W')}}, 'consecutive parameters'),
+    ({'internals': {'G': ('Ha', 'dHa')}}, 'cannot form one array'),
+])
+def test_bad_grouped_buffers_are_clear_errors(monkeypatch, groups, message):
+    from brainstorm.layers.recurrent_layer import RecurrentLayerImpl
+    monkeypatch.setattr(RecurrentLayerImpl, 'grouped_buffers', groups)
+    with pytest.raises(NetworkValidationError, match=message):
+        seed_network()

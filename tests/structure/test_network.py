@@ -400,3 +400,43 @@ def test_exposing_an_internal_without_delta_support_warns():
     penalty - 'loss' >> Loss(name='PenaltyLoss')
     with pytest.warns(RuntimeWarning, match=r"Lstm 'H'.*'Za'.*ignored"):
         Network.from_layer(hidden)
+
+
+def _first_layer_net(first):
+    inp, out = get_in_out_layers('classification', 3, 4)
+    net = Network.from_layer(inp >> first >> FullyConnected(
+        6, activation='tanh', name='Hid') >> out)
+    net.set_handler(NumpyHandler(np.float64))
+    net.initialize(Gaussian(0.5), seed=1)
+    return net
+
+
+@pytest.mark.parametrize('first', ['FullyConnected', 'Recurrent', 'Lstm'])
+def test_backward_without_input_deltas_keeps_gradients(first):
+    from brainstorm import layers
+    net = _first_layer_net(getattr(layers, first)(5, name='First'))
+    net.provide_external_data(small_data())
+    net.forward_pass(training_pass=True)
+    net.backward_pass()
+    gradients = net.get('gradients')
+    data_deltas = net.get('Input.output_deltas.default')
+    assert np.abs(data_deltas).max() > 1e-6
+    net.backward_pass(input_deltas=False)
+    np.testing.assert_array_equal(net.get('gradients'), gradients)
+    np.testing.assert_array_equal(net.get('Input.output_deltas.default'), 0)
+    assert net.layers['First'].skip_input_deltas == frozenset()
+    net.backward_pass()
+    np.testing.assert_array_equal(net.get('Input.output_deltas.default'),
+                                  data_deltas)
+
+
+def test_only_inputs_fed_by_the_data_alone_are_skipped():
+    inp, out = get_in_out_layers('classification', 3, 4)
+    hid = FullyConnected(3, name='Hid')
+    mixed = FullyConnected(4, name='Mixed')
+    inp >> hid >> mixed
+    inp >> mixed  # Mixed's input concatenates Hid's output and the data
+    net = Network.from_layer(mixed >> out)
+    assert net._data_fed_inputs['Hid'] == frozenset({'default'})
+    assert net._data_fed_inputs['Mixed'] == frozenset()
+    assert net._data_fed_inputs['Output'] == frozenset({'targets'})
