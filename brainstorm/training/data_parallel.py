@@ -163,6 +163,14 @@ class DataParallel(Describable):
     and hooks work unchanged: ``ModifyStepperAttribute(schedule,
     'learning_rate')`` or ``'steppers.Hid1.learning_rate'`` reach it.
 
+    Parameters that layers maintain themselves (``trainable_mask`` 0, e.g.
+    BatchNorm's running mean and deviation) are updated by each rank from
+    its local batch and then averaged over the ranks, weighted by batch
+    size, in every step. (BatchNorm normalises with the statistics of the
+    local batch, as without synchronised batch normalisation elsewhere;
+    the running mean equals that of the global batch, the running
+    deviation is the weighted mean of the ranks'.)
+
     With a communicator of size 1 it *is* the wrapped stepper (no MPI
     calls). With more processes, :meth:`start` also
 
@@ -187,7 +195,8 @@ class DataParallel(Describable):
     """
 
     __undescribed__ = {'_comm': None, '_proxy': None, '_reseeded': None,
-                       '_sizes': None}
+                       '_sizes': None, '_maintained': None,
+                       '_maintained_values': None}
     __default_values__ = {'check_finite': True}
     _own_attributes = frozenset({'stepper', 'check_finite'})
 
@@ -206,6 +215,8 @@ class DataParallel(Describable):
         self._proxy = None
         self._reseeded = None
         self._sizes = None
+        self._maintained = None
+        self._maintained_values = None
 
     # ---------------------------------------------- attribute forwarding ---
 
@@ -251,6 +262,7 @@ class DataParallel(Describable):
             self._broadcast_parameters(net)
             self._reseed(net)
             self._sizes = np.zeros(2, dtype=np.float64)
+            self._find_maintained_parameters(net)
         self.stepper.start(net)
         if comm.Get_size() > 1:
             self._proxy = _SynchronizedNetwork(net, self)
@@ -301,6 +313,33 @@ class DataParallel(Describable):
         rnd.set_seed(int(derived) % 1000000000)
         self._reseeded = net
 
+    def _find_maintained_parameters(self, net) -> None:
+        """Indices of the parameters layers maintain themselves (running
+        statistics, ``trainable_mask`` 0): each rank updates them from its
+        own batch, so they are averaged over the ranks every step."""
+        mask = net.trainable_mask
+        self._maintained = self._maintained_values = None
+        if mask is None:
+            return
+        indices = np.flatnonzero(net.handler.get_numpy_copy(mask) == 0)
+        if indices.size:
+            self._maintained = indices
+            self._maintained_values = np.zeros(indices.size,
+                                               dtype=net.handler.dtype)
+
+    def _average_maintained_parameters(self, net, weight: float) -> None:
+        h = net.handler
+        parameters = net.buffer.parameters
+        on_host = isinstance(parameters, np.ndarray)
+        source = parameters if on_host else h.get_numpy_copy(parameters)
+        values = self._maintained_values
+        np.take(source, self._maintained, out=values)
+        values *= weight
+        self.comm.Allreduce(self._mpi_in_place(), values)
+        source[self._maintained] = values
+        if not on_host:
+            h.set_from_numpy(parameters, source)
+
     def _local_batch_size(self, net) -> int:
         from brainstorm.scorers import _get_batch_size
         return _get_batch_size(net)
@@ -329,6 +368,8 @@ class DataParallel(Describable):
             raise TrainingValidationError(
                 'DataParallel: all ranks received empty batches.')
         h.mult_st(float(local / total), gradients, gradients)
+        if self._maintained is not None:
+            self._average_maintained_parameters(net, float(local / total))
         if isinstance(gradients, np.ndarray) and \
                 gradients.flags.c_contiguous:
             comm.Allreduce(self._mpi_in_place(), gradients)

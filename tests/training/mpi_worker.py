@@ -31,7 +31,12 @@ from brainstorm.training.steppers import (
     MomentumStepper,
     MultiStepper,
 )
-from tests.training.nets import StopAtUpdate, blob_data, dropout_net
+from tests.training.nets import (
+    StopAtUpdate,
+    batchnorm_net,
+    blob_data,
+    dropout_net,
+)
 
 # 21 training samples in batches of 6: the last global batch has 3
 # samples, split 1 / 2 over two ranks (unequal local batch sizes)
@@ -84,6 +89,23 @@ def equivalence_run(parallel: bool, rank: int = 0, epochs: int = 3):
     trainer.add_hook(StopAfterEpoch(epochs))
     trainer.train(net, train_iter, valid=valid_iter)
     return net.get('parameters'), trainer.logs
+
+
+def batchnorm_run(parallel: bool):
+    """A network with running statistics (BatchNorm's mu and sigma)."""
+    bs.global_rnd.set_seed(5)
+    rnd = np.random.RandomState(0)
+    data = {'default': rnd.randn(1, TRAIN_SIZE, 3) * 2 + 1,
+            'targets': rnd.randint(0, 2, (1, TRAIN_SIZE, 1))}
+    train_iter = Minibatches(BATCH_SIZE, shuffle=True, **data)
+    stepper = MomentumStepper(0.1, 0.5)
+    if parallel:
+        train_iter, stepper = Shard(train_iter), DataParallel(stepper)
+    trainer = Trainer(stepper, verbose=False)
+    trainer.add_hook(StopAfterEpoch(2))
+    net = batchnorm_net(seed=2)
+    trainer.train(net, train_iter)
+    return net.get('parameters'), net.get('BN.parameters.mu')
 
 
 def checkpoint_iterators():
@@ -151,6 +173,7 @@ def main(scenario: str, outdir: str) -> None:
     logs = {}
     if scenario == 'equivalence':
         results['parameters'], logs = equivalence_run(True, rank)
+        results['batchnorm'], results['mu'] = batchnorm_run(True)
     elif scenario == 'checkpoint':
         filename = os.path.join(outdir, 'run.ckpt')
         _, net = checkpoint_run(3)

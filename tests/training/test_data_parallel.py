@@ -36,7 +36,12 @@ from brainstorm.training.steppers import (
     MultiStepper,
 )
 from brainstorm.utils import IteratorValidationError, TrainingValidationError
-from tests.training.mpi_worker import BATCH_SIZE, TRAIN_SIZE, equivalence_run
+from tests.training.mpi_worker import (
+    BATCH_SIZE,
+    TRAIN_SIZE,
+    batchnorm_run,
+    equivalence_run,
+)
 from tests.training.nets import roundtrip, xor_data, xor_net
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -389,6 +394,18 @@ def test_two_ranks_train_like_one_process_on_the_global_batches(
                                atol=1e-13)
     initial, _ = equivalence_run(parallel=False, epochs=0)
     assert np.abs(parameters - initial).max() > 0.1
+
+
+@needs_mpi
+def test_running_statistics_stay_identical_on_all_ranks(
+        equivalence_results):
+    (rank0, _), (rank1, _) = equivalence_results
+    np.testing.assert_array_equal(rank0['batchnorm'], rank1['batchnorm'])
+    _, single_mu = batchnorm_run(parallel=False)
+    # the running mean moved from 0 like that of one process (not equal:
+    # each rank normalises with its own batch statistics)
+    assert np.abs(rank0['mu']).min() > 0.05
+    np.testing.assert_allclose(rank0['mu'], single_mu, rtol=0, atol=0.02)
 
 
 @needs_mpi
