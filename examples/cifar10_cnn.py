@@ -24,18 +24,23 @@ Data:
 
 Run ``python examples/cifar10_cnn.py --help`` for the options. The best
 network (by validation accuracy) is saved to ``cifar10_cnn_best.hdf5``.
+Started by ``mpiexec -n N`` (or with ``--mpi``) it trains data-parallel
+on N processes (``pip install brainstorm[mpi]``); ``--batch-size`` is then
+the global batch and only rank 0 prints and saves.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 
 import h5py
 import numpy as np
 
 import brainstorm as bs
+from brainstorm.training.data_parallel import mpi_world_rank, mpi_world_size
 
 DEFAULTS = {
     'cifar10': {'epochs': 20, 'batch_size': 100, 'learning_rate': 0.01},
@@ -108,6 +113,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='file for the best network')
     parser.add_argument('--seed', type=int, default=42,
                         help='seed of the global random state')
+    parser.add_argument('--mpi', action='store_true',
+                        help='data-parallel training over MPI processes '
+                             '(on by default when started by mpiexec with '
+                             'more than one process)')
     return parser.parse_args(argv)
 
 
@@ -136,6 +145,9 @@ def build_network(in_shape: tuple) -> bs.Network:
 def main(argv=None) -> dict:
     args = parse_args(argv)
     bs.global_rnd.set_seed(args.seed)
+    parallel = args.mpi or mpi_world_size() > 1
+    if parallel and mpi_world_rank() > 0:
+        sys.stdout = open(os.devnull, 'w')  # only rank 0 reports
     data_name, (x_tr, y_tr), (x_va, y_va) = get_data(args.data_dir)
     if args.limit:
         x_tr, y_tr = x_tr[:, :args.limit], y_tr[:, :args.limit]
@@ -152,13 +164,19 @@ def main(argv=None) -> dict:
         settings['batch_size'], default=x_tr, targets=y_tr)
     getter_va = bs.data_iterators.Minibatches(100, default=x_va,
                                               targets=y_va)
+    if parallel:  # each MPI process takes its part of every batch
+        getter_tr = bs.data_iterators.Shard(getter_tr)
+        getter_va = bs.data_iterators.Shard(getter_va)
 
     # ---- the network
     network = build_network(x_tr.shape[2:])
 
     # ---- the trainer: a stepper and hooks
-    trainer = bs.Trainer(bs.training.MomentumStepper(
-        learning_rate=settings['learning_rate'], momentum=0.9))
+    stepper = bs.training.MomentumStepper(
+        learning_rate=settings['learning_rate'], momentum=0.9)
+    if parallel:  # sum the gradients of all MPI processes in every update
+        stepper = bs.training.DataParallel(stepper)
+    trainer = bs.Trainer(stepper)
     trainer.add_hook(bs.hooks.ProgressBar())
     scorers = [bs.scorers.Accuracy(out_name='Output.outputs.predictions')]
     trainer.train_scorers = scorers

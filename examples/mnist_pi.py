@@ -42,7 +42,7 @@ import h5py
 import numpy as np
 
 import brainstorm as bs
-from brainstorm.training.data_parallel import mpi_world_size
+from brainstorm.training.data_parallel import mpi_world_rank, mpi_world_size
 
 # settings per data set: those of Brainstorm 0.5 for MNIST, and settings
 # that train the same network quickly on the small digits data
@@ -127,14 +127,9 @@ def main(argv=None) -> dict:
     args = parse_args(argv)
     bs.global_rnd.set_seed(args.seed)
     parallel = args.mpi or mpi_world_size() > 1
-    # the learning rate is set below, once the data set is known
-    stepper = bs.training.MomentumStepper(momentum=0.9)
-    if parallel:
-        stepper = bs.training.DataParallel(stepper)
-        if stepper.rank > 0:
-            # the trainer and hooks only report on rank 0; so does this
-            # script
-            sys.stdout = open(os.devnull, 'w')
+    if parallel and mpi_world_rank() > 0:
+        # the trainer and hooks only report on rank 0; so does this script
+        sys.stdout = open(os.devnull, 'w')
     data_name, (x_tr, y_tr), (x_va, y_va) = get_data(args.data_dir)
     if args.limit:
         x_tr, y_tr = x_tr[:, :args.limit], y_tr[:, :args.limit]
@@ -154,7 +149,7 @@ def main(argv=None) -> dict:
         # each process takes its part of every (global) batch
         getter_tr = bs.data_iterators.Shard(getter_tr)
         getter_va = bs.data_iterators.Shard(getter_va)
-        print(f'Data-parallel on {stepper.size} processes: '
+        print(f'Data-parallel on {mpi_world_size()} processes: '
               f"{settings['batch_size']} samples per update in all.")
 
     # ---- the network ---------------------------------------------------
@@ -171,7 +166,10 @@ def main(argv=None) -> dict:
     network.set_weight_modifiers({'FC': bs.value_modifiers.ConstrainL2Norm(1)})
 
     # ---- the trainer ---------------------------------------------------
-    stepper.learning_rate = settings['learning_rate']
+    stepper = bs.training.MomentumStepper(
+        learning_rate=settings['learning_rate'], momentum=0.9)
+    if parallel:  # sum the gradients of all processes in every update
+        stepper = bs.training.DataParallel(stepper)
     trainer = bs.Trainer(stepper)
     trainer.add_hook(bs.hooks.ProgressBar())
     if settings['lr_decay'] != 1.0:

@@ -41,11 +41,14 @@ from brainstorm.training.steppers import TrainingStepper
 from brainstorm.utils import TrainingValidationError
 
 __all__ = ['DataParallel', 'communicator_of', 'mpi_world_size',
-           'abort_on_exception']
+           'mpi_world_rank', 'abort_on_exception']
 
-# environment variables in which launchers announce the number of processes
+# environment variables in which launchers announce the number of
+# processes and the rank of each (MPICH/Hydra, Open MPI, PMIx, MVAPICH)
 _SIZE_VARIABLES = ('PMI_SIZE', 'OMPI_COMM_WORLD_SIZE', 'PMIX_SIZE',
-                   'MV2_COMM_WORLD_SIZE', 'MPI_LOCALNRANKS')
+                   'MV2_COMM_WORLD_SIZE')
+_RANK_VARIABLES = ('PMI_RANK', 'OMPI_COMM_WORLD_RANK', 'PMIX_RANK',
+                   'MV2_COMM_WORLD_RANK')
 
 
 def _mpi():
@@ -65,11 +68,26 @@ def mpi_world_size() -> int:
     Example:
         >>> use_mpi = mpi_world_size() > 1  # doctest: +SKIP
     """
-    for name in _SIZE_VARIABLES:
+    return _from_environment(_SIZE_VARIABLES, 1)
+
+
+def mpi_world_rank() -> int:
+    """This process's rank among those ``mpiexec`` started, read from the
+    environment like :func:`mpi_world_size`; 0 without a launcher.
+
+    Example:
+        >>> if mpi_world_rank() > 0:  # doctest: +SKIP
+        ...     sys.stdout = open(os.devnull, 'w')  # only rank 0 prints
+    """
+    return _from_environment(_RANK_VARIABLES, 0)
+
+
+def _from_environment(names, default: int) -> int:
+    for name in names:
         value = os.environ.get(name, '')
-        if value.isdigit() and int(value) > 0:
+        if value.isdigit():
             return int(value)
-    return 1
+    return default
 
 
 _abort_installed = []

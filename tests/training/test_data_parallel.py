@@ -28,7 +28,11 @@ from brainstorm.scorers import (
 )
 from brainstorm.training import DataParallel, Trainer
 from brainstorm.training import checkpoint as checkpoint_module
-from brainstorm.training.data_parallel import communicator_of, mpi_world_size
+from brainstorm.training.data_parallel import (
+    communicator_of,
+    mpi_world_rank,
+    mpi_world_size,
+)
 from brainstorm.training.schedules import Exponential
 from brainstorm.training.steppers import (
     AdamStepper,
@@ -194,13 +198,16 @@ def test_missing_mpi4py_raises_an_import_error_naming_the_extra(monkeypatch):
 
 def test_mpi_world_size_reads_the_launcher_environment(monkeypatch):
     for name in ('PMI_SIZE', 'OMPI_COMM_WORLD_SIZE', 'PMIX_SIZE',
-                 'MV2_COMM_WORLD_SIZE', 'MPI_LOCALNRANKS'):
+                 'MV2_COMM_WORLD_SIZE', 'PMI_RANK', 'OMPI_COMM_WORLD_RANK',
+                 'PMIX_RANK', 'MV2_COMM_WORLD_RANK'):
         monkeypatch.delenv(name, raising=False)
-    assert mpi_world_size() == 1
+    assert (mpi_world_size(), mpi_world_rank()) == (1, 0)
     monkeypatch.setenv('OMPI_COMM_WORLD_SIZE', '3')
-    assert mpi_world_size() == 3
+    monkeypatch.setenv('OMPI_COMM_WORLD_RANK', '2')
+    assert (mpi_world_size(), mpi_world_rank()) == (3, 2)
     monkeypatch.setenv('PMI_SIZE', '4')
-    assert mpi_world_size() == 4
+    monkeypatch.setenv('PMI_RANK', '1')
+    assert (mpi_world_size(), mpi_world_rank()) == (4, 1)
 
 
 # ------------------------------------------------------------- Shard ----
