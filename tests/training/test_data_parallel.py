@@ -44,6 +44,7 @@ from tests.training.mpi_worker import (
     BATCH_SIZE,
     TRAIN_SIZE,
     batchnorm_run,
+    checkpoint_iterators,
     equivalence_run,
 )
 from tests.training.nets import roundtrip, xor_data, xor_net
@@ -442,6 +443,14 @@ def test_two_rank_checkpoint_resumes_like_an_uninterrupted_run(tmp_path):
     # dropout and noise draw differently on the two ranks
     assert not np.array_equal(ranks[0]['handler']['keys'],
                               ranks[1]['handler']['keys'])
+    # it cannot continue exactly on another number of processes
+    resumed, net = Trainer.from_checkpoint(str(tmp_path / 'run.ckpt'))
+    resumed.stepper._comm = SingleProcessComm()
+    train_iter, named = checkpoint_iterators()
+    with pytest.raises(TrainingValidationError,
+                       match='on 2 processes; it can only continue on as '
+                             r'many \(this run has 1\)'):
+        resumed.train(net, train_iter, **named)
 
 
 @needs_mpi
