@@ -184,10 +184,10 @@ class DataParallel(Describable):
     Parameters that layers maintain themselves (``trainable_mask`` 0, e.g.
     BatchNorm's running mean and deviation) are updated by each rank from
     its local batch and then averaged over the ranks, weighted by batch
-    size, in every step. (BatchNorm normalises with the statistics of the
-    local batch, as without synchronised batch normalisation elsewhere;
-    the running mean equals that of the global batch, the running
-    deviation is the weighted mean of the ranks'.)
+    size, in every step. (BatchNorm still normalises with the statistics
+    of each rank's local batch: there is no synchronised batch
+    normalisation. Its running mean follows the mean of the global batch;
+    its running deviation is the weighted mean of the ranks' deviations.)
 
     With a communicator of size 1 it *is* the wrapped stepper (no MPI
     calls). With more processes, :meth:`start` also
