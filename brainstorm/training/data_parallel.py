@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import traceback
 
 import numpy as np
@@ -121,6 +122,9 @@ def abort_on_exception(comm=None) -> None:
                 f'[rank {rank}] brainstorm: uncaught {exc_type.__name__} on '
                 f'rank {rank} of {size}; aborting all ranks.\n{text}')
             sys.stderr.flush()
+            # give the launcher time to forward the message before Abort
+            # kills every process (it was sometimes lost otherwise)
+            time.sleep(0.5)
         finally:
             if exc_type is KeyboardInterrupt:
                 previous(exc_type, exc, tb)
