@@ -430,34 +430,38 @@ class NumpyHandler(Handler):
             part = best[out_part]
             np.maximum(part, inputs[in_part], out=part)
         # The first maximum in row-major window order is the one with the
-        # smallest offset shift (u*W + v)*C, i.e. the largest score
-        # limit - shift among the cells equal to the maximum.
-        limit = float((window[0] * w + window[1]) * c + 1)
-        score = self._buffer('pool_score', outputs.shape)
-        match = self._buffer('pool_match', outputs.shape)
+        # smallest offset (u*W + v), i.e. the largest rank R - (u*W + v)
+        # among the cells equal to the maximum (rank 0: none). Ranks are
+        # small unsigned ints: each offset costs one comparison of floats
+        # and two cheap byte-sized passes.
+        top = (window[0] - 1) * w + window[1]
+        ranks = np.uint8 if top <= 0xFF else np.uint16 if top <= 0xFFFF \
+            else np.uint32
+        score = self._buffer('pool_score', outputs.shape, ranks)
+        match = self._buffer('pool_match', outputs.shape, ranks)
         if not full:
             score.fill(0)
         for k, (u, v, out_part, in_part) in enumerate(offsets):
             first = full and k == 0
             hit = score if first else match[out_part]
             np.equal(inputs[in_part], best[out_part], out=hit)
-            np.multiply(hit, limit - (u * w + v) * c, out=hit)
+            np.multiply(hit, ranks(top - (u * w + v)), out=hit)
             if not first:
                 part = score[out_part]
                 np.maximum(part, hit, out=part)
         np.copyto(outputs, best)
-        if full:  # argmax = base + limit - score, in one pass
-            np.subtract(self._pool_base(padding, stride, outputs.shape[1:], w,
-                                        limit), score, out=argmax)
-            return
-        empty = self._buffer('pool_empty', outputs.shape, np.bool_)
-        np.equal(score, 0, out=empty)  # windows of padding only
-        np.subtract(limit, score, out=score)
-        np.add(score, self._pool_base(padding, stride, outputs.shape[1:], w),
-               out=score)
-        np.copyto(score, -1, where=empty)
-        np.copyto(outputs, 0, where=empty)
-        np.copyto(argmax, score)
+        # argmax = base + (R - rank) * C = (base + R*C) - rank * C
+        shifted = self._pool_base(padding, stride, outputs.shape[1:], w,
+                                  float(top * c))
+        index = self._buffer('pool_index_f', outputs.shape)
+        np.multiply(score, self.dtype(c), out=index)  # in floats: no wrap
+        np.subtract(shifted, index, out=index)
+        if not full:
+            empty = self._buffer('pool_empty', outputs.shape, np.bool_)
+            np.equal(score, 0, out=empty)  # windows of padding only
+            np.copyto(index, -1, where=empty)
+            np.copyto(outputs, 0, where=empty)
+        np.copyto(argmax, index)
 
     def maxpool2d_backward_batch(self, inputs, window: tuple[int, int],
                                  outputs, padding: int,

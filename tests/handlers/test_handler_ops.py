@@ -407,6 +407,7 @@ POOL_GEOMETRIES = [  # N, H, W, C, window, padding, stride
     (1, 4, 5, 2, (2, 2), 2, (1, 1)),  # corner windows see only padding
     (3, 3, 3, 1, (1, 1), 0, (1, 1)),
     (2, 6, 4, 2, (2, 3), 1, (3, 2)),
+    (2, 5, 9, 40, (3, 3), 0, (2, 2)),  # rank * channels > 255
 ]
 
 
