@@ -114,6 +114,20 @@ def conv_pool_cases(h):
                 lambda x=x, w=weights, dx=dx, dy=dy, dw=dw, db=db:
                 h.conv2d_backward_batch(x, w, 2, (1, 1), dx, dy, dw, db,
                                         skip_in_deltas=True)))
+        # the receptive fields kept in a layer internal ('columns'), as
+        # Convolution2D does for images of >= 128 output cells
+        cols = feature_slice((n, height, width, 25 * c))
+        h.conv2d_forward_batch(x, weights, bias, y, 2, (1, 1), columns=cols)
+        cases.append((f'conv2d_forward_batch {name} kept', shape, flops,
+                      lambda x=x, w=weights, b=bias, y=y, cols=cols:
+                      h.conv2d_forward_batch(x, w, b, y, 2, (1, 1),
+                                             columns=cols)))
+        cases.append((f'conv2d_backward_batch {name} kept', shape, 2 * flops,
+                      lambda x=x, w=weights, dx=dx, dy=dy, dw=dw, db=db,
+                      cols=cols, skip=name == 'conv1':
+                      h.conv2d_backward_batch(x, w, 2, (1, 1), dx, dy, dw,
+                                              db, columns=cols,
+                                              skip_in_deltas=skip)))
     for name, n, height, width, c in POOLINGS:
         oh, ow = (height - 3) // 2 + 1, (width - 3) // 2 + 1
         x, dx = feature_slice((n, height, width, c)), feature_slice(

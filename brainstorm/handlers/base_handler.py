@@ -496,7 +496,8 @@ class Handler(Describable, abc.ABC):
 
     @abc.abstractmethod
     def conv2d_forward_batch(self, inputs, weights, bias, outputs,
-                             padding: int, stride: tuple[int, int]) -> None:
+                             padding: int, stride: tuple[int, int], *,
+                             columns=None) -> None:
         """2-D cross-correlation of a batch of images, plus bias.
 
         ``outputs[n, i, j, f] = bias[f] + sum_{u, v, c} weights[f, u, v, c]
@@ -511,12 +512,22 @@ class Handler(Describable, abc.ABC):
             outputs: ``(N, OH, OW, F)``, overwritten.
             padding: int ``>= 0``.
             stride: ``(sy, sx)``.
+            columns: keyword-only; None or an ``(N, OH, OW, kh*kw*C)``
+                workspace that the caller keeps unchanged until the
+                :meth:`conv2d_backward_batch` of the same inputs, which gets
+                it too (a layer internal). The handler may store there
+                what that backward pass needs (NumpyHandler: the receptive
+                fields, ``columns[n, i, j, (u*kw + v)*C + c] = xpad[n,
+                i*sy + u, j*sx + v, c]``) instead of recomputing it; its
+                content is otherwise unspecified and it may stay untouched.
+                Callers that pass it check that the handler's signature
+                has it, so handlers with the older signature keep working.
         """
 
     @abc.abstractmethod
     def conv2d_backward_batch(self, inputs, weights, padding: int,
                               stride: tuple[int, int], in_deltas, out_deltas,
-                              weight_deltas, bias_deltas, *,
+                              weight_deltas, bias_deltas, *, columns=None,
                               skip_in_deltas: bool = False) -> None:
         """Gradients of :meth:`conv2d_forward_batch`.
 
@@ -529,6 +540,9 @@ class Handler(Describable, abc.ABC):
             out_deltas: ``(N, OH, OW, F)``, the output gradient.
             weight_deltas: ``(F, kh, kw, C)``, OVERWRITTEN.
             bias_deltas: ``(F,)``, OVERWRITTEN.
+            columns: keyword-only; the workspace given to the forward pass
+                of the same inputs (or None, also if the forward pass got
+                None); read only.
             skip_in_deltas: keyword-only; if True the input gradient is
                 not computed and ``in_deltas`` is left untouched (for a
                 caller whose input deltas nobody reads). Callers that pass

@@ -587,13 +587,15 @@ class DebugHandler(Handler):
 
     def _run_with_keywords(self, op: str, keywords: dict, **args) -> None:
         """:meth:`_run` passing ``keywords`` (keyword-only options, left
-        out at their defaults so that older wrapped handlers still work)."""
+        out at their defaults so that older wrapped handlers still work;
+        their values are not checked for finiteness: a workspace may hold
+        anything)."""
         getattr(self.handler, op)(
             *[a.array if isinstance(a, DebugArray) else a
               for a in args.values()],
             **{k: a.array if isinstance(a, DebugArray) else a
                for k, a in keywords.items()})
-        self._expect_finite(op, **args, **keywords)
+        self._expect_finite(op, **args)
 
     def _conv_check(self, op, inputs, weights, padding, stride, outputs):
         self._expect_ndim(op, 'weights', weights, 4)
@@ -607,20 +609,32 @@ class DebugHandler(Handler):
         self._expect_shape(op, outputs[0], outputs[1],
                            [(n, oh, ow, weights.shape[0])])
 
+    def _conv_columns(self, op, columns, weights, outputs) -> dict:
+        """Check the optional ``columns`` workspace; the keywords to pass."""
+        if columns is None:
+            return {}
+        self._expect_arrays(op, columns=columns)
+        self._expect_shape(op, 'columns', columns, [
+            outputs.shape[:3] + (math.prod(weights.shape[1:]),)])
+        return {'columns': columns}
+
     def conv2d_forward_batch(self, inputs, weights, bias, outputs,
-                             padding: int, stride: tuple[int, int]) -> None:
+                             padding: int, stride: tuple[int, int], *,
+                             columns=None) -> None:
         op = 'conv2d_forward_batch'
         self._expect_arrays(op, inputs=inputs, weights=weights, bias=bias,
                             outputs=outputs)
         self._conv_check(op, inputs, weights, padding, stride,
                          ('outputs', outputs))
         self._expect_shape(op, 'bias', bias, [(weights.shape[0],)])
-        self._run(op, inputs=inputs, weights=weights, bias=bias,
-                  outputs=outputs, padding=padding, stride=stride)
+        keywords = self._conv_columns(op, columns, weights, outputs)
+        self._run_with_keywords(op, keywords, inputs=inputs, weights=weights,
+                                bias=bias, outputs=outputs, padding=padding,
+                                stride=stride)
 
     def conv2d_backward_batch(self, inputs, weights, padding: int,
                               stride: tuple[int, int], in_deltas, out_deltas,
-                              weight_deltas, bias_deltas, *,
+                              weight_deltas, bias_deltas, *, columns=None,
                               skip_in_deltas: bool = False) -> None:
         op = 'conv2d_backward_batch'
         self._expect_flags(op, skip_in_deltas=skip_in_deltas)
@@ -635,7 +649,9 @@ class DebugHandler(Handler):
                                 weight_deltas=weight_deltas)
         self._expect_shape(op, 'bias_deltas', bias_deltas,
                            [(weights.shape[0],)])
-        keywords = {'skip_in_deltas': True} if skip_in_deltas else {}
+        keywords = self._conv_columns(op, columns, weights, out_deltas)
+        if skip_in_deltas:
+            keywords['skip_in_deltas'] = True
         self._run_with_keywords(
             op, keywords, inputs=inputs, weights=weights, padding=padding,
             stride=stride, in_deltas=in_deltas, out_deltas=out_deltas,

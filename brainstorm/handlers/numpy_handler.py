@@ -257,6 +257,15 @@ class NumpyHandler(Handler):
     def sum_t(self, a, axis: int | None, out) -> None:
         if axis is None:
             out[...] = np.sum(a)
+        elif axis == 0 and a.ndim == 2 and a.shape[0] >= 64:
+            # column sums of a tall matrix (bias gradients over a batch or
+            # all time steps) as a product with ones: BLAS is about 5x
+            # faster than NumPy's reduction over the first axis
+            ones = self._constants.get(('ones', a.shape[0]))
+            if ones is None:
+                ones = np.ones(a.shape[0], dtype=self.dtype)
+                self._constants['ones', a.shape[0]] = ones
+            np.matmul(ones, a, out=out.reshape(a.shape[1:]))
         else:
             np.sum(a, axis=axis, out=out, keepdims=out.ndim == a.ndim)
 
@@ -307,8 +316,10 @@ class NumpyHandler(Handler):
 
     # -------------------------------------------------------------- conv/pool
 
-    def _im2col(self, inputs, kernel, padding, stride, out_shape):
-        """Copy every receptive field into one row of a cached (M, K) buffer.
+    def _im2col(self, inputs, kernel, padding, stride, out_shape,
+                col=None):
+        """Copy every receptive field into one row of a cached (M, K) buffer
+        (or of ``col``, an ``(N, OH, OW, K)`` array, which is returned).
 
         Row ``(n, i, j)`` holds ``xpad[n, i*sy:i*sy+kh, j*sx:j*sx+kw, :]``
         flattened in ``(u, v, c)`` order, matching ``weights.reshape(F, K)``.
@@ -330,23 +341,46 @@ class NumpyHandler(Handler):
         fields = as_strided(xpad, shape=(n, oh, ow, kh, kw, c),
                             strides=(s0, s1 * sy, s2 * sx, s1, s2, s3),
                             writeable=False)
-        col = self._buffer('col', (n * oh * ow, kh * kw * c))
-        np.copyto(col.reshape(fields.shape), fields)
+        if col is None:
+            col = self._buffer('col', (n * oh * ow, kh * kw * c))
+        np.copyto(_view_as(col, fields.shape), fields)
         return col
 
+    def _columns(self, columns, weights, out_shape):
+        """``columns`` as ``(N, OH*OW, K)`` image blocks, or None if it
+        cannot hold the receptive fields (then they are recomputed).
+
+        The GEMMs then run per image (a batched ``matmul``): each image's
+        block is contiguous in a layer internal, the whole batch is not.
+        """
+        n, oh, ow = out_shape
+        k = math.prod(weights.shape[1:])
+        if columns is None or columns.shape != (n, oh, ow, k) or \
+                columns.dtype != self.dtype or \
+                (n and not columns[0].flags.c_contiguous):
+            return None
+        return _view_as(columns, (n, oh * ow, k))
+
     def conv2d_forward_batch(self, inputs, weights, bias, outputs,
-                             padding: int, stride: tuple[int, int]) -> None:
+                             padding: int, stride: tuple[int, int], *,
+                             columns=None) -> None:
         n, oh, ow, f = outputs.shape
-        col = self._im2col(inputs, weights.shape[1:3], padding, stride,
-                           (oh, ow))
-        result = self._buffer('conv_out', (n * oh * ow, f))
+        kernel = weights.shape[1:3]
+        kept = self._columns(columns, weights, (n, oh, ow))
+        if kept is None:
+            col = self._im2col(inputs, kernel, padding, stride, (oh, ow))
+            result = self._buffer('conv_out', (n * oh * ow, f))
+        else:
+            col = self._im2col(inputs, kernel, padding, stride, (oh, ow),
+                               columns)
+            col, result = kept, self._buffer('conv_out', (n, oh * ow, f))
         np.matmul(col, weights.reshape(f, -1).T, out=result)
         # adding the bias writes the result into the (maybe strided) outputs
         np.add(result.reshape(outputs.shape), bias, out=outputs)
 
     def conv2d_backward_batch(self, inputs, weights, padding: int,
                               stride: tuple[int, int], in_deltas, out_deltas,
-                              weight_deltas, bias_deltas, *,
+                              weight_deltas, bias_deltas, *, columns=None,
                               skip_in_deltas: bool = False) -> None:
         n, oh, ow, f = out_deltas.shape
         kh, kw = weights.shape[1:3]
@@ -356,13 +390,26 @@ class NumpyHandler(Handler):
             np.copyto(dy.reshape(out_deltas.shape), out_deltas)
         np.sum(dy, axis=0, out=bias_deltas)
 
-        col = self._im2col(inputs, (kh, kw), padding, stride, (oh, ow))
-        if _mergeable(weight_deltas, 1, 4):
-            np.matmul(dy.T, col, out=weight_deltas.reshape(f, -1))
+        kept = self._columns(columns, weights, (n, oh, ow))
+        if kept is not None:
+            # per image dy_n.T @ col_n, then the sum over the images
+            products = self._buffer('conv_dw_images', (n, f, kept.shape[2]))
+            np.matmul(dy.reshape(n, oh * ow, f).transpose(0, 2, 1), kept,
+                      out=products)
+            if _mergeable(weight_deltas, 1, 4):
+                np.sum(products, axis=0, out=weight_deltas.reshape(f, -1))
+            else:
+                dw = self._buffer('dw', (f, kept.shape[2]))
+                np.sum(products, axis=0, out=dw)
+                np.copyto(weight_deltas, dw.reshape(weight_deltas.shape))
         else:
-            dw = self._buffer('dw', (f, col.shape[1]))
-            np.matmul(dy.T, col, out=dw)
-            np.copyto(weight_deltas, dw.reshape(weight_deltas.shape))
+            col = self._im2col(inputs, (kh, kw), padding, stride, (oh, ow))
+            if _mergeable(weight_deltas, 1, 4):
+                np.matmul(dy.T, col, out=weight_deltas.reshape(f, -1))
+            else:
+                dw = self._buffer('dw', (f, col.shape[1]))
+                np.matmul(dy.T, col, out=dw)
+                np.copyto(weight_deltas, dw.reshape(weight_deltas.shape))
 
         if skip_in_deltas:
             return
@@ -563,6 +610,17 @@ class NumpyHandler(Handler):
             counts = np.maximum(np.outer(rows, cols), 1)[:, :, None]
             counts = self._constants[key] = counts.astype(self.dtype)
         return counts
+
+
+def _view_as(a, shape):
+    """``a`` reshaped to ``shape`` without a copy (ValueError if that is
+    impossible: writes into a silent copy would be lost)."""
+    view = a.reshape(shape)
+    if view.size and view.__array_interface__['data'][0] != \
+            a.__array_interface__['data'][0]:
+        raise ValueError(f'no view of shape {shape} exists for an array of '
+                         f'shape {a.shape} and strides {a.strides}')
+    return view
 
 
 def _mergeable(a, start: int, stop: int) -> bool:

@@ -871,7 +871,10 @@ class PyCudaHandler(Handler):
     # -------------------------------------------------------------- conv/pool
 
     def conv2d_forward_batch(self, inputs, weights, bias, outputs,
-                             padding: int, stride: tuple[int, int]) -> None:
+                             padding: int, stride: tuple[int, int], *,
+                             columns=None) -> None:
+        # ``columns`` is not used: the receptive fields are recomputed in
+        # batch chunks by the im2col kernel, cheap on the GPU
         f, kh, kw, c = weights.shape
         geometry = self._geometry(inputs, (kh, kw), outputs, padding, stride,
                                   f, 'conv2d_forward_batch')
@@ -894,7 +897,7 @@ class PyCudaHandler(Handler):
 
     def conv2d_backward_batch(self, inputs, weights, padding: int,
                               stride: tuple[int, int], in_deltas, out_deltas,
-                              weight_deltas, bias_deltas, *,
+                              weight_deltas, bias_deltas, *, columns=None,
                               skip_in_deltas: bool = False) -> None:
         f, kh, kw, c = weights.shape
         geometry = self._geometry(inputs, (kh, kw), out_deltas, padding,

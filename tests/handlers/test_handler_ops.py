@@ -1183,3 +1183,43 @@ def test_conv2d_backward_can_skip_the_input_deltas(handler, channels):
     for name in ('dw', 'db'):
         np.testing.assert_array_equal(handler.get_numpy_copy(skipped[name]),
                                       handler.get_numpy_copy(full[name]))
+
+
+@pytest.mark.parametrize('layout', ['images', 'strided'])
+@pytest.mark.parametrize('geometry', [(2, 5, 6, 2, 3, (3, 3), 1, (2, 1)),
+                                      (3, 4, 4, 9, 2, (2, 2), 0, (1, 1))])
+def test_conv2d_columns_workspace(handler, layout, geometry):
+    """A forward pass given ``columns`` and the backward pass given the same
+    array match the references; the workspace may be a layer internal
+    (contiguous per image, 'images') or any other view ('strided')."""
+    n, h, w, c, f, k, p, s = geometry
+    oh, ow = _out_size(h, k[0], p, s[0]), _out_size(w, k[1], p, s[1])
+    rng = np.random.RandomState(5)
+    x, weights, bias = rng.randn(n, h, w, c), rng.randn(f, *k, c), \
+        rng.randn(f)
+    dy, dx = rng.randn(n, oh, ow, f), rng.randn(n, h, w, c)
+    size = k[0] * k[1] * c
+    if layout == 'images':  # a feature slice of a wider buffer
+        wide = handler.zeros((n, oh * ow * size + 7))
+        columns = wide[:, 3:3 + oh * ow * size].reshape(n, oh, ow, size)
+    else:
+        columns = handler.zeros((n, oh, ow, 2 * size))[:, :, :, :size]
+    on = handler.create_from_numpy
+    outputs = handler.zeros((n, oh, ow, f))
+    handler.conv2d_forward_batch(on(x), on(weights), on(bias), outputs, p, s,
+                                 columns=columns)
+    tol = TOLERANCES[np.dtype(handler.dtype).type]
+    np.testing.assert_allclose(handler.get_numpy_copy(outputs),
+                               conv_forward_ref(x, weights, bias, p, s),
+                               **tol)
+    if isinstance(handler, NumpyHandler):  # keeps the receptive fields
+        kept = np.abs(handler.get_numpy_copy(columns)).max() > 0
+        assert kept == (layout == 'images')
+    grads = [on(dx), handler.zeros(weights.shape), handler.zeros((f,))]
+    handler.conv2d_backward_batch(on(x), on(weights), p, s, grads[0], on(dy),
+                                  grads[1], grads[2], columns=columns)
+    expected = conv_backward_ref(x, weights, p, s, dx, dy, None, None)
+    for name, got in zip(('in_deltas', 'weight_deltas', 'bias_deltas'),
+                         grads):
+        np.testing.assert_allclose(handler.get_numpy_copy(got),
+                                   expected[name], **tol, err_msg=name)

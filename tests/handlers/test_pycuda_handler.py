@@ -693,6 +693,12 @@ def test_conv2d_backward_can_skip_the_input_deltas(handler, channels):
     ops.test_conv2d_backward_can_skip_the_input_deltas(handler, channels)
 
 
+@pytest.mark.parametrize('layout', ['images', 'strided'])
+def test_conv2d_columns_workspace(handler, layout):
+    ops.test_conv2d_columns_workspace(handler, layout,
+                                      (2, 5, 6, 2, 3, (3, 3), 1, (2, 1)))
+
+
 @pytest.mark.parametrize('name', ops.ACTIVATIONS)
 def test_activation_dicts(handler, name):
     ops.test_activation_dicts(handler, name)

@@ -6,10 +6,16 @@ import pytest
 from brainstorm.handlers import DebugHandler, NumpyHandler
 from brainstorm.initializers import Gaussian
 from brainstorm.layers import Convolution2D, Input, Loss
+from brainstorm.layers import convolution_2d_layer as conv_module
 from brainstorm.layers.convolution_2d_layer import Convolution2DLayerImpl
 from brainstorm.structure.network import Network
-from brainstorm.testing import instantiate_layer, set_up_layer
+from brainstorm.testing import (
+    instantiate_layer,
+    run_layer_tests,
+    set_up_layer,
+)
 from brainstorm.utils import LayerValidationError
+from tests.layers.layer_specs_conv import LAYER_SPECS as CONV_SPECS
 
 ACTIVATIONS = {'linear': lambda a: a, 'rel': lambda a: np.maximum(a, 0),
                'tanh': np.tanh}
@@ -231,3 +237,72 @@ class OldSignatureHandler(NumpyHandler):
         super().conv2d_backward_batch(inputs, weights, padding, stride,
                                       in_deltas, out_deltas, weight_deltas,
                                       bias_deltas)
+
+
+def test_big_images_keep_their_receptive_fields():
+    """From 128 output cells per image the layer declares the internal
+    ``columns`` (kh*kw*C values per output cell) for the backward pass."""
+    layer = instantiate_layer(Convolution2DLayerImpl, {'default': (16, 8, 3)},
+                              num_filters=2, kernel_size=(3, 2), padding=1)
+    assert layer.get_shape('outputs.default') == ('T', 'B', 16, 9, 2)
+    assert list(layer.internal_shapes) == ['columns']
+    assert layer.get_shape('internals.columns') == ('T', 'B', 16, 9, 18)
+    assert not layer.internal_shapes['columns'].is_backward_only
+    small = instantiate_layer(Convolution2DLayerImpl, {'default': (8, 8, 3)},
+                              num_filters=2, kernel_size=(3, 3), padding=1)
+    assert small.internal_shapes == {}
+
+
+@pytest.mark.parametrize('entry', [e for e in CONV_SPECS
+                                   if e['layer_class'] is
+                                   Convolution2DLayerImpl],
+                         ids=lambda e: e['id'])
+@pytest.mark.parametrize('time_steps, batch_size, activation',
+                         [(1, 1, 'tanh'), (2, 3, 'rel')])
+def test_layer_invariants_with_kept_columns(monkeypatch, entry, time_steps,
+                                            batch_size, activation):
+    """The registry geometries again, keeping the receptive fields of the
+    forward pass: finite differences, accumulation and stale buffers."""
+    monkeypatch.setattr(conv_module, 'MIN_CELLS_TO_KEEP_COLUMNS', 1)
+    layer = instantiate_layer(Convolution2DLayerImpl, entry['in_shapes'],
+                              activation=activation, **entry['kwargs'])
+    assert 'columns' in layer.internal_shapes
+    run_layer_tests(layer, {'time_steps': time_steps,
+                            'batch_size': batch_size})
+
+
+@pytest.mark.parametrize('handler', ['numpy', 'debug', 'old-signature'])
+def test_kept_columns_in_a_network_match_recomputed_ones(handler):
+    make = {'numpy': lambda: NumpyHandler(np.float64),
+            'debug': lambda: DebugHandler(NumpyHandler(np.float64)),
+            'old-signature': lambda: OldSignatureHandler(np.float64)}
+
+    def build():
+        inp = Input({'default': ('T', 'B', 12, 11, 2)})
+        net = Network.from_layer(
+            inp >> Convolution2D(3, (3, 3), padding=1, activation='tanh',
+                                 name='Conv') >>
+            Convolution2D(2, (2, 2), name='Top') >> Loss(name='Loss'))
+        net.set_handler(make[handler]())
+        net.initialize(Gaussian(0.5), seed=1)
+        net.provide_external_data({'default': np.random.RandomState(
+            2).randn(2, 3, 12, 11, 2)})
+        net.forward_pass(training_pass=True)
+        net.backward_pass()
+        return net
+
+    kept = build()
+    assert 'columns' in kept.layers['Conv'].internal_shapes
+    if handler != 'old-signature':
+        assert np.abs(kept.get('Conv.internals.columns')).max() > 0.1
+    conv_module.MIN_CELLS_TO_KEEP_COLUMNS, saved = 10 ** 9, \
+        conv_module.MIN_CELLS_TO_KEEP_COLUMNS
+    try:
+        recomputed = build()
+    finally:
+        conv_module.MIN_CELLS_TO_KEEP_COLUMNS = saved
+    assert recomputed.layers['Conv'].internal_shapes == {}
+    for path in ('gradients', 'Top.outputs.default',
+                 'Input.output_deltas.default'):
+        np.testing.assert_allclose(kept.get(path), recomputed.get(path),
+                                   rtol=1e-12, atol=1e-14)
