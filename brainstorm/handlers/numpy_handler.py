@@ -292,12 +292,14 @@ class NumpyHandler(Handler):
         np.multiply(dy, tmp, out=dx)
 
     def sigmoid(self, x, y) -> None:
-        # 1 / (1 + exp(-x)) = (1 + tanh(x / 2)) / 2: NumPy's tanh is
-        # faster than exp and never overflows
-        np.multiply(x, 0.5, out=y)
-        np.tanh(y, out=y)
-        np.multiply(y, 0.5, out=y)
-        np.add(y, 0.5, out=y)
+        # 1 / (1 + exp(-x)), which keeps the relative precision of small
+        # results (SigmoidCE takes their logarithm); the faster
+        # (1 + tanh(x / 2)) / 2 loses it below about 1e-4 in float32
+        with np.errstate(over='ignore'):
+            np.negative(x, out=y)
+            np.exp(y, out=y)
+        np.add(y, 1, out=y)
+        np.reciprocal(y, out=y)
 
     def sigmoid_deriv(self, x, y, dy, dx) -> None:
         tmp = self._buffer('tmp', y.shape)

@@ -1,0 +1,66 @@
+"""NumpyHandler's shape-dependent fast paths give the plain results."""
+
+import numpy as np
+import pytest
+
+from brainstorm.handlers import NumpyHandler
+
+SHAPES = [(3, 5, 7), (32, 64, 256), (100, 40, 120), (130, 30, 20),
+          (20, 30, 90)]
+
+
+def strided(rnd, shape, dtype):
+    """A feature-slice view, like the network's buffers."""
+    base = rnd.randn(shape[0], shape[1] + 7).astype(dtype)
+    return base[:, 3:3 + shape[1]]
+
+
+@pytest.mark.parametrize('dtype', [np.float32, np.float64])
+@pytest.mark.parametrize('m, k, n', SHAPES)
+@pytest.mark.parametrize('transa, transb', [(False, False), (False, True),
+                                            (True, False), (True, True)])
+def test_products_match_numpy_for_every_shape_and_transposition(
+        dtype, m, k, n, transa, transb):
+    rnd = np.random.RandomState(m + k + n)
+    h = NumpyHandler(dtype)
+    a = strided(rnd, (k, m) if transa else (m, k), dtype)
+    b = strided(rnd, (n, k) if transb else (k, n), dtype)
+    expected = (a.T if transa else a).astype(np.float64) @ \
+        (b.T if transb else b).astype(np.float64)
+    out = strided(rnd, (m, n), dtype)
+    start = out.astype(np.float64)
+    h.dot_add_mm(a, b, out, transa=transa, transb=transb)
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(out, start + expected, rtol=tol, atol=tol)
+    h.dot_mm(a, b, out, transa=transa, transb=transb)
+    np.testing.assert_allclose(out, expected, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize('rows', [1, 63, 64, 1600])
+@pytest.mark.parametrize('out_shape', ['flat', 'row'])
+def test_column_sums_of_tall_matrices(rows, out_shape):
+    rnd = np.random.RandomState(rows)
+    h = NumpyHandler(np.float64)
+    a = strided(rnd, (rows, 9), np.float64)
+    out = np.zeros(9) if out_shape == 'flat' else np.zeros((1, 9))
+    h.sum_t(a, 0, out)
+    np.testing.assert_allclose(out.reshape(-1), a.sum(axis=0), rtol=1e-12)
+
+
+def test_sigmoid_keeps_the_relative_precision_of_small_values():
+    h = NumpyHandler(np.float64)
+    x = np.array([-800., -30., -1., 0., 0.5, 30., 800.])
+    y = np.empty_like(x)
+    h.sigmoid(x, y)
+    np.testing.assert_allclose(y, 1 / (1 + np.exp(-np.clip(x, -700, 700))),
+                               rtol=1e-12, atol=1e-300)
+    assert y[0] == 0.0 and y[-1] == 1.0
+
+
+def test_float32_sigmoid_of_large_negative_inputs_is_relatively_precise():
+    h = NumpyHandler(np.float32)
+    x = np.array([-20., -15., -10., -5.], dtype=np.float32)
+    y = np.empty_like(x)
+    h.sigmoid(x, y)
+    exact = 1 / (1 + np.exp(-x.astype(np.float64)))
+    np.testing.assert_allclose(y, exact, rtol=1e-6)
