@@ -390,7 +390,7 @@ class NumpyHandler(Handler):
         if dy is None:
             dy = self._buffer('conv_out', (n * oh * ow, f))
             np.copyto(dy.reshape(out_deltas.shape), out_deltas)
-        np.sum(dy, axis=0, out=bias_deltas)
+        self.sum_t(dy, 0, bias_deltas)  # a GEMV: NumPy's sum is 5x slower
 
         kept = self._columns(columns, weights, (n, oh, ow))
         if kept is not None:
