@@ -44,7 +44,11 @@ def Convolution2D(num_filters: int, kernel_size: tuple[int, int],
     Shapes:
         default input ``('T', 'B', H, W, C)`` -> default output
         ``('T', 'B', OH, OW, num_filters)``; parameters
-        ``W (num_filters, kh, kw, C)``, ``bias (num_filters,)``.
+        ``W (num_filters, kh, kw, C)``, ``bias (num_filters,)``. For images
+        with at least 128 output cells (``OH * OW``) the layer keeps the
+        receptive fields of the forward pass for the backward pass in the
+        internal ``columns`` ``('T', 'B', OH, OW, kh*kw*C)`` (a workspace
+        of the handler, see ``Handler.conv2d_forward_batch``).
     """
     return ConstructionWrapper.create(
         Convolution2DLayerImpl, name=name, num_filters=num_filters,
