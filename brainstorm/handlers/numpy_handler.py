@@ -526,9 +526,14 @@ class NumpyHandler(Handler):
             dx.fill(0)
             memory = dx.reshape(-1), dx[0].size
         flat, step = memory
-        starts = self._image_starts(n, step)
-        index = self._buffer('pool_index', out_deltas.shape, np.intp)
-        np.add(argmax, starts, out=index, casting='unsafe')
+        # int32 indices where they suffice: casting and scattering with
+        # them are faster; cast first, then add in integers (a mixed
+        # float + int add is several times slower)
+        ints = np.int32 if flat.size < 2 ** 31 else np.intp
+        starts = self._image_starts(n, step, ints)
+        index = self._buffer('pool_index', out_deltas.shape, ints)
+        np.copyto(index, argmax, casting='unsafe')
+        np.add(index, starts, out=index)
         values = self._buffer('pool_values', out_deltas.shape)
         np.copyto(values, out_deltas)
         if padding:  # windows of padding only (argmax -1) pass nothing
@@ -585,13 +590,13 @@ class NumpyHandler(Handler):
             base = self._constants[key] = base.astype(self.dtype)
         return base
 
-    def _image_starts(self, n: int, step: int):
+    def _image_starts(self, n: int, step: int, ints=np.intp):
         """``(N, 1, 1, 1)`` integer offsets ``i * step`` of image ``i``."""
-        key = ('image_starts', n, step)
+        key = ('image_starts', n, step, ints)
         starts = self._constants.get(key)
         if starts is None:
             starts = np.arange(n, dtype=np.intp).reshape(n, 1, 1, 1) * step
-            starts = self._constants[key] = starts
+            starts = self._constants[key] = starts.astype(ints)
         return starts
 
     def _pool_counts(self, window, padding, stride, out_hw, in_hw):
