@@ -419,6 +419,10 @@ class NumpyHandler(Handler):
             self._conv_input_deltas_few_channels(dy, weights, padding, stride,
                                                  in_deltas, (oh, ow))
             return
+        if tuple(stride) == (1, 1) and padding < min(kh, kw):
+            self._conv_input_deltas_by_correlation(dy, weights, padding,
+                                                   in_deltas, (oh, ow))
+            return
         # input deltas: the cells seen at kernel offset (u, v) get
         # dy @ weights[:, u, v, :] (one GEMM per offset, added in place)
         part = self._buffer('conv_part', (n * oh * ow, weights.shape[3]))
@@ -430,6 +434,48 @@ class NumpyHandler(Handler):
             target = dx[in_part]
             np.add(target, part.reshape(n, oh, ow, -1)[out_part], out=target)
         _add_into(in_deltas, dx)
+
+    def _conv_input_deltas_by_correlation(self, dy, weights, padding,
+                                          in_deltas, out_hw):
+        """Input deltas of a stride-1 convolution as a convolution.
+
+        ``dx[n, r, q] = sum_{u, v} dypad[n, r + u, q + v] @ flip[u, v]``,
+        ``dypad`` being ``dy`` with ``kh-1-padding`` (``kw-1-padding``) zero
+        rows (columns) on both sides and ``flip[u, v] = weights[:, kh-1-u,
+        kw-1-v, :]``: the receptive fields of ``dypad`` are gathered and
+        multiplied in chunks of images whose field matrix stays in the
+        cache, instead of kh*kw GEMMs each followed by a strided add over
+        all input deltas.
+        """
+        n, h, w, c = in_deltas.shape
+        f, kh, kw, _ = weights.shape
+        oh, ow = out_hw
+        ph, pw = kh - 1 - padding, kw - 1 - padding
+        k = kh * kw * f
+        flip = self._buffer('conv_flip', (kh, kw, f, c))
+        np.copyto(flip, weights[:, ::-1, ::-1, :].transpose(1, 2, 0, 3))
+        dypad = self._buffer('conv_dypad', (n, oh + 2 * ph, ow + 2 * pw, f))
+        if ph:
+            dypad[:, :ph] = 0
+            dypad[:, -ph:] = 0
+        if pw:
+            dypad[:, :, :pw] = 0
+            dypad[:, :, -pw:] = 0
+        dypad[:, ph:ph + oh, pw:pw + ow] = dy.reshape(n, oh, ow, f)
+        s0, s1, s2, s3 = dypad.strides
+        result = self._buffer('dx', (n * h * w, c))
+        chunk = max(1, min(n, _FIELD_CHUNK_BYTES // (h * w * k * s3)))
+        for start in range(0, n, chunk):
+            stop = min(n, start + chunk)
+            fields = as_strided(dypad[start:], shape=(stop - start, h, w, kh,
+                                                      kw * f),
+                                strides=(s0, s1, s2, s1, s3),
+                                writeable=False)
+            col = self._buffer('conv_dcol', ((stop - start) * h * w, k))
+            np.copyto(_view_as(col, fields.shape), fields)
+            np.matmul(col, flip.reshape(k, c),
+                      out=result[start * h * w:stop * h * w])
+        _add_into(in_deltas, result)
 
     def _conv_input_deltas_few_channels(self, dy, weights, padding, stride,
                                         in_deltas, out_hw):
@@ -617,6 +663,12 @@ class NumpyHandler(Handler):
             counts = np.maximum(np.outer(rows, cols), 1)[:, :, None]
             counts = self._constants[key] = counts.astype(self.dtype)
         return counts
+
+
+# Convolution input deltas gather receptive fields of about this many bytes
+# at a time (see _conv_input_deltas_by_correlation); bigger chunks fall out
+# of the cache and were measured slower.
+_FIELD_CHUNK_BYTES = 4 << 20
 
 
 def _view_as(a, shape):

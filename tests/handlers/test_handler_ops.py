@@ -1229,3 +1229,16 @@ def test_conv2d_columns_workspace(handler, layout, geometry):
                          grads):
         np.testing.assert_allclose(handler.get_numpy_copy(got),
                                    expected[name], **tol, err_msg=name)
+
+
+def test_conv2d_backward_in_chunks_of_one_image(monkeypatch):
+    """NumpyHandler gathers the receptive fields of the output deltas in
+    chunks of images; chunks of a single image give the same results."""
+    from brainstorm.handlers import numpy_handler
+    monkeypatch.setattr(numpy_handler, '_FIELD_CHUNK_BYTES', 1)
+    rows = [row for row in conv_rows() if row.values[0] ==
+            'conv2d_backward_batch']
+    assert len(rows) == len(CONV_GEOMETRIES)
+    for handler in (NumpyHandler(np.float64), NumpyHandler(np.float32)):
+        for row in rows:
+            run_case(handler, *row.values)
