@@ -318,13 +318,13 @@ class NumpyHandler(Handler):
 
     # -------------------------------------------------------------- conv/pool
 
-    def _im2col(self, inputs, kernel, padding, stride, out_shape,
-                col=None):
-        """Copy every receptive field into one row of a cached (M, K) buffer
-        (or of ``col``, an ``(N, OH, OW, K)`` array, which is returned).
+    def _fields(self, inputs, kernel, padding, stride, out_shape):
+        """A read-only ``(N, OH, OW, kh, kw, C)`` view of every receptive
+        field (of a zero-padded scratch copy of ``inputs`` if padding).
 
-        Row ``(n, i, j)`` holds ``xpad[n, i*sy:i*sy+kh, j*sx:j*sx+kw, :]``
-        flattened in ``(u, v, c)`` order, matching ``weights.reshape(F, K)``.
+        Field ``(n, i, j)`` is ``xpad[n, i*sy:i*sy+kh, j*sx:j*sx+kw, :]``;
+        flattened in ``(u, v, c)`` order it matches ``weights.reshape(F,
+        K)``.
         """
         n, h, w, c = inputs.shape
         kh, kw = kernel
@@ -340,11 +340,27 @@ class NumpyHandler(Handler):
         else:
             xpad = inputs
         s0, s1, s2, s3 = xpad.strides
-        fields = as_strided(xpad, shape=(n, oh, ow, kh, kw, c),
-                            strides=(s0, s1 * sy, s2 * sx, s1, s2, s3),
-                            writeable=False)
-        if col is None:
-            col = self._buffer('col', (n * oh * ow, kh * kw * c))
+        return as_strided(xpad, shape=(n, oh, ow, kh, kw, c),
+                          strides=(s0, s1 * sy, s2 * sx, s1, s2, s3),
+                          writeable=False)
+
+    def _field_chunks(self, fields):
+        """``(start, stop, rows)``: images whose fields take about
+        _FIELD_CHUNK_BYTES, so that a chunk gathered into a matrix is still
+        in the cache when a GEMM reads it."""
+        n = fields.shape[0]
+        size = math.prod(fields.shape[1:]) * np.dtype(self.dtype).itemsize
+        chunk = max(1, min(n, _FIELD_CHUNK_BYTES // max(1, size)))
+        cells = fields.shape[1] * fields.shape[2]
+        for start in range(0, n, chunk):
+            stop = min(n, start + chunk)
+            yield start, stop, slice(start * cells, stop * cells)
+
+    def _gather(self, fields):
+        """Copy the fields of some images into the scratch (M, K) matrix."""
+        k = math.prod(fields.shape[3:])
+        col = self._buffer('col', (fields.shape[0] * fields.shape[1] *
+                                   fields.shape[2], k))
         np.copyto(_view_as(col, fields.shape), fields)
         return col
 
@@ -367,16 +383,22 @@ class NumpyHandler(Handler):
                              padding: int, stride: tuple[int, int], *,
                              columns=None) -> None:
         n, oh, ow, f = outputs.shape
-        kernel = weights.shape[1:3]
         kept = self._columns(columns, weights, (n, oh, ow))
+        fields = self._fields(inputs, weights.shape[1:3], padding, stride,
+                              (oh, ow))
+        wt = weights.reshape(f, -1).T
+        # gather and multiply chunk by chunk, while the fields are cached
         if kept is None:
-            col = self._im2col(inputs, kernel, padding, stride, (oh, ow))
             result = self._buffer('conv_out', (n * oh * ow, f))
+            for start, stop, rows in self._field_chunks(fields):
+                col = self._gather(fields[start:stop])
+                np.matmul(col, wt, out=result[rows])
         else:
-            col = self._im2col(inputs, kernel, padding, stride, (oh, ow),
-                               columns)
-            col, result = kept, self._buffer('conv_out', (n, oh * ow, f))
-        np.matmul(col, weights.reshape(f, -1).T, out=result)
+            result = self._buffer('conv_out', (n, oh * ow, f))
+            target = _view_as(columns, fields.shape)
+            for start, stop, _ in self._field_chunks(fields):
+                np.copyto(target[start:stop], fields[start:stop])
+                np.matmul(kept[start:stop], wt, out=result[start:stop])
         # adding the bias writes the result into the (maybe strided) outputs
         np.add(result.reshape(outputs.shape), bias, out=outputs)
 
@@ -405,13 +427,17 @@ class NumpyHandler(Handler):
                 np.sum(products, axis=0, out=dw)
                 np.copyto(weight_deltas, dw.reshape(weight_deltas.shape))
         else:
-            col = self._im2col(inputs, (kh, kw), padding, stride, (oh, ow))
-            if _mergeable(weight_deltas, 1, 4):
-                np.matmul(dy.T, col, out=weight_deltas.reshape(f, -1))
-            else:
-                dw = self._buffer('dw', (f, col.shape[1]))
-                np.matmul(dy.T, col, out=dw)
-                np.copyto(weight_deltas, dw.reshape(weight_deltas.shape))
+            # chunk by chunk: dw = sum over the chunks of dy.T @ col
+            fields = self._fields(inputs, (kh, kw), padding, stride,
+                                  (oh, ow))
+            dw = self._buffer('dw', (f, kh * kw * weights.shape[3]))
+            part = self._buffer('dw_part', dw.shape)
+            for start, stop, rows in self._field_chunks(fields):
+                col = self._gather(fields[start:stop])
+                np.matmul(dy[rows].T, col, out=part if start else dw)
+                if start:
+                    np.add(dw, part, out=dw)
+            np.copyto(weight_deltas, dw.reshape(weight_deltas.shape))
 
         if skip_in_deltas:
             return

@@ -1231,14 +1231,17 @@ def test_conv2d_columns_workspace(handler, layout, geometry):
                                    expected[name], **tol, err_msg=name)
 
 
-def test_conv2d_backward_in_chunks_of_one_image(monkeypatch):
-    """NumpyHandler gathers the receptive fields of the output deltas in
-    chunks of images; chunks of a single image give the same results."""
+def test_conv2d_in_chunks_of_one_image(monkeypatch):
+    """NumpyHandler gathers receptive fields (of the inputs, and of the
+    output deltas for the input deltas) in chunks of images; chunks of a
+    single image give the same results."""
     from brainstorm.handlers import numpy_handler
     monkeypatch.setattr(numpy_handler, '_FIELD_CHUNK_BYTES', 1)
-    rows = [row for row in conv_rows() if row.values[0] ==
-            'conv2d_backward_batch']
-    assert len(rows) == len(CONV_GEOMETRIES)
+    rows = conv_rows()
+    assert len(rows) == 2 * len(CONV_GEOMETRIES)
     for handler in (NumpyHandler(np.float64), NumpyHandler(np.float32)):
         for row in rows:
             run_case(handler, *row.values)
+        for layout in ('images', 'strided'):
+            test_conv2d_columns_workspace(handler, layout,
+                                          (3, 4, 4, 9, 2, (2, 2), 0, (1, 1)))
