@@ -115,7 +115,7 @@ def conv_pool_cases(h):
                 h.conv2d_backward_batch(x, w, 2, (1, 1), dx, dy, dw, db,
                                         skip_in_deltas=True)))
         # the receptive fields kept in a layer internal ('columns'), as
-        # Convolution2D does for images of >= 128 output cells
+        # Convolution2D does for images of >= 512 output cells
         cols = feature_slice((n, height, width, 25 * c))
         h.conv2d_forward_batch(x, weights, bias, y, 2, (1, 1), columns=cols)
         cases.append((f'conv2d_forward_batch {name} kept', shape, flops,

@@ -45,7 +45,7 @@ def Convolution2D(num_filters: int, kernel_size: tuple[int, int],
         default input ``('T', 'B', H, W, C)`` -> default output
         ``('T', 'B', OH, OW, num_filters)``; parameters
         ``W (num_filters, kh, kw, C)``, ``bias (num_filters,)``. For images
-        with at least 128 output cells (``OH * OW``) the layer keeps the
+        with at least 512 output cells (``OH * OW``) the layer keeps the
         receptive fields of the forward pass for the backward pass in the
         internal ``columns`` ``('T', 'B', OH, OW, kh*kw*C)`` (a workspace
         of the handler, see ``Handler.conv2d_forward_batch``).
@@ -89,9 +89,10 @@ _KEYWORDS = {}  # (handler class, op name) -> its keyword-only parameters
 #: Convolution2D keeps the receptive fields of the forward pass (internal
 #: ``columns``, kh*kw*C values per output cell) for the backward pass if an
 #: image has at least this many output cells. The GEMMs then run per image;
-#: with NumpyHandler that costs less than recomputing the fields only for
-#: big images (CIFAR-10 network: 32x32 and 15x15 kept, 7x7 not).
-MIN_CELLS_TO_KEEP_COLUMNS = 128
+#: with NumpyHandler, which otherwise gathers the fields again chunk by
+#: chunk, that pays only for big images (measured in the CIFAR-10 network:
+#: keeping 32x32 saves time, keeping 15x15 or 7x7 costs time).
+MIN_CELLS_TO_KEEP_COLUMNS = 512
 
 
 def handler_keywords(handler, op: str) -> frozenset:

@@ -240,16 +240,18 @@ class OldSignatureHandler(NumpyHandler):
 
 
 def test_big_images_keep_their_receptive_fields():
-    """From 128 output cells per image the layer declares the internal
+    """From 512 output cells per image the layer declares the internal
     ``columns`` (kh*kw*C values per output cell) for the backward pass."""
-    layer = instantiate_layer(Convolution2DLayerImpl, {'default': (16, 8, 3)},
+    layer = instantiate_layer(Convolution2DLayerImpl, {'default': (32, 16, 3)},
                               num_filters=2, kernel_size=(3, 2), padding=1)
-    assert layer.get_shape('outputs.default') == ('T', 'B', 16, 9, 2)
+    assert layer.get_shape('outputs.default') == ('T', 'B', 32, 17, 2)
     assert list(layer.internal_shapes) == ['columns']
-    assert layer.get_shape('internals.columns') == ('T', 'B', 16, 9, 18)
+    assert layer.get_shape('internals.columns') == ('T', 'B', 32, 17, 18)
     assert not layer.internal_shapes['columns'].is_backward_only
-    small = instantiate_layer(Convolution2DLayerImpl, {'default': (8, 8, 3)},
-                              num_filters=2, kernel_size=(3, 3), padding=1)
+    small = instantiate_layer(Convolution2DLayerImpl,
+                              {'default': (20, 25, 3)}, num_filters=2,
+                              kernel_size=(3, 3), padding=1)
+    assert small.get_shape('outputs.default') == ('T', 'B', 20, 25, 2)
     assert small.internal_shapes == {}
 
 
@@ -272,7 +274,8 @@ def test_layer_invariants_with_kept_columns(monkeypatch, entry, time_steps,
 
 
 @pytest.mark.parametrize('handler', ['numpy', 'debug', 'old-signature'])
-def test_kept_columns_in_a_network_match_recomputed_ones(handler):
+def test_kept_columns_in_a_network_match_recomputed_ones(handler,
+                                                        monkeypatch):
     make = {'numpy': lambda: NumpyHandler(np.float64),
             'debug': lambda: DebugHandler(NumpyHandler(np.float64)),
             'old-signature': lambda: OldSignatureHandler(np.float64)}
@@ -291,6 +294,7 @@ def test_kept_columns_in_a_network_match_recomputed_ones(handler):
         net.backward_pass()
         return net
 
+    monkeypatch.setattr(conv_module, 'MIN_CELLS_TO_KEEP_COLUMNS', 100)
     kept = build()
     assert 'columns' in kept.layers['Conv'].internal_shapes
     if handler != 'old-signature':
