@@ -539,17 +539,6 @@ class NumpyHandler(Handler):
         h, w, c = inputs.shape[1:]
         offsets = list(_window_offsets(window, padding, stride,
                                        outputs.shape[1:3], (h, w)))
-        # without padding the first offset covers every output cell and
-        # initialises the running maximum and score (one pass less each)
-        full = not padding
-        best = self._buffer('pool', outputs.shape)
-        if full:
-            np.copyto(best, inputs[offsets[0][3]])
-        else:
-            best.fill(-np.inf)
-        for _, _, out_part, in_part in offsets[full:]:
-            part = best[out_part]
-            np.maximum(part, inputs[in_part], out=part)
         # The first maximum in row-major window order is the one with the
         # smallest offset (u*W + v), i.e. the largest rank R - (u*W + v)
         # among the cells equal to the maximum (rank 0: none). Ranks are
@@ -558,23 +547,47 @@ class NumpyHandler(Handler):
         top = (window[0] - 1) * w + window[1]
         ranks = np.uint8 if top <= 0xFF else np.uint16 if top <= 0xFFFF \
             else np.uint32
-        score = self._buffer('pool_score', outputs.shape, ranks)
-        match = self._buffer('pool_match', outputs.shape, ranks)
+        scratch = (self._buffer('pool', outputs.shape),
+                   self._buffer('pool_score', outputs.shape, ranks),
+                   self._buffer('pool_match', outputs.shape, ranks),
+                   self._buffer('pool_index_f', outputs.shape))
+        # argmax = base + (R - rank) * C = (base + R*C) - rank * C
+        shifted = self._pool_base(padding, stride, outputs.shape[1:], w,
+                                  float(top * c))
+        # chunks of images that stay in the cache through all the passes
+        n = inputs.shape[0]
+        chunk = max(1, _POOL_CHUNK_BYTES // max(1, inputs[0].nbytes))
+        for a in range(0, n, chunk):
+            b = min(n, a + chunk)
+            self._maxpool_images(
+                inputs[a:b], outputs[a:b], argmax[a:b], offsets, padding,
+                [array[a:b] for array in scratch], shifted, ranks(top))
+
+    def _maxpool_images(self, inputs, outputs, argmax, offsets, padding,
+                        scratch, shifted, top):
+        w, c = inputs.shape[2:]
+        best, score, match, index = scratch
+        # without padding the first offset covers every output cell and
+        # initialises the running maximum and score (one pass less each)
+        full = not padding
+        if full:
+            np.copyto(best, inputs[offsets[0][3]])
+        else:
+            best.fill(-np.inf)
+        for _, _, out_part, in_part in offsets[full:]:
+            part = best[out_part]
+            np.maximum(part, inputs[in_part], out=part)
         if not full:
             score.fill(0)
         for k, (u, v, out_part, in_part) in enumerate(offsets):
             first = full and k == 0
             hit = score if first else match[out_part]
             np.equal(inputs[in_part], best[out_part], out=hit)
-            np.multiply(hit, ranks(top - (u * w + v)), out=hit)
+            np.multiply(hit, top - type(top)(u * w + v), out=hit)
             if not first:
                 part = score[out_part]
                 np.maximum(part, hit, out=part)
         np.copyto(outputs, best)
-        # argmax = base + (R - rank) * C = (base + R*C) - rank * C
-        shifted = self._pool_base(padding, stride, outputs.shape[1:], w,
-                                  float(top * c))
-        index = self._buffer('pool_index_f', outputs.shape)
         np.multiply(score, self.dtype(c), out=index)  # in floats: no wrap
         np.subtract(shifted, index, out=index)
         if not full:
@@ -695,6 +708,11 @@ class NumpyHandler(Handler):
 # at a time (see _conv_input_deltas_by_correlation); bigger chunks fall out
 # of the cache and were measured slower.
 _FIELD_CHUNK_BYTES = 4 << 20
+
+
+# Max pooling runs all its passes over chunks of images of about this size
+# (inputs), which then stay in the cache.
+_POOL_CHUNK_BYTES = 1 << 20
 
 
 def _view_as(a, shape):
