@@ -1245,3 +1245,16 @@ def test_conv2d_in_chunks_of_one_image(monkeypatch):
         for layout in ('images', 'strided'):
             test_conv2d_columns_workspace(handler, layout,
                                           (3, 4, 4, 9, 2, (2, 2), 0, (1, 1)))
+
+
+def test_maxpool2d_forward_in_chunks_of_one_image(monkeypatch):
+    """NumpyHandler's max pooling works through chunks of images; chunks
+    of a single image give the same outputs and argmax."""
+    from brainstorm.handlers import numpy_handler
+    monkeypatch.setattr(numpy_handler, '_POOL_CHUNK_BYTES', 1)
+    rows = [row for row in pool_rows()
+            if row.values[0] == 'maxpool2d_forward_batch']
+    assert len(rows) == len(POOL_GEOMETRIES) + 2
+    for handler in (NumpyHandler(np.float64), NumpyHandler(np.float32)):
+        for row in rows:
+            run_case(handler, *row.values)
