@@ -415,6 +415,15 @@ class NumpyHandler(Handler):
         self.sum_t(dy, 0, bias_deltas)  # a GEMV: NumPy's sum is 5x slower
 
         kept = self._columns(columns, weights, (n, oh, ow))
+        by_correlation = not skip_in_deltas and weights.shape[3] >= 8 and \
+            tuple(stride) == (1, 1) and padding < min(kh, kw)
+        if by_correlation:
+            # the weight gradient too, from the same gathered fields
+            self._conv_deltas_by_correlation(
+                dy, weights, padding, in_deltas, (oh, ow),
+                None if kept is not None else (inputs, weight_deltas))
+            if kept is None:
+                return
         if kept is not None:
             # per image dy_n.T @ col_n, then the sum over the images
             products = self._buffer('conv_dw_images', (n, f, kept.shape[2]))
@@ -439,15 +448,11 @@ class NumpyHandler(Handler):
                     np.add(dw, part, out=dw)
             np.copyto(weight_deltas, dw.reshape(weight_deltas.shape))
 
-        if skip_in_deltas:
+        if skip_in_deltas or by_correlation:
             return
         if weights.shape[3] < 8:
             self._conv_input_deltas_few_channels(dy, weights, padding, stride,
                                                  in_deltas, (oh, ow))
-            return
-        if tuple(stride) == (1, 1) and padding < min(kh, kw):
-            self._conv_input_deltas_by_correlation(dy, weights, padding,
-                                                   in_deltas, (oh, ow))
             return
         # input deltas: the cells seen at kernel offset (u, v) get
         # dy @ weights[:, u, v, :] (one GEMM per offset, added in place)
@@ -461,8 +466,8 @@ class NumpyHandler(Handler):
             np.add(target, part.reshape(n, oh, ow, -1)[out_part], out=target)
         _add_into(in_deltas, dx)
 
-    def _conv_input_deltas_by_correlation(self, dy, weights, padding,
-                                          in_deltas, out_hw):
+    def _conv_deltas_by_correlation(self, dy, weights, padding, in_deltas,
+                                    out_hw, gradient=None):
         """Input deltas of a stride-1 convolution as a convolution.
 
         ``dx[n, r, q] = sum_{u, v} dypad[n, r + u, q + v] @ flip[u, v]``,
@@ -471,7 +476,10 @@ class NumpyHandler(Handler):
         kw-1-v, :]``: the receptive fields of ``dypad`` are gathered and
         multiplied in chunks of images whose field matrix stays in the
         cache, instead of kh*kw GEMMs each followed by a strided add over
-        all input deltas.
+        all input deltas. With ``gradient = (inputs, weight_deltas)`` the
+        same fields also give the weight gradient, ``weight_deltas[f, u, v,
+        c] = sum_{n, r, q} x[n, r, q, c] * field[n, r, q][kh-1-u, kw-1-v,
+        f]`` (overwritten), so the inputs' fields need no gathering.
         """
         n, h, w, c = in_deltas.shape
         f, kh, kw, _ = weights.shape
@@ -490,6 +498,9 @@ class NumpyHandler(Handler):
         dypad[:, ph:ph + oh, pw:pw + ow] = dy.reshape(n, oh, ow, f)
         s0, s1, s2, s3 = dypad.strides
         result = self._buffer('dx', (n * h * w, c))
+        if gradient is not None:
+            dw = self._buffer('dw', (c, k))
+            part = self._buffer('dw_part', (c, k))
         chunk = max(1, min(n, _FIELD_CHUNK_BYTES // (h * w * k * s3)))
         for start in range(0, n, chunk):
             stop = min(n, start + chunk)
@@ -501,7 +512,16 @@ class NumpyHandler(Handler):
             np.copyto(_view_as(col, fields.shape), fields)
             np.matmul(col, flip.reshape(k, c),
                       out=result[start * h * w:stop * h * w])
+            if gradient is not None:
+                x = self._buffer('conv_x', (stop - start, h, w, c))
+                np.copyto(x, gradient[0][start:stop])
+                np.matmul(x.reshape(-1, c).T, col, out=part if start else dw)
+                if start:
+                    np.add(dw, part, out=dw)
         _add_into(in_deltas, result)
+        if gradient is not None:
+            np.copyto(gradient[1], dw.reshape(c, kh, kw, f)[
+                :, ::-1, ::-1, :].transpose(3, 1, 2, 0))
 
     def _conv_input_deltas_few_channels(self, dy, weights, padding, stride,
                                         in_deltas, out_hw):
