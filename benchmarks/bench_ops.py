@@ -26,6 +26,7 @@ import time
 import numpy as np
 
 from brainstorm.handlers.numpy_handler import NumpyHandler
+from brainstorm.layers.convolution_2d_layer import MIN_CELLS_TO_KEEP_COLUMNS
 
 RND = np.random.RandomState(0)
 
@@ -114,20 +115,23 @@ def conv_pool_cases(h):
                 lambda x=x, w=weights, dx=dx, dy=dy, dw=dw, db=db:
                 h.conv2d_backward_batch(x, w, 2, (1, 1), dx, dy, dw, db,
                                         skip_in_deltas=True)))
+        if height * width < MIN_CELLS_TO_KEEP_COLUMNS:
+            continue
         # the receptive fields kept in a layer internal ('columns'), as
-        # Convolution2D does for images of >= 512 output cells
+        # Convolution2D does for big images (conv1; it skips the deltas of
+        # the data, too)
         cols = feature_slice((n, height, width, 25 * c))
         h.conv2d_forward_batch(x, weights, bias, y, 2, (1, 1), columns=cols)
         cases.append((f'conv2d_forward_batch {name} kept', shape, flops,
                       lambda x=x, w=weights, b=bias, y=y, cols=cols:
                       h.conv2d_forward_batch(x, w, b, y, 2, (1, 1),
                                              columns=cols)))
-        cases.append((f'conv2d_backward_batch {name} kept', shape, 2 * flops,
-                      lambda x=x, w=weights, dx=dx, dy=dy, dw=dw, db=db,
-                      cols=cols, skip=name == 'conv1':
+        cases.append((f'conv2d_backward_batch {name} kept no dx', shape,
+                      flops, lambda x=x, w=weights, dx=dx, dy=dy, dw=dw,
+                      db=db, cols=cols:
                       h.conv2d_backward_batch(x, w, 2, (1, 1), dx, dy, dw,
                                               db, columns=cols,
-                                              skip_in_deltas=skip)))
+                                              skip_in_deltas=True)))
     for name, n, height, width, c in POOLINGS:
         oh, ow = (height - 3) // 2 + 1, (width - 3) // 2 + 1
         x, dx = feature_slice((n, height, width, c)), feature_slice(
