@@ -202,11 +202,18 @@ class _Runner:
     def backward(self, output_weights: dict, prefill_input_deltas=0.0,
                  garbage=None):
         """A backward pass with the given output weights as output deltas;
-        ``garbage`` (a RandomState) fills the backward internals with random
+        ``garbage`` (a RandomState) fills the backward internals (and the
+        gradients of a layer that ``overwrites_gradients``) with random
         values first."""
         self.manager.clear_backward_buffers()
         if garbage is not None:
             _randomize(self, 'internals', True, garbage)
+            if self.layer.overwrites_gradients:
+                # the network does not zero these gradients
+                for name, array in self.buffers.gradients.items():
+                    if name not in self.layer.computes_no_gradients_for:
+                        self.h.set_from_numpy(
+                            array, garbage.randn(*array.shape))
         for name, w in output_weights.items():
             array = self.buffers.output_deltas[name]
             if w.shape != tuple(array.shape):
@@ -396,10 +403,14 @@ def run_stale_internals_test(layer, spec, runner=None):
             continue
         got = runner.get(key)
         if not np.allclose(got, expected, rtol=1e-10, atol=1e-10):
+            also = ''
+            if key[0] == 'gradients':
+                also = (' or of the gradients (overwrites_gradients is '
+                        'declared, so the network does not zero them)')
             raise LayerTestError(
                 f'{_describe(layer, spec)}: {key[0]} {key[1]!r} depends on the '
-                'previous contents of backward internals (largest |difference|'
-                f' {np.abs(got - expected).max():.3g}).')
+                f'previous contents of backward internals{also} (largest '
+                f'|difference| {np.abs(got - expected).max():.3g}).')
 
 
 def run_layer_tests(layer, spec: dict) -> None:

@@ -7,6 +7,7 @@ import pytest
 from brainstorm.layers.base_layer import Layer
 from brainstorm.structure.buffer_structure import BufferStructure, StructureTemplate
 from brainstorm.testing import LayerTestError, instantiate_layer, run_layer_tests
+from brainstorm.utils import flatten_time
 
 SPEC = {'time_steps': 2, 'batch_size': 2}
 
@@ -58,14 +59,58 @@ class StaleForwardLayerImpl(CopyLayerImpl):
         self.handler.add_tt(y, buffers.inputs.default, y)
 
 
+class ScaleLayerImpl(Layer):
+    """y = x * w per feature; overwrites its gradient, correctly."""
+    expected_inputs = {'default': StructureTemplate('T', 'B', 'F')}
+    overwrites_gradients = True
+
+    def setup(self, kwargs, in_shapes):
+        s = in_shapes['default']
+        n = s.feature_size
+        return (OrderedDict(default=s), OrderedDict(w=BufferStructure(n)),
+                OrderedDict(tmp=BufferStructure('T', 'B', n,
+                                                is_backward_only=True)))
+
+    def forward_pass(self, buffers, training_pass=True):
+        x, y = buffers.inputs.default, buffers.outputs.default
+        n = x.shape[2]
+        self.handler.mult_mv(flatten_time(x),
+                             buffers.parameters.w.reshape((1, n)),
+                             flatten_time(y))
+
+    def _gradient(self, buffers, tmp, dw):
+        self.handler.sum_t(tmp, 0, dw)
+
+    def backward_pass(self, buffers):
+        _h = self.handler
+        x, dx = buffers.inputs.default, buffers.input_deltas.default
+        dy, w = buffers.output_deltas.default, buffers.parameters.w
+        n = x.shape[2]
+        tmp = flatten_time(buffers.internals.tmp)
+        _h.mult_add_mv(flatten_time(dy), w.reshape((1, n)), flatten_time(dx))
+        _h.mult_tt(flatten_time(dy), flatten_time(x), tmp)
+        self._gradient(buffers, tmp, buffers.gradients.w)
+
+
+class FalselyOverwritingLayerImpl(ScaleLayerImpl):
+    """Declares overwrites_gradients but adds into its gradient."""
+
+    def _gradient(self, buffers, tmp, dw):
+        scratch = flatten_time(buffers.outputs.default)[0]
+        self.handler.sum_t(tmp, 0, scratch)
+        self.handler.add_tt(dw, scratch, dw)
+
+
 def test_a_correct_layer_passes():
     run_layer_tests(instantiate_layer(CopyLayerImpl, {'default': (3,)}), SPEC)
+    run_layer_tests(instantiate_layer(ScaleLayerImpl, {'default': (3,)}), SPEC)
 
 
 @pytest.mark.parametrize('layer_class, message', [
     (StaleBackwardLayerImpl, 'previous contents of backward internals'),
     (OverwritingLayerImpl, 'overwritten instead of added'),
     (StaleForwardLayerImpl, 'does not match finite differences'),
+    (FalselyOverwritingLayerImpl, 'or of the gradients'),
 ])
 def test_buggy_layers_fail_with_a_named_error(layer_class, message):
     layer = instantiate_layer(layer_class, {'default': (3,)})

@@ -50,6 +50,13 @@ class Layer:
     computes_no_gradients_for: tuple = ()
     takes_no_output_deltas_from: tuple = ()
     passes_back_internal_deltas: tuple = ()
+    #: True if ``backward_pass`` writes every element of the gradients of
+    #: all its parameters (except those in ``computes_no_gradients_for``)
+    #: without reading them first, i.e. overwrites instead of adding. The
+    #: network then does not zero them before the pass. The layer tests of
+    #: :mod:`brainstorm.testing` check the claim by filling the gradients
+    #: with garbage first.
+    overwrites_gradients: bool = False
     #: Buffers a layer wants adjacent in memory, to work on them as one
     #: array: ``{category: {group: (member, ...)}}`` for the categories
     #: 'parameters', 'gradients' and 'internals'. Members must share the

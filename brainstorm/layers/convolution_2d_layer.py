@@ -115,6 +115,7 @@ def handler_keywords(handler, op: str) -> frozenset:
 class Convolution2DLayerImpl(Layer):
     """Implementation of :func:`Convolution2D`."""
 
+    overwrites_gradients = True
     expected_inputs = {'default': time_template()}
     declared_kwargs = {
         'num_filters': Kwarg(PositiveInt(),

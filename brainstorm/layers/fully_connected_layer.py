@@ -37,6 +37,7 @@ def FullyConnected(size=None, activation: str = 'rel',
 
 
 class FullyConnectedLayerImpl(Layer):
+    overwrites_gradients = True
     expected_inputs = {'default': time_template()}
     declared_kwargs = {
         'size': Kwarg(PositiveIntOrTuple(), default=None,

@@ -56,6 +56,7 @@ class LstmLayerImpl(Layer):
     (see :class:`~brainstorm.layers.clockwork_lstm_layer.ClockworkLstmLayerImpl`).
     """
 
+    overwrites_gradients = True
     expected_inputs = {'default': time_template()}
     # the four gates side by side: one product per time step for all of
     # them, and the weights of all gates as one matrix

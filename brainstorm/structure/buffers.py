@@ -188,13 +188,31 @@ class BufferManager:
 
     # --------------------------------------------------------- clearing ---
 
+    def skip_clearing(self, ranges) -> None:
+        """Leave these ``(start, stop)`` ranges of the constant buffer alone
+        in :meth:`clear_backward_buffers` (gradients that their layers
+        overwrite in every backward pass)."""
+        f0, end = self.forward_sizes[0], self.sizes[0]
+        keep, start = [], f0
+        for a, b in sorted((max(int(a), f0), min(int(b), end))
+                           for a, b in ranges):
+            if a > start:
+                keep.append((start, a))
+            start = max(start, b)
+        if start < end:
+            keep.append((start, end))
+        self._constant_clear = keep
+
     def clear_backward_buffers(self) -> None:
         """Zero all backward-only memory (deltas, gradients), context slots
-        included."""
+        included, except what :meth:`skip_clearing` excluded."""
         h = self.handler
         f0, f1, f2 = self.forward_sizes
-        if self.sizes[0] > f0:
-            h.fill(self.buffers[0][f0:], 0.)
+        ranges = getattr(self, '_constant_clear', None)
+        if ranges is None:
+            ranges = [(f0, self.sizes[0])] if self.sizes[0] > f0 else []
+        for a, b in ranges:
+            h.fill(self.buffers[0][a:b], 0.)
         if self.sizes[1] > f1 and self.batch_size:
             h.fill(self.buffers[1][:, f1:], 0.)
         if self.sizes[2] > f2 and self.batch_size:

@@ -165,6 +165,20 @@ class Network(Seedable):
         self.output_name = None
         self.handler = None
         self.set_handler(handler or default_handler)
+        self.buffer_manager.skip_clearing(self._overwritten_gradients())
+
+    def _overwritten_gradients(self) -> list:
+        """Constant-buffer ranges of the gradients that their layers
+        overwrite in every backward pass (``overwrites_gradients``)."""
+        ranges = []
+        for name, layer in self.layers.items():
+            if not layer.overwrites_gradients:
+                continue
+            for pname in layer.parameter_shapes:
+                if pname not in layer.computes_no_gradients_for:
+                    node = self.layout[name]['gradients'][pname]
+                    ranges.append(tuple(node['@slice']))
+        return ranges
 
     # ------------------------------------------------------ construction ---
 

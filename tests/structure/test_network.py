@@ -440,3 +440,23 @@ def test_only_inputs_fed_by_the_data_alone_are_skipped():
     assert net._data_fed_inputs['Hid'] == frozenset({'default'})
     assert net._data_fed_inputs['Mixed'] == frozenset()
     assert net._data_fed_inputs['Output'] == frozenset({'targets'})
+
+
+def test_gradients_their_layers_overwrite_are_not_zeroed_first():
+    net = small_net()  # Recurrent adds into its gradients, Hid overwrites
+    net.provide_external_data(small_data())
+    net.forward_pass(training_pass=True)
+    net.backward_pass()
+    expected = net.get('gradients')
+    skipped = net.buffer_manager._constant_clear
+    hid = net.layout['Hid']['gradients']
+    rnn = net.layout['Rnn']['gradients']
+
+    def cleared(node):
+        a, b = node['@slice']
+        return any(s <= a and b <= e for s, e in skipped)
+    assert not cleared(hid['W']) and not cleared(hid['bias'])
+    assert cleared(rnn['W']) and cleared(rnn['R'])
+    net.handler.fill(net.buffer.gradients, np.nan)
+    net.backward_pass()
+    np.testing.assert_array_equal(net.get('gradients'), expected)
