@@ -347,6 +347,7 @@ def test_pad_values_shapes_and_size_zero():
 def test_random_crop_values_and_shapes():
     x = images(t=2, b=50, h=4, w=5)
     it = RandomCrop(Undivided(default=x), {'default': (2, 3)})
+    it.rnd.set_seed(3)  # unseeded, 50 draws miss a corner 2.5 % of the time
     assert it.data_shapes['default'] == (2, 50, 2, 3, 2)
     out = next(it())['default']
     assert out.shape == (2, 50, 2, 3, 2) and out.dtype == np.float64
