@@ -299,7 +299,7 @@ class NumpyHandler(Handler):
             np.negative(x, out=y)
             np.exp(y, out=y)
         np.add(y, 1, out=y)
-        np.reciprocal(y, out=y)
+        np.divide(1, y, out=y)  # same result; faster than np.reciprocal
 
     def sigmoid_deriv(self, x, y, dy, dx) -> None:
         tmp = self._buffer('tmp', y.shape)
