@@ -137,9 +137,13 @@ def time_layers(net, stepper, repeats: int) -> dict:
             parts[f'{name}.forward'].append(time.perf_counter() - start)
         net.buffer_manager.clear_backward_buffers()
         for name in reversed(names):
+            layer = net.layers[name]
+            # as in the steppers' backward pass: no deltas for the data
+            layer.skip_input_deltas = net._data_fed_inputs[name]
             start = time.perf_counter()
-            net.layers[name].backward_pass(net.buffer[name])
+            layer.backward_pass(net.buffer[name])
             parts[f'{name}.backward'].append(time.perf_counter() - start)
+            layer.skip_input_deltas = frozenset()
         net.apply_gradient_modifiers()
         start = time.perf_counter()
         stepper._update()
