@@ -163,6 +163,13 @@ class Network(Seedable):
         self._weight_modifier_refs = {}
         self._gradient_modifier_refs = {}
         self.output_name = None
+        # layer name -> its inputs fed only by the Input layer (the data)
+        self._data_fed_inputs = {
+            name: frozenset(
+                in_name for in_name in layer.in_shapes
+                if {c.start_layer for c in layer.incoming
+                    if c.input_name == in_name} == {'Input'})
+            for name, layer in layers.items()}
         self.handler = None
         self.set_handler(handler or default_handler)
         self.buffer_manager.skip_clearing(self._overwritten_gradients())
@@ -362,36 +369,17 @@ class Network(Seedable):
                 them either unless asked). Skipped deltas stay zero.
         """
         self.buffer_manager.clear_backward_buffers()
-        skipping = not input_deltas
         for name, layer in reversed(self.layers.items()):
             if name == 'Input':
                 continue
-            if skipping:
+            if not input_deltas:
                 layer.skip_input_deltas = self._data_fed_inputs[name]
             try:
                 layer.backward_pass(self.buffer[name])
             finally:
-                if skipping:
-                    layer.skip_input_deltas = frozenset()
+                layer.skip_input_deltas = frozenset()
         self._add_exposed_gradients()
         self.apply_gradient_modifiers()
-
-    @property
-    def _data_fed_inputs(self) -> dict:
-        """Layer name -> the inputs fed only by Input layer outputs."""
-        cached = self.__dict__.get('_data_fed_cache')
-        if cached is None:
-            sources = {}
-            for name, layer in self.layers.items():
-                for conn in layer.incoming:
-                    sources.setdefault((name, conn.input_name), set()).add(
-                        conn.start_layer)
-            cached = {name: frozenset(
-                in_name for (lname, in_name), starts in sources.items()
-                if lname == name and starts == {'Input'})
-                for name in self.layers}
-            self.__dict__['_data_fed_cache'] = cached
-        return cached
 
     def _add_exposed_gradients(self) -> None:
         """Add the deltas of layers fed with ``'..parameters.X'`` to the
