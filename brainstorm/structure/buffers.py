@@ -70,6 +70,7 @@ class BufferManager:
                               for s, f in zip(self.sizes, self.forward_sizes)]
         self._context_specs = [s for s in self._specs if s.buffer_type == 2
                                and s.context_size and not s.is_backward_only]
+        self.skip_clearing(())
         self.time_size = self.batch_size = None
         self._flat = [None, None, None]
         self.buffers = [None, None, None]
@@ -207,11 +208,8 @@ class BufferManager:
         """Zero all backward-only memory (deltas, gradients), context slots
         included, except what :meth:`skip_clearing` excluded."""
         h = self.handler
-        f0, f1, f2 = self.forward_sizes
-        ranges = getattr(self, '_constant_clear', None)
-        if ranges is None:
-            ranges = [(f0, self.sizes[0])] if self.sizes[0] > f0 else []
-        for a, b in ranges:
+        _, f1, f2 = self.forward_sizes
+        for a, b in self._constant_clear:
             h.fill(self.buffers[0][a:b], 0.)
         if self.sizes[1] > f1 and self.batch_size:
             h.fill(self.buffers[1][:, f1:], 0.)
