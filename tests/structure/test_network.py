@@ -18,6 +18,7 @@ from brainstorm.layers import (
     SquaredError,
 )
 from brainstorm.structure.network import Network
+from brainstorm.testing import approx_fprime
 from brainstorm.tools import get_in_out_layers
 from brainstorm.utils import NetworkValidationError
 
@@ -45,25 +46,23 @@ def loss_at(net, params, data):
     return net.get_loss_values()['total_loss']
 
 
-@pytest.mark.parametrize('handler', [NumpyHandler(np.float64),
-                                     DebugHandler(NumpyHandler(np.float64))],
-                         ids=['numpy', 'debug'])
-def test_network_gradient_matches_finite_differences(handler):
-    net = small_net(handler)
-    data = small_data()
+def assert_gradients_match_finite_differences(net, data):
+    """The gradient of the total loss with respect to all parameters."""
     params = net.get('parameters')
     net.provide_external_data(data)
     net.forward_pass()
     net.backward_pass()
     analytic = net.get('gradients')
-    numeric = np.zeros_like(params)
-    eps = 1e-6
-    for i in range(params.size):
-        step = np.zeros_like(params)
-        step[i] = eps
-        numeric[i] = (loss_at(net, params + step, data) -
-                      loss_at(net, params - step, data)) / (2 * eps)
+    numeric = approx_fprime(params, lambda p: loss_at(net, p, data), 1e-6)
     np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize('handler', [NumpyHandler(np.float64),
+                                     DebugHandler(NumpyHandler(np.float64))],
+                         ids=['numpy', 'debug'])
+def test_network_gradient_matches_finite_differences(handler):
+    net = small_net(handler)
+    assert_gradients_match_finite_differences(net, small_data())
 
 
 def test_gradients_do_not_accumulate_across_backward_passes():
@@ -353,17 +352,7 @@ def test_gradients_of_exposed_parameters_include_the_consumers_deltas(
     net = Network.from_layer(hidden)
     net.set_handler(NumpyHandler(np.float64))
     net.initialize(Gaussian(0.5), seed=2)
-    data = small_data()
-    params = net.get('parameters')
-    net.provide_external_data(data)
-    net.forward_pass()
-    net.backward_pass()
-    analytic = net.get('gradients')
-    eps = 1e-6
-    numeric = np.array([(loss_at(net, params + e, data) -
-                         loss_at(net, params - e, data)) / (2 * eps)
-                        for e in np.eye(params.size) * eps])
-    np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-7)
+    assert_gradients_match_finite_differences(net, small_data())
 
 
 def test_deltas_for_an_exposed_recurrent_internal_reach_the_parameters():
@@ -377,17 +366,7 @@ def test_deltas_for_an_exposed_recurrent_internal_reach_the_parameters():
     net = Network.from_layer(hidden)
     net.set_handler(NumpyHandler(np.float64))
     net.initialize(Gaussian(0.5), seed=2)
-    data = small_data()
-    params = net.get('parameters')
-    net.provide_external_data(data)
-    net.forward_pass()
-    net.backward_pass()
-    analytic = net.get('gradients')
-    eps = 1e-6
-    numeric = np.array([(loss_at(net, params + e, data) -
-                         loss_at(net, params - e, data)) / (2 * eps)
-                        for e in np.eye(params.size) * eps])
-    np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-7)
+    assert_gradients_match_finite_differences(net, small_data())
 
 
 def test_exposing_an_internal_without_delta_support_warns():
