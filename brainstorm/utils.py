@@ -233,6 +233,35 @@ def write_atomically(filename: str, write) -> None:
         raise
 
 
+def open_hdf5(filename: str, error: type, what: str):
+    """Open an HDF5 file for reading.
+
+    Args:
+        filename: the file.
+        error: the ValidationError subclass to raise.
+        what: what the file should be, for the message ('network file').
+
+    Returns:
+        ``(file, format)``: the open ``h5py.File`` and its ``format``
+        attribute as bytes (None if it has none).
+
+    Raises:
+        error: if the file is missing or not an HDF5 file.
+    """
+    import h5py
+    try:
+        f = h5py.File(filename, 'r')
+    except (OSError, ValueError) as err:
+        raise error(f"Cannot read {what} '{filename}': it is missing or not "
+                    f'an HDF5 file ({err}).') from None
+    fmt = f.attrs.get('format')
+    if isinstance(fmt, str):
+        fmt = fmt.encode()
+    elif isinstance(fmt, np.bytes_):
+        fmt = bytes(fmt)
+    return f, fmt
+
+
 def get_brainstorm_info() -> bytes:
     """The ``info`` attribute written into every HDF5 file brainstorm makes."""
     from brainstorm.__about__ import __version__

@@ -218,3 +218,22 @@ def test_get_brainstorm_info():
     info = get_brainstorm_info()
     assert isinstance(info, bytes)
     assert info == b'Created with brainstorm 0.5'
+
+
+def test_open_hdf5_reads_the_format_and_names_unreadable_files(tmp_path):
+    import h5py
+
+    from brainstorm.utils import NetworkValidationError, open_hdf5
+    for kind, value in (('str', 'fmt-1'), ('bytes', np.bytes_(b'fmt-1'))):
+        name = str(tmp_path / f'{kind}.h5')
+        with h5py.File(name, 'w') as f:
+            f.attrs['format'] = value
+        f, fmt = open_hdf5(name, NetworkValidationError, 'network file')
+        with f:
+            assert fmt == b'fmt-1'
+    (tmp_path / 'text.h5').write_text('not HDF5')
+    with pytest.raises(NetworkValidationError,
+                       match=r"Cannot read network file '.*text\.h5': it is "
+                             'missing or not an HDF5 file'):
+        open_hdf5(str(tmp_path / 'text.h5'), NetworkValidationError,
+                  'network file')

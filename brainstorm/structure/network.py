@@ -24,6 +24,7 @@ from brainstorm.utils import (
     NetworkValidationError,
     ValidationError,
     get_brainstorm_info,
+    open_hdf5,
     reshape_view,
     write_atomically,
 )
@@ -671,18 +672,8 @@ class Network(Seedable):
                 brainstorm network file.
         """
         import h5py
-        try:
-            f = h5py.File(filename, 'r')
-        except (OSError, ValueError) as err:
-            raise NetworkValidationError(
-                f"Cannot read network file '{filename}': it is missing or not "
-                f'an HDF5 file ({err}).') from None
+        f, fmt = open_hdf5(filename, NetworkValidationError, 'network file')
         with f:
-            fmt = f.attrs.get('format')
-            if isinstance(fmt, str):
-                fmt = fmt.encode()
-            elif isinstance(fmt, np.bytes_):
-                fmt = bytes(fmt)
             if not isinstance(fmt, bytes) or fmt != NETWORK_FILE_FORMAT or \
                     not isinstance(f.get('description'), h5py.Dataset) or \
                     not isinstance(f.get('parameters'), h5py.Dataset):

@@ -28,6 +28,7 @@ from brainstorm.describable import get_description
 from brainstorm.utils import (
     TrainingValidationError,
     get_brainstorm_info,
+    open_hdf5,
     write_atomically,
 )
 
@@ -211,21 +212,12 @@ def read_checkpoint(filename: str) -> dict:
         TrainingValidationError: if the file is missing, not a checkpoint,
             or corrupt.
     """
-    import h5py
-    try:
-        f = h5py.File(filename, 'r')
-    except (OSError, ValueError) as err:
-        raise TrainingValidationError(
-            f"Cannot read checkpoint '{filename}': it is missing or not an "
-            f'HDF5 file ({err}).') from None
+    f, fmt = open_hdf5(filename, TrainingValidationError, 'checkpoint')
     with f:
-        fmt = f.attrs.get('format')
-        if isinstance(fmt, str):
-            fmt = fmt.encode()
         required = ('network', 'parameters', 'trainer', 'progress', 'stepper',
                     'hooks', 'random')
         missing = [key for key in required if key not in f]
-        if fmt != CHECKPOINT_FORMAT or missing:
+        if not isinstance(fmt, bytes) or fmt != CHECKPOINT_FORMAT or missing:
             raise TrainingValidationError(
                 f"'{filename}' is not a brainstorm checkpoint: expected format "
                 f'{CHECKPOINT_FORMAT!r} and entries {list(required)}. Received '
