@@ -222,9 +222,9 @@ class LstmLayerImpl(Layer):
         dGA_all = flatten_time(dGA[:T])
         if 'default' not in self.skip_input_deltas:
             _h.dot_add_mm(dGA_all, W, flatten_time_and_features(dx))
-        # the gradients are this layer's own (zeroed before the pass;
-        # deltas of layers fed with '..parameters.W' are added later by
-        # the network): the first product overwrites them
+        # the gradients are this layer's own (overwrites_gradients: the
+        # network does not zero them; deltas of layers fed with
+        # '..parameters.W' are added later): the first product overwrites
         _h.dot_mm(dGA_all, x_all, dW, transa=True)
         # y[t - 1] at t = 0 is the context y[-1], not a time step
         _h.dot_mm(dGA[0], y[-1], dR, transa=True)
