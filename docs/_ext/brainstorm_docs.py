@@ -107,26 +107,6 @@ class LayerReference(SphinxDirective):
 
 # ---- layout example -------------------------------------------------------
 
-def seed_network():
-    """The network of the design documents' "Full Layout Example"."""
-    from brainstorm.layers import (
-        FullyConnected,
-        Input,
-        Loss,
-        Recurrent,
-        SquaredError,
-    )
-    from brainstorm.structure.network import Network
-    inputs = Input(out_shapes={'input_data': ('T', 'B', 4),
-                               'targets': ('T', 'B', 10)})
-    mse = SquaredError(name='Mse')
-    (inputs - 'input_data' >> Recurrent(5, name='Rnn')
-     >> FullyConnected(10, name='OutLayer') >> mse)
-    inputs - 'targets' >> 'targets' - mse
-    mse - 'loss' >> Loss()
-    return Network.from_layer(mse)
-
-
 SEED_NETWORK_SOURCE = '''\
 inputs = Input(out_shapes={'input_data': ('T', 'B', 4),
                            'targets': ('T', 'B', 10)})
@@ -136,6 +116,24 @@ mse = SquaredError(name='Mse')
 inputs - 'targets' >> 'targets' - mse
 mse - 'loss' >> Loss()
 net = Network.from_layer(mse)'''
+
+
+def seed_network():
+    """The network of the design documents' "Full Layout Example", built by
+    running :data:`SEED_NETWORK_SOURCE` (the code the docs show)."""
+    from brainstorm.layers import (
+        FullyConnected,
+        Input,
+        Loss,
+        Recurrent,
+        SquaredError,
+    )
+    from brainstorm.structure.network import Network
+    namespace = {'Input': Input, 'SquaredError': SquaredError,
+                 'Recurrent': Recurrent, 'FullyConnected': FullyConnected,
+                 'Loss': Loss, 'Network': Network}
+    exec(SEED_NETWORK_SOURCE, namespace)
+    return namespace['net']
 
 
 def format_layout(node: dict, indent: int = 0) -> str:
