@@ -80,13 +80,14 @@ class RecurrentLayerImpl(Layer):
         T = buffers.inputs.default.shape[0]
         act_deriv = _h.act_func_deriv[self.activation]
 
+        # dy[t] accumulates the full delta of y[t] in place (a layer may
+        # overwrite its own output deltas) and dHb[t] holds f' times it.
         # dHa[T] is the (zeroed) context slot, so the last step needs no
         # special case; dHa is added to, not overwritten, because a layer fed
         # with '..internals.Ha' has put its deltas there already
         for t in range(T - 1, -1, -1):
-            _h.copy_to(dy[t], dHb[t])
-            _h.dot_add_mm(dHa[t + 1], R, dHb[t])
-            act_deriv(Ha[t], y[t], dHb[t], dHb[t])
+            _h.dot_add_mm(dHa[t + 1], R, dy[t])
+            act_deriv(Ha[t], y[t], dy[t], dHb[t])
             _h.add_tt(dHa[t], dHb[t], dHa[t])
         self._backward_through_inputs(buffers)
 
