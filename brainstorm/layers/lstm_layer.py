@@ -12,6 +12,10 @@ from brainstorm.utils import flatten_time, flatten_time_and_features
 
 #: The forward internals in ``setup`` order; each has a delta ``'d' + name``.
 LSTM_INTERNALS = ('Za', 'Zb', 'Ia', 'Ib', 'Fa', 'Fb', 'Oa', 'Ob', 'Ca', 'Cb')
+#: The parameters of the four gates, grouped by kind (``grouped_buffers``).
+_GATE_PARAMETERS = {'W': ('Wz', 'Wi', 'Wf', 'Wo'),
+                    'R': ('Rz', 'Ri', 'Rf', 'Ro'),
+                    'b': ('bz', 'bi', 'bf', 'bo')}
 
 
 def Lstm(size: int, activation: str = 'tanh',
@@ -59,14 +63,10 @@ class LstmLayerImpl(Layer):
     overwrites_gradients = True
     expected_inputs = {'default': time_template()}
     # the four gates side by side: one product per time step for all of
-    # them, and the weights of all gates as one matrix
+    # them, and the weights (and gradients) of all gates as one matrix
     grouped_buffers = {
-        'parameters': {'W': ('Wz', 'Wi', 'Wf', 'Wo'),
-                       'R': ('Rz', 'Ri', 'Rf', 'Ro'),
-                       'b': ('bz', 'bi', 'bf', 'bo')},
-        'gradients': {'W': ('Wz', 'Wi', 'Wf', 'Wo'),
-                      'R': ('Rz', 'Ri', 'Rf', 'Ro'),
-                      'b': ('bz', 'bi', 'bf', 'bo')},
+        'parameters': _GATE_PARAMETERS,
+        'gradients': _GATE_PARAMETERS,
         'internals': {'GA': ('Za', 'Ia', 'Fa', 'Oa'),
                       'GB': ('Zb', 'Ib', 'Fb', 'Ob'),
                       'dGA': ('dZa', 'dIa', 'dFa', 'dOa')},
