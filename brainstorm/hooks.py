@@ -29,7 +29,10 @@ from collections.abc import Mapping
 import numpy as np
 
 from brainstorm.describable import Describable
-from brainstorm.training.data_parallel import communicator_of
+from brainstorm.training.data_parallel import (
+    communicator_of,
+    is_root_process,
+)
 from brainstorm.training.utils import check_int, check_number
 from brainstorm.utils import (
     TrainingValidationError,
@@ -145,8 +148,7 @@ class Hook(Describable):
     def is_root(self) -> bool:
         """Whether this process prints and writes files: True, except on
         the ranks other than 0 of a data-parallel run."""
-        comm = getattr(self, 'comm', None)
-        return comm is None or comm.Get_rank() == 0
+        return is_root_process(getattr(self, 'comm', None))
 
     def message(self, msg: str) -> None:
         """Print ``"<name> >> msg"`` if the hook is verbose."""

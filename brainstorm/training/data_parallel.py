@@ -41,8 +41,8 @@ from brainstorm.describable import Describable
 from brainstorm.training.steppers import TrainingStepper
 from brainstorm.utils import TrainingValidationError
 
-__all__ = ['DataParallel', 'communicator_of', 'mpi_world_size',
-           'mpi_world_rank', 'abort_on_exception']
+__all__ = ['DataParallel', 'communicator_of', 'is_root_process',
+           'mpi_world_size', 'mpi_world_rank', 'abort_on_exception']
 
 # environment variables in which launchers announce the number of
 # processes and the rank of each (MPICH/Hydra, Open MPI, PMIx, MVAPICH)
@@ -148,7 +148,10 @@ def communicator_of(stepper):
     return None
 
 
-def _is_root(comm) -> bool:
+def is_root_process(comm) -> bool:
+    """Whether this process prints and writes files: True without a
+    communicator (single-process training, see :func:`communicator_of`)
+    and on rank 0."""
     return comm is None or comm.Get_rank() == 0
 
 

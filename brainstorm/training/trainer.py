@@ -19,7 +19,10 @@ from brainstorm.training.checkpoint import (
     set_random_state,
     write_checkpoint,
 )
-from brainstorm.training.data_parallel import communicator_of
+from brainstorm.training.data_parallel import (
+    communicator_of,
+    is_root_process,
+)
 from brainstorm.utils import IteratorValidationError, TrainingValidationError
 
 __all__ = ['Trainer']
@@ -67,7 +70,7 @@ class _Run:
         self.net = net
         self.named_data_iters = named_data_iters
         self.comm = comm
-        self.is_root = comm is None or comm.Get_rank() == 0
+        self.is_root = is_root_process(comm)
         self.epoch_complete = True
         self.batches_done = 0
         self.epoch_scores = {}
@@ -163,16 +166,13 @@ class Trainer(Describable):
         self.hooks[name] = hook
 
     def _start_hooks(self, net, named_data_iters, comm=None) -> None:
-        is_root = comm is None or comm.Get_rank() == 0
+        verbose = self.verbose and is_root_process(comm)
         for name, hook in self.hooks.items():
             try:
-                hook.start(net, self.stepper, self.verbose and is_root,
-                           named_data_iters)
+                hook.start(net, self.stepper, verbose, named_data_iters)
             except Exception as err:
                 self._name_hook(err, name, hook, 'start')
                 raise
-            if not is_root:
-                hook.run_verbosity = False
 
     def _name_hook(self, err, name, hook, when: str) -> None:
         note = (f"Raised in hook '{name}' ({type(hook).__name__}) during "
@@ -190,7 +190,7 @@ class Trainer(Describable):
         fired = [(name, hook) for name, hook in self.hooks.items()
                  if hook.timescale == timescale and count % hook.interval == 0]
         comm = communicator_of(self.stepper)
-        is_root = comm is None or comm.Get_rank() == 0
+        is_root = is_root_process(comm)
         if timescale == 'epoch' and fired and self.verbose and is_root and \
                 logs is self.logs:
             print(f'{"-" * 30} Epoch {count} {"-" * 30}')
