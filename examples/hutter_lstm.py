@@ -125,30 +125,14 @@ def unigram_entropy(targets: np.ndarray) -> float:
     return float(-(p * np.log2(p)).sum())
 
 
-class MonitorLossWithContext(bs.hooks.Hook):
-    """Like ``MonitorLoss``, but each batch continues where the previous one
-    ended: the network's context is carried from batch to batch.
+class MonitorLossWithContext(bs.hooks.MonitorLoss):
+    """Like ``MonitorLoss`` (same arguments), but each batch continues where
+    the previous one ended: the network's context is carried from batch to
+    batch.
 
     Logs ``total_loss`` (the mean loss per sequence, as ``MonitorLoss``)
     and ``bits_per_character``.
-
-    Args:
-        iter_name: the name of the data iterator given to ``trainer.train``.
-        name, timescale, interval, verbose: see ``Hook``.
     """
-
-    __undescribed__ = {'iter': None}
-
-    def __init__(self, iter_name: str, name: str | None = None,
-                 timescale: str = 'epoch', interval: int = 1,
-                 verbose: bool | None = None):
-        super().__init__(name, timescale, interval, verbose)
-        self.iter_name = iter_name
-        self.iter = None
-
-    def start(self, net, stepper, verbose, named_data_iters):
-        super().start(net, stepper, verbose, named_data_iters)
-        self.iter = named_data_iters[self.iter_name]
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
         context, batch_size = None, None
