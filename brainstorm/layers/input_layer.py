@@ -37,7 +37,7 @@ class InputLayerImpl(Layer):
     def setup(self, kwargs, in_shapes):
         if self.incoming:
             raise LayerValidationError(
-                f"Input '{self.name}': the Input layer cannot have incoming "
+                f'{self._desc()}: the Input layer cannot have incoming '
                 'connections.')
         outputs = OrderedDict((name, BufferStructure(*shape))
                               for name, shape in kwargs['out_shapes'].items())

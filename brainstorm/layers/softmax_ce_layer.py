@@ -44,7 +44,7 @@ class SoftmaxCELayerImpl(Layer):
         x, t = in_shapes['default'], in_shapes['targets']
         if t.feature_shape != x.feature_shape[:-1] + (1,):
             raise LayerValidationError(
-                f"SoftmaxCE '{self.name}': targets must have the features of "
+                f'{self._desc()}: targets must have the features of '
                 f'the input with last dimension 1 (class ids), i.e. '
                 f"{('T', 'B') + x.feature_shape[:-1] + (1,)}. Received "
                 f'{t.shape}')
@@ -67,7 +67,7 @@ class SoftmaxCELayerImpl(Layer):
                 _h.index_m_by_v(p, t, loss)
             except ValidationError as err:
                 raise NetworkValidationError(
-                    f"SoftmaxCE '{self.name}': the targets must be class ids "
+                    f'{self._desc()}: the targets must be class ids '
                     f'for {p.shape[-1]} classes. {err}') from None
             _h.clip_t(loss, 1e-6, 1.0, loss)
             _h.log_t(loss, loss)

@@ -35,8 +35,8 @@ class SquaredErrorLayerImpl(Layer):
         x, t = in_shapes['default'], in_shapes['targets']
         if x.feature_shape != t.feature_shape:
             raise LayerValidationError(
-                f"SquaredError '{self.name}': targets must have the same "
-                f'features as the input {x.shape}. Received {t.shape}')
+                f'{self._desc()}: targets must have the same features as the '
+                f'input {x.shape}. Received {t.shape}')
         shape = BufferStructure('T', 'B', *x.feature_shape)
         outputs = OrderedDict(predictions=shape, loss=shape)
         internals = OrderedDict(diff=shape)
