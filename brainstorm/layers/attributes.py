@@ -18,6 +18,8 @@ import numbers
 
 import numpy as np
 
+from brainstorm.utils import LayerValidationError
+
 __all__ = ['REQUIRED', 'Kwarg', 'Constraint', 'PositiveInt', 'NonNegativeInt',
            'PositiveIntOrTuple', 'PairOfPositiveInts', 'FloatIn', 'Number',
            'OneOf', 'Activation', 'ShapeDict', 'ACTIVATIONS']
@@ -224,7 +226,6 @@ class Kwarg:
             LayerValidationError: naming the layer, argument, what was
                 expected and what was received.
         """
-        from brainstorm.utils import LayerValidationError
         if name not in kwargs:
             if self.default is REQUIRED:
                 raise LayerValidationError(

@@ -8,9 +8,11 @@ is handed, using only handler operations.
 
 from __future__ import annotations
 
+import inspect
+import sys
 from collections import OrderedDict
 
-from brainstorm.layers.attributes import Kwarg
+from brainstorm.layers.attributes import REQUIRED, Kwarg
 from brainstorm.structure.buffer_structure import BufferStructure, StructureTemplate
 from brainstorm.utils import LayerValidationError, get_inheritors
 
@@ -269,11 +271,7 @@ def describe_layers() -> list:
         instance built with the default arguments (None if no example input
         fits the layer).
     """
-    import inspect
-    import sys
-
     import brainstorm.layers  # noqa: F401  (registers the built-in layers)
-    from brainstorm.layers.attributes import REQUIRED
     result = []
     for cls in sorted(get_inheritors(Layer), key=lambda c: c.__name__):
         if not cls.__name__.endswith('LayerImpl'):
