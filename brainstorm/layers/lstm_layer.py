@@ -235,12 +235,11 @@ class LstmLayerImpl(Layer):
 
         # peephole gradients; dy is no longer needed and serves as scratch
         scratch = dy[:T]
-        for dA, dp, C_prev in ((dIa, dpi, True), (dFa, dpf, True),
-                               (dOa, dpo, False)):
-            if C_prev:  # Ca[t - 1]: the context at t = 0
-                _h.mult_tt(dA[0], Ca[-1], scratch[0])
-                if T > 1:
-                    _h.mult_tt(dA[1:T], Ca[:T - 1], scratch[1:T])
-            else:
-                _h.mult_tt(dA[:T], Ca[:T], scratch)
+        for dA, dp in ((dIa, dpi), (dFa, dpf)):
+            # Ca[t - 1]: the context at t = 0
+            _h.mult_tt(dA[0], Ca[-1], scratch[0])
+            if T > 1:
+                _h.mult_tt(dA[1:T], Ca[:T - 1], scratch[1:T])
             _h.sum_t(flatten_time(scratch), 0, dp)
+        _h.mult_tt(dOa[:T], Ca[:T], scratch)
+        _h.sum_t(flatten_time(scratch), 0, dpo)
