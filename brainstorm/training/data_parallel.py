@@ -155,24 +155,34 @@ def is_root_process(comm) -> bool:
     return comm is None or comm.Get_rank() == 0
 
 
+def _on_host(handler, array, collective) -> None:
+    """Run ``collective`` (an in-place MPI call) on ``array``: directly on
+    a contiguous NumPy array, else on a host copy written back after."""
+    if isinstance(array, np.ndarray) and array.flags.c_contiguous:
+        collective(array)
+    else:
+        values = np.ascontiguousarray(handler.get_numpy_copy(array))
+        collective(values)
+        handler.set_from_numpy(array, values)
+
+
 class _SynchronizedNetwork:
     """Stands in for the network inside the wrapped stepper: the backward
-    pass is followed by the gradient Allreduce, everything else is the
-    network's."""
+    pass is followed by the gradient Allreduce, every other attribute is
+    read from the network."""
 
     def __init__(self, net, owner: DataParallel):
-        object.__setattr__(self, '_net', net)
-        object.__setattr__(self, '_owner', owner)
+        self._net = net
+        self._owner = owner
 
     def backward_pass(self, *args, **kwargs) -> None:
         self._net.backward_pass(*args, **kwargs)
-        self._owner._synchronize_gradients()
+        self._owner._synchronize_gradients(self._net)
 
     def __getattr__(self, name):
+        # only called for names not set in __init__; object.__getattribute__
+        # raises AttributeError (not recursion) on an uninitialised copy
         return getattr(object.__getattribute__(self, '_net'), name)
-
-    def __setattr__(self, name, value):
-        setattr(self._net, name, value)
 
 
 class DataParallel(Describable):
@@ -219,7 +229,7 @@ class DataParallel(Describable):
         ImportError: when the communicator is needed and mpi4py is missing.
     """
 
-    __undescribed__ = {'_comm': None, '_proxy': None, '_reseeded': None,
+    __undescribed__ = {'_comm': None, '_reseeded': None,
                        '_sizes': None, '_maintained': None,
                        '_maintained_values': None}
     __default_values__ = {'check_finite': True}
@@ -237,7 +247,6 @@ class DataParallel(Describable):
         self.stepper = stepper
         self.check_finite = check_finite
         self._comm = comm
-        self._proxy = None
         self._reseeded = None
         self._sizes = None
         self._maintained = None
@@ -282,18 +291,17 @@ class DataParallel(Describable):
         """Start the wrapped stepper on ``net``; with several processes,
         broadcast rank 0's parameters first (see the class docstring)."""
         comm = self.comm
-        if comm.Get_size() > 1:
-            abort_on_exception(comm)
-            self._broadcast_parameters(net)
-            self._reseed(net)
-            self._sizes = np.zeros(2, dtype=np.float64)
-            self._find_maintained_parameters(net)
+        if comm.Get_size() == 1:
+            self.stepper.start(net)
+            return
+        abort_on_exception(comm)
+        _on_host(net.handler, net.buffer.parameters,
+                 lambda values: comm.Bcast(values, root=0))
+        self._reseed(net)
+        self._sizes = np.zeros(1, dtype=np.float64)
+        self._find_maintained_parameters(net)
         self.stepper.start(net)
-        if comm.Get_size() > 1:
-            self._proxy = _SynchronizedNetwork(net, self)
-            self.stepper.net = self._proxy
-        else:
-            self._proxy = None
+        self.stepper.net = _SynchronizedNetwork(net, self)
 
     def run(self) -> None:
         """One step of the wrapped stepper, with the gradients summed over
@@ -312,17 +320,6 @@ class DataParallel(Describable):
         return f'DataParallel({self.stepper!r})'
 
     # ------------------------------------------------------- internals ----
-
-    def _broadcast_parameters(self, net) -> None:
-        parameters = net.buffer.parameters
-        if isinstance(parameters, np.ndarray) and \
-                parameters.flags.c_contiguous:
-            self.comm.Bcast(parameters, root=0)
-        else:
-            values = np.ascontiguousarray(
-                net.handler.get_numpy_copy(parameters))
-            self.comm.Bcast(values, root=0)
-            net.handler.set_from_numpy(parameters, values)
 
     def _reseed(self, net) -> None:
         """Different random streams per rank (dropout masks, noise drawn by
@@ -353,33 +350,27 @@ class DataParallel(Describable):
                                                dtype=net.handler.dtype)
 
     def _average_maintained_parameters(self, net, weight: float) -> None:
-        h = net.handler
-        parameters = net.buffer.parameters
-        on_host = isinstance(parameters, np.ndarray)
-        source = parameters if on_host else h.get_numpy_copy(parameters)
         values = self._maintained_values
-        np.take(source, self._maintained, out=values)
-        values *= weight
-        self.comm.Allreduce(self._mpi_in_place(), values)
-        source[self._maintained] = values
-        if not on_host:
-            h.set_from_numpy(parameters, source)
 
-    def _local_batch_size(self, net) -> int:
-        from brainstorm.scorers import _get_batch_size
-        return _get_batch_size(net)
+        def average(parameters):
+            np.take(parameters, self._maintained, out=values)
+            np.multiply(values, weight, out=values)
+            self.comm.Allreduce(self._mpi_in_place(), values)
+            parameters[self._maintained] = values
 
-    def _synchronize_gradients(self) -> None:
+        _on_host(net.handler, net.buffer.parameters, average)
+
+    def _synchronize_gradients(self, net) -> None:
         """Scale the local gradients by local / global batch size and sum
         them over all ranks, in place."""
-        net = self._proxy._net
+        from brainstorm.scorers import _get_batch_size
         h = net.handler
         comm = self.comm
         gradients = net.buffer.gradients
-        local = self._local_batch_size(net)
+        local = _get_batch_size(net)
         sizes = self._sizes
         sizes[0] = local
-        comm.Allreduce(self._mpi_in_place(), sizes[:1])
+        comm.Allreduce(self._mpi_in_place(), sizes)
         total = sizes[0]
         if self.check_finite and not h.is_fully_finite(gradients):
             losses = net.get_loss_values()
@@ -395,13 +386,8 @@ class DataParallel(Describable):
         h.mult_st(float(local / total), gradients, gradients)
         if self._maintained is not None:
             self._average_maintained_parameters(net, float(local / total))
-        if isinstance(gradients, np.ndarray) and \
-                gradients.flags.c_contiguous:
-            comm.Allreduce(self._mpi_in_place(), gradients)
-        else:
-            values = np.ascontiguousarray(h.get_numpy_copy(gradients))
-            comm.Allreduce(self._mpi_in_place(), values)
-            h.set_from_numpy(gradients, values)
+        _on_host(h, gradients,
+                 lambda values: comm.Allreduce(self._mpi_in_place(), values))
 
     @staticmethod
     def _mpi_in_place():
