@@ -1,7 +1,5 @@
 """Registry entries for the core layers (see test_layer_registry.py)."""
 
-import numpy as np
-
 from brainstorm.layers.fully_connected_layer import FullyConnectedLayerImpl
 from brainstorm.layers.loss_layer import LossLayerImpl
 from brainstorm.layers.recurrent_layer import RecurrentLayerImpl
@@ -43,6 +41,3 @@ LAYER_SPECS = [
          in_shapes={'default': ('B', 3)}, kwargs={'importance': 2.0},
          spec={'output_weights': 'ones'}),
 ]
-
-# keep numpy imported for entries that build arrays
-_ = np
