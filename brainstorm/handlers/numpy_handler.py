@@ -318,27 +318,34 @@ class NumpyHandler(Handler):
 
     # -------------------------------------------------------------- conv/pool
 
+    def _padded(self, images, rows: int, cols: int):
+        """``images`` with ``rows`` zero rows and ``cols`` zero columns on
+        both sides, in a scratch array (``images`` itself if none)."""
+        if not (rows or cols):
+            return images
+        n, h, w, c = images.shape
+        xpad = self._buffer('pad', (n, h + 2 * rows, w + 2 * cols, c))
+        xpad[:, :rows] = 0
+        xpad[:, rows + h:] = 0
+        xpad[:, rows:rows + h, :cols] = 0
+        xpad[:, rows:rows + h, cols + w:] = 0
+        xpad[:, rows:rows + h, cols:cols + w] = images
+        return xpad
+
     def _fields(self, inputs, kernel, padding, stride, out_shape):
         """A read-only ``(N, OH, OW, kh, kw, C)`` view of every receptive
         field (of a zero-padded scratch copy of ``inputs`` if padding).
 
+        ``padding`` is ``(ph, pw)``: zero rows and columns on both sides.
         Field ``(n, i, j)`` is ``xpad[n, i*sy:i*sy+kh, j*sx:j*sx+kw, :]``;
         flattened in ``(u, v, c)`` order it matches ``weights.reshape(F,
         K)``.
         """
-        n, h, w, c = inputs.shape
+        n, _, _, c = inputs.shape
         kh, kw = kernel
         sy, sx = stride
         oh, ow = out_shape
-        if padding:
-            p = padding
-            xpad = self._buffer('pad', (n, h + 2 * p, w + 2 * p, c))
-            for border in np.s_[:, :p], np.s_[:, -p:], np.s_[:, :, :p], \
-                    np.s_[:, :, -p:]:
-                xpad[border] = 0
-            xpad[:, p:p + h, p:p + w] = inputs
-        else:
-            xpad = inputs
+        xpad = self._padded(inputs, *padding)
         s0, s1, s2, s3 = xpad.strides
         return as_strided(xpad, shape=(n, oh, ow, kh, kw, c),
                           strides=(s0, s1 * sy, s2 * sx, s1, s2, s3),
@@ -384,8 +391,8 @@ class NumpyHandler(Handler):
                              columns=None) -> None:
         n, oh, ow, f = outputs.shape
         kept = self._columns(columns, weights, (n, oh, ow))
-        fields = self._fields(inputs, weights.shape[1:3], padding, stride,
-                              (oh, ow))
+        fields = self._fields(inputs, weights.shape[1:3], (padding, padding),
+                              stride, (oh, ow))
         wt = weights.reshape(f, -1).T
         # gather and multiply chunk by chunk, while the fields are cached
         if kept is None:
@@ -437,8 +444,8 @@ class NumpyHandler(Handler):
                 np.copyto(weight_deltas, dw.reshape(weight_deltas.shape))
         else:
             # chunk by chunk: dw = sum over the chunks of dy.T @ col
-            fields = self._fields(inputs, (kh, kw), padding, stride,
-                                  (oh, ow))
+            fields = self._fields(inputs, (kh, kw), (padding, padding),
+                                  stride, (oh, ow))
             dw = self._buffer('dw', (f, kh * kw * weights.shape[3]))
             part = self._buffer('dw_part', dw.shape)
             for start, stop, rows in self._field_chunks(fields):
@@ -484,34 +491,19 @@ class NumpyHandler(Handler):
         n, h, w, c = in_deltas.shape
         f, kh, kw, _ = weights.shape
         oh, ow = out_hw
-        ph, pw = kh - 1 - padding, kw - 1 - padding
         k = kh * kw * f
         flip = self._buffer('conv_flip', (kh, kw, f, c))
         np.copyto(flip, weights[:, ::-1, ::-1, :].transpose(1, 2, 0, 3))
-        dypad = self._buffer('conv_dypad', (n, oh + 2 * ph, ow + 2 * pw, f))
-        if ph:
-            dypad[:, :ph] = 0
-            dypad[:, -ph:] = 0
-        if pw:
-            dypad[:, :, :pw] = 0
-            dypad[:, :, -pw:] = 0
-        dypad[:, ph:ph + oh, pw:pw + ow] = dy.reshape(n, oh, ow, f)
-        s0, s1, s2, s3 = dypad.strides
+        fields = self._fields(dy.reshape(n, oh, ow, f), (kh, kw),
+                              (kh - 1 - padding, kw - 1 - padding), (1, 1),
+                              (h, w))
         result = self._buffer('dx', (n * h * w, c))
         if gradient is not None:
             dw = self._buffer('dw', (c, k))
             part = self._buffer('dw_part', (c, k))
-        chunk = max(1, min(n, _FIELD_CHUNK_BYTES // (h * w * k * s3)))
-        for start in range(0, n, chunk):
-            stop = min(n, start + chunk)
-            fields = as_strided(dypad[start:], shape=(stop - start, h, w, kh,
-                                                      kw * f),
-                                strides=(s0, s1, s2, s1, s3),
-                                writeable=False)
-            col = self._buffer('conv_dcol', ((stop - start) * h * w, k))
-            np.copyto(_view_as(col, fields.shape), fields)
-            np.matmul(col, flip.reshape(k, c),
-                      out=result[start * h * w:stop * h * w])
+        for start, stop, rows in self._field_chunks(fields):
+            col = self._gather(fields[start:stop])
+            np.matmul(col, flip.reshape(k, c), out=result[rows])
             if gradient is not None:
                 x = self._buffer('conv_x', (stop - start, h, w, c))
                 np.copyto(x, gradient[0][start:stop])
@@ -724,9 +716,10 @@ class NumpyHandler(Handler):
         return counts
 
 
-# Convolution input deltas gather receptive fields of about this many bytes
-# at a time (see _conv_input_deltas_by_correlation); bigger chunks fall out
-# of the cache and were measured slower.
+# Convolutions gather receptive fields (of the inputs, or of the output
+# deltas for the input deltas) of about this many bytes at a time (see
+# _field_chunks); bigger chunks fall out of the cache and were measured
+# slower.
 _FIELD_CHUNK_BYTES = 4 << 20
 
 
