@@ -20,6 +20,7 @@ from brainstorm.layers.clockwork_layer import ClockworkLayerImpl
 from brainstorm.layers.clockwork_lstm_layer import ClockworkLstmLayerImpl
 from brainstorm.layers.lstm_layer import LstmLayerImpl
 from brainstorm.structure.network import Network
+from brainstorm.testing import instantiate_layer, set_up_layer
 
 #: The SPEC's Lstm parameters and forward internals, in order.
 LSTM_PARAMETERS = ['Wz', 'Wi', 'Wf', 'Wo', 'pi', 'pf', 'po', 'Rz', 'Ri', 'Rf',
@@ -119,6 +120,49 @@ def lstm_reference(x, p, y0, c0, activation='tanh', timing=None):
         cs.append(c)
         y_prev, c_prev = y, c
     return np.array(ys), np.array(cs)
+
+
+def run_with_context(layer_class, timing, activation, T=7, B=2, size=5,
+                     params=None, seed=3) -> dict:
+    """One forward pass of a recurrent layer on ``(2, 3)`` input features
+    with a random context: ``y0`` in the output's context slot and, for a
+    layer with a cell state ``Ca``, ``c0`` in its context slot.
+
+    Args:
+        layer_class: the ``...LayerImpl`` class.
+        timing: the ``timing`` parameter (None for a layer without one).
+        activation: the layer's activation.
+        T, B, size: time steps, batch size, units.
+        params: parameter name -> value; the others are random.
+        seed: seed of the data, the parameters and the context.
+
+    Returns:
+        The parameters by name, plus ``x``, ``y`` (the T steps), ``y0``
+        and, with a cell state, ``Ca`` (the T steps) and ``c0``.
+    """
+    layer = instantiate_layer(layer_class, {'default': (2, 3)}, size=size,
+                              activation=activation)
+    spec = {'time_steps': T, 'batch_size': B, 'seed': seed,
+            'inits': dict(params or {})}
+    if timing is not None:
+        spec['inits']['timing'] = timing
+    buffers, manager = set_up_layer(layer, spec)
+    h = manager.handler
+    rnd = np.random.RandomState(seed)
+    result = {'y0': rnd.randn(B, size)}
+    h.set_from_numpy(buffers.outputs.default[T], result['y0'])
+    cell_state = 'Ca' in layer.internal_shapes
+    if cell_state:
+        result['c0'] = rnd.randn(B, size)
+        h.set_from_numpy(buffers.internals.Ca[T], result['c0'])
+    layer.forward_pass(buffers)
+    result.update((n, h.get_numpy_copy(a))
+                  for n, a in buffers.parameters.items())
+    result['x'] = h.get_numpy_copy(buffers.inputs.default)
+    result['y'] = h.get_numpy_copy(buffers.outputs.default)[:T]
+    if cell_state:
+        result['Ca'] = h.get_numpy_copy(buffers.internals.Ca)[:T]
+    return result
 
 
 def regression_net(layer, n_in=3, n_out=4, handler=None):

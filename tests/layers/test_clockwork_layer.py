@@ -9,13 +9,14 @@ from brainstorm.initializers import Gaussian
 from brainstorm.layers import Clockwork
 from brainstorm.layers.clockwork_layer import ClockworkLayerImpl
 from brainstorm.layers.recurrent_layer import RecurrentLayerImpl
-from brainstorm.testing import instantiate_layer, set_up_layer
+from brainstorm.testing import instantiate_layer
 from brainstorm.utils import LayerValidationError
 from tests.layers.layer_specs_recurrent import (
     gradient_error_with_context,
     recurrent_reference,
     regression_data,
     regression_net,
+    run_with_context,
 )
 
 TIMING = [1, 2, 3, 4, 1]
@@ -47,36 +48,17 @@ def test_invalid_arguments_are_rejected(kwargs, match):
         instantiate_layer(ClockworkLayerImpl, {'default': (3,)}, **kwargs)
 
 
-def run_with_context(layer_class, timing, activation, T=7, B=2, size=5,
-                     params=None, seed=3):
-    kwargs = {'size': size, 'activation': activation}
-    layer = instantiate_layer(layer_class, {'default': (2, 3)}, **kwargs)
-    spec = {'time_steps': T, 'batch_size': B, 'seed': seed,
-            'inits': dict(params or {})}
-    if timing is not None:
-        spec['inits']['timing'] = timing
-    buffers, manager = set_up_layer(layer, spec)
-    h = manager.handler
-    y0 = np.random.RandomState(seed).randn(B, size)
-    h.set_from_numpy(buffers.outputs.default[T], y0)
-    layer.forward_pass(buffers)
-    params = {n: h.get_numpy_copy(a) for n, a in buffers.parameters.items()}
-    x = h.get_numpy_copy(buffers.inputs.default)
-    y = h.get_numpy_copy(buffers.outputs.default)[:T]
-    return x, y, y0, params
-
-
 @pytest.mark.parametrize('activation', ['tanh', 'sigmoid', 'rel', 'linear',
                                         'el'])
 def test_forward_pass_matches_numpy_with_a_context(activation):
-    x, y, y0, params = run_with_context(ClockworkLayerImpl, TIMING,
-                                        activation)
-    expected = recurrent_reference(x, params, y0, activation, TIMING)
-    np.testing.assert_allclose(y, expected, rtol=1e-10, atol=1e-12)
+    r = run_with_context(ClockworkLayerImpl, TIMING, activation)
+    expected = recurrent_reference(r['x'], r, r['y0'], activation, TIMING)
+    np.testing.assert_allclose(r['y'], expected, rtol=1e-10, atol=1e-12)
 
 
 def test_units_keep_their_output_between_ticks():
-    _, y, y0, _ = run_with_context(ClockworkLayerImpl, TIMING, 'tanh')
+    r = run_with_context(ClockworkLayerImpl, TIMING, 'tanh')
+    y, y0 = r['y'], r['y0']
     # every unit updates at t = 0, also with a context
     assert (y[0] != y0).all()
     for t in range(1, y.shape[0]):
@@ -88,11 +70,11 @@ def test_units_keep_their_output_between_ticks():
 
 
 def test_timing_one_is_a_recurrent_layer():
-    _, y, _, params = run_with_context(ClockworkLayerImpl, [1] * 5, 'tanh')
-    _, y_rec, _, _ = run_with_context(
-        RecurrentLayerImpl, None, 'tanh',
-        params={n: params[n] for n in ('W', 'R', 'bias')})
-    np.testing.assert_allclose(y, y_rec, rtol=1e-12, atol=1e-14)
+    r = run_with_context(ClockworkLayerImpl, [1] * 5, 'tanh')
+    recurrent = run_with_context(RecurrentLayerImpl, None, 'tanh',
+                                 params={n: r[n] for n in ('W', 'R', 'bias')})
+    np.testing.assert_allclose(r['y'], recurrent['y'], rtol=1e-12,
+                               atol=1e-14)
 
 
 def test_timing_is_initialized_to_one_and_never_trained():

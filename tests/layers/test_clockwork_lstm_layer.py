@@ -10,7 +10,7 @@ from brainstorm.initializers import Gaussian
 from brainstorm.layers import ClockworkLstm
 from brainstorm.layers.clockwork_lstm_layer import ClockworkLstmLayerImpl
 from brainstorm.layers.lstm_layer import LstmLayerImpl
-from brainstorm.testing import instantiate_layer, set_up_layer
+from brainstorm.testing import instantiate_layer
 from tests.layers.layer_specs_recurrent import (
     LSTM_INTERNALS,
     LSTM_PARAMETERS,
@@ -18,6 +18,7 @@ from tests.layers.layer_specs_recurrent import (
     lstm_reference,
     regression_data,
     regression_net,
+    run_with_context,
 )
 
 TIMING = [1, 2, 3, 4, 1]
@@ -34,28 +35,6 @@ def test_parameters_and_internals_follow_the_spec():
     assert layer.out_shapes['default'].context_size == 1
     assert layer.computes_no_gradients_for == ('timing',)
     assert layer.untrained_parameters == {'timing': 1.0}
-
-
-def run_with_context(layer_class, timing, activation, T=7, B=2, size=5,
-                     params=None, seed=3):
-    layer = instantiate_layer(layer_class, {'default': (2, 3)}, size=size,
-                              activation=activation)
-    spec = {'time_steps': T, 'batch_size': B, 'seed': seed,
-            'inits': dict(params or {})}
-    if timing is not None:
-        spec['inits']['timing'] = timing
-    buffers, manager = set_up_layer(layer, spec)
-    h = manager.handler
-    rnd = np.random.RandomState(seed)
-    y0, c0 = rnd.randn(B, size), rnd.randn(B, size)
-    h.set_from_numpy(buffers.outputs.default[T], y0)
-    h.set_from_numpy(buffers.internals.Ca[T], c0)
-    layer.forward_pass(buffers)
-    result = {n: h.get_numpy_copy(a) for n, a in buffers.parameters.items()}
-    result.update(x=h.get_numpy_copy(buffers.inputs.default),
-                  y=h.get_numpy_copy(buffers.outputs.default)[:T],
-                  Ca=h.get_numpy_copy(buffers.internals.Ca)[:T], y0=y0, c0=c0)
-    return result
 
 
 @pytest.mark.parametrize('activation', ['tanh', 'sigmoid', 'rel', 'linear',
