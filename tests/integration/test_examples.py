@@ -42,33 +42,34 @@ def percentage(pattern: str, output: str) -> float:
 
 @pytest.mark.slow
 def test_mnist_pi_runs_on_the_digits(tmp_path):
-    out = run_example('mnist_pi.py', '--epochs', '1', '--limit', '300',
+    out = run_example('mnist_pi.py', '--epochs', '10', '--limit', '600',
                       cwd=tmp_path)
     assert 'handwritten digits bundled with scikit-learn' in out
-    assert '300 training and 300 validation images of 8x8 pixels' in out
+    assert '600 training and 360 validation images of 8x8 pixels' in out
+    # a short run already learns (94 % measured; chance is 10 %)
     best = percentage(r'Validation accuracy: ([\d.]+)% \(best', out)
-    assert 0.0 <= best <= 1.0
+    assert best >= 0.85
     assert (tmp_path / 'mnist_pi_best.hdf5').exists()
 
 
 @pytest.mark.slow
 def test_cifar10_cnn_runs_on_upscaled_digits(tmp_path):
-    out = run_example('cifar10_cnn.py', '--epochs', '1', '--limit', '200',
+    out = run_example('cifar10_cnn.py', '--epochs', '6', '--limit', '600',
                       '--save', 'best.hdf5', cwd=tmp_path)
     assert 'upscaled from 8x8 to 32x32 pixels' in out
     assert 'of shape (32, 32, 1)' in out
     best = percentage(r'Validation accuracy: ([\d.]+)% \(best', out)
-    assert 0.0 <= best <= 1.0
+    assert best >= 0.7  # 93.6 % measured
     assert (tmp_path / 'best.hdf5').exists()
 
 
 @pytest.mark.slow
 def test_custom_layer_passes_the_layer_tests_and_trains(tmp_path):
-    out = run_example('custom_layer.py', '--epochs', '1', '--limit', '300',
+    out = run_example('custom_layer.py', '--epochs', '10', '--limit', '600',
                       cwd=tmp_path)
     assert 'Square passed run_layer_tests in 10 configurations.' in out
     best = percentage(r'Validation accuracy: ([\d.]+)% \(best', out)
-    assert 0.0 <= best <= 1.0
+    assert best >= 0.8  # 92.8 % measured
 
 
 @pytest.mark.slow
