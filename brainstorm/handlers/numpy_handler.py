@@ -422,55 +422,61 @@ class NumpyHandler(Handler):
         self.sum_t(dy, 0, bias_deltas)  # a GEMV: NumPy's sum is 5x slower
 
         kept = self._columns(columns, weights, (n, oh, ow))
-        by_correlation = not skip_in_deltas and weights.shape[3] >= 8 and \
+        c = weights.shape[3]
+        by_correlation = not skip_in_deltas and c >= 8 and \
             tuple(stride) == (1, 1) and padding < min(kh, kw)
-        if by_correlation:
-            # the weight gradient too, from the same gathered fields
-            self._conv_deltas_by_correlation(
-                dy, weights, padding, in_deltas, (oh, ow),
-                None if kept is not None else (inputs, weight_deltas))
-            if kept is None:
-                return
+        if by_correlation and kept is None:
+            # both gradients from the same gathered fields
+            self._conv_deltas_by_correlation(dy, weights, padding, in_deltas,
+                                             (oh, ow), (inputs, weight_deltas))
+            return
+        dw = self._buffer('dw', (f, kh * kw * c))
         if kept is not None:
             # per image dy_n.T @ col_n, then the sum over the images
-            products = self._buffer('conv_dw_images', (n, f, kept.shape[2]))
+            products = self._buffer('conv_dw_images', (n,) + dw.shape)
             np.matmul(dy.reshape(n, oh * ow, f).transpose(0, 2, 1), kept,
                       out=products)
-            if _mergeable(weight_deltas, 1, 4):
-                np.sum(products, axis=0, out=weight_deltas.reshape(f, -1))
-            else:
-                dw = self._buffer('dw', (f, kept.shape[2]))
-                np.sum(products, axis=0, out=dw)
-                np.copyto(weight_deltas, dw.reshape(weight_deltas.shape))
+            np.sum(products, axis=0, out=dw)
         else:
             # chunk by chunk: dw = sum over the chunks of dy.T @ col
             fields = self._fields(inputs, (kh, kw), (padding, padding),
                                   stride, (oh, ow))
-            dw = self._buffer('dw', (f, kh * kw * weights.shape[3]))
             part = self._buffer('dw_part', dw.shape)
             for start, stop, rows in self._field_chunks(fields):
                 col = self._gather(fields[start:stop])
                 np.matmul(dy[rows].T, col, out=part if start else dw)
                 if start:
                     np.add(dw, part, out=dw)
-            np.copyto(weight_deltas, dw.reshape(weight_deltas.shape))
+        np.copyto(weight_deltas, dw.reshape(weight_deltas.shape))
 
-        if skip_in_deltas or by_correlation:
+        if skip_in_deltas:
             return
-        if weights.shape[3] < 8:
+        if by_correlation:
+            self._conv_deltas_by_correlation(dy, weights, padding, in_deltas,
+                                             (oh, ow))
+        elif c < 8:
             self._conv_input_deltas_few_channels(dy, weights, padding, stride,
                                                  in_deltas, (oh, ow))
-            return
-        # input deltas: the cells seen at kernel offset (u, v) get
-        # dy @ weights[:, u, v, :] (one GEMM per offset, added in place)
-        part = self._buffer('conv_part', (n * oh * ow, weights.shape[3]))
+        else:
+            self._conv_input_deltas_per_offset(dy, weights, padding, stride,
+                                               in_deltas, (oh, ow))
+
+    def _conv_input_deltas_per_offset(self, dy, weights, padding, stride,
+                                      in_deltas, out_hw):
+        """Input deltas, the general way: the cells seen at kernel offset
+        ``(u, v)`` get ``dy @ weights[:, u, v, :]`` (one GEMM per offset,
+        added in place)."""
+        n = in_deltas.shape[0]
+        _, kh, kw, c = weights.shape
+        oh, ow = out_hw
+        part = self._buffer('conv_part', (n * oh * ow, c))
         dx = self._buffer('dx', in_deltas.shape)
         dx.fill(0)
         for u, v, out_part, in_part in _window_offsets(
-                (kh, kw), padding, stride, (oh, ow), in_deltas.shape[1:3]):
+                (kh, kw), padding, stride, out_hw, in_deltas.shape[1:3]):
             np.matmul(dy, weights[:, u, v, :], out=part)
             target = dx[in_part]
-            np.add(target, part.reshape(n, oh, ow, -1)[out_part], out=target)
+            np.add(target, part.reshape(n, oh, ow, c)[out_part], out=target)
         _add_into(in_deltas, dx)
 
     def _conv_deltas_by_correlation(self, dy, weights, padding, in_deltas,
