@@ -57,17 +57,8 @@ def _cases():
     return cases
 
 
-def _unique(cases):
-    seen, result = set(), []
-    for c in cases:
-        if c.id not in seen:
-            seen.add(c.id)
-            result.append(c)
-    return result
-
-
 @pytest.mark.parametrize('entry, time_steps, batch_size, activation',
-                         _unique(_cases()))
+                         _cases())
 def test_layer_passes_all_invariants(entry, time_steps, batch_size,
                                      activation):
     kwargs = dict(entry.get('kwargs', {}))
@@ -83,6 +74,12 @@ def test_layer_passes_all_invariants(entry, time_steps, batch_size,
         spec[key] = value(time_steps, batch_size, rnd) if callable(value) \
             else value
     run_layer_tests(layer, spec)
+
+
+def test_registry_ids_are_unique():
+    ids = [entry['id'] for entry in _collect()]
+    assert len(ids) == len(set(ids)), sorted(
+        i for i in set(ids) if ids.count(i) > 1)
 
 
 def test_registry_covers_every_builtin_layer():
