@@ -168,18 +168,19 @@ class NumpyHandler(Handler):
         right = b.T if transb else b
         rows, cols = out.shape
         if rows < cols and (transb or rows <= 64):
-            tmp = self._buffer('dot_t', (cols, rows))
-            np.matmul(right.T, left.T, out=tmp)
-            if add:
-                np.add(out, tmp.T, out=out)
-            else:
-                np.copyto(out, tmp.T)
+            product = self._buffer('dot', (cols, rows))
+            np.matmul(right.T, left.T, out=product)
+            product = product.T
         elif add:
-            tmp = self._buffer('dot', out.shape)
-            np.matmul(left, right, out=tmp)
-            np.add(out, tmp, out=out)
+            product = self._buffer('dot', out.shape)
+            np.matmul(left, right, out=product)
         else:
             np.matmul(left, right, out=out)
+            return
+        if add:
+            np.add(out, product, out=out)
+        else:
+            np.copyto(out, product)
 
     def dot_add_mm(self, a, b, out, transa: bool = False,
                    transb: bool = False) -> None:
