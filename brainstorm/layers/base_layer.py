@@ -52,6 +52,12 @@ class Layer:
     computes_no_gradients_for: tuple = ()
     takes_no_output_deltas_from: tuple = ()
     passes_back_internal_deltas: tuple = ()
+    #: Parameters the layer maintains itself, name -> initial value (e.g.
+    #: BatchNorm's running statistics ``{'mu': 0.0, 'sigma': 1.0}``):
+    #: steppers and modifiers leave them alone, and ``net.initialize``
+    #: gives them this value unless a pattern names them. They get no
+    #: gradient, so they belong in ``computes_no_gradients_for`` too.
+    untrained_parameters: dict = {}
     #: True if ``backward_pass`` writes every element of the gradients of
     #: all its parameters (except those in ``computes_no_gradients_for``)
     #: without reading them first, i.e. overwrites instead of adding. The
