@@ -19,6 +19,7 @@ from brainstorm.data_iterators import AddGaussianNoise, Minibatches, Shard
 from brainstorm.hooks import (
     Hook,
     ModifyStepperAttribute,
+    MonitorLoss,
     MonitorScores,
     SaveCheckpoint,
     StopAfterEpoch,
@@ -152,6 +153,35 @@ class FailOnRank(Hook):
             raise RuntimeError(f'deliberate failure on rank {self.rank}')
 
 
+class StopOnRank(Hook):
+    """Asks to stop on one rank only, at one update."""
+
+    def __init__(self, rank, update):
+        super().__init__('StopOnRank', 'update', 1, verbose=True)
+        self.rank = rank
+        self.update = update
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        if stepper.rank == self.rank and update_nr == self.update:
+            self.message(f'rank {self.rank} asks to stop')
+            raise StopIteration
+
+
+def stop_run(rank: int):
+    """A verbose run in which only rank 1 asks to stop (at update 5, in
+    the second epoch); returns the trainer."""
+    bs.global_rnd.set_seed(1)
+    train, valid = blob_split()
+    trainer = Trainer(DataParallel(MomentumStepper(0.1)), verbose=True)
+    trainer.add_hook(StopOnRank(1, 5))
+    trainer.add_hook(MonitorLoss('valid', name='validation'))
+    trainer.add_hook(StopAfterEpoch(1000))
+    trainer.train(blob_net(seed=1),
+                  Shard(Minibatches(BATCH_SIZE, shuffle=False, **train)),
+                  valid=Shard(Minibatches(VALID_BATCH_SIZE, **valid)))
+    return trainer
+
+
 def failing_run(kind: str, rank: int):
     bs.global_rnd.set_seed(1)
     data = blob_data(TRAIN_SIZE, seed=1)
@@ -185,6 +215,11 @@ def main(scenario: str, outdir: str) -> None:
         resumed.train(net, train_iter, **named)
         results['resumed'] = net.get('parameters')
         logs = resumed.logs
+    elif scenario == 'stop':
+        trainer = stop_run(rank)
+        results['counts'] = np.array([trainer.current_epoch_nr,
+                                      trainer.current_update_nr])
+        logs = trainer.logs
     elif scenario in ('exception', 'nan'):
         failing_run(scenario, rank)
     else:

@@ -6,6 +6,7 @@ without mpi4py and mpiexec) and compare with the same training in this
 process.
 """
 
+import io
 import json
 import os
 import shutil
@@ -209,6 +210,103 @@ def test_mpi_world_size_reads_the_launcher_environment(monkeypatch):
     monkeypatch.setenv('PMI_SIZE', '4')
     monkeypatch.setenv('PMI_RANK', '1')
     assert (mpi_world_size(), mpi_world_rank()) == (4, 1)
+
+
+def run_python(code):
+    """Run ``code`` in a fresh interpreter without an MPI launcher's
+    variables; return its stdout."""
+    env = {name: value for name, value in os.environ.items()
+           if not name.startswith(('PMI_', 'PMIX_', 'OMPI_', 'MV2_'))}
+    env['PYTHONPATH'] = str(ROOT)
+    done = subprocess.run([sys.executable, '-c', code], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=MPI_TIMEOUT)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+TRAIN_WITHOUT_MPI = """
+import sys
+import brainstorm as bs
+from brainstorm.data_iterators import Minibatches, Shard
+from brainstorm.hooks import MonitorLoss, StopAfterEpoch
+from tests.training.nets import xor_data, xor_net
+trainer = bs.Trainer(bs.training.MomentumStepper(0.1), verbose=False)
+trainer.add_hook(MonitorLoss('valid'))
+trainer.add_hook(StopAfterEpoch(2))
+shard = Shard(Minibatches(2, **xor_data()))
+trainer.train(xor_net(), shard, valid=Minibatches(4, **xor_data()))
+print((shard.rank, shard.size), len(trainer.logs['MonitorLoss']['total_loss']),
+      bs.optional.has_mpi4py, 'mpi4py.MPI' in sys.modules)
+"""
+
+
+def test_brainstorm_trains_without_mpi4py():
+    blocked = "import sys; sys.modules['mpi4py'] = None\n"
+    assert run_python(blocked + TRAIN_WITHOUT_MPI).split() == \
+        ['(0,', '1)', '3', 'False', 'False']
+
+
+@pytest.mark.skipif(not has_mpi4py, reason='needs mpi4py')
+def test_single_process_training_does_not_initialise_mpi():
+    assert run_python(TRAIN_WITHOUT_MPI).split() == \
+        ['(0,', '1)', '3', 'True', 'False']
+
+
+# ------------------------------------------------- rank 0 writes, prints ----
+
+class RankComm(SingleProcessComm):
+    """Rank ``rank`` of 2; no collective may be called."""
+
+    def __init__(self, rank):
+        self.rank = rank
+
+    def Get_rank(self):
+        return self.rank
+
+    def Get_size(self):
+        return 2
+
+
+@pytest.mark.parametrize('rank', [0, 1])
+def test_only_rank_0_prints_and_writes_files(tmp_path, capsys, rank):
+    from brainstorm.hooks import (
+        ProgressBar,
+        SaveBestNetwork,
+        SaveLogs,
+        SaveLogsCSV,
+        SaveNetwork,
+    )
+    stepper = DataParallel(MomentumStepper(), comm=RankComm(rank))
+    net = xor_net()
+    net.provide_external_data(xor_data())
+    net.forward_pass()
+    logs = {'validation': {'loss': [1.0, 0.5]}}
+    bar = io.StringIO()
+    hooks = [SaveNetwork(str(tmp_path / 'net.h5')),
+             SaveBestNetwork('validation.loss', str(tmp_path / 'best.h5'),
+                             criterion='min'),
+             SaveLogs(str(tmp_path / 'logs.h5')),
+             SaveLogsCSV(str(tmp_path / 'logs.csv')),
+             ProgressBar(file=bar, force=True),
+             StopAfterEpoch(1, verbose=True)]
+    iterators = {'training_data_iter': Minibatches(2, **xor_data())}
+    for hook in hooks:
+        hook.start(net, stepper, True, iterators)
+        try:
+            hook(epoch_nr=1, update_nr=1, net=net, stepper=stepper,
+                 logs=logs)
+        except StopIteration:
+            pass
+    written = sorted(path.name for path in tmp_path.iterdir())
+    printed = capsys.readouterr().out
+    if rank == 0:
+        assert written == ['best.h5', 'logs.csv', 'logs.h5', 'net.h5']
+        assert 'improved' in printed and 'Stopping' in printed
+        assert 'Epoch 1' in bar.getvalue()
+    else:
+        assert written == []
+        assert printed == ''
+        assert bar.getvalue() == ''
 
 
 # ------------------------------------------------------------- Shard ----
@@ -451,6 +549,24 @@ def test_two_rank_checkpoint_resumes_like_an_uninterrupted_run(tmp_path):
                        match='on 2 processes; it can only continue on as '
                              r'many \(this run has 1\)'):
         resumed.train(net, train_iter, **named)
+
+
+@needs_mpi
+def test_a_stop_asked_on_one_rank_stops_all_ranks_and_only_rank_0_prints(
+        tmp_path):
+    done, ((rank0, logs0), (rank1, logs1)) = run_ranks('stop', tmp_path)
+    # 4 updates per epoch: rank 1 asks to stop at update 5, in epoch 2; no
+    # rank goes on into an Allreduce the other never joins
+    np.testing.assert_array_equal(rank0['counts'], [2, 5])
+    np.testing.assert_array_equal(rank1['counts'], [2, 5])
+    assert logs0 == logs1
+    assert len(logs0['validation']['total_loss']) == 3  # epochs 0, 1, 2
+    # rank 0 prints every epoch header and result once; rank 1 (whose
+    # hook asked to stop) prints nothing
+    for epoch in range(3):
+        assert done.stdout.count(f' Epoch {epoch} ') == 1
+    assert done.stdout.count('validation >> total_loss') == 3
+    assert 'asks to stop' not in done.stdout + done.stderr
 
 
 @needs_mpi
