@@ -21,26 +21,7 @@ from brainstorm.value_modifiers import (
     MaskValues,
     ValueModifier,
 )
-
-
-class CountingHandler(NumpyHandler):
-    """A NumpyHandler that counts the arrays it creates."""
-
-    def __init__(self):
-        super().__init__(np.float64)
-        self.created = 0
-
-    def allocate(self, shape):
-        self.created += 1
-        return super().allocate(shape)
-
-    def zeros(self, shape):
-        self.created += 1
-        return super().zeros(shape)
-
-    def create_from_numpy(self, arr):
-        self.created += 1
-        return super().create_from_numpy(arr)
+from tests.training.nets import CountingHandler
 
 
 def make_handlers():
@@ -217,23 +198,23 @@ def test_l2_decay(handler):
 def test_value_modifiers_allocate_once(modifier, created):
     h = CountingHandler()
     view = h.create_from_numpy(np.ones((3, 4)))
-    h.created = 0
+    h.allocations = 0
     for _ in range(5):
         modifier(h, view)
-    assert h.created == created
+    assert h.allocations == created
 
 
 def test_gradient_modifiers_allocate_once():
     h = CountingHandler()
     params = h.create_from_numpy(np.ones((3, 4)))
     grads = h.create_from_numpy(np.ones((3, 4)))
-    h.created = 0
+    h.allocations = 0
     mod = L1Decay(0.1)
     for _ in range(5):
         mod(h, params, grads)
-    assert h.created == 1
+    assert h.allocations == 1
     L2Decay(0.1)(h, params, grads)
-    assert h.created == 1
+    assert h.allocations == 1
 
 
 def test_new_handler_gets_new_scratch_and_copies_drop_it():
@@ -241,7 +222,7 @@ def test_new_handler_gets_new_scratch_and_copies_drop_it():
     first, second = CountingHandler(), CountingHandler()
     np.testing.assert_array_equal(apply(first, mod, [1.0, 2.0]), [0.0, 2.0])
     np.testing.assert_array_equal(apply(second, mod, [3.0, 4.0]), [0.0, 4.0])
-    assert second.created == 2  # the view and the mask
+    assert second.allocations == 2  # the view and the mask
     for clone in (copy.deepcopy(mod), pickle.loads(pickle.dumps(mod))):
         assert clone._buffers is None and clone._handler is None
         np.testing.assert_array_equal(apply(first, clone, [5.0, 6.0]),

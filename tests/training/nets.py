@@ -1,4 +1,5 @@
-"""Small networks and data sets shared by the training, hook and tool tests."""
+"""Small networks, data sets and helpers shared by the training, hook,
+tool and value-modifier tests."""
 
 import numpy as np
 
@@ -106,3 +107,27 @@ def roundtrip(obj):
     import json
     return bs.create_from_description(json.loads(json.dumps(
         bs.get_description(obj))))
+
+
+class CountingHandler(NumpyHandler):
+    """A NumpyHandler that counts the arrays it creates (``allocations``)."""
+
+    def __init__(self, dtype=np.float64, seed=None):
+        self.allocations = 0
+        super().__init__(dtype, seed=seed)
+
+    def allocate(self, shape):
+        self.allocations += 1
+        return super().allocate(shape)
+
+    def zeros(self, shape):
+        self.allocations += 1
+        return super().zeros(shape)
+
+    def ones(self, shape):
+        self.allocations += 1
+        return super().ones(shape)
+
+    def create_from_numpy(self, arr):
+        self.allocations += 1
+        return super().create_from_numpy(arr)

@@ -20,7 +20,13 @@ from brainstorm.training.steppers import (
 )
 from brainstorm.utils import TrainingValidationError, ValidationError
 from brainstorm.value_modifiers import FreezeValues
-from tests.training.nets import batchnorm_net, roundtrip, xor_data, xor_net
+from tests.training.nets import (
+    CountingHandler,
+    batchnorm_net,
+    roundtrip,
+    xor_data,
+    xor_net,
+)
 
 STEPS = 5
 
@@ -148,30 +154,6 @@ def test_runs_under_debug_handler(make):
         net.provide_external_data(xor_data())
         stepper.run()
     assert not np.allclose(net.get('parameters'), before)
-
-
-class CountingHandler(NumpyHandler):
-    """Counts the arrays it allocates."""
-
-    def __init__(self, *args, **kwargs):
-        self.allocations = 0
-        super().__init__(*args, **kwargs)
-
-    def allocate(self, shape):
-        self.allocations += 1
-        return super().allocate(shape)
-
-    def zeros(self, shape):
-        self.allocations += 1
-        return super().zeros(shape)
-
-    def ones(self, shape):
-        self.allocations += 1
-        return super().ones(shape)
-
-    def create_from_numpy(self, arr):
-        self.allocations += 1
-        return super().create_from_numpy(arr)
 
 
 @pytest.mark.parametrize('make', [c[1] for c in CASES],
