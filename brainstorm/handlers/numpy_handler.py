@@ -65,6 +65,15 @@ class NumpyHandler(Handler):
             flat = self._scratch[name, dtype] = np.empty(size, dtype=dtype)
         return flat[:size].reshape(shape)
 
+    def _leading(self, key, n: int, make):
+        """The first ``n`` entries of the constant array ``make(size)`` kept
+        under ``key``, remade only for a larger ``n``: changing batch sizes
+        or sequence lengths do not pile up one constant each."""
+        constant = self._constants.get(key)
+        if constant is None or len(constant) < n:
+            constant = self._constants[key] = make(n)
+        return constant[:n]
+
     # ------------------------------------------------------------ allocation
 
     def allocate(self, shape: tuple[int, ...]):
@@ -262,10 +271,7 @@ class NumpyHandler(Handler):
             # column sums of a tall matrix (bias gradients over a batch or
             # all time steps) as a product with ones: BLAS is about 5x
             # faster than NumPy's reduction over the first axis
-            ones = self._constants.get(('ones', a.shape[0]))
-            if ones is None:
-                ones = np.ones(a.shape[0], dtype=self.dtype)
-                self._constants['ones', a.shape[0]] = ones
+            ones = self._leading('ones', a.shape[0], self.ones)
             np.matmul(ones, a, out=out.reshape(a.shape[1:]))
         else:
             np.sum(a, axis=axis, out=out, keepdims=out.ndim == a.ndim)
@@ -696,12 +702,10 @@ class NumpyHandler(Handler):
 
     def _image_starts(self, n: int, step: int, ints=np.intp):
         """``(N, 1, 1, 1)`` integer offsets ``i * step`` of image ``i``."""
-        key = ('image_starts', n, step, ints)
-        starts = self._constants.get(key)
-        if starts is None:
-            starts = np.arange(n, dtype=np.intp).reshape(n, 1, 1, 1) * step
-            starts = self._constants[key] = starts.astype(ints)
-        return starts
+        def make(size):
+            starts = np.arange(size, dtype=np.intp) * step
+            return starts.astype(ints).reshape(size, 1, 1, 1)
+        return self._leading(('image_starts', step, ints), n, make)
 
     def _pool_counts(self, window, padding, stride, out_hw, in_hw):
         """``(OH, OW, 1)`` in-bounds cells per window (1 where there are none)."""

@@ -64,3 +64,26 @@ def test_float32_sigmoid_of_large_negative_inputs_is_relatively_precise():
     h.sigmoid(x, y)
     exact = 1 / (1 + np.exp(-x.astype(np.float64)))
     np.testing.assert_allclose(y, exact, rtol=1e-6)
+
+
+def test_constants_do_not_pile_up_with_changing_lengths():
+    """The ones of the column sums and the image offsets of max pooling are
+    kept once, for the largest length, not once per length."""
+    rnd = np.random.RandomState(0)
+    h = NumpyHandler(np.float64)
+    for rows in [70, 200, 90, 130]:  # e.g. T*B of changing sequence lengths
+        a = strided(rnd, (rows, 5), np.float64)
+        out = np.zeros(5)
+        h.sum_t(a, 0, out)
+        np.testing.assert_allclose(out, a.sum(axis=0), rtol=1e-12)
+        x = rnd.randn(rows // 10, 4, 4, 2)
+        y, argmax = np.zeros((2, rows // 10, 2, 2, 2))
+        h.maxpool2d_forward_batch(x, (2, 2), y, 0, (2, 2), argmax)
+        dx = np.zeros_like(x)
+        h.maxpool2d_backward_batch(x, (2, 2), y, 0, (2, 2), argmax, dx, y)
+        np.testing.assert_allclose(dx.sum(axis=(1, 2, 3)),
+                                   y.sum(axis=(1, 2, 3)), rtol=1e-12)
+    names = [key if isinstance(key, str) else key[0] for key in h._constants]
+    assert names.count('ones') == 1, names
+    assert names.count('image_starts') == 1, names
+    assert len(h._constants['ones']) == 200
