@@ -33,6 +33,8 @@ def BinomialCrossEntropy(name: str | None = None) -> ConstructionWrapper:
 
 
 class BinomialCrossEntropyLayerImpl(Layer):
+    """Implementation of :func:`BinomialCrossEntropy`."""
+
     expected_inputs = {'default': time_template(),
                        'targets': time_template()}
     declared_kwargs = {}

@@ -29,6 +29,8 @@ def DeltasScaling(factor: float, name: str | None = None) -> \
 
 
 class DeltasScalingLayerImpl(Layer):
+    """Implementation of :func:`DeltasScaling`."""
+
     expected_inputs = {'default': time_template()}
     declared_kwargs = {
         'factor': Kwarg(FloatIn(), description='factor applied to the deltas'),

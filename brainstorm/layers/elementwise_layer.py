@@ -28,6 +28,8 @@ def Elementwise(activation: str = 'rel', name: str | None = None) -> \
 
 
 class ElementwiseLayerImpl(Layer):
+    """Implementation of :func:`Elementwise`."""
+
     expected_inputs = {'default': time_template()}
     declared_kwargs = {
         'activation': Kwarg(Activation(), default='rel',

@@ -37,6 +37,8 @@ def FullyConnected(size=None, activation: str = 'rel',
 
 
 class FullyConnectedLayerImpl(Layer):
+    """Implementation of :func:`FullyConnected`."""
+
     overwrites_gradients = True
     expected_inputs = {'default': time_template()}
     declared_kwargs = {

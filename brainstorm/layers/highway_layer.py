@@ -28,6 +28,8 @@ def Highway(name: str | None = None) -> ConstructionWrapper:
 
 
 class HighwayLayerImpl(Layer):
+    """Implementation of :func:`Highway`."""
+
     expected_inputs = {'H': time_template(), 'T': time_template(),
                        'x': time_template()}
     declared_kwargs = {}

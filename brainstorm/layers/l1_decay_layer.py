@@ -26,6 +26,8 @@ def L1Decay(name: str | None = None) -> ConstructionWrapper:
 
 
 class L1DecayLayerImpl(Layer):
+    """Implementation of :func:`L1Decay`."""
+
     expected_inputs = {'default': time_template()}
     declared_kwargs = {}
 

@@ -26,6 +26,8 @@ def L2Decay(name: str | None = None) -> ConstructionWrapper:
 
 
 class L2DecayLayerImpl(Layer):
+    """Implementation of :func:`L2Decay`."""
+
     expected_inputs = {'default': time_template()}
     declared_kwargs = {}
 

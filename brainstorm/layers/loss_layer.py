@@ -29,6 +29,8 @@ def Loss(importance: float = 1.0, name: str | None = None) -> \
 
 
 class LossLayerImpl(Layer):
+    """Implementation of :func:`Loss`."""
+
     expected_inputs = {'default': StructureTemplate('...')}
     declared_kwargs = {
         'importance': Kwarg(FloatIn(), default=1.0,

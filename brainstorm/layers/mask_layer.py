@@ -37,6 +37,8 @@ def Mask(name: str | None = None) -> ConstructionWrapper:
 
 
 class MaskLayerImpl(Layer):
+    """Implementation of :func:`Mask`."""
+
     expected_inputs = {'default': time_template(), 'mask': time_template()}
     declared_kwargs = {}
     computes_no_input_deltas_for = ('mask',)

@@ -32,6 +32,8 @@ def Merge(name: str | None = None) -> ConstructionWrapper:
 
 
 class MergeLayerImpl(Layer):
+    """Implementation of :func:`Merge`."""
+
     expected_inputs = {'inputs_1': StructureTemplate('...'),
                        'inputs_2': StructureTemplate('...')}
     declared_kwargs = {}

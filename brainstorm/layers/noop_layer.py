@@ -24,6 +24,8 @@ def NoOp(name: str | None = None) -> ConstructionWrapper:
 
 
 class NoOpLayerImpl(Layer):
+    """Implementation of :func:`NoOp`."""
+
     expected_inputs = {'default': time_template()}
     declared_kwargs = {}
 

@@ -33,6 +33,8 @@ def Recurrent(size: int, activation: str = 'tanh',
 
 
 class RecurrentLayerImpl(Layer):
+    """Implementation of :func:`Recurrent`."""
+
     expected_inputs = {'default': time_template()}
     passes_back_internal_deltas = ('Ha',)
     declared_kwargs = {

@@ -32,6 +32,8 @@ def SigmoidCE(name: str | None = None) -> ConstructionWrapper:
 
 
 class SigmoidCELayerImpl(Layer):
+    """Implementation of :func:`SigmoidCE`."""
+
     expected_inputs = {'default': time_template(),
                        'targets': time_template()}
     declared_kwargs = {}

@@ -34,6 +34,8 @@ def SoftmaxCE(name: str | None = None) -> ConstructionWrapper:
 
 
 class SoftmaxCELayerImpl(Layer):
+    """Implementation of :func:`SoftmaxCE`."""
+
     expected_inputs = {'default': time_template(),
                        'targets': time_template()}
     declared_kwargs = {}

@@ -27,6 +27,8 @@ def SquaredDifference(name: str | None = None) -> ConstructionWrapper:
 
 
 class SquaredDifferenceLayerImpl(Layer):
+    """Implementation of :func:`SquaredDifference`."""
+
     expected_inputs = {'inputs_1': time_template(),
                        'inputs_2': time_template()}
     declared_kwargs = {}

@@ -25,6 +25,8 @@ def SquaredError(name: str | None = None) -> ConstructionWrapper:
 
 
 class SquaredErrorLayerImpl(Layer):
+    """Implementation of :func:`SquaredError`."""
+
     expected_inputs = {'default': time_template(),
                        'targets': time_template()}
     declared_kwargs = {}
