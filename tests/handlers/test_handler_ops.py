@@ -883,15 +883,18 @@ def test_package_exports():
 
 # ------------------------------------------------ no allocation hot path ---
 
-def _hot_path_call(h, op):
+def _hot_path_call(h, op, channels):
     """A repeatable call of ``op`` on interleaved feature-slice views."""
     rng = np.random.RandomState(0)
-    n, size = 64, 16 * 16 * 4
+    n, size = 64, 16 * 16 * channels
     big = h.create_from_numpy(rng.randn(n, 3 * size + 5))
-    x = big[:, :size].reshape(n, 16, 16, 4)
-    y = big[:, size:2 * size].reshape(n, 16, 16, 4)
-    z = big[:, 2 * size:3 * size].reshape(n, 16, 16, 4)
-    w = h.create_from_numpy(rng.randn(4, 3, 3, 4))
+    x, y, z = (big[:, k * size:(k + 1) * size].reshape(n, 16, 16, channels)
+               for k in range(3))
+    w = h.create_from_numpy(rng.randn(channels, 3, 3, channels))
+    b = w[:, 0, 0, 0]
+    fields = 16 * 16 * 9 * channels  # a Convolution2D 'columns' internal
+    columns = h.zeros((n, fields + 3))[:, 1:1 + fields].reshape(
+        n, 16, 16, 9 * channels)
     seq_a, seq_b = big[:, :size], big[:, size:2 * size]  # (T*B, F) slices
     matrix, product = big[:, :3 * size], h.zeros((size, size))
     calls = {
@@ -900,9 +903,17 @@ def _hot_path_call(h, op):
         'mult_add_tt': lambda: h.mult_add_tt(seq_a, seq_a, seq_b),
         'sigmoid_deriv': lambda: h.sigmoid_deriv(None, seq_a, seq_b, seq_b),
         'conv2d_forward_batch': lambda: h.conv2d_forward_batch(
-            x, w, w[0, 0, 0], y, 1, (1, 1)),
+            x, w, b, y, 1, (1, 1)),
+        'conv2d_forward_batch kept': lambda: h.conv2d_forward_batch(
+            x, w, b, y, 1, (1, 1), columns=columns),
         'conv2d_backward_batch': lambda: h.conv2d_backward_batch(
-            x, w, 1, (1, 1), z, y, h.zeros(w.shape), h.zeros((4,))),
+            x, w, 1, (1, 1), z, y, h.zeros(w.shape), h.zeros(b.shape)),
+        'conv2d_backward_batch kept': lambda: h.conv2d_backward_batch(
+            x, w, 1, (1, 1), z, y, h.zeros(w.shape), h.zeros(b.shape),
+            columns=columns),
+        'conv2d_backward_batch stride 2': lambda: h.conv2d_backward_batch(
+            x, w, 1, (2, 2), z, y[:, :8, :8], h.zeros(w.shape),
+            h.zeros(b.shape)),
         'maxpool2d_forward_batch': lambda: h.maxpool2d_forward_batch(
             x, (3, 3), y, 1, (1, 1), z),
         'maxpool2d_backward_batch': lambda: h.maxpool2d_backward_batch(
@@ -915,16 +926,23 @@ def _hot_path_call(h, op):
     return calls[op], x.nbytes
 
 
-@pytest.mark.parametrize('op', [
-    'avgpool2d_backward_batch', 'avgpool2d_forward_batch',
-    'conv2d_backward_batch', 'conv2d_forward_batch', 'dot_add_mm',
-    'maxpool2d_backward_batch', 'maxpool2d_forward_batch', 'mult_add_tt',
-    'sigmoid_deriv'])
-def test_numpy_ops_do_not_allocate_operand_sized_memory(op):
+# every convolution code path: few channels, and with 8 channels the
+# input deltas by correlation (stride 1) or per kernel offset (stride 2)
+_CONV_CALLS = [f'conv2d_{kind}' for kind in (
+    'forward_batch', 'forward_batch kept', 'backward_batch',
+    'backward_batch kept', 'backward_batch stride 2')]
+
+
+@pytest.mark.parametrize('op, channels', [
+    ('avgpool2d_backward_batch', 4), ('avgpool2d_forward_batch', 4),
+    *[(op, c) for op in _CONV_CALLS for c in (4, 8)], ('dot_add_mm', 4),
+    ('maxpool2d_backward_batch', 4), ('maxpool2d_forward_batch', 4),
+    ('mult_add_tt', 4), ('sigmoid_deriv', 4)])
+def test_numpy_ops_do_not_allocate_operand_sized_memory(op, channels):
     """Repeated calls reuse scratch buffers (NumPy's own fixed-size
     iteration buffers stay far below the operand size)."""
     h = NumpyHandler(np.float64)
-    run, nbytes = _hot_path_call(h, op)
+    run, nbytes = _hot_path_call(h, op, channels)
     run()  # the first call may create scratch buffers
     tracemalloc.start()
     try:
