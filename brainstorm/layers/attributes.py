@@ -121,9 +121,14 @@ class FloatIn(Constraint):
             self.expected = 'a finite float'
         else:
             self.expected = f'a float in {left}{low}, {high}{right}'
-        finite = [v for v in (low, high) if np.isfinite(v)]
-        self.example = sum(finite) / len(finite) if len(finite) == 2 else \
-            (finite[0] + (1 if np.isfinite(low) else -1) if finite else 1.0)
+        if np.isfinite(low) and np.isfinite(high):
+            self.example = (low + high) / 2
+        elif np.isfinite(low):
+            self.example = low + 1
+        elif np.isfinite(high):
+            self.example = high - 1
+        else:
+            self.example = 1.0
         invalid = ['x', float('nan'), None]
         if np.isfinite(low):
             invalid.append(low - 1.0)
