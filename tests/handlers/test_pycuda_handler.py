@@ -721,8 +721,8 @@ def test_handler_basics(handler):
 # ======================================= layers and networks against NumPy ===
 
 def _layer_cases():
-    from tests.layers.test_layer_registry import _cases, _unique
-    return _unique(_cases())
+    from tests.layers.test_layer_registry import _cases
+    return _cases()
 
 
 def _compare(what, got, want):
