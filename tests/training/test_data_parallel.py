@@ -48,7 +48,7 @@ from tests.training.mpi_worker import (
     checkpoint_iterators,
     equivalence_run,
 )
-from tests.training.nets import roundtrip, xor_data, xor_net
+from tests.training.nets import batchnorm_net, roundtrip, xor_data, xor_net
 
 ROOT = Path(__file__).resolve().parents[2]
 MPI_TIMEOUT = 60
@@ -100,6 +100,51 @@ def test_size_one_communicator_is_the_wrapped_stepper():
     wrapped = train_xor(DataParallel(MomentumStepper(0.3, 0.9),
                                      comm=SingleProcessComm()))
     np.testing.assert_array_equal(wrapped, plain)
+
+
+class TwinComm(SingleProcessComm):
+    """Rank 0 of 2, where rank 1 holds the same data: the sums of the
+    collectives are twice this rank's values."""
+
+    def Get_size(self):
+        return 2
+
+    def Bcast(self, values, root):
+        assert root == 0
+
+    def Allreduce(self, in_place, values):
+        assert in_place == 'IN_PLACE'
+        np.multiply(values, 2, out=values)
+
+
+@pytest.mark.parametrize('make_net', [xor_net, batchnorm_net])
+def test_twin_ranks_train_like_one_process_also_through_host_copies(
+        monkeypatch, make_net):
+    """Twin ranks must train exactly like one process, also on a handler
+    whose arrays are not NumPy arrays (DebugHandler, like a GPU): their
+    parameters, gradients and running statistics go through host copies
+    for MPI."""
+    from brainstorm.handlers import DebugHandler, NumpyHandler
+    from brainstorm.training import data_parallel
+    monkeypatch.setattr(data_parallel, 'abort_on_exception', lambda c: None)
+    monkeypatch.setattr(DataParallel, '_mpi_in_place',
+                        staticmethod(lambda: 'IN_PLACE'))
+    rnd = np.random.RandomState(0)
+    data = {'default': rnd.randn(1, 6, 3 if make_net is batchnorm_net else 2),
+            'targets': rnd.randint(0, 2, (1, 6, 1))}
+    results = []
+    for stepper, handler in [
+            (MomentumStepper(0.3, 0.9), NumpyHandler(np.float64)),
+            (DataParallel(MomentumStepper(0.3, 0.9), comm=TwinComm()),
+             DebugHandler(NumpyHandler(np.float64)))]:
+        net = make_net(seed=2)
+        net.set_handler(handler)
+        stepper.start(net)
+        for _ in range(4):
+            net.provide_external_data(data)
+            stepper.run()
+        results.append(net.get('parameters'))
+    np.testing.assert_array_equal(results[1], results[0])
 
 
 def test_size_one_multistepper_state_round_trips():
