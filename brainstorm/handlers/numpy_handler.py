@@ -363,8 +363,8 @@ class NumpyHandler(Handler):
         _FIELD_CHUNK_BYTES, so that a chunk gathered into a matrix is still
         in the cache when a GEMM reads it."""
         n = fields.shape[0]
-        size = math.prod(fields.shape[1:]) * np.dtype(self.dtype).itemsize
-        chunk = max(1, min(n, _FIELD_CHUNK_BYTES // max(1, size)))
+        chunk = _chunk_size(n, math.prod(fields.shape[1:]) * fields.itemsize,
+                            _FIELD_CHUNK_BYTES)
         cells = fields.shape[1] * fields.shape[2]
         for start in range(0, n, chunk):
             stop = min(n, start + chunk)
@@ -572,21 +572,23 @@ class NumpyHandler(Handler):
         top = (window[0] - 1) * w + window[1]
         ranks = np.uint8 if top <= 0xFF else np.uint16 if top <= 0xFFFF \
             else np.uint32
-        scratch = (self._buffer('pool', outputs.shape),
-                   self._buffer('pool_score', outputs.shape, ranks),
-                   self._buffer('pool_match', outputs.shape, ranks),
-                   self._buffer('pool_index_f', outputs.shape))
         # argmax = base + (R - rank) * C = (base + R*C) - rank * C
         shifted = self._pool_base(padding, stride, outputs.shape[1:], w,
                                   float(top * c))
-        # chunks of images that stay in the cache through all the passes
+        # chunks of images that stay in the cache through all the passes,
+        # with chunk-sized scratch arrays
         n = inputs.shape[0]
-        chunk = max(1, _POOL_CHUNK_BYTES // max(1, inputs[0].nbytes))
+        chunk = _chunk_size(n, h * w * c * inputs.itemsize, _POOL_CHUNK_BYTES)
+        shape = (chunk,) + outputs.shape[1:]
+        scratch = (self._buffer('pool', shape),
+                   self._buffer('pool_score', shape, ranks),
+                   self._buffer('pool_match', shape, ranks),
+                   self._buffer('pool_index_f', shape))
         for a in range(0, n, chunk):
             b = min(n, a + chunk)
             self._maxpool_images(
                 inputs[a:b], outputs[a:b], argmax[a:b], offsets, padding,
-                [array[a:b] for array in scratch], shifted, ranks(top))
+                [array[:b - a] for array in scratch], shifted, ranks(top))
 
     def _maxpool_images(self, inputs, outputs, argmax, offsets, padding,
                         scratch, shifted, top):
@@ -644,7 +646,7 @@ class NumpyHandler(Handler):
         index = self._buffer('pool_index', out_deltas.shape, ints)
         np.copyto(index, argmax, casting='unsafe')
         np.add(index, starts, out=index)
-        values = self._buffer('pool_values', out_deltas.shape)
+        values = self._buffer('pool', out_deltas.shape)
         np.copyto(values, out_deltas)
         if padding:  # windows of padding only (argmax -1) pass nothing
             empty = self._buffer('pool_empty', out_deltas.shape, np.bool_)
@@ -737,6 +739,11 @@ _FIELD_CHUNK_BYTES = 4 << 20
 # Max pooling runs all its passes over chunks of images of about this size
 # (inputs), which then stay in the cache.
 _POOL_CHUNK_BYTES = 1 << 20
+
+
+def _chunk_size(n: int, image_bytes: int, budget: int) -> int:
+    """Images per chunk of about ``budget`` bytes (at least one)."""
+    return max(1, min(n, budget // max(1, image_bytes)))
 
 
 def _view_as(a, shape):
