@@ -401,20 +401,20 @@ class NumpyHandler(Handler):
         fields = self._fields(inputs, weights.shape[1:3], (padding, padding),
                               stride, (oh, ow))
         wt = weights.reshape(f, -1).T
-        # gather and multiply chunk by chunk, while the fields are cached
-        if kept is None:
-            result = self._buffer('conv_out', (n * oh * ow, f))
-            for start, stop, rows in self._field_chunks(fields):
-                col = self._gather(fields[start:stop])
-                np.matmul(col, wt, out=result[rows])
-        else:
-            result = self._buffer('conv_out', (n, oh * ow, f))
+        if kept is not None:
             target = _view_as(columns, fields.shape)
-            for start, stop, _ in self._field_chunks(fields):
+        # gather and multiply chunk by chunk, while the fields are cached;
+        # adding the bias writes each chunk into the (maybe strided) outputs
+        for start, stop, _ in self._field_chunks(fields):
+            result = self._buffer('conv_out', (stop - start, oh * ow, f))
+            if kept is None:
+                col = self._gather(fields[start:stop])
+                np.matmul(col, wt, out=result.reshape(-1, f))
+            else:
                 np.copyto(target[start:stop], fields[start:stop])
-                np.matmul(kept[start:stop], wt, out=result[start:stop])
-        # adding the bias writes the result into the (maybe strided) outputs
-        np.add(result.reshape(outputs.shape), bias, out=outputs)
+                np.matmul(kept[start:stop], wt, out=result)
+            np.add(result.reshape(outputs[start:stop].shape), bias,
+                   out=outputs[start:stop])
 
     def conv2d_backward_batch(self, inputs, weights, padding: int,
                               stride: tuple[int, int], in_deltas, out_deltas,
