@@ -110,7 +110,8 @@ def set_up_layer(layer, spec: dict, handler=None):
     source = SimpleNamespace(out_shapes=OrderedDict(layer.in_shapes),
                              parameter_shapes=OrderedDict(),
                              internal_shapes=OrderedDict(),
-                             in_shapes=OrderedDict(), incoming=[])
+                             in_shapes=OrderedDict(), incoming=[],
+                             grouped_buffers={})
     proxy = SimpleNamespace(
         out_shapes=layer.out_shapes, parameter_shapes=layer.parameter_shapes,
         internal_shapes=layer.internal_shapes, in_shapes=layer.in_shapes,

@@ -163,7 +163,7 @@ def _group_chains(layers, sources) -> list:
     after checking that every group can be one array."""
     chains = []
     for lname, layer in layers.items():
-        for category, groups in getattr(layer, 'grouped_buffers', {}).items():
+        for category, groups in layer.grouped_buffers.items():
             names = {'parameters': layer.parameter_shapes,
                      'gradients': layer.parameter_shapes,
                      'internals': layer.internal_shapes}.get(category)
@@ -303,7 +303,7 @@ def create_layout(layers) -> dict:
         }
         views = {category: _view_node(i, children[category])
                  for i, category in enumerate(CATEGORIES)}
-        for category, groups in getattr(layer, 'grouped_buffers', {}).items():
+        for category, groups in layer.grouped_buffers.items():
             views[category]['@groups'] = {
                 group: list(members) for group, members in groups.items()}
         layout[lname] = _view_node(index, views)

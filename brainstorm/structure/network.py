@@ -437,7 +437,7 @@ class Network(Seedable):
 
     def _untrained_parameters(self) -> list:
         return [(lname, pname) for lname, layer in self.layers.items()
-                for pname in getattr(layer, 'untrained_parameters', {})]
+                for pname in layer.untrained_parameters]
 
     # ----------------------------------------------------- initialize ------
 
@@ -472,7 +472,7 @@ class Network(Seedable):
         h = self.handler
         for lname in sorted(self.layers):
             layer = self.layers[lname]
-            untrained = getattr(layer, 'untrained_parameters', {})
+            untrained = layer.untrained_parameters
             for pname in sorted(layer.parameter_shapes):
                 values, fallbacks, explicit = resolved[lname, pname]
                 param_seed = init_rnd.generate_seed()
@@ -555,7 +555,7 @@ class Network(Seedable):
                                      allow_fallback=False)
         installed = OrderedDict()
         for lname, layer in self.layers.items():
-            untrained = getattr(layer, 'untrained_parameters', {})
+            untrained = layer.untrained_parameters
             for pname in layer.parameter_shapes:
                 values, _, explicit = resolved[lname, pname]
                 if not values or (pname in untrained and not explicit):
