@@ -119,7 +119,12 @@ class NumpyHandler(Handler):
         out[...] = self.rnd.normal(mean, std, out.shape)
 
     def generate_probability_mask(self, mask, probability: float) -> None:
-        np.less(self.rnd.random_sample(mask.shape), probability, out=mask)
+        # the draws of rnd.random_sample(mask.shape), but into a scratch
+        # array (a Generator on the same bit generator fills ``out=`` with
+        # the same doubles): Dropout calls this in every training pass
+        draws = self._buffer('random', mask.shape, np.float64)
+        np.random.Generator(self.rnd._bit_generator).random(out=draws)
+        np.less(draws, probability, out=mask)
 
     # ---------------------------------------------------------------- checks
 

@@ -902,6 +902,8 @@ def _hot_path_call(h, op, channels):
             matrix[:, :size], matrix[:, size:2 * size], product, transa=True),
         'mult_add_tt': lambda: h.mult_add_tt(seq_a, seq_a, seq_b),
         'sigmoid_deriv': lambda: h.sigmoid_deriv(None, seq_a, seq_b, seq_b),
+        'generate_probability_mask': lambda: h.generate_probability_mask(
+            seq_b, 0.3),
         'conv2d_forward_batch': lambda: h.conv2d_forward_batch(
             x, w, b, y, 1, (1, 1)),
         'conv2d_forward_batch kept': lambda: h.conv2d_forward_batch(
@@ -936,8 +938,9 @@ _CONV_CALLS = [f'conv2d_{kind}' for kind in (
 @pytest.mark.parametrize('op, channels', [
     ('avgpool2d_backward_batch', 4), ('avgpool2d_forward_batch', 4),
     *[(op, c) for op in _CONV_CALLS for c in (4, 8)], ('dot_add_mm', 4),
-    ('maxpool2d_backward_batch', 4), ('maxpool2d_forward_batch', 4),
-    ('mult_add_tt', 4), ('sigmoid_deriv', 4)])
+    ('generate_probability_mask', 4), ('maxpool2d_backward_batch', 4),
+    ('maxpool2d_forward_batch', 4), ('mult_add_tt', 4),
+    ('sigmoid_deriv', 4)])
 def test_numpy_ops_do_not_allocate_operand_sized_memory(op, channels):
     """Repeated calls reuse scratch buffers (NumPy's own fixed-size
     iteration buffers stay far below the operand size)."""

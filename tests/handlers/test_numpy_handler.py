@@ -87,3 +87,19 @@ def test_constants_do_not_pile_up_with_changing_lengths():
     assert names.count('ones') == 1, names
     assert names.count('image_starts') == 1, names
     assert len(h._constants['ones']) == 200
+
+
+@pytest.mark.parametrize('dtype', [np.float32, np.float64])
+def test_probability_mask_draws_what_random_sample_draws(dtype):
+    """The mask comes from the handler's seeded rnd exactly as
+    ``rnd.random_sample(shape) < p`` (the stream of NumPy's RandomState),
+    drawn into scratch memory; the draws continue across calls."""
+    h = NumpyHandler(dtype, seed=3)
+    reference = np.random.RandomState(3)
+    rnd = np.random.RandomState(0)
+    for shape in [(40, 30), (0, 3), (7, 5)]:
+        mask = strided(rnd, shape, dtype)
+        h.generate_probability_mask(mask, 0.3)
+        np.testing.assert_array_equal(
+            mask, reference.random_sample(shape) < 0.3)
+    assert h.rnd.random_sample() == reference.random_sample()
