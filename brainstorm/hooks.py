@@ -29,6 +29,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from brainstorm.describable import Describable
+from brainstorm.tools import evaluate
 from brainstorm.training.data_parallel import (
     communicator_of,
     is_root_process,
@@ -449,22 +450,6 @@ class SavePlot(Hook):
 
 # ---------------------------------------------------------- monitoring ----
 
-def _evaluate(net, iterator, scorers, comm) -> OrderedDict:
-    """Losses and scores over one pass of ``iterator`` (as
-    :func:`brainstorm.tools.evaluate`), joined over all ranks of ``comm``."""
-    from brainstorm.scorers import (
-        aggregate_losses_and_scores,
-        gather_losses_and_scores,
-    )
-    from brainstorm.training.utils import run_network
-    scorers = list(scorers)
-    scores = OrderedDict()
-    for _ in run_network(net, iterator):
-        net.forward_pass(training_pass=False)
-        gather_losses_and_scores(net, scorers, scores)
-    return aggregate_losses_and_scores(scores, net, scorers, comm=comm)
-
-
 class MonitorLoss(Hook):
     """Log the losses of the network on a data set.
 
@@ -499,7 +484,7 @@ class MonitorLoss(Hook):
         self.iter = named_data_iters[self.iter_name]
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
-        return _evaluate(net, self.iter, (), self.comm)
+        return evaluate(net, self.iter, comm=self.comm)
 
 
 class MonitorScores(MonitorLoss):
@@ -518,7 +503,7 @@ class MonitorScores(MonitorLoss):
         self.scorers = list(scorers)
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
-        return _evaluate(net, self.iter, self.scorers, self.comm)
+        return evaluate(net, self.iter, self.scorers, comm=self.comm)
 
 
 class _MonitorLayer(Hook):

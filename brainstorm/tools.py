@@ -291,7 +291,7 @@ def create_net_from_spec(task_type: str, in_shape, out_shape, spec: str,
 
 def evaluate(network, iter, scorers=(), out_name: str = '',
              targets_name: str = 'targets',
-             mask_name: str | None = None) -> OrderedDict:
+             mask_name: str | None = None, *, comm=None) -> OrderedDict:
     """Losses and scores of ``network`` over one pass of ``iter``
     (``training_pass=False``).
 
@@ -302,6 +302,8 @@ def evaluate(network, iter, scorers=(), out_name: str = '',
         out_name: output path for scorers without their own.
         targets_name: targets name for scorers without their own.
         mask_name: mask name for scorers without their own.
+        comm: an MPI communicator: the figures are joined over all its
+            ranks (each evaluating its own part of the data).
 
     Returns:
         OrderedDict: the losses (batch-size weighted means), then the
@@ -316,7 +318,7 @@ def evaluate(network, iter, scorers=(), out_name: str = '',
         gather_losses_and_scores(network, scorers, scores, out_name=out_name,
                                  targets_name=targets_name,
                                  mask_name=mask_name or '')
-    return aggregate_losses_and_scores(scores, network, scorers)
+    return aggregate_losses_and_scores(scores, network, scorers, comm=comm)
 
 
 def _buffer_type(network, path: str) -> int:
