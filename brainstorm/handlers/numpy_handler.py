@@ -129,7 +129,9 @@ class NumpyHandler(Handler):
     # ---------------------------------------------------------------- checks
 
     def is_fully_finite(self, a) -> bool:
-        return bool(np.isfinite(a).all())
+        finite = self._buffer('cond', a.shape, np.bool_)
+        np.isfinite(a, out=finite)
+        return bool(finite.all())
 
     # ----------------------------------------------------------- math A to Z
 

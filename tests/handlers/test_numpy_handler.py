@@ -1,4 +1,7 @@
-"""NumpyHandler's shape-dependent fast paths give the plain results."""
+"""NumpyHandler's own choices (shape-dependent fast paths, scratch and
+constant memory, random draws) keep the plain results."""
+
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -103,3 +106,18 @@ def test_probability_mask_draws_what_random_sample_draws(dtype):
         np.testing.assert_array_equal(
             mask, reference.random_sample(shape) < 0.3)
     assert h.rnd.random_sample() == reference.random_sample()
+
+
+def test_is_fully_finite_does_not_allocate_a_mask():
+    h = NumpyHandler(np.float64)
+    a = np.random.RandomState(0).randn(1000, 1000)
+    assert h.is_fully_finite(a)
+    tracemalloc.start()
+    try:
+        assert h.is_fully_finite(a)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < a.nbytes / 64, f'{peak} bytes for an operand of {a.nbytes}'
+    a[500, 999] = np.nan
+    assert not h.is_fully_finite(a)
