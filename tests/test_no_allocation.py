@@ -21,7 +21,6 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from brainstorm.handlers import NumpyHandler
 from brainstorm.initializers import Gaussian
 from brainstorm.layers import (
     Convolution2D,
@@ -34,32 +33,9 @@ from brainstorm.structure.buffer_views import BufferView
 from brainstorm.structure.network import Network
 from brainstorm.tools import get_in_out_layers
 from brainstorm.training.steppers import MomentumStepper
+from tests.training.nets import CountingHandler
 
 ALLOCATING_OPS = ('allocate', 'zeros', 'ones', 'create_from_numpy')
-
-
-class CountingHandler(NumpyHandler):
-    """A float32 NumpyHandler that counts calls of its allocating ops."""
-
-    def __init__(self):
-        super().__init__(np.float32, seed=1)
-        self.calls = Counter()
-
-    def allocate(self, shape):
-        self.calls['allocate'] += 1
-        return super().allocate(shape)
-
-    def zeros(self, shape):
-        self.calls['zeros'] += 1
-        return super().zeros(shape)
-
-    def ones(self, shape):
-        self.calls['ones'] += 1
-        return super().ones(shape)
-
-    def create_from_numpy(self, arr):
-        self.calls['create_from_numpy'] += 1
-        return super().create_from_numpy(arr)
 
 
 # The hidden operands hold 2**17 or more float32 numbers (at least 0.5 MB);
@@ -124,7 +100,7 @@ def pointer(array) -> int:
 def trained(request):
     """A network with a started MomentumStepper after two warm-up steps."""
     net, shapes = request.param()
-    handler = CountingHandler()
+    handler = CountingHandler(np.float32, seed=1)
     net.set_handler(handler)
     net.initialize(Gaussian(0.1), seed=1)
     stepper = MomentumStepper(learning_rate=0.01, momentum=0.9)

@@ -1,6 +1,8 @@
 """Small networks, data sets and helpers shared by the training, hook,
 tool and value-modifier tests."""
 
+from collections import Counter
+
 import numpy as np
 
 import brainstorm as bs
@@ -110,24 +112,30 @@ def roundtrip(obj):
 
 
 class CountingHandler(NumpyHandler):
-    """A NumpyHandler that counts the arrays it creates (``allocations``)."""
+    """A NumpyHandler that counts the arrays it creates: ``allocations`` in
+    all, ``calls`` per allocating op."""
 
     def __init__(self, dtype=np.float64, seed=None):
         self.allocations = 0
+        self.calls = Counter()
         super().__init__(dtype, seed=seed)
 
-    def allocate(self, shape):
+    def _count(self, op: str) -> None:
         self.allocations += 1
+        self.calls[op] += 1
+
+    def allocate(self, shape):
+        self._count('allocate')
         return super().allocate(shape)
 
     def zeros(self, shape):
-        self.allocations += 1
+        self._count('zeros')
         return super().zeros(shape)
 
     def ones(self, shape):
-        self.allocations += 1
+        self._count('ones')
         return super().ones(shape)
 
     def create_from_numpy(self, arr):
-        self.allocations += 1
+        self._count('create_from_numpy')
         return super().create_from_numpy(arr)
