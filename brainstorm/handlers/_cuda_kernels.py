@@ -241,14 +241,7 @@ extern "C" __global__ void sum_all_partial(
     float acc = 0.0f;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += blockDim.x * gridDim.x) {
-        int i3 = i % d3;
-        int r_ = i / d3;
-        int i2 = r_ % d2;
-        r_ /= d2;
-        int i1 = r_ % d1;
-        int i0 = r_ / d1;
-        float x = p_a[(long long)i0 * a_0 + (long long)i1 * a_1 +
-                      (long long)i2 * a_2 + (long long)i3 * a_3];
+DIGITS        float x = p_a[OFFSET];
         if (count_nonfinite) {
             acc += isfinite(x) ? 0.0f : 1.0f;
         } else {
@@ -267,7 +260,7 @@ extern "C" __global__ void sum_all_partial(
         partial[blockIdx.x] = buf[0];
     }
 }
-'''
+'''.replace('DIGITS', _DIGITS).replace('OFFSET', _offset('a'))
 
 _ROWS = r'''
 /* Row-wise softmax of a rows x cols matrix: one block per row (grid-stride
