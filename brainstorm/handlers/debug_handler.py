@@ -262,10 +262,19 @@ class DebugHandler(Handler):
                 raise ValueError(f"DebugHandler.{op}: argument '{name}' holds "
                                  f'NaN or Inf after the op.')
 
-    def _run(self, op: str, **args) -> None:
-        """Call ``op`` of the wrapped handler, then check finiteness."""
-        getattr(self.handler, op)(*[a.array if isinstance(a, DebugArray)
-                                    else a for a in args.values()])
+    def _run(self, op: str, keywords: dict | None = None, **args) -> None:
+        """Call ``op`` of the wrapped handler, then check finiteness.
+
+        ``args`` are passed by position and checked for finiteness after
+        the op. ``keywords`` are keyword-only options, given only when not
+        at their defaults (so that older wrapped handlers still work) and
+        not checked: a workspace may hold anything.
+        """
+        def unwrap(a):
+            return a.array if isinstance(a, DebugArray) else a
+        getattr(self.handler, op)(
+            *[unwrap(a) for a in args.values()],
+            **{k: unwrap(a) for k, a in (keywords or {}).items()})
         self._expect_finite(op, **args)
 
     def _elementwise(self, op: str, **arrays) -> None:
@@ -585,18 +594,6 @@ class DebugHandler(Handler):
 
     # -------------------------------------------------------------- conv/pool
 
-    def _run_with_keywords(self, op: str, keywords: dict, **args) -> None:
-        """:meth:`_run` passing ``keywords`` (keyword-only options, left
-        out at their defaults so that older wrapped handlers still work;
-        their values are not checked for finiteness: a workspace may hold
-        anything)."""
-        getattr(self.handler, op)(
-            *[a.array if isinstance(a, DebugArray) else a
-              for a in args.values()],
-            **{k: a.array if isinstance(a, DebugArray) else a
-               for k, a in keywords.items()})
-        self._expect_finite(op, **args)
-
     def _conv_check(self, op, inputs, weights, padding, stride, outputs):
         self._expect_ndim(op, 'weights', weights, 4)
         oh, ow = self._image_geometry(op, inputs, weights.shape[1:3],
@@ -628,9 +625,8 @@ class DebugHandler(Handler):
                          ('outputs', outputs))
         self._expect_shape(op, 'bias', bias, [(weights.shape[0],)])
         keywords = self._conv_columns(op, columns, weights, outputs)
-        self._run_with_keywords(op, keywords, inputs=inputs, weights=weights,
-                                bias=bias, outputs=outputs, padding=padding,
-                                stride=stride)
+        self._run(op, keywords, inputs=inputs, weights=weights, bias=bias,
+                  outputs=outputs, padding=padding, stride=stride)
 
     def conv2d_backward_batch(self, inputs, weights, padding: int,
                               stride: tuple[int, int], in_deltas, out_deltas,
@@ -652,7 +648,7 @@ class DebugHandler(Handler):
         keywords = self._conv_columns(op, columns, weights, out_deltas)
         if skip_in_deltas:
             keywords['skip_in_deltas'] = True
-        self._run_with_keywords(
+        self._run(
             op, keywords, inputs=inputs, weights=weights, padding=padding,
             stride=stride, in_deltas=in_deltas, out_deltas=out_deltas,
             weight_deltas=weight_deltas, bias_deltas=bias_deltas)

@@ -1123,6 +1123,37 @@ def test_debug_handler_is_fully_finite_does_not_raise():
     assert h.is_fully_finite(_arr(h, 3)) is True
 
 
+class _SpecSignatureHandler(NumpyHandler):
+    """Convolution ops with the SPEC signatures (no keyword-only options)."""
+
+    def conv2d_forward_batch(self, inputs, weights, bias, outputs, padding,
+                             stride):
+        super().conv2d_forward_batch(inputs, weights, bias, outputs, padding,
+                                     stride)
+
+    def conv2d_backward_batch(self, inputs, weights, padding, stride,
+                              in_deltas, out_deltas, weight_deltas,
+                              bias_deltas):
+        super().conv2d_backward_batch(inputs, weights, padding, stride,
+                                      in_deltas, out_deltas, weight_deltas,
+                                      bias_deltas)
+
+
+def test_debug_handler_passes_keyword_options_only_when_given():
+    h = DebugHandler(_SpecSignatureHandler(np.float64))
+    x, w, b = _arr(h, 1, 4, 4, 1), _arr(h, 2, 3, 3, 1), _arr(h, 2)
+    y, dx, dw = _arr(h, 1, 2, 2, 2), _arr(h, 1, 4, 4, 1), _arr(h, 2, 3, 3, 1)
+    h.conv2d_forward_batch(x, w, b, y, 0, (1, 1))
+    h.conv2d_backward_batch(x, w, 0, (1, 1), dx, y, dw, b)
+    np.testing.assert_allclose(h.get_numpy_copy(y), 0.5 + 9 * 0.5 ** 2)
+    with pytest.raises(TypeError, match='skip_in_deltas'):
+        h.conv2d_backward_batch(x, w, 0, (1, 1), dx, y, dw, b,
+                                skip_in_deltas=True)
+    with pytest.raises(TypeError, match='columns'):
+        h.conv2d_forward_batch(x, w, b, y, 0, (1, 1),
+                               columns=_arr(h, 1, 2, 2, 9))
+
+
 def test_debug_handler_delegates_dtype_and_rnd():
     inner = NumpyHandler(np.float32, seed=3)
     h = DebugHandler(inner)
