@@ -122,8 +122,12 @@ class NumpyHandler(Handler):
         # the draws of rnd.random_sample(mask.shape), but into a scratch
         # array (a Generator on the same bit generator fills ``out=`` with
         # the same doubles): Dropout calls this in every training pass
+        bits = getattr(self.rnd, '_bit_generator', None)  # private NumPy
+        if bits is None:  # pragma: no cover (NumPy renamed it)
+            np.less(self.rnd.random_sample(mask.shape), probability, out=mask)
+            return
         draws = self._buffer('random', mask.shape, np.float64)
-        np.random.Generator(self.rnd._bit_generator).random(out=draws)
+        np.random.Generator(bits).random(out=draws)
         np.less(draws, probability, out=mask)
 
     # ---------------------------------------------------------------- checks
