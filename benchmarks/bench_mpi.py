@@ -27,7 +27,7 @@ Usage::
 
     python benchmarks/bench_mpi.py [--repeats 30] [--rounds 3]
 
-It needs mpi4py and an ``mpiexec`` (``pip install brainstorm[mpi]``). The
+It needs mpi4py and an ``mpiexec`` (``pip install 'brainstorm-nn[mpi]'``). The
 thread counts are set with ``OPENBLAS_NUM_THREADS`` / ``OMP_NUM_THREADS``
 per launch; ``OPENBLAS_CORETYPE`` and ``OPENBLAS_L2_SIZE`` are passed on
 as they are (unset them on the command line for comparable figures:
@@ -155,7 +155,7 @@ def main(argv=None) -> int:
         run_worker(args.repeats)
         return 0
     if find_mpiexec() is None:
-        print('bench_mpi.py needs mpiexec: pip install brainstorm[mpi]')
+        print("bench_mpi.py needs mpiexec: pip install 'brainstorm-nn[mpi]'")
         return 1
     print(f'MLP 784-1200-1200-10, float32, momentum step, global batch '
           f'{GLOBAL_BATCH}; {os.cpu_count()} cores; OPENBLAS_CORETYPE='

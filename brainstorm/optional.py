@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from brainstorm.__about__ import install_hint
+
 __all__ = ['MissingDependencyMock', 'has_pycuda', 'pycuda_mock', 'has_bokeh',
            'bokeh_mock', 'has_mpi4py', 'mpi4py_mock']
 
@@ -30,7 +32,7 @@ class MissingDependencyMock:
 def _missing(package: str, extra: str, error: ImportError) -> ImportError:
     err = ImportError(f'{package} is needed for this feature but could not be '
                       f'imported ({error}). Install it with '
-                      f"'pip install brainstorm[{extra}]'.")
+                      f'{install_hint(extra)}.')
     err.__cause__ = error
     return err
 

@@ -25,7 +25,7 @@ Data:
 Run ``python examples/cifar10_cnn.py --help`` for the options. The best
 network (by validation accuracy) is saved to ``cifar10_cnn_best.hdf5``.
 Started by ``mpiexec -n N`` (or with ``--mpi``) it trains data-parallel
-on N processes (``pip install brainstorm[mpi]``); ``--batch-size`` is then
+on N processes (``pip install 'brainstorm-nn[mpi]'``); ``--batch-size`` is then
 the global batch and only rank 0 prints and saves.
 """
 

@@ -22,7 +22,7 @@ Data:
 Run ``python examples/mnist_pi.py --help`` for the options. The best
 network (by validation accuracy) is saved to ``mnist_pi_best.hdf5``.
 
-Data-parallel on N processes (needs ``pip install brainstorm[mpi]``)::
+Data-parallel on N processes (needs ``pip install 'brainstorm-nn[mpi]'``)::
 
     mpiexec -n 4 python examples/mnist_pi.py
 

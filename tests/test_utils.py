@@ -217,7 +217,7 @@ def test_get_inheritors_is_transitive():
 def test_get_brainstorm_info():
     info = get_brainstorm_info()
     assert isinstance(info, bytes)
-    assert info == b'Created with brainstorm 0.5'
+    assert info == b'Created with brainstorm 1.0.0'
 
 
 def test_open_hdf5_reads_the_format_and_names_unreadable_files(tmp_path):

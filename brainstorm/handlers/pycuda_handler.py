@@ -69,6 +69,7 @@ import operator
 
 import numpy as np
 
+from brainstorm.__about__ import install_hint
 from brainstorm.handlers import _cuda_kernels as kernels
 from brainstorm.handlers._cublas import Cublas, row_major_gemm, row_major_ld
 from brainstorm.handlers.base_handler import Handler
@@ -77,8 +78,8 @@ from brainstorm.randomness import global_rnd
 __all__ = ['PyCudaHandler', 'GPUView', 'coalesce', 'INSTALL_HINT']
 
 INSTALL_HINT = ("PyCudaHandler needs PyCUDA, the CUDA toolkit (nvcc) and an "
-                "NVIDIA GPU. Install PyCUDA with 'pip install "
-                "brainstorm[pycuda]' after installing the CUDA toolkit.")
+                f"NVIDIA GPU. Install PyCUDA with {install_hint('pycuda')} "
+                "after installing the CUDA toolkit.")
 
 MAX_ELEMENTS = 2 ** 30  # kernels index with int
 MAX_BLOCKS = 4096  # grid size of the grid-stride loops

@@ -22,7 +22,7 @@ rank 0 prints and writes files, and stopping decisions are combined so
 that all ranks stop together (see :class:`~brainstorm.training.Trainer`
 and :mod:`brainstorm.hooks`).
 
-MPI comes from mpi4py (``pip install brainstorm[mpi]``), which is only
+MPI comes from mpi4py (``pip install 'brainstorm-nn[mpi]'``), which is only
 imported when a :class:`DataParallel` stepper first needs its
 communicator; ``import brainstorm`` never initialises MPI. Launch a script
 with ``mpiexec -n 4 python script.py``.

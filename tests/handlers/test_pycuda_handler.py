@@ -77,7 +77,8 @@ def test_every_op_has_the_base_signature():
 def test_without_pycuda_the_constructor_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, 'pycuda', None)
     monkeypatch.setitem(sys.modules, 'pycuda.driver', None)
-    with pytest.raises(ImportError, match=r'pip install brainstorm\[pycuda\]'):
+    with pytest.raises(ImportError,
+                       match=r"pip install 'brainstorm-nn\[pycuda\]'"):
         PyCudaHandler()
     from brainstorm.describable import create_from_description
     with pytest.raises(ImportError, match='CUDA toolkit'):

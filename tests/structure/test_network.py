@@ -138,7 +138,7 @@ def test_save_and_load_give_bit_identical_outputs(tmp_path):
                                   loaded.get('Output.outputs.predictions'))
     with h5py.File(filename, 'r') as f:
         assert f.attrs['format'] == b'Network file v1.0'
-        assert f.attrs['info'] == b'Created with brainstorm 0.5'
+        assert f.attrs['info'] == b'Created with brainstorm 1.0.0'
         assert f.attrs['comment'] == b'a test network'
 
 

@@ -483,7 +483,7 @@ def find_mpiexec():
 
 needs_mpi = pytest.mark.skipif(
     not has_mpi4py or find_mpiexec() is None,
-    reason='needs mpi4py and mpiexec (pip install brainstorm[mpi])')
+    reason="needs mpi4py and mpiexec (pip install 'brainstorm-nn[mpi]')")
 
 
 def run_ranks(scenario, outdir, expect_success=True, timeout=None):

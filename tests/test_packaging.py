@@ -1,0 +1,102 @@
+"""Distribution name, single-sourced version, install hints and metadata.
+
+Building the sdist and wheel, ``twine check``, installing the wheel into a
+fresh venv and running this suite from the unpacked sdist are CI steps
+(.ci/run): too slow for the suite itself.
+"""
+
+import importlib.metadata
+import pathlib
+import re
+
+import pytest
+
+import brainstorm
+from brainstorm.__about__ import __distribution__, install_hint
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+# PyPI's "brainstorm" is IDSIA's 0.5: a hint naming it installs that one.
+# (Written in two pieces so this file does not match itself.)
+OLD_HINT = re.compile(r'(?<![-\w])brainstorm' + r'\[')
+SEARCHED = ['brainstorm', 'docs', 'examples', 'tests', 'benchmarks', 'data']
+
+
+def text_files():
+    yield ROOT / 'README.rst'
+    yield ROOT / 'HISTORY.rst'
+    for folder in SEARCHED:
+        for path in sorted((ROOT / folder).rglob('*')):
+            if path.suffix in {'.py', '.rst', '.md', '.txt'} and \
+                    '_build' not in path.parts:
+                yield path
+
+
+def test_no_text_names_the_old_distribution_with_an_extra():
+    checked = 0
+    offenders = []
+    for path in text_files():
+        checked += 1
+        for nr, line in enumerate(path.read_text().splitlines(), 1):
+            if OLD_HINT.search(line):
+                offenders.append(f'{path.relative_to(ROOT)}:{nr}: {line}')
+    assert checked > 100
+    assert offenders == []
+
+
+def test_old_hint_pattern_catches_the_old_name_only():
+    assert OLD_HINT.search("pip install 'brainstorm" + "[mpi]'")
+    assert OLD_HINT.search('pip install brainstorm' + '[plot]')
+    assert not OLD_HINT.search(f"pip install '{__distribution__}[mpi]'")
+
+
+def test_install_hint_names_the_distribution():
+    assert __distribution__ == 'brainstorm-nn'
+    assert install_hint('mpi') == "pip install 'brainstorm-nn[mpi]'"
+
+
+@pytest.mark.parametrize('extra', ['mpi', 'plot', 'pycuda'])
+def test_hinted_extras_exist(extra):
+    extras = importlib.metadata.metadata(__distribution__).get_all(
+        'Provides-Extra')
+    assert extra in extras
+
+
+def test_missing_dependency_messages_use_the_hint():
+    from brainstorm.handlers.pycuda_handler import INSTALL_HINT
+    from brainstorm.optional import _missing
+    err = _missing('mpi4py', 'mpi', ImportError('No module named mpi4py'))
+    assert install_hint('mpi') in str(err)
+    assert install_hint('pycuda') in INSTALL_HINT
+
+
+def test_version_is_single_sourced():
+    # the installed metadata's version comes from brainstorm/__about__.py
+    assert importlib.metadata.version(__distribution__) == \
+        brainstorm.__version__ == '1.0.0'
+    pyproject = (ROOT / 'pyproject.toml').read_text()
+    assert re.search(r'^dynamic = \["version"\]$', pyproject, flags=re.M)
+    assert not re.search(r'^version = "', pyproject, flags=re.M)
+
+
+def test_metadata_has_classifiers_and_no_placeholder_urls():
+    meta = importlib.metadata.metadata(__distribution__)
+    classifiers = meta.get_all('Classifier')
+    assert any(c.startswith('Development Status ::') for c in classifiers)
+    assert any(c.startswith('Intended Audience ::') for c in classifiers)
+    assert any(c.startswith('Operating System ::') for c in classifiers)
+    versions = {c.rsplit(' ', 1)[1] for c in classifiers
+                if re.fullmatch(r'Programming Language :: Python :: 3\.\d+',
+                                c)}
+    # the Python versions claimed are those tox tests
+    tox = (ROOT / 'tox.ini').read_text()
+    tested = {f'3.{minor}' for minor in re.findall(r'\bpy3(\d+)\b', tox)}
+    assert versions == tested
+    assert min(versions, key=lambda v: int(v.split('.')[1])) == \
+        meta['Requires-Python'].lstrip('>=')
+    assert meta.get_all('Project-URL') is None
+    assert meta.get('Home-page') is None
+    assert brainstorm.__about__.__url__ == ''
+
+
+def test_package_is_marked_typed():
+    assert (pathlib.Path(brainstorm.__file__).parent / 'py.typed').is_file()
