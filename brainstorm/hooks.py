@@ -28,6 +28,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from brainstorm.__about__ import install_hint
+from brainstorm._logging import get_logger
 from brainstorm.describable import Describable
 from brainstorm.tools import evaluate
 from brainstorm.training.data_parallel import (
@@ -50,6 +52,8 @@ __all__ = ['Hook', 'SaveBestNetwork', 'SaveLogs', 'SaveNetwork',
            'StopAfterThresholdReached', 'StopOnNan', 'StopOnSigQuit',
            'ProgressBar', 'ModifyStepperAttribute', 'ReduceOnPlateau',
            'SaveLogsCSV', 'SavePlot', 'SaveCheckpoint']
+
+_log = get_logger('hooks')
 
 LOGS_FILE_FORMAT = b'Logs file v1.0'
 
@@ -154,7 +158,7 @@ class Hook(Describable):
     def message(self, msg: str) -> None:
         """Print ``"<name> >> msg"`` if the hook is verbose."""
         if self.run_verbosity:
-            print(f'{self.__name__} >> {msg}')
+            _log.info(f'{self.__name__} >> {msg}')
 
     def __call__(self, epoch_nr: int, update_nr: int, net, stepper,
                  logs: dict):
@@ -397,7 +401,7 @@ class SaveLogsCSV(Hook):
 
 class SavePlot(Hook):
     """Save a PNG plot of some logs (needs matplotlib: ``pip install
-    brainstorm[plot]``).
+    'brainstorm-nn[plot]'``).
 
     Args:
         filename: the PNG file (rewritten each time).
@@ -423,7 +427,7 @@ class SavePlot(Hook):
         except ImportError:
             raise ImportError(
                 f"SavePlot '{self.__name__}' needs matplotlib. Install it "
-                "with: pip install 'brainstorm[plot]'") from None
+                f"with: {install_hint('plot')}") from None
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
         if not self.is_root:

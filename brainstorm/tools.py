@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import subprocess
+import warnings
 from collections import OrderedDict
 
 import numpy as np
@@ -528,10 +529,11 @@ def draw_network(network, file_name: str = 'network.png'):
         f.write(_dot_text(network))
     dot = shutil.which('dot')
     if dot is None:
-        print(f"draw_network: Graphviz's 'dot' program was not found, so "
-              f"only the DOT text was written to '{dot_file}'. Install "
-              "Graphviz (e.g. 'apt-get install graphviz' or 'brew install "
-              f"graphviz') to render '{file_name}'.")
+        warnings.warn(f"draw_network: Graphviz's 'dot' program was not "
+                      f"found, so only the DOT text was written to "
+                      f"'{dot_file}'. Install Graphviz (e.g. 'apt-get install "
+                      f"graphviz' or 'brew install graphviz') to render "
+                      f"'{file_name}'.", stacklevel=2)
         return dot_file
     fmt = extension.lstrip('.') or 'png'
     subprocess.run([dot, f'-T{fmt}', dot_file, '-o', file_name], check=True)

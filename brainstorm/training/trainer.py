@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections import OrderedDict
 
+from brainstorm._logging import get_logger
 from brainstorm.describable import Describable, get_description
 from brainstorm.randomness import global_rnd
 from brainstorm.scorers import (
@@ -26,6 +26,8 @@ from brainstorm.training.data_parallel import (
 from brainstorm.utils import IteratorValidationError, TrainingValidationError
 
 __all__ = ['Trainer']
+
+_log = get_logger('training')
 
 
 def _add_log(logs: dict, name: str, value) -> None:
@@ -180,7 +182,7 @@ class Trainer(Describable):
                 f'{self.current_update_nr}).')
         if hasattr(err, 'add_note'):
             err.add_note(note)
-        print(f'{note} {type(err).__name__}: {err}', file=sys.stderr)
+        _log.error(f'{note} {type(err).__name__}: {err}')
 
     def _emit_hooks(self, net, timescale: str, logs: dict) -> bool:
         """Call all hooks due now; return True if one asked to stop."""
@@ -193,7 +195,7 @@ class Trainer(Describable):
         is_root = is_root_process(comm)
         if timescale == 'epoch' and fired and self.verbose and is_root and \
                 logs is self.logs:
-            print(f'{"-" * 30} Epoch {count} {"-" * 30}')
+            _log.info(f'{"-" * 30} Epoch {count} {"-" * 30}')
         for name, hook in fired:
             try:
                 result = hook(epoch_nr=self.current_epoch_nr,
@@ -211,7 +213,7 @@ class Trainer(Describable):
                 _add_log(logs, name, result)
                 if getattr(hook, 'run_verbosity', self.verbose) and is_root:
                     for line in _format_result(result):
-                        print(f'{name} >> {line}')
+                        _log.info(f'{name} >> {line}')
         if comm is not None and fired:
             # a hook may ask only one rank to stop (a signal, a local
             # figure); all ranks must stop together or some would wait
