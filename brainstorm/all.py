@@ -16,4 +16,4 @@ from brainstorm.scorers import *
 from brainstorm.structure import *
 from brainstorm.tools import *
 from brainstorm.training import *
-from brainstorm.value_modifiers import *
+from brainstorm.value_modifiers import *  # type: ignore[assignment]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -157,9 +158,10 @@ class DataIterator(Seedable):
         self.data_shapes = {name: tuple(shape)
                             for name, shape in self.data_shapes.items()}
         if isinstance(getattr(self, 'data', None), dict):
-            self.data = {name: np.asarray(d) for name, d in self.data.items()}
+            self.data: dict = {name: np.asarray(d)
+                               for name, d in self.data.items()}
         if isinstance(getattr(self, 'seq_lens', None), list):
-            self.seq_lens = np.asarray(self.seq_lens)
+            self.seq_lens: Any = np.asarray(self.seq_lens)
 
 
 class Undivided(DataIterator):

@@ -138,7 +138,7 @@ class Hook(Describable):
         self.__name__ = name or owner
         self.priority = 0
         self.verbose = verbose
-        self.run_verbosity = None
+        self.run_verbosity: bool | None = None
         self.comm = None
 
     def start(self, net, stepper, verbose: bool, named_data_iters: dict
@@ -221,7 +221,7 @@ class SaveBestNetwork(Hook):
         self.log_name = log_name
         self.filename = filename
         self.criterion = criterion
-        self.parameters = None
+        self.parameters: np.ndarray | None = None
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
         log = self._get_log(logs, self.log_name, epoch_nr)
@@ -991,7 +991,7 @@ class ReduceOnPlateau(Hook):
         self.patience = patience
         self.minimum = minimum
         self.criterion = criterion
-        self._best = None
+        self._best: float | None = None
         self._bad_checks = 0
         self._seen = 0
 

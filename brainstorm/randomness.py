@@ -24,7 +24,8 @@ class RandomState(np.random.RandomState):
         self._seed = int(seed)
         super().__init__(self._seed)
 
-    def seed(self, seed: int | None = None) -> None:
+    # narrower than NumPy's seed(): brainstorm seeds are single ints
+    def seed(self, seed: int | None = None) -> None:  # type: ignore[override]
         """Reseed (a fresh seed from :data:`global_rnd` if ``seed`` is None)."""
         if seed is None:
             seed = global_rnd.generate_seed()
@@ -70,7 +71,7 @@ class Seedable(Describable):
     The random state is not described; a recreated object gets a fresh one.
     """
 
-    __undescribed__ = {'rnd'}
+    __undescribed__: set | dict = {'rnd'}
 
     def __init__(self, seed: int | None = None):
         self.rnd = RandomState(seed)

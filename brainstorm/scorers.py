@@ -59,11 +59,11 @@ class Scorer(Describable):
 
         Returns 0.0 if the weights sum to zero.
         """
-        outputs = np.asarray(outputs, dtype=np.float64).reshape(-1, 2)
-        total_weight = outputs[:, 0].sum()
+        pairs = np.asarray(outputs, dtype=np.float64).reshape(-1, 2)
+        total_weight = pairs[:, 0].sum()
         if total_weight == 0:
             return 0.0
-        return float(outputs[:, 1].sum() / total_weight)
+        return float(pairs[:, 1].sum() / total_weight)
 
 
 def _apply_mask(values: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
@@ -132,19 +132,20 @@ def _get_batch_size(net) -> int:
     """B of the current batch: from the buffer manager if the network has
     one, else from the shape of the first Input output ``(T, B, ...)``."""
     manager = getattr(net, 'buffer_manager', None)
-    if getattr(manager, 'batch_size', None) is not None:
-        return int(manager.batch_size)
+    batch_size = getattr(manager, 'batch_size', None)
+    if batch_size is not None:
+        return int(batch_size)
     outputs = net.buffer['Input']['outputs']
     return int(outputs[0].shape[1])
 
 
 def _weighted_mean(outputs: Sequence[tuple[float, float]]) -> float:
     """``sum(weight * value) / sum(weight)`` of ``(weight, value)`` pairs."""
-    outputs = np.asarray(outputs, dtype=np.float64).reshape(-1, 2)
-    total_weight = outputs[:, 0].sum()
+    pairs = np.asarray(outputs, dtype=np.float64).reshape(-1, 2)
+    total_weight = pairs[:, 0].sum()
     if total_weight == 0:
         return 0.0
-    return float((outputs[:, 0] * outputs[:, 1]).sum() / total_weight)
+    return float((pairs[:, 0] * pairs[:, 1]).sum() / total_weight)
 
 
 def gather_losses_and_scores(net, scorers: Iterable[Scorer], scores: dict,
@@ -196,7 +197,7 @@ def gather_from_all_ranks(scores: dict, comm) -> OrderedDict:
         scores: this rank's dict name -> list of ``(weight, value)``.
         comm: an mpi4py communicator.
     """
-    joined = OrderedDict()
+    joined: OrderedDict = OrderedDict()
     for rank_scores in comm.allgather(
             {name: [(float(w), float(v)) for w, v in pairs]
              for name, pairs in scores.items()}):

@@ -277,7 +277,7 @@ def create_net_from_spec(task_type: str, in_shape, out_shape, spec: str,
         layer = layer >> _layer_from_token(token, arguments)
     layer >> projection
     net = Network.from_layer(projection)
-    init = {'default': Gaussian(), 'fallback': Gaussian()}
+    init: dict = {'default': Gaussian(), 'fallback': Gaussian()}
     for name, impl in net.layers.items():
         if type(impl).__name__ == 'BatchNormLayerImpl':
             init[name] = {'gamma': 1.0, 'beta': 0.0}
@@ -313,7 +313,7 @@ def evaluate(network, iter, scorers=(), out_name: str = '',
     from brainstorm.scorers import aggregate_losses_and_scores, gather_losses_and_scores
     from brainstorm.training.utils import run_network
     scorers = list(scorers)
-    scores = OrderedDict()
+    scores: OrderedDict = OrderedDict()
     for _ in run_network(network, iter):
         network.forward_pass(training_pass=False)
         gather_losses_and_scores(network, scorers, scores, out_name=out_name,
@@ -378,11 +378,11 @@ def extract(network, iter, buffer_names) -> dict:
     """
     names = _as_names(buffer_names)
     types = {name: _buffer_type(network, name) for name in names}
-    collected = {name: [] for name in names}
+    collected: dict = {name: [] for name in names}
     for batch in _extract_batches(network, iter, names):
         for name, array in batch.items():
             collected[name].append(array)
-    result = {}
+    result: dict = {}
     for name, arrays in collected.items():
         if not arrays:
             result[name] = None

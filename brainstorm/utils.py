@@ -96,7 +96,7 @@ def get_normalized_path(*parts: str) -> str:
     ``get_normalized_path('L', 'outputs', '..parameters.W')`` gives
     ``'L.parameters.W'``.
     """
-    result = []
+    result: list = []
     # split each part on its own: joining first would turn a bare '..' part
     # into '....' (two pops)
     for part in parts:

@@ -9,6 +9,7 @@ docstrings of :class:`Handler` are the specification all of them follow.
 from __future__ import annotations
 
 import abc
+from typing import Any
 
 from brainstorm.describable import Describable
 
@@ -82,11 +83,12 @@ class Handler(Describable, abc.ABC):
     ``__init__`` (and again when it is recreated from a description).
     """
 
-    dtype = None
-    array_type = None
-    context = None
-    EMPTY = None
-    rnd = None
+    # set by each concrete handler (Any: their types differ per handler)
+    dtype: Any = None
+    array_type: Any = None
+    context: Any = None
+    EMPTY: Any = None
+    rnd: Any = None
 
     def __init__(self) -> None:
         """Build the activation dicts from this handler's activation ops."""

@@ -182,7 +182,7 @@ class DebugHandler(Handler):
 
     def __init_from_description__(self, description: dict) -> None:
         """Finish recreating: ``self.handler`` is already rebuilt."""
-        self.__init__(self.handler)
+        type(self).__init__(self, self.handler)
 
     # ------------------------------------------------------- check helpers
 

@@ -34,8 +34,8 @@ class NumpyHandler(Handler):
         self.dtype = np.dtype(dtype).type
         self.EMPTY = np.zeros(0, dtype=self.dtype)
         self.rnd = global_rnd.create_random_state(seed)
-        self._scratch = {}  # name -> flat buffer, grown to the largest use
-        self._constants = {}  # index and count arrays of pooling geometries
+        self._scratch: dict = {}  # name -> flat buffer, grown to the largest use
+        self._constants: dict = {}  # index and count arrays of pooling geometries
         super().__init__()
 
     def __describe__(self) -> dict:
@@ -44,7 +44,7 @@ class NumpyHandler(Handler):
 
     def __init_from_description__(self, description: dict) -> None:
         """Recreate from :meth:`__describe__`'s output (fresh ``rnd``)."""
-        self.__init__(np.dtype(description['dtype']).type)
+        type(self).__init__(self, np.dtype(description['dtype']).type)
 
     def __getstate__(self):
         state = super().__getstate__()

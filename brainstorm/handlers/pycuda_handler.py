@@ -191,8 +191,8 @@ class GPUView:
     dtype = np.dtype(np.float32)
     itemsize = 4
 
-    def __init__(self, base, base_ptr: int, offset: int, shape: tuple,
-                 strides: tuple | None = None):
+    def __init__(self, base, base_ptr: int, offset: int, shape: tuple | list,
+                 strides: tuple | list | None = None):
         self.base = base
         self.base_ptr = int(base_ptr)
         self.offset = int(offset)
@@ -289,16 +289,16 @@ class GPUView:
         """
         if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
             shape = tuple(shape[0])
-        shape = [operator.index(n) for n in shape]
-        if shape.count(-1) > 1 or any(n < -1 for n in shape):
-            raise ValueError(f'Invalid shape for reshape: {tuple(shape)}')
-        if -1 in shape:
-            known = math.prod(n for n in shape if n != -1)
+        dims = [operator.index(n) for n in shape]
+        if dims.count(-1) > 1 or any(n < -1 for n in dims):
+            raise ValueError(f'Invalid shape for reshape: {tuple(dims)}')
+        if -1 in dims:
+            known = math.prod(n for n in dims if n != -1)
             if known == 0 or self.size % known:
                 raise ValueError(f'Cannot reshape a GPUView of shape '
-                                 f'{self.shape} into {tuple(shape)}.')
-            shape[shape.index(-1)] = self.size // known
-        shape = tuple(shape)
+                                 f'{self.shape} into {tuple(dims)}.')
+            dims[dims.index(-1)] = self.size // known
+        shape = tuple(dims)
         if math.prod(shape) != self.size:
             raise ValueError(f'Cannot reshape a GPUView of shape {self.shape} '
                              f'(size {self.size}) into {shape}.')
@@ -342,8 +342,8 @@ class GPUView:
 
 # ------------------------------------------------ compiled code per context
 
-_MODULES = {}  # (context handle, module name) -> (SourceModule, {kernel: fn})
-_BLAS = {}  # context handle -> Cublas
+_MODULES: dict = {}  # (context handle, module name) -> (SourceModule, {kernel: fn})
+_BLAS: dict = {}  # context handle -> Cublas
 
 
 @functools.cache
@@ -401,7 +401,7 @@ class PyCudaHandler(Handler):
             ctx = drv.Context.get_current()
         self._context_key = ctx.handle
         self.rnd = global_rnd.create_random_state(seed)
-        self._scratch_buffers = {}
+        self._scratch_buffers: dict = {}
         blas = _BLAS.get(self._context_key)
         if blas is None:
             blas = _BLAS[self._context_key] = Cublas()
@@ -416,7 +416,7 @@ class PyCudaHandler(Handler):
 
     def __init_from_description__(self, description: dict) -> None:
         """Recreate from :meth:`__describe__`'s output (fresh ``rnd``)."""
-        self.__init__()
+        type(self).__init__(self)
 
     def __getstate__(self):
         # device memory, kernels and the cuBLAS handle do not travel
@@ -431,7 +431,7 @@ class PyCudaHandler(Handler):
     def _function(self, module: str, kernel: str):
         """The prepared kernel, compiling its module once per context."""
         key = (self._context_key, module)
-        entry = _MODULES.get(key)
+        entry: tuple | None = _MODULES.get(key)
         if entry is None:
             from pycuda.compiler import SourceModule
             entry = _MODULES[key] = (
@@ -537,6 +537,7 @@ class PyCudaHandler(Handler):
         if ldc is None:
             target = self._scratch('gemm_c', (m, n))
             ldc = row_major_ld(m, n, *target.strides)
+            assert ldc is not None  # a contiguous scratch array has one
             if beta:
                 self._ew('copy', out, target)
         call = row_major_gemm(m, n, k, transa, transb, lda, ldb, ldc)

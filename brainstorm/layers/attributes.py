@@ -15,6 +15,7 @@ reference all come from these declarations.
 from __future__ import annotations
 
 import numbers
+from typing import Any
 
 import numpy as np
 
@@ -50,8 +51,8 @@ class Constraint:
     """
 
     expected = 'valid'
-    example = None
-    invalid_examples = ()
+    example: Any = None
+    invalid_examples: tuple = ()
 
     def normalize(self, value):
         return value

@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import sys
 from collections import OrderedDict
+from typing import Any
 
 from brainstorm.layers.attributes import REQUIRED, Kwarg
 from brainstorm.structure.buffer_structure import BufferStructure, StructureTemplate
@@ -97,7 +98,7 @@ class Layer:
         self.in_shapes = OrderedDict(sorted(in_shapes.items()))
         self.incoming = incoming_connections
         self.outgoing = outgoing_connections
-        self.handler = None
+        self.handler: Any = None  # the network sets it (set_handler)
         resolved = self.check_kwargs(name, kwargs)
         self._validate_in_shapes()
         outputs, parameters, internals = self.setup(resolved, self.in_shapes)
@@ -248,7 +249,7 @@ def time_template(*features, **kwargs) -> StructureTemplate:
 def _example_structures(layer_class) -> list:
     """Candidate example inputs for instantiating a layer class."""
     names = list(layer_class.expected_inputs)
-    candidates = []
+    candidates: list = []
     for features in ((3,), (6, 6, 3)):
         candidates.append({n: features for n in names})
         if len(names) > 1:

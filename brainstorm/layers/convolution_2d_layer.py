@@ -84,7 +84,7 @@ def image_output_shape(layer: Layer, in_shape: BufferStructure,
     return out_h, out_w, channels
 
 
-_KEYWORDS = {}  # (handler class, op name) -> its keyword-only parameters
+_KEYWORDS: dict = {}  # (handler class, op name) -> its keyword-only parameters
 
 #: Convolution2D keeps the receptive fields of the forward pass (internal
 #: ``columns``, kh*kw*C values per output cell) for the backward pass if an

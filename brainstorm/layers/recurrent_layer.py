@@ -36,7 +36,7 @@ class RecurrentLayerImpl(Layer):
     """Implementation of :func:`Recurrent`."""
 
     expected_inputs = {'default': time_template()}
-    passes_back_internal_deltas = ('Ha',)
+    passes_back_internal_deltas: tuple[str, ...] = ('Ha',)
     declared_kwargs = {
         'size': Kwarg(PositiveInt(), default=None,
                       description='number of units (default: input size)'),

@@ -37,7 +37,7 @@ Connection = namedtuple('Connection', ['start_layer', 'output_name',
 
 def get_layer_description(layer_details) -> dict:
     """The architecture entry of one layer (from its LayerDetails)."""
-    outgoing = {}
+    outgoing: dict = {}
     for out_name, in_name, dest in layer_details.outgoing:
         target = dest.name if in_name == 'default' else f'{dest.name}.{in_name}'
         outgoing.setdefault(out_name, []).append(target)
@@ -187,7 +187,7 @@ def validate_architecture(architecture) -> None:
 
 
 def _successors(architecture: dict) -> dict:
-    succ = {name: set() for name in architecture}
+    succ: dict = {name: set() for name in architecture}
     for c in collect_all_connections(architecture):
         succ[c.start_layer].add(c.end_layer)
     return succ
@@ -230,7 +230,7 @@ def get_canonical_layer_order(architecture: dict) -> list:
     """Topological order grouped by distance to a sink, names ascending."""
     succ = _successors(architecture)
     taken = []
-    taken_set = set()
+    taken_set: set = set()
     remaining = set(architecture)
     while remaining:
         group = [n for n in remaining if succ[n] <= taken_set]
@@ -284,7 +284,7 @@ def instantiate_layers_from_architecture(architecture: dict) -> OrderedDict:
     from brainstorm.structure.buffer_structure import combine_buffer_structures
 
     connections = collect_all_connections(architecture)
-    layers = OrderedDict()
+    layers: OrderedDict = OrderedDict()
     for name in get_canonical_layer_order(architecture):
         entry = architecture[name]
         incoming = [c for c in connections if c.end_layer == name]

@@ -120,7 +120,7 @@ class BufferView(list):
         return f'BufferView({list(self._buffer_names)})'
 
     # lists are unhashable and compare by content; views compare by identity
-    __hash__ = object.__hash__
+    __hash__ = object.__hash__  # type: ignore[assignment]
 
     def __eq__(self, other):
         return self is other

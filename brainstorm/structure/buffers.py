@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from brainstorm.structure.buffer_views import BufferView
 from brainstorm.structure.layout import get_buffer_type
 from brainstorm.utils import reshape_view
@@ -51,10 +53,10 @@ class BufferManager:
         from brainstorm.handlers import default_handler
         self.layout = layout
         self.handler = handler or default_handler
-        self._specs = []
+        self._specs: list = []
         self._collect(layout, ())
         self.sizes = [0, 0, 0]
-        self.forward_sizes = [None, None, None]
+        self.forward_sizes: list = [None, None, None]
         self.max_context_size = 0
         for spec in self._specs:
             t = spec.buffer_type
@@ -71,10 +73,12 @@ class BufferManager:
         self._context_specs = [s for s in self._specs if s.buffer_type == 2
                                and s.context_size and not s.is_backward_only]
         self.skip_clearing(())
-        self.time_size = self.batch_size = None
-        self._flat = [None, None, None]
-        self.buffers = [None, None, None]
-        self.views = None
+        # None until resize(0, 0) below
+        self.time_size: Any = None
+        self.batch_size: Any = None
+        self._flat: list = [None, None, None]
+        self.buffers: list = [None, None, None]
+        self.views: Any = None
         self._allocate_constant()
         self.resize(0, 0)
 

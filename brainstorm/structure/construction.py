@@ -41,7 +41,7 @@ class UniquelyNamed:
 
     @property
     def name(self) -> str:
-        counts = {}
+        counts: dict = {}
         for member in self.scope:
             counts[member._basename] = counts.get(member._basename, 0) + 1
         if counts[self._basename] == 1:
@@ -87,8 +87,8 @@ class LayerDetails(UniquelyNamed):
                 "Python identifier other than 'default' and 'fallback'.")
         super().__init__(name or layer_type)
         self.layer_type = layer_type
-        self.incoming = []
-        self.outgoing = []
+        self.incoming: list = []
+        self.outgoing: list = []
         self.layer_kwargs = dict(kwargs or {})
 
     def collect_connected_layers(self) -> set:

@@ -112,7 +112,8 @@ def _place(sources: dict, chains: list, priority: list) -> dict:
     before backward ones; within a group, ``priority`` keys come first, then
     creation order.
     """
-    successor, predecessor = {}, {}
+    successor: dict = {}
+    predecessor: dict = {}
     for chain in chains:
         groups = {_group_of(sources[k]) for k in chain}
         if len(groups) > 1:
@@ -130,7 +131,7 @@ def _place(sources: dict, chains: list, priority: list) -> dict:
     order = {k: i for i, k in enumerate(priority)}
     keys = sorted(sources, key=lambda k: (order.get(k, len(order)),))
     slices = {}
-    offsets = {}
+    offsets: dict = {}
     for backward in (False, True):
         for key in keys:
             s = sources[key]

@@ -58,7 +58,7 @@ def _same_value(a, b) -> bool:
 
 
 def _distinct(values: list) -> list:
-    result = []
+    result: list = []
     for v in values:
         if not any(_same_value(v, r) for r in result):
             result.append(v)
@@ -81,7 +81,7 @@ def _resolve_patterns(layers, refs: dict, what: str, allow_fallback: bool):
                 f"{what}: pattern '{pattern}' matches no layer. Layers: "
                 f'{list(layers)}')
     result = {}
-    used_param_patterns = set()
+    used_param_patterns: set = set()
     for lname, layer in layers.items():
         matching = [refs[p] for p in layer_patterns
                     if _pattern_matches(p, lname)]
@@ -553,7 +553,7 @@ class Network(Seedable):
     def _install_modifiers(self, refs, what) -> OrderedDict:
         resolved = _resolve_patterns(self.layers, refs, what,
                                      allow_fallback=False)
-        installed = OrderedDict()
+        installed: OrderedDict = OrderedDict()
         for lname, layer in self.layers.items():
             untrained = layer.untrained_parameters
             for pname in layer.parameter_shapes:

@@ -42,7 +42,7 @@ CHECKPOINT_FORMAT = b'Checkpoint file v1.0'
 
 def iterator_chain(iterator) -> list:
     """The iterator followed by every iterator it wraps (via ``.iter``)."""
-    chain = []
+    chain: list = []
     while iterator is not None and all(iterator is not c for c in chain):
         chain.append(iterator)
         iterator = getattr(iterator, 'iter', None)
@@ -175,7 +175,7 @@ def _attr_str(value) -> str:
 
 
 def _read_random(group) -> dict:
-    state = {'keys': np.asarray(group['keys'][()], dtype=np.uint32)}
+    state: dict = {'keys': np.asarray(group['keys'][()], dtype=np.uint32)}
     for key in ('name', 'pos', 'has_gauss', 'cached_gaussian', 'seed'):
         value = group.attrs[key]
         state[key] = value.decode() if isinstance(value, bytes) else value
@@ -183,9 +183,9 @@ def _read_random(group) -> dict:
 
 
 def _read_random_states(random) -> dict:
-    random_states = {key: (_read_random(random[key])
-                           if key in random else None)
-                     for key in ('global', 'network', 'handler')}
+    random_states: dict = {key: (_read_random(random[key])
+                                 if key in random else None)
+                           for key in ('global', 'network', 'handler')}
     iterators = {}
     for name, group in random['iterators'].items():
         length = int(group.attrs['length'])

@@ -34,6 +34,7 @@ import os
 import sys
 import time
 import traceback
+from typing import Any
 
 import numpy as np
 
@@ -91,7 +92,7 @@ def _from_environment(names, default: int) -> int:
     return default
 
 
-_abort_installed = []
+_abort_installed: list = []
 
 
 def abort_on_exception(comm=None) -> None:
@@ -248,9 +249,10 @@ class DataParallel(Describable):
         self.check_finite = check_finite
         self._comm = comm
         self._reseeded = None
-        self._sizes = None
-        self._maintained = None
-        self._maintained_values = None
+        # set by start(net)
+        self._sizes: Any = None
+        self._maintained: Any = None
+        self._maintained_values: Any = None
 
     # ---------------------------------------------- attribute forwarding ---
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import re
 from collections import OrderedDict
+from typing import Any
 
 import numpy as np
 
@@ -53,7 +54,7 @@ class _Part:
         self.gradients = net.buffer.gradients[start:stop]
         mask = net.trainable_mask
         self.mask = None if mask is None else mask[start:stop]
-        self.state = OrderedDict()
+        self.state: OrderedDict = OrderedDict()
         self.tmp = h.zeros((stop - start,))
         self.norm = h.zeros((1,))
 
@@ -79,9 +80,10 @@ class TrainingStepper(Describable):
     __default_values__ = {'clip_norm': None}
 
     def __init__(self, clip_norm: float | None = None):
-        self.net = None
-        self._parts = None
-        self.last_gradient_norm = None
+        # set by start(net)
+        self.net: Any = None
+        self._parts: Any = None
+        self.last_gradient_norm: float | None = None
         self.clip_norm = clip_norm
         self._check_hyperparameters()
 
@@ -569,7 +571,7 @@ class MultiStepper(TrainingStepper):
                     f"MultiStepper: the value for '{pattern}' must be a "
                     f'stepper (not a MultiStepper). Received: {stepper!r}')
         self.steppers = OrderedDict(steppers)
-        self.assignment = None
+        self.assignment: OrderedDict | None = None
         super().__init__(clip_norm)
 
     def _unique_steppers(self) -> OrderedDict:
@@ -618,7 +620,7 @@ class MultiStepper(TrainingStepper):
                     f"MultiStepper: no stepper for layer '{lname}'. Add a "
                     "'default' or a pattern matching it.")
         offset = net.layout['parameters']['@slice'][0]
-        ranges = {p: [] for p in self._unique_steppers()}
+        ranges: dict = {p: [] for p in self._unique_steppers()}
         for lname, pattern in assignment.items():
             node = net.layout[lname]['parameters']
             for key, child in node.items():
@@ -676,7 +678,7 @@ class MultiStepper(TrainingStepper):
 
 
 def _merge_ranges(ranges: list) -> list:
-    merged = []
+    merged: list = []
     for start, stop in sorted(ranges):
         if merged and merged[-1][1] == start:
             merged[-1] = (merged[-1][0], stop)

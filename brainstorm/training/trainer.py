@@ -125,15 +125,15 @@ class Trainer(Describable):
                 f'and run()). Received: {stepper!r}')
         self.stepper = stepper
         self.verbose = verbose
-        self.hooks = OrderedDict()
-        self.train_scorers = []
+        self.hooks: OrderedDict = OrderedDict()
+        self.train_scorers: list = []
         self.current_epoch_nr = 0
         self.current_update_nr = 0
-        self.logs = OrderedDict()
-        self.results = OrderedDict()
+        self.logs: OrderedDict = OrderedDict()
+        self.results: OrderedDict = OrderedDict()
         self._started = False
-        self._resume = None
-        self._run = None
+        self._resume: dict | None = None
+        self._run: _Run | None = None
 
     def __init_from_description__(self, description: dict) -> None:
         hooks = sorted(self.hooks.items(),
@@ -388,7 +388,7 @@ class Trainer(Describable):
         if not run.epoch_complete:
             iterator_states.update(run.epoch_start_iterator_states)
         handler_rnd = getattr(net.handler, 'rnd', None)
-        random_states = {
+        random_states: dict = {
             'global': get_random_state(global_rnd),
             'network': get_random_state(net.rnd),
             'handler': (get_random_state(handler_rnd)
