@@ -17,7 +17,7 @@ from brainstorm.__about__ import __distribution__, install_hint
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # PyPI's "brainstorm" is IDSIA's 0.5: a hint naming it installs that one.
 # (Written in two pieces so this file does not match itself.)
-OLD_HINT = re.compile(r'(?<![-\w])brainstorm' + r'\[')
+OLD_HINT = re.compile(r'(?<![-\w])brainstorm' + r'\\?\[')
 SEARCHED = ['brainstorm', 'docs', 'examples', 'tests', 'benchmarks', 'data']
 
 
@@ -46,6 +46,7 @@ def test_no_text_names_the_old_distribution_with_an_extra():
 def test_old_hint_pattern_catches_the_old_name_only():
     assert OLD_HINT.search("pip install 'brainstorm" + "[mpi]'")
     assert OLD_HINT.search('pip install brainstorm' + '[plot]')
+    assert OLD_HINT.search("match=r'brainstorm" + "\\[mpi\\]'")
     assert not OLD_HINT.search(f"pip install '{__distribution__}[mpi]'")
 
 

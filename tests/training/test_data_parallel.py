@@ -239,7 +239,7 @@ def test_missing_mpi4py_raises_an_import_error_naming_the_extra(monkeypatch):
                         optional.MissingDependencyMock(optional._missing(
                             'mpi4py', 'mpi', ImportError('no mpi4py'))))
     stepper = DataParallel(MomentumStepper())
-    with pytest.raises(ImportError, match=r'brainstorm\[mpi\]'):
+    with pytest.raises(ImportError, match=r"pip install 'brainstorm-nn\[mpi\]'"):
         _ = stepper.comm
 
 
