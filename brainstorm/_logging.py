@@ -12,7 +12,10 @@ keeps working. Users silence the messages with
 ``logging.getLogger('brainstorm').setLevel(logging.WARNING)`` and send them
 elsewhere with the usual configuration (e.g. ``logging.config.dictConfig``
 naming the ``brainstorm`` logger, which replaces its handlers). The records
-also propagate to the root logger, so ``caplog`` sees them.
+also propagate to the root logger, so ``caplog`` sees them; a user who gives
+the root logger a console handler too (``logging.basicConfig``) removes this
+one (``logging.getLogger('brainstorm').handlers.clear()``) to see each
+message once.
 """
 
 from __future__ import annotations

@@ -39,8 +39,12 @@ def test_trainer_messages_are_captured_with_caplog(caplog, capsys):
     messages = [r.getMessage() for r in records]
     assert 'talker >> x: 0.5' in messages
     assert HEADER in messages
-    assert {r.name for r in records} <= {'brainstorm.training',
+    # results and headers come from the trainer, Hook.message from the hooks
+    assert {r.name for r in records} == {'brainstorm.training',
                                          'brainstorm.hooks'}
+    assert [r.name for r in records
+            if r.getMessage().startswith('StopAfterEpoch >>')] == \
+        ['brainstorm.hooks']
     assert {r.levelno for r in records} == {logging.INFO}
     # the console shows exactly the logged messages, one per line, on stdout
     out, err = capsys.readouterr()
@@ -153,3 +157,20 @@ def test_fresh_process_configured_before_import_is_respected(tmp_path):
                          'logger.setLevel(logging.INFO)\n'
                          'logger.addHandler(logging.StreamHandler(sys.stderr))')
     assert (out, err) == ('', EXPECTED)
+
+
+def test_fresh_process_root_configuration_after_clearing_the_console():
+    # the README's recipe: basicConfig for the root logger, brainstorm's
+    # console handler removed, so every message appears once, formatted
+    out, err = run_fresh(after_import='import logging, sys\n'
+                         "logging.getLogger('brainstorm').handlers.clear()\n"
+                         'logging.basicConfig(stream=sys.stdout, '
+                         "format='%(name)s: %(message)s')")
+    assert err == ''
+    assert out.splitlines() == [
+        f'brainstorm.training: {"-" * 30} Epoch 0 {"-" * 30}',
+        'brainstorm.hooks: talker >> epoch 0',
+        'brainstorm.training: talker >> x: 0.5',
+        f'brainstorm.training: {"-" * 30} Epoch 1 {"-" * 30}',
+        'brainstorm.hooks: talker >> epoch 1',
+        'brainstorm.training: talker >> x: 0.5']
