@@ -515,8 +515,8 @@ def draw_network(network, file_name: str = 'network.png'):
 
     Always writes the graph as DOT text next to ``file_name`` (same name,
     extension ``.dot``). If the Graphviz program ``dot`` is installed, it
-    renders ``file_name`` (format from its extension); otherwise a message
-    says how to get it.
+    renders ``file_name`` (format from its extension); otherwise a
+    ``UserWarning`` says how to get it.
 
     Returns:
         an ``IPython.display.Image`` of the drawing inside IPython, else the
