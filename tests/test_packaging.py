@@ -101,3 +101,18 @@ def test_metadata_has_classifiers_and_no_placeholder_urls():
 
 def test_package_is_marked_typed():
     assert (pathlib.Path(brainstorm.__file__).parent / 'py.typed').is_file()
+
+
+LINK_TARGET = re.compile(r'`[^`<]*<([^>`]+)>`_')
+
+
+def test_readme_links_work_where_the_readme_is_shown_alone():
+    # PyPI shows README.rst without the repository: a relative target such
+    # as docs/quickstart.rst leads nowhere there
+    assert LINK_TARGET.findall('a `quickstart <docs/quickstart.rst>`_') == \
+        ['docs/quickstart.rst']
+    text = (ROOT / 'README.rst').read_text()
+    relative = [t for t in LINK_TARGET.findall(text)
+                if not re.match(r'https?://', t)]
+    assert relative == []
+    assert not re.search(r'^\.\. (image|figure|include)::', text, flags=re.M)
