@@ -7,8 +7,8 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from brainstorm.handlers.base_handler import Handler
-from brainstorm.randomness import global_rnd
+from brainstorm.handlers.base_handler import FirstUseRandomState, Handler
+from brainstorm.randomness import RandomState
 
 __all__ = ['NumpyHandler']
 
@@ -23,17 +23,20 @@ class NumpyHandler(Handler):
 
     Args:
         dtype: the floating point type of all arrays.
-        seed: seed of the handler's random state (drawn from
-            :data:`brainstorm.randomness.global_rnd` if None).
+        seed: seed of the handler's random state ``rnd``. If None, the
+            seed is drawn from :data:`brainstorm.randomness.global_rnd`
+            when ``rnd`` is first needed (see
+            :class:`~brainstorm.handlers.base_handler.FirstUseRandomState`).
     """
 
     array_type = np.ndarray
     context = 'numpy'
+    rnd = FirstUseRandomState()
 
     def __init__(self, dtype=np.float32, seed: int | None = None):
         self.dtype = np.dtype(dtype).type
         self.EMPTY = np.zeros(0, dtype=self.dtype)
-        self.rnd = global_rnd.create_random_state(seed)
+        self.rnd = None if seed is None else RandomState(seed)
         self._scratch = {}  # name -> flat buffer, grown to the largest use
         self._constants = {}  # index and count arrays of pooling geometries
         super().__init__()

@@ -7,6 +7,10 @@ import sys
 from collections import OrderedDict
 
 from brainstorm.describable import Describable, get_description
+from brainstorm.handlers.base_handler import (
+    first_use_owner,
+    peek_random_state,
+)
 from brainstorm.randomness import global_rnd
 from brainstorm.scorers import (
     aggregate_losses_and_scores,
@@ -113,7 +117,7 @@ class Trainer(Describable):
 
     __undescribed__ = {'current_epoch_nr': 0, 'current_update_nr': 0,
                        'logs': {}, 'results': {}, '_started': False,
-                       '_resume': None, '_run': None}
+                       '_resume': None, '_run': None, '_initial_done': ()}
     __default_values__ = {'verbose': True}
 
     def __init__(self, stepper, verbose: bool = True):
@@ -130,6 +134,7 @@ class Trainer(Describable):
         self.logs = OrderedDict()
         self.results = OrderedDict()
         self._started = False
+        self._initial_done = ()  # emissions at count 0 begun: 'update'...
         self._resume = None
         self._run = None
 
@@ -305,9 +310,17 @@ class Trainer(Describable):
         self._run = run
         try:
             if not self._started:
-                self._started = True
-                stop = self._emit_hooks(net, 'update', self.logs)
+                # each emission at count 0 is recorded as done before its
+                # hooks run, so that a checkpoint written at its end (by
+                # SaveCheckpoint) resumes with what comes after it, never
+                # skipping the epoch-0 hooks
+                stop = False
+                if 'update' not in self._initial_done:
+                    self._initial_done = ('update',)
+                    stop = self._emit_hooks(net, 'update', self.logs)
+                self._initial_done = ('update', 'epoch')
                 stop = self._emit_hooks(net, 'epoch', self.logs) or stop
+                self._started = True
                 if stop:
                     return
             while True:
@@ -385,7 +398,10 @@ class Trainer(Describable):
         iterator_states = self._iterator_states(run.named_data_iters)
         if not run.epoch_complete:
             iterator_states.update(run.epoch_start_iterator_states)
-        handler_rnd = getattr(net.handler, 'rnd', None)
+        # the handler's state only if it was drawn already: reading
+        # handler.rnd would draw its seed from global_rnd now, and the run
+        # with checkpoints would differ from the one without
+        handler_rnd = peek_random_state(net.handler)
         random_states = {
             'global': get_random_state(global_rnd),
             'network': get_random_state(net.rnd),
@@ -415,7 +431,8 @@ class Trainer(Describable):
         progress = {
             'current_epoch_nr': self.current_epoch_nr,
             'current_update_nr': self.current_update_nr,
-            'started': self._started,
+            'started': self._started or len(self._initial_done) == 2,
+            'initial_done': list(self._initial_done),
             'logs': logs,
             'epoch_complete': run.epoch_complete,
             'batches_done': run.batches_done,
@@ -477,6 +494,8 @@ class Trainer(Describable):
         trainer.current_epoch_nr = int(progress['current_epoch_nr'])
         trainer.current_update_nr = int(progress['current_update_nr'])
         trainer._started = bool(progress['started'])
+        trainer._initial_done = tuple(progress.get(
+            'initial_done', ('update', 'epoch') if trainer._started else ()))
         trainer.logs = _ordered(progress['logs'])
         data['filename'] = filename
         data['architecture'] = _jsonable(net.architecture)
@@ -539,11 +558,18 @@ class Trainer(Describable):
                 if state is not None and getattr(iterator, 'rnd', None) \
                         is not None:
                     set_random_state(iterator.rnd, state)
-        set_random_state(global_rnd, states['global'])
+        # the handler first: reading handler.rnd may draw a seed from
+        # global_rnd, which is restored last
+        if states['handler'] is not None:
+            handler_rnd = getattr(net.handler, 'rnd', None)
+            if handler_rnd is not None:
+                set_random_state(handler_rnd, states['handler'])
+        elif first_use_owner(net.handler) is not None:
+            # not drawn yet when the checkpoint was written: draw it from
+            # global_rnd when first needed, as the recorded run did
+            first_use_owner(net.handler).rnd = None
         set_random_state(net.rnd, states['network'])
-        handler_rnd = getattr(net.handler, 'rnd', None)
-        if states['handler'] is not None and handler_rnd is not None:
-            set_random_state(handler_rnd, states['handler'])
+        set_random_state(global_rnd, states['global'])
         run.epoch_complete = bool(progress['epoch_complete'])
         run.batches_done = int(progress['batches_done'])
         run.epoch_scores = _ordered(epoch_scores)
