@@ -854,7 +854,19 @@ def _window_offsets(window, padding, stride, out_hw, in_hw):
 def _check_ids(op: str, v, n: int) -> None:
     """Class ids index a row of ``n`` entries: out-of-range ids would raise a
     bare IndexError (too large) or silently wrap around (negative)."""
-    if v.size and (v.min() < 0 or v.max() >= n):
+    if not v.size:
+        return
+    # NaN would be cast to a huge negative index, 0.7 silently to 0 (while
+    # binarize_v compares exactly and disagrees)
+    fraction = v != np.floor(v)
+    if fraction.any():
+        from brainstorm.utils import NetworkValidationError
+        bad = v[fraction].ravel()
+        raise NetworkValidationError(
+            f'{op}: class ids must be whole numbers in [0, {n}). Received '
+            f'{int(fraction.sum())} other value(s), e.g. {bad[0]:g} at '
+            f'position {int(np.flatnonzero(fraction.ravel())[0])}.')
+    if v.min() < 0 or v.max() >= n:
         from brainstorm.utils import NetworkValidationError
         raise NetworkValidationError(
             f'{op}: class ids must lie in [0, {n}). Received ids from '

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections import OrderedDict
+
+import numpy as np
 
 from brainstorm.describable import Describable, get_description
 from brainstorm.handlers.base_handler import (
@@ -27,7 +30,11 @@ from brainstorm.training.data_parallel import (
     communicator_of,
     is_root_process,
 )
-from brainstorm.utils import IteratorValidationError, TrainingValidationError
+from brainstorm.utils import (
+    IteratorValidationError,
+    NonFiniteError,
+    TrainingValidationError,
+)
 
 __all__ = ['Trainer']
 
@@ -63,6 +70,112 @@ def _format_result(result, prefix: str = '') -> list:
     return [f'{prefix[:-1]}: {result}']
 
 
+class _FiniteCheck:
+    """The trainer's check, after every update, that the training loss and
+    all parameters are finite and no parameter is beyond ``max_abs``.
+
+    The loss is checked after every update; the parameters whenever hooks
+    are due (before they run, so no hook sees or saves a broken network),
+    which is after every update when an ``'update'`` hook has interval 1,
+    else at least once per epoch. A non-finite parameter makes the next
+    loss non-finite, so it is caught one update later at most, unless it
+    does not enter the forward pass (e.g. BatchNorm's running statistics)
+    or is only too large: then when the next hook is due.
+
+    The fast parameter test is one dot product of the flat parameter array with
+    itself: it is finite and at most ``max_abs ** 2`` exactly when nothing
+    is wrong (NaN and inf propagate, and every value is at most the norm).
+    Only when it fails are the layers searched, which also tells a large
+    norm of moderate values (no error) from a real problem.
+    """
+
+    def __init__(self, net, max_abs: float | None):
+        self.net = net
+        self.max_abs = max_abs
+        self.limit = math.inf if max_abs is None else float(max_abs) ** 2
+        self.last_finite_loss = None
+        self.last_finite_update = None
+        params = net.buffer.parameters
+        self._numpy = isinstance(params, np.ndarray) and params.ndim == 1
+        if not self._numpy and params.size:
+            self._flat = params.reshape((1, -1))
+            self._out = net.handler.zeros((1, 1))
+
+    def _square_norm(self) -> float:
+        params = self.net.buffer.parameters
+        if not params.size:
+            return 0.0
+        if self._numpy:
+            return float(np.dot(params, params))
+        h = self.net.handler
+        h.dot_mm(self._flat, self._flat, self._out, transb=True)
+        return float(h.get_numpy_copy(self._out).ravel()[0])
+
+    def check_loss(self, trainer, update_nr: int) -> None:
+        """After every update: the training loss (a few microseconds)."""
+        loss = self.net.get_loss_values()['total_loss']
+        if not math.isfinite(loss):
+            self._fail(trainer, update_nr, loss)
+        self.last_finite_loss, self.last_finite_update = loss, update_nr
+
+    def check_parameters(self, trainer, update_nr: int) -> None:
+        """Before hooks run: the parameters (one read of all of them)."""
+        square = self._square_norm()
+        if not square <= self.limit and self._locate() is not None:
+            self._fail(trainer, update_nr, None)
+
+    def _locate(self, loss_first: bool = False):
+        """(layer, buffer, what) of the first problem in canonical layer
+        order: parameters first, then internals and outputs (the other way
+        round for a non-finite loss: the outputs of the forward pass show
+        where it began, the parameters are already updated with it)."""
+        net, h = self.net, self.net.handler
+        order = [('parameters',), ('internals', 'outputs')]
+        for kinds in order[::-1] if loss_first else order:
+            for lname in net.layers:
+                view = net.buffer[lname]
+                for kind in kinds:
+                    for name in view[kind].keys() if kind in view else ():
+                        values = h.get_numpy_copy(view[kind][name])
+                        bad = ~np.isfinite(values)
+                        if bad.any():
+                            nan = int(np.isnan(values).sum())
+                            return (lname, f'{kind}.{name}',
+                                    f'{nan} NaN and {int(bad.sum()) - nan} '
+                                    f'infinite of {values.size} values')
+                        if kind == 'parameters' and self.max_abs is not \
+                                None and values.size and \
+                                np.abs(values).max() > self.max_abs:
+                            return (lname, f'{kind}.{name}',
+                                    f'values up to {np.abs(values).max():.3g}'
+                                    f' in magnitude, beyond max_abs_parameter'
+                                    f'={self.max_abs:g}: training diverged')
+        return None
+
+    def _fail(self, trainer, update_nr: int, loss) -> None:
+        loss_failed = loss is not None and not math.isfinite(loss)
+        where = self._locate(loss_first=loss_failed)
+        if loss_failed:
+            what = f'the training loss is {loss}'
+        else:
+            what = 'a parameter is not finite or too large'
+        if where is None:
+            place = 'no layer buffer holds a non-finite value'
+        else:
+            place = (f"first problem in layer '{where[0]}', buffer "
+                     f"'{where[1]}' ({where[2]})")
+        if self.last_finite_loss is None:
+            last = 'no finite training loss before it'
+        else:
+            last = (f'last finite training loss {self.last_finite_loss:.6g} '
+                    f'at update {self.last_finite_update}')
+        raise NonFiniteError(
+            f'Trainer: training stopped at update {update_nr} (epoch '
+            f'{trainer.current_epoch_nr}): {what}; {place}; {last}. Lower '
+            'the learning rate, clip gradients (clip_norm=...) or check the '
+            'data. Trainer(check_finite=False) turns this check off.')
+
+
 def _jsonable(value):
     return json.loads(json.dumps(get_description(value)))
 
@@ -79,6 +192,7 @@ class _Run:
         self.batches_done = 0
         self.epoch_scores = {}
         self.epoch_start_iterator_states = None
+        self.finite_check = None
 
 
 class Trainer(Describable):
@@ -88,6 +202,18 @@ class Trainer(Describable):
         stepper: the :class:`~brainstorm.training.steppers.TrainingStepper`.
         verbose: whether hooks print (unless a hook sets its own
             ``verbose``) and the trainer prints an epoch header.
+        check_finite: raise, before any hook sees the broken network,
+            :class:`~brainstorm.utils.NonFiniteError` if the training loss
+            or a parameter is NaN or infinite, or a parameter's magnitude
+            exceeds ``max_abs_parameter``. The loss is checked after every
+            update, the parameters before hooks run (one dot product over
+            them; costs in ``benchmarks/README.md``).
+        max_abs_parameter: the largest parameter magnitude accepted by the
+            check (None: no limit). Steppers that normalise their steps
+            (Adam, RMSProp) diverge with finite values and, through the
+            clipped SoftmaxCE loss, a normal-looking loss; this limit
+            catches them. The default 1e7 is near 2**24, beyond which a
+            float32 parameter no longer changes by steps below 1.
 
     Attributes:
         hooks: OrderedDict hook name -> hook, in the order they run.
@@ -118,15 +244,31 @@ class Trainer(Describable):
     __undescribed__ = {'current_epoch_nr': 0, 'current_update_nr': 0,
                        'logs': {}, 'results': {}, '_started': False,
                        '_resume': None, '_run': None, '_initial_done': ()}
-    __default_values__ = {'verbose': True}
+    __default_values__ = {'verbose': True, 'check_finite': True,
+                          'max_abs_parameter': 1e7}
 
-    def __init__(self, stepper, verbose: bool = True):
+    def __init__(self, stepper, verbose: bool = True,
+                 check_finite: bool = True,
+                 max_abs_parameter: float | None = 1e7):
         if not (hasattr(stepper, 'start') and hasattr(stepper, 'run')):
             raise TrainingValidationError(
                 'Trainer: stepper must be a TrainingStepper (with start(net) '
                 f'and run()). Received: {stepper!r}')
+        if not isinstance(check_finite, bool):
+            raise TrainingValidationError(
+                'Trainer: check_finite must be a bool. Received: '
+                f'check_finite={check_finite!r}')
+        if max_abs_parameter is not None and (
+                isinstance(max_abs_parameter, bool) or
+                not isinstance(max_abs_parameter, (int, float)) or
+                not max_abs_parameter > 0):
+            raise TrainingValidationError(
+                'Trainer: max_abs_parameter must be a positive number or '
+                f'None. Received: max_abs_parameter={max_abs_parameter!r}')
         self.stepper = stepper
         self.verbose = verbose
+        self.check_finite = check_finite
+        self.max_abs_parameter = max_abs_parameter
         self.hooks = OrderedDict()
         self.train_scorers = []
         self.current_epoch_nr = 0
@@ -199,6 +341,10 @@ class Trainer(Describable):
         if timescale == 'epoch' and fired and self.verbose and is_root and \
                 logs is self.logs:
             print(f'{"-" * 30} Epoch {count} {"-" * 30}')
+        run = self._run
+        if fired and run is not None and run.finite_check is not None \
+                and logs is self.logs:
+            run.finite_check.check_parameters(self, self.current_update_nr)
         for name, hook in fired:
             try:
                 result = hook(epoch_nr=self.current_epoch_nr,
@@ -308,6 +454,9 @@ class Trainer(Describable):
         if resume is not None:
             self._apply_resume(resume, run)
         self._run = run
+        if getattr(self, 'check_finite', True):
+            run.finite_check = _FiniteCheck(
+                net, getattr(self, 'max_abs_parameter', 1e7))
         try:
             if not self._started:
                 # each emission at count 0 is recorded as done before its
@@ -349,6 +498,8 @@ class Trainer(Describable):
             gather_losses_and_scores(net, self.train_scorers,
                                      run.epoch_scores)
             net.apply_weight_modifiers()
+            if run.finite_check is not None:
+                run.finite_check.check_loss(self, self.current_update_nr)
             run.batches_done += 1
             if self._emit_hooks(net, 'update', self.logs):
                 stop = True
