@@ -27,8 +27,11 @@ from brainstorm.training.checkpoint import (
     write_checkpoint,
 )
 from brainstorm.training.data_parallel import (
+    announce_leaving,
     communicator_of,
+    guarded,
     is_root_process,
+    watchdog_of,
 )
 from brainstorm.utils import (
     IteratorValidationError,
@@ -367,7 +370,8 @@ class Trainer(Describable):
             # a hook may ask only one rank to stop (a signal, a local
             # figure); all ranks must stop together or some would wait
             # forever in the next collective call
-            stop = comm.allreduce(int(stop)) > 0
+            with guarded(comm, 'the stop decision after the hooks'):
+                stop = comm.allreduce(int(stop)) > 0
         from brainstorm.hooks import SaveCheckpoint
         for _, hook in fired:
             if isinstance(hook, SaveCheckpoint) and self._run is not None:
@@ -379,7 +383,9 @@ class Trainer(Describable):
     @staticmethod
     def _check_lengths_agree(comm, training_data_iter) -> None:
         """All ranks must make the same number of steps per epoch."""
-        lengths = comm.allgather(getattr(training_data_iter, 'length', None))
+        with guarded(comm, 'the check of the iterator lengths'):
+            lengths = comm.allgather(getattr(training_data_iter, 'length',
+                                             None))
         if len(set(lengths)) > 1:
             raise IteratorValidationError(
                 'Trainer: in data-parallel training every rank must make the '
@@ -447,6 +453,28 @@ class Trainer(Describable):
             self._check_resume(resume, net, named_data_iters)
         self.stepper.start(net)
         comm = communicator_of(self.stepper)
+        if comm is None:
+            self._train(net, training_data_iter, named_data_iters, resume,
+                        comm)
+            return
+        # data-parallel: however this rank leaves training early, the
+        # others must learn it, or they wait forever in their next
+        # collective call (see data_parallel._Watchdog)
+        watchdog = watchdog_of(comm)
+        watchdog.training += 1
+        try:
+            self._train(net, training_data_iter, named_data_iters, resume,
+                        comm)
+        except BaseException as err:
+            announce_leaving(comm, f'{type(err).__name__}: {err} (epoch '
+                             f'{self.current_epoch_nr}, update '
+                             f'{self.current_update_nr})')
+            raise
+        finally:
+            watchdog.training -= 1
+
+    def _train(self, net, training_data_iter, named_data_iters, resume,
+               comm) -> None:
         if comm is not None:
             self._check_lengths_agree(comm, training_data_iter)
         self._start_hooks(net, named_data_iters, comm)
@@ -504,6 +532,16 @@ class Trainer(Describable):
             if self._emit_hooks(net, 'update', self.logs):
                 stop = True
                 break
+        length = getattr(training_data_iter, 'length', None)
+        if run.comm is not None and not stop and length is not None and \
+                run.batches_done != length:
+            # the other ranks still expect a training step's collectives
+            raise IteratorValidationError(
+                f'Trainer: rank {run.comm.Get_rank()}: the training '
+                f'iterator yielded {run.batches_done} batches in epoch '
+                f'{self.current_epoch_nr}, but its length is {length}; in '
+                'data-parallel training every rank must yield as many '
+                'batches as it declares.')
         _add_log(self.logs, 'rolling_training', aggregate_losses_and_scores(
             run.epoch_scores, net, self.train_scorers, comm=run.comm))
         run.epoch_complete = True
