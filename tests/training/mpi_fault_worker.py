@@ -22,7 +22,8 @@ from brainstorm.training.steppers import MomentumStepper
 from tests.training.mpi_worker import blob_net
 from tests.training.nets import blob_data
 
-SCENARIOS = ('return', 'exit', 'caught', 'uncaught', 'short', 'killed')
+SCENARIOS = ('return', 'exit', 'caught', 'uncaught', 'short', 'killed',
+             'stuck')
 FAULT_UPDATE = 6  # in epoch 2 (4 updates per epoch)
 
 
@@ -32,7 +33,8 @@ def mark(outdir):
 
 
 class Fault(Hook):
-    """Rank 1 leaves at one update: sys.exit(0), an exception or SIGKILL."""
+    """Rank 1 leaves at one update: sys.exit(0), an exception, SIGKILL,
+    or it hangs."""
 
     def __init__(self, kind, outdir):
         super().__init__('Fault', 'update', 1)
@@ -47,6 +49,8 @@ class Fault(Hook):
             sys.exit(0)
         if self.kind == 'killed':
             os.kill(os.getpid(), signal.SIGKILL)
+        if self.kind == 'stuck':
+            time.sleep(120)  # hangs without a word: the timeout must act
         raise RuntimeError('deliberate failure on rank 1')
 
 
@@ -78,7 +82,7 @@ def main(scenario: str, outdir: str) -> None:
     data = blob_data(32, seed=1)
     trainer = Trainer(DataParallel(MomentumStepper(0.1), timeout=10),
                       verbose=False)
-    if scenario in ('exit', 'caught', 'uncaught', 'killed'):
+    if scenario in ('exit', 'caught', 'uncaught', 'killed', 'stuck'):
         trainer.add_hook(Fault(scenario, outdir))
     trainer.add_hook(StopAfterEpoch(1 if scenario == 'return' else 1000))
     train = Shard(Minibatches(8, shuffle=False, **data))
