@@ -54,3 +54,27 @@ def test_resume_from_every_position_equals_the_full_run(tmp_path, config):
     for line in lines:
         assert line['params_equal'] and line['logs_equal'] and \
             line['updates'] == UPDATES, line
+
+
+@pytest.mark.slow
+def test_mnist_pi_example_with_a_seed_is_reproducible(tmp_path):
+    """``examples/mnist_pi.py --seed 1`` (offline digits, short run) twice:
+    the same printed figures and bit-identical saved parameters."""
+    import h5py
+    outputs, parameters = [], []
+    for i in range(2):
+        saved = tmp_path / f'best{i}.hdf5'
+        done = subprocess.run(
+            [sys.executable, os.path.join(ROOT, 'examples', 'mnist_pi.py'),
+             '--seed', '1', '--epochs', '2', '--limit', '150',
+             '--data-dir', str(tmp_path), '--save', str(saved)],
+            capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        outputs.append([line.replace(str(saved), 'FILE')
+                        for line in done.stdout.splitlines()
+                        if not line.startswith('Trained ')])
+        with h5py.File(saved, 'r') as f:
+            parameters.append(f['parameters'][()])
+    assert outputs[0] == outputs[1]
+    assert any('validation.Accuracy' in line for line in outputs[0])
+    np.testing.assert_array_equal(*parameters)
