@@ -101,7 +101,7 @@ class _FiniteCheck:
         params = net.buffer.parameters
         self._numpy = isinstance(params, np.ndarray) and params.ndim == 1
         if not self._numpy and params.size:
-            self._flat = params.reshape((1, -1))
+            self._flat = params.reshape((1, params.size))
             self._out = net.handler.zeros((1, 1))
 
     def _square_norm(self) -> float:

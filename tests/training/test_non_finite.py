@@ -210,3 +210,19 @@ def test_softmax_ce_targets_must_be_whole_class_ids(target):
     with pytest.raises(NetworkValidationError,
                        match=r"SoftmaxCE 'Output'.*whole numbers in \[0, 3\)"):
         net.forward_pass()
+
+
+def test_check_works_through_the_handler_interface():
+    """Handlers other than NumpyHandler (here a DebugHandler, whose arrays
+    are not NumPy arrays) are checked with the handler's own ops."""
+    from brainstorm.handlers import DebugHandler, NumpyHandler
+    bs.global_rnd.set_seed(3)
+    inp, out = bs.tools.get_in_out_layers('classification', 10, 3)
+    net = bs.Network.from_layer(inp >> FullyConnected(20, name='Hid') >> out)
+    net.set_handler(DebugHandler(NumpyHandler(np.float64)))
+    net.initialize(bs.initializers.Gaussian(0.1))
+    trainer = bs.Trainer(steppers.SgdStepper(1e3), verbose=False)
+    trainer.add_hook(StopAfterEpoch(50))
+    with np.errstate(all='ignore'), pytest.raises(
+            NonFiniteError, match="layer 'Hid', buffer 'parameters.W'"):
+        trainer.train(net, Minibatches(16, **data('classification')))
