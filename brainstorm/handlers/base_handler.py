@@ -18,7 +18,6 @@ __all__ = ['Handler', 'ACTIVATION_NAMES']
 ACTIVATION_NAMES = ('sigmoid', 'tanh', 'rel', 'linear', 'el')
 
 
-
 class FirstUseRandomState:
     """Descriptor for a handler's ``rnd``: created when first read.
 
