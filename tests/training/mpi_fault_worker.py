@@ -80,7 +80,7 @@ def main(scenario: str, outdir: str) -> None:
     rank = MPI.COMM_WORLD.Get_rank()
     bs.global_rnd.set_seed(1)
     data = blob_data(32, seed=1)
-    trainer = Trainer(DataParallel(MomentumStepper(0.1), timeout=10),
+    trainer = Trainer(DataParallel(MomentumStepper(0.1), timeout=8),
                       verbose=False)
     if scenario in ('exit', 'caught', 'uncaught', 'killed', 'stuck'):
         trainer.add_hook(Fault(scenario, outdir))
