@@ -72,6 +72,40 @@ def _check_named_data(owner: str, named_data: dict) -> dict:
     return result
 
 
+def _check_finite_data(owner: str, data: dict, check_finite) -> None:
+    """Raise if a float array of ``data`` holds NaN or inf (once, when the
+    iterator is built, instead of a NaN training run later).
+
+    Each array is checked in blocks of about a million values, so the
+    check needs little memory. ``check_finite=False`` skips it (for huge
+    memory-mapped data that should not be read here).
+    """
+    if not isinstance(check_finite, bool):
+        raise IteratorValidationError(
+            f'{owner}: check_finite must be a bool. Received: '
+            f'check_finite={check_finite!r}')
+    if not check_finite:
+        return
+    for name, array in data.items():
+        if not np.issubdtype(array.dtype, np.inexact):
+            continue  # integers and booleans are always finite
+        step = max(1, 2 ** 20 // max(1, math.prod(array.shape[2:])))
+        for t in range(array.shape[0]):
+            for b in range(0, array.shape[1], step):
+                block = array[t, b:b + step]
+                finite = np.isfinite(block)
+                if finite.all():
+                    continue
+                where = np.unravel_index(int(np.argmin(finite)),
+                                         finite.shape)
+                index = (t, b + int(where[0]), *map(int, where[1:]))
+                raise IteratorValidationError(
+                    f"{owner}: data '{name}' holds NaN or infinite values "
+                    f'(the first at index {index}: {block[where]}). Clean '
+                    'the data, or pass check_finite=False to skip this '
+                    'check (e.g. for huge memory-mapped arrays).')
+
+
 def _check_iterator(owner: str, iterator) -> None:
     if not isinstance(iterator, DataIterator):
         raise IteratorValidationError(
@@ -170,14 +204,18 @@ class Undivided(DataIterator):
     The batch holds read-only views of the given arrays.
 
     Args:
+        check_finite: check once, here, that the data holds no NaN or inf
+            (False skips it, e.g. for huge memory-mapped arrays).
         **named_data: arrays of shape ``(T, B, ...)`` with equal T and B.
 
     Attributes:
         total_size: the number of samples (B).
     """
 
-    def __init__(self, **named_data: np.ndarray):
+    def __init__(self, check_finite: bool = True,
+                 **named_data: np.ndarray):
         data = _check_named_data('Undivided', named_data)
+        _check_finite_data('Undivided', data, check_finite)
         super().__init__({name: d.shape for name, d in data.items()}, 1)
         self.data = data
         self.total_size = next(iter(data.values())).shape[1]
@@ -205,6 +243,8 @@ class Minibatches(DataIterator):
         batch_size: samples per batch.
         shuffle: permute the batch order in every pass.
         cut_according_to: mask name or list of sequence lengths.
+        check_finite: check once, here, that the data holds no NaN or inf
+            (False skips it, e.g. for huge memory-mapped arrays).
         **named_data: arrays of shape ``(T, B, ...)`` with equal T and B.
 
     Attributes:
@@ -213,8 +253,10 @@ class Minibatches(DataIterator):
     """
 
     def __init__(self, batch_size: int = 1, shuffle: bool = True,
-                 cut_according_to='mask', **named_data: np.ndarray):
+                 cut_according_to='mask', check_finite: bool = True,
+                 **named_data: np.ndarray):
         data = _check_named_data('Minibatches', named_data)
+        _check_finite_data('Minibatches', data, check_finite)
         if not _is_int(batch_size) or batch_size < 1:
             raise IteratorValidationError(
                 'Minibatches: batch_size must be a positive int. '

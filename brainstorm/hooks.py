@@ -728,7 +728,10 @@ class StopOnNan(Hook):
     Checks the last entry of each log in ``logs_to_check``, the parameters,
     and the training loss: at the ``'epoch'`` timescale the last
     ``rolling_training`` total loss, at the ``'update'`` timescale the loss
-    of the last batch.
+    of the last batch. When it stops, it says why on stderr (also when not
+    verbose) and logs the reason under its name. (The trainer itself
+    raises :class:`~brainstorm.utils.NonFiniteError` first unless it was
+    created with ``check_finite=False``.)
 
     Args:
         logs_to_check: dotted log names (or one name).
@@ -748,8 +751,11 @@ class StopOnNan(Hook):
         self.check_training_loss = check_training_loss
 
     def _stop(self, what: str):
-        self.message(f'Stopping because {what} is not finite.')
-        raise StopIteration
+        # never quiet: a run ending early for this reason must be seen
+        # even with verbose=False (a WARNING goes to stderr by default)
+        reason = f'Stopping because {what} is not finite.'
+        _log.warning(f'{self.__name__} >> {reason}')
+        raise StopIteration(reason)
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
         for log_name in self.logs_to_check:

@@ -17,6 +17,9 @@ class RandomState(np.random.RandomState):
     """
 
     seed_range = (0, 1000000000)
+    #: counts the seedings of this state; handlers compare it to redraw
+    #: their first-use random states after ``global_rnd.set_seed``
+    seedings = 0
 
     def __init__(self, seed: int | None = None):
         if seed is None:
@@ -29,13 +32,13 @@ class RandomState(np.random.RandomState):
         """Reseed (a fresh seed from :data:`global_rnd` if ``seed`` is None)."""
         if seed is None:
             seed = global_rnd.generate_seed()
-        self._seed = int(seed)
-        super().seed(self._seed)
+        self.set_seed(seed)
 
     def set_seed(self, seed: int) -> None:
         """Reseed with ``seed``."""
         self._seed = int(seed)
         super().seed(self._seed)
+        self.seedings += 1
 
     def get_seed(self) -> int:
         """The seed this state was last seeded with."""

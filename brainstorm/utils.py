@@ -9,7 +9,7 @@ import numpy as np
 __all__ = [
     'ValidationError', 'NetworkValidationError', 'LayerValidationError',
     'IteratorValidationError', 'StructureValidationError',
-    'TrainingValidationError', 'UnknownNameError',
+    'TrainingValidationError', 'UnknownNameError', 'NonFiniteError',
     'InitializationError', 'NAME_BLACKLIST', 'is_valid_layer_name',
     'get_by_path', 'get_normalized_path', 'flatten_time',
     'flatten_time_and_features', 'flatten_features', 'flatten_all_but_last',
@@ -50,6 +50,16 @@ class UnknownNameError(TrainingValidationError, KeyError):
 
     def __str__(self):
         return str(self.args[0])
+
+
+class NonFiniteError(ValidationError, FloatingPointError):
+    """Training produced a NaN or infinite loss or parameter, or a
+    parameter beyond the trainer's ``max_abs_parameter`` (it diverged).
+
+    Raised by the :class:`~brainstorm.training.Trainer` (unless created
+    with ``check_finite=False``); the message names the update, the first
+    layer and buffer holding such a value and the last finite loss.
+    """
 
 
 class InitializationError(Exception):

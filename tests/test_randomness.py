@@ -123,3 +123,34 @@ def test_seedable_rnd_is_undescribed_and_fresh_after_loading():
     recreated = create_from_description(get_description(s))
     assert isinstance(recreated.rnd, RandomState)
     assert recreated.rnd is not s.rnd
+
+
+def test_default_handler_follows_a_later_global_seed():
+    """The default handler exists from import on; its random state is
+    drawn from global_rnd when first needed after the latest set_seed."""
+    from brainstorm.handlers import NumpyHandler, default_handler
+    from brainstorm.handlers.base_handler import peek_random_state
+    draws = []
+    for _ in range(2):
+        global_rnd.set_seed(17)
+        assert peek_random_state(default_handler) is None  # not drawn yet
+        mask = np.zeros(50, dtype=np.float32)
+        default_handler.generate_probability_mask(mask, 0.5)
+        draws.append(mask.copy())
+    np.testing.assert_array_equal(*draws)
+    seeded = NumpyHandler(seed=3)
+    global_rnd.set_seed(18)
+    assert seeded.rnd.get_seed() == 3  # an explicit seed is kept
+
+
+def test_peeking_does_not_draw_from_global_rnd():
+    from brainstorm.handlers import NumpyHandler
+    from brainstorm.handlers.base_handler import peek_random_state
+    handler = NumpyHandler()
+    global_rnd.set_seed(5)
+    before = global_rnd.get_state()[1].copy()
+    assert peek_random_state(handler) is None
+    np.testing.assert_array_equal(global_rnd.get_state()[1], before)
+    assert peek_random_state(handler) is None
+    assert peek_random_state(handler) is not handler.rnd  # drawn now
+    assert peek_random_state(handler) is handler.rnd

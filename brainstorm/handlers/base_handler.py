@@ -12,10 +12,66 @@ import abc
 from typing import Any
 
 from brainstorm.describable import Describable
+from brainstorm.randomness import global_rnd
 
 __all__ = ['Handler', 'ACTIVATION_NAMES']
 
 ACTIVATION_NAMES = ('sigmoid', 'tanh', 'rel', 'linear', 'el')
+
+
+class FirstUseRandomState:
+    """Descriptor for a handler's ``rnd``: created when first read.
+
+    A handler made without a seed takes its seed from
+    :data:`~brainstorm.randomness.global_rnd` the first time its random
+    state is needed (a dropout mask, ``fill_gaussian``) after the latest
+    ``global_rnd.set_seed``, not when the handler is created. So
+    ``brainstorm.handlers.default_handler``, created at import, follows a
+    later ``global_rnd.set_seed(s)`` like everything else. Assigning
+    ``rnd`` fixes it (a seeded state is kept across ``set_seed``);
+    assigning None goes back to "not drawn yet".
+    """
+
+    def __get__(self, handler, owner=None):
+        if handler is None:
+            return self
+        d = handler.__dict__
+        rnd = d.get('_rnd')
+        if rnd is None or d.get('_rnd_seedings', -1) not in (
+                None, global_rnd.seedings):
+            rnd = d['_rnd'] = global_rnd.create_random_state()
+            d['_rnd_seedings'] = global_rnd.seedings
+        return rnd
+
+    def __set__(self, handler, value) -> None:
+        # an assigned state is the user's (or a checkpoint's): kept
+        handler.__dict__['_rnd'] = value
+        handler.__dict__['_rnd_seedings'] = None
+
+
+def first_use_owner(handler):
+    """The handler (unwrapping a DebugHandler) whose ``rnd`` is a
+    :class:`FirstUseRandomState`, or None for other handlers."""
+    inner = getattr(handler, 'handler', None)  # a wrapping DebugHandler
+    if isinstance(inner, Handler):
+        return first_use_owner(inner)
+    for cls in type(handler).__mro__:
+        if isinstance(cls.__dict__.get('rnd'), FirstUseRandomState):
+            return handler
+    return None
+
+
+def peek_random_state(handler):
+    """The handler's random state if it exists already, else None; unlike
+    reading ``handler.rnd`` this never draws a seed from ``global_rnd``
+    (writing a checkpoint must not change the run it records)."""
+    owner = first_use_owner(handler)
+    if owner is not None:
+        d = owner.__dict__
+        if d.get('_rnd_seedings', -1) not in (None, global_rnd.seedings):
+            return None  # would be redrawn when next needed
+        return d.get('_rnd')
+    return getattr(handler, 'rnd', None)
 
 
 class Handler(Describable, abc.ABC):

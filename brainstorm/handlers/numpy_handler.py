@@ -7,8 +7,8 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from brainstorm.handlers.base_handler import Handler
-from brainstorm.randomness import global_rnd
+from brainstorm.handlers.base_handler import FirstUseRandomState, Handler
+from brainstorm.randomness import RandomState
 
 __all__ = ['NumpyHandler']
 
@@ -23,17 +23,20 @@ class NumpyHandler(Handler):
 
     Args:
         dtype: the floating point type of all arrays.
-        seed: seed of the handler's random state (drawn from
-            :data:`brainstorm.randomness.global_rnd` if None).
+        seed: seed of the handler's random state ``rnd``. If None, the
+            seed is drawn from :data:`brainstorm.randomness.global_rnd`
+            when ``rnd`` is first needed (see
+            :class:`~brainstorm.handlers.base_handler.FirstUseRandomState`).
     """
 
     array_type = np.ndarray
     context = 'numpy'
+    rnd = FirstUseRandomState()
 
     def __init__(self, dtype=np.float32, seed: int | None = None):
         self.dtype = np.dtype(dtype).type
         self.EMPTY = np.zeros(0, dtype=self.dtype)
-        self.rnd = global_rnd.create_random_state(seed)
+        self.rnd = None if seed is None else RandomState(seed)
         self._scratch: dict = {}  # name -> flat buffer, grown to the largest use
         self._constants: dict = {}  # index and count arrays of pooling geometries
         super().__init__()
@@ -851,7 +854,19 @@ def _window_offsets(window, padding, stride, out_hw, in_hw):
 def _check_ids(op: str, v, n: int) -> None:
     """Class ids index a row of ``n`` entries: out-of-range ids would raise a
     bare IndexError (too large) or silently wrap around (negative)."""
-    if v.size and (v.min() < 0 or v.max() >= n):
+    if not v.size:
+        return
+    # NaN would be cast to a huge negative index, 0.7 silently to 0 (while
+    # binarize_v compares exactly and disagrees)
+    fraction = v != np.floor(v)
+    if fraction.any():
+        from brainstorm.utils import NetworkValidationError
+        bad = v[fraction].ravel()
+        raise NetworkValidationError(
+            f'{op}: class ids must be whole numbers in [0, {n}). Received '
+            f'{int(fraction.sum())} other value(s), e.g. {bad[0]:g} at '
+            f'position {int(np.flatnonzero(fraction.ravel())[0])}.')
+    if v.min() < 0 or v.max() >= n:
         from brainstorm.utils import NetworkValidationError
         raise NetworkValidationError(
             f'{op}: class ids must lie in [0, {n}). Received ids from '

@@ -72,8 +72,8 @@ import numpy as np
 from brainstorm.__about__ import install_hint
 from brainstorm.handlers import _cuda_kernels as kernels
 from brainstorm.handlers._cublas import Cublas, row_major_gemm, row_major_ld
-from brainstorm.handlers.base_handler import Handler
-from brainstorm.randomness import global_rnd
+from brainstorm.handlers.base_handler import FirstUseRandomState, Handler
+from brainstorm.randomness import RandomState
 
 __all__ = ['PyCudaHandler', 'GPUView', 'coalesce', 'INSTALL_HINT']
 
@@ -376,8 +376,9 @@ class PyCudaHandler(Handler):
     for how strided views, kernels, matrix products and randomness work.
 
     Args:
-        seed: seed of the handler's random state (drawn from
-            :data:`brainstorm.randomness.global_rnd` if None).
+        seed: seed of the handler's random state ``rnd``. If None, the
+            seed is drawn from :data:`brainstorm.randomness.global_rnd`
+            when ``rnd`` is first needed.
 
     Raises:
         ImportError: if PyCUDA cannot be imported (with install hints).
@@ -386,6 +387,7 @@ class PyCudaHandler(Handler):
     dtype = np.float32
     array_type = GPUView
     context = 'cuda'
+    rnd = FirstUseRandomState()
 
     def __init__(self, seed: int | None = None):
         try:
@@ -400,7 +402,7 @@ class PyCudaHandler(Handler):
             import pycuda.autoinit  # noqa: F401
             ctx = drv.Context.get_current()
         self._context_key = ctx.handle
-        self.rnd = global_rnd.create_random_state(seed)
+        self.rnd = None if seed is None else RandomState(seed)
         self._scratch_buffers: dict = {}
         blas = _BLAS.get(self._context_key)
         if blas is None:

@@ -43,7 +43,8 @@ from brainstorm.training.steppers import TrainingStepper
 from brainstorm.utils import TrainingValidationError
 
 __all__ = ['DataParallel', 'communicator_of', 'is_root_process',
-           'mpi_world_size', 'mpi_world_rank', 'abort_on_exception']
+           'mpi_world_size', 'mpi_world_rank', 'abort_on_exception',
+           'announce_leaving', 'guarded', 'watchdog_of']
 
 # environment variables in which launchers announce the number of
 # processes and the rank of each (MPICH/Hydra, Open MPI, PMIx, MVAPICH)
@@ -135,6 +136,180 @@ def abort_on_exception(comm=None) -> None:
     _abort_installed.append(comm)
 
 
+# ---------------------------------------------------------- watchdog ----
+
+_LEAVE_TAG = 31337  # point-to-point messages announcing that a rank leaves
+_watchdogs = {}  # id(comm) -> _Watchdog
+
+
+class _Watchdog:
+    """Ends every rank of a data-parallel job when one leaves training.
+
+    A daemon thread per process (MPI is initialised with
+    ``MPI_THREAD_MULTIPLE``) polls every 50 ms for two things:
+
+    * a message from another rank saying that it leaves training (sent by
+      :func:`announce_leaving`: an exception, caught or not, ``sys.exit``
+      in a hook, short data) or that its process ends. If this rank is
+      training (for the first kind) or waits in a guarded collective call
+      (both kinds), it prints the leaving rank and its reason and calls
+      ``comm.Abort``;
+    * a guarded collective call (see :meth:`guard`) waiting longer than
+      ``timeout`` seconds: another rank is gone without a word (killed,
+      or never started training) or hangs. It prints this rank, the call
+      and how long it waited, and aborts.
+
+    ``comm.Abort`` ends all processes of the job: the other ranks are
+    blocked in MPI calls that could otherwise never return.
+    """
+
+    def __init__(self, comm, timeout: float | None):
+        import atexit
+        import threading
+        self.comm = comm
+        self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        self.timeout = timeout
+        self.training = 0  # depth of running Trainer.train calls
+        self.collective = None  # (what, monotonic start) while in one
+        self.gone = None  # (rank, reason) of a rank that left
+        self._requests = []
+        self._announced = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name='brainstorm-mpi-watchdog')
+        self._thread.start()
+        atexit.register(self._at_exit)
+
+    def _run(self) -> None:
+        MPI = _mpi()
+        status = MPI.Status()
+        while not self._stop.wait(0.05):
+            try:
+                while self.comm.Iprobe(source=MPI.ANY_SOURCE,
+                                       tag=_LEAVE_TAG, status=status):
+                    source = status.Get_source()
+                    during, reason = self.comm.recv(source=source,
+                                                    tag=_LEAVE_TAG)
+                    if self.gone is None:
+                        self.gone = (source, reason, during)
+            except Exception:  # MPI finalised under us at exit
+                return
+            # a rank that left during training is missed by any rank still
+            # training; one whose process ended after training only by a
+            # rank waiting for it in a collective call (it may just have
+            # finished first)
+            if self.gone is not None and (
+                    self.collective is not None or
+                    (self.training and self.gone[2])):
+                source, reason, _ = self.gone
+                self._abort(f'rank {source} of {self.size} left training: '
+                            f'{reason}')
+            collective = self.collective
+            if collective is not None and self.timeout is not None and \
+                    time.monotonic() - collective[1] > self.timeout:
+                self._abort(
+                    f'rank {self.rank} of {self.size} waited more than '
+                    f'{self.timeout:g} s in {collective[0]}: another rank '
+                    'left training without a word (killed, or it never '
+                    'reached this call) or hangs (DataParallel(timeout=...) '
+                    'sets this limit)')
+
+    def _abort(self, message: str) -> None:
+        try:
+            sys.stderr.write(f'[rank {self.rank}] brainstorm: {message}; '
+                             f'ending all {self.size} ranks.\n')
+            sys.stderr.flush()
+            time.sleep(0.5)  # let the launcher forward the message
+        finally:
+            self.comm.Abort(1)
+
+    def guard(self, what: str):
+        """Context manager marking a collective call ``what``."""
+        watchdog = self
+
+        class _Guard:
+            def __enter__(self):
+                watchdog.collective = (what, time.monotonic())
+
+            def __exit__(self, *exc):
+                watchdog.collective = None
+
+        return _Guard()
+
+    def announce(self, reason: str, during_training: bool = True) -> None:
+        """Tell every other rank that this one leaves (training, or its
+        process ends: ``during_training=False``)."""
+        if self._announced:
+            return
+        self._announced = True
+        for rank in range(self.size):
+            if rank != self.rank:
+                # small messages go out at once (eager protocol); the
+                # requests are kept so they are not cancelled
+                self._requests.append(self.comm.isend(
+                    (during_training, reason[:500]), dest=rank,
+                    tag=_LEAVE_TAG))
+
+    def _at_exit(self) -> None:
+        # also after training: another rank may still call train() again
+        # and would wait for this one for ever (a rank that is not training
+        # only records the message)
+        try:
+            self.announce(f'its process ended (rank {self.rank})',
+                          during_training=bool(self.training))
+        except Exception:  # MPI already finalised: nobody to tell
+            pass
+        self._stop.set()
+        self._thread.join(1.0)
+
+
+class _NullWatchdog:
+    """The watchdog of a communicator that is not mpi4py's."""
+
+    training = 0
+    timeout = None
+
+    def guard(self, what: str):
+        import contextlib
+        return contextlib.nullcontext()
+
+    def announce(self, reason: str, during_training: bool = True) -> None:
+        pass
+
+
+def watchdog_of(comm, timeout: float | None = None):
+    """The process's :class:`_Watchdog` for ``comm`` (started on first
+    use; ``timeout`` replaces the current one when given)."""
+    watchdog = _watchdogs.get(id(comm))
+    if watchdog is None:
+        if not type(comm).__module__.startswith('mpi4py'):
+            # a stand-in communicator (tests): no MPI, no thread
+            watchdog = _watchdogs[id(comm)] = _NullWatchdog()
+        else:
+            watchdog = _watchdogs[id(comm)] = _Watchdog(comm, timeout)
+    elif timeout is not None:
+        watchdog.timeout = timeout
+    return watchdog
+
+
+def guarded(comm, what: str):
+    """A context manager marking a collective call on ``comm`` for the
+    watchdog (a no-op without one)."""
+    watchdog = _watchdogs.get(id(comm))
+    if watchdog is None:
+        import contextlib
+        return contextlib.nullcontext()
+    return watchdog.guard(what)
+
+
+def announce_leaving(comm, reason: str) -> None:
+    """Tell the other ranks that this one leaves training (see
+    :class:`_Watchdog`); their watchdogs end the job."""
+    watchdog = _watchdogs.get(id(comm))
+    if watchdog is not None:
+        watchdog.announce(f'{reason} (rank {comm.Get_rank()})')
+
+
 def communicator_of(stepper):
     """The communicator of a :class:`DataParallel` stepper with more than
     one process, else None (single-process training).
@@ -224,6 +399,12 @@ class DataParallel(Describable):
         check_finite: before the Allreduce, check that the local gradients
             are finite and raise FloatingPointError naming the rank if not
             (a NaN would otherwise spread to every rank).
+        timeout: seconds a collective call of the training may wait for
+            the other ranks before the watchdog ends the job (None: no
+            limit). When a rank leaves training in any other way
+            (exception, ``sys.exit``, short data, its process ending) it
+            tells the others, which end at once. See
+            :class:`_Watchdog`.
 
     Raises:
         TrainingValidationError: if ``stepper`` is not a stepper.
@@ -233,10 +414,11 @@ class DataParallel(Describable):
     __undescribed__ = {'_comm': None, '_reseeded': None,
                        '_sizes': None, '_maintained': None,
                        '_maintained_values': None}
-    __default_values__ = {'check_finite': True}
-    _own_attributes = frozenset({'stepper', 'check_finite'})
+    __default_values__ = {'check_finite': True, 'timeout': 600.0}
+    _own_attributes = frozenset({'stepper', 'check_finite', 'timeout'})
 
-    def __init__(self, stepper, comm=None, check_finite: bool = True):
+    def __init__(self, stepper, comm=None, check_finite: bool = True,
+                 timeout: float | None = 600.0):
         if not isinstance(stepper, TrainingStepper):
             raise TrainingValidationError(
                 'DataParallel: stepper must be a TrainingStepper (e.g. '
@@ -245,8 +427,15 @@ class DataParallel(Describable):
             raise TrainingValidationError(
                 'DataParallel: check_finite must be a bool. Received: '
                 f'check_finite={check_finite!r}')
+        if timeout is not None and (
+                isinstance(timeout, bool) or
+                not isinstance(timeout, (int, float)) or not timeout > 0):
+            raise TrainingValidationError(
+                'DataParallel: timeout must be a positive number of seconds '
+                f'or None. Received: timeout={timeout!r}')
         self.stepper = stepper
         self.check_finite = check_finite
+        self.timeout = timeout
         self._comm = comm
         self._reseeded = None
         # set by start(net)
@@ -297,8 +486,10 @@ class DataParallel(Describable):
             self.stepper.start(net)
             return
         abort_on_exception(comm)
-        _on_host(net.handler, net.buffer.parameters,
-                 lambda values: comm.Bcast(values, root=0))
+        watchdog = watchdog_of(comm, getattr(self, 'timeout', 600.0))
+        with watchdog.guard('the parameter broadcast of DataParallel.start'):
+            _on_host(net.handler, net.buffer.parameters,
+                     lambda values: comm.Bcast(values, root=0))
         self._reseed(net)
         self._sizes = np.zeros(1, dtype=np.float64)
         self._find_maintained_parameters(net)
@@ -372,7 +563,8 @@ class DataParallel(Describable):
         local = _get_batch_size(net)
         sizes = self._sizes
         sizes[0] = local
-        comm.Allreduce(self._mpi_in_place(), sizes)
+        with guarded(comm, 'the batch size Allreduce of a training step'):
+            comm.Allreduce(self._mpi_in_place(), sizes)
         total = sizes[0]
         if self.check_finite and not h.is_fully_finite(gradients):
             losses = net.get_loss_values()
@@ -386,10 +578,12 @@ class DataParallel(Describable):
             raise TrainingValidationError(
                 'DataParallel: all ranks received empty batches.')
         h.mult_st(float(local / total), gradients, gradients)
-        if self._maintained is not None:
-            self._average_maintained_parameters(net, float(local / total))
-        _on_host(h, gradients,
-                 lambda values: comm.Allreduce(self._mpi_in_place(), values))
+        with guarded(comm, 'the gradient Allreduce of a training step'):
+            if self._maintained is not None:
+                self._average_maintained_parameters(net,
+                                                    float(local / total))
+            _on_host(h, gradients, lambda values: comm.Allreduce(
+                self._mpi_in_place(), values))
 
     @staticmethod
     def _mpi_in_place():

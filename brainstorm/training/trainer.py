@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import json
+import math
 from collections import OrderedDict
+
+import numpy as np
 
 from brainstorm._logging import get_logger
 from brainstorm.describable import Describable, get_description
+from brainstorm.handlers.base_handler import (
+    first_use_owner,
+    peek_random_state,
+)
 from brainstorm.randomness import global_rnd
 from brainstorm.scorers import (
     aggregate_losses_and_scores,
@@ -20,10 +27,17 @@ from brainstorm.training.checkpoint import (
     write_checkpoint,
 )
 from brainstorm.training.data_parallel import (
+    announce_leaving,
     communicator_of,
+    guarded,
     is_root_process,
+    watchdog_of,
 )
-from brainstorm.utils import IteratorValidationError, TrainingValidationError
+from brainstorm.utils import (
+    IteratorValidationError,
+    NonFiniteError,
+    TrainingValidationError,
+)
 
 __all__ = ['Trainer']
 
@@ -61,6 +75,112 @@ def _format_result(result, prefix: str = '') -> list:
     return [f'{prefix[:-1]}: {result}']
 
 
+class _FiniteCheck:
+    """The trainer's check, after every update, that the training loss and
+    all parameters are finite and no parameter is beyond ``max_abs``.
+
+    The loss is checked after every update; the parameters whenever hooks
+    are due (before they run, so no hook sees or saves a broken network),
+    which is after every update when an ``'update'`` hook has interval 1,
+    else at least once per epoch. A non-finite parameter makes the next
+    loss non-finite, so it is caught one update later at most, unless it
+    does not enter the forward pass (e.g. BatchNorm's running statistics)
+    or is only too large: then when the next hook is due.
+
+    The fast parameter test is one dot product of the flat parameter array with
+    itself: it is finite and at most ``max_abs ** 2`` exactly when nothing
+    is wrong (NaN and inf propagate, and every value is at most the norm).
+    Only when it fails are the layers searched, which also tells a large
+    norm of moderate values (no error) from a real problem.
+    """
+
+    def __init__(self, net, max_abs: float | None):
+        self.net = net
+        self.max_abs = max_abs
+        self.limit = math.inf if max_abs is None else float(max_abs) ** 2
+        self.last_finite_loss = None
+        self.last_finite_update = None
+        params = net.buffer.parameters
+        self._numpy = isinstance(params, np.ndarray) and params.ndim == 1
+        if not self._numpy and params.size:
+            self._flat = params.reshape((1, params.size))
+            self._out = net.handler.zeros((1, 1))
+
+    def _square_norm(self) -> float:
+        params = self.net.buffer.parameters
+        if not params.size:
+            return 0.0
+        if self._numpy:
+            return float(np.dot(params, params))
+        h = self.net.handler
+        h.dot_mm(self._flat, self._flat, self._out, transb=True)
+        return float(h.get_numpy_copy(self._out).ravel()[0])
+
+    def check_loss(self, trainer, update_nr: int) -> None:
+        """After every update: the training loss (a few microseconds)."""
+        loss = self.net.get_loss_values()['total_loss']
+        if not math.isfinite(loss):
+            self._fail(trainer, update_nr, loss)
+        self.last_finite_loss, self.last_finite_update = loss, update_nr
+
+    def check_parameters(self, trainer, update_nr: int) -> None:
+        """Before hooks run: the parameters (one read of all of them)."""
+        square = self._square_norm()
+        if not square <= self.limit and self._locate() is not None:
+            self._fail(trainer, update_nr, None)
+
+    def _locate(self, loss_first: bool = False):
+        """(layer, buffer, what) of the first problem in canonical layer
+        order: parameters first, then internals and outputs (the other way
+        round for a non-finite loss: the outputs of the forward pass show
+        where it began, the parameters are already updated with it)."""
+        net, h = self.net, self.net.handler
+        order = [('parameters',), ('internals', 'outputs')]
+        for kinds in order[::-1] if loss_first else order:
+            for lname in net.layers:
+                view = net.buffer[lname]
+                for kind in kinds:
+                    for name in view[kind].keys() if kind in view else ():
+                        values = h.get_numpy_copy(view[kind][name])
+                        bad = ~np.isfinite(values)
+                        if bad.any():
+                            nan = int(np.isnan(values).sum())
+                            return (lname, f'{kind}.{name}',
+                                    f'{nan} NaN and {int(bad.sum()) - nan} '
+                                    f'infinite of {values.size} values')
+                        if kind == 'parameters' and self.max_abs is not \
+                                None and values.size and \
+                                np.abs(values).max() > self.max_abs:
+                            return (lname, f'{kind}.{name}',
+                                    f'values up to {np.abs(values).max():.3g}'
+                                    f' in magnitude, beyond max_abs_parameter'
+                                    f'={self.max_abs:g}: training diverged')
+        return None
+
+    def _fail(self, trainer, update_nr: int, loss) -> None:
+        loss_failed = loss is not None and not math.isfinite(loss)
+        where = self._locate(loss_first=loss_failed)
+        if loss_failed:
+            what = f'the training loss is {loss}'
+        else:
+            what = 'a parameter is not finite or too large'
+        if where is None:
+            place = 'no layer buffer holds a non-finite value'
+        else:
+            place = (f"first problem in layer '{where[0]}', buffer "
+                     f"'{where[1]}' ({where[2]})")
+        if self.last_finite_loss is None:
+            last = 'no finite training loss before it'
+        else:
+            last = (f'last finite training loss {self.last_finite_loss:.6g} '
+                    f'at update {self.last_finite_update}')
+        raise NonFiniteError(
+            f'Trainer: training stopped at update {update_nr} (epoch '
+            f'{trainer.current_epoch_nr}): {what}; {place}; {last}. Lower '
+            'the learning rate, clip gradients (clip_norm=...) or check the '
+            'data. Trainer(check_finite=False) turns this check off.')
+
+
 def _jsonable(value):
     return json.loads(json.dumps(get_description(value)))
 
@@ -77,6 +197,7 @@ class _Run:
         self.batches_done = 0
         self.epoch_scores = {}
         self.epoch_start_iterator_states = None
+        self.finite_check = None
 
 
 class Trainer(Describable):
@@ -86,6 +207,18 @@ class Trainer(Describable):
         stepper: the :class:`~brainstorm.training.steppers.TrainingStepper`.
         verbose: whether hooks print (unless a hook sets its own
             ``verbose``) and the trainer prints an epoch header.
+        check_finite: raise, before any hook sees the broken network,
+            :class:`~brainstorm.utils.NonFiniteError` if the training loss
+            or a parameter is NaN or infinite, or a parameter's magnitude
+            exceeds ``max_abs_parameter``. The loss is checked after every
+            update, the parameters before hooks run (one dot product over
+            them; costs in ``benchmarks/README.md``).
+        max_abs_parameter: the largest parameter magnitude accepted by the
+            check (None: no limit). Steppers that normalise their steps
+            (Adam, RMSProp) diverge with finite values and, through the
+            clipped SoftmaxCE loss, a normal-looking loss; this limit
+            catches them. The default 1e7 is near 2**24, beyond which a
+            float32 parameter no longer changes by steps below 1.
 
     Attributes:
         hooks: OrderedDict hook name -> hook, in the order they run.
@@ -115,16 +248,32 @@ class Trainer(Describable):
 
     __undescribed__ = {'current_epoch_nr': 0, 'current_update_nr': 0,
                        'logs': {}, 'results': {}, '_started': False,
-                       '_resume': None, '_run': None}
-    __default_values__ = {'verbose': True}
+                       '_resume': None, '_run': None, '_initial_done': ()}
+    __default_values__ = {'verbose': True, 'check_finite': True,
+                          'max_abs_parameter': 1e7}
 
-    def __init__(self, stepper, verbose: bool = True):
+    def __init__(self, stepper, verbose: bool = True,
+                 check_finite: bool = True,
+                 max_abs_parameter: float | None = 1e7):
         if not (hasattr(stepper, 'start') and hasattr(stepper, 'run')):
             raise TrainingValidationError(
                 'Trainer: stepper must be a TrainingStepper (with start(net) '
                 f'and run()). Received: {stepper!r}')
+        if not isinstance(check_finite, bool):
+            raise TrainingValidationError(
+                'Trainer: check_finite must be a bool. Received: '
+                f'check_finite={check_finite!r}')
+        if max_abs_parameter is not None and (
+                isinstance(max_abs_parameter, bool) or
+                not isinstance(max_abs_parameter, (int, float)) or
+                not max_abs_parameter > 0):
+            raise TrainingValidationError(
+                'Trainer: max_abs_parameter must be a positive number or '
+                f'None. Received: max_abs_parameter={max_abs_parameter!r}')
         self.stepper = stepper
         self.verbose = verbose
+        self.check_finite = check_finite
+        self.max_abs_parameter = max_abs_parameter
         self.hooks: OrderedDict = OrderedDict()
         self.train_scorers: list = []
         self.current_epoch_nr = 0
@@ -132,6 +281,7 @@ class Trainer(Describable):
         self.logs: OrderedDict = OrderedDict()
         self.results: OrderedDict = OrderedDict()
         self._started = False
+        self._initial_done: tuple = ()  # emissions at count 0 begun: 'update'...
         self._resume: dict | None = None
         self._run: _Run | None = None
 
@@ -196,6 +346,10 @@ class Trainer(Describable):
         if timescale == 'epoch' and fired and self.verbose and is_root and \
                 logs is self.logs:
             _log.info(f'{"-" * 30} Epoch {count} {"-" * 30}')
+        run = self._run
+        if fired and run is not None and run.finite_check is not None \
+                and logs is self.logs:
+            run.finite_check.check_parameters(self, self.current_update_nr)
         for name, hook in fired:
             try:
                 result = hook(epoch_nr=self.current_epoch_nr,
@@ -218,7 +372,8 @@ class Trainer(Describable):
             # a hook may ask only one rank to stop (a signal, a local
             # figure); all ranks must stop together or some would wait
             # forever in the next collective call
-            stop = comm.allreduce(int(stop)) > 0
+            with guarded(comm, 'the stop decision after the hooks'):
+                stop = comm.allreduce(int(stop)) > 0
         from brainstorm.hooks import SaveCheckpoint
         for _, hook in fired:
             if isinstance(hook, SaveCheckpoint) and self._run is not None:
@@ -230,7 +385,9 @@ class Trainer(Describable):
     @staticmethod
     def _check_lengths_agree(comm, training_data_iter) -> None:
         """All ranks must make the same number of steps per epoch."""
-        lengths = comm.allgather(getattr(training_data_iter, 'length', None))
+        with guarded(comm, 'the check of the iterator lengths'):
+            lengths = comm.allgather(getattr(training_data_iter, 'length',
+                                             None))
         if len(set(lengths)) > 1:
             raise IteratorValidationError(
                 'Trainer: in data-parallel training every rank must make the '
@@ -298,6 +455,28 @@ class Trainer(Describable):
             self._check_resume(resume, net, named_data_iters)
         self.stepper.start(net)
         comm = communicator_of(self.stepper)
+        if comm is None:
+            self._train(net, training_data_iter, named_data_iters, resume,
+                        comm)
+            return
+        # data-parallel: however this rank leaves training early, the
+        # others must learn it, or they wait forever in their next
+        # collective call (see data_parallel._Watchdog)
+        watchdog = watchdog_of(comm)
+        watchdog.training += 1
+        try:
+            self._train(net, training_data_iter, named_data_iters, resume,
+                        comm)
+        except BaseException as err:
+            announce_leaving(comm, f'{type(err).__name__}: {err} (epoch '
+                             f'{self.current_epoch_nr}, update '
+                             f'{self.current_update_nr})')
+            raise
+        finally:
+            watchdog.training -= 1
+
+    def _train(self, net, training_data_iter, named_data_iters, resume,
+               comm) -> None:
         if comm is not None:
             self._check_lengths_agree(comm, training_data_iter)
         self._start_hooks(net, named_data_iters, comm)
@@ -305,11 +484,22 @@ class Trainer(Describable):
         if resume is not None:
             self._apply_resume(resume, run)
         self._run = run
+        if getattr(self, 'check_finite', True):
+            run.finite_check = _FiniteCheck(
+                net, getattr(self, 'max_abs_parameter', 1e7))
         try:
             if not self._started:
-                self._started = True
-                stop = self._emit_hooks(net, 'update', self.logs)
+                # each emission at count 0 is recorded as done before its
+                # hooks run, so that a checkpoint written at its end (by
+                # SaveCheckpoint) resumes with what comes after it, never
+                # skipping the epoch-0 hooks
+                stop = False
+                if 'update' not in self._initial_done:
+                    self._initial_done = ('update',)
+                    stop = self._emit_hooks(net, 'update', self.logs)
+                self._initial_done = ('update', 'epoch')
                 stop = self._emit_hooks(net, 'epoch', self.logs) or stop
+                self._started = True
                 if stop:
                     return
             while True:
@@ -338,10 +528,22 @@ class Trainer(Describable):
             gather_losses_and_scores(net, self.train_scorers,
                                      run.epoch_scores)
             net.apply_weight_modifiers()
+            if run.finite_check is not None:
+                run.finite_check.check_loss(self, self.current_update_nr)
             run.batches_done += 1
             if self._emit_hooks(net, 'update', self.logs):
                 stop = True
                 break
+        length = getattr(training_data_iter, 'length', None)
+        if run.comm is not None and not stop and length is not None and \
+                run.batches_done != length:
+            # the other ranks still expect a training step's collectives
+            raise IteratorValidationError(
+                f'Trainer: rank {run.comm.Get_rank()}: the training '
+                f'iterator yielded {run.batches_done} batches in epoch '
+                f'{self.current_epoch_nr}, but its length is {length}; in '
+                'data-parallel training every rank must yield as many '
+                'batches as it declares.')
         _add_log(self.logs, 'rolling_training', aggregate_losses_and_scores(
             run.epoch_scores, net, self.train_scorers, comm=run.comm))
         run.epoch_complete = True
@@ -387,7 +589,10 @@ class Trainer(Describable):
         iterator_states = self._iterator_states(run.named_data_iters)
         if not run.epoch_complete:
             iterator_states.update(run.epoch_start_iterator_states)
-        handler_rnd = getattr(net.handler, 'rnd', None)
+        # the handler's state only if it was drawn already: reading
+        # handler.rnd would draw its seed from global_rnd now, and the run
+        # with checkpoints would differ from the one without
+        handler_rnd = peek_random_state(net.handler)
         random_states: dict = {
             'global': get_random_state(global_rnd),
             'network': get_random_state(net.rnd),
@@ -417,7 +622,8 @@ class Trainer(Describable):
         progress = {
             'current_epoch_nr': self.current_epoch_nr,
             'current_update_nr': self.current_update_nr,
-            'started': self._started,
+            'started': self._started or len(self._initial_done) == 2,
+            'initial_done': list(self._initial_done),
             'logs': logs,
             'epoch_complete': run.epoch_complete,
             'batches_done': run.batches_done,
@@ -479,6 +685,8 @@ class Trainer(Describable):
         trainer.current_epoch_nr = int(progress['current_epoch_nr'])
         trainer.current_update_nr = int(progress['current_update_nr'])
         trainer._started = bool(progress['started'])
+        trainer._initial_done = tuple(progress.get(
+            'initial_done', ('update', 'epoch') if trainer._started else ()))
         trainer.logs = _ordered(progress['logs'])
         data['filename'] = filename
         data['architecture'] = _jsonable(net.architecture)
@@ -541,11 +749,18 @@ class Trainer(Describable):
                 if state is not None and getattr(iterator, 'rnd', None) \
                         is not None:
                     set_random_state(iterator.rnd, state)
-        set_random_state(global_rnd, states['global'])
+        # the handler first: reading handler.rnd may draw a seed from
+        # global_rnd, which is restored last
+        if states['handler'] is not None:
+            handler_rnd = getattr(net.handler, 'rnd', None)
+            if handler_rnd is not None:
+                set_random_state(handler_rnd, states['handler'])
+        elif first_use_owner(net.handler) is not None:
+            # not drawn yet when the checkpoint was written: draw it from
+            # global_rnd when first needed, as the recorded run did
+            first_use_owner(net.handler).rnd = None
         set_random_state(net.rnd, states['network'])
-        handler_rnd = getattr(net.handler, 'rnd', None)
-        if states['handler'] is not None and handler_rnd is not None:
-            set_random_state(handler_rnd, states['handler'])
+        set_random_state(global_rnd, states['global'])
         run.epoch_complete = bool(progress['epoch_complete'])
         run.batches_done = int(progress['batches_done'])
         run.epoch_scores = _ordered(epoch_scores)
