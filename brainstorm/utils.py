@@ -9,7 +9,7 @@ import numpy as np
 __all__ = [
     'ValidationError', 'NetworkValidationError', 'LayerValidationError',
     'IteratorValidationError', 'StructureValidationError',
-    'TrainingValidationError', 'UnknownNameError',
+    'TrainingValidationError', 'UnknownNameError', 'DescriptionError',
     'InitializationError', 'NAME_BLACKLIST', 'is_valid_layer_name',
     'get_by_path', 'get_normalized_path', 'flatten_time',
     'flatten_time_and_features', 'flatten_features', 'flatten_all_but_last',
@@ -50,6 +50,12 @@ class UnknownNameError(TrainingValidationError, KeyError):
 
     def __str__(self):
         return str(self.args[0])
+
+
+class DescriptionError(ValidationError, TypeError):
+    """A description (from a file or a dict) cannot be turned into an
+    object: not a description, an unknown or unexpected ``@type``, or a key
+    the class does not declare."""
 
 
 class InitializationError(Exception):
