@@ -45,7 +45,9 @@ import numpy as np
 from brainstorm.utils import DescriptionError, TrainingValidationError
 
 __all__ = ['REQUIRED', 'Arg', 'Check', 'Int', 'Real', 'Bool', 'Str',
-           'Choice', 'Optional', 'Instance', 'ListOf', 'DictOf', 'AnyOf',
+           'Choice', 'Optional', 'Instance', 'Callable', 'Writable',
+           'FloatDtype', 'SEED', 'ListOf',
+           'DictOf', 'AnyOf',
            'NumericArray', 'check_arguments', 'declared_arguments']
 
 
@@ -95,8 +97,13 @@ class Int(Check):
 
     def __init__(self, low: int | None = None, high: int = MAX_INT):
         self.low, self.high = low, high
-        self.expected = (f'an int in [{low}, {high}]' if low is not None
-                         else f'an int <= {high}')
+        if low == 1 and high == MAX_INT:
+            self.expected = 'a positive int'
+        elif high == MAX_INT:
+            self.expected = f'an int >= {low}' if low is not None else 'an int'
+        else:
+            self.expected = (f'an int in [{low}, {high}]' if low is not None
+                             else f'an int <= {high}')
         self.example = low if low is not None else 0
         invalid = [1.5, 'x', True, None, high + 1]
         if low is not None:
@@ -121,8 +128,14 @@ class Real(Check):
         left = '[' if include_low else '('
         right = ']' if include_high else ')'
         word = 'a finite number' if finite else 'a number'
-        self.expected = (word if math.isinf(low) and math.isinf(high) else
-                         f'{word} in {left}{low}, {high}{right}')
+        if math.isinf(low) and math.isinf(high):
+            self.expected = word
+        elif math.isinf(high):
+            self.expected = f"{word} {'>=' if include_low else '>'} {low}"
+        elif math.isinf(low):
+            self.expected = f"{word} {'<=' if include_high else '<'} {high}"
+        else:
+            self.expected = f'{word} in {left}{low}, {high}{right}'
         if math.isfinite(low) and math.isfinite(high):
             self.example = (low + high) / 2
         elif math.isfinite(low):
@@ -218,9 +231,14 @@ class Optional(Check):
         self.check = check
         self.expected = f'None or {check.expected}'
         self.example = check.example
-        self.invalid_examples = tuple(v for v in check.invalid_examples
-                                      if v is not None)
-        self.kind = check.kind
+
+    @property
+    def invalid_examples(self):
+        return tuple(v for v in self.check.invalid_examples if v is not None)
+
+    @property
+    def kind(self):
+        return self.check.kind
 
     def normalize(self, value):
         return None if value is None else self.check.normalize(value)
@@ -237,12 +255,28 @@ class Instance(Check):
     """
 
     def __init__(self, kind, what: str | None = None, example=None):
-        self.kind = kind
+        # ``kind`` may be 'module:Class', imported on first use (for classes
+        # whose module imports the declaring one)
+        self._kind = kind
         kinds = kind if isinstance(kind, tuple) else (kind,)
-        self.expected = what or ('an instance of '
-                                 + ' or '.join(k.__name__ for k in kinds))
+        names = [k.rsplit(':', 1)[-1] if isinstance(k, str) else k.__name__
+                 for k in kinds]
+        self.expected = what or ' or '.join(
+            ('an ' if n[0] in 'AEIOU' else 'a ') + n for n in names)
         self._example = example
-        self.invalid_examples = (5, 'x', None, kinds[0], object())
+
+    @property
+    def kind(self):
+        if isinstance(self._kind, str):
+            import importlib
+            module, name = self._kind.split(':')
+            self._kind = getattr(importlib.import_module(module), name)
+        return self._kind
+
+    @property
+    def invalid_examples(self):
+        kinds = self.kind if isinstance(self.kind, tuple) else (self.kind,)
+        return (5, 'x', None, kinds[0], object())
 
     @property
     def example(self):
@@ -262,27 +296,107 @@ class Instance(Check):
         return create_from_description(described, expected=self.kind)
 
 
-class ListOf(Check):
-    """A list or tuple of values passing ``check`` (normalised to a list)."""
+class Callable(Check):
+    """Any callable that is not a class (a function, a bound method...).
 
-    def __init__(self, check, nonempty: bool = False):
+    Never restored from a description: code does not come from files.
+    """
+
+    expected = 'a callable (not a class)'
+    invalid_examples = (5, 'x', None, int)
+
+    @property
+    def example(self):
+        return _identity
+
+    def normalize(self, value):
+        if not callable(value) or isinstance(value, type):
+            raise TypeError
+        return value
+
+
+def _identity(*args, **kwargs):
+    return args[0] if args else None
+
+
+class Writable(Check):
+    """A file object open for writing text (anything with ``write``)."""
+
+    expected = 'a file object with a write() method (e.g. sys.stdout)'
+    invalid_examples = ('x', 5, b'')
+
+    @property
+    def example(self):
+        import io
+        return io.StringIO()
+
+    def normalize(self, value):
+        if not callable(getattr(value, 'write', None)):
+            raise TypeError
+        return value
+
+
+class FloatDtype(Check):
+    """A NumPy floating dtype (a type like ``np.float32`` or its name)."""
+
+    expected = "a NumPy float dtype (e.g. np.float32 or 'float64')"
+    example = np.float32
+    invalid_examples = (object, 'day', np.int32, 5, None, 'object')
+
+    def normalize(self, value):
+        if value is None:
+            raise TypeError
+        try:
+            dtype = np.dtype(value)
+        except (TypeError, ValueError):
+            raise ValueError from None
+        if not np.issubdtype(dtype, np.floating):
+            raise ValueError
+        return dtype.type
+
+
+#: Seeds accepted by NumPy's RandomState.
+SEED = Int(0, 2 ** 32 - 1)
+
+
+class ListOf(Check):
+    """A list or tuple of values passing ``check`` (normalised to a list,
+    or to a tuple with ``as_tuple``), optionally of a fixed ``length``."""
+
+    def __init__(self, check, nonempty: bool = False, as_tuple: bool = False,
+                 length: int | None = None):
         self.check, self.nonempty = check, nonempty
+        self.as_tuple, self.length = as_tuple, length
         self.expected = ('a non-empty ' if nonempty else 'a ') + \
-            f'list of ({check.expected})'
-        self.example = [check.example]
-        invalid = [5, 'x', {'a': check.example}]
-        invalid += [[v] for v in check.invalid_examples[:2]]
-        if nonempty:
+            (f'list of {length} ' if length else 'list of ') + \
+            f'({check.expected})'
+
+    @property
+    def example(self):
+        return [self.check.example] * (self.length or 1)
+
+    @property
+    def invalid_examples(self):
+        invalid = [5, 'x', {'a': self.check.example}]
+        invalid += [[v] for v in self.check.invalid_examples[:2]]
+        if self.nonempty:
             invalid.append([])
-        self.invalid_examples = tuple(invalid)
-        self.kind = check.kind
+        if self.length:
+            invalid.append([self.check.example] * (self.length + 1))
+        return tuple(invalid)
+
+    @property
+    def kind(self):
+        return self.check.kind
 
     def normalize(self, value):
         if not isinstance(value, (list, tuple)):
             raise ValueError
-        if self.nonempty and not value:
+        if (self.nonempty and not value) or (
+                self.length is not None and len(value) != self.length):
             raise ValueError
-        return [self.check.normalize(v) for v in value]
+        result = [_inner(self.check, v, f'[{i}]') for i, v in enumerate(value)]
+        return tuple(result) if self.as_tuple else result
 
     def restore(self, described):
         if not isinstance(described, list):
@@ -299,18 +413,30 @@ class DictOf(Check):
         self.keys = keys or Str()
         self.expected = ('a non-empty ' if nonempty else 'a ') + \
             f'dict of {self.keys.expected} to ({check.expected})'
-        self.example = {self.keys.example: check.example}
-        invalid = [5, 'x', [check.example], {3: check.example}]
-        invalid += [{self.keys.example: v} for v in check.invalid_examples[:2]]
-        if nonempty:
+
+    @property
+    def example(self):
+        return {self.keys.example: self.check.example}
+
+    @property
+    def invalid_examples(self):
+        example = self.check.example
+        invalid = [5, 'x', [example], {3: example}]
+        invalid += [{self.keys.example: v}
+                    for v in self.check.invalid_examples[:2]]
+        if self.nonempty:
             invalid.append({})
-        self.invalid_examples = tuple(invalid)
-        self.kind = check.kind
+        return tuple(invalid)
+
+    @property
+    def kind(self):
+        return self.check.kind
 
     def normalize(self, value):
         if not isinstance(value, dict) or (self.nonempty and not value):
             raise ValueError
-        return type(value)((self.keys.normalize(k), self.check.normalize(v))
+        return type(value)((_inner(self.keys, k, f' key {k!r}'),
+                            _inner(self.check, v, f'[{k!r}]'))
                            for k, v in value.items())
 
     def restore(self, described):
@@ -327,16 +453,25 @@ class AnyOf(Check):
     def __init__(self, *checks):
         self.checks = checks
         self.expected = ' or '.join(c.expected for c in checks)
-        self.example = checks[0].example
+
+    @property
+    def invalid_examples(self):
         invalid = []
-        for check in checks:
+        for check in self.checks:
             for bad in check.invalid_examples:
-                if not any(_passes(c, bad) for c in checks) and \
+                if not any(_passes(c, bad) for c in self.checks) and \
                         not any(bad is v for v in invalid):
                     invalid.append(bad)
-        self.invalid_examples = tuple(invalid)
-        kinds = tuple(c.kind for c in checks if c.kind is not None)
-        self.kind = kinds[0] if len(kinds) == 1 else (kinds or None)
+        return tuple(invalid)
+
+    @property
+    def kind(self):
+        kinds = tuple(c.kind for c in self.checks if c.kind is not None)
+        return kinds[0] if len(kinds) == 1 else (kinds or None)
+
+    @property
+    def example(self):
+        return self.checks[0].example
 
     def normalize(self, value):
         for check in self.checks:
@@ -364,17 +499,25 @@ class NumericArray(Check):
     """A NumPy array (or nested lists) of finite real numbers; not ragged,
     not masked."""
 
-    def __init__(self, min_ndim: int = 0, allow_bool: bool = True):
+    def __init__(self, min_ndim: int = 0, allow_bool: bool = True,
+                 finite: bool = True):
         self.min_ndim = min_ndim
         self.allow_bool = allow_bool
-        self.expected = ('an array of finite numbers'
+        self.finite = finite
+        self.expected = (('a numeric array of finite values' if finite
+                          else 'a numeric array')
                          + (f' with at least {min_ndim} dimensions'
                             if min_ndim else ''))
         self.example = np.ones((2,) * max(min_ndim, 1))
-        self.invalid_examples = (
-            'x', None, [[1.0], [1.0, 2.0]], np.array([1.0, np.nan]),
-            np.ma.masked_array([1.0, 2.0], mask=[True, False]),
-            np.array(['a', 'b']))
+        invalid = [
+            'x', None, [[1.0], [1.0, 2.0]],
+            np.ma.masked_array(self.example, mask=True),
+            np.array(['a', 'b']), np.zeros(2, dtype=object)]
+        if finite:
+            invalid.append(np.full(self.example.shape, np.nan))
+        if min_ndim:
+            invalid.append(np.ones((2,) * (min_ndim - 1)))
+        self.invalid_examples = tuple(invalid)
 
     def normalize(self, value):
         if isinstance(value, np.ma.MaskedArray):
@@ -392,11 +535,29 @@ class NumericArray(Check):
         if np.issubdtype(array.dtype, np.complexfloating):
             raise ValueError
         if array.ndim < self.min_ndim:
-            raise ValueError
-        if np.issubdtype(array.dtype, np.floating) and \
+            raise ValueError(f'it has shape {array.shape}')
+        if self.finite and np.issubdtype(array.dtype, np.floating) and \
                 not np.isfinite(array).all():
             raise ValueError('it holds NaN or Inf')
         return value if isinstance(value, np.ndarray) else array
+
+
+class _At(ValueError):
+    """A value inside a container failed its check: ``path`` locates it
+    (e.g. ``"['a']"`` or ``"[2]"``), ``expected`` says what it must be."""
+
+    def __init__(self, path: str, expected: str, detail: str = ''):
+        super().__init__(detail)
+        self.path, self.expected, self.detail = path, expected, detail
+
+
+def _inner(check, value, path: str):
+    try:
+        return check.normalize(value)
+    except _At as err:
+        raise _At(path + err.path, err.expected, err.detail) from None
+    except (ValueError, TypeError) as err:
+        raise _At(path, check.expected, str(err)) from None
 
 
 def _passes(check, value) -> bool:
@@ -425,17 +586,21 @@ class Arg:
         state: the attribute is described state, not a constructor argument
             (checked only when restoring).
         doc: one line for the docs.
+        label: for ``'**name'`` declarations (each value of a ``**kwargs``
+            argument): how a value is named in messages, e.g.
+            ``"data '{}'"``.
     """
 
     def __init__(self, check, default=REQUIRED, attr: str | None = None,
                  init_only: bool = False, state: bool = False,
-                 doc: str = ''):
+                 doc: str = '', label: str = "'{}'"):
         self.check = check
         self.default = default
         self.attr = attr
         self.init_only = init_only
         self.state = state
         self.doc = doc
+        self.label = label
 
     def __repr__(self):
         return (f'Arg({self.check.expected}, default={self.default!r}'
@@ -454,7 +619,8 @@ def _error_class(cls):
     return getattr(cls, '__argument_error__', TrainingValidationError)
 
 
-def check_value(owner: str, cls, name: str, arg: Arg, value):
+def check_value(owner: str, cls, name: str, arg: Arg, value,
+                shown: str | None = None):
     """Check one value against its declaration; return it normalised.
 
     Raises:
@@ -465,11 +631,18 @@ def check_value(owner: str, cls, name: str, arg: Arg, value):
         return None
     try:
         return arg.check.normalize(value)
+    except _At as err:
+        detail = f' ({err.detail})' if err.detail else ''
+        raise _error_class(cls)(
+            f'{owner}: {shown or name}{err.path} must be {err.expected}'
+            f'{detail}. Received: {shown or name}={_short(value)}') from None
     except (ValueError, TypeError) as err:
         detail = f' ({err})' if str(err) else ''
+        received = f'{name}={_short(value)}' if shown is None else \
+            _short(value)
         raise _error_class(cls)(
-            f'{owner}: {name} must be {arg.check.expected}{detail}. '
-            f'Received: {name}={_short(value)}') from None
+            f'{owner}: {shown or name} must be {arg.check.expected}{detail}. '
+            f'Received: {received}') from None
 
 
 def check_arguments(cls, owner: str, values: dict) -> dict:
@@ -501,7 +674,8 @@ def checked_init(init):
                 each = declared.get('**' + name)
                 if each is not None:
                     bound.arguments[name] = {
-                        k: check_value(owner, cls, k, each, v)
+                        k: check_value(owner, cls, k, each, v,
+                                       shown=each.label.format(k))
                         for k, v in value.items()}
                 continue
             arg = declared.get(name)

@@ -25,6 +25,19 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
+from brainstorm.arguments import (
+    AnyOf,
+    Arg,
+    Bool,
+    DictOf,
+    Instance,
+    Int,
+    ListOf,
+    NumericArray,
+    Optional,
+    Real,
+    Str,
+)
 from brainstorm.randomness import RandomState, Seedable
 from brainstorm.utils import IteratorValidationError
 
@@ -129,6 +142,15 @@ def _check_numbers(owner: str, argument: str, values: Mapping,
 
 # ------------------------------------------------------------------ base ---
 
+#: Named data: numeric arrays (T, B, ...); NaN/Inf are the data's business.
+_DATA = NumericArray(min_ndim=3, finite=False)
+
+
+def _example_iterator():
+    """A small valid iterator (the declarations' example for ``iter``)."""
+    return Undivided(a=np.zeros((1, 2, 4, 4, 1)))
+
+
 class DataIterator(Seedable):
     """Base class of all data iterators.
 
@@ -136,6 +158,12 @@ class DataIterator(Seedable):
         data_shapes: maps each data name to the full shape of its data.
         length: number of batches per pass.
     """
+
+    __argument_error__ = IteratorValidationError
+    __arguments__ = {
+        'data_shapes': Arg(DictOf(ListOf(Int(0), as_tuple=True))),
+        'length': Arg(Int(0)),
+    }
 
     def __init__(self, data_shapes: dict[str, tuple[int, ...]], length: int):
         super().__init__()
@@ -174,6 +202,12 @@ class Undivided(DataIterator):
         total_size: the number of samples (B).
     """
 
+    __arguments__ = {
+        '**named_data': Arg(_DATA, label="data '{}'"),
+        'data': Arg(DictOf(_DATA), state=True),
+        'total_size': Arg(Int(0), state=True),
+    }
+
     def __init__(self, **named_data: np.ndarray):
         data = _check_named_data('Undivided', named_data)
         super().__init__({name: d.shape for name, d in data.items()}, 1)
@@ -209,6 +243,17 @@ class Minibatches(DataIterator):
         sample_size: the number of samples (B of the data).
         seq_lens: per-sample sequence lengths, or None if nothing is cut.
     """
+
+    __arguments__ = {
+        'batch_size': Arg(Int(1), default=1),
+        'shuffle': Arg(Bool(), default=True),
+        'cut_according_to': Arg(AnyOf(Str(), ListOf(Int(0))), default='mask',
+                                init_only=True),
+        '**named_data': Arg(_DATA, label="data '{}'"),
+        'data': Arg(DictOf(_DATA), state=True),
+        'sample_size': Arg(Int(0), state=True),
+        'seq_lens': Arg(Optional(ListOf(Int(0))), state=True),
+    }
 
     def __init__(self, batch_size: int = 1, shuffle: bool = True,
                  cut_according_to='mask', **named_data: np.ndarray):
@@ -278,6 +323,12 @@ class AddGaussianNoise(DataIterator):
             same names as ``std_dict`` if given.
     """
 
+    __arguments__ = {
+        'iter': Arg(Instance(DataIterator, example=_example_iterator)),
+        'std_dict': Arg(DictOf(Real(0))),
+        'mean_dict': Arg(Optional(DictOf(Real())), default=None),
+    }
+
     def __init__(self, iter: DataIterator, std_dict: dict[str, float],
                  mean_dict: dict[str, float] | None = None):
         _check_iterator('AddGaussianNoise', iter)
@@ -324,6 +375,12 @@ class AddSaltNPepper(DataIterator):
         ratio_dict: data name -> salt ratio ``r`` in [0, 1] (default 0.5).
     """
 
+    __arguments__ = {
+        'iter': Arg(Instance(DataIterator, example=_example_iterator)),
+        'prob_dict': Arg(DictOf(Real(0, 1))),
+        'ratio_dict': Arg(Optional(DictOf(Real(0, 1))), default=None),
+    }
+
     def __init__(self, iter: DataIterator, prob_dict: dict[str, float],
                  ratio_dict: dict[str, float] | None = None):
         _check_iterator('AddSaltNPepper', iter)
@@ -369,6 +426,11 @@ class Flip(DataIterator):
         prob_dict: data name -> flip probability in [0, 1]; default
             ``{'default': 0.5}``.
     """
+
+    __arguments__ = {
+        'iter': Arg(Instance(DataIterator, example=_example_iterator)),
+        'prob_dict': Arg(Optional(DictOf(Real(0, 1))), default=None),
+    }
 
     def __init__(self, iter: DataIterator,
                  prob_dict: dict[str, float] | None = None):
@@ -426,6 +488,11 @@ class MultiHot(DataIterator):
         vocab_size_dict: data name -> vocabulary size V (int).
     """
 
+    __arguments__ = {
+        'iter': Arg(Instance(DataIterator, example=_example_iterator)),
+        'vocab_size_dict': Arg(DictOf(Int(1))),
+    }
+
     def __init__(self, iter: DataIterator, vocab_size_dict: dict[str, int]):
         kind = type(self).__name__
         _check_iterator(kind, iter)
@@ -482,6 +549,12 @@ class Pad(DataIterator):
         value_dict: data name -> padding value (default 0).
     """
 
+    __arguments__ = {
+        'iter': Arg(Instance(DataIterator, example=_example_iterator)),
+        'size_dict': Arg(DictOf(Int(0))),
+        'value_dict': Arg(Optional(DictOf(Real())), default=None),
+    }
+
     def __init__(self, iter: DataIterator, size_dict: dict[str, int],
                  value_dict: dict[str, float] | None = None):
         _check_iterator('Pad', iter)
@@ -535,6 +608,11 @@ class RandomCrop(DataIterator):
         iter: the wrapped iterator (kept as ``self.iter``).
         shape_dict: data name -> ``(h, w)`` with ``h <= H`` and ``w <= W``.
     """
+
+    __arguments__ = {
+        'iter': Arg(Instance(DataIterator, example=_example_iterator)),
+        'shape_dict': Arg(DictOf(ListOf(Int(1), as_tuple=True, length=2))),
+    }
 
     def __init__(self, iter: DataIterator,
                  shape_dict: dict[str, tuple[int, int]]):
@@ -603,6 +681,12 @@ class Shard(DataIterator):
         size: the number of processes; default: the size of
             ``MPI.COMM_WORLD`` (1 without mpi4py).
     """
+
+    __arguments__ = {
+        'iter': Arg(Instance(DataIterator, example=_example_iterator)),
+        'rank': Arg(Optional(Int(0)), default=None),
+        'size': Arg(Optional(Int(1)), default=None),
+    }
 
     def __init__(self, iter: DataIterator, rank: int | None = None,
                  size: int | None = None):

@@ -88,9 +88,9 @@ class Describable:
 
         Each described attribute goes through the check declared for it in
         ``__arguments__`` (the one ``__init__`` uses). A class that declares
-        its own ``__arguments__`` accepts no other key; a class without own
-        declarations (e.g. a user's subclass) also accepts undeclared keys,
-        restored as plain values. Dunder keys are refused unless declared,
+        its own ``__arguments__`` (and every class of the library) accepts
+        no other key; a user's subclass without own declarations also
+        accepts undeclared keys. Dunder keys are refused unless declared,
         and private ``_x`` keys of declaring classes too.
 
         Raises:
@@ -101,7 +101,10 @@ class Describable:
         """
         from brainstorm.arguments import check_value, declared_arguments
         declared = declared_arguments(cls)
-        strict = '__arguments__' in cls.__dict__
+        # The library's own classes describe nothing beyond their
+        # declarations; a user's subclass may add undeclared members.
+        strict = ('__arguments__' in cls.__dict__
+                  or cls.__module__.split('.')[0] == 'brainstorm')
         by_attr = {}
         for name, arg in declared.items():
             if not arg.init_only and not name.startswith('**'):

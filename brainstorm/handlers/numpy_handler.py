@@ -7,6 +7,7 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from brainstorm.arguments import SEED, Arg, FloatDtype, Optional
 from brainstorm.handlers.base_handler import Handler
 from brainstorm.randomness import global_rnd
 
@@ -27,6 +28,11 @@ class NumpyHandler(Handler):
             :data:`brainstorm.randomness.global_rnd` if None).
     """
 
+    __arguments__ = {
+        'dtype': Arg(FloatDtype(), default=np.float32),
+        'seed': Arg(Optional(SEED), default=None, init_only=True),
+    }
+
     array_type = np.ndarray
     context = 'numpy'
 
@@ -44,7 +50,7 @@ class NumpyHandler(Handler):
 
     def __init_from_description__(self, description: dict) -> None:
         """Recreate from :meth:`__describe__`'s output (fresh ``rnd``)."""
-        self.__init__(np.dtype(description['dtype']).type)
+        self.__init__(self.dtype)
 
     def __getstate__(self):
         state = super().__getstate__()

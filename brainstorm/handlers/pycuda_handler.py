@@ -69,6 +69,7 @@ import operator
 
 import numpy as np
 
+from brainstorm.arguments import SEED, Arg, Optional
 from brainstorm.handlers import _cuda_kernels as kernels
 from brainstorm.handlers._cublas import Cublas, row_major_gemm, row_major_ld
 from brainstorm.handlers.base_handler import Handler
@@ -381,6 +382,10 @@ class PyCudaHandler(Handler):
     Raises:
         ImportError: if PyCUDA cannot be imported (with install hints).
     """
+
+    __arguments__ = {
+        'seed': Arg(Optional(SEED), default=None, init_only=True),
+    }
 
     dtype = np.float32
     array_type = GPUView

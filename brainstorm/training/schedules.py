@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from brainstorm.arguments import Arg, Int, ListOf, Real
 from brainstorm.describable import Describable
 from brainstorm.training.utils import check_int, check_number
 from brainstorm.utils import TrainingValidationError
@@ -55,6 +56,12 @@ class Linear(Schedule):
         num_changes: number of changes (int >= 1).
     """
 
+    __arguments__ = {
+        'initial_value': Arg(Real()),
+        'final_value': Arg(Real()),
+        'num_changes': Arg(Int(1)),
+    }
+
     def __init__(self, initial_value: float, final_value: float,
                  num_changes: int):
         check_number('Linear', 'initial_value', initial_value)
@@ -85,6 +92,13 @@ class Exponential(Schedule):
         minimum: lower bound of the value.
         maximum: upper bound of the value.
     """
+
+    __arguments__ = {
+        'initial_value': Arg(Real()),
+        'factor': Arg(Real()),
+        'minimum': Arg(Real(finite=False), default=-math.inf),
+        'maximum': Arg(Real(finite=False), default=math.inf),
+    }
 
     __default_values__ = {'minimum': -math.inf, 'maximum': math.inf}
 
@@ -125,6 +139,12 @@ class MultiStep(Schedule):
             length, ``steps`` is not increasing, or (when called) the hook's
             interval is not 1.
     """
+
+    __arguments__ = {
+        'initial_value': Arg(Real()),
+        'steps': Arg(ListOf(Int(0))),
+        'values': Arg(ListOf(Real())),
+    }
 
     def __init__(self, initial_value: float, steps, values):
         check_number('MultiStep', 'initial_value', initial_value)
@@ -168,6 +188,11 @@ class DecreaseAfterEpoch(Schedule):
         T: number of epochs before the decrease starts (int >= 1).
     """
 
+    __arguments__ = {
+        'initial_value': Arg(Real()),
+        'T': Arg(Int(1)),
+    }
+
     def __init__(self, initial_value: float, T: int):
         check_number('DecreaseAfterEpoch', 'initial_value', initial_value)
         check_int('DecreaseAfterEpoch', 'T', T, low=1)
@@ -195,6 +220,14 @@ class CosineWithWarmup(Schedule):
         warmup_changes: number of warm-up changes (0: none).
         warmup_start: the value at ``k = 0`` if there is a warm-up.
     """
+
+    __arguments__ = {
+        'initial_value': Arg(Real()),
+        'num_changes': Arg(Int(1)),
+        'final_value': Arg(Real(), default=0.0),
+        'warmup_changes': Arg(Int(0), default=0),
+        'warmup_start': Arg(Real(), default=0.0),
+    }
 
     __default_values__ = {'final_value': 0.0, 'warmup_changes': 0,
                           'warmup_start': 0.0}

@@ -31,6 +31,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from brainstorm.arguments import Arg, Bool, DictOf, Instance, Optional, Real
 from brainstorm.describable import Describable
 from brainstorm.training.utils import check_number
 from brainstorm.utils import TrainingValidationError
@@ -74,6 +75,10 @@ class TrainingStepper(Describable):
         last_gradient_norm: the global gradient norm of the last step if
             ``clip_norm`` is set, else None.
     """
+
+    __arguments__ = {
+        'clip_norm': Arg(Optional(Real(0, include_low=False)), default=None),
+    }
 
     __undescribed__ = {'net': None, '_parts': None, 'last_gradient_norm': None}
     __default_values__ = {'clip_norm': None}
@@ -242,6 +247,8 @@ class ForwardStepper(TrainingStepper):
         use_training_pass: run the forward pass as a training pass.
     """
 
+    __arguments__ = {'use_training_pass': Arg(Bool(), default=False)}
+
     def __init__(self, use_training_pass: bool = False):
         super().__init__()
         self.use_training_pass = use_training_pass
@@ -262,6 +269,8 @@ class SgdStepper(TrainingStepper):
         learning_rate: step size (>= 0).
         clip_norm: see :class:`TrainingStepper`.
     """
+
+    __arguments__ = {'learning_rate': Arg(Real(0), default=0.1)}
 
     def __init__(self, learning_rate: float = 0.1,
                  clip_norm: float | None = None):
@@ -293,6 +302,12 @@ class MomentumStepper(TrainingStepper):
             (must be a bool).
         clip_norm: see :class:`TrainingStepper`.
     """
+
+    __arguments__ = {
+        'learning_rate': Arg(Real(0), default=0.1),
+        'momentum': Arg(Real(0, 1, include_high=False), default=0.0),
+        'scale_learning_rate': Arg(Bool(), default=True),
+    }
 
     def __init__(self, learning_rate: float = 0.1, momentum: float = 0.0,
                  scale_learning_rate: bool = True,
@@ -364,6 +379,12 @@ class RMSPropStepper(TrainingStepper):
         clip_norm: see :class:`TrainingStepper`.
     """
 
+    __arguments__ = {
+        'learning_rate': Arg(Real(0), default=0.001),
+        'decay': Arg(Real(0, 1, include_high=False), default=0.9),
+        'epsilon': Arg(Real(0, include_low=False), default=1e-8),
+    }
+
     def __init__(self, learning_rate: float = 0.001, decay: float = 0.9,
                  epsilon: float = 1e-8, clip_norm: float | None = None):
         self.learning_rate = learning_rate
@@ -415,6 +436,13 @@ class AdamStepper(TrainingStepper):
     Attributes:
         step_count: the number of updates since :meth:`start`.
     """
+
+    __arguments__ = {
+        'learning_rate': Arg(Real(0), default=0.001),
+        'beta1': Arg(Real(0, 1, include_high=False), default=0.9),
+        'beta2': Arg(Real(0, 1, include_high=False), default=0.999),
+        'epsilon': Arg(Real(0, include_low=False), default=1e-8),
+    }
 
     __undescribed__ = {'step_count': 0}
 
@@ -494,6 +522,8 @@ class AdamWStepper(AdamStepper):
         clip_norm: see :class:`TrainingStepper`.
     """
 
+    __arguments__ = {'weight_decay': Arg(Real(0), default=0.01)}
+
     def __init__(self, learning_rate: float = 0.001, beta1: float = 0.9,
                  beta2: float = 0.999, epsilon: float = 1e-8,
                  weight_decay: float = 0.01, clip_norm: float | None = None):
@@ -550,6 +580,12 @@ class MultiStepper(TrainingStepper):
         assignment: after :meth:`start`, layer name -> pattern of its
             stepper.
     """
+
+    __arguments__ = {
+        'steppers': Arg(DictOf(Instance(TrainingStepper,
+                                        example=lambda: SgdStepper()),
+                               nonempty=True)),
+    }
 
     __undescribed__ = {'assignment': None}
 

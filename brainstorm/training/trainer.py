@@ -6,6 +6,7 @@ import json
 import sys
 from collections import OrderedDict
 
+from brainstorm.arguments import Arg, Bool, DictOf, Instance, ListOf
 from brainstorm.describable import Describable, get_description
 from brainstorm.randomness import global_rnd
 from brainstorm.scorers import (
@@ -20,9 +21,11 @@ from brainstorm.training.checkpoint import (
     write_checkpoint,
 )
 from brainstorm.training.data_parallel import (
+    DataParallel,
     communicator_of,
     is_root_process,
 )
+from brainstorm.training.steppers import SgdStepper, TrainingStepper
 from brainstorm.utils import IteratorValidationError, TrainingValidationError
 
 __all__ = ['Trainer']
@@ -110,6 +113,14 @@ class Trainer(Describable):
     hook on any rank asks to stop; and writes checkpoints on rank 0 with
     the random states of every rank.
     """
+
+    __arguments__ = {
+        'stepper': Arg(Instance((TrainingStepper, DataParallel),
+                            example=lambda: SgdStepper())),
+        'verbose': Arg(Bool(), default=True),
+        'hooks': Arg(DictOf(Instance('brainstorm.hooks:Hook')), state=True),
+        'train_scorers': Arg(ListOf(Instance('brainstorm.scorers:Scorer')), state=True),
+    }
 
     __undescribed__ = {'current_epoch_nr': 0, 'current_update_nr': 0,
                        'logs': {}, 'results': {}, '_started': False,
