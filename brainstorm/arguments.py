@@ -48,7 +48,7 @@ __all__ = ['REQUIRED', 'Arg', 'Check', 'Int', 'Real', 'Bool', 'Str',
            'Choice', 'Optional', 'Instance', 'Callable', 'Writable',
            'FloatDtype', 'SEED', 'ListOf',
            'DictOf', 'AnyOf',
-           'NumericArray', 'check_arguments', 'declared_arguments']
+           'NumericArray', 'check_arguments', 'declared_arguments', 'declare']
 
 
 class _Required:
@@ -686,3 +686,50 @@ def checked_init(init):
 
     __init__.__checked__ = True
     return __init__
+
+
+def declare(error=TrainingValidationError, **arguments):
+    """Declare and check the arguments of a function or method.
+
+    ``@declare(NetworkValidationError, seed=Arg(Optional(SEED)))`` checks
+    ``seed`` on every call (normalised values are passed on) and keeps the
+    declarations in ``function.__arguments__`` (with the error class in
+    ``function.__argument_error__``), where the tests find them.
+    """
+    def decorate(function):
+        signature = inspect.signature(function)
+        owner = function.__qualname__
+        holder = type(owner, (), {'__arguments__': arguments,
+                                  '__argument_error__': error})
+
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError as err:
+                # Python's own message, with the function named
+                raise TypeError(f'{owner}: {err}') from None
+            for name, value in list(bound.arguments.items()):
+                kind = signature.parameters[name].kind
+                if kind is inspect.Parameter.VAR_KEYWORD:
+                    each = arguments.get('**' + name)
+                    if each is not None:
+                        bound.arguments[name] = {
+                            k: check_value(owner, holder, k, each, v,
+                                           shown=each.label.format(k))
+                            for k, v in value.items()}
+                elif kind is inspect.Parameter.VAR_POSITIONAL:
+                    each = arguments.get('*' + name)
+                    if each is not None:
+                        bound.arguments[name] = tuple(
+                            check_value(owner, holder, f'{name}[{i}]', each,
+                                        v) for i, v in enumerate(value))
+                elif name in arguments:
+                    bound.arguments[name] = check_value(
+                        owner, holder, name, arguments[name], value)
+            return function(*bound.args, **bound.kwargs)
+
+        wrapper.__arguments__ = arguments
+        wrapper.__argument_error__ = error
+        return wrapper
+    return decorate

@@ -10,6 +10,20 @@ from collections import OrderedDict
 
 import numpy as np
 
+from brainstorm.arguments import (
+    SEED,
+    AnyOf,
+    Arg,
+    Bool,
+    Choice,
+    Int,
+    ListOf,
+    NumericArray,
+    Optional,
+    Real,
+    Str,
+    declare,
+)
 from brainstorm.structure.construction import ConstructionWrapper
 from brainstorm.utils import NetworkValidationError, ValidationError
 
@@ -26,11 +40,40 @@ def _as_shape(shape, what: str) -> tuple:
     if not isinstance(shape, (tuple, list)) or not shape or not all(
             isinstance(s, int) and not isinstance(s, bool) and s > 0
             for s in shape):
-        raise ValueError(f'{what} must be a positive int or a tuple of '
-                         f'positive ints. Received: {shape!r}')
+        raise NetworkValidationError(
+            f'{what} must be a positive int or a tuple of positive ints. '
+            f'Received: {shape!r}')
     return tuple(shape)
 
 
+_SHAPE = AnyOf(Int(1), ListOf(Int(1), nonempty=True, as_tuple=True))
+_TASK = Choice('classification', 'multi-label', 'regression')
+_TASK_ARGUMENTS = {
+    'task_type': Arg(_TASK),
+    'in_shape': Arg(_SHAPE),
+    'out_shape': Arg(_SHAPE),
+    'data_name': Arg(Str(identifier=True), default='default'),
+    'targets_name': Arg(Str(identifier=True), default='targets'),
+    'mask_name': Arg(Optional(Str(identifier=True)), default=None),
+    'use_conv': Arg(Optional(Bool()), default=None),
+}
+
+
+def _check_distinct_names(owner: str, **names) -> None:
+    """Input output names must differ (else one array feeds two roles)."""
+    given = {k: v for k, v in names.items() if v is not None}
+    seen = {}
+    for argument, value in given.items():
+        if value in seen:
+            raise NetworkValidationError(
+                f'{owner}: {seen[value]} and {argument} must differ. '
+                f'Received: {seen[value]}={value!r}, {argument}={value!r}')
+        seen[value] = argument
+
+
+@declare(NetworkValidationError, **_TASK_ARGUMENTS,
+         projection_name=Arg(Optional(Str(identifier=True)), default=None),
+         outlayer_name=Arg(Optional(Str(identifier=True)), default=None))
 def get_in_out_layers(task_type: str, in_shape, out_shape,
                       data_name: str = 'default', targets_name: str = 'targets',
                       projection_name: str | None = None,
@@ -68,13 +111,16 @@ def get_in_out_layers(task_type: str, in_shape, out_shape,
         ['Input', 'FullyConnected', 'Output_projection', 'Output', 'Loss']
     """
     from brainstorm import layers
+    _check_distinct_names('get_in_out_layers', data_name=data_name,
+                          targets_name=targets_name, mask_name=mask_name)
     in_shape = _as_shape(in_shape, 'in_shape')
     out_shape = _as_shape(out_shape, 'out_shape')
     output_layers = {'classification': 'SoftmaxCE',
                      'multi-label': 'SigmoidCE', 'regression': 'SquaredError'}
     if task_type not in output_layers:
-        raise ValueError(f'Unknown task_type {task_type!r}: use one of '
-                         f'{sorted(output_layers)}.')
+        raise NetworkValidationError(
+            f'get_in_out_layers: unknown task_type {task_type!r}: use one '
+            f'of {sorted(output_layers)}.')
     if task_type == 'classification':
         target_shape = out_shape[:-1] + (1,)
     else:
@@ -93,9 +139,10 @@ def get_in_out_layers(task_type: str, in_shape, out_shape,
         projection = layers.Convolution2D(out_shape[-1], kernel_size=(1, 1),
                                    activation='linear', name=projection_name)
     else:
-        raise ValueError(f'Cannot choose a projection for out_shape '
-                         f'{out_shape}: give 1 (FullyConnected) or 3 '
-                         '(Convolution2D) dimensions, or set use_conv.')
+        raise NetworkValidationError(
+            f'get_in_out_layers: cannot choose a projection for out_shape '
+            f'{out_shape}: give 1 (FullyConnected) or 3 (Convolution2D) '
+            'dimensions, or set use_conv.')
     inp = layers.Input(out_shapes)
     output = getattr(layers, output_layers[task_type])(name=outlayer_name)
     projection >> output
@@ -226,6 +273,8 @@ def _layer_from_token(token: str, arguments: list):
                       'C P')
 
 
+@declare(NetworkValidationError, **_TASK_ARGUMENTS,
+         spec=Arg(Str()))
 def create_net_from_spec(task_type: str, in_shape, out_shape, spec: str,
                          data_name: str = 'default',
                          targets_name: str = 'targets',
@@ -547,6 +596,10 @@ def draw_network(network, file_name: str = 'network.png'):
 
 # ------------------------------------------------------------------ data ---
 
+@declare(NetworkValidationError,
+         seed=Arg(Optional(SEED), default=None),
+         **{'*arrays': Arg(Optional(NumericArray(min_ndim=2, finite=False)),
+                           default=None)})
 def shuffle_data(*arrays, seed: int | None = None) -> list:
     """Permute all arrays identically along axis 1 (the batch axis).
 
@@ -572,6 +625,11 @@ def shuffle_data(*arrays, seed: int | None = None) -> list:
     return [None if a is None else np.asarray(a)[:, order] for a in arrays]
 
 
+@declare(NetworkValidationError,
+         ratios=Arg(ListOf(Real(0, include_low=False), nonempty=True),
+                    default=(9, 1)),
+         **{'*arrays': Arg(Optional(NumericArray(min_ndim=2, finite=False)),
+                           default=None)})
 def split(*arrays, ratios=(9, 1)) -> list:
     """Cut arrays along axis 1 in the given ratios.
 

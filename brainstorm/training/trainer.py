@@ -6,7 +6,7 @@ import json
 import sys
 from collections import OrderedDict
 
-from brainstorm.arguments import Arg, Bool, DictOf, Instance, ListOf
+from brainstorm.arguments import Arg, Bool, DictOf, Instance, ListOf, declare
 from brainstorm.describable import Describable, get_description
 from brainstorm.randomness import global_rnd
 from brainstorm.scorers import (
@@ -26,7 +26,11 @@ from brainstorm.training.data_parallel import (
     is_root_process,
 )
 from brainstorm.training.steppers import SgdStepper, TrainingStepper
-from brainstorm.utils import IteratorValidationError, TrainingValidationError
+from brainstorm.utils import (
+    IteratorValidationError,
+    TrainingValidationError,
+    ValidationError,
+)
 
 __all__ = ['Trainer']
 
@@ -78,6 +82,9 @@ class _Run:
         self.batches_done = 0
         self.epoch_scores = {}
         self.epoch_start_iterator_states = None
+
+
+_NETWORK = Instance('brainstorm.structure.network:Network')
 
 
 class Trainer(Describable):
@@ -156,6 +163,7 @@ class Trainer(Describable):
 
     # ------------------------------------------------------------ hooks ---
 
+    @declare(hook=Arg(Instance('brainstorm.hooks:Hook')))
     def add_hook(self, hook) -> None:
         """Add a hook; hooks run in the order they were added.
 
@@ -263,6 +271,7 @@ class Trainer(Describable):
                     f'{sorted(shapes)}, but the network\'s Input layer has '
                     f'outputs {sorted(expected)}: the names must be the same.')
 
+    @declare(net=Arg(_NETWORK))
     def train(self, net, training_data_iter, **named_data_iters) -> None:
         """Train ``net`` until a hook asks to stop.
 
@@ -356,6 +365,7 @@ class Trainer(Describable):
         run.epoch_complete = True
         return self._emit_hooks(net, 'epoch', self.logs) or stop
 
+    @declare(net=Arg(_NETWORK))
     def evaluate(self, net, **named_data_iters) -> OrderedDict:
         """Start the hooks and call them once (``'epoch'`` hooks, then
         ``'update'`` hooks) with the current counters, logging into
@@ -467,9 +477,10 @@ class Trainer(Describable):
         from brainstorm.structure.network import Network
         data = read_checkpoint(filename)
         try:
-            net = create_from_description(data['network'])
-            trainer = create_from_description(data['trainer'])
-        except (TypeError, KeyError, ValueError) as err:
+            net = create_from_description(data['network'], expected=Network)
+            trainer = create_from_description(data['trainer'],
+                                              expected=Trainer)
+        except (ValidationError, TypeError, KeyError, ValueError) as err:
             raise TrainingValidationError(
                 f"Checkpoint '{filename}' is corrupt: cannot recreate the "
                 f'network and trainer ({err}).') from None
