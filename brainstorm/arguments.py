@@ -683,6 +683,11 @@ def checked_init(init):
                 bound.arguments[name] = check_value(owner, cls, name, arg,
                                                     value)
         init(*bound.args, **bound.kwargs)
+        # checks between arguments, once the outermost __init__ is done
+        if type(self).__init__ is __init__:
+            validate = getattr(self, '__validate__', None)
+            if validate is not None:
+                validate()
 
     __init__.__checked__ = True
     return __init__

@@ -717,6 +717,14 @@ class Shard(DataIterator):
                             for name, shape in self.data_shapes.items()}
         self.rnd = RandomState(0)
 
+    def __validate__(self) -> None:
+        rank, size = self.rank, self.size
+        if not (isinstance(rank, int) and isinstance(size, int)
+                and 0 <= rank < size):
+            raise IteratorValidationError(
+                f'Shard: rank must be an int in [0, {self.size}). Received: '
+                f'rank={self.rank!r}')
+
     def bounds(self, batch_size: int) -> tuple[int, int]:
         """``(start, stop)`` of this rank's part of a global batch of
         ``batch_size`` samples."""

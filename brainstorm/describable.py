@@ -32,6 +32,9 @@ class Describable:
       class with declarations checks them when called, and restoring from
       a description accepts only the declared attributes, each through the
       same check (see :mod:`brainstorm.arguments`).
+    * ``__validate__()`` (optional method): checks between arguments
+      (e.g. ``low <= high``), raising the class's ValidationError; run after
+      the outermost ``__init__`` of a declaring class and after restoring.
     """
 
     __undescribed__: set | dict = set()
@@ -99,7 +102,11 @@ class Describable:
             ValidationError: (the class's own) for a value its declaration
                 refuses.
         """
-        from brainstorm.arguments import check_value, declared_arguments
+        from brainstorm.arguments import (
+            REQUIRED,
+            check_value,
+            declared_arguments,
+        )
         declared = declared_arguments(cls)
         # The library's own classes describe nothing beyond their
         # declarations; a user's subclass may add undeclared members.
@@ -138,8 +145,21 @@ class Describable:
             except DescriptionError as err:
                 raise DescriptionError(f'{owner}: {key}: {err}') from None
             setattr(instance, key,
-                    check_value(owner, cls, name, arg, restored))
+                    check_value(owner, cls, name, arg, restored,
+                                shown=key if key != name else None))
+        for key, (_name, arg) in by_attr.items():
+            if key in description or arg.state or key in instance.__dict__:
+                continue
+            if arg.default is REQUIRED:
+                raise DescriptionError(
+                    f'{owner}: the key {key!r} is missing '
+                    f'({arg.check.expected}).')
+            setattr(instance, key, copy.deepcopy(arg.default))
         instance.__init_from_description__(description)
+        # the checks between arguments that the constructor makes too
+        validate = getattr(instance, '__validate__', None)
+        if validate is not None:
+            validate()
         return instance
 
     def __init_from_description__(self, description: dict) -> None:

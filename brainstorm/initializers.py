@@ -202,6 +202,12 @@ class Uniform(Initializer):
         self.low = low
         self.high = high
 
+    def __validate__(self) -> None:
+        if self.high is None or not self.low < self.high:
+            raise NetworkValidationError(
+                'Uniform: low must be smaller than high. '
+                f'Received: low={self.low!r}, high={self.high!r}')
+
     def __call__(self, shape):
         return self.rnd.uniform(self.low, self.high, size=shape)
 

@@ -141,6 +141,12 @@ class ClipValues(ValueModifier):
         self.low = low
         self.high = high
 
+    def __validate__(self) -> None:
+        if self.low > self.high:
+            raise NetworkValidationError(
+                'ClipValues: low must not be greater than high. Received: '
+                f'low={self.low}, high={self.high}')
+
     def __call__(self, handler, view):
         handler.clip_t(view, float(self.low), float(self.high), view)
 

@@ -546,3 +546,41 @@ def test_restoring_runs_in_a_fresh_process():
     assert result.returncode == 0, result.stderr
     assert 'DescriptionError' in result.stdout
     assert 'Gaussian' in result.stdout and 'hooks' in result.stdout
+
+
+# ------------------------------------------ checks between the arguments ---
+
+CROSS = [
+    ({'@type': 'ClipValues', 'low': 2.0, 'high': 1.0}, 'low'),
+    ({'@type': 'Uniform', 'low': 1.0, 'high': 0.5}, 'low'),
+    ({'@type': 'Uniform', 'low': 1.0, 'high': None}, 'high'),
+    ({'@type': 'Exponential', 'initial_value': 1.0, 'factor': 0.5,
+      'minimum': 2.0, 'maximum': 1.0}, 'minimum'),
+    ({'@type': 'MultiStep', 'initial_value': 1.0, 'steps': [2, 1],
+      'values': [0.5, 0.1]}, 'steps'),
+    ({'@type': 'MultiStep', 'initial_value': 1.0, 'steps': [1],
+      'values': [0.5, 0.1]}, 'values'),
+    ({'@type': 'CosineWithWarmup', 'initial_value': 1.0, 'num_changes': 2,
+      'warmup_changes': 2}, 'warmup_changes'),
+    ({'@type': 'MultiStepper', 'steppers': {'a': {
+        '@type': 'MultiStepper', 'steppers': {'b': {'@type': 'SgdStepper'}}}}},
+     'MultiStepper'),
+]
+
+
+@pytest.mark.parametrize('description, culprit', CROSS,
+                         ids=[d['@type'] + '-' + c for d, c in CROSS])
+def test_checks_between_arguments_also_run_when_restoring(description,
+                                                          culprit):
+    with pytest.raises(ValidationError) as info:
+        create_from_description(description)
+    assert_names(info.value, culprit)
+
+
+def test_shard_rank_beyond_size_is_refused_when_restoring():
+    shard = bs.data_iterators.Shard(bs.data_iterators.Undivided(
+        a=np.zeros((1, 2, 1))), rank=0, size=2)
+    description = get_description(shard)
+    description['rank'] = 2
+    with pytest.raises(ValidationError, match='rank'):
+        create_from_description(description)

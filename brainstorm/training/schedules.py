@@ -117,6 +117,13 @@ class Exponential(Schedule):
         self.minimum = minimum
         self.maximum = maximum
 
+    def __validate__(self) -> None:
+        if self.minimum > self.maximum:
+            raise TrainingValidationError(
+                'Exponential: minimum must not be greater than maximum. '
+                f'Received: minimum={self.minimum!r}, '
+                f'maximum={self.maximum!r}')
+
     def __call__(self, epoch_nr, update_nr, timescale, interval, net,
                  stepper, logs):
         k = _count(epoch_nr, update_nr, timescale) // interval
@@ -164,6 +171,14 @@ class MultiStep(Schedule):
         self.initial_value = initial_value
         self.steps = steps
         self.values = values
+
+    def __validate__(self) -> None:
+        steps, values = self.steps, self.values
+        if len(steps) != len(values) or any(
+                b <= a for a, b in zip(steps, steps[1:])):
+            raise TrainingValidationError(
+                'MultiStep: steps must be increasing and as many as values. '
+                f'Received: steps={steps}, values={values}')
 
     def __call__(self, epoch_nr, update_nr, timescale, interval, net,
                  stepper, logs):
@@ -246,6 +261,13 @@ class CosineWithWarmup(Schedule):
         self.final_value = final_value
         self.warmup_changes = warmup_changes
         self.warmup_start = warmup_start
+
+    def __validate__(self) -> None:
+        if self.num_changes <= self.warmup_changes:
+            raise TrainingValidationError(
+                'CosineWithWarmup: num_changes must be greater than '
+                f'warmup_changes. Received: num_changes={self.num_changes}, '
+                f'warmup_changes={self.warmup_changes}')
 
     def __call__(self, epoch_nr, update_nr, timescale, interval, net,
                  stepper, logs):

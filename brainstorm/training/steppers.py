@@ -83,6 +83,9 @@ class TrainingStepper(Describable):
     __undescribed__ = {'net': None, '_parts': None, 'last_gradient_norm': None}
     __default_values__ = {'clip_norm': None}
 
+    def __validate__(self) -> None:
+        self._check_hyperparameters()
+
     def __init__(self, clip_norm: float | None = None):
         self.net = None
         self._parts = None
@@ -607,6 +610,14 @@ class MultiStepper(TrainingStepper):
         self.steppers = OrderedDict(steppers)
         self.assignment = None
         super().__init__(clip_norm)
+
+    def __validate__(self) -> None:
+        super().__validate__()
+        for pattern, stepper in self.steppers.items():
+            if isinstance(stepper, MultiStepper):
+                raise TrainingValidationError(
+                    f"MultiStepper: steppers[{pattern!r}] must be a stepper "
+                    f'(not a MultiStepper). Received: {stepper!r}')
 
     def _unique_steppers(self) -> OrderedDict:
         """pattern -> stepper, each stepper object once (first pattern)."""
