@@ -584,3 +584,52 @@ def test_shard_rank_beyond_size_is_refused_when_restoring():
     description['rank'] = 2
     with pytest.raises(ValidationError, match='rank'):
         create_from_description(description)
+
+
+# ------------------------------------------------------------- Network ---
+
+def _network_description():
+    net = _small_net()
+    net.initialize({'default': bs.initializers.Gaussian(0.1)}, seed=1)
+    net.set_weight_modifiers({'Output_projection': bs.value_modifiers
+                              .ClipValues(-1, 1)})
+    net.set_gradient_modifiers(bs.value_modifiers.L2Decay(0.1))
+    return json.loads(json.dumps(get_description(net)))
+
+
+def test_network_description_round_trips():
+    description = _network_description()
+    net = create_from_description(copy.deepcopy(description),
+                                  expected=bs.Network)
+    assert json.loads(json.dumps(get_description(net))) == description
+
+
+def network_cases():
+    cases = []
+    expected = {'handler': 'Handler', 'initializers': 'Initializer',
+                'weight_modifiers': 'ValueModifier',
+                'gradient_modifiers': 'ValueModifier'}
+    for key, kind in expected.items():
+        for sample_type, sample in _kind_samples().items():
+            if sample_type == kind:
+                continue
+            value = sample if key == 'handler' else {'default': sample}
+            cases.append(pytest.param(key, value, sample['@type'],
+                                      id=f'{key}=@{sample_type}'))
+    cases.append(pytest.param('no_such_key', 1, 'no_such_key',
+                              id='unknown-key'))
+    cases.append(pytest.param('__class__', 'x', '__class__', id='dunder'))
+    cases.append(pytest.param('output_name', 5, 'output_name',
+                              id='output_name=5'))
+    cases.append(pytest.param('handler', 'NumpyHandler', 'handler',
+                              id='handler=str'))
+    return cases
+
+
+@pytest.mark.parametrize('key, value, culprit', network_cases())
+def test_bad_network_descriptions_are_refused(key, value, culprit):
+    description = _network_description()
+    description[key] = value
+    with pytest.raises(ValidationError) as info:
+        create_from_description(description)
+    assert_names(info.value, culprit)
