@@ -16,6 +16,7 @@ from brainstorm.arguments import (
     Arg,
     Bool,
     Choice,
+    Instance,
     Int,
     ListOf,
     NumericArray,
@@ -338,6 +339,17 @@ def create_net_from_spec(task_type: str, in_shape, out_shape, spec: str,
 
 # ----------------------------------------------------------- evaluation ---
 
+_NETWORK = Instance('brainstorm.structure.network:Network')
+_BUFFER_NAMES = AnyOf(Str(nonempty=True), ListOf(Str(nonempty=True),
+                                                 nonempty=True))
+
+
+@declare(NetworkValidationError, network=Arg(_NETWORK),
+         scorers=Arg(ListOf(Instance('brainstorm.scorers:Scorer')),
+                     default=()),
+         out_name=Arg(Str(), default=''),
+         targets_name=Arg(Str(nonempty=True), default='targets'),
+         mask_name=Arg(Optional(Str()), default=None))
 def evaluate(network, iter, scorers=(), out_name: str = '',
              targets_name: str = 'targets',
              mask_name: str | None = None, *, comm=None) -> OrderedDict:
@@ -408,6 +420,8 @@ def _pad_time(array: np.ndarray, time_steps: int) -> np.ndarray:
     return padded
 
 
+@declare(NetworkValidationError, network=Arg(_NETWORK),
+         buffer_names=Arg(_BUFFER_NAMES))
 def extract(network, iter, buffer_names) -> dict:
     """Run the network over ``iter`` and collect buffers.
 
@@ -445,6 +459,8 @@ def extract(network, iter, buffer_names) -> dict:
     return result
 
 
+@declare(NetworkValidationError, network=Arg(_NETWORK),
+         buffer_names=Arg(_BUFFER_NAMES), file_name=Arg(Str(nonempty=True)))
 def extract_and_save(network, iter, buffer_names, file_name: str) -> None:
     """Like :func:`extract`, but write each buffer into an HDF5 dataset as
     the batches come (attributes ``info`` and
@@ -499,6 +515,7 @@ def extract_and_save(network, iter, buffer_names, file_name: str) -> None:
 
 # ------------------------------------------------------------ inspection ---
 
+@declare(NetworkValidationError, network=Arg(_NETWORK))
 def get_network_info(network) -> str:
     """A text summary: the total number of parameters, then per layer its
     name and type, parameter shapes and count, and input and output feature
@@ -529,6 +546,7 @@ def get_network_info(network) -> str:
     return '\n'.join(lines)
 
 
+@declare(NetworkValidationError, network=Arg(_NETWORK))
 def print_network_info(network) -> None:
     """Print :func:`get_network_info` under a banner."""
     banner = '=' * 80
@@ -558,6 +576,8 @@ def _dot_text(network) -> str:
     return '\n'.join(lines) + '\n'
 
 
+@declare(NetworkValidationError, network=Arg(_NETWORK),
+         file_name=Arg(Str(nonempty=True), default='network.png'))
 def draw_network(network, file_name: str = 'network.png'):
     """Draw the network graph with Graphviz.
 

@@ -313,7 +313,11 @@ def _entry_points():
     from brainstorm.training.trainer import Trainer
     points = [bs.tools.get_in_out_layers, bs.tools.create_net_from_spec,
               bs.tools.shuffle_data, bs.tools.split, Network.initialize,
-              Trainer.add_hook, Trainer.train, Trainer.evaluate]
+              Network.set_handler, Network.save_as_hdf5,
+              Trainer.add_hook, Trainer.train, Trainer.evaluate,
+              bs.tools.evaluate, bs.tools.extract, bs.tools.extract_and_save,
+              bs.tools.get_network_info, bs.tools.print_network_info,
+              bs.tools.draw_network]
     for point in points:
         assert hasattr(point, '__arguments__'), point
     return points
@@ -340,6 +344,28 @@ def _entry_base(point):
     if name == 'Network.initialize':
         net = _small_net()
         return net.initialize, {'default_or_init_dict': 0.1, 'seed': 1}
+    if name == 'Network.set_handler':
+        return _small_net().set_handler, {
+            'new_handler': bs.handlers.NumpyHandler(np.float64)}
+    if name == 'Network.save_as_hdf5':
+        return _small_net().save_as_hdf5, {'filename': 'net.h5'}
+    data = bs.data_iterators.Undivided(default=np.zeros((1, 2, 3)),
+                                       targets=np.zeros((1, 2, 1)))
+    if name in ('evaluate', 'extract', 'extract_and_save',
+                'get_network_info', 'print_network_info', 'draw_network'):
+        net = _small_net()
+        net.initialize(0.1)
+        kwargs = {'network': net}
+        if name in ('evaluate', 'extract', 'extract_and_save'):
+            kwargs['iter'] = data
+        if name.startswith('extract'):
+            kwargs['buffer_names'] = 'Output.outputs.predictions'
+        if name == 'extract_and_save':
+            kwargs['file_name'] = 'out.h5'
+        if name == 'evaluate':
+            kwargs['scorers'] = [
+                bs.scorers.Accuracy(out_name='Output.outputs.predictions')]
+        return point, kwargs
     trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
     if name == 'Trainer.add_hook':
         return trainer.add_hook, {'hook': bs.hooks.StopAfterEpoch(0)}
@@ -366,15 +392,19 @@ def entry_cases():
     return cases
 
 
-@pytest.mark.parametrize('point', _entry_points(),
+@pytest.mark.parametrize('point', [p for p in _entry_points()
+                                   if p.__qualname__ != 'draw_network'],
                          ids=lambda p: p.__qualname__)
-def test_entry_point_base_call_works(point):
+def test_entry_point_base_call_works(point, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # save_as_hdf5, extract_and_save write here
     function, kwargs = _entry_base(point)
     function(**kwargs)
 
 
 @pytest.mark.parametrize('point, name, bad', entry_cases())
-def test_each_invalid_entry_point_argument_is_refused(point, name, bad):
+def test_each_invalid_entry_point_argument_is_refused(point, name, bad,
+                                                      tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     function, kwargs = _entry_base(point)
     if name.startswith('*'):
         with pytest.raises(ValidationError) as info:

@@ -10,7 +10,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from brainstorm.arguments import SEED, Arg, Optional, declare
+from brainstorm.arguments import SEED, Arg, Instance, Optional, Str, declare
 from brainstorm.describable import create_from_description, get_description
 from brainstorm.randomness import Seedable
 from brainstorm.structure.architecture import (
@@ -250,6 +250,8 @@ class Network(Seedable):
 
     # --------------------------------------------------------- handlers ----
 
+    @declare(NetworkValidationError, new_handler=Arg(Instance(
+        'brainstorm.handlers.base_handler:Handler')))
     def set_handler(self, new_handler) -> None:
         """Move all memory to ``new_handler`` and compute with it; parameters
         are kept."""
@@ -678,6 +680,8 @@ class Network(Seedable):
 
     # ----------------------------------------------------------- files -----
 
+    @declare(NetworkValidationError, filename=Arg(Str(nonempty=True)),
+             comment=Arg(Str(), default=''))
     def save_as_hdf5(self, filename: str, comment: str = '') -> None:
         """Save the description and parameters to an HDF5 file.
 
