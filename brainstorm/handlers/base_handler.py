@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 
 from brainstorm.describable import Describable
+from brainstorm.utils import NetworkValidationError
 
 __all__ = ['Handler', 'ACTIVATION_NAMES']
 
@@ -81,6 +82,10 @@ class Handler(Describable, abc.ABC):
     them by calling ``super().__init__()`` at the end of its own
     ``__init__`` (and again when it is recreated from a description).
     """
+
+    #: the error raised for bad constructor arguments (see
+    #: :mod:`brainstorm.arguments`)
+    __argument_error__ = NetworkValidationError
 
     dtype = None
     array_type = None
