@@ -390,6 +390,8 @@ class ListOf(Check):
         return self.check.kind
 
     def normalize(self, value):
+        if isinstance(value, np.ndarray) and value.ndim == 1:
+            value = value.tolist()  # NumPy scalars become Python numbers
         if not isinstance(value, (list, tuple)):
             raise ValueError
         if (self.nonempty and not value) or (

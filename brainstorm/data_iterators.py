@@ -247,7 +247,8 @@ class Minibatches(DataIterator):
     __arguments__ = {
         'batch_size': Arg(Int(1), default=1),
         'shuffle': Arg(Bool(), default=True),
-        'cut_according_to': Arg(AnyOf(Str(), ListOf(Int(0))), default='mask',
+        'cut_according_to': Arg(Optional(AnyOf(Str(), ListOf(Int(0)))),
+                            default='mask',
                                 init_only=True),
         '**named_data': Arg(_DATA, label="data '{}'"),
         'data': Arg(DictOf(_DATA), state=True),

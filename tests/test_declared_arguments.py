@@ -663,3 +663,13 @@ def test_bad_network_descriptions_are_refused(key, value, culprit):
     with pytest.raises(ValidationError) as info:
         create_from_description(description)
     assert_names(info.value, culprit)
+
+
+def test_one_dimensional_arrays_pass_where_lists_go():
+    it = bs.data_iterators.Minibatches(
+        cut_according_to=np.array([1, 1]), shuffle=False,
+        a=np.zeros((1, 2, 1)))
+    assert list(it.seq_lens) == [1, 1]
+    schedule = bs.training.schedules.MultiStep(1.0, np.array([1, 2]),
+                                               np.array([0.5, 0.1]))
+    assert schedule.steps == [1, 2]
