@@ -39,6 +39,7 @@ import functools
 import inspect
 import math
 import numbers
+from collections.abc import Callable as Callable_
 
 import numpy as np
 
@@ -80,10 +81,10 @@ class Check:
     invalid_examples: tuple = ()
     kind = None  # the Describable class expected here, if any
 
-    def normalize(self, value):
+    def normalize(self, value: object) -> object:
         return value
 
-    def restore(self, described):
+    def restore(self, described: object) -> object:
         """A plain (non-Describable) value: any ``@type`` inside is refused."""
         from brainstorm.describable import create_from_description
         return create_from_description(described, expected=())
@@ -95,7 +96,7 @@ class Check:
 class Int(Check):
     """An int (or NumPy integer, not bool) in ``[low, high]``."""
 
-    def __init__(self, low: int | None = None, high: int = MAX_INT):
+    def __init__(self, low: int | None = None, high: int = MAX_INT) -> None:
         self.low, self.high = low, high
         if low == 1 and high == MAX_INT:
             self.expected = 'a positive int'
@@ -110,7 +111,7 @@ class Int(Check):
             invalid.append(low - 1)
         self.invalid_examples = tuple(invalid)
 
-    def normalize(self, value):
+    def normalize(self, value: object) -> object:
         if not _is_int(value) or value > self.high or (
                 self.low is not None and value < self.low):
             raise ValueError
@@ -120,8 +121,9 @@ class Int(Check):
 class Real(Check):
     """A finite real number (ints accepted, converted to float)."""
 
-    def __init__(self, low=-math.inf, high=math.inf, include_low=True,
-                 include_high=True, finite=True):
+    def __init__(self, low: float = -math.inf, high: float = math.inf,
+                 include_low: bool = True, include_high: bool = True,
+                 finite: bool = True) -> None:
         self.low, self.high = low, high
         self.include_low, self.include_high = include_low, include_high
         self.finite = finite
@@ -157,7 +159,7 @@ class Real(Check):
                 invalid.append(high)
         self.invalid_examples = tuple(invalid)
 
-    def normalize(self, value):
+    def normalize(self, value: object) -> object:
         if (not isinstance(value, numbers.Real)
                 or isinstance(value, (bool, np.bool_)) or math.isnan(value)
                 or (self.finite and not math.isfinite(value))):
@@ -177,7 +179,7 @@ class Bool(Check):
     example = True
     invalid_examples = ('no', 0, 1, None, 'True')
 
-    def normalize(self, value):
+    def normalize(self, value: object) -> object:
         if not isinstance(value, (bool, np.bool_)):
             raise ValueError
         return bool(value)
@@ -186,7 +188,8 @@ class Bool(Check):
 class Str(Check):
     """A str; optionally non-empty or a Python identifier."""
 
-    def __init__(self, nonempty: bool = False, identifier: bool = False):
+    def __init__(self, nonempty: bool = False,
+                 identifier: bool = False) -> None:
         self.nonempty, self.identifier = nonempty, identifier
         self.expected = ('a name (str, Python identifier)' if identifier else
                          'a non-empty str' if nonempty else 'a str')
@@ -198,7 +201,7 @@ class Str(Check):
             invalid.append('a b')
         self.invalid_examples = tuple(invalid)
 
-    def normalize(self, value):
+    def normalize(self, value: object) -> object:
         if not isinstance(value, str):
             raise ValueError
         if (self.nonempty or self.identifier) and not value:
@@ -211,13 +214,13 @@ class Str(Check):
 class Choice(Check):
     """One of a fixed set of values (compared by type and value)."""
 
-    def __init__(self, *choices):
+    def __init__(self, *choices: object) -> None:
         self.choices = choices
         self.expected = 'one of ' + ', '.join(repr(c) for c in choices)
         self.example = choices[0]
         self.invalid_examples = ('no such choice', 3, None, ['a'])
 
-    def normalize(self, value):
+    def normalize(self, value: object) -> object:
         for choice in self.choices:
             if type(value) is type(choice) and value == choice:
                 return value
@@ -227,23 +230,23 @@ class Choice(Check):
 class Optional(Check):
     """None, or a value passing ``check``."""
 
-    def __init__(self, check):
+    def __init__(self, check: Check) -> None:
         self.check = check
         self.expected = f'None or {check.expected}'
         self.example = check.example
 
     @property
-    def invalid_examples(self):
+    def invalid_examples(self) -> tuple:
         return tuple(v for v in self.check.invalid_examples if v is not None)
 
     @property
-    def kind(self):
+    def kind(self) -> type | tuple | None:
         return self.check.kind
 
-    def normalize(self, value):
+    def normalize(self, value: object) -> object:
         return None if value is None else self.check.normalize(value)
 
-    def restore(self, described):
+    def restore(self, described: object) -> object:
         return None if described is None else self.check.restore(described)
 
 
@@ -254,7 +257,8 @@ class Instance(Check):
     ``kind``.
     """
 
-    def __init__(self, kind, what: str | None = None, example=None):
+    def __init__(self, kind: type | tuple | str, what: str | None = None,
+                 example: object = None) -> None:
         # ``kind`` may be 'module:Class', imported on first use (for classes
         # whose module imports the declaring one)
         self._kind = kind
@@ -266,7 +270,7 @@ class Instance(Check):
         self._example = example
 
     @property
-    def kind(self):
+    def kind(self) -> type | tuple | None:
         if isinstance(self._kind, str):
             import importlib
             module, name = self._kind.split(':')
@@ -274,20 +278,20 @@ class Instance(Check):
         return self._kind
 
     @property
-    def invalid_examples(self):
+    def invalid_examples(self) -> tuple:
         kinds = self.kind if isinstance(self.kind, tuple) else (self.kind,)
         return (5, 'x', None, kinds[0], object())
 
     @property
-    def example(self):
+    def example(self) -> object:
         return self._example() if callable(self._example) else self._example
 
-    def normalize(self, value):
+    def normalize(self, value: object) -> object:
         if isinstance(value, type) or not isinstance(value, self.kind):
             raise TypeError
         return value
 
-    def restore(self, described):
+    def restore(self, described: object) -> object:
         from brainstorm.describable import create_from_description
         if not _is_description(described):
             raise DescriptionError(
@@ -306,10 +310,10 @@ class Callable(Check):
     invalid_examples = (5, 'x', None, int)
 
     @property
-    def example(self):
+    def example(self) -> object:
         return _identity
 
-    def normalize(self, value):
+    def normalize(self, value: object) -> object:
         if not callable(value) or isinstance(value, type):
             raise TypeError
         return value
@@ -326,11 +330,11 @@ class Writable(Check):
     invalid_examples = ('x', 5, b'')
 
     @property
-    def example(self):
+    def example(self) -> object:
         import io
         return io.StringIO()
 
-    def normalize(self, value):
+    def normalize(self, value: object) -> object:
         if not callable(getattr(value, 'write', None)):
             raise TypeError
         return value
@@ -343,7 +347,7 @@ class FloatDtype(Check):
     example = np.float32
     invalid_examples = (object, 'day', np.int32, 5, None, 'object')
 
-    def normalize(self, value):
+    def normalize(self, value: object) -> object:
         if value is None:
             raise TypeError
         try:
@@ -363,8 +367,9 @@ class ListOf(Check):
     """A list or tuple of values passing ``check`` (normalised to a list,
     or to a tuple with ``as_tuple``), optionally of a fixed ``length``."""
 
-    def __init__(self, check, nonempty: bool = False, as_tuple: bool = False,
-                 length: int | None = None):
+    def __init__(self, check: Check, nonempty: bool = False,
+                 as_tuple: bool = False,
+                 length: int | None = None) -> None:
         self.check, self.nonempty = check, nonempty
         self.as_tuple, self.length = as_tuple, length
         self.expected = ('a non-empty ' if nonempty else 'a ') + \
@@ -372,11 +377,11 @@ class ListOf(Check):
             f'({check.expected})'
 
     @property
-    def example(self):
+    def example(self) -> object:
         return [self.check.example] * (self.length or 1)
 
     @property
-    def invalid_examples(self):
+    def invalid_examples(self) -> tuple:
         invalid = [5, 'x', {'a': self.check.example}]
         invalid += [[v] for v in self.check.invalid_examples[:2]]
         if self.nonempty:
@@ -386,10 +391,10 @@ class ListOf(Check):
         return tuple(invalid)
 
     @property
-    def kind(self):
+    def kind(self) -> type | tuple | None:
         return self.check.kind
 
-    def normalize(self, value):
+    def normalize(self, value: object) -> object:
         if isinstance(value, np.ndarray) and value.ndim == 1:
             value = value.tolist()  # NumPy scalars become Python numbers
         if not isinstance(value, (list, tuple)):
@@ -400,7 +405,7 @@ class ListOf(Check):
         result = [_inner(self.check, v, f'[{i}]') for i, v in enumerate(value)]
         return tuple(result) if self.as_tuple else result
 
-    def restore(self, described):
+    def restore(self, described: object) -> object:
         if not isinstance(described, list):
             raise DescriptionError(f'expected a list. Received: '
                                    f'{_short(described)}')
@@ -410,18 +415,19 @@ class ListOf(Check):
 class DictOf(Check):
     """A dict of str keys to values passing ``check``."""
 
-    def __init__(self, check, nonempty: bool = False, keys=None):
+    def __init__(self, check: Check, nonempty: bool = False,
+                 keys: Check | None = None) -> None:
         self.check, self.nonempty = check, nonempty
         self.keys = keys or Str()
         self.expected = ('a non-empty ' if nonempty else 'a ') + \
             f'dict of {self.keys.expected} to ({check.expected})'
 
     @property
-    def example(self):
+    def example(self) -> object:
         return {self.keys.example: self.check.example}
 
     @property
-    def invalid_examples(self):
+    def invalid_examples(self) -> tuple:
         example = self.check.example
         invalid = [5, 'x', [example], {3: example}]
         invalid += [{self.keys.example: v}
@@ -431,17 +437,17 @@ class DictOf(Check):
         return tuple(invalid)
 
     @property
-    def kind(self):
+    def kind(self) -> type | tuple | None:
         return self.check.kind
 
-    def normalize(self, value):
+    def normalize(self, value: object) -> object:
         if not isinstance(value, dict) or (self.nonempty and not value):
             raise ValueError
         return type(value)((_inner(self.keys, k, f' key {k!r}'),
                             _inner(self.check, v, f'[{k!r}]'))
                            for k, v in value.items())
 
-    def restore(self, described):
+    def restore(self, described: object) -> object:
         if not isinstance(described, dict) or '@type' in described:
             raise DescriptionError(f'expected a dict. Received: '
                                    f'{_short(described)}')
@@ -452,12 +458,12 @@ class DictOf(Check):
 class AnyOf(Check):
     """A value passing any one of ``checks`` (tried in order)."""
 
-    def __init__(self, *checks):
+    def __init__(self, *checks: Check) -> None:
         self.checks = checks
         self.expected = ' or '.join(c.expected for c in checks)
 
     @property
-    def invalid_examples(self):
+    def invalid_examples(self) -> tuple:
         invalid = []
         for check in self.checks:
             for bad in check.invalid_examples:
@@ -467,15 +473,15 @@ class AnyOf(Check):
         return tuple(invalid)
 
     @property
-    def kind(self):
+    def kind(self) -> type | tuple | None:
         kinds = tuple(c.kind for c in self.checks if c.kind is not None)
         return kinds[0] if len(kinds) == 1 else (kinds or None)
 
     @property
-    def example(self):
+    def example(self) -> object:
         return self.checks[0].example
 
-    def normalize(self, value):
+    def normalize(self, value: object) -> object:
         for check in self.checks:
             try:
                 return check.normalize(value)
@@ -483,7 +489,7 @@ class AnyOf(Check):
                 pass
         raise ValueError
 
-    def restore(self, described):
+    def restore(self, described: object) -> object:
         if _is_description(described):
             for check in self.checks:
                 if check.kind is not None:
@@ -502,7 +508,7 @@ class NumericArray(Check):
     not masked."""
 
     def __init__(self, min_ndim: int = 0, allow_bool: bool = True,
-                 finite: bool = True):
+                 finite: bool = True) -> None:
         self.min_ndim = min_ndim
         self.allow_bool = allow_bool
         self.finite = finite
@@ -521,7 +527,7 @@ class NumericArray(Check):
             invalid.append(np.ones((2,) * (min_ndim - 1)))
         self.invalid_examples = tuple(invalid)
 
-    def normalize(self, value):
+    def normalize(self, value: object) -> object:
         if isinstance(value, np.ma.MaskedArray):
             raise ValueError('masked arrays are not supported (their mask '
                              'would be lost); pass .filled(...) or a mask '
@@ -593,9 +599,10 @@ class Arg:
             ``"data '{}'"``.
     """
 
-    def __init__(self, check, default=REQUIRED, attr: str | None = None,
+    def __init__(self, check: Check, default: object = REQUIRED,
+                 attr: str | None = None,
                  init_only: bool = False, state: bool = False,
-                 doc: str = '', label: str = "'{}'"):
+                 doc: str = '', label: str = "'{}'") -> None:
         self.check = check
         self.default = default
         self.attr = attr
@@ -609,7 +616,7 @@ class Arg:
                 + (f', attr={self.attr!r}' if self.attr else '') + ')')
 
 
-def declared_arguments(cls) -> dict:
+def declared_arguments(cls: type) -> dict:
     """All argument declarations of ``cls``, merged along its MRO."""
     result = {}
     for klass in reversed(cls.__mro__):
@@ -621,7 +628,7 @@ def _error_class(cls):
     return getattr(cls, '__argument_error__', TrainingValidationError)
 
 
-def check_value(owner: str, cls, name: str, arg: Arg, value,
+def check_value(owner: str, cls: type, name: str, arg: Arg, value: object,
                 shown: str | None = None):
     """Check one value against its declaration; return it normalised.
 
@@ -647,7 +654,7 @@ def check_value(owner: str, cls, name: str, arg: Arg, value,
             f'Received: {received}') from None
 
 
-def check_arguments(cls, owner: str, values: dict) -> dict:
+def check_arguments(cls: type, owner: str, values: dict) -> dict:
     """Check ``values`` (argument name -> value) against the declarations of
     ``cls``; return them normalised. Undeclared names are passed through."""
     declared = declared_arguments(cls)
@@ -659,7 +666,7 @@ def check_arguments(cls, owner: str, values: dict) -> dict:
     return result
 
 
-def checked_init(init):
+def checked_init(init: Callable_) -> Callable_:
     """Wrap ``init`` so its declared arguments are checked before it runs."""
     signature = inspect.signature(init)
     var_kw = next((p.name for p in signature.parameters.values()
@@ -695,7 +702,8 @@ def checked_init(init):
     return __init__
 
 
-def declare(error=TrainingValidationError, **arguments):
+def declare(error: type = TrainingValidationError, **arguments: Arg
+            ) -> Callable_:
     """Declare and check the arguments of a function or method.
 
     ``@declare(NetworkValidationError, seed=Arg(Optional(SEED)))`` checks
