@@ -673,3 +673,13 @@ def test_one_dimensional_arrays_pass_where_lists_go():
     schedule = bs.training.schedules.MultiStep(1.0, np.array([1, 2]),
                                                np.array([0.5, 0.1]))
     assert schedule.steps == [1, 2]
+
+
+def test_a_masked_array_fed_to_a_network_is_refused():
+    """Its mask would be dropped silently."""
+    net = _small_net()
+    net.initialize(0.1)
+    data = {'default': np.ma.masked_array(np.zeros((1, 2, 3)), mask=True),
+            'targets': np.zeros((1, 2, 1))}
+    with pytest.raises(ValidationError, match="'default'.*masked"):
+        net.provide_external_data(data)

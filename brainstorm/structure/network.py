@@ -329,6 +329,13 @@ class Network(Seedable):
             raise NetworkValidationError(
                 f"Input '{name}': expected an array of shape {expected}. "
                 f'Received: {type(array).__name__}')
+        if isinstance(array, np.ma.MaskedArray):
+            # its mask would be dropped silently
+            raise NetworkValidationError(
+                f"Input '{name}': masked arrays are not supported (the mask "
+                'would be lost). Pass array.filled(value) and give the mask '
+                "as an input of its own (e.g. 'mask'). Received: "
+                'MaskedArray')
         if isinstance(array, np.ndarray):
             if not (np.issubdtype(array.dtype, np.number)
                     or array.dtype == np.bool_) or \
