@@ -26,6 +26,19 @@ from typing import Any
 
 import numpy as np
 
+from brainstorm.arguments import (
+    AnyOf,
+    Arg,
+    Bool,
+    DictOf,
+    Instance,
+    Int,
+    ListOf,
+    NumericArray,
+    Optional,
+    Real,
+    Str,
+)
 from brainstorm.randomness import RandomState, Seedable
 from brainstorm.utils import IteratorValidationError
 
@@ -164,6 +177,15 @@ def _check_numbers(owner: str, argument: str, values: Mapping,
 
 # ------------------------------------------------------------------ base ---
 
+#: Named data: numeric arrays (T, B, ...); NaN/Inf are the data's business.
+_DATA = NumericArray(min_ndim=3, finite=False)
+
+
+def _example_iterator():
+    """A small valid iterator (the declarations' example for ``iter``)."""
+    return Undivided(a=np.zeros((1, 2, 4, 4, 1)))
+
+
 class DataIterator(Seedable):
     """Base class of all data iterators.
 
@@ -171,6 +193,12 @@ class DataIterator(Seedable):
         data_shapes: maps each data name to the full shape of its data.
         length: number of batches per pass.
     """
+
+    __argument_error__ = IteratorValidationError
+    __arguments__ = {
+        'data_shapes': Arg(DictOf(ListOf(Int(0), as_tuple=True))),
+        'length': Arg(Int(0)),
+    }
 
     def __init__(self, data_shapes: dict[str, tuple[int, ...]], length: int):
         super().__init__()
@@ -212,6 +240,13 @@ class Undivided(DataIterator):
         total_size: the number of samples (B).
     """
 
+    __arguments__ = {
+        '**named_data': Arg(_DATA, label="data '{}'"),
+        'data': Arg(DictOf(_DATA), state=True),
+        'total_size': Arg(Int(0), state=True),
+        'check_finite': Arg(Bool(), default=True, init_only=True),
+    }
+
     def __init__(self, check_finite: bool = True,
                  **named_data: np.ndarray):
         data = _check_named_data('Undivided', named_data)
@@ -251,6 +286,19 @@ class Minibatches(DataIterator):
         sample_size: the number of samples (B of the data).
         seq_lens: per-sample sequence lengths, or None if nothing is cut.
     """
+
+    __arguments__ = {
+        'batch_size': Arg(Int(1), default=1),
+        'shuffle': Arg(Bool(), default=True),
+        'cut_according_to': Arg(Optional(AnyOf(Str(), ListOf(Int(0)))),
+                            default='mask',
+                                init_only=True),
+        '**named_data': Arg(_DATA, label="data '{}'"),
+        'data': Arg(DictOf(_DATA), state=True),
+        'sample_size': Arg(Int(0), state=True),
+        'seq_lens': Arg(Optional(ListOf(Int(0))), state=True),
+        'check_finite': Arg(Bool(), default=True, init_only=True),
+    }
 
     def __init__(self, batch_size: int = 1, shuffle: bool = True,
                  cut_according_to='mask', check_finite: bool = True,
@@ -322,6 +370,12 @@ class AddGaussianNoise(DataIterator):
             same names as ``std_dict`` if given.
     """
 
+    __arguments__ = {
+        'iter': Arg(Instance(DataIterator, example=_example_iterator)),
+        'std_dict': Arg(DictOf(Real(0))),
+        'mean_dict': Arg(Optional(DictOf(Real())), default=None),
+    }
+
     def __init__(self, iter: DataIterator, std_dict: dict[str, float],
                  mean_dict: dict[str, float] | None = None):
         _check_iterator('AddGaussianNoise', iter)
@@ -368,6 +422,12 @@ class AddSaltNPepper(DataIterator):
         ratio_dict: data name -> salt ratio ``r`` in [0, 1] (default 0.5).
     """
 
+    __arguments__ = {
+        'iter': Arg(Instance(DataIterator, example=_example_iterator)),
+        'prob_dict': Arg(DictOf(Real(0, 1))),
+        'ratio_dict': Arg(Optional(DictOf(Real(0, 1))), default=None),
+    }
+
     def __init__(self, iter: DataIterator, prob_dict: dict[str, float],
                  ratio_dict: dict[str, float] | None = None):
         _check_iterator('AddSaltNPepper', iter)
@@ -413,6 +473,11 @@ class Flip(DataIterator):
         prob_dict: data name -> flip probability in [0, 1]; default
             ``{'default': 0.5}``.
     """
+
+    __arguments__ = {
+        'iter': Arg(Instance(DataIterator, example=_example_iterator)),
+        'prob_dict': Arg(Optional(DictOf(Real(0, 1))), default=None),
+    }
 
     def __init__(self, iter: DataIterator,
                  prob_dict: dict[str, float] | None = None):
@@ -470,6 +535,11 @@ class MultiHot(DataIterator):
         vocab_size_dict: data name -> vocabulary size V (int).
     """
 
+    __arguments__ = {
+        'iter': Arg(Instance(DataIterator, example=_example_iterator)),
+        'vocab_size_dict': Arg(DictOf(Int(1))),
+    }
+
     def __init__(self, iter: DataIterator, vocab_size_dict: dict[str, int]):
         kind = type(self).__name__
         _check_iterator(kind, iter)
@@ -526,6 +596,12 @@ class Pad(DataIterator):
         value_dict: data name -> padding value (default 0).
     """
 
+    __arguments__ = {
+        'iter': Arg(Instance(DataIterator, example=_example_iterator)),
+        'size_dict': Arg(DictOf(Int(0))),
+        'value_dict': Arg(Optional(DictOf(Real())), default=None),
+    }
+
     def __init__(self, iter: DataIterator, size_dict: dict[str, int],
                  value_dict: dict[str, float] | None = None):
         _check_iterator('Pad', iter)
@@ -579,6 +655,11 @@ class RandomCrop(DataIterator):
         iter: the wrapped iterator (kept as ``self.iter``).
         shape_dict: data name -> ``(h, w)`` with ``h <= H`` and ``w <= W``.
     """
+
+    __arguments__ = {
+        'iter': Arg(Instance(DataIterator, example=_example_iterator)),
+        'shape_dict': Arg(DictOf(ListOf(Int(1), as_tuple=True, length=2))),
+    }
 
     def __init__(self, iter: DataIterator,
                  shape_dict: dict[str, tuple[int, int]]):
@@ -648,6 +729,12 @@ class Shard(DataIterator):
             ``MPI.COMM_WORLD`` (1 without mpi4py).
     """
 
+    __arguments__ = {
+        'iter': Arg(Instance(DataIterator, example=_example_iterator)),
+        'rank': Arg(Optional(Int(0)), default=None),
+        'size': Arg(Optional(Int(1)), default=None),
+    }
+
     def __init__(self, iter: DataIterator, rank: int | None = None,
                  size: int | None = None):
         _check_iterator('Shard', iter)
@@ -676,6 +763,14 @@ class Shard(DataIterator):
         self.data_shapes = {name: tuple(shape)
                             for name, shape in self.data_shapes.items()}
         self.rnd = RandomState(0)
+
+    def __validate__(self) -> None:
+        rank, size = self.rank, self.size
+        if not (isinstance(rank, int) and isinstance(size, int)
+                and 0 <= rank < size):
+            raise IteratorValidationError(
+                f'Shard: rank must be an int in [0, {self.size}). Received: '
+                f'rank={self.rank!r}')
 
     def bounds(self, batch_size: int) -> tuple[int, int]:
         """``(start, stop)`` of this rank's part of a global batch of

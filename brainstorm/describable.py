@@ -12,7 +12,7 @@ import copy
 
 import numpy as np
 
-from brainstorm.utils import get_inheritors
+from brainstorm.utils import DescriptionError, get_inheritors
 
 __all__ = ['Describable', 'get_description', 'create_from_description']
 
@@ -27,10 +27,27 @@ class Describable:
       the object is recreated.
     * ``__default_values__``: a dict of member names to default values; a
       member equal to its default is left out and restored on load.
+    * ``__arguments__``: a dict of argument names to
+      :class:`brainstorm.arguments.Arg` declarations. The ``__init__`` of a
+      class with declarations checks them when called, and restoring from
+      a description accepts only the declared attributes, each through the
+      same check (see :mod:`brainstorm.arguments`).
+    * ``__validate__()`` (optional method): checks between arguments
+      (e.g. ``low <= high``), raising the class's ValidationError; run after
+      the outermost ``__init__`` of a declaring class and after restoring.
     """
 
     __undescribed__: set | dict = set()
     __default_values__: dict = {}
+    __arguments__: dict = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get('__init__')
+        if init is not None and not getattr(init, '__checked__', False):
+            from brainstorm.arguments import checked_init, declared_arguments
+            if declared_arguments(cls):
+                cls.__init__ = checked_init(init)
 
     @classmethod
     def __get_all_undescribed__(cls) -> dict:
@@ -70,16 +87,79 @@ class Describable:
 
     @classmethod
     def __new_from_description__(cls, description: dict):
-        """Create an instance from a description without calling __init__."""
+        """Create an instance from a description without calling __init__.
+
+        Each described attribute goes through the check declared for it in
+        ``__arguments__`` (the one ``__init__`` uses). A class that declares
+        its own ``__arguments__`` (and every class of the library) accepts
+        no other key; a user's subclass without own declarations also
+        accepts undeclared keys. Dunder keys are refused unless declared,
+        and private ``_x`` keys of declaring classes too.
+
+        Raises:
+            DescriptionError: for unknown, private or dunder keys, and a
+                nested ``@type`` of the wrong kind.
+            ValidationError: (the class's own) for a value its declaration
+                refuses.
+        """
+        from brainstorm.arguments import (
+            REQUIRED,
+            check_value,
+            declared_arguments,
+        )
+        declared = declared_arguments(cls)
+        # The library's own classes describe nothing beyond their
+        # declarations; a user's subclass may add undeclared members.
+        strict = ('__arguments__' in cls.__dict__
+                  or cls.__module__.split('.')[0] == 'brainstorm')
+        by_attr = {}
+        for name, arg in declared.items():
+            if not arg.init_only and not name.startswith('**'):
+                by_attr[arg.attr or name] = (name, arg)
         instance = cls.__new__(cls)
         for key, value in cls.__get_all_undescribed__().items():
             setattr(instance, key, copy.deepcopy(value))
         for key, value in cls.__get_all_default_values__().items():
             setattr(instance, key, copy.deepcopy(value))
+        owner = f'{cls.__name__} (from a description)'
         for key, value in description.items():
-            if key != '@type':
+            if key == '@type':
+                continue
+            if key not in by_attr:
+                if not isinstance(key, str) or (
+                        key.startswith('__') and key.endswith('__')) or (
+                        strict and key.startswith('_')):
+                    raise DescriptionError(
+                        f'{owner}: the key {key!r} is not allowed (private '
+                        f'or special attribute). Allowed keys: '
+                        f'{sorted(by_attr)}')
+                if strict:
+                    raise DescriptionError(
+                        f'{owner}: unknown key {key!r}. Allowed keys: '
+                        f'{sorted(by_attr)}')
                 setattr(instance, key, create_from_description(value))
+                continue
+            name, arg = by_attr[key]
+            try:
+                restored = arg.check.restore(value)
+            except DescriptionError as err:
+                raise DescriptionError(f'{owner}: {key}: {err}') from None
+            setattr(instance, key,
+                    check_value(owner, cls, name, arg, restored,
+                                shown=key if key != name else None))
+        for key, (_name, arg) in by_attr.items():
+            if key in description or arg.state or key in instance.__dict__:
+                continue
+            if arg.default is REQUIRED:
+                raise DescriptionError(
+                    f'{owner}: the key {key!r} is missing '
+                    f'({arg.check.expected}).')
+            setattr(instance, key, copy.deepcopy(arg.default))
         instance.__init_from_description__(description)
+        # the checks between arguments that the constructor makes too
+        validate = getattr(instance, '__validate__', None)
+        if validate is not None:
+            validate()
         return instance
 
     def __init_from_description__(self, description: dict) -> None:
@@ -130,21 +210,55 @@ def get_description(this):
     raise TypeError(f'Type {type(this).__name__} is not describable: {this!r}')
 
 
-def _find_describable_class(name: str):
+def _find_describable_class(name):
+    if not isinstance(name, str):
+        raise DescriptionError(f"'@type' must be a str. Received: {name!r}")
     for klass in get_inheritors(Describable):
         if klass.__name__ == name:
             return klass
-    raise TypeError(f"No Describable class named '{name}' is known. Import the "
-                    'module that defines it before loading the description.')
+    raise DescriptionError(
+        f"No Describable class named '{name}' is known. Import the module "
+        'that defines it before loading the description.')
 
 
-def create_from_description(description):
-    """Recreate an object from its description (see :func:`get_description`)."""
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def create_from_description(description, expected=None):
+    """Recreate an object from its description (see :func:`get_description`).
+
+    Args:
+        description: a description: a dict (with ``'@type'`` for a
+            Describable object), a list, a str, a number, a bool or None.
+        expected: the kind of object wanted here: None for any Describable,
+            a class (or tuple of classes) that every top-level ``@type``
+            must name a subclass of, or ``()`` for plain values only.
+
+    Raises:
+        DescriptionError (a TypeError): for a value that is no description
+            (a module, tuple, set, arbitrary object...), an unknown
+            ``@type``, or one of another kind than ``expected``.
+    """
     if isinstance(description, dict):
         if '@type' in description:
             klass = _find_describable_class(description['@type'])
+            if expected is not None and not (
+                    expected and issubclass(klass, expected)):
+                kinds = expected if isinstance(expected, tuple) else \
+                    (expected,)
+                wanted = (' or '.join(k.__name__ for k in kinds) if kinds
+                          else 'a plain value (no @type)')
+                raise DescriptionError(
+                    f"'@type' {klass.__name__!r} is not allowed here: "
+                    f'expected {wanted}.')
             return klass.__new_from_description__(description)
-        return {k: create_from_description(v) for k, v in description.items()}
+        return {k: create_from_description(v, expected)
+                for k, v in description.items()}
     if isinstance(description, list):
-        return [create_from_description(x) for x in description]
-    return description
+        return [create_from_description(x, expected) for x in description]
+    if isinstance(description, _PLAIN):
+        return description
+    raise DescriptionError(
+        f'create_from_description: {type(description).__name__} is not a '
+        f'description (expected a dict, list, str, number, bool or None). '
+        f'Received: {description!r:.80}')

@@ -30,12 +30,28 @@ import numpy as np
 
 from brainstorm.__about__ import install_hint
 from brainstorm._logging import get_logger
+from brainstorm.arguments import (
+    AnyOf,
+    Arg,
+    Bool,
+    Callable,
+    Choice,
+    Instance,
+    Int,
+    ListOf,
+    Optional,
+    Real,
+    Str,
+    Writable,
+)
 from brainstorm.describable import Describable
+from brainstorm.scorers import Accuracy, Scorer
 from brainstorm.tools import evaluate
 from brainstorm.training.data_parallel import (
     communicator_of,
     is_root_process,
 )
+from brainstorm.training.schedules import Linear, Schedule
 from brainstorm.training.utils import check_int, check_number
 from brainstorm.utils import (
     TrainingValidationError,
@@ -56,6 +72,9 @@ __all__ = ['Hook', 'SaveBestNetwork', 'SaveLogs', 'SaveNetwork',
 _log = get_logger('hooks')
 
 LOGS_FILE_FORMAT = b'Logs file v1.0'
+
+#: Log names: one dotted name or a list of them.
+_NAMES = AnyOf(ListOf(Str(nonempty=True)), Str(nonempty=True))
 
 
 # ------------------------------------------------------------- helpers ----
@@ -117,6 +136,15 @@ class Hook(Describable):
         comm: set by :meth:`start`: the MPI communicator of a data-parallel
             run, else None.
     """
+
+    __arguments__ = {
+        'name': Arg(Optional(Str(nonempty=True)), default=None,
+                    attr='__name__'),
+        'timescale': Arg(Choice('epoch', 'update'), default='epoch'),
+        'interval': Arg(Int(1), default=1),
+        'verbose': Arg(Optional(Bool()), default=None),
+        'priority': Arg(Int(0), state=True),
+    }
 
     __undescribed__ = {'run_verbosity': None, 'comm': None}
     __default_values__ = {'timescale': 'epoch', 'interval': 1,
@@ -210,6 +238,12 @@ class SaveBestNetwork(Hook):
         name, timescale, interval, verbose: see :class:`Hook`.
     """
 
+    __arguments__ = {
+        'log_name': Arg(Str(nonempty=True)),
+        'filename': Arg(Optional(Str(nonempty=True)), default=None),
+        'criterion': Arg(Choice('max', 'min'), default='max'),
+    }
+
     __undescribed__ = {'parameters': None}
 
     def __init__(self, log_name: str, filename: str | None = None,
@@ -265,6 +299,8 @@ class SaveBestNetwork(Hook):
 
 class _FileHook(Hook):
     """A hook that writes to ``filename``."""
+
+    __arguments__ = {'filename': Arg(Str(nonempty=True))}
 
     def __init__(self, filename: str, name: str | None = None,
                  timescale: str = 'epoch', interval: int = 1):
@@ -365,6 +401,11 @@ class SaveLogsCSV(Hook):
         name, timescale, interval: see :class:`Hook`.
     """
 
+    __arguments__ = {
+        'filename': Arg(Str(nonempty=True)),
+        'log_names': Arg(Optional(_NAMES), default=None),
+    }
+
     def __init__(self, filename: str, log_names=None, name: str | None = None,
                  timescale: str = 'epoch', interval: int = 1):
         super().__init__(name, timescale, interval)
@@ -408,6 +449,11 @@ class SavePlot(Hook):
         log_names: dotted names of the logs to plot (one line each).
         name, timescale, interval: see :class:`Hook`.
     """
+
+    __arguments__ = {
+        'filename': Arg(Str(nonempty=True)),
+        'log_names': Arg(_NAMES),
+    }
 
     def __init__(self, filename: str, log_names, name: str | None = None,
                  timescale: str = 'epoch', interval: int = 1):
@@ -463,6 +509,8 @@ class MonitorLoss(Hook):
         name, timescale, interval, verbose: see :class:`Hook`.
     """
 
+    __arguments__ = {'iter_name': Arg(Str(nonempty=True))}
+
     __undescribed__ = {'iter': None}
 
     def __init__(self, iter_name: str, name: str | None = None,
@@ -500,6 +548,10 @@ class MonitorScores(MonitorLoss):
         name, timescale, interval, verbose: see :class:`Hook`.
     """
 
+    __arguments__ = {
+        'scorers': Arg(ListOf(Instance(Scorer, example=Accuracy))),
+    }
+
     def __init__(self, iter_name: str, scorers, name: str | None = None,
                  timescale: str = 'epoch', interval: int = 1,
                  verbose: bool | None = None):
@@ -511,6 +563,9 @@ class MonitorScores(MonitorLoss):
 
 
 class _MonitorLayer(Hook):
+
+    __arguments__ = {'layer_name': Arg(Str(nonempty=True))}
+
     prefix = ''
 
     def __init__(self, layer_name: str, name: str | None = None,
@@ -622,6 +677,12 @@ class EarlyStopper(Hook):
         name, timescale, interval, verbose: see :class:`Hook`.
     """
 
+    __arguments__ = {
+        'log_name': Arg(Str(nonempty=True)),
+        'patience': Arg(Int(1), default=1),
+        'criterion': Arg(Choice('min', 'max'), default='min'),
+    }
+
     def __init__(self, log_name: str, patience: int = 1,
                  criterion: str = 'min', name: str | None = None,
                  timescale: str = 'epoch', interval: int = 1,
@@ -659,6 +720,8 @@ class StopAfterEpoch(Hook):
         name, timescale, interval, verbose: see :class:`Hook`.
     """
 
+    __arguments__ = {'max_epochs': Arg(Int(0))}
+
     def __init__(self, max_epochs: int, name: str | None = None,
                  timescale: str = 'epoch', interval: int = 1,
                  verbose: bool | None = None):
@@ -685,6 +748,12 @@ class StopAfterThresholdReached(Hook):
         criterion: ``'min'`` or ``'max'``.
         name, timescale, interval, verbose: see :class:`Hook`.
     """
+
+    __arguments__ = {
+        'log_name': Arg(Str(nonempty=True)),
+        'threshold': Arg(Real()),
+        'criterion': Arg(Choice('min', 'max'), default='min'),
+    }
 
     def __init__(self, log_name: str, threshold: float,
                  criterion: str = 'min', name: str | None = None,
@@ -739,6 +808,12 @@ class StopOnNan(Hook):
         check_training_loss: check the training loss.
         name, timescale, interval, verbose: see :class:`Hook`.
     """
+
+    __arguments__ = {
+        'logs_to_check': Arg(_NAMES, default=()),
+        'check_parameters': Arg(Bool(), default=True),
+        'check_training_loss': Arg(Bool(), default=True),
+    }
 
     def __init__(self, logs_to_check=(), check_parameters: bool = True,
                  check_training_loss: bool = True, name: str | None = None,
@@ -829,6 +904,11 @@ class ProgressBar(Hook):
         force: draw even if the stream is not a terminal.
         verbose: see :class:`Hook`.
     """
+
+    __arguments__ = {
+        'file': Arg(Optional(Writable()), default=None, init_only=True),
+        'force': Arg(Bool(), default=False),
+    }
 
     __undescribed__ = {'file': None, '_bar': None, '_bar_epoch': None,
                        '_loss_sum': 0.0, '_batches': 0, '_length': None,
@@ -930,6 +1010,12 @@ class ModifyStepperAttribute(Hook):
         timescale, interval, name, verbose: see :class:`Hook`.
     """
 
+    __arguments__ = {
+        'schedule': Arg(AnyOf(Instance(Schedule, example=lambda: Linear(1, 0, 2)),
+                              Callable())),
+        'attr_name': Arg(Str(nonempty=True), default='learning_rate'),
+    }
+
     def __init__(self, schedule, attr_name: str = 'learning_rate',
                  timescale: str = 'epoch', interval: int = 1,
                  name: str | None = None, verbose: bool | None = None):
@@ -976,6 +1062,16 @@ class ReduceOnPlateau(Hook):
         criterion: ``'min'`` or ``'max'``.
         name, timescale, interval, verbose: see :class:`Hook`.
     """
+
+    __arguments__ = {
+        'log_name': Arg(Str(nonempty=True)),
+        'attr_name': Arg(Str(nonempty=True), default='learning_rate'),
+        'factor': Arg(Real(0, 1, include_low=False, include_high=False),
+                      default=0.1),
+        'patience': Arg(Int(0), default=5),
+        'minimum': Arg(Real(0), default=0.0),
+        'criterion': Arg(Choice('min', 'max'), default='min'),
+    }
 
     __undescribed__ = {'_best': None, '_bad_checks': 0, '_seen': 0}
 

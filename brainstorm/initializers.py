@@ -20,9 +20,24 @@ from numbers import Real
 
 import numpy as np
 
+from brainstorm.arguments import (
+    AnyOf,
+    Arg,
+    Bool,
+    Choice,
+    Instance,
+    Int,
+    NumericArray,
+    Optional,
+)
+from brainstorm.arguments import Real as RealArg
 from brainstorm.describable import Describable
 from brainstorm.randomness import Seedable
-from brainstorm.utils import InitializationError, ValidationError
+from brainstorm.utils import (
+    InitializationError,
+    NetworkValidationError,
+    ValidationError,
+)
 
 __all__ = ['Initializer', 'ArrayInitializer', 'Gaussian', 'Uniform',
            'DenseSqrtFanIn', 'DenseSqrtFanInOut', 'EchoState', 'Identity',
@@ -38,6 +53,8 @@ class Initializer(Seedable, Describable):
     Subclasses implement :meth:`__call__`; they draw random numbers only from
     ``self.rnd``.
     """
+
+    __argument_error__ = NetworkValidationError
 
     def __call__(self, shape: tuple[int, ...]) -> np.ndarray:
         """Return an array of the given shape.
@@ -99,6 +116,12 @@ def _check_positive_int(owner: str, name: str, value) -> None:
 
 # --------------------------------------------------------- initializers ---
 
+#: An initializer or a number, where a sub-initializer goes.
+_SUB_INITIALIZER = AnyOf(Instance(Initializer, example=lambda: Gaussian()),
+                         RealArg())
+_SCALE = AnyOf(Choice('rel', 'tanh', 'sigmoid', 'linear'), RealArg())
+
+
 class ArrayInitializer(Initializer):
     """Initialize with a given array.
 
@@ -109,6 +132,8 @@ class ArrayInitializer(Initializer):
     Args:
         array: the values (array-like); the parameter must have its shape.
     """
+
+    __arguments__ = {'array': Arg(NumericArray())}
 
     def __init__(self, array):
         super().__init__()
@@ -133,6 +158,11 @@ class Gaussian(Initializer):
         mean: mean.
     """
 
+    __arguments__ = {
+        'std': Arg(RealArg(0), default=0.1),
+        'mean': Arg(RealArg(), default=0.0),
+    }
+
     def __init__(self, std: float = 0.1, mean: float = 0.0):
         super().__init__()
         _check_number('Gaussian', 'std', std, minimum=0)
@@ -153,6 +183,11 @@ class Uniform(Initializer):
         high: upper bound, must be greater than ``low``.
     """
 
+    __arguments__ = {
+        'low': Arg(RealArg(), default=0.1),
+        'high': Arg(Optional(RealArg()), default=None),
+    }
+
     def __init__(self, low: float = 0.1, high: float | None = None):
         super().__init__()
         _check_number('Uniform', 'low', low)
@@ -166,6 +201,12 @@ class Uniform(Initializer):
                 f'Received: low={low!r}, high={high!r}')
         self.low = low
         self.high = high
+
+    def __validate__(self) -> None:
+        if self.high is None or not self.low < self.high:
+            raise NetworkValidationError(
+                'Uniform: low must be smaller than high. '
+                f'Received: low={self.low!r}, high={self.high!r}')
 
     def __call__(self, shape):
         return self.rnd.uniform(self.low, self.high, size=shape)
@@ -197,6 +238,11 @@ class DenseSqrtFanIn(Initializer):
             or ``'linear'`` (1).
     """
 
+    __arguments__ = {
+        'scale': Arg(AnyOf(Choice('rel', 'tanh', 'sigmoid', 'linear'), RealArg()),
+                     default='rel'),
+    }
+
     def __init__(self, scale: str | float = 'rel'):
         super().__init__()
         _resolve_scale('DenseSqrtFanIn', scale, _FAN_IN_SCALES)
@@ -217,6 +263,11 @@ class DenseSqrtFanInOut(Initializer):
             ``'rel'`` (sqrt 12), ``'tanh'`` (sqrt 6), ``'sigmoid'`` (4 sqrt 6)
             or ``'linear'`` (1).
     """
+
+    __arguments__ = {
+        'scale': Arg(AnyOf(Choice('rel', 'tanh', 'sigmoid', 'linear'), RealArg()),
+                     default='rel'),
+    }
 
     def __init__(self, scale: str | float = 'rel'):
         super().__init__()
@@ -243,6 +294,8 @@ class EchoState(Initializer):
         spectral_radius: the desired spectral radius (> 0).
     """
 
+    __arguments__ = {'spectral_radius': Arg(RealArg(0), default=1.0)}
+
     def __init__(self, spectral_radius: float = 1.0):
         super().__init__()
         _check_number('EchoState', 'spectral_radius', spectral_radius,
@@ -265,6 +318,12 @@ class Identity(Initializer):
         enforce_square: if True, non-square shapes raise InitializationError;
             otherwise the ones sit on the main diagonal.
     """
+
+    __arguments__ = {
+        'scale': Arg(RealArg(), default=1.0),
+        'std': Arg(RealArg(0), default=0.01),
+        'enforce_square': Arg(Bool(), default=True),
+    }
 
     def __init__(self, scale: float = 1.0, std: float = 0.01,
                  enforce_square: bool = True):
@@ -294,6 +353,8 @@ class Orthogonal(Initializer):
         scale: factor applied to the orthogonal matrix.
     """
 
+    __arguments__ = {'scale': Arg(RealArg(), default=1.0)}
+
     def __init__(self, scale: float = 1.0):
         super().__init__()
         _check_number('Orthogonal', 'scale', scale)
@@ -319,6 +380,11 @@ class RandomWalk(Initializer):
         act_func: ``'linear'`` or ``'rel'``.
         scale: overrides the default scale if given.
     """
+
+    __arguments__ = {
+        'act_func': Arg(Choice('linear', 'rel'), default='linear'),
+        'scale': Arg(Optional(RealArg()), default=None),
+    }
 
     def __init__(self, act_func: str = 'linear', scale: float | None = None):
         super().__init__()
@@ -355,6 +421,11 @@ class SparseInputs(Initializer):
         connections: non-zero entries per column (needs
             ``shape[0] >= connections``).
     """
+
+    __arguments__ = {
+        'sub_initializer': Arg(_SUB_INITIALIZER),
+        'connections': Arg(Int(1), default=15),
+    }
 
     def __init__(self, sub_initializer: Initializer | float,
                  connections: int = 15):
@@ -393,6 +464,11 @@ class SparseOutputs(Initializer):
         connections: non-zero entries per row (needs
             ``prod(shape[1:]) >= connections``).
     """
+
+    __arguments__ = {
+        'sub_initializer': Arg(_SUB_INITIALIZER),
+        'connections': Arg(Int(1), default=15),
+    }
 
     def __init__(self, sub_initializer: Initializer | float,
                  connections: int = 15):
@@ -434,6 +510,13 @@ class LstmOptInit(Initializer):
         forget_gate: Initializer or number for the forget gate rows.
         output_gate: Initializer or number for the output gate rows.
     """
+
+    __arguments__ = {
+        'input_block': Arg(_SUB_INITIALIZER, default=0.0),
+        'input_gate': Arg(_SUB_INITIALIZER, default=0.0),
+        'forget_gate': Arg(_SUB_INITIALIZER, default=0.0),
+        'output_gate': Arg(_SUB_INITIALIZER, default=0.0),
+    }
 
     def __init__(self, input_block: Initializer | float = 0.0,
                  input_gate: Initializer | float = 0.0,

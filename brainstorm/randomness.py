@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from brainstorm.arguments import SEED, Arg, Optional
 from brainstorm.describable import Describable
 
 __all__ = ['RandomState', 'Seedable', 'global_rnd']
@@ -73,6 +74,10 @@ class Seedable(Describable):
 
     The random state is not described; a recreated object gets a fresh one.
     """
+
+    __arguments__ = {
+        'seed': Arg(Optional(SEED), default=None, init_only=True),
+    }
 
     __undescribed__: set | dict = {'rnd'}
 

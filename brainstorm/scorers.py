@@ -15,8 +15,13 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from brainstorm.arguments import Arg, Optional, Real, Str
 from brainstorm.describable import Describable
-from brainstorm.utils import ValidationError, flatten_all_but_last
+from brainstorm.utils import (
+    TrainingValidationError,
+    ValidationError,
+    flatten_all_but_last,
+)
 
 __all__ = ['Scorer', 'Accuracy', 'Hamming', 'MeanSquaredError',
            'gather_losses_and_scores', 'aggregate_losses_and_scores',
@@ -34,6 +39,15 @@ class Scorer(Describable):
         mask_name: name of the Input output holding a mask (empty: none).
         name: name under which the score is logged (default: class name).
     """
+
+    __argument_error__ = TrainingValidationError
+    __arguments__ = {
+        'out_name': Arg(Str(), default=''),
+        'targets_name': Arg(Str(nonempty=True), default='targets'),
+        'mask_name': Arg(Str(), default=''),
+        'name': Arg(Optional(Str(nonempty=True)), default=None,
+                    attr='__name__'),
+    }
 
     def __init__(self, out_name: str = '', targets_name: str = 'targets',
                  mask_name: str = '', name: str | None = None):
@@ -101,6 +115,8 @@ class Hamming(Scorer):
         mask_name: see :class:`Scorer`.
         name: see :class:`Scorer`.
     """
+
+    __arguments__ = {'threshold': Arg(Real(), default=0.5)}
 
     def __init__(self, threshold: float = 0.5, out_name: str = '',
                  targets_name: str = 'targets', mask_name: str = '',

@@ -11,6 +11,21 @@ from collections import OrderedDict
 
 import numpy as np
 
+from brainstorm.arguments import (
+    SEED,
+    AnyOf,
+    Arg,
+    Bool,
+    Choice,
+    Instance,
+    Int,
+    ListOf,
+    NumericArray,
+    Optional,
+    Real,
+    Str,
+    declare,
+)
 from brainstorm.structure.construction import ConstructionWrapper
 from brainstorm.utils import NetworkValidationError, ValidationError
 
@@ -27,11 +42,40 @@ def _as_shape(shape, what: str) -> tuple:
     if not isinstance(shape, (tuple, list)) or not shape or not all(
             isinstance(s, int) and not isinstance(s, bool) and s > 0
             for s in shape):
-        raise ValueError(f'{what} must be a positive int or a tuple of '
-                         f'positive ints. Received: {shape!r}')
+        raise NetworkValidationError(
+            f'{what} must be a positive int or a tuple of positive ints. '
+            f'Received: {shape!r}')
     return tuple(shape)
 
 
+_SHAPE = AnyOf(Int(1), ListOf(Int(1), nonempty=True, as_tuple=True))
+_TASK = Choice('classification', 'multi-label', 'regression')
+_TASK_ARGUMENTS = {
+    'task_type': Arg(_TASK),
+    'in_shape': Arg(_SHAPE),
+    'out_shape': Arg(_SHAPE),
+    'data_name': Arg(Str(identifier=True), default='default'),
+    'targets_name': Arg(Str(identifier=True), default='targets'),
+    'mask_name': Arg(Optional(Str(identifier=True)), default=None),
+    'use_conv': Arg(Optional(Bool()), default=None),
+}
+
+
+def _check_distinct_names(owner: str, **names) -> None:
+    """Input output names must differ (else one array feeds two roles)."""
+    given = {k: v for k, v in names.items() if v is not None}
+    seen = {}
+    for argument, value in given.items():
+        if value in seen:
+            raise NetworkValidationError(
+                f'{owner}: {seen[value]} and {argument} must differ. '
+                f'Received: {seen[value]}={value!r}, {argument}={value!r}')
+        seen[value] = argument
+
+
+@declare(NetworkValidationError, **_TASK_ARGUMENTS,
+         projection_name=Arg(Optional(Str(identifier=True)), default=None),
+         outlayer_name=Arg(Optional(Str(identifier=True)), default=None))
 def get_in_out_layers(task_type: str, in_shape, out_shape,
                       data_name: str = 'default', targets_name: str = 'targets',
                       projection_name: str | None = None,
@@ -69,13 +113,16 @@ def get_in_out_layers(task_type: str, in_shape, out_shape,
         ['Input', 'FullyConnected', 'Output_projection', 'Output', 'Loss']
     """
     from brainstorm import layers
+    _check_distinct_names('get_in_out_layers', data_name=data_name,
+                          targets_name=targets_name, mask_name=mask_name)
     in_shape = _as_shape(in_shape, 'in_shape')
     out_shape = _as_shape(out_shape, 'out_shape')
     output_layers = {'classification': 'SoftmaxCE',
                      'multi-label': 'SigmoidCE', 'regression': 'SquaredError'}
     if task_type not in output_layers:
-        raise ValueError(f'Unknown task_type {task_type!r}: use one of '
-                         f'{sorted(output_layers)}.')
+        raise NetworkValidationError(
+            f'get_in_out_layers: unknown task_type {task_type!r}: use one '
+            f'of {sorted(output_layers)}.')
     if task_type == 'classification':
         target_shape = out_shape[:-1] + (1,)
     else:
@@ -94,9 +141,10 @@ def get_in_out_layers(task_type: str, in_shape, out_shape,
         projection = layers.Convolution2D(out_shape[-1], kernel_size=(1, 1),
                                    activation='linear', name=projection_name)
     else:
-        raise ValueError(f'Cannot choose a projection for out_shape '
-                         f'{out_shape}: give 1 (FullyConnected) or 3 '
-                         '(Convolution2D) dimensions, or set use_conv.')
+        raise NetworkValidationError(
+            f'get_in_out_layers: cannot choose a projection for out_shape '
+            f'{out_shape}: give 1 (FullyConnected) or 3 (Convolution2D) '
+            'dimensions, or set use_conv.')
     inp = layers.Input(out_shapes)
     output = getattr(layers, output_layers[task_type])(name=outlayer_name)
     projection >> output
@@ -227,6 +275,8 @@ def _layer_from_token(token: str, arguments: list):
                       'C P')
 
 
+@declare(NetworkValidationError, **_TASK_ARGUMENTS,
+         spec=Arg(Str()))
 def create_net_from_spec(task_type: str, in_shape, out_shape, spec: str,
                          data_name: str = 'default',
                          targets_name: str = 'targets',
@@ -290,6 +340,17 @@ def create_net_from_spec(task_type: str, in_shape, out_shape, spec: str,
 
 # ----------------------------------------------------------- evaluation ---
 
+_NETWORK = Instance('brainstorm.structure.network:Network')
+_BUFFER_NAMES = AnyOf(Str(nonempty=True), ListOf(Str(nonempty=True),
+                                                 nonempty=True))
+
+
+@declare(NetworkValidationError, network=Arg(_NETWORK),
+         scorers=Arg(ListOf(Instance('brainstorm.scorers:Scorer')),
+                     default=()),
+         out_name=Arg(Str(), default=''),
+         targets_name=Arg(Str(nonempty=True), default='targets'),
+         mask_name=Arg(Optional(Str()), default=None))
 def evaluate(network, iter, scorers=(), out_name: str = '',
              targets_name: str = 'targets',
              mask_name: str | None = None, *, comm=None) -> OrderedDict:
@@ -360,6 +421,8 @@ def _pad_time(array: np.ndarray, time_steps: int) -> np.ndarray:
     return padded
 
 
+@declare(NetworkValidationError, network=Arg(_NETWORK),
+         buffer_names=Arg(_BUFFER_NAMES))
 def extract(network, iter, buffer_names) -> dict:
     """Run the network over ``iter`` and collect buffers.
 
@@ -397,6 +460,8 @@ def extract(network, iter, buffer_names) -> dict:
     return result
 
 
+@declare(NetworkValidationError, network=Arg(_NETWORK),
+         buffer_names=Arg(_BUFFER_NAMES), file_name=Arg(Str(nonempty=True)))
 def extract_and_save(network, iter, buffer_names, file_name: str) -> None:
     """Like :func:`extract`, but write each buffer into an HDF5 dataset as
     the batches come (attributes ``info`` and
@@ -451,6 +516,7 @@ def extract_and_save(network, iter, buffer_names, file_name: str) -> None:
 
 # ------------------------------------------------------------ inspection ---
 
+@declare(NetworkValidationError, network=Arg(_NETWORK))
 def get_network_info(network) -> str:
     """A text summary: the total number of parameters, then per layer its
     name and type, parameter shapes and count, and input and output feature
@@ -481,6 +547,7 @@ def get_network_info(network) -> str:
     return '\n'.join(lines)
 
 
+@declare(NetworkValidationError, network=Arg(_NETWORK))
 def print_network_info(network) -> None:
     """Print :func:`get_network_info` under a banner."""
     banner = '=' * 80
@@ -510,6 +577,8 @@ def _dot_text(network) -> str:
     return '\n'.join(lines) + '\n'
 
 
+@declare(NetworkValidationError, network=Arg(_NETWORK),
+         file_name=Arg(Str(nonempty=True), default='network.png'))
 def draw_network(network, file_name: str = 'network.png'):
     """Draw the network graph with Graphviz.
 
@@ -549,6 +618,10 @@ def draw_network(network, file_name: str = 'network.png'):
 
 # ------------------------------------------------------------------ data ---
 
+@declare(NetworkValidationError,
+         seed=Arg(Optional(SEED), default=None),
+         **{'*arrays': Arg(Optional(NumericArray(min_ndim=2, finite=False)),
+                           default=None)})
 def shuffle_data(*arrays, seed: int | None = None) -> list:
     """Permute all arrays identically along axis 1 (the batch axis).
 
@@ -574,6 +647,11 @@ def shuffle_data(*arrays, seed: int | None = None) -> list:
     return [None if a is None else np.asarray(a)[:, order] for a in arrays]
 
 
+@declare(NetworkValidationError,
+         ratios=Arg(ListOf(Real(0, include_low=False), nonempty=True),
+                    default=(9, 1)),
+         **{'*arrays': Arg(Optional(NumericArray(min_ndim=2, finite=False)),
+                           default=None)})
 def split(*arrays, ratios=(9, 1)) -> list:
     """Cut arrays along axis 1 in the given ratios.
 

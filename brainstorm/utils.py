@@ -10,6 +10,7 @@ __all__ = [
     'ValidationError', 'NetworkValidationError', 'LayerValidationError',
     'IteratorValidationError', 'StructureValidationError',
     'TrainingValidationError', 'UnknownNameError', 'NonFiniteError',
+    'DescriptionError',
     'InitializationError', 'NAME_BLACKLIST', 'is_valid_layer_name',
     'get_by_path', 'get_normalized_path', 'flatten_time',
     'flatten_time_and_features', 'flatten_features', 'flatten_all_but_last',
@@ -60,6 +61,12 @@ class NonFiniteError(ValidationError, FloatingPointError):
     with ``check_finite=False``); the message names the update, the first
     layer and buffer holding such a value and the last finite loss.
     """
+
+
+class DescriptionError(ValidationError, TypeError):
+    """A description (from a file or a dict) cannot be turned into an
+    object: not a description, an unknown or unexpected ``@type``, or a key
+    the class does not declare."""
 
 
 class InitializationError(Exception):

@@ -17,8 +17,9 @@ import math
 
 import numpy as np
 
+from brainstorm.arguments import Arg, NumericArray, Optional, Real
 from brainstorm.randomness import Seedable
-from brainstorm.utils import ValidationError
+from brainstorm.utils import NetworkValidationError, ValidationError
 
 __all__ = ['ValueModifier', 'GradientModifier', 'ClipValues',
            'ConstrainL2Norm', 'MaskValues', 'FreezeValues', 'L1Decay',
@@ -41,6 +42,8 @@ def _check_number(owner: str, name: str, value, minimum: float | None = None,
 
 class _Modifier(Seedable):
     """Shared parts of value and gradient modifiers."""
+
+    __argument_error__ = NetworkValidationError
 
     __undescribed__ = {'layer_name': '', 'view_name': '', '_handler': None,
                        '_buffers': None}
@@ -123,6 +126,11 @@ class ClipValues(ValueModifier):
         high: upper bound (``>= low``).
     """
 
+    __arguments__ = {
+        'low': Arg(Real(), default=-1.0),
+        'high': Arg(Real(), default=1.0),
+    }
+
     def __init__(self, low: float = -1., high: float = 1.):
         super().__init__()
         low = _check_number('ClipValues', 'low', low)
@@ -132,6 +140,12 @@ class ClipValues(ValueModifier):
                                   f'high. Received: low={low}, high={high}')
         self.low = low
         self.high = high
+
+    def __validate__(self) -> None:
+        if self.low > self.high:
+            raise NetworkValidationError(
+                'ClipValues: low must not be greater than high. Received: '
+                f'low={self.low}, high={self.high}')
 
     def __call__(self, handler, view):
         handler.clip_t(view, float(self.low), float(self.high), view)
@@ -147,6 +161,8 @@ class ConstrainL2Norm(ValueModifier):
     Args:
         limit: the maximal L2 norm per row (> 0).
     """
+
+    __arguments__ = {'limit': Arg(Real(0, include_low=False))}
 
     def __init__(self, limit: float):
         super().__init__()
@@ -181,6 +197,8 @@ class MaskValues(ValueModifier):
         mask: NumPy array of the view's shape (or broadcastable to it); it
             is copied to the handler once.
     """
+
+    __arguments__ = {'mask': Arg(NumericArray())}
 
     def __init__(self, mask):
         super().__init__()
@@ -217,6 +235,10 @@ class FreezeValues(ValueModifier):
             the view has when the modifier is first applied are kept.
     """
 
+    __arguments__ = {
+        'weights': Arg(Optional(NumericArray()), default=None),
+    }
+
     def __init__(self, weights=None):
         super().__init__()
         self.weights = None if weights is None else np.array(weights)
@@ -248,6 +270,8 @@ class L1Decay(GradientModifier):
         factor: strength of the decay (>= 0).
     """
 
+    __arguments__ = {'factor': Arg(Real(0))}
+
     def __init__(self, factor: float):
         super().__init__()
         self.factor = _check_number('L1Decay', 'factor', factor, minimum=0)
@@ -264,6 +288,8 @@ class L2Decay(GradientModifier):
     Args:
         factor: strength of the decay (>= 0).
     """
+
+    __arguments__ = {'factor': Arg(Real(0))}
 
     def __init__(self, factor: float):
         super().__init__()

@@ -13,6 +13,7 @@ from typing import Any
 
 from brainstorm.describable import Describable
 from brainstorm.randomness import global_rnd
+from brainstorm.utils import NetworkValidationError
 
 __all__ = ['Handler', 'ACTIVATION_NAMES']
 
@@ -138,6 +139,10 @@ class Handler(Describable, abc.ABC):
     them by calling ``super().__init__()`` at the end of its own
     ``__init__`` (and again when it is recreated from a description).
     """
+
+    #: the error raised for bad constructor arguments (see
+    #: :mod:`brainstorm.arguments`)
+    __argument_error__ = NetworkValidationError
 
     # set by each concrete handler (Any: their types differ per handler)
     dtype: Any = None

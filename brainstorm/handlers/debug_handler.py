@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from brainstorm.arguments import Arg, Instance
 from brainstorm.describable import get_description
 from brainstorm.handlers.base_handler import Handler
 
@@ -152,6 +153,10 @@ class DebugHandler(Handler):
     Args:
         handler: the handler that does the work.
     """
+
+    __arguments__ = {
+        'handler': Arg(Instance(Handler, example=lambda: _numpy_handler())),
+    }
 
     array_type = DebugArray
 
@@ -700,3 +705,8 @@ class DebugHandler(Handler):
         self._run(op, inputs=inputs, window=window, outputs=outputs,
                   padding=padding, stride=stride, in_deltas=in_deltas,
                   out_deltas=out_deltas)
+
+
+def _numpy_handler():
+    from brainstorm.handlers.numpy_handler import NumpyHandler
+    return NumpyHandler(np.float64)

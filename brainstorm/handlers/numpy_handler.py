@@ -7,6 +7,7 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from brainstorm.arguments import SEED, Arg, FloatDtype, Optional
 from brainstorm.handlers.base_handler import FirstUseRandomState, Handler
 from brainstorm.randomness import RandomState
 
@@ -29,6 +30,11 @@ class NumpyHandler(Handler):
             :class:`~brainstorm.handlers.base_handler.FirstUseRandomState`).
     """
 
+    __arguments__ = {
+        'dtype': Arg(FloatDtype(), default=np.float32),
+        'seed': Arg(Optional(SEED), default=None, init_only=True),
+    }
+
     array_type = np.ndarray
     context = 'numpy'
     rnd = FirstUseRandomState()
@@ -47,7 +53,7 @@ class NumpyHandler(Handler):
 
     def __init_from_description__(self, description: dict) -> None:
         """Recreate from :meth:`__describe__`'s output (fresh ``rnd``)."""
-        type(self).__init__(self, np.dtype(description['dtype']).type)
+        type(self).__init__(self, self.dtype)
 
     def __getstate__(self):
         state = super().__getstate__()

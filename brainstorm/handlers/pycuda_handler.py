@@ -70,6 +70,7 @@ import operator
 import numpy as np
 
 from brainstorm.__about__ import install_hint
+from brainstorm.arguments import SEED, Arg, Optional
 from brainstorm.handlers import _cuda_kernels as kernels
 from brainstorm.handlers._cublas import Cublas, row_major_gemm, row_major_ld
 from brainstorm.handlers.base_handler import FirstUseRandomState, Handler
@@ -383,6 +384,10 @@ class PyCudaHandler(Handler):
     Raises:
         ImportError: if PyCUDA cannot be imported (with install hints).
     """
+
+    __arguments__ = {
+        'seed': Arg(Optional(SEED), default=None, init_only=True),
+    }
 
     dtype = np.float32
     array_type = GPUView

@@ -27,6 +27,9 @@ __all__ = ['REQUIRED', 'Kwarg', 'Constraint', 'PositiveInt', 'NonNegativeInt',
 
 ACTIVATIONS = ('sigmoid', 'tanh', 'rel', 'linear', 'el')
 
+#: Largest size accepted (beyond it NumPy fails without naming the layer).
+MAX_SIZE = 2 ** 31 - 1
+
 
 class _Required:
     def __repr__(self):
@@ -38,7 +41,8 @@ REQUIRED = _Required()
 
 def _is_int(value) -> bool:
     return (isinstance(value, (int, np.integer))
-            and not isinstance(value, (bool, np.bool_)))
+            and not isinstance(value, (bool, np.bool_))
+            and value <= MAX_SIZE)
 
 
 class Constraint:
@@ -64,7 +68,7 @@ class Constraint:
 class PositiveInt(Constraint):
     expected = 'a positive int'
     example = 2
-    invalid_examples = (0, -3, 2.5, 'x', True)
+    invalid_examples = (0, -3, 2.5, 'x', True, 10 ** 40)
 
     def normalize(self, value):
         if not _is_int(value) or value <= 0:
@@ -75,7 +79,7 @@ class PositiveInt(Constraint):
 class NonNegativeInt(Constraint):
     expected = 'an int >= 0'
     example = 0
-    invalid_examples = (-1, 1.5, 'x')
+    invalid_examples = (-1, 1.5, 'x', 10 ** 40)
 
     def normalize(self, value):
         if not _is_int(value) or value < 0:
@@ -86,7 +90,7 @@ class NonNegativeInt(Constraint):
 class PositiveIntOrTuple(Constraint):
     expected = 'a positive int or a tuple of positive ints'
     example = 2
-    invalid_examples = (0, -3, (2, 0), (), 'x', 2.5)
+    invalid_examples = (0, -3, (2, 0), (), 'x', 2.5, 10 ** 40, (2, 10 ** 40))
 
     def normalize(self, value):
         if _is_int(value) and value > 0:

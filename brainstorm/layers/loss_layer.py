@@ -33,7 +33,7 @@ class LossLayerImpl(Layer):
 
     expected_inputs = {'default': StructureTemplate('...')}
     declared_kwargs = {
-        'importance': Kwarg(FloatIn(), default=1.0,
+        'importance': Kwarg(FloatIn(0), default=1.0,
                             description='weight of this loss in the total'),
     }
 

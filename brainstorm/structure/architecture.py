@@ -307,6 +307,16 @@ def instantiate_layers_from_architecture(architecture: dict) -> OrderedDict:
         except TypeError as err:
             raise NetworkValidationError(f"Layer '{name}': {err}") from None
         kwargs = {k: v for k, v in entry.items() if not k.startswith('@')}
+        # the layer's name is its key in the architecture; the constructor's
+        # own positional arguments cannot come from the entry either
+        clashing = sorted({'name', 'in_shapes', 'incoming_connections',
+                           'outgoing_connections'} & set(kwargs))
+        if clashing:
+            raise LayerValidationError(
+                f"{entry['@type']} '{name}': unexpected argument(s) "
+                f'{clashing} in the architecture entry (the name of a layer '
+                'is its key in the architecture). Received: '
+                f'{ {k: kwargs[k] for k in clashing} }')
         layers[name] = layer_class(name, in_shapes, incoming, outgoing,
                                    **kwargs)
     return layers

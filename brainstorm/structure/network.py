@@ -10,6 +10,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from brainstorm.arguments import SEED, Arg, Instance, Optional, Str, declare
 from brainstorm.describable import create_from_description, get_description
 from brainstorm.randomness import Seedable
 from brainstorm.structure.architecture import (
@@ -20,6 +21,7 @@ from brainstorm.structure.architecture import (
 from brainstorm.structure.buffers import BufferManager
 from brainstorm.structure.layout import create_layout
 from brainstorm.utils import (
+    DescriptionError,
     InitializationError,
     NetworkValidationError,
     ValidationError,
@@ -248,6 +250,8 @@ class Network(Seedable):
 
     # --------------------------------------------------------- handlers ----
 
+    @declare(NetworkValidationError, new_handler=Arg(Instance(
+        'brainstorm.handlers.base_handler:Handler')))
     def set_handler(self, new_handler) -> None:
         """Move all memory to ``new_handler`` and compute with it; parameters
         are kept."""
@@ -325,6 +329,13 @@ class Network(Seedable):
             raise NetworkValidationError(
                 f"Input '{name}': expected an array of shape {expected}. "
                 f'Received: {type(array).__name__}')
+        if isinstance(array, np.ma.MaskedArray):
+            # its mask would be dropped silently
+            raise NetworkValidationError(
+                f"Input '{name}': masked arrays are not supported (the mask "
+                'would be lost). Pass array.filled(value) and give the mask '
+                "as an input of its own (e.g. 'mask'). Received: "
+                'MaskedArray')
         if isinstance(array, np.ndarray):
             if not (np.issubdtype(array.dtype, np.number)
                     or array.dtype == np.bool_) or \
@@ -441,6 +452,7 @@ class Network(Seedable):
 
     # ----------------------------------------------------- initialize ------
 
+    @declare(NetworkValidationError, seed=Arg(Optional(SEED), default=None))
     def initialize(self, default_or_init_dict=None, seed: int | None = None,
                    **kwargs) -> None:
         """Initialize all parameters.
@@ -613,33 +625,70 @@ class Network(Seedable):
             'output_name': self.output_name,
         }
 
+    #: The keys of a network description (nothing else is accepted).
+    _DESCRIPTION_KEYS = frozenset({'@type', 'architecture', 'handler',
+                                   'initializers', 'weight_modifiers',
+                                   'gradient_modifiers', 'output_name'})
+
     @classmethod
     def __new_from_description__(cls, description: dict) -> Network:
-        net = cls.from_architecture(description['architecture'])
+        from brainstorm.handlers.base_handler import Handler
+        from brainstorm.initializers import Initializer
+        from brainstorm.value_modifiers import GradientModifier, ValueModifier
+        unknown = sorted(set(description) - cls._DESCRIPTION_KEYS, key=str)
+        if unknown:
+            raise DescriptionError(
+                f'Network (from a description): unknown key(s) {unknown}. '
+                f'Allowed keys: {sorted(cls._DESCRIPTION_KEYS)}')
+        if 'architecture' not in description:
+            raise DescriptionError('Network (from a description): the key '
+                                   "'architecture' is missing.")
+        output_name = description.get('output_name')
+        if output_name is not None and not isinstance(output_name, str):
+            raise NetworkValidationError(
+                'Network (from a description): output_name must be a str or '
+                f'None. Received: output_name={output_name!r}')
+        modifiers = (ValueModifier, GradientModifier)
+        # build every described object first (each @type checked for its
+        # place), so nothing is built for a description refused later
         handler = description.get('handler')
+        parts = {
+            'initializers': create_from_description(
+                description.get('initializers'), expected=Initializer),
+            'weight_modifiers': create_from_description(
+                description.get('weight_modifiers'), expected=modifiers),
+            'gradient_modifiers': create_from_description(
+                description.get('gradient_modifiers'), expected=modifiers),
+        }
+        if handler is not None and (not isinstance(handler, dict)
+                                    or '@type' not in handler):
+            raise DescriptionError(
+                'Network (from a description): handler must be a handler '
+                f"description (a dict with '@type'). Received: {handler!r:.80}")
+        net = cls.from_architecture(description['architecture'])
         if handler:
             try:
-                net.set_handler(create_from_description(handler))
+                net.set_handler(create_from_description(handler,
+                                                        expected=Handler))
             except ImportError as err:
                 # e.g. a network saved from a GPU, loaded without CUDA
                 warnings.warn(
                     f'The network was saved with a {handler.get("@type")} '
                     f'that cannot be created here ({err}); using the default '
                     'NumpyHandler instead.', RuntimeWarning, stacklevel=2)
-        if description.get('initializers'):
-            net.initialize(create_from_description(
-                description['initializers']))
-        if description.get('weight_modifiers'):
-            net.set_weight_modifiers(create_from_description(
-                description['weight_modifiers']))
-        if description.get('gradient_modifiers'):
-            net.set_gradient_modifiers(create_from_description(
-                description['gradient_modifiers']))
-        net.output_name = description.get('output_name')
+        if parts['initializers']:
+            net.initialize(parts['initializers'])
+        if parts['weight_modifiers']:
+            net.set_weight_modifiers(parts['weight_modifiers'])
+        if parts['gradient_modifiers']:
+            net.set_gradient_modifiers(parts['gradient_modifiers'])
+        net.output_name = output_name
         return net
 
     # ----------------------------------------------------------- files -----
 
+    @declare(NetworkValidationError, filename=Arg(Str(nonempty=True)),
+             comment=Arg(Str(), default=''))
     def save_as_hdf5(self, filename: str, comment: str = '') -> None:
         """Save the description and parameters to an HDF5 file.
 
@@ -701,7 +750,7 @@ class Network(Seedable):
             raise NetworkValidationError(
                 f"Network file '{filename}' does not describe a Network.")
         try:
-            net = create_from_description(description)
+            net = create_from_description(description, expected=Network)
         except (ValidationError, TypeError, KeyError, ValueError) as err:
             raise NetworkValidationError(
                 f"Network file '{filename}' holds an invalid network "

@@ -38,8 +38,9 @@ from typing import Any
 
 import numpy as np
 
+from brainstorm.arguments import Arg, Bool, Instance
 from brainstorm.describable import Describable
-from brainstorm.training.steppers import TrainingStepper
+from brainstorm.training.steppers import SgdStepper, TrainingStepper
 from brainstorm.utils import TrainingValidationError
 
 __all__ = ['DataParallel', 'communicator_of', 'is_root_process',
@@ -410,6 +411,11 @@ class DataParallel(Describable):
         TrainingValidationError: if ``stepper`` is not a stepper.
         ImportError: when the communicator is needed and mpi4py is missing.
     """
+
+    __arguments__ = {
+        'stepper': Arg(Instance(TrainingStepper, example=lambda: SgdStepper())),
+        'check_finite': Arg(Bool(), default=True),
+    }
 
     __undescribed__ = {'_comm': None, '_reseeded': None,
                        '_sizes': None, '_maintained': None,

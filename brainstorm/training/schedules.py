@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from brainstorm.arguments import Arg, Int, ListOf, Real
 from brainstorm.describable import Describable
 from brainstorm.training.utils import check_int, check_number
 from brainstorm.utils import TrainingValidationError
@@ -55,6 +56,12 @@ class Linear(Schedule):
         num_changes: number of changes (int >= 1).
     """
 
+    __arguments__ = {
+        'initial_value': Arg(Real()),
+        'final_value': Arg(Real()),
+        'num_changes': Arg(Int(1)),
+    }
+
     def __init__(self, initial_value: float, final_value: float,
                  num_changes: int):
         check_number('Linear', 'initial_value', initial_value)
@@ -86,6 +93,13 @@ class Exponential(Schedule):
         maximum: upper bound of the value.
     """
 
+    __arguments__ = {
+        'initial_value': Arg(Real()),
+        'factor': Arg(Real()),
+        'minimum': Arg(Real(finite=False), default=-math.inf),
+        'maximum': Arg(Real(finite=False), default=math.inf),
+    }
+
     __default_values__ = {'minimum': -math.inf, 'maximum': math.inf}
 
     def __init__(self, initial_value: float, factor: float,
@@ -102,6 +116,13 @@ class Exponential(Schedule):
         self.factor = factor
         self.minimum = minimum
         self.maximum = maximum
+
+    def __validate__(self) -> None:
+        if self.minimum > self.maximum:
+            raise TrainingValidationError(
+                'Exponential: minimum must not be greater than maximum. '
+                f'Received: minimum={self.minimum!r}, '
+                f'maximum={self.maximum!r}')
 
     def __call__(self, epoch_nr, update_nr, timescale, interval, net,
                  stepper, logs):
@@ -126,6 +147,12 @@ class MultiStep(Schedule):
             interval is not 1.
     """
 
+    __arguments__ = {
+        'initial_value': Arg(Real()),
+        'steps': Arg(ListOf(Int(0))),
+        'values': Arg(ListOf(Real())),
+    }
+
     def __init__(self, initial_value: float, steps, values):
         check_number('MultiStep', 'initial_value', initial_value)
         steps, values = list(steps), list(values)
@@ -144,6 +171,14 @@ class MultiStep(Schedule):
         self.initial_value = initial_value
         self.steps = steps
         self.values = values
+
+    def __validate__(self) -> None:
+        steps, values = self.steps, self.values
+        if len(steps) != len(values) or any(
+                b <= a for a, b in zip(steps, steps[1:])):
+            raise TrainingValidationError(
+                'MultiStep: steps must be increasing and as many as values. '
+                f'Received: steps={steps}, values={values}')
 
     def __call__(self, epoch_nr, update_nr, timescale, interval, net,
                  stepper, logs):
@@ -167,6 +202,11 @@ class DecreaseAfterEpoch(Schedule):
         initial_value: value for the first ``T`` epochs.
         T: number of epochs before the decrease starts (int >= 1).
     """
+
+    __arguments__ = {
+        'initial_value': Arg(Real()),
+        'T': Arg(Int(1)),
+    }
 
     def __init__(self, initial_value: float, T: int):
         check_number('DecreaseAfterEpoch', 'initial_value', initial_value)
@@ -196,6 +236,14 @@ class CosineWithWarmup(Schedule):
         warmup_start: the value at ``k = 0`` if there is a warm-up.
     """
 
+    __arguments__ = {
+        'initial_value': Arg(Real()),
+        'num_changes': Arg(Int(1)),
+        'final_value': Arg(Real(), default=0.0),
+        'warmup_changes': Arg(Int(0), default=0),
+        'warmup_start': Arg(Real(), default=0.0),
+    }
+
     __default_values__ = {'final_value': 0.0, 'warmup_changes': 0,
                           'warmup_start': 0.0}
 
@@ -213,6 +261,13 @@ class CosineWithWarmup(Schedule):
         self.final_value = final_value
         self.warmup_changes = warmup_changes
         self.warmup_start = warmup_start
+
+    def __validate__(self) -> None:
+        if self.num_changes <= self.warmup_changes:
+            raise TrainingValidationError(
+                'CosineWithWarmup: num_changes must be greater than '
+                f'warmup_changes. Received: num_changes={self.num_changes}, '
+                f'warmup_changes={self.warmup_changes}')
 
     def __call__(self, epoch_nr, update_nr, timescale, interval, net,
                  stepper, logs):

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from brainstorm.arguments import Arg, Bool, DictOf, Instance, Optional, Real
 from brainstorm.describable import Describable
 from brainstorm.training.utils import check_number
 from brainstorm.utils import TrainingValidationError
@@ -76,8 +77,15 @@ class TrainingStepper(Describable):
             ``clip_norm`` is set, else None.
     """
 
+    __arguments__ = {
+        'clip_norm': Arg(Optional(Real(0, include_low=False)), default=None),
+    }
+
     __undescribed__ = {'net': None, '_parts': None, 'last_gradient_norm': None}
     __default_values__ = {'clip_norm': None}
+
+    def __validate__(self) -> None:
+        self._check_hyperparameters()
 
     def __init__(self, clip_norm: float | None = None):
         # set by start(net)
@@ -244,6 +252,8 @@ class ForwardStepper(TrainingStepper):
         use_training_pass: run the forward pass as a training pass.
     """
 
+    __arguments__ = {'use_training_pass': Arg(Bool(), default=False)}
+
     def __init__(self, use_training_pass: bool = False):
         super().__init__()
         self.use_training_pass = use_training_pass
@@ -264,6 +274,8 @@ class SgdStepper(TrainingStepper):
         learning_rate: step size (>= 0).
         clip_norm: see :class:`TrainingStepper`.
     """
+
+    __arguments__ = {'learning_rate': Arg(Real(0), default=0.1)}
 
     def __init__(self, learning_rate: float = 0.1,
                  clip_norm: float | None = None):
@@ -295,6 +307,12 @@ class MomentumStepper(TrainingStepper):
             (must be a bool).
         clip_norm: see :class:`TrainingStepper`.
     """
+
+    __arguments__ = {
+        'learning_rate': Arg(Real(0), default=0.1),
+        'momentum': Arg(Real(0, 1, include_high=False), default=0.0),
+        'scale_learning_rate': Arg(Bool(), default=True),
+    }
 
     def __init__(self, learning_rate: float = 0.1, momentum: float = 0.0,
                  scale_learning_rate: bool = True,
@@ -366,6 +384,12 @@ class RMSPropStepper(TrainingStepper):
         clip_norm: see :class:`TrainingStepper`.
     """
 
+    __arguments__ = {
+        'learning_rate': Arg(Real(0), default=0.001),
+        'decay': Arg(Real(0, 1, include_high=False), default=0.9),
+        'epsilon': Arg(Real(0, include_low=False), default=1e-8),
+    }
+
     def __init__(self, learning_rate: float = 0.001, decay: float = 0.9,
                  epsilon: float = 1e-8, clip_norm: float | None = None):
         self.learning_rate = learning_rate
@@ -417,6 +441,13 @@ class AdamStepper(TrainingStepper):
     Attributes:
         step_count: the number of updates since :meth:`start`.
     """
+
+    __arguments__ = {
+        'learning_rate': Arg(Real(0), default=0.001),
+        'beta1': Arg(Real(0, 1, include_high=False), default=0.9),
+        'beta2': Arg(Real(0, 1, include_high=False), default=0.999),
+        'epsilon': Arg(Real(0, include_low=False), default=1e-8),
+    }
 
     __undescribed__ = {'step_count': 0}
 
@@ -496,6 +527,8 @@ class AdamWStepper(AdamStepper):
         clip_norm: see :class:`TrainingStepper`.
     """
 
+    __arguments__ = {'weight_decay': Arg(Real(0), default=0.01)}
+
     def __init__(self, learning_rate: float = 0.001, beta1: float = 0.9,
                  beta2: float = 0.999, epsilon: float = 1e-8,
                  weight_decay: float = 0.01, clip_norm: float | None = None):
@@ -553,6 +586,12 @@ class MultiStepper(TrainingStepper):
             stepper.
     """
 
+    __arguments__ = {
+        'steppers': Arg(DictOf(Instance(TrainingStepper,
+                                        example=lambda: SgdStepper()),
+                               nonempty=True)),
+    }
+
     __undescribed__ = {'assignment': None}
 
     def __init__(self, steppers: dict, clip_norm: float | None = None):
@@ -573,6 +612,14 @@ class MultiStepper(TrainingStepper):
         self.steppers = OrderedDict(steppers)
         self.assignment: OrderedDict | None = None
         super().__init__(clip_norm)
+
+    def __validate__(self) -> None:
+        super().__validate__()
+        for pattern, stepper in self.steppers.items():
+            if isinstance(stepper, MultiStepper):
+                raise TrainingValidationError(
+                    f"MultiStepper: steppers[{pattern!r}] must be a stepper "
+                    f'(not a MultiStepper). Received: {stepper!r}')
 
     def _unique_steppers(self) -> OrderedDict:
         """pattern -> stepper, each stepper object once (first pattern)."""

@@ -9,6 +9,16 @@ from collections import OrderedDict
 import numpy as np
 
 from brainstorm._logging import get_logger
+from brainstorm.arguments import (
+    Arg,
+    Bool,
+    DictOf,
+    Instance,
+    ListOf,
+    Optional,
+    Real,
+    declare,
+)
 from brainstorm.describable import Describable, get_description
 from brainstorm.handlers.base_handler import (
     first_use_owner,
@@ -27,16 +37,19 @@ from brainstorm.training.checkpoint import (
     write_checkpoint,
 )
 from brainstorm.training.data_parallel import (
+    DataParallel,
     announce_leaving,
     communicator_of,
     guarded,
     is_root_process,
     watchdog_of,
 )
+from brainstorm.training.steppers import SgdStepper, TrainingStepper
 from brainstorm.utils import (
     IteratorValidationError,
     NonFiniteError,
     TrainingValidationError,
+    ValidationError,
 )
 
 __all__ = ['Trainer']
@@ -200,6 +213,9 @@ class _Run:
         self.finite_check = None
 
 
+_NETWORK = Instance('brainstorm.structure.network:Network')
+
+
 class Trainer(Describable):
     """Trains a network with a stepper, calling hooks along the way.
 
@@ -245,6 +261,17 @@ class Trainer(Describable):
     hook on any rank asks to stop; and writes checkpoints on rank 0 with
     the random states of every rank.
     """
+
+    __arguments__ = {
+        'stepper': Arg(Instance((TrainingStepper, DataParallel),
+                            example=lambda: SgdStepper())),
+        'verbose': Arg(Bool(), default=True),
+        'check_finite': Arg(Bool(), default=True),
+        'max_abs_parameter': Arg(Optional(Real(0, include_low=False)),
+                                 default=1e7),
+        'hooks': Arg(DictOf(Instance('brainstorm.hooks:Hook')), state=True),
+        'train_scorers': Arg(ListOf(Instance('brainstorm.scorers:Scorer')), state=True),
+    }
 
     __undescribed__ = {'current_epoch_nr': 0, 'current_update_nr': 0,
                        'logs': {}, 'results': {}, '_started': False,
@@ -297,6 +324,7 @@ class Trainer(Describable):
 
     # ------------------------------------------------------------ hooks ---
 
+    @declare(hook=Arg(Instance('brainstorm.hooks:Hook')))
     def add_hook(self, hook) -> None:
         """Add a hook; hooks run in the order they were added.
 
@@ -411,6 +439,7 @@ class Trainer(Describable):
                     f'{sorted(shapes)}, but the network\'s Input layer has '
                     f'outputs {sorted(expected)}: the names must be the same.')
 
+    @declare(net=Arg(_NETWORK))
     def train(self, net, training_data_iter, **named_data_iters) -> None:
         """Train ``net`` until a hook asks to stop.
 
@@ -549,6 +578,7 @@ class Trainer(Describable):
         run.epoch_complete = True
         return self._emit_hooks(net, 'epoch', self.logs) or stop
 
+    @declare(net=Arg(_NETWORK))
     def evaluate(self, net, **named_data_iters) -> OrderedDict:
         """Start the hooks and call them once (``'epoch'`` hooks, then
         ``'update'`` hooks) with the current counters, logging into
@@ -664,9 +694,10 @@ class Trainer(Describable):
         from brainstorm.structure.network import Network
         data = read_checkpoint(filename)
         try:
-            net = create_from_description(data['network'])
-            trainer = create_from_description(data['trainer'])
-        except (TypeError, KeyError, ValueError) as err:
+            net = create_from_description(data['network'], expected=Network)
+            trainer = create_from_description(data['trainer'],
+                                              expected=Trainer)
+        except (ValidationError, TypeError, KeyError, ValueError) as err:
             raise TrainingValidationError(
                 f"Checkpoint '{filename}' is corrupt: cannot recreate the "
                 f'network and trainer ({err}).') from None

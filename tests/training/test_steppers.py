@@ -342,7 +342,7 @@ def test_multi_stepper_bad_patterns(steppers, message):
 
 
 def test_multi_stepper_rejects_non_steppers():
-    with pytest.raises(TrainingValidationError, match="value for 'Hid'"):
+    with pytest.raises(TrainingValidationError, match=r"steppers\['Hid'\]"):
         MultiStepper({'Hid': 0.1})
     with pytest.raises(TrainingValidationError, match='non-empty dict'):
         MultiStepper({})
