@@ -596,7 +596,7 @@ def test_single_bit_flips_are_refused_or_harmless(legit, tmp_path, filename,
     assert counts['changed'] == [], counts
     assert counts['other'] == [], counts
     assert counts['refused'] + counts['identical'] == 320
-    assert counts['refused'] > 100, counts  # most bits are content
+    assert counts['refused'] >= 320 // 5, counts  # flips reach content
 
 
 def test_a_file_without_checksums_still_loads(legit, tmp_path):
