@@ -129,10 +129,14 @@ def hook_attr(hook, attr, value):
     return edit
 
 
-def random_attr(attr, value):
+def random_attr(attr, value, group='random/global'):
     def edit(f, case):
-        f['random/global'].attrs[attr] = value
+        f[group].attrs[attr] = value
     return edit
+
+
+# the shuffling of the training data draws from this state during training
+SHUFFLE_STATE = 'random/iterators/training_data_iter/0'
 
 
 def random_keys(value):
@@ -243,8 +247,12 @@ ATTACKS = {
     'plateau-other-object': ('run.ckpt', hook_attr(
         'ReduceOnPlateau', 'attr_name', 'net.handler.dtype'), REHASH),
     # interpreter crash
-    'random-position-huge': ('run.ckpt', random_attr('pos', 10 ** 6), REHASH),
-    'random-position-negative': ('run.ckpt', random_attr('pos', -7), REHASH),
+    'random-position-huge': ('run.ckpt', random_attr(
+        'pos', 10 ** 6, SHUFFLE_STATE), REHASH),
+    'random-position-negative': ('run.ckpt', random_attr(
+        'pos', -7, SHUFFLE_STATE), REHASH),
+    'random-global-position-huge': ('run.ckpt', random_attr(
+        'pos', 10 ** 6), REHASH),
     'random-has-gauss': ('run.ckpt', random_attr('has_gauss', 3), REHASH),
     'random-cached-nan': ('run.ckpt', random_attr(
         'cached_gaussian', float('nan')), REHASH),
@@ -313,7 +321,10 @@ for case in cases:
         _, status = os.waitpid(pid, 0)
         case['status'] = status
         continue
-    signal.alarm(90)  # a file that makes training run forever fails too
+    signal.alarm(60)  # a file that makes training run forever fails too
+    # an allocation of gigabytes fails (MemoryError) instead of taking the
+    # machine's memory
+    resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
     os.chdir(case['work'])
     sys.path.insert(0, '')  # as for a script run from this folder
     before = (list(sys.path), class_dicts())
