@@ -437,10 +437,19 @@ class CheckedReader:
             self.fail(path, 'its checksum does not match its content (the '
                       'file was changed or damaged).')
 
+    def _get(self, path: str):
+        import h5py
+        # soft and external links could point into other files
+        link = self.f.get(path, getlink=True)
+        if link is not None and not isinstance(link, h5py.HardLink):
+            self.fail(path, f'expected stored data. Received: {type(link).__name__}'
+                      '.')
+        return self.f.get(path)
+
     def group(self, path: str):
         """The (verified) group at ``path``."""
         import h5py
-        obj = self.f.get(path)
+        obj = self._get(path)
         if not isinstance(obj, h5py.Group):
             self.fail(path, f'expected a group. Received: {obj!r}')
         self._verify(obj, path)
@@ -454,7 +463,7 @@ class CheckedReader:
             shape: the shape it must have, checked before reading.
         """
         import h5py
-        ds = self.f.get(path)
+        ds = self._get(path)
         if not isinstance(ds, h5py.Dataset):
             self.fail(path, f'expected a dataset. Received: {ds!r}')
         if shape is not None and tuple(ds.shape) != tuple(shape):

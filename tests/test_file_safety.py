@@ -180,6 +180,14 @@ def dataset_not_group(f, case):
     f['random/global'] = np.zeros(3)
 
 
+def external_link(f, case):
+    other = pathlib.Path(case['outside']) / 'other.hdf5'
+    with h5py.File(other, 'w') as o:
+        o['progress'] = f['progress'][()]
+    del f['progress']
+    f['progress'] = h5py.ExternalLink(str(other), '/progress')
+
+
 def trainer_handler(data, case):
     data['handler'] = {'@type': 'Trainer', 'stepper': {
         '@type': 'SgdStepper', 'learning_rate': 0.1}}
@@ -278,6 +286,7 @@ ATTACKS = {
     'checkpoint-parameter-changed': ('run.ckpt', change_parameter, KEEP),
     'network-parameter-changed': ('net.hdf5', change_parameter, KEEP),
     'random-state-not-a-group': ('run.ckpt', dataset_not_group, REHASH),
+    'progress-in-another-file': ('run.ckpt', external_link, STRIP),
     'progress-counter-not-an-int': ('run.ckpt', edit_json('progress')(
         lambda d, case: d.update(current_update_nr='ten')), REHASH),
 }
