@@ -442,8 +442,8 @@ class CheckedReader:
         # soft and external links could point into other files
         link = self.f.get(path, getlink=True)
         if link is not None and not isinstance(link, h5py.HardLink):
-            self.fail(path, f'expected stored data. Received: {type(link).__name__}'
-                      '.')
+            self.fail(path, 'expected stored data. Received: '
+                      f'{type(link).__name__}')
         return self.f.get(path)
 
     def group(self, path: str):
