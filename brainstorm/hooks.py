@@ -18,8 +18,12 @@ on all the data), and only rank 0 prints and writes files.
 from __future__ import annotations
 
 import csv
+import importlib.machinery
+import inspect
 import io
 import math
+import os
+import re
 import signal
 import sys
 import threading
@@ -105,6 +109,56 @@ def _view_stats(net, view) -> OrderedDict:
         if values.size:
             result[key] = _stats(values)
     return result
+
+
+# file names Python (or site) would import or run from a folder on sys.path
+_IMPORTABLE_SUFFIXES = frozenset(
+    suffix.lower() for suffix in importlib.machinery.all_suffixes()) | {
+    '.py', '.pyc', '.pyo', '.pyw', '.pyd', '.so', '.pth', '.pyz', '.zip',
+    '.egg', '.whl'}
+_IMPORTABLE_NAMES = frozenset({'sitecustomize', 'usercustomize', '__init__',
+                               '__main__', '__pycache__'})
+
+
+def check_restored_path(owner: str, filename, folders=()) -> None:
+    """Check a file name that a hook restored from a file will write to.
+
+    The path (relative paths taken from the working folder, symbolic links
+    resolved) must lead inside the current working folder or one of
+    ``folders``, have no hidden (``.``) part below that folder, and not
+    name a file Python would import (``*.py``, ``*.pyc``, ``*.so``,
+    ``*.pth``, ``sitecustomize``...).
+
+    Args:
+        owner: names the hook, for messages.
+        filename: the restored path.
+        folders: further folders writes may go to (the checkpoint's).
+
+    Raises:
+        TrainingValidationError: naming ``owner``, the path and the rule.
+    """
+    def refuse(rule: str):
+        raise TrainingValidationError(
+            f'{owner}: refusing to write to {filename!r}: {rule}. If you '
+            'wrote this file yourself, load it with trusted=True, or replace '
+            'the hook.')
+
+    if not isinstance(filename, str) or not filename or '\0' in filename:
+        refuse('a file name must be a non-empty str')
+    name = re.split(r'[\\/]', filename)[-1].lower()
+    if any(name.endswith(suffix) for suffix in _IMPORTABLE_SUFFIXES) or \
+            name.split('.')[0] in _IMPORTABLE_NAMES:
+        refuse('it names a file Python could import')
+    target = os.path.realpath(filename)
+    roots = [os.path.realpath(folder) for folder in (os.getcwd(), *folders)]
+    for root in roots:
+        if os.path.commonpath([root, target]) == root and target != root:
+            below = os.path.relpath(target, root).split(os.sep)
+            if any(part.startswith('.') for part in below):
+                refuse('it names a hidden file or folder')
+            return
+    refuse(f'it leads outside the working folder and the checkpoint\'s '
+           f'folder {roots}')
 
 
 def _check_criterion(owner: str, criterion) -> None:
@@ -941,6 +995,11 @@ class ProgressBar(Hook):
         is_terminal = bool(getattr(stream, 'isatty', lambda: False)())
         self._enabled = self.is_root and (
             bool(self.force) or (is_terminal and bool(self.run_verbosity)))
+        if self._enabled:
+            # import now, before any hook of this run writes a file: a
+            # module file written later into a folder on sys.path can then
+            # never be picked up in its place
+            from tqdm import tqdm  # noqa: F401
         self._close()
 
     def _close(self):
@@ -972,29 +1031,66 @@ class ProgressBar(Hook):
 
 # ------------------------------------------------- stepper attributes -----
 
+def _hyperparameters(stepper) -> list:
+    """The declared hyperparameters of a stepper: the arguments of its
+    class's ``__init__`` that it keeps as attributes of the same name."""
+    try:
+        names = list(inspect.signature(type(stepper).__init__).parameters)
+    except (TypeError, ValueError):
+        return []
+    return [name for name in names[1:]
+            if not name.startswith('_') and name != 'steppers'
+            and name in vars(stepper)]
+
+
 def _resolve_attribute(owner: str, stepper, attr_name: str):
-    """(object, attribute) for a dotted ``attr_name`` below ``stepper``;
-    mapping entries are looked up by key (``'steppers.Conv*.learning_rate'``
-    for a MultiStepper)."""
+    """(stepper, hyperparameter) for a dotted ``attr_name``.
+
+    The path reaches only declared stepper hyperparameters: a
+    :class:`~brainstorm.training.data_parallel.DataParallel` wrapper is
+    looked through (``stepper.`` may be named), a MultiStepper's steppers
+    are reached by pattern (``'steppers.Conv*.learning_rate'``), and the
+    last part must be an argument of the stepper's ``__init__``. Nothing
+    else (no private or dunder names, no other objects) can be reached.
+    """
+    from brainstorm.training.data_parallel import DataParallel
+    from brainstorm.training.steppers import MultiStepper
     if not isinstance(attr_name, str) or not attr_name:
         raise TrainingValidationError(
             f'{owner}: attr_name must be a non-empty str. Received: '
             f'{attr_name!r}')
     *path, attr = attr_name.split('.')
     target = stepper
-    for part in path:
-        if isinstance(target, Mapping) and part in target:
-            target = target[part]
-        elif hasattr(target, part):
-            target = getattr(target, part)
+    i = 0
+    while i < len(path):
+        part = path[i]
+        if isinstance(target, DataParallel):
+            # attribute access falls through a DataParallel wrapper
+            target = target.stepper
+            i += part == 'stepper'
+        elif isinstance(target, MultiStepper) and part == 'steppers' and \
+                i + 1 < len(path):
+            key = path[i + 1]
+            if key not in target.steppers:
+                raise UnknownNameError(
+                    f"{owner}: the stepper {stepper!r} has no "
+                    f"'{attr_name}' ('{key}' not found among the patterns "
+                    f'{list(target.steppers)}).')
+            target = target.steppers[key]
+            i += 2
         else:
             raise UnknownNameError(
                 f"{owner}: the stepper {stepper!r} has no '{attr_name}' "
-                f"('{part}' not found).")
-    if isinstance(target, Mapping) or not hasattr(target, attr):
+                f"('{part}' not found; paths reach only 'steppers.<pattern>' "
+                'of a MultiStepper).')
+    if isinstance(target, DataParallel):
+        target = target.stepper
+    declared = _hyperparameters(target)
+    if attr not in declared:
         raise UnknownNameError(
             f"{owner}: the stepper {stepper!r} has no attribute "
-            f"'{attr_name}'.")
+            f"'{attr_name}': the last part must be a hyperparameter of "
+            f'{type(target).__name__}: {declared}.')
     return target, attr
 
 

@@ -225,29 +225,102 @@ def progress_bar(maximum: int, prefix: str = '[', bar: str = '====1====2====3'
     yield bar[i:] + suffix.format(f'{elapsed:0.1f}s')
 
 
+def _current_umask() -> int:
+    import os
+    # os.umask can only be read by setting it; set it straight back
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _remove_stale_temporaries(directory: str, prefix: str) -> None:
+    """Remove temporary files of ``prefix`` whose writing process is gone
+    (killed while writing): the next write to a path cleans up after it."""
+    import os
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        if not name.startswith(prefix) or not name.endswith('.tmp'):
+            continue
+        pid_text = name[len(prefix):].split('-', 1)[0]
+        if not pid_text.isdigit():
+            continue
+        pid = int(pid_text)
+        if pid == os.getpid():
+            alive = False  # a write of this process that did not clean up
+        else:
+            try:
+                os.kill(pid, 0)
+                alive = True
+            except ProcessLookupError:
+                alive = False
+            except OSError:
+                alive = True  # exists, owned by someone else
+        if not alive:
+            try:
+                os.remove(os.path.join(directory, name))
+            except OSError:
+                pass
+
+
 def write_atomically(filename: str, write) -> None:
     """Write a file so that a crash never leaves it half-written.
 
     Calls ``write(tmp_name)`` for a temporary file in the same folder, flushes
-    it to disk and then moves it over ``filename`` in one step. If anything
-    fails, the temporary file is removed and an existing ``filename`` is left
-    untouched.
+    it to disk, moves it over ``filename`` in one step and flushes the folder.
+    If anything fails, the temporary file is removed and an existing
+    ``filename`` is left untouched; a temporary file left by a killed
+    process is removed by the next write to the same path.
+
+    A new file gets the permissions of the umask (``0o666 & ~umask``, like
+    ``open``); a replaced file keeps its permissions. If ``filename`` is a
+    symbolic link, the link is kept and the file it points to is replaced.
     """
     import os
-    import tempfile
-    directory = os.path.dirname(os.path.abspath(filename))
-    fd, tmp = tempfile.mkstemp(prefix='.brainstorm-', suffix='.tmp',
-                               dir=directory)
+    import secrets
+    # follow a symlink: replacing the link itself would turn it into a
+    # regular file and leave its target stale
+    target = os.path.realpath(filename)
+    directory, base = os.path.split(target)
+    prefix = f'.{base[:180]}.brainstorm-'
+    _remove_stale_temporaries(directory, prefix)
+    try:
+        mode = os.stat(target).st_mode & 0o7777
+    except FileNotFoundError:
+        mode = 0o666 & ~_current_umask()
+    tmp = os.path.join(directory,
+                       f'{prefix}{os.getpid()}-{secrets.token_hex(4)}.tmp')
+    # O_EXCL: never write into a file (or through a link) someone else made
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     os.close(fd)
     try:
         write(tmp)
         with open(tmp, 'rb+') as handle:
             os.fsync(handle.fileno())
-        os.replace(tmp, filename)
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+    _fsync_directory(directory)
+
+
+def _fsync_directory(directory: str) -> None:
+    """Make a rename in ``directory`` durable (POSIX; a no-op elsewhere)."""
+    import os
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems cannot sync folders
+    finally:
+        os.close(fd)
 
 
 def open_hdf5(filename: str, error: type, what: str):
@@ -268,15 +341,162 @@ def open_hdf5(filename: str, error: type, what: str):
     import h5py
     try:
         f = h5py.File(filename, 'r')
-    except (OSError, ValueError) as err:
+    except Exception as err:  # h5py raises many kinds for damaged files
         raise error(f"Cannot read {what} '{filename}': it is missing or not "
                     f'an HDF5 file ({err}).') from None
-    fmt = f.attrs.get('format')
+    try:
+        fmt = f.attrs.get('format')
+    except Exception as err:
+        f.close()
+        raise error(f"Cannot read {what} '{filename}': its attributes are "
+                    f'damaged ({type(err).__name__}: {err}).') from None
     if isinstance(fmt, str):
         fmt = fmt.encode()
     elif isinstance(fmt, np.bytes_):
         fmt = bytes(fmt)
     return f, fmt
+
+
+# ------------------------------------------------------ checked files ---
+
+CHECKSUM_ATTRIBUTE = 'sha256'
+
+
+def _value_bytes(value) -> bytes:
+    """Bytes that identify an attribute value or dataset content exactly."""
+    if isinstance(value, str):
+        return b'str:' + value.encode('utf-8', 'surrogatepass')
+    if isinstance(value, bytes):
+        return b'bytes:' + bytes(value)
+    array = np.asarray(value)
+    if array.dtype.kind == 'O':
+        return b'object:' + repr(array.tolist()).encode()
+    return (f'{array.dtype.str}{array.shape}:'.encode()
+            + np.ascontiguousarray(array).tobytes())
+
+
+def _digest(obj, data=None) -> str:
+    """SHA-256 of an HDF5 object: its attributes (but the checksum), the
+    names of its members (groups) or its content (datasets, given as
+    ``data`` when already read)."""
+    import hashlib
+
+    import h5py
+    h = hashlib.sha256()
+    for name in sorted(obj.attrs):
+        if name != CHECKSUM_ATTRIBUTE:
+            h.update(b'attribute\0' + name.encode() + b'\0')
+            h.update(_value_bytes(obj.attrs[name]))
+    if isinstance(obj, h5py.Group):
+        for name in sorted(obj):
+            h.update(b'member\0' + name.encode() + b'\0')
+    else:
+        h.update(b'data\0' + _value_bytes(obj[()] if data is None else data))
+    return h.hexdigest()
+
+
+def add_checksums(f) -> None:
+    """Give every group and dataset of an open, writable h5py file a
+    SHA-256 checksum attribute (see :class:`CheckedReader`). Call it last,
+    once everything is written."""
+    import h5py
+    objects = [f]
+    f.visititems(lambda name, obj: objects.append(obj))
+    for obj in objects:
+        if isinstance(obj, (h5py.Group, h5py.Dataset)):
+            obj.attrs[CHECKSUM_ATTRIBUTE] = np.bytes_(_digest(obj).encode())
+
+
+class CheckedReader:
+    """Reads groups, datasets and attributes of an open h5py file so that a
+    damaged or crafted file can only cause ``error``.
+
+    * Checksums: every object that carries a checksum attribute (written
+      by :func:`add_checksums`) is verified when it is read; in a file
+      whose root carries one, every object must carry one. Files without
+      checksums (older files, Brainstorm 0.5 network files) load as before.
+    * Sizes: a dataset may not claim more bytes than the file stores for it
+      (so a tiny file cannot make the reader allocate much); compressed
+      datasets are only read with a ``shape`` the caller checked.
+
+    Args:
+        f: the open ``h5py.File``.
+        filename: the file's name, for messages.
+        error: the ValidationError subclass to raise.
+        what: what the file is, for messages ('Network file').
+    """
+
+    def __init__(self, f, filename: str, error: type, what: str):
+        self.f = f
+        self.filename = filename
+        self.error = error
+        self.what = what
+        self.checked = CHECKSUM_ATTRIBUTE in f.attrs
+        self._verify(f, '/')
+
+    def fail(self, path: str, problem: str):
+        """Raise ``error`` naming the file and the object."""
+        raise self.error(f"{self.what} '{self.filename}' is corrupt: "
+                         f"'{path}': {problem}")
+
+    def _verify(self, obj, path: str, data=None) -> None:
+        stored = obj.attrs.get(CHECKSUM_ATTRIBUTE)
+        if stored is None:
+            if self.checked:
+                self.fail(path, 'it has no checksum (the file has).')
+            return
+        if isinstance(stored, np.ndarray) or not isinstance(
+                stored, (bytes, str)):
+            self.fail(path, f'malformed checksum {stored!r}.')
+        if isinstance(stored, bytes):
+            stored = stored.decode('ascii', 'replace')
+        if stored != _digest(obj, data):
+            self.fail(path, 'its checksum does not match its content (the '
+                      'file was changed or damaged).')
+
+    def _get(self, path: str):
+        import h5py
+        # soft and external links could point into other files
+        link = self.f.get(path, getlink=True)
+        if link is not None and not isinstance(link, h5py.HardLink):
+            self.fail(path, 'expected stored data. Received: '
+                      f'{type(link).__name__}')
+        return self.f.get(path)
+
+    def group(self, path: str):
+        """The (verified) group at ``path``."""
+        import h5py
+        obj = self._get(path)
+        if not isinstance(obj, h5py.Group):
+            self.fail(path, f'expected a group. Received: {obj!r}')
+        self._verify(obj, path)
+        return obj
+
+    def array(self, path: str, shape: tuple | None = None) -> np.ndarray:
+        """The (verified) content of the dataset at ``path``.
+
+        Args:
+            path: the dataset.
+            shape: the shape it must have, checked before reading.
+        """
+        import h5py
+        ds = self._get(path)
+        if not isinstance(ds, h5py.Dataset):
+            self.fail(path, f'expected a dataset. Received: {ds!r}')
+        if shape is not None and tuple(ds.shape) != tuple(shape):
+            self.fail(path, f'expected shape {tuple(shape)}. Received: '
+                      f'{ds.shape}')
+        claimed = int(np.prod(ds.shape, dtype=object)) * ds.dtype.itemsize
+        stored = ds.id.get_storage_size()
+        filtered = ds.id.get_create_plist().get_nfilters() > 0
+        if not filtered and claimed > stored:
+            self.fail(path, f'it claims {claimed} bytes but the file stores '
+                      f'only {stored} for it.')
+        if filtered and shape is None:
+            self.fail(path, 'expected an uncompressed dataset.')
+        data = ds[()]
+        self._verify(ds, path, data)
+        return data
 
 
 def get_brainstorm_info() -> bytes:

@@ -405,6 +405,43 @@ def test_modify_stepper_attribute_inside_multi_stepper():
              stepper=stepper)
 
 
+@pytest.mark.parametrize('attr_name', [
+    '__class__', '__dict__', '_parts', 'net', 'run', 'get_state',
+    '__class__.__init__.__globals__.sys.path', 'net.handler.dtype',
+    'steppers.Hid.__class__', 'steppers.Hid._parts', 'steppers',
+    'steppers.Hid.net.rnd', 'steppers.__class__.learning_rate',
+    'assignment.Hid', 'steppers.Hid.steppers.learning_rate', ''])
+def test_stepper_attribute_paths_reach_only_hyperparameters(attr_name):
+    adam = AdamStepper(0.1)
+    stepper = MultiStepper({'Hid': adam, 'default': SgdStepper(0.5)})
+    before = {k: v for k, v in vars(adam).items()}
+    hook = ModifyStepperAttribute(Linear(1.0, 0.0, 4), attr_name)
+    with pytest.raises(TrainingValidationError, match='attr_name|has no'):
+        call(hook, stepper=stepper)
+    plateau = ReduceOnPlateau('loss', attr_name=attr_name, patience=0)
+    with pytest.raises(TrainingValidationError, match='attr_name|has no'):
+        call(plateau, {'loss': [1.0, 2.0]}, stepper=stepper)
+    assert vars(adam) == before
+
+
+def test_stepper_attribute_paths_through_data_parallel():
+    from brainstorm.training.data_parallel import DataParallel
+    adam = AdamStepper(0.1)
+    stepper = DataParallel(MultiStepper({'Hid': adam,
+                                         'default': SgdStepper(0.5)}))
+    for path in ('steppers.Hid.beta1', 'stepper.steppers.Hid.beta1'):
+        call(ModifyStepperAttribute(Linear(1.0, 0.0, 4), path),
+             update_nr=2, stepper=stepper)
+        assert adam.beta1 == 0.75
+        adam.beta1 = 0.9
+    single = DataParallel(SgdStepper(1.0))
+    call(ModifyStepperAttribute(Linear(1.0, 0.0, 4)), stepper=single)
+    assert single.stepper.learning_rate == 0.75
+    with pytest.raises(UnknownNameError, match='comm'):
+        call(ModifyStepperAttribute(Linear(1.0, 0.0, 4), 'comm'),
+             stepper=single)
+
+
 def test_reduce_on_plateau():
     stepper = SgdStepper(1.0)
     hook = ReduceOnPlateau('loss', factor=0.5, patience=1, minimum=0.3)

@@ -237,3 +237,90 @@ def test_open_hdf5_reads_the_format_and_names_unreadable_files(tmp_path):
                              'missing or not an HDF5 file'):
         open_hdf5(str(tmp_path / 'text.h5'), NetworkValidationError,
                   'network file')
+
+
+# ------------------------------------------------------ write_atomically ---
+
+def _write_text(text):
+    def write(tmp):
+        with open(tmp, 'w') as f:
+            f.write(text)
+    return write
+
+
+def test_write_atomically_honours_the_umask_and_keeps_modes(tmp_path):
+    import os
+    import stat
+
+    from brainstorm.utils import write_atomically
+    old = os.umask(0o027)
+    try:
+        write_atomically(str(tmp_path / 'a.txt'), _write_text('a'))
+        os.umask(0o002)
+        write_atomically(str(tmp_path / 'b.txt'), _write_text('b'))
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(tmp_path / 'a.txt').st_mode) == 0o640
+    assert stat.S_IMODE(os.stat(tmp_path / 'b.txt').st_mode) == 0o664
+    os.chmod(tmp_path / 'b.txt', 0o600)  # the user's choice stays
+    write_atomically(str(tmp_path / 'b.txt'), _write_text('c'))
+    assert stat.S_IMODE(os.stat(tmp_path / 'b.txt').st_mode) == 0o600
+    assert (tmp_path / 'b.txt').read_text() == 'c'
+
+
+def test_a_killed_write_leaves_a_temporary_the_next_write_removes(tmp_path):
+    import os
+    import subprocess
+    import sys
+    target = tmp_path / 'net.hdf5'
+    code = ('import os, signal, sys\n'
+            'from brainstorm.utils import write_atomically\n'
+            'def write(tmp):\n'
+            '    open(tmp, "w").write("half")\n'
+            '    os.kill(os.getpid(), signal.SIGKILL)\n'
+            'write_atomically(sys.argv[1], write)\n')
+    done = subprocess.run([sys.executable, '-c', code, str(target)],
+                          timeout=120)
+    assert done.returncode == -9
+    left = [p.name for p in tmp_path.iterdir()]
+    assert len(left) == 1 and left[0].startswith('.net.hdf5.brainstorm-')
+    # a temporary of a live process (this one's parent) is left alone
+    alive = tmp_path / f'.net.hdf5.brainstorm-{os.getppid()}-0000.tmp'
+    alive.write_text('busy')
+    from brainstorm.utils import write_atomically
+    write_atomically(str(target), _write_text('whole'))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [alive.name, 'net.hdf5'])
+    assert target.read_text() == 'whole'
+
+
+def test_writing_through_a_symlink_replaces_its_target(tmp_path):
+    import os
+
+    from brainstorm.utils import write_atomically
+    (tmp_path / 'store').mkdir()
+    real = tmp_path / 'store' / 'logs.csv'
+    real.write_text('old')
+    link = tmp_path / 'logs.csv'
+    link.symlink_to(real)
+    write_atomically(str(link), _write_text('new'))
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert real.read_text() == 'new'
+    assert sorted(os.listdir(tmp_path / 'store')) == ['logs.csv']
+
+
+def test_write_atomically_syncs_the_file_and_its_folder(tmp_path,
+                                                        monkeypatch):
+    import os
+    import stat
+
+    from brainstorm.utils import write_atomically
+    synced = []
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        synced.append(stat.S_ISDIR(os.fstat(fd).st_mode))
+        real_fsync(fd)
+    monkeypatch.setattr(os, 'fsync', fsync)
+    write_atomically(str(tmp_path / 'x'), _write_text('x'))
+    assert synced == [False, True]

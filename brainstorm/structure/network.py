@@ -21,10 +21,12 @@ from brainstorm.structure.architecture import (
 from brainstorm.structure.buffers import BufferManager
 from brainstorm.structure.layout import create_layout
 from brainstorm.utils import (
+    CheckedReader,
     DescriptionError,
     InitializationError,
     NetworkValidationError,
     ValidationError,
+    add_checksums,
     get_brainstorm_info,
     open_hdf5,
     reshape_view,
@@ -205,15 +207,7 @@ class Network(Seedable):
             NetworkValidationError, LayerValidationError: for malformed
                 architectures or layer arguments.
         """
-        validate_architecture(architecture)
-        reserved = RESERVED_LAYER_NAMES & set(architecture)
-        if reserved:
-            raise NetworkValidationError(
-                f'Layer names {sorted(reserved)} are reserved for the root '
-                'buffers of a network; choose other names.')
-        architecture = copy.deepcopy(architecture)
-        layers = instantiate_layers_from_architecture(architecture)
-        layout = create_layout(layers)
+        architecture, layers, layout = _plan(architecture)
         from brainstorm.handlers import default_handler
         buffer_manager = BufferManager(layout, default_handler)
         return cls(layers, buffer_manager, architecture)
@@ -709,6 +703,7 @@ class Network(Seedable):
                                  data=np.frombuffer(description, dtype=np.uint8))
                 f.create_dataset('parameters', data=parameters,
                                  compression='gzip')
+                add_checksums(f)
 
         write_atomically(filename, write)
 
@@ -716,56 +711,29 @@ class Network(Seedable):
     def from_hdf5(cls, filename: str) -> Network:
         """Load a network saved with :meth:`save_as_hdf5`.
 
+        Loading only builds what the description names: its checksums are
+        verified (files written since checksums exist), and the sizes of its
+        architecture are checked against the stored parameters before any
+        memory is allocated (see :ref:`sharing-files-safely`).
+
         Raises:
-            NetworkValidationError: if the file is missing, corrupt, or not a
-                brainstorm network file.
+            NetworkValidationError: if the file is missing, damaged,
+                inconsistent or not a brainstorm network file, naming the
+                file and what is wrong.
         """
-        import h5py
         f, fmt = open_hdf5(filename, NetworkValidationError, 'network file')
         with f:
-            if not isinstance(fmt, bytes) or fmt != NETWORK_FILE_FORMAT or \
-                    not isinstance(f.get('description'), h5py.Dataset) or \
-                    not isinstance(f.get('parameters'), h5py.Dataset):
-                raise NetworkValidationError(
-                    f"'{filename}' is not a brainstorm network file: expected "
-                    f"format attribute {NETWORK_FILE_FORMAT!r} and datasets "
-                    "'description' and 'parameters'. Received format "
-                    f'{fmt!r} and datasets {sorted(f.keys())}.')
             try:
-                raw = f['description'][()]
-                text = raw.tobytes().decode('utf-8') if isinstance(
-                    raw, np.ndarray) else (raw.decode('utf-8') if isinstance(
-                        raw, bytes) else str(raw))
-                description = json.loads(text)
-                parameters = np.asarray(f['parameters'][()])
-            except (OSError, ValueError, UnicodeDecodeError) as err:
+                description, parameters = _read_network_file(f, fmt,
+                                                             filename)
+            except ValidationError:
+                raise
+            except Exception as err:  # whatever h5py or NumPy raise
                 raise NetworkValidationError(
-                    f"Network file '{filename}' is corrupt: {err}") from None
-        if not np.issubdtype(parameters.dtype, np.number):
-            raise NetworkValidationError(
-                f"Network file '{filename}' is corrupt: expected numeric "
-                f'parameters. Received dtype {parameters.dtype}')
-        if not (isinstance(description, dict)
-                and description.get('@type') == 'Network'):
-            raise NetworkValidationError(
-                f"Network file '{filename}' does not describe a Network.")
-        try:
-            net = create_from_description(description, expected=Network)
-        except (ValidationError, TypeError, KeyError, ValueError) as err:
-            raise NetworkValidationError(
-                f"Network file '{filename}' holds an invalid network "
-                f'description: {err}') from None
-        if not isinstance(net, Network):
-            raise NetworkValidationError(
-                f"Network file '{filename}' does not describe a Network.")
-        expected = tuple(net.buffer.parameters.shape)
-        if parameters.shape != expected:
-            raise NetworkValidationError(
-                f"Network file '{filename}' is corrupt: it holds "
-                f'{parameters.shape} parameters, its architecture needs '
-                f'{expected}.')
-        net.handler.set_from_numpy(net.buffer.parameters, parameters)
-        return net
+                    f"Network file '{filename}' is corrupt: "
+                    f'{type(err).__name__}: {err}') from None
+        return _build_from_file(description, parameters, filename,
+                                NetworkValidationError, 'Network file')
 
     def __repr__(self):
         return f'<Network: {len(self.layers)} layers {list(self.layers)}>'
@@ -782,3 +750,139 @@ def _as_initializer(value, where: str):
     raise NetworkValidationError(
         f'Initializer for {where} must be an Initializer, a number, a list or '
         f'an array. Received: {value!r}')
+
+
+# ------------------------------------------------------------- loading -----
+
+def _plan(architecture: dict) -> tuple:
+    """Validate an architecture; make its layers and layout (no memory)."""
+    validate_architecture(architecture)
+    reserved = RESERVED_LAYER_NAMES & set(architecture)
+    if reserved:
+        raise NetworkValidationError(
+            f'Layer names {sorted(reserved)} are reserved for the root '
+            'buffers of a network; choose other names.')
+    architecture = copy.deepcopy(architecture)
+    layers = instantiate_layers_from_architecture(architecture)
+    return architecture, layers, create_layout(layers)
+
+
+def _constant_size(layout: dict) -> int:
+    """Elements of the constant buffer (parameters, gradients, ...)."""
+    from brainstorm.structure.layout import get_buffer_type
+    size = 0
+    todo = [layout]
+    while todo:
+        node = todo.pop()
+        for key, child in node.items():
+            if key.startswith('@') or not isinstance(child, dict):
+                continue
+            if child.get('@type') == 'array':
+                if get_buffer_type(child['@shape']) == 0:
+                    size = max(size, int(child['@slice'][1]))
+            else:
+                todo.append(child)
+    return size
+
+
+def check_stored_sizes(description, n_parameters: int, where: str,
+                       error: type) -> None:
+    """Check a stored network description against its stored parameters
+    before anything is allocated.
+
+    The architecture's layers and layout are computed (no memory); the
+    number of parameters must equal ``n_parameters``, and the constant
+    buffer (parameters, gradients and constant internals) may not exceed
+    a small multiple of it, so a file cannot make the loader allocate much
+    more than it stores.
+
+    Args:
+        description: the stored network description.
+        n_parameters: the length of the stored parameter array.
+        where: names the file, for messages.
+        error: the ValidationError subclass to raise.
+    """
+    if not (isinstance(description, dict)
+            and description.get('@type') == 'Network'):
+        raise error(f'{where} does not describe a Network.')
+    try:
+        _, _, layout = _plan(description.get('architecture'))
+        needed = int(layout['parameters']['@slice'][1]) - \
+            int(layout['parameters']['@slice'][0])
+        constant = _constant_size(layout)
+    except ValidationError as err:
+        raise error(f'{where} holds an invalid network architecture: '
+                    f'{err}') from None
+    except Exception as err:  # huge or malformed numbers in the layers
+        raise error(f'{where} holds an invalid network architecture: '
+                    f'{type(err).__name__}: {err}') from None
+    if needed != n_parameters:
+        raise error(f'{where} is corrupt: it holds ({n_parameters},) '
+                    f'parameters, its architecture needs ({needed},).')
+    limit = 3 * n_parameters + _CONSTANT_ALLOWANCE
+    if constant > limit:
+        raise error(f'{where}: its architecture needs a constant buffer of '
+                    f'{constant} elements for {n_parameters} parameters '
+                    f'(at most {limit} allowed).')
+
+
+_CONSTANT_ALLOWANCE = 1 << 16
+
+
+def _read_network_file(f, fmt, filename: str) -> tuple:
+    """The description and the parameters of an open network file,
+    checked (see :meth:`Network.from_hdf5`)."""
+    import h5py
+    if not isinstance(fmt, bytes) or fmt != NETWORK_FILE_FORMAT or \
+            not isinstance(f.get('description'), h5py.Dataset) or \
+            not isinstance(f.get('parameters'), h5py.Dataset):
+        raise NetworkValidationError(
+            f"'{filename}' is not a brainstorm network file: expected "
+            f"format attribute {NETWORK_FILE_FORMAT!r} and datasets "
+            "'description' and 'parameters'. Received format "
+            f'{fmt!r} and datasets {sorted(f.keys())}.')
+    reader = CheckedReader(f, filename, NetworkValidationError,
+                           'Network file')
+    raw = reader.array('description')
+    try:
+        # ours: a uint8 array; Brainstorm 0.5: a (variable-length) string
+        if isinstance(raw, np.ndarray):
+            if raw.dtype != np.uint8 or raw.ndim != 1:
+                reader.fail('description', 'expected UTF-8 JSON. Received '
+                            f'a {raw.dtype} array of shape {raw.shape}')
+            text = raw.tobytes().decode('utf-8')
+        elif isinstance(raw, bytes):
+            text = raw.decode('utf-8')
+        else:
+            text = str(raw)
+        description = json.loads(text)
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:
+        reader.fail('description', f'it is not UTF-8 JSON ({err}).')
+    dataset = f['parameters']
+    if dataset.ndim != 1 or dataset.dtype.kind not in 'iuf':
+        reader.fail('parameters', 'expected a 1-d numeric array. Received '
+                    f'{dataset.dtype} of shape {dataset.shape}')
+    where = f"Network file '{filename}'"
+    check_stored_sizes(description, int(dataset.shape[0]), where,
+                       NetworkValidationError)
+    parameters = reader.array('parameters', shape=dataset.shape)
+    return description, np.asarray(parameters)
+
+
+def _build_from_file(description: dict, parameters: np.ndarray,
+                     filename: str, error: type, what: str) -> Network:
+    """The network of a checked description, holding ``parameters``."""
+    try:
+        net = create_from_description(description, expected=Network)
+    except Exception as err:  # a crafted description may break anything
+        raise error(f"{what} '{filename}' holds an invalid network "
+                    f'description: {type(err).__name__}: {err}') from None
+    if not isinstance(net, Network):
+        raise error(f"{what} '{filename}' does not describe a Network.")
+    expected = tuple(net.buffer.parameters.shape)
+    if parameters.shape != expected:
+        raise error(f"{what} '{filename}' is corrupt: it holds "
+                    f'{parameters.shape} parameters, its architecture needs '
+                    f'{expected}.')
+    net.handler.set_from_numpy(net.buffer.parameters, parameters)
+    return net

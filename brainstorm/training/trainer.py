@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections import OrderedDict
 
 import numpy as np
@@ -49,7 +50,6 @@ from brainstorm.utils import (
     IteratorValidationError,
     NonFiniteError,
     TrainingValidationError,
-    ValidationError,
 )
 
 __all__ = ['Trainer']
@@ -673,7 +673,7 @@ class Trainer(Describable):
             run.comm.Barrier()
 
     @classmethod
-    def from_checkpoint(cls, filename: str):
+    def from_checkpoint(cls, filename: str, trusted: bool = False):
         """Recreate a trainer and its network from a checkpoint file.
 
         Call ``trainer.train(net, train_iter, **named_iters)`` with
@@ -683,36 +683,68 @@ class Trainer(Describable):
         data-parallel run continues on the same number of ranks, each rank
         with its own random states.
 
+        Loading checks the whole file first (checksums, sizes against the
+        architecture, random states; see :ref:`sharing-files-safely`). A
+        restored hook that writes files (``filename``) must name a safe
+        path: one that leads (symbolic links resolved) inside the current
+        working folder or the checkpoint's folder, with no hidden (``.``)
+        part below it, and not a file Python would import (``*.py``,
+        ``*.pyc``, ``*.so``, ``*.pth``, ``sitecustomize``...). Pass
+        ``trusted=True`` for a checkpoint you wrote yourself to keep its
+        paths as they are.
+
+        Args:
+            filename: the checkpoint file.
+            trusted: keep the stored file names of hooks unchecked (only
+                for files from yourself).
+
         Returns:
             ``(trainer, net)``.
 
         Raises:
-            TrainingValidationError: if the file is missing, corrupt or not
-                a checkpoint.
+            TrainingValidationError: if the file is missing, damaged,
+                inconsistent or not a checkpoint, or (unless ``trusted``) a
+                hook would write outside the working folder or to a file
+                Python would import.
         """
         from brainstorm.describable import create_from_description
-        from brainstorm.structure.network import Network
+        from brainstorm.hooks import check_restored_path
+        from brainstorm.structure.network import (
+            _build_from_file,
+            check_stored_sizes,
+        )
+        if not isinstance(trusted, bool):
+            raise TrainingValidationError(
+                'Trainer.from_checkpoint: trusted must be a bool. Received: '
+                f'trusted={trusted!r}')
+        where = f"Checkpoint '{filename}'"
         data = read_checkpoint(filename)
+        parameters = data['parameters']
+        # sizes before memory: nothing is built before this passes
+        check_stored_sizes(data['network'], int(parameters.shape[0]), where,
+                           TrainingValidationError)
+        progress = data['progress']
+        _check_progress(progress, where)
         try:
-            net = create_from_description(data['network'], expected=Network)
             trainer = create_from_description(data['trainer'],
                                               expected=Trainer)
-        except (ValidationError, TypeError, KeyError, ValueError) as err:
+        except Exception as err:  # a crafted description may break anything
             raise TrainingValidationError(
-                f"Checkpoint '{filename}' is corrupt: cannot recreate the "
-                f'network and trainer ({err}).') from None
-        if not isinstance(net, Network) or not isinstance(trainer, Trainer):
+                f'{where} is corrupt: cannot recreate the trainer '
+                f'({type(err).__name__}: {err}).') from None
+        if not isinstance(trainer, Trainer):
             raise TrainingValidationError(
-                f"Checkpoint '{filename}' does not hold a Network and a "
-                'Trainer.')
-        parameters = data['parameters']
-        expected = tuple(net.buffer.parameters.shape)
-        if parameters.shape != expected:
-            raise TrainingValidationError(
-                f"Checkpoint '{filename}' is corrupt: it holds "
-                f'{parameters.shape} parameters, its network needs {expected}.')
-        net.handler.set_from_numpy(net.buffer.parameters, parameters)
-        progress = data['progress']
+                f'{where} does not hold a Trainer.')
+        if not trusted:
+            folder = os.path.dirname(os.path.abspath(filename))
+            for name, hook in trainer.hooks.items():
+                path = getattr(hook, 'filename', None)
+                if path is not None:
+                    check_restored_path(
+                        f"{where}: hook '{name}' ({type(hook).__name__})",
+                        path, [folder])
+        net = _build_from_file(data['network'], parameters, filename,
+                               TrainingValidationError, 'Checkpoint')
         trainer.current_epoch_nr = int(progress['current_epoch_nr'])
         trainer.current_update_nr = int(progress['current_update_nr'])
         trainer._started = bool(progress['started'])
@@ -745,9 +777,10 @@ class Trainer(Describable):
         net = run.net
         try:
             self.stepper.set_state(resume['stepper_state'])
-        except TrainingValidationError as err:
+        except Exception as err:  # a damaged state may break anything
             raise TrainingValidationError(
-                f"Checkpoint '{filename}': {err}") from None
+                f"Checkpoint '{filename}': cannot restore the stepper state "
+                f'({type(err).__name__}: {err})') from None
         for name, state in resume['hook_states'].items():
             hook = self.hooks.get(name)
             if hook is None or not hasattr(hook, 'set_state'):
@@ -755,7 +788,12 @@ class Trainer(Describable):
                     f"Checkpoint '{filename}' holds a state for hook '{name}'"
                     f', which the trainer does not have (hooks: '
                     f'{list(self.hooks)}).')
-            hook.set_state(state)
+            try:
+                hook.set_state(state)
+            except Exception as err:
+                raise TrainingValidationError(
+                    f"Checkpoint '{filename}': cannot restore the state of "
+                    f"hook '{name}' ({type(err).__name__}: {err})") from None
         states = resume['random_states']
         progress = resume['progress']
         epoch_scores = progress['epoch_scores']
@@ -766,6 +804,12 @@ class Trainer(Describable):
                     f"Checkpoint '{filename}' was written by a data-parallel "
                     f"run on {len(states['ranks'])} processes; it can only "
                     f'continue on as many (this run has {size}).')
+            scores = progress.get('rank_epoch_scores')
+            if not isinstance(scores, list) or len(scores) != size:
+                raise TrainingValidationError(
+                    f"Checkpoint '{filename}' is corrupt: it holds random "
+                    f'states of {size} ranks but epoch figures of '
+                    f'{len(scores) if isinstance(scores, list) else 0}.')
             rank = 0 if run.comm is None else run.comm.Get_rank()
             states = states['ranks'][rank]
             epoch_scores = progress['rank_epoch_scores'][rank]
@@ -799,6 +843,34 @@ class Trainer(Describable):
             run.epoch_start_iterator_states = {
                 'training_data_iter': states['iterators']['training_data_iter']}
         self._resume = None
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and \
+        value >= 0
+
+
+def _check_progress(progress: dict, where: str) -> None:
+    """Check the types of a checkpoint's progress entries."""
+    def bad(key, expected):
+        raise TrainingValidationError(
+            f"{where} is corrupt: progress entry '{key}' must be {expected}. "
+            f'Received: {progress.get(key)!r:.200}')
+
+    for key in ('current_epoch_nr', 'current_update_nr', 'batches_done'):
+        if not _is_count(progress.get(key)):
+            bad(key, 'an int >= 0')
+    for key in ('started', 'epoch_complete'):
+        if not isinstance(progress.get(key), bool):
+            bad(key, 'a bool')
+    for key in ('logs', 'epoch_scores'):
+        if not isinstance(progress.get(key), dict):
+            bad(key, 'a dict')
+    if 'rank_epoch_scores' in progress and not (
+            isinstance(progress['rank_epoch_scores'], list)
+            and all(isinstance(s, dict)
+                    for s in progress['rank_epoch_scores'])):
+        bad('rank_epoch_scores', 'a list of dicts')
 
 
 def _ordered(value):

@@ -20,7 +20,7 @@ from brainstorm.layers import (
 from brainstorm.structure.network import Network
 from brainstorm.testing import approx_fprime
 from brainstorm.tools import get_in_out_layers
-from brainstorm.utils import NetworkValidationError
+from brainstorm.utils import NetworkValidationError, add_checksums
 
 
 def small_net(handler=None):
@@ -329,6 +329,7 @@ def test_a_gpu_network_file_loads_without_cuda(tmp_path):
         del f['description']
         f['description'] = np.frombuffer(json.dumps(description).encode(),
                                          dtype=np.uint8)
+        add_checksums(f)  # as written on a machine with a GPU
     with pytest.warns(RuntimeWarning, match='PyCudaHandler.*NumpyHandler'):
         loaded = Network.from_hdf5(filename)
     assert isinstance(loaded.handler, NumpyHandler)
