@@ -410,7 +410,7 @@ def test_modify_stepper_attribute_inside_multi_stepper():
     '__class__.__init__.__globals__.sys.path', 'net.handler.dtype',
     'steppers.Hid.__class__', 'steppers.Hid._parts', 'steppers',
     'steppers.Hid.net.rnd', 'steppers.__class__.learning_rate',
-    'assignment.Hid', 'steppers.Hid.steppers.learning_rate', ''])
+    'assignment.Hid', 'steppers.Hid.steppers.learning_rate'])
 def test_stepper_attribute_paths_reach_only_hyperparameters(attr_name):
     adam = AdamStepper(0.1)
     stepper = MultiStepper({'Hid': adam, 'default': SgdStepper(0.5)})
