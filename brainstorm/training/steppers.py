@@ -26,12 +26,14 @@ Shared behaviour:
 from __future__ import annotations
 
 import math
-import re
 from collections import OrderedDict
 
 import numpy as np
 
 from brainstorm.describable import Describable
+from brainstorm.structure.view_references import (
+    pattern_matches as _pattern_matches,
+)
 from brainstorm.training.utils import check_number
 from brainstorm.utils import TrainingValidationError
 
@@ -519,11 +521,6 @@ class AdamWStepper(AdamStepper):
 
 
 # ---------------------------------------------------------- per layer -----
-
-def _pattern_matches(pattern: str, name: str) -> bool:
-    regex = '^' + re.escape(pattern).replace(r'\*', '[_a-zA-Z0-9]*') + '$'
-    return re.match(regex, name) is not None
-
 
 class MultiStepper(TrainingStepper):
     """Different steppers for different layers (neon's multi-optimizer).
