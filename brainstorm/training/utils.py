@@ -21,14 +21,19 @@ def run_network(net, iterator, all_inputs: bool = True) -> Iterator[int]:
 
     Args:
         net: the network.
-        iterator: a data iterator.
+        iterator: a data iterator (called with the network's handler), or
+            any iterable of data dicts, e.g. ``data(handler=net.handler)``
+            or a list of batches (as Brainstorm 0.5 accepted).
         all_inputs: if False, inputs missing from the data are skipped.
 
     Example:
         >>> for i in run_network(net, data):  # doctest: +SKIP
         ...     net.forward_pass()
     """
-    for i, data in enumerate(iterator(handler=net.handler)):
+    from brainstorm.data_iterators import DataIterator
+    batches = iterator(handler=net.handler) \
+        if isinstance(iterator, DataIterator) else iterator
+    for i, data in enumerate(batches):
         net.provide_external_data(data, all_inputs=all_inputs)
         yield i
 
