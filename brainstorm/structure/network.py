@@ -414,6 +414,15 @@ class Network(Seedable):
                     raise NetworkValidationError(
                         f'Multiple fallbacks for {where}: {fallbacks}')
                 init = _as_initializer(values[0], where)
+                # Initializers that depend on the parameter (LstmOptInit
+                # picks the gate of an Lstm parameter) choose here.
+                select = getattr(init, 'select_for', None)
+                if select is not None:
+                    try:
+                        init = _as_initializer(select(layer, pname), where)
+                    except ValidationError as err:
+                        raise NetworkValidationError(
+                            f'Initializing {where}: {err}') from None
                 fallback = _as_initializer(fallbacks[0], where) \
                     if fallbacks else None
                 shape = tuple(view.shape)
