@@ -34,7 +34,7 @@ from brainstorm.training.data_parallel import (
     communicator_of,
     is_root_process,
 )
-from brainstorm.training.utils import check_int, check_number
+from brainstorm.training.utils import check_int, check_number, log_counters
 from brainstorm.utils import (
     TrainingValidationError,
     UnknownNameError,
@@ -352,8 +352,11 @@ class SaveCheckpoint(_FileHook):
 class SaveLogsCSV(Hook):
     """Write logs to a CSV file (rewritten each time).
 
-    One column per log (dotted name), one row per entry; shorter logs leave
-    empty cells.
+    The first two columns are ``epoch`` and ``update``; then one column per
+    log (dotted name). Each row holds the entries logged at that epoch and
+    update (logs are aligned by when they were logged, not by position:
+    monitors start at epoch 0, ``rolling_training`` at epoch 1); a log
+    without an entry there leaves the cell empty.
 
     Args:
         filename: the CSV file.
@@ -373,19 +376,28 @@ class SaveLogsCSV(Hook):
             return None
         names = self.log_names if self.log_names is not None else \
             _leaf_paths(logs)
-        columns = []
-        for log_name in names:
+        cells = OrderedDict()  # (epoch, update) -> {column: value}
+        for column, log_name in enumerate(names):
             log = self._get_log(logs, log_name, epoch_nr)
-            columns.append([] if log is None else list(log))
-        rows = max((len(c) for c in columns), default=0)
+            if log is None:
+                continue
+            epochs, updates = log_counters(log)
+            for value, epoch, update in zip(log, epochs, updates):
+                cells.setdefault((epoch, update), {})[column] = value
+
+        def order(key):
+            epoch, update = key
+            return (epoch, -1 if update is None else update)
+
         text = io.StringIO()
         writer = csv.writer(text, lineterminator='\n')
-        writer.writerow(names)
-        for i in range(rows):
-            writer.writerow([repr(float(c[i])) if i < len(c) and
-                             isinstance(c[i], (int, float, np.number))
-                             else (str(c[i]) if i < len(c) else '')
-                             for c in columns])
+        writer.writerow(['epoch', 'update'] + list(names))
+        for key in sorted(cells, key=order):
+            row = cells[key]
+            writer.writerow(
+                ['' if k is None else k for k in key] +
+                [_csv_cell(row[c]) if c in row else ''
+                 for c in range(len(names))])
 
         def write(tmp):
             with open(tmp, 'w', newline='') as f:
@@ -395,9 +407,28 @@ class SaveLogsCSV(Hook):
         return None
 
 
+def _csv_cell(value) -> str:
+    if isinstance(value, (int, float, np.number)) and \
+            not isinstance(value, bool):
+        return repr(float(value))
+    return str(value)
+
+
+def _quantity(log_name: str) -> str:
+    """The kind of quantity a log holds, for grouping plots: every loss
+    shares one panel, each other score (``Accuracy``...) has its own."""
+    leaf = log_name.rsplit('.', 1)[-1]
+    return 'loss' if 'loss' in leaf.lower() else leaf
+
+
 class SavePlot(Hook):
     """Save a PNG plot of some logs (needs matplotlib: ``pip install
     brainstorm[plot]``).
+
+    Each entry is drawn at the epoch (or, for ``timescale='update'``, the
+    update) it was logged at. Logs of one kind of quantity share a panel
+    (all losses; each score such as ``Accuracy`` on its own), with labelled
+    axes and a legend.
 
     Args:
         filename: the PNG file (rewritten each time).
@@ -430,16 +461,30 @@ class SavePlot(Hook):
             return None
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
-        figure = Figure(figsize=(6, 4))
-        FigureCanvasAgg(figure)
-        axes = figure.add_subplot(1, 1, 1)
+        from matplotlib.ticker import MaxNLocator
+        panels = OrderedDict()  # quantity -> [(log name, x, y)]
         for log_name in self.log_names:
             log = self._get_log(logs, log_name, epoch_nr)
-            if log:
-                axes.plot(range(len(log)), np.asarray(log, dtype=float),
-                          label=log_name)
-        axes.set_xlabel(self.timescale)
-        axes.legend(loc='best')
+            if not log:
+                continue
+            epochs, updates = log_counters(log)
+            x = epochs if self.timescale == 'epoch' or None in updates \
+                else updates
+            panels.setdefault(_quantity(log_name), []).append(
+                (log_name, np.asarray(x, dtype=float),
+                 np.asarray(log, dtype=float)))
+        figure = Figure(figsize=(7, 3 * max(1, len(panels))))
+        FigureCanvasAgg(figure)
+        for i, (quantity, lines) in enumerate(panels.items()):
+            axes = figure.add_subplot(len(panels), 1, i + 1)
+            for log_name, x, y in lines:
+                axes.plot(x, y, marker='.', label=log_name)
+            axes.set_xlabel(self.timescale)
+            axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+            axes.set_ylabel(quantity)
+            axes.grid(True, alpha=0.3)
+            axes.legend(loc='best')
+        figure.tight_layout()
 
         def write(tmp):
             figure.savefig(tmp, format='png')
