@@ -27,10 +27,20 @@ class MissingDependencyMock:
         raise object.__getattribute__(self, '_error')
 
 
+# The name this library is installed under (pip), used in install hints.
+DISTRIBUTION = 'brainstorm'
+
+
+def install_hint(extra: str) -> str:
+    """The command that installs an optional extra, e.g.
+    ``pip install "brainstorm[bokeh]"``."""
+    return f'pip install "{DISTRIBUTION}[{extra}]"'
+
+
 def _missing(package: str, extra: str, error: ImportError) -> ImportError:
     err = ImportError(f'{package} is needed for this feature but could not be '
                       f'imported ({error}). Install it with '
-                      f"'pip install brainstorm[{extra}]'.")
+                      f"'pip install {DISTRIBUTION}[{extra}]'.")
     err.__cause__ = error
     return err
 
@@ -52,7 +62,7 @@ except ImportError as _err:
     has_bokeh = False
     bokeh_mock = MissingDependencyMock(ImportError(
         f'bokeh is needed for the BokehVisualizer but could not be imported '
-        f'({_err}).'))
+        f'({_err}). Install it with: {install_hint("bokeh")}'))
 
 try:
     # only the package: ``from mpi4py import MPI`` would initialise MPI,

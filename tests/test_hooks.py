@@ -12,8 +12,10 @@ import pytest
 import brainstorm as bs
 from brainstorm.data_iterators import Minibatches, Undivided
 from brainstorm.hooks import (
+    BokehVisualizer,
     EarlyStopper,
     Hook,
+    InfoUpdater,
     ModifyStepperAttribute,
     MonitorLayerDeltas,
     MonitorLayerGradients,
@@ -451,6 +453,13 @@ def test_missing_log_is_reported_once_at_the_first_epoch():
 
 # ------------------------------------------------------------ description ---
 
+class _InfoRun:
+    """A stand-in for a sacred run: anything with an ``info`` dict."""
+
+    def __init__(self):
+        self.info = {}
+
+
 ALL_HOOKS = [
     SaveBestNetwork('validation.Accuracy', filename='best.hdf5',
                     criterion='max', name='best'),
@@ -469,6 +478,8 @@ ALL_HOOKS = [
     StopOnSigQuit(), ProgressBar(force=True),
     ModifyStepperAttribute(Linear(0.1, 0.01, 5), 'learning_rate'),
     ReduceOnPlateau('validation.total_loss', factor=0.2, patience=2),
+    BokehVisualizer(['validation.total_loss'], 'logs.html'),
+    InfoUpdater(_InfoRun()),
 ]
 
 
@@ -582,3 +593,81 @@ def test_log_counters_survive_a_checkpoint(tmp_path):
         assert list(log) == list(original)
         assert log.epochs == original.epochs
         assert log.updates == original.updates
+
+
+def test_bokeh_visualizer_writes_an_interactive_page(tmp_path, monkeypatch):
+    """0.5 scripts use bs.hooks.BokehVisualizer (HISTORY promised it): a
+    standalone HTML page whose lines have their points at the epochs of
+    the entries."""
+    pytest.importorskip('bokeh')
+    import bokeh.embed
+
+    import brainstorm as bs
+    layouts = []
+    original = bokeh.embed.file_html
+
+    def capture(models, *args, **kwargs):
+        layouts.append(models)
+        return original(models, *args, **kwargs)
+    monkeypatch.setattr(bokeh.embed, 'file_html', capture)
+    filename = str(tmp_path / 'logs.html')
+    hook = bs.hooks.BokehVisualizer(
+        ['rolling_training.total_loss', 'validation.total_loss',
+         'validation.Accuracy'], filename)
+    trainer = _train_with_logs(tmp_path, hook)
+    text = open(filename, encoding='utf-8').read()
+    assert text.lstrip().lower().startswith('<!doctype html>')
+    assert 'validation.total_loss' in text
+    assert 'cdn.bokeh.org' not in text  # standalone: the JS is inline
+    loss, accuracy = layouts[-1].children
+    assert loss.yaxis[0].axis_label == 'loss'
+    assert accuracy.yaxis[0].axis_label == 'Accuracy'
+    assert loss.xaxis[0].axis_label == 'epoch'
+    drawn = {}
+    for plot in (loss, accuracy):
+        for item in plot.legend[0].items:
+            renderer = item.renderers[0]
+            drawn[item.label['value']] = renderer.data_source.data
+    logs = trainer.logs
+    assert list(drawn['rolling_training.total_loss']['x']) == [1, 2, 3]
+    assert list(drawn['rolling_training.total_loss']['y']) == \
+        list(logs['rolling_training']['total_loss'])
+    assert list(drawn['validation.Accuracy']['x']) == [0, 1, 2, 3]
+    assert list(drawn['validation.Accuracy']['y']) == \
+        list(logs['validation']['Accuracy'])
+
+
+def test_bokeh_visualizer_without_bokeh_names_the_install_command(
+        monkeypatch):
+    """A clear ImportError with the pip command, when bokeh is missing."""
+    from brainstorm import optional
+    from brainstorm.hooks import BokehVisualizer
+    monkeypatch.setattr(optional, 'has_bokeh', False)
+    hook = BokehVisualizer('validation.total_loss')
+    with pytest.raises(ImportError,
+                       match=r'pip install "brainstorm\[bokeh\]"'):
+        hook.start(xor_net(), None, False, {})
+    with pytest.raises(TrainingValidationError, match='log_names'):
+        BokehVisualizer([])
+
+
+def test_info_updater_writes_logs_into_any_run_object(tmp_path):
+    """0.5's InfoUpdater filled a sacred run's info dict; any object with
+    an info dict works, without sacred."""
+    import json
+
+    import brainstorm as bs
+
+    class Run:
+        def __init__(self):
+            self.info = {}
+    run = Run()
+    trainer = _train_with_logs(tmp_path, bs.hooks.InfoUpdater(run))
+    assert run.info['epoch_nr'] == 3
+    assert run.info['update_nr'] == 3
+    assert run.info['nr_parameters'] == xor_net().buffer.parameters.size
+    assert run.info['logs']['validation']['total_loss'] == \
+        list(trainer.logs['validation']['total_loss'])
+    json.dumps(run.info)  # plain data, as sacred stores it
+    with pytest.raises(TrainingValidationError, match='info'):
+        bs.hooks.InfoUpdater(object())
