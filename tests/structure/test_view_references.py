@@ -132,3 +132,26 @@ def test_multistepper_pattern_matching_nothing_is_an_error():
     net = net_with('Hid2')
     with pytest.raises(TrainingValidationError, match="'Hid'"):
         MultiStepper({'Hid': SgdStepper(0.1)}).start(net)
+
+
+IDENT = '[A-Za-z_][A-Za-z0-9_]{0,8}'
+
+
+def test_pattern_without_star_matches_only_the_same_name():
+    """Generated names: a literal pattern selects exactly its own name,
+    never a longer or shorter one; 'p*' selects every name starting with p.
+    (Guards against: a missing start or end anchor.)"""
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from brainstorm.structure.view_references import pattern_matches
+    names = st.from_regex(IDENT, fullmatch=True)
+
+    @given(names, names, st.from_regex('[A-Za-z0-9_]{0,4}', fullmatch=True))
+    def check(a, b, suffix):
+        assert pattern_matches(a, b) == (a == b)
+        assert pattern_matches(a, a + suffix) == (suffix == '')
+        assert pattern_matches(a + '*', a + suffix)
+        assert pattern_matches('*' + suffix, a + suffix)
+        assert not pattern_matches(a + '*', 'x.' + a)
+    check()
