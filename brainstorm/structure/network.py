@@ -373,7 +373,11 @@ class Network(Seedable):
                 dict of layer-name patterns (``*`` matches any identifier
                 characters) to initializers or to dicts of parameter-name
                 patterns to initializers. ``'default'`` covers what no other
-                pattern matches; ``'fallback'`` is used where the chosen
+                pattern matches (an inherited ``'default'`` fills only the
+                parameters that no sub-dict of a matching layer pattern
+                names, as in 0.5; see
+                :func:`brainstorm.structure.view_references.resolve_patterns`);
+                ``'fallback'`` is used where the chosen
                 initializer raises InitializationError. Values may be
                 Initializers, numbers, lists or arrays.
             seed: makes the initialization reproducible.
@@ -464,7 +468,9 @@ class Network(Seedable):
         """Install value modifiers applied to parameters after each update.
 
         Same pattern syntax as :meth:`initialize` (without ``'fallback'``);
-        values are a modifier or a list of modifiers.
+        values are a modifier or a list of modifiers. Where several patterns
+        select one parameter, all their modifiers are installed and applied
+        in the order of the dict (as in 0.5).
         """
         refs = self._merge_refs(default_or_mod_dict, kwargs)
         self.weight_modifiers = self._install_modifiers(refs,
