@@ -56,7 +56,7 @@ from brainstorm.training.data_parallel import (
     is_root_process,
 )
 from brainstorm.training.schedules import Linear, Schedule
-from brainstorm.training.utils import check_int, check_number
+from brainstorm.training.utils import check_int, check_number, log_counters
 from brainstorm.utils import (
     TrainingValidationError,
     UnknownNameError,
@@ -71,7 +71,8 @@ __all__ = ['Hook', 'SaveBestNetwork', 'SaveLogs', 'SaveNetwork',
            'MonitorLayerDeltas', 'EarlyStopper', 'StopAfterEpoch',
            'StopAfterThresholdReached', 'StopOnNan', 'StopOnSigQuit',
            'ProgressBar', 'ModifyStepperAttribute', 'ReduceOnPlateau',
-           'SaveLogsCSV', 'SavePlot', 'SaveCheckpoint']
+           'SaveLogsCSV', 'SavePlot', 'SaveCheckpoint', 'BokehVisualizer',
+           'InfoUpdater']
 
 _log = get_logger('hooks')
 
@@ -446,8 +447,11 @@ class SaveCheckpoint(_FileHook):
 class SaveLogsCSV(Hook):
     """Write logs to a CSV file (rewritten each time).
 
-    One column per log (dotted name), one row per entry; shorter logs leave
-    empty cells.
+    The first two columns are ``epoch`` and ``update``; then one column per
+    log (dotted name). Each row holds the entries logged at that epoch and
+    update (logs are aligned by when they were logged, not by position:
+    monitors start at epoch 0, ``rolling_training`` at epoch 1); a log
+    without an entry there leaves the cell empty.
 
     Args:
         filename: the CSV file.
@@ -472,19 +476,28 @@ class SaveLogsCSV(Hook):
             return None
         names = self.log_names if self.log_names is not None else \
             _leaf_paths(logs)
-        columns = []
-        for log_name in names:
+        cells = OrderedDict()  # (epoch, update) -> {column: value}
+        for column, log_name in enumerate(names):
             log = self._get_log(logs, log_name, epoch_nr)
-            columns.append([] if log is None else list(log))
-        rows = max((len(c) for c in columns), default=0)
+            if log is None:
+                continue
+            epochs, updates = log_counters(log)
+            for value, epoch, update in zip(log, epochs, updates):
+                cells.setdefault((epoch, update), {})[column] = value
+
+        def order(key):
+            epoch, update = key
+            return (epoch, -1 if update is None else update)
+
         text = io.StringIO()
         writer = csv.writer(text, lineterminator='\n')
-        writer.writerow(names)
-        for i in range(rows):
-            writer.writerow([repr(float(c[i])) if i < len(c) and
-                             isinstance(c[i], (int, float, np.number))
-                             else (str(c[i]) if i < len(c) else '')
-                             for c in columns])
+        writer.writerow(['epoch', 'update'] + list(names))
+        for key in sorted(cells, key=order):
+            row = cells[key]
+            writer.writerow(
+                ['' if k is None else k for k in key] +
+                [_csv_cell(row[c]) if c in row else ''
+                 for c in range(len(names))])
 
         def write(tmp):
             with open(tmp, 'w', newline='') as f:
@@ -494,9 +507,28 @@ class SaveLogsCSV(Hook):
         return None
 
 
+def _csv_cell(value) -> str:
+    if isinstance(value, (int, float, np.number)) and \
+            not isinstance(value, bool):
+        return repr(float(value))
+    return str(value)
+
+
+def _quantity(log_name: str) -> str:
+    """The kind of quantity a log holds, for grouping plots: every loss
+    shares one panel, each other score (``Accuracy``...) has its own."""
+    leaf = log_name.rsplit('.', 1)[-1]
+    return 'loss' if 'loss' in leaf.lower() else leaf
+
+
 class SavePlot(Hook):
     """Save a PNG plot of some logs (needs matplotlib: ``pip install
     'brainstorm-nn[plot]'``).
+
+    Each entry is drawn at the epoch (or, for ``timescale='update'``, the
+    update) it was logged at. Logs of one kind of quantity share a panel
+    (all losses; each score such as ``Accuracy`` on its own), with labelled
+    axes and a legend.
 
     Args:
         filename: the PNG file (rewritten each time).
@@ -534,22 +566,168 @@ class SavePlot(Hook):
             return None
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
-        figure = Figure(figsize=(6, 4))
-        FigureCanvasAgg(figure)
-        axes = figure.add_subplot(1, 1, 1)
+        from matplotlib.ticker import MaxNLocator
+        panels = OrderedDict()  # quantity -> [(log name, x, y)]
         for log_name in self.log_names:
             log = self._get_log(logs, log_name, epoch_nr)
-            if log:
-                axes.plot(range(len(log)), np.asarray(log, dtype=float),
-                          label=log_name)
-        axes.set_xlabel(self.timescale)
-        axes.legend(loc='best')
+            if not log:
+                continue
+            epochs, updates = log_counters(log)
+            x = epochs if self.timescale == 'epoch' or None in updates \
+                else updates
+            panels.setdefault(_quantity(log_name), []).append(
+                (log_name, np.asarray(x, dtype=float),
+                 np.asarray(log, dtype=float)))
+        figure = Figure(figsize=(7, 3 * max(1, len(panels))))
+        FigureCanvasAgg(figure)
+        for i, (quantity, lines) in enumerate(panels.items()):
+            axes = figure.add_subplot(len(panels), 1, i + 1)
+            for log_name, x, y in lines:
+                axes.plot(x, y, marker='.', label=log_name)
+            axes.set_xlabel(self.timescale)
+            axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+            axes.set_ylabel(quantity)
+            axes.grid(True, alpha=0.3)
+            axes.legend(loc='best')
+        figure.tight_layout()
 
         def write(tmp):
             figure.savefig(tmp, format='png')
 
         write_atomically(self.filename, write)
         return None
+
+
+class BokehVisualizer(Hook):
+    """Write the monitored logs as an interactive standalone HTML page
+    (needs bokeh: ``pip install "brainstorm-nn[bokeh]"``).
+
+    The page embeds bokeh's JavaScript, so it opens offline. Each entry is
+    drawn at the epoch (or update) it was logged at; logs of one kind of
+    quantity share a panel (as in :class:`SavePlot`).
+
+    Args:
+        log_names: dotted names of the logs to draw (one line each).
+        filename: the HTML file (rewritten each time).
+        timescale, interval, name, verbose: see :class:`Hook`.
+    """
+
+    def __init__(self, log_names, filename: str = 'bokeh_visualizer.html',
+                 timescale: str = 'epoch', interval: int = 1,
+                 name: str | None = None, verbose: bool | None = None):
+        super().__init__(name, timescale, interval, verbose)
+        self.log_names = [log_names] if isinstance(log_names, str) else \
+            list(log_names)
+        if not self.log_names or \
+                not all(isinstance(n, str) for n in self.log_names):
+            raise TrainingValidationError(
+                'BokehVisualizer: log_names must name at least one log. '
+                f'Received: {log_names!r}')
+        if not isinstance(filename, str) or not filename:
+            raise TrainingValidationError(
+                'BokehVisualizer: filename must be a non-empty str. '
+                f'Received: {filename!r}')
+        self.filename = filename
+
+    def start(self, net, stepper, verbose, named_data_iters):
+        super().start(net, stepper, verbose, named_data_iters)
+        _import_bokeh()
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        if not self.is_root:
+            return None
+        _import_bokeh()
+        from bokeh.embed import file_html
+        from bokeh.layouts import column
+        from bokeh.palettes import Category10_10
+        from bokeh.plotting import figure
+        from bokeh.resources import INLINE
+        panels = OrderedDict()
+        for log_name in self.log_names:
+            log = self._get_log(logs, log_name, epoch_nr)
+            if not log:
+                continue
+            epochs, updates = log_counters(log)
+            x = epochs if self.timescale == 'epoch' or None in updates \
+                else updates
+            panels.setdefault(_quantity(log_name), []).append(
+                (log_name, [float(v) for v in x], [float(v) for v in log]))
+        plots = []
+        for quantity, lines in panels.items():
+            plot = figure(title=quantity, x_axis_label=self.timescale,
+                          y_axis_label=quantity, height=300,
+                          sizing_mode='stretch_width',
+                          tools='pan,wheel_zoom,box_zoom,reset,save,hover')
+            for i, (log_name, x, y) in enumerate(lines):
+                color = Category10_10[i % 10]
+                plot.line(x, y, legend_label=log_name, color=color,
+                          line_width=2)
+                plot.scatter(x, y, legend_label=log_name, color=color)
+            plot.legend.click_policy = 'hide'
+            plots.append(plot)
+        html = file_html(column(*plots, sizing_mode='stretch_width'),
+                         INLINE, title=f'brainstorm: {self.__name__}')
+
+        def write(tmp):
+            with open(tmp, 'w', encoding='utf-8') as f:
+                f.write(html)
+
+        write_atomically(self.filename, write)
+        return None
+
+
+def _import_bokeh():
+    from brainstorm import optional
+    if not optional.has_bokeh:
+        raise ImportError(
+            'BokehVisualizer needs bokeh. Install it with: '
+            f'{optional.install_hint("bokeh")}')
+
+
+class InfoUpdater(Hook):
+    """Write the training progress into a run object's ``info`` dict (as
+    Brainstorm 0.5 did for sacred runs; any object with an ``info`` dict
+    works, sacred is not needed).
+
+    Each call sets ``info['epoch_nr']``, ``info['update_nr']``,
+    ``info['logs']`` (a plain copy of the logs) and, once,
+    ``info['nr_parameters']``.
+
+    Args:
+        run: an object with an ``info`` attribute that is a dict.
+        name, timescale, interval: see :class:`Hook`.
+    """
+
+    __undescribed__ = {'run': None}
+
+    def __init__(self, run, name: str | None = None, timescale: str = 'epoch',
+                 interval: int = 1):
+        super().__init__(name, timescale, interval)
+        if not isinstance(getattr(run, 'info', None), dict):
+            raise TrainingValidationError(
+                "InfoUpdater: run must have an 'info' attribute that is a "
+                f'dict. Received: {run!r}')
+        self.run = run
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        if self.run is None:
+            # the run object is not part of a description or checkpoint
+            raise TrainingValidationError(
+                f"InfoUpdater '{self.__name__}': no run object; set its "
+                '.run after recreating it from a description.')
+        info = self.run.info
+        info['epoch_nr'] = epoch_nr
+        info['update_nr'] = update_nr
+        info['logs'] = _plain_logs(logs)
+        info.setdefault('nr_parameters', int(net.buffer.parameters.size))
+        return None
+
+
+def _plain_logs(logs):
+    if isinstance(logs, Mapping):
+        return {key: _plain_logs(value) for key, value in logs.items()}
+    # NumPy scalars become Python numbers, so the info stays JSON-able
+    return [v.item() if isinstance(v, np.generic) else v for v in logs]
 
 
 # ---------------------------------------------------------- monitoring ----

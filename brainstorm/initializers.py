@@ -498,11 +498,18 @@ class SparseOutputs(Initializer):
 
 
 class LstmOptInit(Initializer):
-    """Separate initializers for the four row blocks of an LSTM parameter.
+    """Separate initializers for the input block and the three gates of an
+    LSTM.
 
-    The first axis of the parameter is split into four equal blocks in the
-    order input block (Z), input gate (I), forget gate (F), output gate (O),
-    as used by the Lstm layer.
+    On an :func:`~brainstorm.layers.Lstm` layer (which keeps one parameter
+    per gate: ``Wz Wi Wf Wo``, ``Rz ...``, ``bz ...`` and the peepholes
+    ``pi pf po``) each parameter gets the initializer of its gate, e.g.
+    ``net.initialize({'Lstm': LstmOptInit(Gaussian(0.1), 0, 1.0, 0)})``
+    sets the forget-gate biases (and weights) to 1. A parameter of an Lstm
+    that belongs to no gate is an error. On any other parameter (a layer
+    that stacks the four gates) the first axis is split into four equal
+    row blocks in the order input block (Z), input gate (I), forget gate
+    (F), output gate (O).
 
     Args:
         input_block: Initializer or number for the input block rows.
@@ -532,6 +539,32 @@ class LstmOptInit(Initializer):
         self.input_gate = input_gate
         self.forget_gate = forget_gate
         self.output_gate = output_gate
+
+    def select_for(self, layer, parameter_name: str):
+        """The initializer to use for ``parameter_name`` of ``layer``.
+
+        Args:
+            layer: the layer implementation whose parameter is initialized.
+            parameter_name: the parameter's name.
+
+        Returns:
+            The gate's initializer on an Lstm, else this initializer.
+
+        Raises:
+            ValidationError: for an Lstm parameter that belongs to no gate.
+        """
+        from brainstorm.layers.lstm_layer import LstmLayerImpl
+        if not isinstance(layer, LstmLayerImpl):
+            return self
+        gates = {'z': self.input_block, 'i': self.input_gate,
+                 'f': self.forget_gate, 'o': self.output_gate}
+        if len(parameter_name) == 2 and parameter_name[1] in gates:
+            return gates[parameter_name[1]]
+        raise ValidationError(
+            f"LstmOptInit: parameter '{parameter_name}' of "
+            f"{type(layer).__name__} '{layer.name}' belongs to no gate (gate "
+            'parameters end in z, i, f or o). Use another initializer for '
+            'it.')
 
     def __call__(self, shape):
         if len(shape) < 1 or shape[0] % 4 != 0:

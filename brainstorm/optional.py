@@ -54,7 +54,7 @@ except ImportError as _err:
     has_bokeh = False
     bokeh_mock = MissingDependencyMock(ImportError(
         f'bokeh is needed for the BokehVisualizer but could not be imported '
-        f'({_err}).'))
+        f'({_err}). Install it with: {install_hint("bokeh")}'))
 
 try:
     # only the package: ``from mpi4py import MPI`` would initialise MPI,

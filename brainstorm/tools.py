@@ -408,9 +408,14 @@ def _as_names(buffer_names) -> list:
 def _extract_batches(network, iter, names):
     """Yield ``{path: array}`` per batch after a forward pass."""
     from brainstorm.training.utils import run_network
+    time_sized = {name for name in names if _buffer_type(network, name) == 2}
     for _ in run_network(network, iter, all_inputs=False):
         network.forward_pass(training_pass=False)
-        yield {name: network.get(name) for name in names}
+        # Layers with a context keep an extra time slot after the data's
+        # last step; only the data's time steps are results.
+        time_size = network.buffer_manager.time_size
+        yield {name: network.get(name)[:time_size] if name in time_sized
+               else network.get(name) for name in names}
 
 
 def _pad_time(array: np.ndarray, time_steps: int) -> np.ndarray:

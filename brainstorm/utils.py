@@ -22,8 +22,13 @@ __all__ = [
 
 # ----------------------------------------------------------------- errors ---
 
-class ValidationError(Exception):
-    """Base class of every error raised for bad user input."""
+class ValidationError(ValueError):
+    """Base class of every error raised for bad user input.
+
+    A ValueError, so code written for Brainstorm 0.5 (which raised plain
+    ValueErrors for shape mismatches and bad arguments) still catches it
+    with ``except ValueError``.
+    """
 
 
 class NetworkValidationError(ValidationError):

@@ -12,8 +12,10 @@ import pytest
 import brainstorm as bs
 from brainstorm.data_iterators import Minibatches, Undivided
 from brainstorm.hooks import (
+    BokehVisualizer,
     EarlyStopper,
     Hook,
+    InfoUpdater,
     ModifyStepperAttribute,
     MonitorLayerDeltas,
     MonitorLayerGradients,
@@ -165,12 +167,13 @@ def test_save_logs_csv(tmp_path):
             'rolling_training': {'total_loss': [0.75]}}
     call(SaveLogsCSV(filename), logs)
     lines = open(filename).read().splitlines()
-    assert lines == ['validation.loss,validation.acc,'
+    # plain lists (logs made by hand) count their entries as epochs 0, 1...
+    assert lines == ['epoch,update,validation.loss,validation.acc,'
                      'rolling_training.total_loss',
-                     '1.0,0.1,0.75', '0.5,0.2,']
+                     '0,,1.0,0.1,0.75', '1,,0.5,0.2,']
     call(SaveLogsCSV(filename, log_names='validation.acc'), logs)
-    assert open(filename).read().splitlines() == ['validation.acc', '0.1',
-                                                  '0.2']
+    assert open(filename).read().splitlines() == [
+        'epoch,update,validation.acc', '0,,0.1', '1,,0.2']
     with pytest.raises(UnknownNameError, match="'validation.los'"):
         call(SaveLogsCSV(filename, ['validation.los']), logs, epoch_nr=2)
 
@@ -487,6 +490,13 @@ def test_missing_log_is_reported_once_at_the_first_epoch():
 
 # ------------------------------------------------------------ description ---
 
+class _InfoRun:
+    """A stand-in for a sacred run: anything with an ``info`` dict."""
+
+    def __init__(self):
+        self.info = {}
+
+
 ALL_HOOKS = [
     SaveBestNetwork('validation.Accuracy', filename='best.hdf5',
                     criterion='max', name='best'),
@@ -505,6 +515,8 @@ ALL_HOOKS = [
     StopOnSigQuit(), ProgressBar(force=True),
     ModifyStepperAttribute(Linear(0.1, 0.01, 5), 'learning_rate'),
     ReduceOnPlateau('validation.total_loss', factor=0.2, patience=2),
+    BokehVisualizer(['validation.total_loss'], 'logs.html'),
+    InfoUpdater(_InfoRun()),
 ]
 
 
@@ -523,3 +535,176 @@ def test_every_public_hook_is_covered():
     import brainstorm.hooks as hooks
     covered = {type(h).__name__ for h in ALL_HOOKS}
     assert set(hooks.__all__) - covered == {'Hook'}
+
+
+def _train_with_logs(tmp_path, *hooks):
+    from brainstorm.hooks import MonitorScores, StopAfterEpoch
+    from brainstorm.scorers import Accuracy
+    from brainstorm.training import SgdStepper, Trainer
+    net = xor_net()
+    trainer = Trainer(SgdStepper(0.5), verbose=False)
+    trainer.train_scorers = [Accuracy()]
+    trainer.add_hook(MonitorScores('valid', [Accuracy()], name='validation'))
+    for hook in hooks:
+        trainer.add_hook(hook)
+    trainer.add_hook(StopAfterEpoch(3))
+    trainer.train(net, Undivided(**xor_data()), valid=Undivided(**xor_data()))
+    return trainer
+
+
+def test_save_logs_csv_aligns_logs_by_epoch(tmp_path):
+    """The CSV has epoch and update columns, and rolling_training (logged
+    from epoch 1) sits in the row of its epoch, beside the validation
+    figures of the same epoch. (Guards against: pairing entries by
+    position, which shifted rolling_training one epoch.)"""
+    import csv
+    filename = str(tmp_path / 'logs.csv')
+    trainer = _train_with_logs(tmp_path, SaveLogsCSV(filename))
+    with open(filename) as f:
+        rows = list(csv.DictReader(f))
+    assert [r['epoch'] for r in rows] == ['0', '1', '2', '3']
+    assert [r['update'] for r in rows] == ['0', '1', '2', '3']
+    logs = trainer.logs
+    assert rows[0]['rolling_training.total_loss'] == ''
+    for epoch in (1, 2, 3):
+        row = rows[epoch]
+        assert float(row['rolling_training.total_loss']) == \
+            logs['rolling_training']['total_loss'][epoch - 1]
+        assert float(row['validation.total_loss']) == \
+            logs['validation']['total_loss'][epoch]
+    assert logs['rolling_training']['total_loss'].epochs == [1, 2, 3]
+    assert logs['validation']['total_loss'].epochs == [0, 1, 2, 3]
+
+
+def test_save_plot_draws_each_entry_at_its_epoch(tmp_path, monkeypatch):
+    """The drawn lines have their points at the epochs the entries were
+    logged at (rolling_training from 1, validation from 0); losses share a
+    panel, accuracy has its own; axes are labelled and have a legend.
+    (Guards against: plotting by position, one epoch off.)"""
+    pytest.importorskip('matplotlib')
+    from matplotlib.figure import Figure
+    figures = []
+    original = Figure.savefig
+
+    def capture(self, *args, **kwargs):
+        figures.append(self)
+        return original(self, *args, **kwargs)
+    monkeypatch.setattr(Figure, 'savefig', capture)
+    filename = str(tmp_path / 'plot.png')
+    names = ['rolling_training.total_loss', 'validation.total_loss',
+             'rolling_training.Accuracy', 'validation.Accuracy']
+    trainer = _train_with_logs(tmp_path, SavePlot(filename, names))
+    with open(filename, 'rb') as f:
+        assert f.read(8) == b'\x89PNG\r\n\x1a\n'
+    loss_axes, accuracy_axes = figures[-1].axes
+    assert loss_axes.get_ylabel() == 'loss'
+    assert accuracy_axes.get_ylabel() == 'Accuracy'
+    for axes, quantity in ((loss_axes, 'total_loss'),
+                           (accuracy_axes, 'Accuracy')):
+        assert axes.get_xlabel() == 'epoch'
+        lines = {line.get_label(): line for line in axes.get_lines()}
+        assert set(lines) == {f'rolling_training.{quantity}',
+                              f'validation.{quantity}'}
+        legend = [t.get_text() for t in axes.get_legend().get_texts()]
+        assert sorted(legend) == sorted(lines)
+        rolling = lines[f'rolling_training.{quantity}']
+        np.testing.assert_array_equal(rolling.get_xdata(), [1, 2, 3])
+        np.testing.assert_array_equal(
+            rolling.get_ydata(), trainer.logs['rolling_training'][quantity])
+        valid = lines[f'validation.{quantity}']
+        np.testing.assert_array_equal(valid.get_xdata(), [0, 1, 2, 3])
+        np.testing.assert_array_equal(
+            valid.get_ydata(), trainer.logs['validation'][quantity])
+
+
+def test_log_counters_survive_a_checkpoint(tmp_path):
+    """A resumed trainer's logs still know the epoch of each entry."""
+    from brainstorm.training import Trainer
+    filename = str(tmp_path / 'run.ckpt')
+    trainer = _train_with_logs(tmp_path, SaveCheckpoint(filename))
+    resumed, _ = Trainer.from_checkpoint(filename)
+    for path in ('rolling_training.total_loss', 'validation.total_loss'):
+        first, second = path.split('.')
+        log, original = resumed.logs[first][second], \
+            trainer.logs[first][second]
+        assert list(log) == list(original)
+        assert log.epochs == original.epochs
+        assert log.updates == original.updates
+
+
+def test_bokeh_visualizer_writes_an_interactive_page(tmp_path, monkeypatch):
+    """0.5 scripts use bs.hooks.BokehVisualizer (HISTORY promised it): a
+    standalone HTML page whose lines have their points at the epochs of
+    the entries."""
+    pytest.importorskip('bokeh')
+    import bokeh.embed
+
+    import brainstorm as bs
+    layouts = []
+    original = bokeh.embed.file_html
+
+    def capture(models, *args, **kwargs):
+        layouts.append(models)
+        return original(models, *args, **kwargs)
+    monkeypatch.setattr(bokeh.embed, 'file_html', capture)
+    filename = str(tmp_path / 'logs.html')
+    hook = bs.hooks.BokehVisualizer(
+        ['rolling_training.total_loss', 'validation.total_loss',
+         'validation.Accuracy'], filename)
+    trainer = _train_with_logs(tmp_path, hook)
+    text = open(filename, encoding='utf-8').read()
+    assert text.lstrip().lower().startswith('<!doctype html>')
+    assert 'validation.total_loss' in text
+    assert 'cdn.bokeh.org' not in text  # standalone: the JS is inline
+    loss, accuracy = layouts[-1].children
+    assert loss.yaxis[0].axis_label == 'loss'
+    assert accuracy.yaxis[0].axis_label == 'Accuracy'
+    assert loss.xaxis[0].axis_label == 'epoch'
+    drawn = {}
+    for plot in (loss, accuracy):
+        for item in plot.legend[0].items:
+            renderer = item.renderers[0]
+            drawn[item.label['value']] = renderer.data_source.data
+    logs = trainer.logs
+    assert list(drawn['rolling_training.total_loss']['x']) == [1, 2, 3]
+    assert list(drawn['rolling_training.total_loss']['y']) == \
+        list(logs['rolling_training']['total_loss'])
+    assert list(drawn['validation.Accuracy']['x']) == [0, 1, 2, 3]
+    assert list(drawn['validation.Accuracy']['y']) == \
+        list(logs['validation']['Accuracy'])
+
+
+def test_bokeh_visualizer_without_bokeh_names_the_install_command(
+        monkeypatch):
+    """A clear ImportError with the pip command, when bokeh is missing."""
+    from brainstorm import optional
+    from brainstorm.hooks import BokehVisualizer
+    monkeypatch.setattr(optional, 'has_bokeh', False)
+    hook = BokehVisualizer('validation.total_loss')
+    with pytest.raises(ImportError,
+                       match=r'pip install "brainstorm\[bokeh\]"'):
+        hook.start(xor_net(), None, False, {})
+    with pytest.raises(TrainingValidationError, match='log_names'):
+        BokehVisualizer([])
+
+
+def test_info_updater_writes_logs_into_any_run_object(tmp_path):
+    """0.5's InfoUpdater filled a sacred run's info dict; any object with
+    an info dict works, without sacred."""
+    import json
+
+    import brainstorm as bs
+
+    class Run:
+        def __init__(self):
+            self.info = {}
+    run = Run()
+    trainer = _train_with_logs(tmp_path, bs.hooks.InfoUpdater(run))
+    assert run.info['epoch_nr'] == 3
+    assert run.info['update_nr'] == 3
+    assert run.info['nr_parameters'] == xor_net().buffer.parameters.size
+    assert run.info['logs']['validation']['total_loss'] == \
+        list(trainer.logs['validation']['total_loss'])
+    json.dumps(run.info)  # plain data, as sacred stores it
+    with pytest.raises(TrainingValidationError, match='info'):
+        bs.hooks.InfoUpdater(object())

@@ -383,3 +383,37 @@ def test_network_initialization_with_sparse_initializers_is_seeded():
     assert not np.array_equal(first != 0, third != 0)
     np.testing.assert_array_equal((first != 0).sum(axis=0), [4] * 20)
     np.testing.assert_array_equal(nets[0].get('Hid.parameters.bias'), 0.0)
+
+
+def test_lstm_opt_init_initializes_each_gate_of_an_lstm():
+    """On an Lstm (one parameter per gate) every W, R, b and peephole
+    parameter gets its gate's initializer. (Guards against: splitting each
+    gate's own bias into quarters, which 0.5-style use silently did.)"""
+    import brainstorm as bs
+    from brainstorm.handlers import NumpyHandler
+    from brainstorm.initializers import LstmOptInit
+    from brainstorm.layers import ClockworkLstm, Input, Lstm
+    net = bs.Network.from_layer(
+        Input(out_shapes={'default': ('T', 'B', 3)}) >> Lstm(4, name='L'))
+    net.set_handler(NumpyHandler(np.float64))
+    net.initialize({'L': LstmOptInit(input_block=1.0, input_gate=2.0,
+                                     forget_gate=3.0, output_gate=4.0)})
+    values = {'z': 1.0, 'i': 2.0, 'f': 3.0, 'o': 4.0}
+    params = net.buffer.L.parameters
+    checked = 0
+    for pname in net.layers['L'].parameter_shapes:
+        np.testing.assert_array_equal(params[pname], values[pname[1]],
+                                      err_msg=pname)
+        checked += 1
+    assert checked == 15  # W, R, b for four gates and three peepholes
+
+    cw = bs.Network.from_layer(
+        Input(out_shapes={'default': ('T', 'B', 3)})
+        >> ClockworkLstm(4, name='C'))
+    # ClockworkLstm is an Lstm; its untrained 'timing' keeps its own values
+    cw.initialize({'C': LstmOptInit(1.0, 2.0, 3.0, 4.0)})
+    np.testing.assert_array_equal(cw.buffer.C.parameters['bf'], 3.0)
+    np.testing.assert_array_equal(cw.buffer.C.parameters['Ri'], 2.0)
+    with pytest.raises(bs.utils.ValidationError,
+                       match="'timing'.*no gate"):
+        LstmOptInit(1.0).select_for(cw.layers['C'], 'timing')

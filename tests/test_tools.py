@@ -262,3 +262,37 @@ def test_split():
         list(range(10))
     with pytest.raises(ValidationError, match='ratios'):
         split(a, ratios=(1, 0))
+
+
+@pytest.mark.parametrize('layer', ['Lstm', 'Recurrent'])
+def test_extract_returns_only_the_data_time_steps_of_context_layers(
+        layer, tmp_path):
+    """0.5 semantics: extract gives exactly the data's time steps. (Guards
+    against: returning the context slot as a trailing zero row, which with
+    batches of different lengths landed in the middle of the padded
+    output.) Each sequence must equal a run of the network on it alone."""
+    from brainstorm import layers
+    inp, proj = get_in_out_layers('regression', 2, 3)
+    net = bs.Network.from_layer(
+        inp >> getattr(layers, layer)(4, name='Rec') >> proj)
+    net.set_handler(bs.handlers.NumpyHandler(np.float64))
+    net.initialize(bs.initializers.Gaussian(0.5), seed=1)
+    data = sequences()
+    iterator = Minibatches(3, shuffle=False, cut_according_to='mask',
+                           default=data['default'], mask=data['mask'])
+    name = 'Rec.outputs.default'
+    result = extract(net, iterator, name)[name]
+    assert result.shape == (5, 6, 4)
+    filename = str(tmp_path / 'buffers.hdf5')
+    extract_and_save(net, iterator, name, filename)
+    with h5py.File(filename, 'r') as f:
+        np.testing.assert_array_equal(f[name][()], result)
+    for b in range(6):
+        steps = 3 if b < 3 else 5
+        net.provide_external_data({'default': data['default'][:steps,
+                                                              b:b + 1]},
+                                  all_inputs=False)
+        net.forward_pass()
+        alone = net.get(name)[:steps, 0]
+        np.testing.assert_allclose(result[:steps, b], alone, rtol=1e-12)
+        assert not result[steps:, b].any()

@@ -96,8 +96,11 @@ def collect_all_connections(architecture: dict) -> list:
     return sorted(connections)
 
 
-def validate_architecture(architecture) -> None:
+def validate_architecture(architecture) -> bool:
     """Check an architecture dict for every kind of malformation.
+
+    Returns:
+        True (as in Brainstorm 0.5) if the architecture is valid.
 
     Raises:
         NetworkValidationError: naming the offending layer or connection.
@@ -184,6 +187,7 @@ def validate_architecture(architecture) -> None:
                 f"Layer '{name}' is of type 'Input', but the only Input layer "
                 "must be named 'Input'.")
     _check_acyclic_and_connected(architecture)
+    return True
 
 
 def _successors(architecture: dict) -> dict:

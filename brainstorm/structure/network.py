@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 import warnings
 from collections import OrderedDict
 
@@ -20,6 +19,10 @@ from brainstorm.structure.architecture import (
 )
 from brainstorm.structure.buffers import BufferManager
 from brainstorm.structure.layout import create_layout
+from brainstorm.structure.view_references import (
+    pattern_matches,
+    resolve_patterns,
+)
 from brainstorm.utils import (
     CheckedReader,
     DescriptionError,
@@ -46,89 +49,9 @@ class MissingInputError(NetworkValidationError, KeyError):
         return str(self.args[0])
 
 
-def _pattern_matches(pattern: str, name: str) -> bool:
-    regex = '^' + re.escape(pattern).replace(r'\*', '[_a-zA-Z0-9]*') + '$'
-    return re.match(regex, name) is not None
-
-
-def _same_value(a, b) -> bool:
-    if a is b:
-        return True
-    numbers = (int, float)
-    if isinstance(a, numbers) and isinstance(b, numbers) and \
-            not isinstance(a, bool) and not isinstance(b, bool):
-        return a == b
-    return False
-
-
-def _distinct(values: list) -> list:
-    result: list = []
-    for v in values:
-        if not any(_same_value(v, r) for r in result):
-            result.append(v)
-    return result
-
-
-def _resolve_patterns(layers, refs: dict, what: str, allow_fallback: bool):
-    """Match layer/parameter patterns; return {(layer, param): (values,
-    fallbacks, explicit)} for every parameter."""
-    for key in refs:
-        if not isinstance(key, str):
-            raise NetworkValidationError(
-                f'{what}: keys must be layer name patterns. Received: {key!r}')
-    if not allow_fallback and 'fallback' in refs:
-        raise NetworkValidationError(f"{what}: 'fallback' is not allowed here.")
-    layer_patterns = [k for k in refs if k not in ('default', 'fallback')]
-    for pattern in layer_patterns:
-        if not any(_pattern_matches(pattern, name) for name in layers):
-            raise NetworkValidationError(
-                f"{what}: pattern '{pattern}' matches no layer. Layers: "
-                f'{list(layers)}')
-    result = {}
-    used_param_patterns: set = set()
-    for lname, layer in layers.items():
-        matching = [refs[p] for p in layer_patterns
-                    if _pattern_matches(p, lname)]
-        for pname in layer.parameter_shapes:
-            values, fallbacks, explicit = [], [], False
-            outer_fallback = refs.get('fallback')
-            if not matching:
-                if 'default' in refs:
-                    values.append(refs['default'])
-            for value in matching:
-                if isinstance(value, dict):
-                    if not allow_fallback and 'fallback' in value:
-                        raise NetworkValidationError(
-                            f"{what}: 'fallback' is not allowed here.")
-                    sub = [p for p in value if p not in ('default',
-                                                         'fallback')]
-                    hits = [p for p in sub if _pattern_matches(p, pname)]
-                    used_param_patterns.update((id(value), p) for p in hits)
-                    if hits:
-                        values.extend(value[p] for p in hits)
-                        explicit = True
-                    elif 'default' in value:
-                        values.append(value['default'])
-                    elif 'default' in refs:
-                        values.append(refs['default'])
-                    if 'fallback' in value:
-                        fallbacks.append(value['fallback'])
-                else:
-                    values.append(value)
-            if not fallbacks and outer_fallback is not None:
-                fallbacks.append(outer_fallback)
-            result[lname, pname] = (_distinct(values), _distinct(fallbacks),
-                                    explicit)
-    for pattern in layer_patterns:
-        value = refs[pattern]
-        if isinstance(value, dict):
-            for p in value:
-                if p not in ('default', 'fallback') and \
-                        (id(value), p) not in used_param_patterns:
-                    raise NetworkValidationError(
-                        f"{what}: parameter pattern '{p}' (under layer "
-                        f"pattern '{pattern}') matches no parameter.")
-    return result
+# The matcher is shared with MultiStepper; the old private names stay.
+_pattern_matches = pattern_matches
+_resolve_patterns = resolve_patterns
 
 
 class Network(Seedable):
@@ -456,7 +379,11 @@ class Network(Seedable):
                 dict of layer-name patterns (``*`` matches any identifier
                 characters) to initializers or to dicts of parameter-name
                 patterns to initializers. ``'default'`` covers what no other
-                pattern matches; ``'fallback'`` is used where the chosen
+                pattern matches (an inherited ``'default'`` fills only the
+                parameters that no sub-dict of a matching layer pattern
+                names, as in 0.5; see
+                :func:`brainstorm.structure.view_references.resolve_patterns`);
+                ``'fallback'`` is used where the chosen
                 initializer raises InitializationError. Values may be
                 Initializers, numbers, lists or arrays.
             seed: makes the initialization reproducible.
@@ -497,6 +424,15 @@ class Network(Seedable):
                     raise NetworkValidationError(
                         f'Multiple fallbacks for {where}: {fallbacks}')
                 init = _as_initializer(values[0], where)
+                # Initializers that depend on the parameter (LstmOptInit
+                # picks the gate of an Lstm parameter) choose here.
+                select = getattr(init, 'select_for', None)
+                if select is not None:
+                    try:
+                        init = _as_initializer(select(layer, pname), where)
+                    except ValidationError as err:
+                        raise NetworkValidationError(
+                            f'Initializing {where}: {err}') from None
                 fallback = _as_initializer(fallbacks[0], where) \
                     if fallbacks else None
                 shape = tuple(view.shape)
@@ -538,7 +474,9 @@ class Network(Seedable):
         """Install value modifiers applied to parameters after each update.
 
         Same pattern syntax as :meth:`initialize` (without ``'fallback'``);
-        values are a modifier or a list of modifiers.
+        values are a modifier or a list of modifiers. Where several patterns
+        select one parameter, all their modifiers are installed and applied
+        in the order of the dict (as in 0.5).
         """
         refs = self._merge_refs(default_or_mod_dict, kwargs)
         self.weight_modifiers = self._install_modifiers(refs,
@@ -566,12 +504,12 @@ class Network(Seedable):
                 values, _, explicit = resolved[lname, pname]
                 if not values or (pname in untrained and not explicit):
                     continue
-                if len(values) > 1:
-                    raise NetworkValidationError(
-                        f'{what}: multiple modifiers for {lname}.{pname}: '
-                        f'{values}')
-                mods = values[0]
-                mods = list(mods) if isinstance(mods, (list, tuple)) else [mods]
+                # Several patterns may name one parameter: all their
+                # modifiers are installed, in the order of the dict (0.5).
+                mods = []
+                for value in values:
+                    mods.extend(value if isinstance(value, (list, tuple))
+                                else [value])
                 copies = []
                 for mod in mods:
                     if not callable(mod):

@@ -26,7 +26,6 @@ Shared behaviour:
 from __future__ import annotations
 
 import math
-import re
 from collections import OrderedDict
 from typing import Any
 
@@ -34,6 +33,9 @@ import numpy as np
 
 from brainstorm.arguments import Arg, Bool, DictOf, Instance, Optional, Real
 from brainstorm.describable import Describable
+from brainstorm.structure.view_references import (
+    pattern_matches as _pattern_matches,
+)
 from brainstorm.training.utils import check_number
 from brainstorm.utils import TrainingValidationError
 
@@ -554,11 +556,6 @@ class AdamWStepper(AdamStepper):
 
 
 # ---------------------------------------------------------- per layer -----
-
-def _pattern_matches(pattern: str, name: str) -> bool:
-    regex = '^' + re.escape(pattern).replace(r'\*', '[_a-zA-Z0-9]*') + '$'
-    return re.match(regex, name) is not None
-
 
 class MultiStepper(TrainingStepper):
     """Different steppers for different layers (neon's multi-optimizer).

@@ -46,6 +46,7 @@ from brainstorm.training.data_parallel import (
     watchdog_of,
 )
 from brainstorm.training.steppers import SgdStepper, TrainingStepper
+from brainstorm.training.utils import LogEntries, log_counters
 from brainstorm.utils import (
     IteratorValidationError,
     NonFiniteError,
@@ -57,9 +58,11 @@ __all__ = ['Trainer']
 _log = get_logger('training')
 
 
-def _add_log(logs: dict, name: str, value) -> None:
+def _add_log(logs: dict, name: str, value, epoch: int | None = None,
+             update: int | None = None) -> None:
     """Log ``value`` under ``name``: dicts nest, other values are appended
-    to a list."""
+    to a list (a :class:`LogEntries`, which keeps the epoch and update of
+    each entry)."""
     if isinstance(value, dict):
         sub = logs.setdefault(name, OrderedDict())
         if not isinstance(sub, dict):
@@ -67,14 +70,17 @@ def _add_log(logs: dict, name: str, value) -> None:
                 f"Cannot log a dict under '{name}': it already holds a list "
                 'of values.')
         for key, inner in value.items():
-            _add_log(sub, key, inner)
+            _add_log(sub, key, inner, epoch, update)
     else:
-        entries = logs.setdefault(name, [])
+        entries = logs.setdefault(name, LogEntries())
         if not isinstance(entries, list):
             raise TrainingValidationError(
                 f"Cannot log a value under '{name}': it already holds a dict "
                 f'with keys {list(entries)}.')
-        entries.append(value)
+        if isinstance(entries, LogEntries):
+            entries.append_at(value, epoch, update)
+        else:
+            entries.append(value)
 
 
 def _format_result(result, prefix: str = '') -> list:
@@ -192,6 +198,26 @@ class _FiniteCheck:
             f'{trainer.current_epoch_nr}): {what}; {place}; {last}. Lower '
             'the learning rate, clip gradients (clip_norm=...) or check the '
             'data. Trainer(check_finite=False) turns this check off.')
+
+
+def _log_counter_tree(logs):
+    """The logs' tree with ``[epochs, updates]`` in place of each log."""
+    if isinstance(logs, dict):
+        return {key: _log_counter_tree(value) for key, value in logs.items()}
+    return [list(part) for part in log_counters(logs)]
+
+
+def _with_counters(logs, counters):
+    """Logs read from a checkpoint, as LogEntries with their counters."""
+    if isinstance(logs, dict):
+        return OrderedDict(
+            (key, _with_counters(value, (counters or {}).get(key)
+                                 if isinstance(counters, dict) else None))
+            for key, value in logs.items())
+    if isinstance(counters, list) and len(counters) == 2 and \
+            all(len(c) == len(logs) for c in counters):
+        return LogEntries(logs, *counters)
+    return LogEntries(logs)
 
 
 def _jsonable(value):
@@ -386,13 +412,15 @@ class Trainer(Describable):
             except StopIteration as request:
                 stop = True
                 if request.value is not None:
-                    _add_log(logs, name, request.value)
+                    _add_log(logs, name, request.value,
+                             self.current_epoch_nr, self.current_update_nr)
                 continue
             except Exception as err:
                 self._name_hook(err, name, hook, f'its {timescale} call')
                 raise
             if result is not None:
-                _add_log(logs, name, result)
+                _add_log(logs, name, result, self.current_epoch_nr,
+                         self.current_update_nr)
                 if getattr(hook, 'run_verbosity', self.verbose) and is_root:
                     for line in _format_result(result):
                         _log.info(f'{name} >> {line}')
@@ -574,7 +602,8 @@ class Trainer(Describable):
                 'data-parallel training every rank must yield as many '
                 'batches as it declares.')
         _add_log(self.logs, 'rolling_training', aggregate_losses_and_scores(
-            run.epoch_scores, net, self.train_scorers, comm=run.comm))
+            run.epoch_scores, net, self.train_scorers, comm=run.comm),
+            self.current_epoch_nr, self.current_update_nr)
         run.epoch_complete = True
         return self._emit_hooks(net, 'epoch', self.logs) or stop
 
@@ -655,6 +684,7 @@ class Trainer(Describable):
             'started': self._started or len(self._initial_done) == 2,
             'initial_done': list(self._initial_done),
             'logs': logs,
+            'log_counters': _log_counter_tree(self.logs),
             'epoch_complete': run.epoch_complete,
             'batches_done': run.batches_done,
             'epoch_scores': epoch_scores,
@@ -750,7 +780,8 @@ class Trainer(Describable):
         trainer._started = bool(progress['started'])
         trainer._initial_done = tuple(progress.get(
             'initial_done', ('update', 'epoch') if trainer._started else ()))
-        trainer.logs = _ordered(progress['logs'])
+        trainer.logs = _with_counters(_ordered(progress['logs']),
+                                      progress.get('log_counters'))
         data['filename'] = filename
         data['architecture'] = _jsonable(net.architecture)
         trainer._resume = data

@@ -9,7 +9,7 @@ import numpy as np
 
 from brainstorm.utils import TrainingValidationError
 
-__all__ = ['run_network']
+__all__ = ['run_network', 'LogEntries']
 
 
 def run_network(net, iterator, all_inputs: bool = True) -> Iterator[int]:
@@ -21,16 +21,56 @@ def run_network(net, iterator, all_inputs: bool = True) -> Iterator[int]:
 
     Args:
         net: the network.
-        iterator: a data iterator.
+        iterator: a data iterator (called with the network's handler), or
+            any iterable of data dicts, e.g. ``data(handler=net.handler)``
+            or a list of batches (as Brainstorm 0.5 accepted).
         all_inputs: if False, inputs missing from the data are skipped.
 
     Example:
         >>> for i in run_network(net, data):  # doctest: +SKIP
         ...     net.forward_pass()
     """
-    for i, data in enumerate(iterator(handler=net.handler)):
+    from brainstorm.data_iterators import DataIterator
+    batches = iterator(handler=net.handler) \
+        if isinstance(iterator, DataIterator) else iterator
+    for i, data in enumerate(batches):
         net.provide_external_data(data, all_inputs=all_inputs)
         yield i
+
+
+class LogEntries(list):
+    """One log of the trainer: a list of values (as in Brainstorm 0.5), in
+    which each entry also carries the epoch and update it belongs to.
+
+    Monitors log from epoch 0, ``rolling_training`` from epoch 1, update
+    hooks per update: plots and CSV files align the logs by these counters,
+    not by position.
+
+    Attributes:
+        epochs: the epoch number of each entry.
+        updates: the update number of each entry.
+    """
+
+    def __init__(self, values=(), epochs=None, updates=None):
+        super().__init__(values)
+        self.epochs = list(epochs) if epochs is not None else \
+            list(range(len(self)))
+        self.updates = list(updates) if updates is not None else \
+            [None] * len(self)
+
+    def append_at(self, value, epoch: int, update: int) -> None:
+        """Append ``value`` logged at ``epoch`` and ``update``."""
+        self.append(value)
+        self.epochs.append(epoch)
+        self.updates.append(update)
+
+
+def log_counters(log) -> tuple[list, list]:
+    """``(epochs, updates)`` of a log's entries; a plain list (e.g. logs
+    made by hand) counts its entries as epochs 0, 1, ...."""
+    if isinstance(log, LogEntries) and len(log.epochs) == len(log):
+        return list(log.epochs), list(log.updates)
+    return list(range(len(log))), [None] * len(log)
 
 
 # ----------------------------------------------------- argument checking ---

@@ -1310,3 +1310,37 @@ def test_maxpool2d_forward_in_chunks_of_one_image(monkeypatch):
     for handler in (NumpyHandler(np.float64), NumpyHandler(np.float32)):
         for row in rows:
             run_case(handler, *row.values)
+
+
+# ------------------------------------------------------ chunked paths ------
+
+def _record_chunk_sizes(monkeypatch):
+    """Make NumpyHandler's chunks one image each; return the sizes used."""
+    from brainstorm.handlers import numpy_handler
+    sizes = []
+    original = numpy_handler._chunk_size
+
+    def spy(n, image_bytes, budget):
+        sizes.append((n, original(n, image_bytes, budget)))
+        return sizes[-1][1]
+    monkeypatch.setattr(numpy_handler, '_FIELD_CHUNK_BYTES', 1)
+    monkeypatch.setattr(numpy_handler, '_POOL_CHUNK_BYTES', 1)
+    monkeypatch.setattr(numpy_handler, '_chunk_size', spy)
+    return sizes
+
+
+@pytest.mark.parametrize('op, args, ref, check', conv_rows() + pool_rows())
+def test_numpy_chunked_paths_match_float64_reference(monkeypatch, op, args,
+                                                     ref, check):
+    """With a chunk of one image, convolution and pooling (forward and
+    backward) still equal the float64 reference. (Guards against: a chunk
+    overwriting instead of adding to the weight gradient of the chunks
+    before it; ordinary CNN batches take the chunked path, no test shape
+    did.)"""
+    sizes = _record_chunk_sizes(monkeypatch)
+    handler = NumpyHandler(np.float64)
+    run_case(handler, op, args, ref, check)
+    if op.startswith('conv2d_backward'):
+        assert sizes, 'the chunked path was not taken'
+    assert all(chunk == 1 for _, chunk in sizes)
+

@@ -700,6 +700,28 @@ def test_conv2d_columns_workspace(handler, layout):
                                       (2, 5, 6, 2, 3, (3, 3), 1, (2, 1)))
 
 
+@pytest.mark.parametrize('op, args, ref, check', ops.conv_rows())
+def test_chunked_convolution_matches_numpy(handler, monkeypatch, op, args,
+                                           ref, check):
+    """With an im2col budget of one element every image is its own chunk;
+    forward and backward convolutions must still match NumPy float64.
+    (Guards against: dropping ``beta = 1.0`` in the weight-gradient GEMM, so
+    each chunk overwrote the gradient of the chunks before it; ordinary CNN
+    sizes take the chunked path, no test shape did.)"""
+    monkeypatch.setattr(pycuda_handler, 'COL_ELEMENTS', 1)
+    chunkings = []
+    original = PyCudaHandler._batch_chunks
+
+    def spy(self, n, per_image):
+        chunks = list(original(self, n, per_image))
+        chunkings.append((n, chunks))
+        return iter(chunks)
+    monkeypatch.setattr(PyCudaHandler, '_batch_chunks', spy)
+    ops.run_case(handler, op, args, ref, check)
+    assert chunkings, 'the chunked path was not taken'
+    assert all(len(chunks) == n for n, chunks in chunkings)
+
+
 @pytest.mark.parametrize('name', ops.ACTIVATIONS)
 def test_activation_dicts(handler, name):
     ops.test_activation_dicts(handler, name)

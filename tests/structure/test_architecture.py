@@ -159,9 +159,10 @@ def test_list_form_outgoing_connections_means_default_output():
 # -------------------------------------------------------------- validation ---
 
 def test_valid_architectures_pass():
-    assert validate_architecture(generate_architecture(classifier())) is None
+    """validate_architecture returns True for a valid one, as in 0.5."""
+    assert validate_architecture(generate_architecture(classifier())) is True
     assert validate_architecture({'Input': arch_entry(
-        'Input', out_shapes=shapes(default=('T', 'B', 1)))}) is None
+        'Input', out_shapes=shapes(default=('T', 'B', 1)))}) is True
 
 
 def test_missing_outgoing_connections_is_rejected():

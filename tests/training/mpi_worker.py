@@ -92,14 +92,18 @@ def equivalence_run(parallel: bool, rank: int = 0, epochs: int = 3):
     return net.get('parameters'), trainer.logs
 
 
-def batchnorm_run(parallel: bool):
-    """A network with running statistics (BatchNorm's mu and sigma)."""
+def batchnorm_run(parallel: bool, learning_rate: float = 0.1):
+    """A network with running statistics (BatchNorm's mu and sigma).
+
+    With ``learning_rate=0`` the parameters stay fixed, so the running mean
+    depends only on the global batches' means (not on which rank
+    normalised what) and two ranks must reproduce one process exactly."""
     bs.global_rnd.set_seed(5)
     rnd = np.random.RandomState(0)
     data = {'default': rnd.randn(1, TRAIN_SIZE, 3) * 2 + 1,
             'targets': rnd.randint(0, 2, (1, TRAIN_SIZE, 1))}
     train_iter = Minibatches(BATCH_SIZE, shuffle=True, **data)
-    stepper = MomentumStepper(0.1, 0.5)
+    stepper = MomentumStepper(learning_rate, 0.5)
     if parallel:
         train_iter, stepper = Shard(train_iter), DataParallel(stepper)
     trainer = Trainer(stepper, verbose=False)
@@ -205,6 +209,7 @@ def main(scenario: str, outdir: str) -> None:
     if scenario == 'equivalence':
         results['parameters'], logs = equivalence_run(True, rank)
         results['batchnorm'], results['mu'] = batchnorm_run(True)
+        _, results['mu_frozen'] = batchnorm_run(True, learning_rate=0.0)
     elif scenario == 'checkpoint':
         filename = os.path.join(outdir, 'run.ckpt')
         _, net = checkpoint_run(3)

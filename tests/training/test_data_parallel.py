@@ -562,6 +562,23 @@ def test_running_statistics_stay_identical_on_all_ranks(
 
 
 @needs_mpi
+def test_running_mean_is_weighted_per_sample_like_one_process(
+        equivalence_results):
+    """With fixed parameters, BatchNorm's running mean after two ranks
+    (uneven last batch: 1 and 2 samples) equals one process to 1e-12.
+    (Guards against: averaging the ranks' running statistics per rank
+    instead of per sample, which the atol=0.02 comparison above lets
+    through.)"""
+    (rank0, _), (rank1, _) = equivalence_results
+    assert TRAIN_SIZE % BATCH_SIZE == 3
+    np.testing.assert_array_equal(rank0['mu_frozen'], rank1['mu_frozen'])
+    _, single_mu = batchnorm_run(parallel=False, learning_rate=0.0)
+    assert np.abs(single_mu).min() > 0.05, 'the running mean must move'
+    np.testing.assert_allclose(rank0['mu_frozen'], single_mu, rtol=1e-12,
+                               atol=1e-12)
+
+
+@needs_mpi
 def test_validation_scores_on_two_ranks_equal_one_process(
         equivalence_results):
     (_, logs0), _ = equivalence_results

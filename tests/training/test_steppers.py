@@ -487,3 +487,32 @@ def test_base_class_is_abstract():
     net.provide_external_data(xor_data())
     with pytest.raises(NotImplementedError):
         stepper.run()
+
+
+@pytest.mark.parametrize('make, reference', [
+    (lambda: SgdStepper(0.3, clip_norm=50.0), sgd_ref(0.3)),
+    (lambda: AdamStepper(0.01, clip_norm=50.0),
+     adam_ref(0.01, 0.9, 0.999, 1e-8)),
+    (lambda: MultiStepper({'default': SgdStepper(0.3)}, clip_norm=50.0),
+     sgd_ref(0.3)),
+], ids=['sgd', 'adam', 'multi'])
+def test_clip_norm_leaves_gradients_below_the_limit_alone(make, reference):
+    """An update whose gradient norm is below clip_norm equals the unclipped
+    formula. (Guards against: rescaling whenever norm > 0 instead of
+    norm > clip_norm, which set every update to the clip norm.)"""
+    data = xor_data()
+    net = xor_net()
+    stepper = make()
+    stepper.start(net)
+    grad = gradient_oracle(data)
+    theta = net.get('parameters')
+    state = {}
+    for i in range(3):
+        norm = np.linalg.norm(grad(theta))
+        assert 0 < norm < 50.0, 'the test needs a norm below the limit'
+        net.provide_external_data(data)
+        stepper.run()
+        theta = reference(theta, grad, state)
+        np.testing.assert_allclose(
+            net.get('parameters'), theta, rtol=1e-10, atol=1e-13,
+            err_msg=f'parameters after step {i + 1}')

@@ -338,3 +338,40 @@ def test_monitor_hooks_do_not_embed_data_in_description():
     description = bs.get_description(trainer)
     assert description['hooks']['MonitorLoss']['iter_name'] == 'valid'
     assert len(json.dumps(description)) < 1000
+
+
+def test_rolling_training_restarts_each_epoch():
+    """Entry k of rolling_training is the batch-size-weighted mean of epoch
+    k's batch losses, over three epochs of changing parameters. (Guards
+    against: not resetting the epoch's running scores, which logs a
+    cumulative mean that EarlyStopper, SaveBestNetwork and ReduceOnPlateau
+    would then act on.)"""
+    from brainstorm.hooks import Hook
+
+    class BatchLosses(Hook):
+        def __init__(self):
+            super().__init__('batch_losses', 'update', 1)
+            self.seen = []
+
+        def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+            if update_nr > 0:
+                self.seen.append((epoch_nr,
+                                  net.get_loss_values()['total_loss'],
+                                  net.buffer_manager.batch_size))
+
+    recorder = BatchLosses()
+    trainer = Trainer(SgdStepper(0.5), verbose=False)
+    trainer.add_hook(recorder)
+    trainer.add_hook(StopAfterEpoch(3))
+    trainer.train(blob_net(), Minibatches(12, shuffle=False,
+                                          **blob_data(30)))
+    expected = []
+    for epoch in (1, 2, 3):
+        rows = [(loss, size) for e, loss, size in recorder.seen
+                if e == epoch]
+        assert [size for _, size in rows] == [12, 12, 6]
+        losses, sizes = zip(*rows)
+        expected.append(np.dot(losses, sizes) / np.sum(sizes))
+    assert len(set(np.round(expected, 6))) == 3, 'losses must change'
+    np.testing.assert_allclose(trainer.logs['rolling_training']['total_loss'],
+                               expected, rtol=1e-6)
