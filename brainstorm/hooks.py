@@ -27,6 +27,7 @@ import re
 import signal
 import sys
 import threading
+import types
 from collections import OrderedDict
 from collections.abc import Mapping
 
@@ -39,6 +40,7 @@ from brainstorm.arguments import (
     Arg,
     Bool,
     Callable,
+    Check,
     Choice,
     Instance,
     Int,
@@ -612,6 +614,11 @@ class BokehVisualizer(Hook):
         timescale, interval, name, verbose: see :class:`Hook`.
     """
 
+    __arguments__ = {
+        'log_names': Arg(_NAMES),
+        'filename': Arg(Str(nonempty=True), default='bokeh_visualizer.html'),
+    }
+
     def __init__(self, log_names, filename: str = 'bokeh_visualizer.html',
                  timescale: str = 'epoch', interval: int = 1,
                  name: str | None = None, verbose: bool | None = None):
@@ -684,6 +691,22 @@ def _import_bokeh():
             f'{optional.install_hint("bokeh")}')
 
 
+class _RunWithInfo(Check):
+    """A run object with an ``info`` dict (e.g. a sacred Run)."""
+
+    expected = "an object with an 'info' attribute that is a dict"
+    invalid_examples = (5, 'run', None)
+
+    @property
+    def example(self) -> object:
+        return types.SimpleNamespace(info={})
+
+    def normalize(self, value: object) -> object:
+        if not isinstance(getattr(value, 'info', None), dict):
+            raise TypeError
+        return value
+
+
 class InfoUpdater(Hook):
     """Write the training progress into a run object's ``info`` dict (as
     Brainstorm 0.5 did for sacred runs; any object with an ``info`` dict
@@ -699,6 +722,7 @@ class InfoUpdater(Hook):
     """
 
     __undescribed__ = {'run': None}
+    __arguments__ = {'run': Arg(_RunWithInfo(), init_only=True)}
 
     def __init__(self, run, name: str | None = None, timescale: str = 'epoch',
                  interval: int = 1):

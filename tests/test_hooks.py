@@ -682,7 +682,7 @@ def test_bokeh_visualizer_without_bokeh_names_the_install_command(
     monkeypatch.setattr(optional, 'has_bokeh', False)
     hook = BokehVisualizer('validation.total_loss')
     with pytest.raises(ImportError,
-                       match=r'pip install "brainstorm\[bokeh\]"'):
+                       match=r"pip install 'brainstorm-nn\[bokeh\]'"):
         hook.start(xor_net(), None, False, {})
     with pytest.raises(TrainingValidationError, match='log_names'):
         BokehVisualizer([])
