@@ -31,7 +31,9 @@ extensions = [
 
 exclude_patterns = ['_build']
 templates_path = []
-html_static_path = []
+html_static_path = ['_static']
+# long code lines wrap instead of being cut off (see _static/wrap.css)
+html_css_files = ['wrap.css']
 html_theme = 'alabaster'
 html_theme_options = {
     'description': 'Fast, flexible and fun neural networks.',

@@ -142,6 +142,22 @@ def test_no_hidden_setup_and_no_docs_only_helpers():
             assert 'brainstorm_docs' not in code, (page.name, line)
 
 
+def test_ci_builds_the_docs_nitpicky():
+    """CI builds the docs with warnings as errors and unresolved references
+    as warnings (the slow test above does the same)."""
+    conf = (DOCS / 'conf.py').read_text()
+    assert re.search(r'^nitpicky = True$', conf, flags=re.M)
+    ci = (ROOT / '.ci' / 'run').read_text()
+    assert re.search(r'sphinx -W -n .*-b html docs ', ci), ci
+
+
+def test_code_lines_wrap_in_the_rendered_pages():
+    """Long code lines wrap instead of being cut off in narrow windows."""
+    css = (DOCS / '_static' / 'wrap.css').read_text()
+    assert 'white-space: pre-wrap' in css
+    assert "html_css_files = ['wrap.css']" in (DOCS / 'conf.py').read_text()
+
+
 # ---- docstring examples ------------------------------------------------
 
 def brainstorm_modules() -> list:
