@@ -577,6 +577,11 @@ def _passes(check, value) -> bool:
 
 
 def _short(value) -> str:
+    if isinstance(value, np.ndarray):
+        # an array's values say little; its shape and dtype say what is wrong
+        kind = 'masked array' if isinstance(value, np.ma.MaskedArray) \
+            else 'array'
+        return f'{kind} of shape {value.shape} and dtype {value.dtype}'
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + '...'
 

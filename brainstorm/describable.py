@@ -235,7 +235,7 @@ def create_from_description(description, expected=None):
             must name a subclass of, or ``()`` for plain values only.
 
     Raises:
-        DescriptionError (a TypeError): for a value that is no description
+        DescriptionError: (a TypeError) for a value that is no description
             (a module, tuple, set, arbitrary object...), an unknown
             ``@type``, or one of another kind than ``expected``.
     """

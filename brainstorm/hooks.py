@@ -236,8 +236,8 @@ class Hook(Describable):
 
     @property
     def is_root(self) -> bool:
-        """Whether this process prints and writes files: True, except on
-        the ranks other than 0 of a data-parallel run."""
+        """Whether this process prints and writes files (True, except on
+        the ranks other than 0 of a data-parallel run)."""
         return is_root_process(getattr(self, 'comm', None))
 
     def message(self, msg: str) -> None:
@@ -293,6 +293,13 @@ class SaveBestNetwork(Hook):
         filename: HDF5 file to save to (None: keep in memory).
         criterion: ``'max'`` or ``'min'``.
         name, timescale, interval, verbose: see :class:`Hook`.
+
+    Example:
+        >>> import brainstorm as bs
+        >>> trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+        >>> trainer.add_hook(bs.hooks.SaveBestNetwork('validation.Accuracy'))
+        >>> list(trainer.hooks)
+        ['SaveBestNetwork']
     """
 
     __arguments__ = {
@@ -374,6 +381,13 @@ class SaveLogs(_FileHook):
     Args:
         filename: the HDF5 file.
         name, timescale, interval: see :class:`Hook`.
+
+    Example:
+        >>> import brainstorm as bs
+        >>> trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+        >>> trainer.add_hook(bs.hooks.SaveLogs('logs.hdf5'))
+        >>> list(trainer.hooks)
+        ['SaveLogs']
     """
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
@@ -404,6 +418,13 @@ class SaveNetwork(_FileHook):
     Args:
         filename: the HDF5 file.
         name, timescale, interval: see :class:`Hook`.
+
+    Example:
+        >>> import brainstorm as bs
+        >>> trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+        >>> trainer.add_hook(bs.hooks.SaveNetwork('net.hdf5', interval=5))
+        >>> list(trainer.hooks)
+        ['SaveNetwork']
     """
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
@@ -431,6 +452,13 @@ class SaveCheckpoint(_FileHook):
     Args:
         filename: the checkpoint file.
         name, timescale, interval: see :class:`Hook`.
+
+    Example:
+        >>> import brainstorm as bs
+        >>> trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+        >>> trainer.add_hook(bs.hooks.SaveCheckpoint('run.ckpt'))
+        >>> list(trainer.hooks)
+        ['SaveCheckpoint']
     """
 
     def __init__(self, filename: str, name: str | None = None,
@@ -459,6 +487,13 @@ class SaveLogsCSV(Hook):
         filename: the CSV file.
         log_names: dotted log names to write (None: all).
         name, timescale, interval: see :class:`Hook`.
+
+    Example:
+        >>> import brainstorm as bs
+        >>> trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+        >>> trainer.add_hook(bs.hooks.SaveLogsCSV('logs.csv'))
+        >>> list(trainer.hooks)
+        ['SaveLogsCSV']
     """
 
     __arguments__ = {
@@ -536,6 +571,14 @@ class SavePlot(Hook):
         filename: the PNG file (rewritten each time).
         log_names: dotted names of the logs to plot (one line each).
         name, timescale, interval: see :class:`Hook`.
+
+    Example:
+        >>> import brainstorm as bs
+        >>> trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+        >>> trainer.add_hook(bs.hooks.SavePlot(
+        ...     'loss.png', ['rolling_training.total_loss']))
+        >>> list(trainer.hooks)
+        ['SavePlot']
     """
 
     __arguments__ = {
@@ -763,6 +806,13 @@ class MonitorLoss(Hook):
         iter_name: the name of a data iterator given to ``trainer.train``
             (only the name is kept in the trainer's description).
         name, timescale, interval, verbose: see :class:`Hook`.
+
+    Example:
+        >>> import brainstorm as bs
+        >>> trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+        >>> trainer.add_hook(bs.hooks.MonitorLoss('valid_getter', name='validation'))
+        >>> list(trainer.hooks)
+        ['validation']
     """
 
     __arguments__ = {'iter_name': Arg(Str(nonempty=True))}
@@ -780,7 +830,7 @@ class MonitorLoss(Hook):
         """Take the iterator ``iter_name`` from ``named_data_iters``.
 
         Raises:
-            UnknownNameError (a KeyError): if there is no such iterator.
+            UnknownNameError: (a KeyError) if there is no such iterator.
         """
         super().start(net, stepper, verbose, named_data_iters)
         if self.iter_name not in named_data_iters:
@@ -802,6 +852,14 @@ class MonitorScores(MonitorLoss):
         iter_name: the name of a data iterator given to ``trainer.train``.
         scorers: the scorers (e.g. ``[Accuracy()]``).
         name, timescale, interval, verbose: see :class:`Hook`.
+
+    Example:
+        >>> import brainstorm as bs
+        >>> trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+        >>> trainer.add_hook(bs.hooks.MonitorScores(
+        ...     'valid_getter', [bs.scorers.Accuracy()], name='validation'))
+        >>> list(trainer.hooks)
+        ['validation']
     """
 
     __arguments__ = {
@@ -848,6 +906,13 @@ class MonitorLayerParameters(_MonitorLayer):
         layer_name: the layer to monitor.
         name: default ``'MonitorParameters_<layer_name>'``.
         timescale, interval, verbose: see :class:`Hook`.
+
+    Example:
+        >>> import brainstorm as bs
+        >>> trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+        >>> trainer.add_hook(bs.hooks.MonitorLayerParameters('Hid1'))
+        >>> list(trainer.hooks)
+        ['MonitorParameters_Hid1']
     """
 
     prefix = 'MonitorParameters'
@@ -873,6 +938,13 @@ class MonitorLayerGradients(_MonitorLayer):
         layer_name: the layer to monitor.
         name: default ``'MonitorGradients_<layer_name>'``.
         timescale, interval, verbose: see :class:`Hook`.
+
+    Example:
+        >>> import brainstorm as bs
+        >>> trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+        >>> trainer.add_hook(bs.hooks.MonitorLayerGradients('Hid1'))
+        >>> list(trainer.hooks)
+        ['MonitorGradients_Hid1']
     """
 
     prefix = 'MonitorGradients'
@@ -889,6 +961,13 @@ class MonitorLayerInOuts(_MonitorLayer):
         layer_name: the layer to monitor.
         name: default ``'MonitorInOuts_<layer_name>'``.
         timescale, interval, verbose: see :class:`Hook`.
+
+    Example:
+        >>> import brainstorm as bs
+        >>> trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+        >>> trainer.add_hook(bs.hooks.MonitorLayerInOuts('Hid1'))
+        >>> list(trainer.hooks)
+        ['MonitorInOuts_Hid1']
     """
 
     prefix = 'MonitorInOuts'
@@ -908,6 +987,13 @@ class MonitorLayerDeltas(_MonitorLayer):
         layer_name: the layer to monitor.
         name: default ``'MonitorDeltas_<layer_name>'``.
         timescale, interval, verbose: see :class:`Hook`.
+
+    Example:
+        >>> import brainstorm as bs
+        >>> trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+        >>> trainer.add_hook(bs.hooks.MonitorLayerDeltas('Hid1'))
+        >>> list(trainer.hooks)
+        ['MonitorDeltas_Hid1']
     """
 
     prefix = 'MonitorDeltas'
@@ -931,6 +1017,13 @@ class EarlyStopper(Hook):
         patience: number of entries without improvement allowed.
         criterion: ``'min'`` or ``'max'``.
         name, timescale, interval, verbose: see :class:`Hook`.
+
+    Example:
+        >>> import brainstorm as bs
+        >>> trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+        >>> trainer.add_hook(bs.hooks.EarlyStopper('validation.total_loss', patience=3))
+        >>> list(trainer.hooks)
+        ['EarlyStopper']
     """
 
     __arguments__ = {
@@ -974,6 +1067,13 @@ class StopAfterEpoch(Hook):
     Args:
         max_epochs: the number of epochs to train (int >= 0).
         name, timescale, interval, verbose: see :class:`Hook`.
+
+    Example:
+        >>> import brainstorm as bs
+        >>> trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+        >>> trainer.add_hook(bs.hooks.StopAfterEpoch(10))
+        >>> list(trainer.hooks)
+        ['StopAfterEpoch']
     """
 
     __arguments__ = {'max_epochs': Arg(Int(0))}
@@ -1003,6 +1103,14 @@ class StopAfterThresholdReached(Hook):
         threshold: the value to reach.
         criterion: ``'min'`` or ``'max'``.
         name, timescale, interval, verbose: see :class:`Hook`.
+
+    Example:
+        >>> import brainstorm as bs
+        >>> trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+        >>> trainer.add_hook(bs.hooks.StopAfterThresholdReached(
+        ...     'validation.Accuracy', threshold=0.95))
+        >>> list(trainer.hooks)
+        ['StopAfterThresholdReached']
     """
 
     __arguments__ = {
@@ -1063,6 +1171,13 @@ class StopOnNan(Hook):
         check_parameters: check the network's parameters.
         check_training_loss: check the training loss.
         name, timescale, interval, verbose: see :class:`Hook`.
+
+    Example:
+        >>> import brainstorm as bs
+        >>> trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+        >>> trainer.add_hook(bs.hooks.StopOnNan())
+        >>> list(trainer.hooks)
+        ['StopOnNan']
     """
 
     __arguments__ = {
@@ -1116,6 +1231,13 @@ class StopOnSigQuit(Hook):
 
     Args:
         name, timescale, interval, verbose: see :class:`Hook`.
+
+    Example:
+        >>> import brainstorm as bs
+        >>> trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+        >>> trainer.add_hook(bs.hooks.StopOnSigQuit())
+        >>> list(trainer.hooks)
+        ['StopOnSigQuit']
     """
 
     __undescribed__ = {'quit': False}
@@ -1159,6 +1281,13 @@ class ProgressBar(Hook):
         file: the stream to draw on (default: ``sys.stderr``).
         force: draw even if the stream is not a terminal.
         verbose: see :class:`Hook`.
+
+    Example:
+        >>> import brainstorm as bs
+        >>> trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+        >>> trainer.add_hook(bs.hooks.ProgressBar())
+        >>> list(trainer.hooks)
+        ['ProgressBar']
     """
 
     __arguments__ = {
@@ -1306,6 +1435,14 @@ class ModifyStepperAttribute(Hook):
         attr_name: the attribute; dotted paths reach into a MultiStepper,
             e.g. ``'steppers.Conv*.learning_rate'``.
         timescale, interval, name, verbose: see :class:`Hook`.
+
+    Example:
+        >>> import brainstorm as bs
+        >>> trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+        >>> trainer.add_hook(bs.hooks.ModifyStepperAttribute(
+        ...     bs.training.schedules.Exponential(0.1, factor=0.9)))
+        >>> list(trainer.hooks)
+        ['ModifyStepperAttribute']
     """
 
     __arguments__ = {
@@ -1359,6 +1496,13 @@ class ReduceOnPlateau(Hook):
         minimum: the attribute never goes below this (>= 0).
         criterion: ``'min'`` or ``'max'``.
         name, timescale, interval, verbose: see :class:`Hook`.
+
+    Example:
+        >>> import brainstorm as bs
+        >>> trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+        >>> trainer.add_hook(bs.hooks.ReduceOnPlateau('validation.total_loss'))
+        >>> list(trainer.hooks)
+        ['ReduceOnPlateau']
     """
 
     __arguments__ = {

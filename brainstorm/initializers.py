@@ -50,7 +50,7 @@ __all__ = ['Initializer', 'ArrayInitializer', 'Gaussian', 'Uniform',
 class Initializer(Seedable, Describable):
     """Base class of all initializers.
 
-    Subclasses implement :meth:`__call__`; they draw random numbers only from
+    Subclasses implement ``__call__``; they draw random numbers only from
     ``self.rnd``.
     """
 

@@ -370,6 +370,19 @@ def evaluate(network, iter, scorers=(), out_name: str = '',
     Returns:
         OrderedDict: the losses (batch-size weighted means), then the
         scores.
+
+    Example:
+        >>> import numpy as np
+        >>> import brainstorm as bs
+        >>> inp, out = bs.tools.get_in_out_layers('classification', 2, 2)
+        >>> net = bs.Network.from_layer(inp >> out)
+        >>> net.initialize(0.0)  # all outputs equal: every class gets 1/2
+        >>> data = bs.data_iterators.Minibatches(
+        ...     5, default=np.ones((1, 10, 2)), targets=np.zeros((1, 10, 1)))
+        >>> scores = bs.tools.evaluate(net, data, scorers=[bs.scorers.Accuracy()],
+        ...                            out_name='Output.outputs.predictions')
+        >>> round(scores['total_loss'], 4)  # ln 2 per sample, averaged
+        0.6931
     """
     from brainstorm.scorers import aggregate_losses_and_scores, gather_losses_and_scores
     from brainstorm.training.utils import run_network

@@ -19,7 +19,8 @@ Data:
   vocabulary, the first 90% for training and the rest for validation. An
   Lstm of 1000 cells would take hours on a CPU, so the default is 128 cells,
   a learning rate of 2.0 with the gradient norm clipped at 5, validation
-  after every epoch and 4 epochs: about a minute on two cores.
+  after every epoch and 4 epochs (run time: see the table "Run times of
+  the examples" in docs/quickstart.rst).
 
 Both data sets are laid out as ``batch_size`` parallel streams of text, cut
 into sequences of 100 characters such that batch ``k + 1`` continues batch

@@ -15,9 +15,10 @@ Data:
   0.1, 500 epochs.
 * Otherwise, offline: the 1797 handwritten digits of 8x8 pixels bundled
   with scikit-learn, scaled to [0, 1] and split with a fixed seed into 1437
-  training and 360 validation images. The same network learns them in
-  about half a minute with batches of 20, a learning rate of 1.0 decaying
-  by a factor 0.93 per epoch, and 60 epochs.
+  training and 360 validation images. The same network learns them with
+  batches of 20, a learning rate of 1.0 decaying by a factor 0.93 per
+  epoch, and 60 epochs (run time: see the table "Run times of the
+  examples" in docs/quickstart.rst).
 
 Run ``python examples/mnist_pi.py --help`` for the options. The best
 network (by validation accuracy) is saved to ``mnist_pi_best.hdf5``.

@@ -1,7 +1,10 @@
 """The documentation builds without warnings and all its code runs.
 
-* ``sphinx-build -W -b html`` builds the docs with warnings as errors;
-* ``sphinx-build -W -b doctest`` runs every snippet of the pages;
+* ``sphinx-build -W -n -b html`` builds the docs with warnings as errors
+  and every cross-reference resolved (nitpicky);
+* every page's snippets (and README.rst's) run as shown, top to bottom, in
+  a fresh interpreter per page started in the repository root
+  (``tests/doc_snippets.py``), without Sphinx and its set-up;
 * the examples in the docstrings of every ``brainstorm`` module run in
   their module's namespace (``doctest``);
 * the README's example runs;
@@ -13,6 +16,7 @@ from __future__ import annotations
 import doctest
 import importlib
 import inspect
+import os
 import pathlib
 import pkgutil
 import re
@@ -34,7 +38,7 @@ OPTIONAL_MODULES = {'brainstorm.handlers._cublas': 'pycuda',
 
 def sphinx_build(builder: str, out_dir) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, '-m', 'sphinx', '-W', '--keep-going', '-q', '-b',
+        [sys.executable, '-m', 'sphinx', '-W', '-n', '--keep-going', '-q', '-b',
          builder, '-d', str(out_dir / 'doctrees'), str(DOCS),
          str(out_dir / builder)],
         cwd=ROOT, capture_output=True, text=True, timeout=600)
@@ -49,7 +53,7 @@ def test_docs_build_without_warnings(tmp_path):
     html = tmp_path / 'html'
     for page in ['index', 'quickstart', 'walkthrough', 'internals',
                  'custom_layer', 'custom_handler', 'data_format', 'layers',
-                 'api', 'history']:
+                 'api', 'history', 'saving', 'gpu', 'troubleshooting']:
         assert (html / f'{page}.html').exists(), page
     layers = (html / 'layers.html').read_text()
     assert 'FullyConnectedLayerImpl' in layers
@@ -57,18 +61,101 @@ def test_docs_build_without_warnings(tmp_path):
     assert '@context_size' in internals
 
 
-@pytest.mark.slow
-def test_doc_snippets_run(tmp_path):
-    result = sphinx_build('doctest', tmp_path)
-    output = tmp_path / 'doctest' / 'output.txt'
-    report = output.read_text() if output.exists() else ''
+# ---- the pages' snippets, as a reader pastes them -------------------------
+
+PAGES = sorted(DOCS.glob('*.rst')) + [ROOT / 'README.rst']
+# pages whose snippets train for a while (seconds on a quiet machine)
+SLOW_PAGES = {'custom_layer.rst', 'quickstart.rst', 'walkthrough.rst'}
+
+
+def run_page(page: pathlib.Path, cwd=ROOT) -> subprocess.CompletedProcess:
+    """Run a page's snippets with tests/doc_snippets.py in a fresh
+    interpreter started in ``cwd`` (nothing inherited from this process)."""
+    env = {key: value for key, value in os.environ.items()
+           if key != 'PYTHONPATH'}
+    return subprocess.run(
+        [sys.executable, str(ROOT / 'tests' / 'doc_snippets.py'), str(page)],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize('page', [
+    pytest.param(page, id=page.name,
+                 marks=[pytest.mark.slow] if page.name in SLOW_PAGES else [])
+    for page in PAGES])
+def test_page_snippets_run_as_shown(page):
+    result = run_page(page)
     assert result.returncode == 0, (
-        f'sphinx-build -b doctest failed:\n{report[-6000:]}\n'
-        f'{result.stderr[-3000:]}')
-    totals = re.findall(r'^\s+(\d+) tests$', report, flags=re.M)
-    # the last summary covers all pages
-    assert totals and int(totals[-1]) >= 50, report[-2000:]
-    assert report.rstrip().endswith('0 failures in cleanup code')
+        f'{page.name}: a snippet failed when run as shown:\n'
+        f'{result.stdout[-6000:]}\n{result.stderr[-3000:]}')
+
+
+def test_pages_have_their_snippets():
+    """The runner finds the code of the pages that have some (a page whose
+    directives it no longer recognised would pass trivially)."""
+    from tests.doc_snippets import blocks
+    counts = {page.name: len(blocks(page.read_text())) for page in PAGES}
+    for name in ['quickstart.rst', 'walkthrough.rst', 'internals.rst',
+                 'custom_layer.rst', 'custom_handler.rst', 'data_format.rst',
+                 'saving.rst', 'gpu.rst', 'troubleshooting.rst', 'README.rst']:
+        assert counts[name] >= 1, (name, counts)
+    assert sum(counts.values()) >= 50, counts
+
+
+@pytest.mark.parametrize('text, reason', [
+    # numpy is not imported on the page
+    ('.. doctest::\n\n    >>> np.zeros(2).shape\n    (2,)\n', 'NameError'),
+    # a wrong expected output
+    ('.. testcode::\n\n    print(1 + 1)\n\n.. testoutput::\n\n    3\n',
+     'expected'),
+    # a python code block that raises
+    ('.. code-block:: python\n\n    import brainstorm_docs\n',
+     'ModuleNotFoundError'),
+    # a later block cannot see names that no block defined
+    ('.. testcode::\n\n    import numpy as np\n\n.. doctest::\n\n'
+     '    >>> bs.__name__\n    "brainstorm"\n', 'NameError'),
+])
+def test_runner_fails_on_broken_pages(tmp_path, text, reason):
+    page = tmp_path / 'page.rst'
+    page.write_text('Title\n=====\n\n' + text)
+    result = run_page(page, cwd=tmp_path)
+    assert result.returncode == 1, result.stdout
+    assert reason in result.stdout, result.stdout
+
+
+def test_runner_shares_names_between_blocks_of_a_page(tmp_path):
+    page = tmp_path / 'page.rst'
+    page.write_text('.. testcode::\n\n    import numpy as np\n    a = 2\n\n'
+                    '.. doctest::\n\n    >>> b = np.ones(a)\n\n'
+                    '.. code-block:: python\n\n    print(b.sum())\n')
+    result = run_page(page, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout
+    assert result.stdout.strip() == '2.0'
+
+
+def test_no_hidden_setup_and_no_docs_only_helpers():
+    conf = (DOCS / 'conf.py').read_text()
+    assert 'doctest_global_setup' not in conf
+    assert 'ELLIPSIS' not in conf
+    from tests.doc_snippets import blocks
+    for page in PAGES:
+        for _, code, line in blocks(page.read_text()):
+            assert 'brainstorm_docs' not in code, (page.name, line)
+
+
+def test_ci_builds_the_docs_nitpicky():
+    """CI builds the docs with warnings as errors and unresolved references
+    as warnings (the slow test above does the same)."""
+    conf = (DOCS / 'conf.py').read_text()
+    assert re.search(r'^nitpicky = True$', conf, flags=re.M)
+    ci = (ROOT / '.ci' / 'run').read_text()
+    assert re.search(r'sphinx -W -n .*-b html docs ', ci), ci
+
+
+def test_code_lines_wrap_in_the_rendered_pages():
+    """Long code lines wrap instead of being cut off in narrow windows."""
+    css = (DOCS / '_static' / 'wrap.css').read_text()
+    assert 'white-space: pre-wrap' in css
+    assert "html_css_files = ['wrap.css']" in (DOCS / 'conf.py').read_text()
 
 
 # ---- docstring examples ------------------------------------------------

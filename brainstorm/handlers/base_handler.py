@@ -15,7 +15,7 @@ from brainstorm.describable import Describable
 from brainstorm.randomness import global_rnd
 from brainstorm.utils import NetworkValidationError
 
-__all__ = ['Handler', 'ACTIVATION_NAMES']
+__all__ = ['Handler', 'ACTIVATION_NAMES', 'FirstUseRandomState']
 
 ACTIVATION_NAMES = ('sigmoid', 'tanh', 'rel', 'linear', 'el')
 
@@ -135,7 +135,7 @@ class Handler(Describable, abc.ABC):
     The activation dicts have the keys ``'sigmoid'``, ``'tanh'``, ``'rel'``,
     ``'linear'`` and ``'el'``; ``'linear'`` copies (``act_func``,
     ``act_func_deriv``) or does nothing (the in-place versions). They are
-    built by :meth:`__init__` from the activation ops, so a subclass gets
+    built by ``__init__`` from the activation ops, so a subclass gets
     them by calling ``super().__init__()`` at the end of its own
     ``__init__`` (and again when it is recreated from a description).
     """

@@ -23,13 +23,13 @@ slice of any rank becomes ``(rows, cols)`` with a row stride, a contiguous
 array a single axis. The shape, padded to four axes (rare longer ones are
 looped over in Python), and each operand's four strides are the kernel
 arguments; the kernel indexes ``p[i0*s0 + i1*s1 + i2*s2 + i3*s3]`` (see
-:mod:`brainstorm.handlers._cuda_kernels`, which holds every CUDA source as a
+``brainstorm.handlers._cuda_kernels``, which holds every CUDA source as a
 plain string). Broadcasting (the ``_mv`` ops, ``broadcast_t``, the conv
 bias) is a stride of 0. Every output is written only at its own elements,
 so views never clobber their neighbours.
 
 **Matrix products** call ``cublasSgemm_v2`` through ctypes
-(:mod:`brainstorm.handlers._cublas`). Row-major operands with unit column
+(``brainstorm.handlers._cublas``). Row-major operands with unit column
 stride pass their row stride as leading dimension, so feature slices need
 no copy; other operands go through a contiguous scratch buffer.
 
@@ -41,7 +41,7 @@ deterministic.
 
 **Randomness** comes from a counter-based Philox4x32-10 kernel: element
 ``i`` of a draw is a function of ``i`` and a 64-bit key drawn from
-:attr:`rnd` for each call. Seeding ``handler.rnd`` therefore reproduces the
+``rnd`` for each call. Seeding ``handler.rnd`` therefore reproduces the
 draws exactly, and no generator state lives on the GPU.
 
 **Order.** Kernels, cuBLAS calls and copies all run on the default stream,

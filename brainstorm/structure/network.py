@@ -73,6 +73,21 @@ class Network(Seedable):
         buffer: the root BufferView (``parameters``, ``gradients`` and one
             view per layer).
         output_name: default buffer path scorers read predictions from.
+
+    Example:
+        >>> import numpy as np
+        >>> import brainstorm as bs
+        >>> bs.global_rnd.set_seed(1)
+        >>> inp, out = bs.tools.get_in_out_layers('classification', 4, 3)
+        >>> net = bs.Network.from_layer(inp >> bs.layers.FullyConnected(5) >> out)
+        >>> net.initialize(bs.initializers.Gaussian(0.1))
+        >>> list(net.layers)
+        ['Input', 'FullyConnected', 'Output_projection', 'Output', 'Loss']
+        >>> net.provide_external_data({'default': np.ones((1, 2, 4)),
+        ...                            'targets': np.zeros((1, 2, 1))})
+        >>> net.forward_pass()
+        >>> net.get('Output.outputs.predictions').shape  # (T, B, classes)
+        (1, 2, 3)
     """
 
     def __init__(self, layers, buffer_manager, architecture, seed=None,

@@ -279,7 +279,7 @@ class _NullWatchdog:
 
 
 def watchdog_of(comm, timeout: float | None = None):
-    """The process's :class:`_Watchdog` for ``comm`` (started on first
+    """The process's watchdog thread for ``comm`` (started on first
     use; ``timeout`` replaces the current one when given)."""
     watchdog = _watchdogs.get(id(comm))
     if watchdog is None:
@@ -305,7 +305,7 @@ def guarded(comm, what: str):
 
 def announce_leaving(comm, reason: str) -> None:
     """Tell the other ranks that this one leaves training (see
-    :class:`_Watchdog`); their watchdogs end the job."""
+    watchdog thread); their watchdogs end the job."""
     watchdog = _watchdogs.get(id(comm))
     if watchdog is not None:
         watchdog.announce(f'{reason} (rank {comm.Get_rank()})')
@@ -405,7 +405,7 @@ class DataParallel(Describable):
             limit). When a rank leaves training in any other way
             (exception, ``sys.exit``, short data, its process ending) it
             tells the others, which end at once. See
-            :class:`_Watchdog`.
+            watchdog thread.
 
     Raises:
         TrainingValidationError: if ``stepper`` is not a stepper.

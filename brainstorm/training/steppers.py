@@ -65,9 +65,9 @@ class _Part:
 class TrainingStepper(Describable):
     """Base class of all steppers.
 
-    Subclasses implement :meth:`_update` (and, if they need them,
-    :meth:`_allocate_state`, :meth:`_before_passes` and
-    :meth:`_check_hyperparameters`).
+    Subclasses implement ``_update`` (and, if they need them,
+    ``_allocate_state``, ``_before_passes`` and
+    ``_check_hyperparameters``).
 
     Args:
         clip_norm: if not None, a positive number: gradients with a global
@@ -252,6 +252,22 @@ class ForwardStepper(TrainingStepper):
 
     Args:
         use_training_pass: run the forward pass as a training pass.
+
+    Example:
+        >>> import numpy as np
+        >>> import brainstorm as bs
+        >>> bs.global_rnd.set_seed(1)
+        >>> inp, out = bs.tools.get_in_out_layers('regression', 2, 1)
+        >>> net = bs.Network.from_layer(inp >> out)
+        >>> net.initialize(0.0)
+        >>> data = bs.data_iterators.Minibatches(
+        ...     4, default=np.ones((1, 8, 2)), targets=np.ones((1, 8, 1)))
+        >>> trainer = bs.Trainer(bs.training.steppers.ForwardStepper(),
+        ...                      verbose=False)
+        >>> trainer.add_hook(bs.hooks.StopAfterEpoch(2))
+        >>> trainer.train(net, data)
+        >>> bool(net.get('parameters').any())  # never changes them
+        False
     """
 
     __arguments__ = {'use_training_pass': Arg(Bool(), default=False)}
@@ -275,6 +291,22 @@ class SgdStepper(TrainingStepper):
     Args:
         learning_rate: step size (>= 0).
         clip_norm: see :class:`TrainingStepper`.
+
+    Example:
+        >>> import numpy as np
+        >>> import brainstorm as bs
+        >>> bs.global_rnd.set_seed(1)
+        >>> inp, out = bs.tools.get_in_out_layers('regression', 2, 1)
+        >>> net = bs.Network.from_layer(inp >> out)
+        >>> net.initialize(0.0)
+        >>> data = bs.data_iterators.Minibatches(
+        ...     4, default=np.ones((1, 8, 2)), targets=np.ones((1, 8, 1)))
+        >>> trainer = bs.Trainer(bs.training.SgdStepper(learning_rate=0.1),
+        ...                      verbose=False)
+        >>> trainer.add_hook(bs.hooks.StopAfterEpoch(2))
+        >>> trainer.train(net, data)
+        >>> bool(net.get('parameters').any())  # learned: no longer all 0
+        True
     """
 
     __arguments__ = {'learning_rate': Arg(Real(0), default=0.1)}
@@ -308,6 +340,22 @@ class MomentumStepper(TrainingStepper):
         scale_learning_rate: scale the learning rate by ``1 - momentum``
             (must be a bool).
         clip_norm: see :class:`TrainingStepper`.
+
+    Example:
+        >>> import numpy as np
+        >>> import brainstorm as bs
+        >>> bs.global_rnd.set_seed(1)
+        >>> inp, out = bs.tools.get_in_out_layers('regression', 2, 1)
+        >>> net = bs.Network.from_layer(inp >> out)
+        >>> net.initialize(0.0)
+        >>> data = bs.data_iterators.Minibatches(
+        ...     4, default=np.ones((1, 8, 2)), targets=np.ones((1, 8, 1)))
+        >>> trainer = bs.Trainer(bs.training.MomentumStepper(0.1, momentum=0.9),
+        ...                      verbose=False)
+        >>> trainer.add_hook(bs.hooks.StopAfterEpoch(2))
+        >>> trainer.train(net, data)
+        >>> bool(net.get('parameters').any())  # learned: no longer all 0
+        True
     """
 
     __arguments__ = {
@@ -354,6 +402,22 @@ class NesterovStepper(MomentumStepper):
     Before the passes: ``v <- momentum * v``; ``θ += v`` (look ahead).
     After them: ``v -= lr' * g``; ``θ -= lr' * g``, with ``lr'`` as in
     :class:`MomentumStepper`. Same arguments as :class:`MomentumStepper`.
+
+    Example:
+        >>> import numpy as np
+        >>> import brainstorm as bs
+        >>> bs.global_rnd.set_seed(1)
+        >>> inp, out = bs.tools.get_in_out_layers('regression', 2, 1)
+        >>> net = bs.Network.from_layer(inp >> out)
+        >>> net.initialize(0.0)
+        >>> data = bs.data_iterators.Minibatches(
+        ...     4, default=np.ones((1, 8, 2)), targets=np.ones((1, 8, 1)))
+        >>> trainer = bs.Trainer(bs.training.NesterovStepper(0.1, momentum=0.9),
+        ...                      verbose=False)
+        >>> trainer.add_hook(bs.hooks.StopAfterEpoch(2))
+        >>> trainer.train(net, data)
+        >>> bool(net.get('parameters').any())  # learned: no longer all 0
+        True
     """
 
     def _before_passes(self) -> None:
@@ -384,6 +448,22 @@ class RMSPropStepper(TrainingStepper):
         decay: decay of the running mean square, in [0, 1).
         epsilon: added to the root for stability (> 0).
         clip_norm: see :class:`TrainingStepper`.
+
+    Example:
+        >>> import numpy as np
+        >>> import brainstorm as bs
+        >>> bs.global_rnd.set_seed(1)
+        >>> inp, out = bs.tools.get_in_out_layers('regression', 2, 1)
+        >>> net = bs.Network.from_layer(inp >> out)
+        >>> net.initialize(0.0)
+        >>> data = bs.data_iterators.Minibatches(
+        ...     4, default=np.ones((1, 8, 2)), targets=np.ones((1, 8, 1)))
+        >>> trainer = bs.Trainer(bs.training.RMSPropStepper(learning_rate=0.01),
+        ...                      verbose=False)
+        >>> trainer.add_hook(bs.hooks.StopAfterEpoch(2))
+        >>> trainer.train(net, data)
+        >>> bool(net.get('parameters').any())  # learned: no longer all 0
+        True
     """
 
     __arguments__ = {
@@ -442,6 +522,22 @@ class AdamStepper(TrainingStepper):
 
     Attributes:
         step_count: the number of updates since :meth:`start`.
+
+    Example:
+        >>> import numpy as np
+        >>> import brainstorm as bs
+        >>> bs.global_rnd.set_seed(1)
+        >>> inp, out = bs.tools.get_in_out_layers('regression', 2, 1)
+        >>> net = bs.Network.from_layer(inp >> out)
+        >>> net.initialize(0.0)
+        >>> data = bs.data_iterators.Minibatches(
+        ...     4, default=np.ones((1, 8, 2)), targets=np.ones((1, 8, 1)))
+        >>> trainer = bs.Trainer(bs.training.AdamStepper(learning_rate=0.01),
+        ...                      verbose=False)
+        >>> trainer.add_hook(bs.hooks.StopAfterEpoch(2))
+        >>> trainer.train(net, data)
+        >>> bool(net.get('parameters').any())  # learned: no longer all 0
+        True
     """
 
     __arguments__ = {
@@ -527,6 +623,22 @@ class AdamWStepper(AdamStepper):
         epsilon: added to the root for stability (> 0).
         weight_decay: decay factor per unit learning rate (>= 0).
         clip_norm: see :class:`TrainingStepper`.
+
+    Example:
+        >>> import numpy as np
+        >>> import brainstorm as bs
+        >>> bs.global_rnd.set_seed(1)
+        >>> inp, out = bs.tools.get_in_out_layers('regression', 2, 1)
+        >>> net = bs.Network.from_layer(inp >> out)
+        >>> net.initialize(0.0)
+        >>> data = bs.data_iterators.Minibatches(
+        ...     4, default=np.ones((1, 8, 2)), targets=np.ones((1, 8, 1)))
+        >>> trainer = bs.Trainer(bs.training.AdamWStepper(learning_rate=0.01),
+        ...                      verbose=False)
+        >>> trainer.add_hook(bs.hooks.StopAfterEpoch(2))
+        >>> trainer.train(net, data)
+        >>> bool(net.get('parameters').any())  # learned: no longer all 0
+        True
     """
 
     __arguments__ = {'weight_decay': Arg(Real(0), default=0.01)}
@@ -581,6 +693,22 @@ class MultiStepper(TrainingStepper):
     Attributes:
         assignment: after :meth:`start`, layer name -> pattern of its
             stepper.
+
+    Example:
+        >>> import numpy as np
+        >>> import brainstorm as bs
+        >>> bs.global_rnd.set_seed(1)
+        >>> inp, out = bs.tools.get_in_out_layers('regression', 2, 1)
+        >>> net = bs.Network.from_layer(inp >> out)
+        >>> net.initialize(0.0)
+        >>> data = bs.data_iterators.Minibatches(
+        ...     4, default=np.ones((1, 8, 2)), targets=np.ones((1, 8, 1)))
+        >>> trainer = bs.Trainer(bs.training.MultiStepper(
+        ...     {'default': bs.training.SgdStepper(0.1)}), verbose=False)
+        >>> trainer.add_hook(bs.hooks.StopAfterEpoch(2))
+        >>> trainer.train(net, data)
+        >>> bool(net.get('parameters').any())  # learned: no longer all 0
+        True
     """
 
     __arguments__ = {

@@ -286,6 +286,24 @@ class Trainer(Describable):
     data; prints only on rank 0; ends training on all ranks as soon as a
     hook on any rank asks to stop; and writes checkpoints on rank 0 with
     the random states of every rank.
+
+    Example:
+        >>> import numpy as np
+        >>> import brainstorm as bs
+        >>> bs.global_rnd.set_seed(1)
+        >>> x = np.random.RandomState(1).rand(1, 40, 4)
+        >>> y = x.argmax(axis=2)[:, :, None]
+        >>> inp, out = bs.tools.get_in_out_layers('classification', 4, 4)
+        >>> net = bs.Network.from_layer(inp >> out)
+        >>> net.initialize(bs.initializers.Gaussian(0.1))
+        >>> trainer = bs.Trainer(bs.training.AdamStepper(0.05), verbose=False)
+        >>> trainer.add_hook(bs.hooks.StopAfterEpoch(20))
+        >>> trainer.train(net, bs.data_iterators.Minibatches(10, default=x, targets=y))
+        >>> trainer.current_epoch_nr, trainer.current_update_nr
+        (20, 80)
+        >>> losses = trainer.logs['rolling_training']['total_loss']
+        >>> bool(losses[-1] < losses[0])
+        True
     """
 
     __arguments__ = {
@@ -355,7 +373,7 @@ class Trainer(Describable):
         """Add a hook; hooks run in the order they were added.
 
         Raises:
-            TrainingValidationError (a ValueError): if a hook of the same
+            TrainingValidationError: (a ValueError) if a hook of the same
                 name (``hook.__name__``) was added before.
         """
         name = getattr(hook, '__name__', None)
