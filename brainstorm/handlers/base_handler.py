@@ -115,34 +115,22 @@ class Handler(Describable, abc.ABC):
 
     def __init__(self) -> None:
         """Build the activation dicts from this handler's activation ops."""
-        self.act_func = {
-            'sigmoid': self.sigmoid,
-            'tanh': self.tanh,
-            'rel': self.rel,
-            'el': self.el,
-            'linear': lambda x, y: self.copy_to(x, y),
-        }
+        # every name in ACTIVATION_NAMES but 'linear' is an op f(x, y) with
+        # its derivative op f_deriv(x, y, dy, dx); 'linear' copies
+        self.act_func = {'linear': lambda x, y: self.copy_to(x, y)}
         self.act_func_deriv = {
-            'sigmoid': self.sigmoid_deriv,
-            'tanh': self.tanh_deriv,
-            'rel': self.rel_deriv,
-            'el': self.el_deriv,
-            'linear': lambda x, y, dy, dx: self.copy_to(dy, dx),
-        }
-        self.inplace_act_func = {
-            'sigmoid': lambda x: self.sigmoid(x, x),
-            'tanh': lambda x: self.tanh(x, x),
-            'rel': lambda x: self.rel(x, x),
-            'el': lambda x: self.el(x, x),
-            'linear': lambda x: None,
-        }
-        self.inplace_act_func_deriv = {
-            'sigmoid': lambda y, dy: self.sigmoid_deriv(None, y, dy, dy),
-            'tanh': lambda y, dy: self.tanh_deriv(None, y, dy, dy),
-            'rel': lambda y, dy: self.rel_deriv(None, y, dy, dy),
-            'el': lambda y, dy: self.el_deriv(None, y, dy, dy),
-            'linear': lambda y, dy: None,
-        }
+            'linear': lambda x, y, dy, dx: self.copy_to(dy, dx)}
+        self.inplace_act_func = {'linear': lambda x: None}
+        self.inplace_act_func_deriv = {'linear': lambda y, dy: None}
+        for name in ACTIVATION_NAMES:
+            if name != 'linear':
+                f = getattr(self, name)
+                f_deriv = getattr(self, f'{name}_deriv')
+                self.act_func[name] = f
+                self.act_func_deriv[name] = f_deriv
+                self.inplace_act_func[name] = functools.partial(_inplace, f)
+                self.inplace_act_func_deriv[name] = functools.partial(
+                    _inplace_deriv, f_deriv)
 
     _TRANSIENT = ('act_func', 'act_func_deriv', 'inplace_act_func',
                   'inplace_act_func_deriv')
@@ -684,3 +672,11 @@ def _dropping(method, keywords: tuple[str, ...]):
         return method(self, *args, **kwargs)
     op.__signature__ = inspect.signature(Handler.__dict__[method.__name__])
     return op
+
+
+def _inplace(f, x) -> None:
+    f(x, x)
+
+
+def _inplace_deriv(f_deriv, y, dy) -> None:
+    f_deriv(None, y, dy, dy)

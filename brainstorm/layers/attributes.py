@@ -18,13 +18,15 @@ import numbers
 
 import numpy as np
 
+from brainstorm.handlers.base_handler import ACTIVATION_NAMES
 from brainstorm.utils import LayerValidationError
 
 __all__ = ['REQUIRED', 'Kwarg', 'Constraint', 'PositiveInt', 'NonNegativeInt',
            'PositiveIntOrTuple', 'PairOfPositiveInts', 'FloatIn', 'Number',
            'OneOf', 'Activation', 'ShapeDict', 'ACTIVATIONS']
 
-ACTIVATIONS = ('sigmoid', 'tanh', 'rel', 'linear', 'el')
+#: the activation names: the handler's list of activation ops
+ACTIVATIONS = ACTIVATION_NAMES
 
 
 class _Required:
