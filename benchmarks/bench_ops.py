@@ -25,8 +25,8 @@ import time
 
 import numpy as np
 
+from brainstorm.handlers._numpy_conv import MIN_CELLS_TO_KEEP_COLUMNS
 from brainstorm.handlers.numpy_handler import NumpyHandler
-from brainstorm.layers.convolution_2d_layer import MIN_CELLS_TO_KEEP_COLUMNS
 
 RND = np.random.RandomState(0)
 

@@ -9,6 +9,8 @@ docstrings of :class:`Handler` are the specification all of them follow.
 from __future__ import annotations
 
 import abc
+import functools
+import inspect
 from typing import Any
 
 from brainstorm.describable import Describable
@@ -151,36 +153,47 @@ class Handler(Describable, abc.ABC):
     EMPTY: Any = None
     rnd: Any = None
 
+    def __init_subclass__(cls, **kwargs) -> None:
+        """Let handlers written against Brainstorm 0.5's op signatures work.
+
+        The optional keywords of the convolution ops (``columns``,
+        ``skip_in_deltas``) came after 0.5; layers pass them to every
+        handler. A subclass op that does not accept one is wrapped once
+        here, at class creation, to drop it: both are hints, ignoring them
+        gives the same results.
+        """
+        super().__init_subclass__(**kwargs)
+        for op, keywords in _OPTIONAL_KEYWORDS.items():
+            method = cls.__dict__.get(op)
+            if method is None or getattr(method, '__isabstractmethod__',
+                                         False):
+                continue
+            parameters = inspect.signature(method).parameters
+            if any(p.kind is inspect.Parameter.VAR_KEYWORD
+                   for p in parameters.values()):
+                continue
+            missing = tuple(k for k in keywords if k not in parameters)
+            if missing:
+                setattr(cls, op, _dropping(method, missing))
+
     def __init__(self) -> None:
         """Build the activation dicts from this handler's activation ops."""
-        self.act_func = {
-            'sigmoid': self.sigmoid,
-            'tanh': self.tanh,
-            'rel': self.rel,
-            'el': self.el,
-            'linear': lambda x, y: self.copy_to(x, y),
-        }
+        # every name in ACTIVATION_NAMES but 'linear' is an op f(x, y) with
+        # its derivative op f_deriv(x, y, dy, dx); 'linear' copies
+        self.act_func = {'linear': lambda x, y: self.copy_to(x, y)}
         self.act_func_deriv = {
-            'sigmoid': self.sigmoid_deriv,
-            'tanh': self.tanh_deriv,
-            'rel': self.rel_deriv,
-            'el': self.el_deriv,
-            'linear': lambda x, y, dy, dx: self.copy_to(dy, dx),
-        }
-        self.inplace_act_func = {
-            'sigmoid': lambda x: self.sigmoid(x, x),
-            'tanh': lambda x: self.tanh(x, x),
-            'rel': lambda x: self.rel(x, x),
-            'el': lambda x: self.el(x, x),
-            'linear': lambda x: None,
-        }
-        self.inplace_act_func_deriv = {
-            'sigmoid': lambda y, dy: self.sigmoid_deriv(None, y, dy, dy),
-            'tanh': lambda y, dy: self.tanh_deriv(None, y, dy, dy),
-            'rel': lambda y, dy: self.rel_deriv(None, y, dy, dy),
-            'el': lambda y, dy: self.el_deriv(None, y, dy, dy),
-            'linear': lambda y, dy: None,
-        }
+            'linear': lambda x, y, dy, dx: self.copy_to(dy, dx)}
+        self.inplace_act_func = {'linear': lambda x: None}
+        self.inplace_act_func_deriv = {'linear': lambda y, dy: None}
+        for name in ACTIVATION_NAMES:
+            if name != 'linear':
+                f = getattr(self, name)
+                f_deriv = getattr(self, f'{name}_deriv')
+                self.act_func[name] = f
+                self.act_func_deriv[name] = f_deriv
+                self.inplace_act_func[name] = functools.partial(_inplace, f)
+                self.inplace_act_func_deriv[name] = functools.partial(
+                    _inplace_deriv, f_deriv)
 
     _TRANSIENT = ('act_func', 'act_func_deriv', 'inplace_act_func',
                   'inplace_act_func_deriv')
@@ -557,6 +570,21 @@ class Handler(Describable, abc.ABC):
 
     # -------------------------------------------------------------- conv/pool
 
+    def keeps_conv_columns(self, out_cells: int) -> bool:
+        """Should a convolution keep its receptive fields between passes?
+
+        Asked by ``Convolution2D`` when it lays out its buffers (at network
+        creation): if True it declares the internal ``columns`` workspace
+        and passes it to :meth:`conv2d_forward_batch` and
+        :meth:`conv2d_backward_batch`, else it has no such buffer. The
+        base handler declines (a handler that ignores ``columns`` should
+        not pay for its memory); NumpyHandler keeps them for big images.
+
+        Args:
+            out_cells: output cells per image, ``OH * OW``.
+        """
+        return False
+
     @abc.abstractmethod
     def conv2d_forward_batch(self, inputs, weights, bias, outputs,
                              padding: int, stride: tuple[int, int], *,
@@ -583,8 +611,8 @@ class Handler(Describable, abc.ABC):
                 fields, ``columns[n, i, j, (u*kw + v)*C + c] = xpad[n,
                 i*sy + u, j*sx + v, c]``) instead of recomputing it; its
                 content is otherwise unspecified and it may stay untouched.
-                Callers that pass it check that the handler's signature
-                has it, so handlers with the older signature keep working.
+                Handlers whose op lacks this keyword (Brainstorm 0.5's
+                signature) get it dropped by :meth:`__init_subclass__`.
         """
 
     @abc.abstractmethod
@@ -608,9 +636,9 @@ class Handler(Describable, abc.ABC):
                 None); read only.
             skip_in_deltas: keyword-only; if True the input gradient is
                 not computed and ``in_deltas`` is left untouched (for a
-                caller whose input deltas nobody reads). Callers that pass
-                it check that the handler's signature has it, so handlers
-                written against the older signature keep working.
+                caller whose input deltas nobody reads). Handlers whose op
+                lacks this keyword get it dropped (then the deltas are
+                added anyway, which nobody reads).
         """
 
     @abc.abstractmethod
@@ -689,3 +717,29 @@ class Handler(Describable, abc.ABC):
             in_deltas: ``(N, H, W, C)``, added to.
             out_deltas: ``(N, OH, OW, C)``.
         """
+
+
+# The optional keyword-only parameters of ops, added after Brainstorm 0.5.
+_OPTIONAL_KEYWORDS = {
+    'conv2d_forward_batch': ('columns',),
+    'conv2d_backward_batch': ('columns', 'skip_in_deltas'),
+}
+
+
+def _dropping(method, keywords: tuple[str, ...]):
+    """``method`` accepting and ignoring the keyword arguments ``keywords``."""
+    @functools.wraps(method)
+    def op(self, *args, **kwargs):
+        for keyword in keywords:
+            kwargs.pop(keyword, None)
+        return method(self, *args, **kwargs)
+    op.__signature__ = inspect.signature(Handler.__dict__[method.__name__])
+    return op
+
+
+def _inplace(f, x) -> None:
+    f(x, x)
+
+
+def _inplace_deriv(f_deriv, y, dy) -> None:
+    f_deriv(None, y, dy, dy)

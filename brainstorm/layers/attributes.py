@@ -19,13 +19,15 @@ from typing import Any
 
 import numpy as np
 
+from brainstorm.handlers.base_handler import ACTIVATION_NAMES
 from brainstorm.utils import LayerValidationError
 
 __all__ = ['REQUIRED', 'Kwarg', 'Constraint', 'PositiveInt', 'NonNegativeInt',
            'PositiveIntOrTuple', 'PairOfPositiveInts', 'FloatIn', 'Number',
            'OneOf', 'Activation', 'ShapeDict', 'ACTIVATIONS']
 
-ACTIVATIONS = ('sigmoid', 'tanh', 'rel', 'linear', 'el')
+#: the activation names: the handler's list of activation ops
+ACTIVATIONS = ACTIVATION_NAMES
 
 #: Largest size accepted (beyond it NumPy fails without naming the layer).
 MAX_SIZE = 2 ** 31 - 1

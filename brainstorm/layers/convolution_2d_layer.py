@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import inspect
 from collections import OrderedDict
 
+from brainstorm import handlers
 from brainstorm.layers.attributes import (
     Activation,
     Kwarg,
@@ -48,7 +48,9 @@ def Convolution2D(num_filters: int, kernel_size: tuple[int, int],
         with at least 512 output cells (``OH * OW``) the layer keeps the
         receptive fields of the forward pass for the backward pass in the
         internal ``columns`` ``('T', 'B', OH, OW, kh*kw*C)`` (a workspace
-        of the handler, see ``Handler.conv2d_forward_batch``).
+        of the handler, see ``Handler.conv2d_forward_batch``) if the handler
+        the network is created with asks for it
+        (``Handler.keeps_conv_columns``).
     """
     return ConstructionWrapper.create(
         Convolution2DLayerImpl, name=name, num_filters=num_filters,
@@ -84,34 +86,6 @@ def image_output_shape(layer: Layer, in_shape: BufferStructure,
     return out_h, out_w, channels
 
 
-_KEYWORDS: dict = {}  # (handler class, op name) -> its keyword-only parameters
-
-#: Convolution2D keeps the receptive fields of the forward pass (internal
-#: ``columns``, kh*kw*C values per output cell) for the backward pass if an
-#: image has at least this many output cells. The GEMMs then run per image;
-#: with NumpyHandler, which otherwise gathers the fields again chunk by
-#: chunk, that pays only for big images (measured in the CIFAR-10 network:
-#: keeping 32x32 saves time, keeping 15x15 or 7x7 costs time).
-MIN_CELLS_TO_KEEP_COLUMNS = 512
-
-
-def handler_keywords(handler, op: str) -> frozenset:
-    """The keyword-only parameters of ``handler``'s op ``op``.
-
-    Optional keywords were added to some ops after the SPEC signatures;
-    layers pass them only to handlers that accept them, so handlers
-    written against the older signatures keep working.
-    """
-    key = (type(handler), op)
-    names = _KEYWORDS.get(key)
-    if names is None:
-        parameters = inspect.signature(getattr(handler, op)).parameters
-        names = _KEYWORDS[key] = frozenset(
-            name for name, p in parameters.items()
-            if p.kind is inspect.Parameter.KEYWORD_ONLY)
-    return names
-
-
 class Convolution2DLayerImpl(Layer):
     """Implementation of :func:`Convolution2D`."""
 
@@ -145,19 +119,20 @@ class Convolution2DLayerImpl(Layer):
             W=BufferStructure(num_filters, *self.kernel_size, channels),
             bias=BufferStructure(num_filters))
         internals = OrderedDict()
-        if out_h * out_w >= MIN_CELLS_TO_KEEP_COLUMNS:
+        # the layout is fixed when the network is created, on the handler
+        # it is created with (the default handler; see
+        # Handler.keeps_conv_columns)
+        if handlers.default_handler.keeps_conv_columns(out_h * out_w):
             internals['columns'] = BufferStructure(
                 'T', 'B', out_h, out_w,
                 self.kernel_size[0] * self.kernel_size[1] * channels)
         return outputs, parameters, internals
 
-    def _columns(self, buffers, op: str) -> dict:
-        """``{'columns': view}`` for the conv ops if this layer keeps the
-        receptive fields and the handler takes them, else ``{}``."""
-        if 'columns' not in self.internal_shapes or \
-                'columns' not in handler_keywords(self.handler, op):
-            return {}
-        return {'columns': flatten_time(buffers.internals.columns)}
+    def _columns(self, buffers):
+        """The ``columns`` workspace for the conv ops (None if not kept)."""
+        if 'columns' not in self.internal_shapes:
+            return None
+        return flatten_time(buffers.internals.columns)
 
     def forward_pass(self, buffers, training_pass=True):
         _h = self.handler
@@ -169,8 +144,7 @@ class Convolution2DLayerImpl(Layer):
         y_rows = flatten_time_and_features(buffers.outputs.default)
 
         _h.conv2d_forward_batch(x, W, bias, y, self.padding, self.stride,
-                                **self._columns(buffers,
-                                                'conv2d_forward_batch'))
+                                columns=self._columns(buffers))
         _h.inplace_act_func[self.activation](y_rows)
 
     def backward_pass(self, buffers):
@@ -184,9 +158,7 @@ class Convolution2DLayerImpl(Layer):
         dy_rows = flatten_time_and_features(buffers.output_deltas.default)
 
         _h.inplace_act_func_deriv[self.activation](y_rows, dy_rows)
-        options = self._columns(buffers, 'conv2d_backward_batch')
-        if 'default' in self.skip_input_deltas and 'skip_in_deltas' in \
-                handler_keywords(_h, 'conv2d_backward_batch'):
-            options['skip_in_deltas'] = True
-        _h.conv2d_backward_batch(x, W, self.padding, self.stride, dx, dy, dW,
-                                 dbias, **options)
+        _h.conv2d_backward_batch(
+            x, W, self.padding, self.stride, dx, dy, dW, dbias,
+            columns=self._columns(buffers),
+            skip_in_deltas='default' in self.skip_input_deltas)

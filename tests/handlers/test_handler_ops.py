@@ -1146,12 +1146,15 @@ def test_debug_handler_passes_keyword_options_only_when_given():
     h.conv2d_forward_batch(x, w, b, y, 0, (1, 1))
     h.conv2d_backward_batch(x, w, 0, (1, 1), dx, y, dw, b)
     np.testing.assert_allclose(h.get_numpy_copy(y), 0.5 + 9 * 0.5 ** 2)
-    with pytest.raises(TypeError, match='skip_in_deltas'):
-        h.conv2d_backward_batch(x, w, 0, (1, 1), dx, y, dw, b,
-                                skip_in_deltas=True)
-    with pytest.raises(TypeError, match='columns'):
-        h.conv2d_forward_batch(x, w, b, y, 0, (1, 1),
-                               columns=_arr(h, 1, 2, 2, 9))
+    # the base Handler lets the 0.5-style ops take (and ignore) the options
+    h.conv2d_backward_batch(x, w, 0, (1, 1), dx, y, dw, b,
+                            skip_in_deltas=True)
+    h.conv2d_forward_batch(x, w, b, y, 0, (1, 1),
+                           columns=_arr(h, 1, 2, 2, 9))
+    # (b now holds the bias deltas of the backward pass)
+    np.testing.assert_allclose(h.get_numpy_copy(y),
+                               np.broadcast_to(h.get_numpy_copy(b) + 9 * 0.5 ** 2,
+                                               (1, 2, 2, 2)))
 
 
 def test_debug_handler_delegates_dtype_and_rnd():
@@ -1287,8 +1290,8 @@ def test_conv2d_in_chunks_of_one_image(monkeypatch):
     """NumpyHandler gathers receptive fields (of the inputs, and of the
     output deltas for the input deltas) in chunks of images; chunks of a
     single image give the same results."""
-    from brainstorm.handlers import numpy_handler
-    monkeypatch.setattr(numpy_handler, '_FIELD_CHUNK_BYTES', 1)
+    from brainstorm.handlers import _numpy_conv
+    monkeypatch.setattr(_numpy_conv, '_FIELD_CHUNK_BYTES', 1)
     rows = conv_rows()
     assert len(rows) == 2 * len(CONV_GEOMETRIES)
     for handler in (NumpyHandler(np.float64), NumpyHandler(np.float32)):
@@ -1302,8 +1305,8 @@ def test_conv2d_in_chunks_of_one_image(monkeypatch):
 def test_maxpool2d_forward_in_chunks_of_one_image(monkeypatch):
     """NumpyHandler's max pooling works through chunks of images; chunks
     of a single image give the same outputs and argmax."""
-    from brainstorm.handlers import numpy_handler
-    monkeypatch.setattr(numpy_handler, '_POOL_CHUNK_BYTES', 1)
+    from brainstorm.handlers import _numpy_conv
+    monkeypatch.setattr(_numpy_conv, '_POOL_CHUNK_BYTES', 1)
     rows = [row for row in pool_rows()
             if row.values[0] == 'maxpool2d_forward_batch']
     assert len(rows) == len(POOL_GEOMETRIES) + 2
@@ -1316,7 +1319,7 @@ def test_maxpool2d_forward_in_chunks_of_one_image(monkeypatch):
 
 def _record_chunk_sizes(monkeypatch):
     """Make NumpyHandler's chunks one image each; return the sizes used."""
-    from brainstorm.handlers import numpy_handler
+    from brainstorm.handlers import _numpy_conv as numpy_handler
     sizes = []
     original = numpy_handler._chunk_size
 

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from brainstorm.handlers import DebugHandler, NumpyHandler
+from brainstorm.handlers import DebugHandler, NumpyHandler, _numpy_conv
+from brainstorm.handlers.base_handler import Handler
 from brainstorm.initializers import Gaussian
 from brainstorm.layers import Convolution2D, Input, Loss
-from brainstorm.layers import convolution_2d_layer as conv_module
 from brainstorm.layers.convolution_2d_layer import Convolution2DLayerImpl
 from brainstorm.structure.network import Network
 from brainstorm.testing import (
@@ -268,7 +268,7 @@ def test_layer_invariants_with_kept_columns(monkeypatch, entry, time_steps,
                                             batch_size, activation):
     """The registry geometries again, keeping the receptive fields of the
     forward pass: finite differences, accumulation and stale buffers."""
-    monkeypatch.setattr(conv_module, 'MIN_CELLS_TO_KEEP_COLUMNS', 1)
+    monkeypatch.setattr(_numpy_conv, 'MIN_CELLS_TO_KEEP_COLUMNS', 1)
     layer = instantiate_layer(Convolution2DLayerImpl, entry['in_shapes'],
                               activation=activation, **entry['kwargs'])
     assert 'columns' in layer.internal_shapes
@@ -293,15 +293,95 @@ def test_kept_columns_in_a_network_match_recomputed_ones(handler,
         net.backward_pass()
         return net
 
-    monkeypatch.setattr(conv_module, 'MIN_CELLS_TO_KEEP_COLUMNS', 100)
+    monkeypatch.setattr(_numpy_conv, 'MIN_CELLS_TO_KEEP_COLUMNS', 100)
     kept = build()
     assert 'columns' in kept.layers['Conv'].internal_shapes
     # (the old-signature handler gets them in the forward pass only)
     assert np.abs(kept.get('Conv.internals.columns')).max() > 0.1
-    monkeypatch.setattr(conv_module, 'MIN_CELLS_TO_KEEP_COLUMNS', 10 ** 9)
+    monkeypatch.setattr(_numpy_conv, 'MIN_CELLS_TO_KEEP_COLUMNS', 10 ** 9)
     recomputed = build()
     assert recomputed.layers['Conv'].internal_shapes == {}
     for path in ('gradients', 'Top.outputs.default',
                  'Input.output_deltas.default'):
         np.testing.assert_allclose(kept.get(path), recomputed.get(path),
                                    rtol=1e-12, atol=1e-14)
+
+
+class DecliningHandler(NumpyHandler):
+    """A handler that, like the base Handler, does not keep columns."""
+
+    def keeps_conv_columns(self, out_cells: int) -> bool:
+        return Handler.keeps_conv_columns(self, out_cells)
+
+
+def test_kept_columns_are_asked_of_the_handler_the_network_is_created_on(
+        monkeypatch):
+    """The layout is fixed at creation, on the default handler: a network
+    created while it declines kept columns has no ``columns`` buffer at
+    all (and the same results), also after set_handler."""
+    from brainstorm import handlers
+
+    def build(handler):
+        inp = Input({'default': ('T', 'B', 32, 32, 3)})
+        net = Network.from_layer(
+            inp >> Convolution2D(2, (3, 3), padding=1, name='Conv') >>
+            Loss(name='Loss'))
+        net.set_handler(handler)
+        net.initialize(Gaussian(0.5), seed=1)
+        net.provide_external_data({'default': np.random.RandomState(
+            2).randn(1, 2, 32, 32, 3)})
+        net.forward_pass(training_pass=True)
+        net.backward_pass()
+        return net
+
+    assert NumpyHandler().keeps_conv_columns(32 * 32)
+    assert not Handler.keeps_conv_columns(NumpyHandler(), 32 * 32)
+    kept = build(NumpyHandler(np.float64))
+    assert 'columns' in kept.layers['Conv'].internal_shapes
+    monkeypatch.setattr(handlers, 'default_handler',
+                        DecliningHandler(np.float32))
+    declined = build(NumpyHandler(np.float64))
+    assert declined.layers['Conv'].internal_shapes == {}
+    assert 'columns' not in declined.buffer['Conv'].internals
+    assert declined.buffer_manager.size < kept.buffer_manager.size
+    np.testing.assert_allclose(declined.get('gradients'),
+                               kept.get('gradients'), rtol=1e-12)
+
+
+class BareOldHandler(NumpyHandler):
+    """Both convolution ops with Brainstorm 0.5's signatures."""
+
+    def conv2d_forward_batch(self, inputs, weights, bias, outputs, padding,
+                             stride):
+        super().conv2d_forward_batch(inputs, weights, bias, outputs, padding,
+                                     stride)
+
+    def conv2d_backward_batch(self, inputs, weights, padding, stride,
+                              in_deltas, out_deltas, weight_deltas,
+                              bias_deltas):
+        super().conv2d_backward_batch(inputs, weights, padding, stride,
+                                      in_deltas, out_deltas, weight_deltas,
+                                      bias_deltas)
+
+
+def test_base_handler_accepts_the_optional_keywords_for_old_handlers():
+    """The base Handler lets 0.5-style ops take (and ignore) ``columns``
+    and ``skip_in_deltas``; their results equal NumpyHandler's."""
+    import inspect
+    for op in ('conv2d_forward_batch', 'conv2d_backward_batch'):
+        assert 'columns' in inspect.signature(
+            getattr(BareOldHandler, op)).parameters
+    old, new = BareOldHandler(np.float64), NumpyHandler(np.float64)
+    rnd = np.random.RandomState(3)
+    x, w, b = rnd.randn(2, 5, 4, 3), rnd.randn(2, 3, 3, 3), rnd.randn(2)
+    results = []
+    for h in (old, new):
+        y = np.zeros((2, 5, 4, 2))
+        columns = np.zeros((2, 5, 4, 27))
+        h.conv2d_forward_batch(x, w, b, y, 1, (1, 1), columns=columns)
+        dx, dw, db = np.zeros_like(x), np.zeros_like(w), np.zeros_like(b)
+        h.conv2d_backward_batch(x, w, 1, (1, 1), dx, y, dw, db,
+                                columns=columns, skip_in_deltas=True)
+        results.append((y, dw, db))
+    for a, c in zip(*results):
+        np.testing.assert_allclose(a, c, rtol=1e-12)
