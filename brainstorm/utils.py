@@ -9,7 +9,7 @@ import numpy as np
 __all__ = [
     'ValidationError', 'NetworkValidationError', 'LayerValidationError',
     'IteratorValidationError', 'StructureValidationError',
-    'TrainingValidationError', 'UnknownNameError',
+    'TrainingValidationError', 'UnknownNameError', 'DatasetValidationError',
     'InitializationError', 'NAME_BLACKLIST', 'is_valid_layer_name',
     'get_by_path', 'get_normalized_path', 'flatten_time',
     'flatten_time_and_features', 'flatten_features', 'flatten_all_but_last',
@@ -50,6 +50,10 @@ class UnknownNameError(TrainingValidationError, KeyError):
 
     def __str__(self):
         return str(self.args[0])
+
+
+class DatasetValidationError(ValidationError):
+    """A data set file is missing or not in the layout of the data scripts."""
 
 
 class InitializationError(Exception):
