@@ -56,24 +56,21 @@ TEXT_VALIDATION_FRACTION = 0.1
 
 
 class Dataset(NamedTuple):
-    """Training and validation data of one data set.
+    """Training and validation data of one data set (a named tuple)."""
 
-    Attributes:
-        name: which data it is: ``'mnist'``, ``'cifar10'``, ``'hutter'``,
-            or a fallback, ``'digits'`` or ``'python_text'``. Scripts choose
-            their settings by it.
-        training: ``(inputs, targets)`` arrays of shape ``(T, N, ...)`` and
-            ``(T, N, 1)``.
-        validation: ``(inputs, targets)``, as ``training``.
-        nr_classes: the number of classes (10 for images, the vocabulary
-            size for text); targets lie in ``[0, nr_classes)``.
-        origin: one sentence saying where the data came from, for printing.
-    """
-
+    #: Which data it is: ``'mnist'``, ``'cifar10'``, ``'hutter'``, or a
+    #: fallback, ``'digits'`` or ``'python_text'``. Scripts choose their
+    #: settings by it.
     name: str
+    #: ``(inputs, targets)``: arrays of shape ``(T, N, ...)`` and
+    #: ``(T, N, 1)``.
     training: tuple[np.ndarray, np.ndarray]
+    #: ``(inputs, targets)``, as ``training``.
     validation: tuple[np.ndarray, np.ndarray]
+    #: The number of classes (10 for images, the vocabulary size for text);
+    #: targets lie in ``[0, nr_classes)``.
     nr_classes: int
+    #: One sentence saying where the data came from, for printing.
     origin: str
 
     def limit(self, size: int | None) -> 'Dataset':
