@@ -10,6 +10,7 @@ the global random state and the submodules users need::
 
 from brainstorm import (
     data_iterators,
+    datasets,
     handlers,
     hooks,
     initializers,
@@ -28,4 +29,4 @@ from brainstorm.training import Trainer
 __all__ = ['get_description', 'create_from_description', 'global_rnd',
            'Network', 'generate_architecture', 'Trainer', 'initializers',
            'data_iterators', 'value_modifiers', 'tools', 'hooks', 'layers',
-           'handlers', 'training', 'scorers', '__version__']
+           'handlers', 'training', 'scorers', 'datasets', '__version__']

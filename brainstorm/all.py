@@ -6,6 +6,7 @@ gradient modifiers, not the layers of the same names (as in Brainstorm 0.5).
 """
 
 from brainstorm.data_iterators import *
+from brainstorm.datasets import *
 from brainstorm.describable import *
 from brainstorm.handlers import *
 from brainstorm.hooks import *

@@ -11,6 +11,7 @@ __all__ = [
     'IteratorValidationError', 'StructureValidationError',
     'TrainingValidationError', 'UnknownNameError', 'NonFiniteError',
     'DescriptionError',
+    'DatasetValidationError',
     'InitializationError', 'NAME_BLACKLIST', 'is_valid_layer_name',
     'get_by_path', 'get_normalized_path', 'flatten_time',
     'flatten_time_and_features', 'flatten_features', 'flatten_all_but_last',
@@ -72,6 +73,10 @@ class DescriptionError(ValidationError, TypeError):
     """A description (from a file or a dict) cannot be turned into an
     object: not a description, an unknown or unexpected ``@type``, or a key
     the class does not declare."""
+
+
+class DatasetValidationError(ValidationError):
+    """A data set file is missing or not in the layout of the data scripts."""
 
 
 class InitializationError(Exception):

@@ -10,7 +10,7 @@ def test_top_level_namespace_is_exactly_the_spec():
         'get_description', 'create_from_description', 'global_rnd', 'Network',
         'generate_architecture', 'Trainer', 'initializers', 'data_iterators',
         'value_modifiers', 'tools', 'hooks', 'layers', 'handlers', 'training',
-        'scorers', '__version__'}
+        'scorers', 'datasets', '__version__'}
     assert bs.__version__ == '1.0.0'
     for name in bs.__all__:
         assert hasattr(bs, name), name

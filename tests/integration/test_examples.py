@@ -3,7 +3,8 @@
 Each example runs as a subprocess for one short epoch (``--epochs 1`` and
 ``--limit``, the examples' own options, so the scripts themselves are
 tested), with ``$BRAINSTORM_DATA_DIR`` unset so that they use the fallback
-data. Their helpers for the data layout are checked in-process.
+data. The hook of hutter_lstm is checked in-process; the data they load is
+tested in tests/test_datasets.py.
 """
 
 from __future__ import annotations
@@ -93,28 +94,13 @@ def examples_path(monkeypatch):
     monkeypatch.syspath_prepend(str(EXAMPLES))
 
 
-def test_to_streams_lets_each_batch_continue_the_previous_one(examples_path):
-    import hutter_lstm
-    ids = np.arange(3 * 2 * 100 + 7)
-    inputs, targets = hutter_lstm.to_streams(ids, batch_size=2)
-    assert inputs.shape == targets.shape == (100, 6, 1)
-    np.testing.assert_array_equal(targets, inputs + 1)
-    batches = [inputs[:, k * 2:(k + 1) * 2, 0] for k in range(3)]
-    for b in range(2):
-        stream = np.concatenate([batch[:, b] for batch in batches])
-        # stream b is one contiguous piece of the text
-        np.testing.assert_array_equal(stream,
-                                      np.arange(300) + stream[0])
-    assert batches[0][0, 1] - batches[0][0, 0] == 300
-
-
 def test_validation_with_context_equals_one_long_sequence(examples_path):
     import hutter_lstm
 
     import brainstorm as bs
     rnd = np.random.RandomState(1)
     ids = rnd.randint(0, 5, size=2 * 2 * 100 + 1)
-    x, y = hutter_lstm.to_streams(ids, batch_size=2)
+    x, y = bs.datasets.to_streams(ids, streams=2)
     net = bs.tools.create_net_from_spec('classification', 5, 5, 'L4')
     net.set_handler(bs.handlers.NumpyHandler(np.float64))
     net.initialize(bs.initializers.Gaussian(0.5), seed=3)
@@ -140,28 +126,3 @@ def test_validation_with_context_equals_one_long_sequence(examples_path):
     # and differs from evaluating every batch from a zero state
     plain = bs.tools.evaluate(net, getter)['total_loss'] / 100 / math.log(2)
     assert abs(plain - expected) > 1e-6
-
-
-def test_digits_fallback_split_is_fixed_and_scaled(examples_path):
-    import mnist_pi
-    (x_tr, y_tr), (x_va, y_va) = mnist_pi.load_digits()
-    assert x_tr.shape == (1, 1437, 8, 8, 1)
-    assert x_va.shape == (1, 360, 8, 8, 1)
-    assert y_tr.shape == (1, 1437, 1) and y_va.shape == (1, 360, 1)
-    assert 0.0 == x_tr.min() and x_tr.max() == 1.0
-    again = mnist_pi.load_digits()
-    np.testing.assert_array_equal(again[1][1], y_va)
-    assert set(np.unique(y_va)) == set(range(10))
-
-
-def test_cnn_fallback_upscales_the_digits(examples_path):
-    import cifar10_cnn
-    (x_tr, _), (x_va, _) = cifar10_cnn.load_digits()
-    assert x_tr.shape == (1, 1437, 32, 32, 1)
-    assert x_va.shape == (1, 360, 32, 32, 1)
-    # every 8x8 pixel became a constant 4x4 block
-    image = x_tr[0, 0, :, :, 0]
-    np.testing.assert_array_equal(image, np.repeat(np.repeat(
-        image[::4, ::4], 4, axis=0), 4, axis=1))
-    assert abs(float(x_tr.mean())) < 1e-5
-    assert float(x_tr.std()) == pytest.approx(1.0, rel=1e-4)
