@@ -58,8 +58,8 @@ TEXT_VALIDATION_FRACTION = 0.1
 class Dataset(NamedTuple):
     """Training and validation data of one data set (a named tuple)."""
 
-    #: Which data it is: ``'mnist'``, ``'cifar10'``, ``'hutter'``, or a
-    #: fallback, ``'digits'`` or ``'python_text'``. Scripts choose their
+    #: Which data it is (``'mnist'``, ``'cifar10'``, ``'hutter'``, or a
+    #: fallback, ``'digits'`` or ``'python_text'``). Scripts choose their
     #: settings by it.
     name: str
     #: ``(inputs, targets)``: arrays of shape ``(T, N, ...)`` and
@@ -311,7 +311,7 @@ def load_hutter(data_dir: str | os.PathLike | None = None,
 def load_digits(scale: int = 1, standardize: bool = False) -> Dataset:
     """scikit-learn's 1797 handwritten digits, split 1437/360.
 
-    The digits are shuffled with a fixed seed (:data:`DIGITS_SEED`), so the
+    The digits are shuffled with a fixed seed (``DIGITS_SEED``), so the
     split is the same in every run. Needs scikit-learn.
 
     Args:

@@ -62,7 +62,8 @@ nitpicky = True
 nitpick_ignore = [
     ('py:class', name) for name in [
         'collections.OrderedDict', 'collections.abc.Iterable',
-        'collections.abc.Callable',
+        'collections.abc.Callable', 'os.PathLike',
+        'argparse.ArgumentParser',
         'collections.abc.Iterator', 'collections.abc.Sequence', 'abc.ABC',
         'numpy.ndarray', 'np.ndarray', 'numpy.float32',
         'numpy.random.mtrand.RandomState']]

@@ -8,10 +8,10 @@ of ``data/create_hutter.py`` in ``$BRAINSTORM_DATA_DIR`` (or ``--data-dir``) wit
 the settings of Brainstorm 0.5, otherwise, offline, the English text of CPython's
 help topics with smaller settings (run time: docs/quickstart.rst, "Run
 times"). The text is laid out in parallel streams so that batch ``k + 1``
-continues batch ``k``; the validation hook below carries the LSTM's state from batch to batch (training
-starts each batch from zero). Prints the unigram entropy of the validation text
-and the validation loss in bits per character; saves the best network to
-``hutter_lstm_best.hdf5``.
+continues batch ``k``; the validation hook below carries the LSTM's state from
+batch to batch (training starts each batch from zero). Prints the unigram
+entropy of the validation text and the validation loss in bits per character;
+saves the best network to ``hutter_lstm_best.hdf5``.
 """
 
 import argparse

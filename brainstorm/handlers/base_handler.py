@@ -612,7 +612,7 @@ class Handler(Describable, abc.ABC):
                 i*sy + u, j*sx + v, c]``) instead of recomputing it; its
                 content is otherwise unspecified and it may stay untouched.
                 Handlers whose op lacks this keyword (Brainstorm 0.5's
-                signature) get it dropped by :meth:`__init_subclass__`.
+                signature) get it dropped by ``Handler.__init_subclass__``.
         """
 
     @abc.abstractmethod

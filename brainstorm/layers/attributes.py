@@ -26,7 +26,7 @@ __all__ = ['REQUIRED', 'Kwarg', 'Constraint', 'PositiveInt', 'NonNegativeInt',
            'PositiveIntOrTuple', 'PairOfPositiveInts', 'FloatIn', 'Number',
            'OneOf', 'Activation', 'ShapeDict', 'ACTIVATIONS']
 
-#: the activation names: the handler's list of activation ops
+#: The activation names (the handler's one list of activation ops).
 ACTIVATIONS = ACTIVATION_NAMES
 
 #: Largest size accepted (beyond it NumPy fails without naming the layer).
