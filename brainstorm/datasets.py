@@ -89,9 +89,9 @@ class Dataset(NamedTuple):
         if size is None:
             return self
         _check_positive_int('Dataset.limit', 'size', size)
-        return self._replace(
-            training=tuple(a[:, :size] for a in self.training),
-            validation=tuple(a[:, :size] for a in self.validation))
+        (x, y), (vx, vy) = self.training, self.validation
+        return self._replace(training=(x[:, :size], y[:, :size]),
+                             validation=(vx[:, :size], vy[:, :size]))
 
 
 # ------------------------------------------------------------ the files ---
@@ -204,7 +204,8 @@ def _load_images(data_dir, fallback: bool, file_name: str, name: str,
         inputs, targets = read_split(path, f'normalized_split/{part}')
         _check_classes(f"Data file '{path}', group '{part}'", targets, 10)
         parts.append((inputs, targets))
-    return Dataset(name, *parts, nr_classes=10, origin=f'{title} from {path}')
+    return Dataset(name, parts[0], parts[1], nr_classes=10,
+                   origin=f'{title} from {path}')
 
 
 def load_mnist(data_dir: str | os.PathLike | None = None,
@@ -302,7 +303,7 @@ def load_hutter(data_dir: str | os.PathLike | None = None,
             _check_classes(f"Data file '{path}', group 'split/{part}'",
                            array, len(unique))
         parts.append((inputs, targets))
-    return Dataset('hutter', *parts, nr_classes=len(unique),
+    return Dataset('hutter', parts[0], parts[1], nr_classes=len(unique),
                    origin=f'Hutter Prize from {path}')
 
 

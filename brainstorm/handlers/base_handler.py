@@ -733,7 +733,9 @@ def _dropping(method, keywords: tuple[str, ...]):
         for keyword in keywords:
             kwargs.pop(keyword, None)
         return method(self, *args, **kwargs)
-    op.__signature__ = inspect.signature(Handler.__dict__[method.__name__])
+    # the base op's signature, so the wrapped op reads like every other
+    op.__signature__ = inspect.signature(  # type: ignore[attr-defined]
+        Handler.__dict__[method.__name__])
     return op
 
 

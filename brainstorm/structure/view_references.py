@@ -47,7 +47,7 @@ def _same_value(a, b) -> bool:
 
 
 def _distinct(values: list) -> list:
-    result = []
+    result: list = []
     for v in values:
         if not any(_same_value(v, r) for r in result):
             result.append(v)

@@ -58,7 +58,8 @@ class LogEntries(list):
         self.updates = list(updates) if updates is not None else \
             [None] * len(self)
 
-    def append_at(self, value, epoch: int, update: int) -> None:
+    def append_at(self, value, epoch: int | None,
+                  update: int | None) -> None:
         """Append ``value`` logged at ``epoch`` and ``update``."""
         self.append(value)
         self.epochs.append(epoch)
