@@ -40,6 +40,7 @@ import inspect
 import math
 import numbers
 from collections.abc import Callable as Callable_
+from typing import Any
 
 import numpy as np
 
@@ -76,12 +77,13 @@ def _is_description(value) -> bool:
 class Check:
     """Base of the checks: accepts anything, restores plain values only."""
 
-    expected = 'valid'
-    example = None
-    invalid_examples: tuple = ()
-    kind = None  # the Describable class expected here, if any
+    # plain class attributes here; subclasses may compute them (properties)
+    expected: Any = 'valid'
+    example: Any = None
+    invalid_examples: Any = ()
+    kind: Any = None  # the Describable class expected here, if any
 
-    def normalize(self, value: object) -> object:
+    def normalize(self, value: Any) -> Any:
         return value
 
     def restore(self, described: object) -> object:
@@ -111,7 +113,7 @@ class Int(Check):
             invalid.append(low - 1)
         self.invalid_examples = tuple(invalid)
 
-    def normalize(self, value: object) -> object:
+    def normalize(self, value: Any) -> Any:
         if not _is_int(value) or value > self.high or (
                 self.low is not None and value < self.low):
             raise ValueError
@@ -159,14 +161,15 @@ class Real(Check):
                 invalid.append(high)
         self.invalid_examples = tuple(invalid)
 
-    def normalize(self, value: object) -> object:
+    def normalize(self, value: Any) -> Any:
         if (not isinstance(value, numbers.Real)
                 or isinstance(value, (bool, np.bool_)) or math.isnan(value)
                 or (self.finite and not math.isfinite(value))):
             raise ValueError
-        too_low = value < self.low if self.include_low else value <= self.low
-        too_high = (value > self.high if self.include_high
-                    else value >= self.high)
+        number = float(value)
+        too_low = number < self.low if self.include_low else number <= self.low
+        too_high = (number > self.high if self.include_high
+                    else number >= self.high)
         if too_low or too_high:
             raise ValueError
         return float(value)
@@ -179,7 +182,7 @@ class Bool(Check):
     example = True
     invalid_examples = ('no', 0, 1, None, 'True')
 
-    def normalize(self, value: object) -> object:
+    def normalize(self, value: Any) -> Any:
         if not isinstance(value, (bool, np.bool_)):
             raise ValueError
         return bool(value)
@@ -194,14 +197,14 @@ class Str(Check):
         self.expected = ('a name (str, Python identifier)' if identifier else
                          'a non-empty str' if nonempty else 'a str')
         self.example = 'a'
-        invalid = [5, None, b'a', ['a']]
+        invalid: list[object] = [5, None, b'a', ['a']]
         if nonempty or identifier:
             invalid.append('')
         if identifier:
             invalid.append('a b')
         self.invalid_examples = tuple(invalid)
 
-    def normalize(self, value: object) -> object:
+    def normalize(self, value: Any) -> Any:
         if not isinstance(value, str):
             raise ValueError
         if (self.nonempty or self.identifier) and not value:
@@ -220,7 +223,7 @@ class Choice(Check):
         self.example = choices[0]
         self.invalid_examples = ('no such choice', 3, None, ['a'])
 
-    def normalize(self, value: object) -> object:
+    def normalize(self, value: Any) -> Any:
         for choice in self.choices:
             if type(value) is type(choice) and value == choice:
                 return value
@@ -240,10 +243,10 @@ class Optional(Check):
         return tuple(v for v in self.check.invalid_examples if v is not None)
 
     @property
-    def kind(self) -> type | tuple | None:
+    def kind(self) -> Any:
         return self.check.kind
 
-    def normalize(self, value: object) -> object:
+    def normalize(self, value: Any) -> Any:
         return None if value is None else self.check.normalize(value)
 
     def restore(self, described: object) -> object:
@@ -270,7 +273,7 @@ class Instance(Check):
         self._example = example
 
     @property
-    def kind(self) -> type | tuple | None:
+    def kind(self) -> Any:
         if isinstance(self._kind, str):
             import importlib
             module, name = self._kind.split(':')
@@ -286,7 +289,7 @@ class Instance(Check):
     def example(self) -> object:
         return self._example() if callable(self._example) else self._example
 
-    def normalize(self, value: object) -> object:
+    def normalize(self, value: Any) -> Any:
         if isinstance(value, type) or not isinstance(value, self.kind):
             raise TypeError
         return value
@@ -313,7 +316,7 @@ class Callable(Check):
     def example(self) -> object:
         return _identity
 
-    def normalize(self, value: object) -> object:
+    def normalize(self, value: Any) -> Any:
         if not callable(value) or isinstance(value, type):
             raise TypeError
         return value
@@ -334,7 +337,7 @@ class Writable(Check):
         import io
         return io.StringIO()
 
-    def normalize(self, value: object) -> object:
+    def normalize(self, value: Any) -> Any:
         if not callable(getattr(value, 'write', None)):
             raise TypeError
         return value
@@ -347,7 +350,7 @@ class FloatDtype(Check):
     example = np.float32
     invalid_examples = (object, 'day', np.int32, 5, None, 'object')
 
-    def normalize(self, value: object) -> object:
+    def normalize(self, value: Any) -> Any:
         if value is None:
             raise TypeError
         try:
@@ -391,10 +394,10 @@ class ListOf(Check):
         return tuple(invalid)
 
     @property
-    def kind(self) -> type | tuple | None:
+    def kind(self) -> Any:
         return self.check.kind
 
-    def normalize(self, value: object) -> object:
+    def normalize(self, value: Any) -> Any:
         if isinstance(value, np.ndarray) and value.ndim == 1:
             value = value.tolist()  # NumPy scalars become Python numbers
         if not isinstance(value, (list, tuple)):
@@ -437,10 +440,10 @@ class DictOf(Check):
         return tuple(invalid)
 
     @property
-    def kind(self) -> type | tuple | None:
+    def kind(self) -> Any:
         return self.check.kind
 
-    def normalize(self, value: object) -> object:
+    def normalize(self, value: Any) -> Any:
         if not isinstance(value, dict) or (self.nonempty and not value):
             raise ValueError
         return type(value)((_inner(self.keys, k, f' key {k!r}'),
@@ -464,7 +467,7 @@ class AnyOf(Check):
 
     @property
     def invalid_examples(self) -> tuple:
-        invalid = []
+        invalid: list[object] = []
         for check in self.checks:
             for bad in check.invalid_examples:
                 if not any(_passes(c, bad) for c in self.checks) and \
@@ -473,7 +476,7 @@ class AnyOf(Check):
         return tuple(invalid)
 
     @property
-    def kind(self) -> type | tuple | None:
+    def kind(self) -> Any:
         kinds = tuple(c.kind for c in self.checks if c.kind is not None)
         return kinds[0] if len(kinds) == 1 else (kinds or None)
 
@@ -481,7 +484,7 @@ class AnyOf(Check):
     def example(self) -> object:
         return self.checks[0].example
 
-    def normalize(self, value: object) -> object:
+    def normalize(self, value: Any) -> Any:
         for check in self.checks:
             try:
                 return check.normalize(value)
@@ -527,7 +530,7 @@ class NumericArray(Check):
             invalid.append(np.ones((2,) * (min_ndim - 1)))
         self.invalid_examples = tuple(invalid)
 
-    def normalize(self, value: object) -> object:
+    def normalize(self, value: Any) -> Any:
         if isinstance(value, np.ma.MaskedArray):
             raise ValueError('masked arrays are not supported (their mask '
                              'would be lost); pass .filled(...) or a mask '
@@ -703,7 +706,7 @@ def checked_init(init: Callable_) -> Callable_:
             if validate is not None:
                 validate()
 
-    __init__.__checked__ = True
+    __init__.__checked__ = True  # type: ignore[attr-defined]
     return __init__
 
 

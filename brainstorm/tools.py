@@ -64,7 +64,7 @@ _TASK_ARGUMENTS = {
 def _check_distinct_names(owner: str, **names) -> None:
     """Input output names must differ (else one array feeds two roles)."""
     given = {k: v for k, v in names.items() if v is not None}
-    seen = {}
+    seen: dict = {}
     for argument, value in given.items():
         if value in seen:
             raise NetworkValidationError(

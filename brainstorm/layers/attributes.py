@@ -42,8 +42,8 @@ REQUIRED = _Required()
 
 
 def _is_int(value) -> bool:
-    return (isinstance(value, (int, np.integer))
-            and not isinstance(value, (bool, np.bool_))
+    return bool(isinstance(value, (int, np.integer))
+                and not isinstance(value, (bool, np.bool_))
             and value <= MAX_SIZE)
 
 

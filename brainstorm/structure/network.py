@@ -521,7 +521,7 @@ class Network(Seedable):
                     continue
                 # Several patterns may name one parameter: all their
                 # modifiers are installed, in the order of the dict (0.5).
-                mods = []
+                mods: list = []
                 for value in values:
                     mods.extend(value if isinstance(value, (list, tuple))
                                 else [value])
@@ -759,7 +759,9 @@ def check_stored_sizes(description, n_parameters: int, where: str,
             and description.get('@type') == 'Network'):
         raise error(f'{where} does not describe a Network.')
     try:
-        _, _, layout = _plan(description.get('architecture'))
+        # _plan validates what the file holds (None or any type included)
+        _, _, layout = _plan(
+            description.get('architecture'))  # type: ignore[arg-type]
         needed = int(layout['parameters']['@slice'][1]) - \
             int(layout['parameters']['@slice'][0])
         constant = _constant_size(layout)

@@ -140,7 +140,7 @@ def abort_on_exception(comm=None) -> None:
 # ---------------------------------------------------------- watchdog ----
 
 _LEAVE_TAG = 31337  # point-to-point messages announcing that a rank leaves
-_watchdogs = {}  # id(comm) -> _Watchdog
+_watchdogs: dict = {}  # id(comm) -> _Watchdog
 
 
 class _Watchdog:
@@ -172,8 +172,8 @@ class _Watchdog:
         self.timeout = timeout
         self.training = 0  # depth of running Trainer.train calls
         self.collective = None  # (what, monotonic start) while in one
-        self.gone = None  # (rank, reason) of a rank that left
-        self._requests = []
+        self.gone: tuple | None = None  # (rank, reason, during) of a rank that left
+        self._requests: list = []
         self._announced = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True,

@@ -117,8 +117,8 @@ class _FiniteCheck:
         self.net = net
         self.max_abs = max_abs
         self.limit = math.inf if max_abs is None else float(max_abs) ** 2
-        self.last_finite_loss = None
-        self.last_finite_update = None
+        self.last_finite_loss: float | None = None
+        self.last_finite_update: int | None = None
         params = net.buffer.parameters
         self._numpy = isinstance(params, np.ndarray) and params.ndim == 1
         if not self._numpy and params.size:
