@@ -39,6 +39,7 @@ from brainstorm.arguments import (
     Real,
     Str,
 )
+from brainstorm.parallel import world_rank_and_size
 from brainstorm.randomness import RandomState, Seedable
 from brainstorm.utils import IteratorValidationError
 
@@ -739,7 +740,7 @@ class Shard(DataIterator):
                  size: int | None = None):
         _check_iterator('Shard', iter)
         if rank is None or size is None:
-            world_rank, world_size = _world_rank_and_size()
+            world_rank, world_size = world_rank_and_size()
             rank = world_rank if rank is None else rank
             size = world_size if size is None else size
         if not _is_int(size) or size < 1:
@@ -786,13 +787,3 @@ class Shard(DataIterator):
             yield {name: values[:, start:stop]
                    for name, values in data.items()}
 
-
-def _world_rank_and_size() -> tuple[int, int]:
-    """Rank and size in ``MPI.COMM_WORLD``; (0, 1) without mpi4py or
-    without an MPI launcher (so MPI is not initialised needlessly)."""
-    from brainstorm.optional import has_mpi4py
-    from brainstorm.training.data_parallel import mpi_world_size
-    if not has_mpi4py or mpi_world_size() == 1:
-        return 0, 1
-    from mpi4py import MPI
-    return MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()

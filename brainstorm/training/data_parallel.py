@@ -30,7 +30,6 @@ with ``mpiexec -n 4 python script.py``.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 import traceback
@@ -40,59 +39,14 @@ import numpy as np
 
 from brainstorm.arguments import Arg, Bool, Instance
 from brainstorm.describable import Describable
+from brainstorm.parallel import mpi_module as _mpi
+from brainstorm.parallel import mpi_world_rank, mpi_world_size
 from brainstorm.training.steppers import SgdStepper, TrainingStepper
 from brainstorm.utils import TrainingValidationError
 
 __all__ = ['DataParallel', 'communicator_of', 'is_root_process',
            'mpi_world_size', 'mpi_world_rank', 'abort_on_exception',
            'announce_leaving', 'guarded', 'watchdog_of']
-
-# environment variables in which launchers announce the number of
-# processes and the rank of each (MPICH/Hydra, Open MPI, PMIx, MVAPICH)
-_SIZE_VARIABLES = ('PMI_SIZE', 'OMPI_COMM_WORLD_SIZE', 'PMIX_SIZE',
-                   'MV2_COMM_WORLD_SIZE')
-_RANK_VARIABLES = ('PMI_RANK', 'OMPI_COMM_WORLD_RANK', 'PMIX_RANK',
-                   'MV2_COMM_WORLD_RANK')
-
-
-def _mpi():
-    """The ``mpi4py.MPI`` module (initialises MPI on first use)."""
-    from brainstorm.optional import has_mpi4py, mpi4py_mock
-    if not has_mpi4py:
-        mpi4py_mock()  # raises the ImportError explaining the install
-    from mpi4py import MPI
-    return MPI
-
-
-def mpi_world_size() -> int:
-    """The number of processes ``mpiexec`` started, read from the
-    environment (MPICH/Hydra, Open MPI, PMIx, MVAPICH); 1 without a
-    launcher. Does not import mpi4py or initialise MPI.
-
-    Example:
-        >>> use_mpi = mpi_world_size() > 1  # doctest: +SKIP
-    """
-    return _from_environment(_SIZE_VARIABLES, 1)
-
-
-def mpi_world_rank() -> int:
-    """This process's rank among those ``mpiexec`` started, read from the
-    environment like :func:`mpi_world_size`; 0 without a launcher.
-
-    Example:
-        >>> if mpi_world_rank() > 0:  # doctest: +SKIP
-        ...     sys.stdout = open(os.devnull, 'w')  # only rank 0 prints
-    """
-    return _from_environment(_RANK_VARIABLES, 0)
-
-
-def _from_environment(names, default: int) -> int:
-    for name in names:
-        value = os.environ.get(name, '')
-        if value.isdigit():
-            return int(value)
-    return default
-
 
 _abort_installed: list = []
 

@@ -233,9 +233,9 @@ def test_communicator_of():
 
 
 def test_missing_mpi4py_raises_an_import_error_naming_the_extra(monkeypatch):
-    from brainstorm import optional
-    monkeypatch.setattr(optional, 'has_mpi4py', False)
-    monkeypatch.setattr(optional, 'mpi4py_mock',
+    from brainstorm import optional, parallel
+    monkeypatch.setattr(parallel, 'has_mpi4py', False)
+    monkeypatch.setattr(parallel, 'mpi4py_mock',
                         optional.MissingDependencyMock(optional._missing(
                             'mpi4py', 'mpi', ImportError('no mpi4py'))))
     stepper = DataParallel(MomentumStepper())
