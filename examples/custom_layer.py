@@ -1,15 +1,13 @@
 #!/usr/bin/env python
 """Write a layer, check it with brainstorm.testing, and train with it.
 
-``Square`` computes ``y = x**2 / 2`` elementwise, so ``dx += x * dy``. A layer is a
-constructor function returning a ``ConstructionWrapper`` and a ``Layer`` subclass
-named ``...LayerImpl`` whose ``setup`` declares the shapes of its outputs,
-parameters and internals and whose passes compute with the operations of
-``self.handler`` only. Square first passes ``run_layer_tests`` in every standard
-configuration (finite-difference deltas, accumulation into input deltas,
-independence from stale buffers), then trains in ``FullyConnected(500, linear) ->
-Square -> softmax output`` until the validation accuracy stops improving for 10
-epochs, on the data of ``bs.datasets.load_mnist`` (MNIST or scikit-learn's digits).
+``Square(name)`` returns a ``ConstructionWrapper`` of ``SquareLayerImpl``, which
+computes ``y = x**2 / 2`` elementwise (so ``dx += x * dy``) with ``self.handler``'s
+operations only; docs/custom_layer.rst explains each part. Square first passes
+``run_layer_tests`` in every standard configuration (finite-difference deltas,
+accumulation into input deltas, independence from stale buffers), then trains in
+``FullyConnected(500, linear) -> Square -> softmax output`` until the validation
+accuracy stops improving for 10 epochs, on MNIST or scikit-learn's digits.
 """
 
 import argparse
@@ -19,16 +17,11 @@ from collections import OrderedDict
 import numpy as np
 
 import brainstorm as bs
+from brainstorm import testing
 from brainstorm.layers.base_layer import Layer
 from brainstorm.structure.buffer_structure import BufferStructure, StructureTemplate
 from brainstorm.structure.construction import ConstructionWrapper
-from brainstorm.testing import (
-    get_test_configurations,
-    instantiate_layer,
-    run_layer_tests,
-)
 
-# ---- the layer ----------------------------------------------------------
 
 def Square(name: str | None = None) -> ConstructionWrapper:
     """Half the elementwise square of the input: ``y = x**2 / 2``.
@@ -52,26 +45,23 @@ class SquareLayerImpl(Layer):
     def forward_pass(self, buffers, training_pass=True):
         _h = self.handler
         x, y = buffers.inputs.default, buffers.outputs.default
-
         _h.mult_tt(x, x, y)
         _h.mult_st(0.5, y, y)
 
     def backward_pass(self, buffers):
-        _h = self.handler
-        x = buffers.inputs.default
-        dx, dy = buffers.input_deltas.default, buffers.output_deltas.default
-
+        x, dy = buffers.inputs.default, buffers.output_deltas.default
+        dx = buffers.input_deltas.default
         # add, never assign: dx may already hold deltas from other layers
-        _h.mult_add_tt(x, dy, dx)
+        self.handler.mult_add_tt(x, dy, dx)
 
 
 def check_layer() -> int:
     """Run the standard layer tests on Square; return how many passed."""
     passed = 0
     for in_shape in [(3,), (2, 3, 2)]:
-        for spec in get_test_configurations():
-            layer = instantiate_layer(SquareLayerImpl, {'default': in_shape})
-            run_layer_tests(layer, spec)  # raises LayerTestError on failure
+        for spec in testing.get_test_configurations():
+            layer = testing.instantiate_layer(SquareLayerImpl, {'default': in_shape})
+            testing.run_layer_tests(layer, spec)  # raises LayerTestError on failure
             passed += 1
     return passed
 
@@ -93,7 +83,6 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> dict:
     args = parse_args(argv)
     print(f'Square passed run_layer_tests in {check_layer()} configurations.')
-
     bs.global_rnd.set_seed(args.seed)
     data = bs.datasets.load_mnist(args.data_dir).limit(args.limit)
     print(f'Data: {data.origin}')
@@ -104,10 +93,8 @@ def main(argv=None) -> dict:
 
     inp, out = bs.tools.get_in_out_layers('classification', x_tr.shape[2:],
                                           data.nr_classes)
-    network = bs.Network.from_layer(
-        inp >> bs.layers.FullyConnected(500, activation='linear', name='FC')
-        >> Square(name='Square')
-        >> out)
+    hidden = bs.layers.FullyConnected(500, activation='linear', name='FC')
+    network = bs.Network.from_layer(inp >> hidden >> Square(name='Square') >> out)
     network.initialize(bs.initializers.Gaussian(0.05))
 
     trainer = bs.Trainer(bs.training.MomentumStepper(

@@ -1,17 +1,16 @@
 #!/usr/bin/env python
 """A character-level LSTM on the Hutter Prize data, or offline on CPython's text.
 
-Brainstorm 0.5's Hutter Prize example: one-hot characters -> one Lstm layer ->
-softmax over the next character (``create_net_from_spec``), Gaussian(0.01)
-weights, momentum 0.9. Data (``bs.datasets.load_hutter``): ``HutterPrize.hdf5``
-of ``data/create_hutter.py`` in ``$BRAINSTORM_DATA_DIR`` (or ``--data-dir``) with
-the settings of Brainstorm 0.5, otherwise, offline, the English text of CPython's
-help topics with smaller settings (run time: docs/quickstart.rst, "Run
-times"). The text is laid out in parallel streams so that batch ``k + 1``
-continues batch ``k``; the validation hook below carries the LSTM's state from
-batch to batch (training starts each batch from zero). Prints the unigram
-entropy of the validation text and the validation loss in bits per character;
-saves the best network to ``hutter_lstm_best.hdf5``.
+Brainstorm 0.5's Hutter Prize example: one-hot characters -> one Lstm layer -> softmax
+over the next character (``create_net_from_spec``), Gaussian(0.01) weights, momentum
+0.9. Data (``bs.datasets.load_hutter``): ``HutterPrize.hdf5`` of
+``data/create_hutter.py`` in ``$BRAINSTORM_DATA_DIR`` (or ``--data-dir``) with the
+settings of Brainstorm 0.5, otherwise, offline, the English text of CPython's help
+topics with smaller settings (run time: docs/quickstart.rst, "Run times"). The text is
+laid out in parallel streams so that batch ``k + 1`` continues batch ``k``; the
+validation hook below carries the LSTM's state from batch to batch (training starts each
+batch from zero). Prints the unigram entropy of the validation text and the validation
+loss in bits per character; saves the best network to ``hutter_lstm_best.hdf5``.
 """
 
 import argparse
@@ -23,16 +22,14 @@ import numpy as np
 import brainstorm as bs
 
 # settings per data set (chosen by the name of the data that was loaded)
-DEFAULTS = {
-    'hutter': {'epochs': 10, 'batch_size': 100, 'learning_rate': 0.01, 'size': 1000,
-               'clip_norm': None, 'valid_every': 3000},
-    'python_text': {'epochs': 4, 'batch_size': 100, 'learning_rate': 2.0,
-                    'size': 128, 'clip_norm': 5.0, 'valid_every': None}}
+DEFAULTS = {'hutter': {'epochs': 10, 'batch_size': 100, 'learning_rate': 0.01,
+                       'size': 1000, 'clip_norm': None, 'valid_every': 3000},
+            'python_text': {'epochs': 4, 'batch_size': 100, 'learning_rate': 2.0,
+                            'size': 128, 'clip_norm': 5.0, 'valid_every': None}}
 
 
 class MonitorLossWithContext(bs.hooks.MonitorLoss):
-    """``MonitorLoss`` carrying the network's context from batch to batch; it
-    also logs ``bits_per_character``."""
+    """MonitorLoss that carries the context between batches; logs bits_per_character."""
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
         context, batch_size = None, None
@@ -88,7 +85,6 @@ def main(argv=None) -> dict:
         return bs.data_iterators.OneHot(batches, {'default': data.nr_classes})
 
     getter_tr, getter_va = one_hot_batches(x_tr, y_tr), one_hot_batches(x_va, y_va)
-
     network = bs.tools.create_net_from_spec(
         'classification', data.nr_classes, data.nr_classes, f'L{settings["size"]}')
     network.initialize(bs.initializers.Gaussian(0.01))
@@ -104,7 +100,6 @@ def main(argv=None) -> dict:
         'validation.total_loss', filename=args.save, name='best weights',
         criterion='min', **when))
     trainer.add_hook(bs.hooks.StopAfterEpoch(settings['epochs']))
-
     start = time.time()
     trainer.train(network, getter_tr, valid_getter=getter_va)
     losses = trainer.logs['validation']['bits_per_character']
