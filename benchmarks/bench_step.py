@@ -309,7 +309,8 @@ def summarize(runs: list[dict]) -> tuple[float, str, float]:
             max(run['peak_rss'] for run in runs))
 
 
-def main(argv=None) -> int:
+def parse_arguments(argv):
+    """The command line: what to time, how often, and what to print."""
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--compare-torch', action='store_true',
                         help='also time the PyTorch equivalents')
@@ -327,6 +328,56 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.rounds < 1:
         parser.error('--repeats and --rounds must be positive')
+    return parser, args
+
+
+def print_table(results, workloads, torch_info) -> None:
+    """One row per workload: medians, ranges, peak memory and the ratios."""
+    columns = ['workload', 'brainstorm ms', 'range', 'peak MiB']
+    if torch_info:
+        columns += ['torch ms', 'range', 'peak MiB', 'ratio', 'memory ratio']
+    rows = [columns]
+    for workload in workloads:
+        bs_time, bs_spread, bs_rss = summarize(
+            results['brainstorm', workload])
+        row = [workload, f'{bs_time * 1e3:.1f}', bs_spread, megabytes(bs_rss)]
+        if torch_info:
+            th_time, th_spread, th_rss = summarize(results['torch', workload])
+            row += [f'{th_time * 1e3:.1f}', th_spread, megabytes(th_rss),
+                    f'{bs_time / th_time:.2f}', f'{bs_rss / th_rss:.2f}']
+        rows.append(row)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(columns))]
+    for row in rows:
+        print('  '.join(cell.rjust(width) for cell, width in zip(row, widths)))
+
+
+def print_pressure(results) -> None:
+    """Warn when other tasks competed for the cores during the runs."""
+    pressures = [run['cpu_pressure'] for runs in results.values()
+                 for run in runs if run['cpu_pressure'] is not None]
+    if pressures:
+        print(f'\nCPU pressure (share of time other tasks waited for a core, '
+              f'10 s average) after the measurements: {min(pressures):.0f}-'
+              f'{max(pressures):.0f}%; above a few percent the machine is '
+              'shared and the figures are not comparable.')
+
+
+def print_layer_times(results, workloads) -> None:
+    """brainstorm's per-layer medians of the last round."""
+    for workload in workloads:
+        runs = results['brainstorm', workload]
+        print(f'\n{workload}: brainstorm per-layer median ms '
+              '(last round)')
+        layer_times = runs[-1]['layers']
+        total = sum(layer_times.values())
+        for key, seconds in layer_times.items():
+            print(f'  {key:<40} {seconds * 1e3:8.2f}  '
+                  f'{100 * seconds / total:5.1f}%')
+        print(f'  {"sum":<40} {total * 1e3:8.2f}')
+
+
+def main(argv=None) -> int:
+    parser, args = parse_arguments(argv)
     if args.worker:
         run_worker(args.worker[0], args.worker[1], args.repeats, args.layers)
         return 0
@@ -345,42 +396,10 @@ def main(argv=None) -> int:
                 results[framework, workload].append(measure(
                     framework, workload, args.repeats,
                     args.layers and framework == 'brainstorm'))
-
-    columns = ['workload', 'brainstorm ms', 'range', 'peak MiB']
-    if torch_info:
-        columns += ['torch ms', 'range', 'peak MiB', 'ratio', 'memory ratio']
-    rows = [columns]
-    for workload in args.workloads:
-        bs_time, bs_spread, bs_rss = summarize(
-            results['brainstorm', workload])
-        row = [workload, f'{bs_time * 1e3:.1f}', bs_spread, megabytes(bs_rss)]
-        if torch_info:
-            th_time, th_spread, th_rss = summarize(results['torch', workload])
-            row += [f'{th_time * 1e3:.1f}', th_spread, megabytes(th_rss),
-                    f'{bs_time / th_time:.2f}', f'{bs_rss / th_rss:.2f}']
-        rows.append(row)
-    widths = [max(len(row[i]) for row in rows) for i in range(len(columns))]
-    for row in rows:
-        print('  '.join(cell.rjust(width) for cell, width in zip(row, widths)))
-    pressures = [run['cpu_pressure'] for runs in results.values()
-                 for run in runs if run['cpu_pressure'] is not None]
-    if pressures:
-        print(f'\nCPU pressure (share of time other tasks waited for a core, '
-              f'10 s average) after the measurements: {min(pressures):.0f}-'
-              f'{max(pressures):.0f}%; above a few percent the machine is '
-              'shared and the figures are not comparable.')
-
+    print_table(results, args.workloads, torch_info)
+    print_pressure(results)
     if args.layers:
-        for workload in args.workloads:
-            runs = results['brainstorm', workload]
-            print(f'\n{workload}: brainstorm per-layer median ms '
-                  '(last round)')
-            layer_times = runs[-1]['layers']
-            total = sum(layer_times.values())
-            for key, seconds in layer_times.items():
-                print(f'  {key:<40} {seconds * 1e3:8.2f}  '
-                      f'{100 * seconds / total:5.1f}%')
-            print(f'  {"sum":<40} {total * 1e3:8.2f}')
+        print_layer_times(results, args.workloads)
     return 0
 
 
