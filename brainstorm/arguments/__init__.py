@@ -82,8 +82,4 @@ __all__ = [
     'check_arguments',
     'declared_arguments',
     'declare',
-    'MAX_INT',
-    'check_value',
-    'checked_init',
-    'register_restorer',
 ]

@@ -85,8 +85,8 @@ def check_value(
     """Check one value against its declaration; return it normalised.
 
     Raises:
-        the class's ``__argument_error__`` (a ValidationError) naming the
-        owner, the argument, what was expected and what was received.
+        ValidationError: the class's ``__argument_error__``, naming the
+            owner, the argument, what was expected and what was received.
     """
     if value is None and arg.default is None:
         return None

@@ -1,12 +1,14 @@
 """Tools for building, inspecting and evaluating networks.
 
-* :mod:`~brainstorm.tools.building`: :func:`get_in_out_layers`,
-  :func:`create_net_from_spec`;
-* :mod:`~brainstorm.tools.evaluation`: :func:`evaluate`, :func:`extract`,
-  :func:`extract_and_save`;
-* :mod:`~brainstorm.tools.inspection`: :func:`get_network_info`,
-  :func:`print_network_info`, :func:`draw_network`;
-* :mod:`~brainstorm.tools.arrays`: :func:`shuffle_data`, :func:`split`.
+* :mod:`~brainstorm.tools.building`: ``get_in_out_layers``,
+  ``create_net_from_spec``;
+* :mod:`~brainstorm.tools.evaluation`: ``evaluate``, ``extract``,
+  ``extract_and_save``;
+* :mod:`~brainstorm.tools.inspection`: ``get_network_info``,
+  ``print_network_info``, ``draw_network``;
+* :mod:`~brainstorm.tools.arrays`: ``shuffle_data``, ``split``.
+
+All of them import from here: ``from brainstorm.tools import evaluate``.
 """
 
 from brainstorm.tools.arrays import shuffle_data, split

@@ -2,7 +2,7 @@
 
 :class:`TrainingStepper` binds a network's flat parameter array in
 ``start``, runs the passes in ``run`` and leaves the update rule
-(``_update``) to its subclasses. :class:`_Part` holds one contiguous range
+(``_update``) to its subclasses. ``_Part`` holds one contiguous range
 of the array with its state and scratch memory.
 """
 
