@@ -21,7 +21,7 @@ import numpy as np
 from brainstorm.utils import DescriptionError
 
 #: The function turning a description back into an object, registered by
-#: :mod:`brainstorm.describable` (``None`` until then).
+#: :mod:`brainstorm.describable` under the key ``restore`` (empty until then).
 _RESTORER: dict[str, Callable_] = {}
 
 
