@@ -12,6 +12,13 @@ import copy
 
 import numpy as np
 
+from brainstorm.arguments import (
+    REQUIRED,
+    check_value,
+    checked_init,
+    declared_arguments,
+    register_restorer,
+)
 from brainstorm.utils import DescriptionError, get_inheritors
 
 __all__ = ['Describable', 'get_description', 'create_from_description']
@@ -45,7 +52,6 @@ class Describable:
         super().__init_subclass__(**kwargs)
         init = cls.__dict__.get('__init__')
         if init is not None and not getattr(init, '__checked__', False):
-            from brainstorm.arguments import checked_init, declared_arguments
             if declared_arguments(cls):
                 cls.__init__ = checked_init(init)
 
@@ -80,8 +86,7 @@ class Describable:
             try:
                 description[key] = get_description(value)
             except TypeError as err:
-                raise TypeError(f'{err} (in {type(self).__name__}.{key})') \
-                    from None
+                raise TypeError(f'{err} (in {type(self).__name__}.{key})') from None
         description['@type'] = type(self).__name__
         return description
 
@@ -102,16 +107,13 @@ class Describable:
             ValidationError: (the class's own) for a value its declaration
                 refuses.
         """
-        from brainstorm.arguments import (
-            REQUIRED,
-            check_value,
-            declared_arguments,
-        )
         declared = declared_arguments(cls)
         # The library's own classes describe nothing beyond their
         # declarations; a user's subclass may add undeclared members.
-        strict = ('__arguments__' in cls.__dict__
-                  or cls.__module__.split('.')[0] == 'brainstorm')
+        strict = (
+            '__arguments__' in cls.__dict__
+            or cls.__module__.split('.')[0] == 'brainstorm'
+        )
         by_attr = {}
         for name, arg in declared.items():
             if not arg.init_only and not name.startswith('**'):
@@ -125,36 +127,13 @@ class Describable:
         for key, value in description.items():
             if key == '@type':
                 continue
-            if key not in by_attr:
-                if not isinstance(key, str) or (
-                        key.startswith('__') and key.endswith('__')) or (
-                        strict and key.startswith('_')):
-                    raise DescriptionError(
-                        f'{owner}: the key {key!r} is not allowed (private '
-                        f'or special attribute). Allowed keys: '
-                        f'{sorted(by_attr)}')
-                if strict:
-                    raise DescriptionError(
-                        f'{owner}: unknown key {key!r}. Allowed keys: '
-                        f'{sorted(by_attr)}')
-                setattr(instance, key, create_from_description(value))
-                continue
-            name, arg = by_attr[key]
-            try:
-                restored = arg.check.restore(value)
-            except DescriptionError as err:
-                raise DescriptionError(f'{owner}: {key}: {err}') from None
-            setattr(instance, key,
-                    check_value(owner, cls, name, arg, restored,
-                                shown=key if key != name else None))
-        for key, (_name, arg) in by_attr.items():
-            if key in description or arg.state or key in instance.__dict__:
-                continue
-            if arg.default is REQUIRED:
-                raise DescriptionError(
-                    f'{owner}: the key {key!r} is missing '
-                    f'({arg.check.expected}).')
-            setattr(instance, key, copy.deepcopy(arg.default))
+            if key in by_attr:
+                restored = _restore_declared(owner, cls, key, by_attr[key], value)
+            else:
+                _check_undeclared_key(owner, key, strict, by_attr)
+                restored = create_from_description(value)
+            setattr(instance, key, restored)
+        _set_missing_defaults(instance, owner, description, by_attr)
         instance.__init_from_description__(description)
         # the checks between arguments that the constructor makes too
         validate = getattr(instance, '__validate__', None)
@@ -164,6 +143,56 @@ class Describable:
 
     def __init_from_description__(self, description: dict) -> None:
         """Hook for subclasses to finish recreating themselves."""
+
+
+def _restore_declared(
+    owner: str, cls: type, key: str, declaration: tuple, value: object
+) -> object:
+    """Restore the described ``value`` of a declared attribute and check it."""
+    name, arg = declaration
+    try:
+        restored = arg.check.restore(value)
+    except DescriptionError as err:
+        raise DescriptionError(f'{owner}: {key}: {err}') from None
+    return check_value(
+        owner, cls, name, arg, restored, shown=key if key != name else None
+    )
+
+
+def _check_undeclared_key(owner: str, key: object, strict: bool, by_attr: dict) -> None:
+    """Refuse an undeclared key: always if private or special, else if strict."""
+    if (
+        not isinstance(key, str)
+        or (key.startswith('__') and key.endswith('__'))
+        or (strict and key.startswith('_'))
+    ):
+        raise DescriptionError(
+            f'{owner}: the key {key!r} is not allowed (private '
+            f'or special attribute). Allowed keys: '
+            f'{sorted(by_attr)}'
+        )
+    if strict:
+        raise DescriptionError(
+            f'{owner}: unknown key {key!r}. Allowed keys: {sorted(by_attr)}'
+        )
+
+
+def _set_missing_defaults(
+    instance: object, owner: str, description: dict, by_attr: dict
+) -> None:
+    """Give each declared attribute absent from ``description`` its default.
+
+    Raises:
+        DescriptionError: for a missing attribute that has no default.
+    """
+    for key, (_name, arg) in by_attr.items():
+        if key in description or arg.state or key in instance.__dict__:
+            continue
+        if arg.default is REQUIRED:
+            raise DescriptionError(
+                f'{owner}: the key {key!r} is missing ({arg.check.expected}).'
+            )
+        setattr(instance, key, copy.deepcopy(arg.default))
 
 
 def _equal(a, b) -> bool:
@@ -218,7 +247,8 @@ def _find_describable_class(name):
             return klass
     raise DescriptionError(
         f"No Describable class named '{name}' is known. Import the module "
-        'that defines it before loading the description.')
+        'that defines it before loading the description.'
+    )
 
 
 _PLAIN = (str, int, float, bool, type(None))
@@ -242,18 +272,19 @@ def create_from_description(description, expected=None):
     if isinstance(description, dict):
         if '@type' in description:
             klass = _find_describable_class(description['@type'])
-            if expected is not None and not (
-                    expected and issubclass(klass, expected)):
-                kinds = expected if isinstance(expected, tuple) else \
-                    (expected,)
-                wanted = (' or '.join(k.__name__ for k in kinds) if kinds
-                          else 'a plain value (no @type)')
+            if expected is not None and not (expected and issubclass(klass, expected)):
+                kinds = expected if isinstance(expected, tuple) else (expected,)
+                wanted = (
+                    ' or '.join(k.__name__ for k in kinds)
+                    if kinds
+                    else 'a plain value (no @type)'
+                )
                 raise DescriptionError(
                     f"'@type' {klass.__name__!r} is not allowed here: "
-                    f'expected {wanted}.')
+                    f'expected {wanted}.'
+                )
             return klass.__new_from_description__(description)
-        return {k: create_from_description(v, expected)
-                for k, v in description.items()}
+        return {k: create_from_description(v, expected) for k, v in description.items()}
     if isinstance(description, list):
         return [create_from_description(x, expected) for x in description]
     if isinstance(description, _PLAIN):
@@ -261,4 +292,10 @@ def create_from_description(description, expected=None):
     raise DescriptionError(
         f'create_from_description: {type(description).__name__} is not a '
         f'description (expected a dict, list, str, number, bool or None). '
-        f'Received: {description!r:.80}')
+        f'Received: {description!r:.80}'
+    )
+
+
+# Checks restore nested descriptions through this function; the arguments
+# package sits below this module and cannot import it.
+register_restorer(create_from_description)

@@ -212,7 +212,7 @@ def test_print_network_info(capsys):
 
 
 def test_draw_network_without_graphviz(tmp_path, monkeypatch):
-    monkeypatch.setattr(tools.shutil, 'which', lambda name: None)
+    monkeypatch.setattr(tools.inspection.shutil, 'which', lambda name: None)
     with pytest.warns(UserWarning,
                       match="Graphviz's 'dot' program was not found"):
         result = draw_network(xor_net(), str(tmp_path / 'net.png'))
@@ -226,8 +226,8 @@ def test_draw_network_without_graphviz(tmp_path, monkeypatch):
 
 def test_draw_network_with_graphviz(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(tools.shutil, 'which', lambda name: '/usr/bin/dot')
-    monkeypatch.setattr(tools.subprocess, 'run',
+    monkeypatch.setattr(tools.inspection.shutil, 'which', lambda name: '/usr/bin/dot')
+    monkeypatch.setattr(tools.inspection.subprocess, 'run',
                         lambda args, check: calls.append(args))
     result = draw_network(xor_net(), str(tmp_path / 'net.svg'))
     assert result == str(tmp_path / 'net.svg')

@@ -1,0 +1,85 @@
+"""Declared arguments: one place per class for what its arguments may be.
+
+A class lists its arguments once, in ``__arguments__`` (merged along the
+MRO)::
+
+    class Hook(Describable):
+        __arguments__ = {
+            'name': Arg(Optional(Str()), default=None, attr='__name__'),
+            'timescale': Arg(Choice('epoch', 'update'), default='epoch'),
+            'interval': Arg(Int(1), default=1),
+        }
+
+The declarations are used
+
+* by ``__init__``: :class:`~brainstorm.describable.Describable` wraps the
+  ``__init__`` of every class that declares arguments, so each declared
+  argument is checked (and normalised, e.g. ``np.int64(3)`` -> ``3``) when
+  the constructor is called, before its body runs;
+* by restoring from a description
+  (:func:`~brainstorm.describable.create_from_description`): only declared
+  attributes are taken, each goes through the same check, and a nested
+  ``@type`` must be of the kind the check expects where it stands
+  (:class:`Instance` gives the kind);
+* by the tests: every check lists ``invalid_examples`` (values it must
+  refuse) and an ``example`` (a value it accepts), from which the bad-input
+  suite is generated.
+
+A check is any object with ``expected`` (a phrase completing "must be
+..."), ``example``, ``invalid_examples``, ``normalize(value)`` (return the
+normalised value or raise ``ValueError``/``TypeError``) and
+``restore(described)`` (turn a described value back into an object, refusing
+descriptions of the wrong kind). The layer constraints of
+:mod:`brainstorm.layers.attributes` follow the same protocol.
+"""
+
+from brainstorm.arguments.checks import (
+    MAX_INT,
+    SEED,
+    Bool,
+    Callable,
+    Check,
+    Choice,
+    FloatDtype,
+    Instance,
+    Int,
+    Optional,
+    Real,
+    Str,
+    Writable,
+    register_restorer,
+)
+from brainstorm.arguments.containers import AnyOf, DictOf, ListOf, NumericArray
+from brainstorm.arguments.declaring import (
+    REQUIRED,
+    Arg,
+    check_arguments,
+    check_value,
+    checked_init,
+    declare,
+    declared_arguments,
+)
+
+__all__ = [
+    'REQUIRED',
+    'Arg',
+    'Check',
+    'Int',
+    'Real',
+    'Bool',
+    'Str',
+    'Choice',
+    'Optional',
+    'Instance',
+    'Callable',
+    'Writable',
+    'FloatDtype',
+    'SEED',
+    'ListOf',
+    'DictOf',
+    'AnyOf',
+    'NumericArray',
+    'check_arguments',
+    'declared_arguments',
+    'declare',
+]

@@ -1,0 +1,306 @@
+"""Wrappers that change another iterator's data: noise, flips, padding, crops."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from brainstorm.arguments import (
+    Arg,
+    DictOf,
+    Instance,
+    Int,
+    ListOf,
+    Optional,
+    Real,
+)
+from brainstorm.data_iterators.base import (
+    DataIterator,
+    _check_5d,
+    _check_iterator,
+    _check_names,
+    _check_numbers,
+    _is_int,
+)
+from brainstorm.data_iterators.sources import _example_iterator
+from brainstorm.utils import IteratorValidationError
+
+
+class AddGaussianNoise(DataIterator):
+    """Add Gaussian noise to some of the data (into new arrays).
+
+    Args:
+        iter: the wrapped iterator (kept as ``self.iter``).
+        std_dict: data name -> standard deviation of the noise.
+        mean_dict: data name -> mean of the noise (default 0); must have the
+            same names as ``std_dict`` if given.
+    """
+
+    __arguments__ = {
+        'iter': Arg(Instance(DataIterator, example=_example_iterator)),
+        'std_dict': Arg(DictOf(Real(0))),
+        'mean_dict': Arg(Optional(DictOf(Real())), default=None),
+    }
+
+    def __init__(
+        self,
+        iter: DataIterator,
+        std_dict: dict[str, float],
+        mean_dict: dict[str, float] | None = None,
+    ):
+        _check_iterator('AddGaussianNoise', iter)
+        _check_names('AddGaussianNoise', 'std_dict', std_dict, iter)
+        _check_numbers('AddGaussianNoise', 'std_dict', std_dict, low=0)
+        if mean_dict is None:
+            mean_dict = {name: 0.0 for name in std_dict}
+        _check_names('AddGaussianNoise', 'mean_dict', mean_dict, iter)
+        if set(mean_dict) != set(std_dict):
+            raise IteratorValidationError(
+                'AddGaussianNoise: mean_dict and std_dict must name the same '
+                f'data. Received: std_dict keys {sorted(std_dict)}, '
+                f'mean_dict keys {sorted(mean_dict)}'
+            )
+        _check_numbers('AddGaussianNoise', 'mean_dict', mean_dict)
+        super().__init__(dict(iter.data_shapes), iter.length)
+        self.iter = iter
+        self.std_dict = dict(std_dict)
+        self.mean_dict = dict(mean_dict)
+
+    def __call__(self, handler=None):
+        """Return a generator over the noisy batches of one pass."""
+        for data in self.iter(handler):
+            data = dict(data)
+            for name, std in self.std_dict.items():
+                values = data[name]
+                noise = self.rnd.normal(self.mean_dict[name], std, size=values.shape)
+                if np.issubdtype(values.dtype, np.floating):
+                    noise = noise.astype(values.dtype)
+                data[name] = values + noise
+            yield data
+
+
+class AddSaltNPepper(DataIterator):
+    """Set random entries to 1 (salt) or 0 (pepper), in a copy of the data.
+
+    For each entry ``u ~ U[0, 1)`` is drawn: ``u >= 1 - p * r`` sets it to 1
+    and ``u <= p * (1 - r)`` sets it to 0, so a fraction ``p`` of the entries
+    is changed and ``r`` of those become 1.
+
+    Args:
+        iter: the wrapped iterator (kept as ``self.iter``).
+        prob_dict: data name -> probability ``p`` in [0, 1].
+        ratio_dict: data name -> salt ratio ``r`` in [0, 1] (default 0.5).
+    """
+
+    __arguments__ = {
+        'iter': Arg(Instance(DataIterator, example=_example_iterator)),
+        'prob_dict': Arg(DictOf(Real(0, 1))),
+        'ratio_dict': Arg(Optional(DictOf(Real(0, 1))), default=None),
+    }
+
+    def __init__(
+        self,
+        iter: DataIterator,
+        prob_dict: dict[str, float],
+        ratio_dict: dict[str, float] | None = None,
+    ):
+        _check_iterator('AddSaltNPepper', iter)
+        _check_names('AddSaltNPepper', 'prob_dict', prob_dict, iter)
+        _check_numbers('AddSaltNPepper', 'prob_dict', prob_dict, 0, 1)
+        ratio_dict = {} if ratio_dict is None else ratio_dict
+        _check_names('AddSaltNPepper', 'ratio_dict', ratio_dict, iter)
+        _check_numbers('AddSaltNPepper', 'ratio_dict', ratio_dict, 0, 1)
+        for name in ratio_dict:
+            if name not in prob_dict:
+                raise IteratorValidationError(
+                    f"AddSaltNPepper: ratio_dict names '{name}' which is not "
+                    f'in prob_dict {sorted(prob_dict)}'
+                )
+        super().__init__(dict(iter.data_shapes), iter.length)
+        self.iter = iter
+        self.prob_dict = dict(prob_dict)
+        self.ratio_dict = {name: ratio_dict.get(name, 0.5) for name in prob_dict}
+
+    def __call__(self, handler=None):
+        """Return a generator over the noisy batches of one pass."""
+        for data in self.iter(handler):
+            data = dict(data)
+            for name, prob in self.prob_dict.items():
+                ratio = self.ratio_dict[name]
+                values = np.array(data[name])
+                u = self.rnd.uniform(size=values.shape)
+                values[u >= 1 - prob * ratio] = 1
+                values[u <= prob * (1 - ratio)] = 0
+                data[name] = values
+            yield data
+
+
+class Flip(DataIterator):
+    """Randomly mirror images along their width axis.
+
+    Each sample of 5-D data ``(T, B, H, W, C)`` is flipped along W (axis 3)
+    with the given probability, the same way at all time steps. Flipped
+    batches are new arrays; the source data is never changed.
+
+    Args:
+        iter: the wrapped iterator (kept as ``self.iter``).
+        prob_dict: data name -> flip probability in [0, 1]; default
+            ``{'default': 0.5}``.
+    """
+
+    __arguments__ = {
+        'iter': Arg(Instance(DataIterator, example=_example_iterator)),
+        'prob_dict': Arg(Optional(DictOf(Real(0, 1))), default=None),
+    }
+
+    def __init__(self, iter: DataIterator, prob_dict: dict[str, float] | None = None):
+        _check_iterator('Flip', iter)
+        prob_dict = {'default': 0.5} if prob_dict is None else prob_dict
+        _check_names('Flip', 'prob_dict', prob_dict, iter)
+        _check_numbers('Flip', 'prob_dict', prob_dict, 0, 1)
+        _check_5d('Flip', prob_dict, iter)
+        super().__init__(dict(iter.data_shapes), iter.length)
+        self.iter = iter
+        self.prob_dict = dict(prob_dict)
+
+    def __call__(self, handler=None):
+        """Return a generator over the randomly flipped batches."""
+        for data in self.iter(handler):
+            data = dict(data)
+            for name, prob in self.prob_dict.items():
+                values = data[name]
+                flip = self.rnd.uniform(size=values.shape[1]) < prob
+                if flip.any():
+                    flipped = np.array(values)
+                    flipped[:, flip] = values[:, flip, :, ::-1]
+                    data[name] = flipped
+            yield data
+
+
+class Pad(DataIterator):
+    """Pad images ``(T, B, H, W, C)`` by ``size`` on each side of H and W.
+
+    The result is a new float64 array of shape
+    ``(T, B, H + 2 size, W + 2 size, C)``.
+
+    Args:
+        iter: the wrapped iterator (kept as ``self.iter``).
+        size_dict: data name -> padding size (int >= 0).
+        value_dict: data name -> padding value (default 0).
+    """
+
+    __arguments__ = {
+        'iter': Arg(Instance(DataIterator, example=_example_iterator)),
+        'size_dict': Arg(DictOf(Int(0))),
+        'value_dict': Arg(Optional(DictOf(Real())), default=None),
+    }
+
+    def __init__(
+        self,
+        iter: DataIterator,
+        size_dict: dict[str, int],
+        value_dict: dict[str, float] | None = None,
+    ):
+        _check_iterator('Pad', iter)
+        _check_names('Pad', 'size_dict', size_dict, iter)
+        _check_5d('Pad', size_dict, iter)
+        for name, size in size_dict.items():
+            if not _is_int(size) or size < 0:
+                raise IteratorValidationError(
+                    f"Pad: size_dict['{name}'] must be an int >= 0. Received: {size!r}"
+                )
+        value_dict = {} if value_dict is None else value_dict
+        _check_names('Pad', 'value_dict', value_dict, iter)
+        _check_numbers('Pad', 'value_dict', value_dict)
+        for name in value_dict:
+            if name not in size_dict:
+                raise IteratorValidationError(
+                    f"Pad: value_dict names '{name}' which is not in "
+                    f'size_dict {sorted(size_dict)}'
+                )
+        data_shapes = dict(iter.data_shapes)
+        for name, size in size_dict.items():
+            t, b, h, w, c = data_shapes[name]
+            data_shapes[name] = (t, b, h + 2 * size, w + 2 * size, c)
+        super().__init__(data_shapes, iter.length)
+        self.iter = iter
+        self.size_dict = {name: int(s) for name, s in size_dict.items()}
+        self.value_dict = {name: value_dict.get(name, 0.0) for name in size_dict}
+
+    def __call__(self, handler=None):
+        """Return a generator over the padded batches."""
+        for data in self.iter(handler):
+            data = dict(data)
+            for name, size in self.size_dict.items():
+                values = data[name]
+                t, b, h, w, c = values.shape
+                padded = np.full(
+                    (t, b, h + 2 * size, w + 2 * size, c),
+                    self.value_dict[name],
+                    dtype=np.float64,
+                )
+                padded[:, :, size : size + h, size : size + w] = values
+                data[name] = padded
+            yield data
+
+
+class RandomCrop(DataIterator):
+    """Crop a random ``(h, w)`` window out of images ``(T, B, H, W, C)``.
+
+    Each sample gets its own corner, drawn uniformly from all valid corners
+    (both ends inclusive), used at all time steps. The result is a new
+    float64 array of shape ``(T, B, h, w, C)``.
+
+    Args:
+        iter: the wrapped iterator (kept as ``self.iter``).
+        shape_dict: data name -> ``(h, w)`` with ``h <= H`` and ``w <= W``.
+    """
+
+    __arguments__ = {
+        'iter': Arg(Instance(DataIterator, example=_example_iterator)),
+        'shape_dict': Arg(DictOf(ListOf(Int(1), as_tuple=True, length=2))),
+    }
+
+    def __init__(self, iter: DataIterator, shape_dict: dict[str, tuple[int, int]]):
+        _check_iterator('RandomCrop', iter)
+        _check_names('RandomCrop', 'shape_dict', shape_dict, iter)
+        _check_5d('RandomCrop', shape_dict, iter)
+        data_shapes = dict(iter.data_shapes)
+        for name, crop in shape_dict.items():
+            t, b, h, w, c = data_shapes[name]
+            if (
+                not isinstance(crop, (tuple, list))
+                or len(crop) != 2
+                or not all(_is_int(x) and x >= 1 for x in crop)
+            ):
+                raise IteratorValidationError(
+                    f"RandomCrop: shape_dict['{name}'] must be a tuple of two "
+                    f'positive ints (h, w). Received: {crop!r}'
+                )
+            if crop[0] > h or crop[1] > w:
+                raise IteratorValidationError(
+                    f"RandomCrop: crop {tuple(crop)} for data '{name}' is "
+                    f'larger than its images ({h}, {w})'
+                )
+            data_shapes[name] = (t, b, int(crop[0]), int(crop[1]), c)
+        super().__init__(data_shapes, iter.length)
+        self.iter = iter
+        self.shape_dict = {
+            name: (int(c[0]), int(c[1])) for name, c in shape_dict.items()
+        }
+
+    def __call__(self, handler=None):
+        """Return a generator over the randomly cropped batches."""
+        for data in self.iter(handler):
+            data = dict(data)
+            for name, (crop_h, crop_w) in self.shape_dict.items():
+                values = data[name]
+                t, b, h, w, c = values.shape
+                tops = self.rnd.randint(0, h - crop_h + 1, size=b)
+                lefts = self.rnd.randint(0, w - crop_w + 1, size=b)
+                cropped = np.empty((t, b, crop_h, crop_w, c), dtype=np.float64)
+                for i, (top, left) in enumerate(zip(tops, lefts)):
+                    cropped[:, i] = values[
+                        :, i, top : top + crop_h, left : left + crop_w
+                    ]
+                data[name] = cropped
+            yield data

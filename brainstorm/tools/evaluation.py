@@ -1,0 +1,244 @@
+"""Evaluating networks and extracting their buffers, into arrays or an HDF5 file."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import h5py
+import numpy as np
+
+from brainstorm.arguments import (
+    AnyOf,
+    Arg,
+    Instance,
+    ListOf,
+    Optional,
+    Str,
+    declare,
+)
+from brainstorm.scorers import (
+    Scorer,
+    aggregate_losses_and_scores,
+    gather_losses_and_scores,
+)
+from brainstorm.structure.layout import get_buffer_type
+from brainstorm.structure.network import Network
+from brainstorm.training.utils import run_network
+from brainstorm.utils import (
+    NetworkValidationError,
+    get_brainstorm_info,
+    get_by_path,
+)
+
+BUFFERS_FILE_FORMAT = b'Buffers file v1.0'
+
+_NETWORK = Instance(Network)
+_BUFFER_NAMES = AnyOf(Str(nonempty=True), ListOf(Str(nonempty=True), nonempty=True))
+
+
+@declare(
+    NetworkValidationError,
+    network=Arg(_NETWORK),
+    scorers=Arg(ListOf(Instance(Scorer)), default=()),
+    out_name=Arg(Str(), default=''),
+    targets_name=Arg(Str(nonempty=True), default='targets'),
+    mask_name=Arg(Optional(Str()), default=None),
+)
+def evaluate(
+    network,
+    iter,
+    scorers=(),
+    out_name: str = '',
+    targets_name: str = 'targets',
+    mask_name: str | None = None,
+    *,
+    comm=None,
+) -> OrderedDict:
+    """Return the losses and scores of ``network`` over one pass of ``iter``.
+
+    The forward passes run with ``training_pass=False``.
+
+    Args:
+        network: the network.
+        iter: the data iterator.
+        scorers: scorers to evaluate (see :mod:`brainstorm.scorers`).
+        out_name: output path for scorers without their own.
+        targets_name: targets name for scorers without their own.
+        mask_name: mask name for scorers without their own.
+        comm: an MPI communicator: the figures are joined over all its
+            ranks (each evaluating its own part of the data).
+
+    Returns:
+        OrderedDict: the losses (batch-size weighted means), then the
+        scores.
+
+    Example:
+        >>> import numpy as np
+        >>> import brainstorm as bs
+        >>> inp, out = bs.tools.get_in_out_layers('classification', 2, 2)
+        >>> net = bs.Network.from_layer(inp >> out)
+        >>> net.initialize(0.0)  # all outputs equal: every class gets 1/2
+        >>> data = bs.data_iterators.Minibatches(
+        ...     5, default=np.ones((1, 10, 2)), targets=np.zeros((1, 10, 1)))
+        >>> scores = bs.tools.evaluate(net, data, scorers=[bs.scorers.Accuracy()],
+        ...                            out_name='Output.outputs.predictions')
+        >>> round(scores['total_loss'], 4)  # ln 2 per sample, averaged
+        0.6931
+    """
+    scorers = list(scorers)
+    scores: OrderedDict = OrderedDict()
+    for _ in run_network(network, iter):
+        network.forward_pass(training_pass=False)
+        gather_losses_and_scores(
+            network,
+            scorers,
+            scores,
+            out_name=out_name,
+            targets_name=targets_name,
+            mask_name=mask_name or '',
+        )
+    return aggregate_losses_and_scores(scores, network, scorers, comm=comm)
+
+
+def _buffer_type(network, path: str) -> int:
+    try:
+        node = get_by_path(network.layout, path)
+    except KeyError:
+        raise NetworkValidationError(
+            f"Unknown buffer '{path}'. Layers: {list(network.layers)}"
+        ) from None
+    if '@shape' not in node:
+        raise NetworkValidationError(
+            f"'{path}' is a view, not a buffer. Its entries: "
+            f'{[k for k in node if not k.startswith("@")]}'
+        )
+    return get_buffer_type(node['@shape'])
+
+
+def _as_names(buffer_names) -> list:
+    if isinstance(buffer_names, str):
+        return [buffer_names]
+    return list(buffer_names)
+
+
+def _extract_batches(network, iter, names):
+    """Yield ``{path: array}`` per batch after a forward pass."""
+    time_sized = {name for name in names if _buffer_type(network, name) == 2}
+    for _ in run_network(network, iter, all_inputs=False):
+        network.forward_pass(training_pass=False)
+        # Layers with a context keep an extra time slot after the data's
+        # last step; only the data's time steps are results.
+        time_size = network.buffer_manager.time_size
+        yield {
+            name: network.get(name)[:time_size]
+            if name in time_sized
+            else network.get(name)
+            for name in names
+        }
+
+
+def _pad_time(array: np.ndarray, time_steps: int) -> np.ndarray:
+    if array.shape[0] == time_steps:
+        return array
+    padded = np.zeros((time_steps,) + array.shape[1:], dtype=array.dtype)
+    padded[: array.shape[0]] = array
+    return padded
+
+
+@declare(NetworkValidationError, network=Arg(_NETWORK), buffer_names=Arg(_BUFFER_NAMES))
+def extract(network, iter, buffer_names) -> dict:
+    """Run the network over ``iter`` and collect buffers.
+
+    Time-sized buffers are returned as ``(T, N_total, ...)`` (batches with
+    fewer time steps are zero-padded to the longest), batch-sized ones as
+    ``(N_total, ...)``, constant ones as they are.
+
+    Args:
+        network: the network.
+        iter: a data iterator (missing inputs are allowed).
+        buffer_names: a dotted buffer path or a list of them, e.g.
+            ``'Output.outputs.predictions'``.
+
+    Returns:
+        dict path -> NumPy array.
+    """
+    names = _as_names(buffer_names)
+    types = {name: _buffer_type(network, name) for name in names}
+    collected: dict = {name: [] for name in names}
+    for batch in _extract_batches(network, iter, names):
+        for name, array in batch.items():
+            collected[name].append(array)
+    result: dict = {}
+    for name, arrays in collected.items():
+        if not arrays:
+            result[name] = None
+        elif types[name] == 2:
+            time_steps = max(a.shape[0] for a in arrays)
+            result[name] = np.concatenate(
+                [_pad_time(a, time_steps) for a in arrays], axis=1
+            )
+        elif types[name] == 1:
+            result[name] = np.concatenate(arrays, axis=0)
+        else:
+            result[name] = arrays[-1]
+    return result
+
+
+@declare(
+    NetworkValidationError,
+    network=Arg(_NETWORK),
+    buffer_names=Arg(_BUFFER_NAMES),
+    file_name=Arg(Str(nonempty=True)),
+)
+def extract_and_save(network, iter, buffer_names, file_name: str) -> None:
+    """Like :func:`extract`, but write each buffer into an HDF5 file.
+
+    Each buffer becomes a dataset, written as the batches come; the file
+    has the attributes ``info`` and ``format = b'Buffers file v1.0'``.
+
+    Datasets grow along the batch axis, and along the time axis when a
+    later batch is longer (shorter batches are zero-padded).
+
+    Args:
+        network: the network.
+        iter: a data iterator.
+        buffer_names: a dotted buffer path or a list of them.
+        file_name: the HDF5 file to write.
+    """
+    names = _as_names(buffer_names)
+    types = {name: _buffer_type(network, name) for name in names}
+    with h5py.File(file_name, 'w') as f:
+        f.attrs['info'] = np.bytes_(get_brainstorm_info())
+        f.attrs['format'] = np.bytes_(BUFFERS_FILE_FORMAT)
+        for batch in _extract_batches(network, iter, names):
+            for name, array in batch.items():
+                kind = types[name]
+                if kind == 0:
+                    if name in f:
+                        del f[name]
+                    f.create_dataset(name, data=array)
+                    continue
+                axis = 1 if kind == 2 else 0
+                if name not in f:
+                    maxshape = list(array.shape)
+                    maxshape[axis] = None
+                    if kind == 2:
+                        maxshape[0] = None
+                    f.create_dataset(
+                        name, data=array, maxshape=maxshape, chunks=True, fillvalue=0
+                    )
+                    continue
+                dataset = f[name]
+                shape = list(dataset.shape)
+                start = shape[axis]
+                shape[axis] += array.shape[axis]
+                if kind == 2:
+                    shape[0] = max(shape[0], array.shape[0])
+                dataset.resize(shape)
+                if kind == 2:
+                    dataset[: array.shape[0], start:] = array
+                else:
+                    dataset[start:] = array
+
+
+# ------------------------------------------------------------ inspection ---

@@ -1,0 +1,259 @@
+"""Steppers that adapt the step size per parameter: RMSProp, Adam, AdamW."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from brainstorm.arguments import Arg, Real
+from brainstorm.training.steppers.base import TrainingStepper, _check_learning_rate
+from brainstorm.training.utils import check_number
+
+
+class RMSPropStepper(TrainingStepper):
+    """RMSProp: divide the gradient by a running RMS of recent gradients.
+
+    ``s <- decay * s + (1 - decay) * g²``;
+    ``θ -= learning_rate * g / (sqrt(s) + epsilon)``; ``s`` is zero at
+    :meth:`start`.
+
+    Args:
+        learning_rate: step size (>= 0).
+        decay: decay of the running mean square, in [0, 1).
+        epsilon: added to the root for stability (> 0).
+        clip_norm: see :class:`TrainingStepper`.
+
+    Example:
+        >>> import numpy as np
+        >>> import brainstorm as bs
+        >>> bs.global_rnd.set_seed(1)
+        >>> inp, out = bs.tools.get_in_out_layers('regression', 2, 1)
+        >>> net = bs.Network.from_layer(inp >> out)
+        >>> net.initialize(0.0)
+        >>> data = bs.data_iterators.Minibatches(
+        ...     4, default=np.ones((1, 8, 2)), targets=np.ones((1, 8, 1)))
+        >>> trainer = bs.Trainer(bs.training.RMSPropStepper(learning_rate=0.01),
+        ...                      verbose=False)
+        >>> trainer.add_hook(bs.hooks.StopAfterEpoch(2))
+        >>> trainer.train(net, data)
+        >>> bool(net.get('parameters').any())  # learned: no longer all 0
+        True
+    """
+
+    __arguments__ = {
+        'learning_rate': Arg(Real(0), default=0.001),
+        'decay': Arg(Real(0, 1, include_high=False), default=0.9),
+        'epsilon': Arg(Real(0, include_low=False), default=1e-8),
+    }
+
+    def __init__(
+        self,
+        learning_rate: float = 0.001,
+        decay: float = 0.9,
+        epsilon: float = 1e-8,
+        clip_norm: float | None = None,
+    ):
+        self.learning_rate = learning_rate
+        self.decay = decay
+        self.epsilon = epsilon
+        super().__init__(clip_norm)
+
+    def _check_hyperparameters(self) -> None:
+        super()._check_hyperparameters()
+        name = type(self).__name__
+        _check_learning_rate(self)
+        check_number(name, 'decay', self.decay, 0, 1, include_high=False)
+        check_number(name, 'epsilon', self.epsilon, 0, include_low=False)
+
+    def _allocate_state(self, handler, part) -> None:
+        part.state['mean_square'] = handler.zeros(part.parameters.shape)
+
+    def _update(self) -> None:
+        h = self.net.handler
+        lr, rho = float(self.learning_rate), float(self.decay)
+        for part in self._parts:
+            g, s, tmp = part.gradients, part.state['mean_square'], part.tmp
+            h.mult_st(rho, s, s)
+            h.mult_tt(g, g, tmp)
+            h.mult_add_st(1.0 - rho, tmp, s)
+            h.sqrt_t(s, tmp)
+            h.add_st(float(self.epsilon), tmp, tmp)
+            h.divide_tt(g, tmp, tmp)
+            h.mult_add_st(-lr, tmp, part.parameters)
+
+
+class AdamStepper(TrainingStepper):
+    """Adam (Kingma & Ba, 2015) with bias correction.
+
+    With step count ``t`` (1 at the first step):
+    ``m <- beta1 * m + (1 - beta1) * g``,
+    ``v <- beta2 * v + (1 - beta2) * g²``,
+    ``m̂ = m / (1 - beta1^t)``, ``v̂ = v / (1 - beta2^t)``,
+    ``θ -= learning_rate * m̂ / (sqrt(v̂) + epsilon)``.
+    ``m``, ``v`` and ``t`` are zero at :meth:`start`.
+
+    Args:
+        learning_rate: step size (>= 0).
+        beta1: decay of the first moment, in [0, 1).
+        beta2: decay of the second moment, in [0, 1).
+        epsilon: added to the root for stability (> 0).
+        clip_norm: see :class:`TrainingStepper`.
+
+    Attributes:
+        step_count: the number of updates since :meth:`start`.
+
+    Example:
+        >>> import numpy as np
+        >>> import brainstorm as bs
+        >>> bs.global_rnd.set_seed(1)
+        >>> inp, out = bs.tools.get_in_out_layers('regression', 2, 1)
+        >>> net = bs.Network.from_layer(inp >> out)
+        >>> net.initialize(0.0)
+        >>> data = bs.data_iterators.Minibatches(
+        ...     4, default=np.ones((1, 8, 2)), targets=np.ones((1, 8, 1)))
+        >>> trainer = bs.Trainer(bs.training.AdamStepper(learning_rate=0.01),
+        ...                      verbose=False)
+        >>> trainer.add_hook(bs.hooks.StopAfterEpoch(2))
+        >>> trainer.train(net, data)
+        >>> bool(net.get('parameters').any())  # learned: no longer all 0
+        True
+    """
+
+    __arguments__ = {
+        'learning_rate': Arg(Real(0), default=0.001),
+        'beta1': Arg(Real(0, 1, include_high=False), default=0.9),
+        'beta2': Arg(Real(0, 1, include_high=False), default=0.999),
+        'epsilon': Arg(Real(0, include_low=False), default=1e-8),
+    }
+
+    __undescribed__ = {'step_count': 0}
+
+    def __init__(
+        self,
+        learning_rate: float = 0.001,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        epsilon: float = 1e-8,
+        clip_norm: float | None = None,
+    ):
+        self.learning_rate = learning_rate
+        self.beta1 = beta1
+        self.beta2 = beta2
+        self.epsilon = epsilon
+        self.step_count = 0
+        super().__init__(clip_norm)
+
+    def _check_hyperparameters(self) -> None:
+        super()._check_hyperparameters()
+        name = type(self).__name__
+        _check_learning_rate(self)
+        check_number(name, 'beta1', self.beta1, 0, 1, include_high=False)
+        check_number(name, 'beta2', self.beta2, 0, 1, include_high=False)
+        check_number(name, 'epsilon', self.epsilon, 0, include_low=False)
+
+    def _allocate_state(self, handler, part) -> None:
+        part.state['m'] = handler.zeros(part.parameters.shape)
+        part.state['v'] = handler.zeros(part.parameters.shape)
+
+    def _reset_scalar_state(self) -> None:
+        self.step_count = 0
+
+    def _get_scalar_state(self) -> dict:
+        return {'step_count': np.int64(self.step_count)}
+
+    def _set_scalar_state(self, state: dict) -> None:
+        self.step_count = int(state['step_count'])
+
+    def _decay_weights(self) -> None:
+        """Hook for decoupled weight decay (AdamW)."""
+
+    def _update(self) -> None:
+        h = self.net.handler
+        self.step_count += 1
+        t = self.step_count
+        lr = float(self.learning_rate)
+        b1, b2 = float(self.beta1), float(self.beta2)
+        correction1 = 1.0 - b1**t
+        root_correction2 = math.sqrt(1.0 - b2**t)
+        self._decay_weights()
+        for part in self._parts:
+            g, m, v, tmp = (part.gradients, part.state['m'], part.state['v'], part.tmp)
+            h.mult_st(b1, m, m)
+            h.mult_add_st(1.0 - b1, g, m)
+            h.mult_st(b2, v, v)
+            h.mult_tt(g, g, tmp)
+            h.mult_add_st(1.0 - b2, tmp, v)
+            # tmp = sqrt(v̂) + epsilon, then the step m̂ / tmp
+            h.sqrt_t(v, tmp)
+            h.mult_st(1.0 / root_correction2, tmp, tmp)
+            h.add_st(float(self.epsilon), tmp, tmp)
+            h.divide_tt(m, tmp, tmp)
+            h.mult_add_st(-lr / correction1, tmp, part.parameters)
+
+
+class AdamWStepper(AdamStepper):
+    """Adam with decoupled weight decay (Loshchilov & Hutter, 2019).
+
+    Each step first shrinks the parameters,
+    ``θ -= learning_rate * weight_decay * θ``, then applies the
+    :class:`AdamStepper` update (which does not see the decay).
+    Parameters with ``trainable_mask`` 0 are not decayed.
+
+    Args:
+        learning_rate: step size (>= 0).
+        beta1: decay of the first moment, in [0, 1).
+        beta2: decay of the second moment, in [0, 1).
+        epsilon: added to the root for stability (> 0).
+        weight_decay: decay factor per unit learning rate (>= 0).
+        clip_norm: see :class:`TrainingStepper`.
+
+    Example:
+        >>> import numpy as np
+        >>> import brainstorm as bs
+        >>> bs.global_rnd.set_seed(1)
+        >>> inp, out = bs.tools.get_in_out_layers('regression', 2, 1)
+        >>> net = bs.Network.from_layer(inp >> out)
+        >>> net.initialize(0.0)
+        >>> data = bs.data_iterators.Minibatches(
+        ...     4, default=np.ones((1, 8, 2)), targets=np.ones((1, 8, 1)))
+        >>> trainer = bs.Trainer(bs.training.AdamWStepper(learning_rate=0.01),
+        ...                      verbose=False)
+        >>> trainer.add_hook(bs.hooks.StopAfterEpoch(2))
+        >>> trainer.train(net, data)
+        >>> bool(net.get('parameters').any())  # learned: no longer all 0
+        True
+    """
+
+    __arguments__ = {'weight_decay': Arg(Real(0), default=0.01)}
+
+    def __init__(
+        self,
+        learning_rate: float = 0.001,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        epsilon: float = 1e-8,
+        weight_decay: float = 0.01,
+        clip_norm: float | None = None,
+    ):
+        self.weight_decay = weight_decay
+        super().__init__(learning_rate, beta1, beta2, epsilon, clip_norm)
+
+    def _check_hyperparameters(self) -> None:
+        super()._check_hyperparameters()
+        check_number(type(self).__name__, 'weight_decay', self.weight_decay, low=0)
+
+    def _decay_weights(self) -> None:
+        h = self.net.handler
+        decay = float(self.learning_rate) * float(self.weight_decay)
+        if decay == 0.0:
+            return
+        for part in self._parts:
+            if part.mask is None:
+                h.mult_st(1.0 - decay, part.parameters, part.parameters)
+            else:
+                h.mult_tt(part.parameters, part.mask, part.tmp)
+                h.mult_add_st(-decay, part.tmp, part.parameters)
+
+
+# ---------------------------------------------------------- per layer -----

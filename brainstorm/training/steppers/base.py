@@ -1,0 +1,248 @@
+"""The base of all steppers: state, gradient masking and clipping.
+
+:class:`TrainingStepper` binds a network's flat parameter array in
+``start``, runs the passes in ``run`` and leaves the update rule
+(``_update``) to its subclasses. ``_Part`` holds one contiguous range
+of the array with its state and scratch memory.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from brainstorm.arguments import Arg, Optional, Real
+from brainstorm.describable import Describable
+from brainstorm.training.utils import check_number
+from brainstorm.utils import TrainingValidationError
+
+
+class _Part:
+    """One contiguous range of the flat parameter array and its state."""
+
+    __slots__ = (
+        'start',
+        'stop',
+        'parameters',
+        'gradients',
+        'mask',
+        'state',
+        'tmp',
+        'norm',
+    )
+
+    def __init__(self, net, start: int, stop: int):
+        h = net.handler
+        self.start, self.stop = start, stop
+        self.parameters = net.buffer.parameters[start:stop]
+        self.gradients = net.buffer.gradients[start:stop]
+        mask = net.trainable_mask
+        self.mask = None if mask is None else mask[start:stop]
+        self.state: OrderedDict = OrderedDict()
+        self.tmp = h.zeros((stop - start,))
+        self.norm = h.zeros((1,))
+
+
+class TrainingStepper(Describable):
+    """Base class of all steppers.
+
+    Subclasses implement ``_update`` (and, if they need them,
+    ``_allocate_state``, ``_before_passes`` and
+    ``_check_hyperparameters``).
+
+    Args:
+        clip_norm: if not None, a positive number: gradients with a global
+            L2 norm above it are scaled down to that norm before the update.
+
+    Attributes:
+        net: the network given to :meth:`start` (None before).
+        last_gradient_norm: the global gradient norm of the last step if
+            ``clip_norm`` is set, else None.
+    """
+
+    __arguments__ = {
+        'clip_norm': Arg(Optional(Real(0, include_low=False)), default=None),
+    }
+
+    __undescribed__ = {'net': None, '_parts': None, 'last_gradient_norm': None}
+    __default_values__ = {'clip_norm': None}
+
+    def __validate__(self) -> None:
+        self._check_hyperparameters()
+
+    def __init__(self, clip_norm: float | None = None):
+        # set by start(net)
+        self.net: Any = None
+        self._parts: Any = None
+        self.last_gradient_norm: float | None = None
+        self.clip_norm = clip_norm
+        self._check_hyperparameters()
+
+    # ----------------------------------------------------------- public ---
+
+    def start(self, net) -> None:
+        """Get ready to train ``net``.
+
+        Allocates the state (all zero) and scratch memory for its whole
+        parameter array.
+        """
+        self._bind(net, [(0, int(net.buffer.parameters.shape[0]))])
+
+    def run(self) -> None:
+        """Do one training step on the data the network currently holds."""
+        self._require_started()
+        self._check_hyperparameters()
+        self._before_passes()
+        self.net.forward_pass(training_pass=True)
+        self.net.backward_pass(input_deltas=False)
+        self._mask_gradients()
+        self._clip_gradients()
+        self._update()
+
+    def get_state(self) -> OrderedDict:
+        """The stepper's state as NumPy arrays (for checkpoints).
+
+        Returns:
+            OrderedDict of dotted names to arrays; scalars are 0-d arrays.
+        """
+        self._require_started()
+        h = self.net.handler
+        state = OrderedDict()
+        for i, part in enumerate(self._parts):
+            for key, array in part.state.items():
+                state[f'part{i}.{key}'] = h.get_numpy_copy(array)
+        for key, value in self._get_scalar_state().items():
+            state[key] = np.asarray(value)
+        return state
+
+    def set_state(self, state: dict) -> None:
+        """Restore a state made by :meth:`get_state` (after :meth:`start`).
+
+        Raises:
+            TrainingValidationError: if names or shapes do not match.
+        """
+        self._require_started()
+        own = self.get_state()
+        if set(state) != set(own):
+            raise TrainingValidationError(
+                f'{type(self).__name__}: cannot restore a state with entries '
+                f'{sorted(state)}; this stepper has {sorted(own)}. Was it '
+                'saved by a different stepper or network?'
+            )
+        for key, value in state.items():
+            value = np.asarray(value)
+            if value.shape != own[key].shape:
+                raise TrainingValidationError(
+                    f'{type(self).__name__}: state entry {key!r} has shape '
+                    f'{value.shape}, expected {own[key].shape}.'
+                )
+        h = self.net.handler
+        for i, part in enumerate(self._parts):
+            for key, array in part.state.items():
+                h.set_from_numpy(array, np.asarray(state[f'part{i}.{key}']))
+        self._set_scalar_state(
+            {k: np.asarray(v)[()] for k, v in state.items() if not k.startswith('part')}
+        )
+
+    # ------------------------------------------------------- internals ----
+
+    def _bind(self, net, ranges) -> None:
+        self.net = net
+        self._parts = [_Part(net, start, stop) for start, stop in ranges]
+        for part in self._parts:
+            self._allocate_state(net.handler, part)
+        self._reset_scalar_state()
+
+    def _require_started(self) -> None:
+        if self._parts is None:
+            raise TrainingValidationError(
+                f'{type(self).__name__}: call start(net) before run().'
+            )
+
+    def _allocate_state(self, handler, part: _Part) -> None:
+        """Add zero-initialised state arrays to ``part.state``."""
+
+    def _reset_scalar_state(self) -> None:
+        """Reset scalar state (e.g. step counts) at start."""
+
+    def _get_scalar_state(self) -> dict:
+        return {}
+
+    def _set_scalar_state(self, state: dict) -> None:
+        """Restore scalar state from :meth:`_get_scalar_state`'s keys."""
+
+    def _check_hyperparameters(self) -> None:
+        if self.clip_norm is not None:
+            check_number(
+                type(self).__name__,
+                'clip_norm',
+                self.clip_norm,
+                low=0,
+                include_low=False,
+            )
+
+    def _before_passes(self) -> None:
+        """Work done before the forward pass (Nesterov's look-ahead)."""
+
+    def _mask_gradients(self) -> None:
+        h = self.net.handler
+        for part in self._parts:
+            if part.mask is not None:
+                h.mult_tt(part.gradients, part.mask, part.gradients)
+
+    def _squared_gradient_norm(self) -> float:
+        h = self.net.handler
+        total = 0.0
+        for part in self._parts:
+            h.mult_tt(part.gradients, part.gradients, part.tmp)
+            h.sum_t(part.tmp, None, part.norm)
+            total += float(h.get_numpy_copy(part.norm)[0])
+        return total
+
+    def _scale_gradients(self, factor: float) -> None:
+        h = self.net.handler
+        for part in self._parts:
+            h.mult_st(factor, part.gradients, part.gradients)
+
+    def _clip_gradients(self) -> None:
+        if self.clip_norm is None:
+            self.last_gradient_norm = None
+            return
+        norm = math.sqrt(self._squared_gradient_norm())
+        self.last_gradient_norm = norm
+        if norm > self.clip_norm:
+            self._scale_gradients(float(self.clip_norm) / norm)
+
+    def _update(self) -> None:
+        raise NotImplementedError
+
+    def __repr__(self):
+        args = ', '.join(
+            f'{k}={v!r}'
+            for k, v in self.__dict__.items()
+            if not k.startswith('_') and k not in ('net', 'last_gradient_norm')
+        )
+        return f'{type(self).__name__}({args})'
+
+
+def _check_learning_rate(stepper) -> None:
+    check_number(type(stepper).__name__, 'learning_rate', stepper.learning_rate, low=0)
+
+
+def _check_momentum(stepper) -> None:
+    check_number(
+        type(stepper).__name__,
+        'momentum',
+        stepper.momentum,
+        low=0,
+        high=1,
+        include_high=False,
+    )
+    if not isinstance(stepper.scale_learning_rate, bool):
+        raise TrainingValidationError(
+            f'{type(stepper).__name__}: scale_learning_rate must be a bool. '
+            f'Received: scale_learning_rate={stepper.scale_learning_rate!r}'
+        )
