@@ -9,18 +9,18 @@ to log (or None) and raises ``StopIteration`` to stop training.
 
 One module per concern; every hook is imported from ``brainstorm.hooks``:
 
-* :mod:`brainstorm.hooks.base`: the base class :class:`Hook`;
-* :mod:`brainstorm.hooks.monitoring`: losses, scores and layer statistics
+* ``brainstorm.hooks.base``: the base class :class:`Hook`;
+* ``brainstorm.hooks.monitoring``: losses, scores and layer statistics
   (``MonitorLoss``, ``MonitorScores``, ``MonitorLayer*``, ``InfoUpdater``);
-* :mod:`brainstorm.hooks.saving`: networks, logs and checkpoints
+* ``brainstorm.hooks.saving``: networks, logs and checkpoints
   (``SaveNetwork``, ``SaveBestNetwork``, ``SaveLogs``, ``SaveLogsCSV``,
   ``SaveCheckpoint``);
-* :mod:`brainstorm.hooks.stopping`: when training ends (``StopAfterEpoch``,
+* ``brainstorm.hooks.stopping``: when training ends (``StopAfterEpoch``,
   ``EarlyStopper``, ``StopAfterThresholdReached``, ``StopOnNan``,
   ``StopOnSigQuit``);
-* :mod:`brainstorm.hooks.schedules`: stepper hyperparameters
+* ``brainstorm.hooks.schedules``: stepper hyperparameters
   (``ModifyStepperAttribute``, ``ReduceOnPlateau``);
-* :mod:`brainstorm.hooks.display`: progress bar and plots
+* ``brainstorm.hooks.display``: progress bar and plots
   (``ProgressBar``, ``SavePlot``, ``BokehVisualizer``).
 
 In data-parallel training (a
