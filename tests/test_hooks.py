@@ -50,15 +50,28 @@ from brainstorm.utils import TrainingValidationError, UnknownNameError, Validati
 from tests.training.nets import roundtrip, xor_data, xor_net
 
 
-def call(hook, logs=None, epoch_nr=1, update_nr=1, net=None, stepper=None,
-         named=None, start=True):
+def call(
+    hook,
+    logs=None,
+    epoch_nr=1,
+    update_nr=1,
+    net=None,
+    stepper=None,
+    named=None,
+    start=True,
+):
     """Start (optionally) and call a hook once."""
     net = net if net is not None else xor_net()
     stepper = stepper if stepper is not None else SgdStepper()
     if start:
         hook.start(net, stepper, False, named or {})
-    return hook(epoch_nr=epoch_nr, update_nr=update_nr, net=net,
-                stepper=stepper, logs={} if logs is None else logs)
+    return hook(
+        epoch_nr=epoch_nr,
+        update_nr=update_nr,
+        net=net,
+        stepper=stepper,
+        logs={} if logs is None else logs,
+    )
 
 
 def passes(net):
@@ -70,10 +83,15 @@ def passes(net):
 
 # ------------------------------------------------------------------- base ---
 
+
 def test_base_hook_arguments():
     hook = Hook()
-    assert (hook.__name__, hook.timescale, hook.interval, hook.priority) == \
-        ('Hook', 'epoch', 1, 0)
+    assert (hook.__name__, hook.timescale, hook.interval, hook.priority) == (
+        'Hook',
+        'epoch',
+        1,
+        0,
+    )
     with pytest.raises(TrainingValidationError, match='timescale'):
         Hook(timescale='week')
     with pytest.raises(TrainingValidationError, match='interval'):
@@ -95,6 +113,7 @@ def test_verbosity_follows_hook_then_trainer(capsys):
 
 
 # ----------------------------------------------------------------- saving ---
+
 
 def test_save_best_network_in_memory():
     net = xor_net()
@@ -122,15 +141,13 @@ def test_save_best_network_to_file(tmp_path):
     call(hook, {'acc': [0.5, 0.4, 0.9]}, net=net)
     best = hook.load_best_network()
     assert isinstance(best, Network)
-    np.testing.assert_array_equal(best.get('parameters'),
-                                  net.get('parameters'))
+    np.testing.assert_array_equal(best.get('parameters'), net.get('parameters'))
 
 
 def test_save_best_network_missing_log():
     hook = SaveBestNetwork('validation.Accuracy')
     assert call(hook, {'other': [1]}, epoch_nr=0) is None
-    with pytest.raises(UnknownNameError,
-                       match=r"'validation.Accuracy'.*\['other'\]"):
+    with pytest.raises(UnknownNameError, match=r"'validation.Accuracy'.*\['other'\]"):
         call(hook, {'other': [1]}, epoch_nr=1)
     with pytest.raises(TrainingValidationError, match='criterion'):
         SaveBestNetwork('x', criterion='best')
@@ -157,23 +174,29 @@ def test_save_network(tmp_path):
     hook = SaveNetwork(filename)
     call(hook, net=net)
     loaded = hook.load_network()
-    np.testing.assert_array_equal(loaded.get('parameters'),
-                                  net.get('parameters'))
+    np.testing.assert_array_equal(loaded.get('parameters'), net.get('parameters'))
 
 
 def test_save_logs_csv(tmp_path):
     filename = str(tmp_path / 'logs.csv')
-    logs = {'validation': {'loss': [1.0, 0.5], 'acc': [0.1, 0.2]},
-            'rolling_training': {'total_loss': [0.75]}}
+    logs = {
+        'validation': {'loss': [1.0, 0.5], 'acc': [0.1, 0.2]},
+        'rolling_training': {'total_loss': [0.75]},
+    }
     call(SaveLogsCSV(filename), logs)
     lines = open(filename).read().splitlines()
     # plain lists (logs made by hand) count their entries as epochs 0, 1...
-    assert lines == ['epoch,update,validation.loss,validation.acc,'
-                     'rolling_training.total_loss',
-                     '0,,1.0,0.1,0.75', '1,,0.5,0.2,']
+    assert lines == [
+        'epoch,update,validation.loss,validation.acc,rolling_training.total_loss',
+        '0,,1.0,0.1,0.75',
+        '1,,0.5,0.2,',
+    ]
     call(SaveLogsCSV(filename, log_names='validation.acc'), logs)
     assert open(filename).read().splitlines() == [
-        'epoch,update,validation.acc', '0,,0.1', '1,,0.2']
+        'epoch,update,validation.acc',
+        '0,,0.1',
+        '1,,0.2',
+    ]
     with pytest.raises(UnknownNameError, match="'validation.los'"):
         call(SaveLogsCSV(filename, ['validation.los']), logs, epoch_nr=2)
 
@@ -198,13 +221,13 @@ def test_save_checkpoint_arguments():
 
 # ------------------------------------------------------------- monitoring ---
 
+
 def test_monitor_loss_and_scores():
     net = xor_net()
     data = Undivided(**xor_data())
     loss = call(MonitorLoss('xor'), net=net, named={'xor': data})
     assert loss == evaluate(net, data)
-    scores = call(MonitorScores('xor', [Accuracy()]), net=net,
-                  named={'xor': data})
+    scores = call(MonitorScores('xor', [Accuracy()]), net=net, named={'xor': data})
     assert list(scores) == ['total_loss', 'Accuracy']
     assert scores == evaluate(net, data, [Accuracy()])
     with pytest.raises(KeyError, match=r"no data iterator named 'valid'"):
@@ -217,14 +240,21 @@ def test_monitor_layer_parameters():
     assert hook.__name__ == 'MonitorParameters_Hid'
     result = call(hook, net=net)
     W = net.get('Hid.parameters.W')
-    norms = np.sqrt((W ** 2).sum(axis=1))
-    assert result['W'] == pytest.approx({
-        'min': W.min(), 'avg': W.mean(), 'max': W.max(),
-        'min_L2_norm': norms.min(), 'avg_L2_norm': norms.mean(),
-        'max_L2_norm': norms.max()})
+    norms = np.sqrt((W**2).sum(axis=1))
+    assert result['W'] == pytest.approx(
+        {
+            'min': W.min(),
+            'avg': W.mean(),
+            'max': W.max(),
+            'min_L2_norm': norms.min(),
+            'avg_L2_norm': norms.mean(),
+            'max_L2_norm': norms.max(),
+        }
+    )
     bias = net.get('Hid.parameters.bias')
     assert result['bias'] == pytest.approx(
-        {'min': bias.min(), 'avg': bias.mean(), 'max': bias.max()})
+        {'min': bias.min(), 'avg': bias.mean(), 'max': bias.max()}
+    )
     with pytest.raises(UnknownNameError, match="no layer 'Hidden'"):
         call(MonitorLayerParameters('Hidden'), net=net)
 
@@ -236,7 +266,8 @@ def test_monitor_layer_gradients():
     result = call(hook, net=net)
     dW = net.get('Hid.gradients.W')
     assert result['W'] == pytest.approx(
-        {'min': dW.min(), 'avg': dW.mean(), 'max': dW.max()})
+        {'min': dW.min(), 'avg': dW.mean(), 'max': dW.max()}
+    )
     assert set(result) == {'W', 'bias'}
 
 
@@ -247,7 +278,8 @@ def test_monitor_layer_in_outs():
     result = call(hook, net=net)
     y = net.get('Hid.outputs.default')
     assert result['outputs']['default'] == pytest.approx(
-        {'min': y.min(), 'avg': y.mean(), 'max': y.max()})
+        {'min': y.min(), 'avg': y.mean(), 'max': y.max()}
+    )
     assert result['inputs']['default']['max'] == 1.0
 
 
@@ -260,13 +292,14 @@ def test_monitor_layer_deltas_includes_input_deltas():
     dx = net.get('Output_projection.input_deltas.default')
     assert np.abs(dx).max() > 0
     assert result['input_deltas']['default'] == pytest.approx(
-        {'min': dx.min(), 'avg': dx.mean(), 'max': dx.max()})
+        {'min': dx.min(), 'avg': dx.mean(), 'max': dx.max()}
+    )
     dy = net.get('Output_projection.output_deltas.default')
-    assert result['output_deltas']['default']['max'] == pytest.approx(
-        dy.max())
+    assert result['output_deltas']['default']['max'] == pytest.approx(dy.max())
 
 
 # --------------------------------------------------------------- stopping ---
+
 
 def test_early_stopper():
     hook = EarlyStopper('loss', patience=2)
@@ -311,8 +344,7 @@ def test_stop_after_threshold_reached():
 def test_stop_on_nan():
     net = xor_net()
     hook = StopOnNan(logs_to_check='validation.loss')
-    logs = {'validation': {'loss': [1.0]},
-            'rolling_training': {'total_loss': [1.0]}}
+    logs = {'validation': {'loss': [1.0]}, 'rolling_training': {'total_loss': [1.0]}}
     assert call(hook, logs, net=net) is None
     logs['validation']['loss'].append(float('nan'))
     with pytest.raises(StopIteration):
@@ -354,6 +386,7 @@ def test_stop_on_sigquit():
 
 # --------------------------------------------------------------- progress ---
 
+
 def train_with_progress_bar(bar, epochs=2):
     trainer = Trainer(SgdStepper(0.1), verbose=False)
     trainer.add_hook(bar)
@@ -382,14 +415,14 @@ def test_progress_bar_needs_iterator_length():
 
 # -------------------------------------------------------- stepper changes ---
 
+
 def test_modify_stepper_attribute():
     stepper = SgdStepper(1.0)
     hook = ModifyStepperAttribute(Linear(1.0, 0.0, 4))
     call(hook, epoch_nr=1, stepper=stepper)
     assert stepper.learning_rate == 0.75
     with pytest.raises(KeyError, match="no attribute 'momentum'"):
-        call(ModifyStepperAttribute(Linear(1.0, 0.0, 4), 'momentum'),
-             stepper=stepper)
+        call(ModifyStepperAttribute(Linear(1.0, 0.0, 4), 'momentum'), stepper=stepper)
     with pytest.raises(TrainingValidationError, match='callable'):
         ModifyStepperAttribute(0.1)
 
@@ -397,23 +430,38 @@ def test_modify_stepper_attribute():
 def test_modify_stepper_attribute_inside_multi_stepper():
     adam = AdamStepper(0.1)
     stepper = MultiStepper({'Hid': adam, 'default': SgdStepper(0.5)})
-    hook = ModifyStepperAttribute(Linear(1.0, 0.0, 4),
-                                  'steppers.Hid.learning_rate',
-                                  timescale='update')
+    hook = ModifyStepperAttribute(
+        Linear(1.0, 0.0, 4), 'steppers.Hid.learning_rate', timescale='update'
+    )
     call(hook, update_nr=2, stepper=stepper)
     assert adam.learning_rate == 0.5
     with pytest.raises(KeyError, match="'Conv' not found"):
-        call(ModifyStepperAttribute(Linear(1.0, 0.0, 4),
-                                    'steppers.Conv.learning_rate'),
-             stepper=stepper)
+        call(
+            ModifyStepperAttribute(Linear(1.0, 0.0, 4), 'steppers.Conv.learning_rate'),
+            stepper=stepper,
+        )
 
 
-@pytest.mark.parametrize('attr_name', [
-    '__class__', '__dict__', '_parts', 'net', 'run', 'get_state',
-    '__class__.__init__.__globals__.sys.path', 'net.handler.dtype',
-    'steppers.Hid.__class__', 'steppers.Hid._parts', 'steppers',
-    'steppers.Hid.net.rnd', 'steppers.__class__.learning_rate',
-    'assignment.Hid', 'steppers.Hid.steppers.learning_rate'])
+@pytest.mark.parametrize(
+    'attr_name',
+    [
+        '__class__',
+        '__dict__',
+        '_parts',
+        'net',
+        'run',
+        'get_state',
+        '__class__.__init__.__globals__.sys.path',
+        'net.handler.dtype',
+        'steppers.Hid.__class__',
+        'steppers.Hid._parts',
+        'steppers',
+        'steppers.Hid.net.rnd',
+        'steppers.__class__.learning_rate',
+        'assignment.Hid',
+        'steppers.Hid.steppers.learning_rate',
+    ],
+)
 def test_stepper_attribute_paths_reach_only_hyperparameters(attr_name):
     adam = AdamStepper(0.1)
     stepper = MultiStepper({'Hid': adam, 'default': SgdStepper(0.5)})
@@ -429,30 +477,40 @@ def test_stepper_attribute_paths_reach_only_hyperparameters(attr_name):
 
 def test_stepper_attribute_paths_through_data_parallel():
     from brainstorm.training.data_parallel import DataParallel
+
     adam = AdamStepper(0.1)
-    stepper = DataParallel(MultiStepper({'Hid': adam,
-                                         'default': SgdStepper(0.5)}))
+    stepper = DataParallel(MultiStepper({'Hid': adam, 'default': SgdStepper(0.5)}))
     for path in ('steppers.Hid.beta1', 'stepper.steppers.Hid.beta1'):
-        call(ModifyStepperAttribute(Linear(1.0, 0.0, 4), path),
-             update_nr=2, stepper=stepper)
+        call(
+            ModifyStepperAttribute(Linear(1.0, 0.0, 4), path),
+            update_nr=2,
+            stepper=stepper,
+        )
         assert adam.beta1 == 0.75
         adam.beta1 = 0.9
     single = DataParallel(SgdStepper(1.0))
     call(ModifyStepperAttribute(Linear(1.0, 0.0, 4)), stepper=single)
     assert single.stepper.learning_rate == 0.75
     with pytest.raises(UnknownNameError, match='comm'):
-        call(ModifyStepperAttribute(Linear(1.0, 0.0, 4), 'comm'),
-             stepper=single)
+        call(ModifyStepperAttribute(Linear(1.0, 0.0, 4), 'comm'), stepper=single)
 
 
 def test_reduce_on_plateau():
     stepper = SgdStepper(1.0)
     hook = ReduceOnPlateau('loss', factor=0.5, patience=1, minimum=0.3)
     log = []
-    for value, expected_lr in [(1.0, 1.0), (0.9, 1.0), (0.95, 1.0),
-                               (0.92, 0.5), (0.91, 0.5), (0.8, 0.5),
-                               (0.85, 0.5), (0.85, 0.3), (0.9, 0.3),
-                               (0.9, 0.3)]:
+    for value, expected_lr in [
+        (1.0, 1.0),
+        (0.9, 1.0),
+        (0.95, 1.0),
+        (0.92, 0.5),
+        (0.91, 0.5),
+        (0.8, 0.5),
+        (0.85, 0.5),
+        (0.85, 0.3),
+        (0.9, 0.3),
+        (0.9, 0.3),
+    ]:
         log.append(value)
         call(hook, {'loss': log}, stepper=stepper, start=not log[:-1])
         assert stepper.learning_rate == expected_lr, log
@@ -463,16 +521,23 @@ def test_reduce_on_plateau():
     assert (other._best, other._bad_checks) == (hook._best, hook._bad_checks)
 
 
-@pytest.mark.parametrize('kwargs, message', [
-    ({'factor': 1.0}, 'factor'), ({'factor': 0}, 'factor'),
-    ({'patience': -1}, 'patience'), ({'minimum': -1}, 'minimum'),
-    ({'criterion': 'up'}, 'criterion')])
+@pytest.mark.parametrize(
+    'kwargs, message',
+    [
+        ({'factor': 1.0}, 'factor'),
+        ({'factor': 0}, 'factor'),
+        ({'patience': -1}, 'patience'),
+        ({'minimum': -1}, 'minimum'),
+        ({'criterion': 'up'}, 'criterion'),
+    ],
+)
 def test_reduce_on_plateau_bad_arguments(kwargs, message):
     with pytest.raises(ValidationError, match=message):
         ReduceOnPlateau('loss', **kwargs)
 
 
 # --------------------------------------------------- logs through trainer ---
+
 
 def test_missing_log_is_reported_once_at_the_first_epoch():
     trainer = Trainer(SgdStepper(0.1), verbose=False)
@@ -490,6 +555,7 @@ def test_missing_log_is_reported_once_at_the_first_epoch():
 
 # ------------------------------------------------------------ description ---
 
+
 class _InfoRun:
     """A stand-in for a sacred run: anything with an ``info`` dict."""
 
@@ -498,8 +564,9 @@ class _InfoRun:
 
 
 ALL_HOOKS = [
-    SaveBestNetwork('validation.Accuracy', filename='best.hdf5',
-                    criterion='max', name='best'),
+    SaveBestNetwork(
+        'validation.Accuracy', filename='best.hdf5', criterion='max', name='best'
+    ),
     SaveLogs('logs.hdf5', interval=2),
     SaveNetwork('net.hdf5', timescale='update', interval=100),
     SaveCheckpoint('run.ckpt'),
@@ -507,12 +574,16 @@ ALL_HOOKS = [
     SavePlot('plot.png', ['validation.total_loss']),
     MonitorLoss('valid', name='validation'),
     MonitorScores('valid', [Accuracy()], name='validation'),
-    MonitorLayerParameters('Hid'), MonitorLayerGradients('Hid'),
-    MonitorLayerInOuts('Hid'), MonitorLayerDeltas('Hid', verbose=True),
+    MonitorLayerParameters('Hid'),
+    MonitorLayerGradients('Hid'),
+    MonitorLayerInOuts('Hid'),
+    MonitorLayerDeltas('Hid', verbose=True),
     EarlyStopper('validation.total_loss', patience=3),
-    StopAfterEpoch(10), StopAfterThresholdReached('acc', 0.9, 'max'),
+    StopAfterEpoch(10),
+    StopAfterThresholdReached('acc', 0.9, 'max'),
     StopOnNan(['validation.total_loss'], check_parameters=False),
-    StopOnSigQuit(), ProgressBar(force=True),
+    StopOnSigQuit(),
+    ProgressBar(force=True),
     ModifyStepperAttribute(Linear(0.1, 0.01, 5), 'learning_rate'),
     ReduceOnPlateau('validation.total_loss', factor=0.2, patience=2),
     BokehVisualizer(['validation.total_loss'], 'logs.html'),
@@ -533,6 +604,7 @@ def test_description_round_trip(hook):
 
 def test_every_public_hook_is_covered():
     import brainstorm.hooks as hooks
+
     covered = {type(h).__name__ for h in ALL_HOOKS}
     assert set(hooks.__all__) - covered == {'Hook'}
 
@@ -541,6 +613,7 @@ def _train_with_logs(tmp_path, *hooks):
     from brainstorm.hooks import MonitorScores, StopAfterEpoch
     from brainstorm.scorers import Accuracy
     from brainstorm.training import SgdStepper, Trainer
+
     net = xor_net()
     trainer = Trainer(SgdStepper(0.5), verbose=False)
     trainer.train_scorers = [Accuracy()]
@@ -558,6 +631,7 @@ def test_save_logs_csv_aligns_logs_by_epoch(tmp_path):
     figures of the same epoch. (Guards against: pairing entries by
     position, which shifted rolling_training one epoch.)"""
     import csv
+
     filename = str(tmp_path / 'logs.csv')
     trainer = _train_with_logs(tmp_path, SaveLogsCSV(filename))
     with open(filename) as f:
@@ -568,10 +642,14 @@ def test_save_logs_csv_aligns_logs_by_epoch(tmp_path):
     assert rows[0]['rolling_training.total_loss'] == ''
     for epoch in (1, 2, 3):
         row = rows[epoch]
-        assert float(row['rolling_training.total_loss']) == \
-            logs['rolling_training']['total_loss'][epoch - 1]
-        assert float(row['validation.total_loss']) == \
-            logs['validation']['total_loss'][epoch]
+        assert (
+            float(row['rolling_training.total_loss'])
+            == logs['rolling_training']['total_loss'][epoch - 1]
+        )
+        assert (
+            float(row['validation.total_loss'])
+            == logs['validation']['total_loss'][epoch]
+        )
     assert logs['rolling_training']['total_loss'].epochs == [1, 2, 3]
     assert logs['validation']['total_loss'].epochs == [0, 1, 2, 3]
 
@@ -583,50 +661,56 @@ def test_save_plot_draws_each_entry_at_its_epoch(tmp_path, monkeypatch):
     (Guards against: plotting by position, one epoch off.)"""
     pytest.importorskip('matplotlib')
     from matplotlib.figure import Figure
+
     figures = []
     original = Figure.savefig
 
     def capture(self, *args, **kwargs):
         figures.append(self)
         return original(self, *args, **kwargs)
+
     monkeypatch.setattr(Figure, 'savefig', capture)
     filename = str(tmp_path / 'plot.png')
-    names = ['rolling_training.total_loss', 'validation.total_loss',
-             'rolling_training.Accuracy', 'validation.Accuracy']
+    names = [
+        'rolling_training.total_loss',
+        'validation.total_loss',
+        'rolling_training.Accuracy',
+        'validation.Accuracy',
+    ]
     trainer = _train_with_logs(tmp_path, SavePlot(filename, names))
     with open(filename, 'rb') as f:
         assert f.read(8) == b'\x89PNG\r\n\x1a\n'
     loss_axes, accuracy_axes = figures[-1].axes
     assert loss_axes.get_ylabel() == 'loss'
     assert accuracy_axes.get_ylabel() == 'Accuracy'
-    for axes, quantity in ((loss_axes, 'total_loss'),
-                           (accuracy_axes, 'Accuracy')):
+    for axes, quantity in ((loss_axes, 'total_loss'), (accuracy_axes, 'Accuracy')):
         assert axes.get_xlabel() == 'epoch'
         lines = {line.get_label(): line for line in axes.get_lines()}
-        assert set(lines) == {f'rolling_training.{quantity}',
-                              f'validation.{quantity}'}
+        assert set(lines) == {f'rolling_training.{quantity}', f'validation.{quantity}'}
         legend = [t.get_text() for t in axes.get_legend().get_texts()]
         assert sorted(legend) == sorted(lines)
         rolling = lines[f'rolling_training.{quantity}']
         np.testing.assert_array_equal(rolling.get_xdata(), [1, 2, 3])
         np.testing.assert_array_equal(
-            rolling.get_ydata(), trainer.logs['rolling_training'][quantity])
+            rolling.get_ydata(), trainer.logs['rolling_training'][quantity]
+        )
         valid = lines[f'validation.{quantity}']
         np.testing.assert_array_equal(valid.get_xdata(), [0, 1, 2, 3])
         np.testing.assert_array_equal(
-            valid.get_ydata(), trainer.logs['validation'][quantity])
+            valid.get_ydata(), trainer.logs['validation'][quantity]
+        )
 
 
 def test_log_counters_survive_a_checkpoint(tmp_path):
     """A resumed trainer's logs still know the epoch of each entry."""
     from brainstorm.training import Trainer
+
     filename = str(tmp_path / 'run.ckpt')
     trainer = _train_with_logs(tmp_path, SaveCheckpoint(filename))
     resumed, _ = Trainer.from_checkpoint(filename)
     for path in ('rolling_training.total_loss', 'validation.total_loss'):
         first, second = path.split('.')
-        log, original = resumed.logs[first][second], \
-            trainer.logs[first][second]
+        log, original = resumed.logs[first][second], trainer.logs[first][second]
         assert list(log) == list(original)
         assert log.epochs == original.epochs
         assert log.updates == original.updates
@@ -640,17 +724,20 @@ def test_bokeh_visualizer_writes_an_interactive_page(tmp_path, monkeypatch):
     import bokeh.embed
 
     import brainstorm as bs
+
     layouts = []
     original = bokeh.embed.file_html
 
     def capture(models, *args, **kwargs):
         layouts.append(models)
         return original(models, *args, **kwargs)
+
     monkeypatch.setattr(bokeh.embed, 'file_html', capture)
     filename = str(tmp_path / 'logs.html')
     hook = bs.hooks.BokehVisualizer(
-        ['rolling_training.total_loss', 'validation.total_loss',
-         'validation.Accuracy'], filename)
+        ['rolling_training.total_loss', 'validation.total_loss', 'validation.Accuracy'],
+        filename,
+    )
     trainer = _train_with_logs(tmp_path, hook)
     text = open(filename, encoding='utf-8').read()
     assert text.lstrip().lower().startswith('<!doctype html>')
@@ -667,22 +754,23 @@ def test_bokeh_visualizer_writes_an_interactive_page(tmp_path, monkeypatch):
             drawn[item.label['value']] = renderer.data_source.data
     logs = trainer.logs
     assert list(drawn['rolling_training.total_loss']['x']) == [1, 2, 3]
-    assert list(drawn['rolling_training.total_loss']['y']) == \
-        list(logs['rolling_training']['total_loss'])
+    assert list(drawn['rolling_training.total_loss']['y']) == list(
+        logs['rolling_training']['total_loss']
+    )
     assert list(drawn['validation.Accuracy']['x']) == [0, 1, 2, 3]
-    assert list(drawn['validation.Accuracy']['y']) == \
-        list(logs['validation']['Accuracy'])
+    assert list(drawn['validation.Accuracy']['y']) == list(
+        logs['validation']['Accuracy']
+    )
 
 
-def test_bokeh_visualizer_without_bokeh_names_the_install_command(
-        monkeypatch):
+def test_bokeh_visualizer_without_bokeh_names_the_install_command(monkeypatch):
     """A clear ImportError with the pip command, when bokeh is missing."""
     from brainstorm import optional
     from brainstorm.hooks import BokehVisualizer
+
     monkeypatch.setattr(optional, 'has_bokeh', False)
     hook = BokehVisualizer('validation.total_loss')
-    with pytest.raises(ImportError,
-                       match=r"pip install 'brainstorm-nn\[bokeh\]'"):
+    with pytest.raises(ImportError, match=r"pip install 'brainstorm-nn\[bokeh\]'"):
         hook.start(xor_net(), None, False, {})
     with pytest.raises(TrainingValidationError, match='log_names'):
         BokehVisualizer([])
@@ -698,13 +786,15 @@ def test_info_updater_writes_logs_into_any_run_object(tmp_path):
     class Run:
         def __init__(self):
             self.info = {}
+
     run = Run()
     trainer = _train_with_logs(tmp_path, bs.hooks.InfoUpdater(run))
     assert run.info['epoch_nr'] == 3
     assert run.info['update_nr'] == 3
     assert run.info['nr_parameters'] == xor_net().buffer.parameters.size
-    assert run.info['logs']['validation']['total_loss'] == \
-        list(trainer.logs['validation']['total_loss'])
+    assert run.info['logs']['validation']['total_loss'] == list(
+        trainer.logs['validation']['total_loss']
+    )
     json.dumps(run.info)  # plain data, as sacred stores it
     with pytest.raises(TrainingValidationError, match='info'):
         bs.hooks.InfoUpdater(object())

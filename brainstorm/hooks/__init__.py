@@ -1,0 +1,86 @@
+"""Hooks: code the Trainer calls during training.
+
+A hook has a ``timescale`` (``'epoch'`` or ``'update'``) and an
+``interval``; the trainer calls it whenever the matching count is a multiple
+of the interval (also at count 0, before training). A hook returns a value
+to log (or None) and raises ``StopIteration`` to stop training.
+``log_name`` arguments are dotted paths into ``trainer.logs``, e.g.
+``'validation.Accuracy'``.
+
+One module per concern; every hook is imported from ``brainstorm.hooks``:
+
+* ``brainstorm.hooks.base``: the base class :class:`Hook`;
+* ``brainstorm.hooks.monitoring``: losses, scores and layer statistics
+  (``MonitorLoss``, ``MonitorScores``, ``MonitorLayer*``, ``InfoUpdater``);
+* ``brainstorm.hooks.saving``: networks, logs and checkpoints
+  (``SaveNetwork``, ``SaveBestNetwork``, ``SaveLogs``, ``SaveLogsCSV``,
+  ``SaveCheckpoint``);
+* ``brainstorm.hooks.stopping``: when training ends (``StopAfterEpoch``,
+  ``EarlyStopper``, ``StopAfterThresholdReached``, ``StopOnNan``,
+  ``StopOnSigQuit``);
+* ``brainstorm.hooks.schedules``: stepper hyperparameters
+  (``ModifyStepperAttribute``, ``ReduceOnPlateau``);
+* ``brainstorm.hooks.display``: progress bar and plots
+  (``ProgressBar``, ``SavePlot``, ``BokehVisualizer``).
+
+In data-parallel training (a
+:class:`~brainstorm.training.data_parallel.DataParallel` stepper on several
+MPI processes) every rank calls the hooks: the monitors join the figures
+of all ranks (sums and counts, so they equal the figures of one process
+on all the data), and only rank 0 prints and writes files.
+"""
+
+from brainstorm.hooks.base import Hook
+from brainstorm.hooks.display import BokehVisualizer, ProgressBar, SavePlot
+from brainstorm.hooks.monitoring import (
+    InfoUpdater,
+    MonitorLayerDeltas,
+    MonitorLayerGradients,
+    MonitorLayerInOuts,
+    MonitorLayerParameters,
+    MonitorLoss,
+    MonitorScores,
+)
+from brainstorm.hooks.paths import check_restored_path
+from brainstorm.hooks.saving import (
+    LOGS_FILE_FORMAT,
+    SaveBestNetwork,
+    SaveCheckpoint,
+    SaveLogs,
+    SaveLogsCSV,
+    SaveNetwork,
+)
+from brainstorm.hooks.schedules import ModifyStepperAttribute, ReduceOnPlateau
+from brainstorm.hooks.stopping import (
+    EarlyStopper,
+    StopAfterEpoch,
+    StopAfterThresholdReached,
+    StopOnNan,
+    StopOnSigQuit,
+)
+
+__all__ = [
+    'Hook',
+    'SaveBestNetwork',
+    'SaveLogs',
+    'SaveNetwork',
+    'MonitorLoss',
+    'MonitorScores',
+    'MonitorLayerParameters',
+    'MonitorLayerGradients',
+    'MonitorLayerInOuts',
+    'MonitorLayerDeltas',
+    'EarlyStopper',
+    'StopAfterEpoch',
+    'StopAfterThresholdReached',
+    'StopOnNan',
+    'StopOnSigQuit',
+    'ProgressBar',
+    'ModifyStepperAttribute',
+    'ReduceOnPlateau',
+    'SaveLogsCSV',
+    'SavePlot',
+    'SaveCheckpoint',
+    'BokehVisualizer',
+    'InfoUpdater',
+]

@@ -1,0 +1,198 @@
+"""The base class of all hooks and the helpers the hook modules share.
+
+A hook has a ``timescale`` (``'epoch'`` or ``'update'``) and an
+``interval``; the trainer calls it whenever the matching count is a
+multiple of the interval. See :mod:`brainstorm.hooks` for the whole set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from brainstorm._logging import get_logger
+from brainstorm.arguments import (
+    AnyOf,
+    Arg,
+    Bool,
+    Choice,
+    Int,
+    ListOf,
+    Optional,
+    Str,
+)
+from brainstorm.describable import Describable
+from brainstorm.training.data_parallel import (
+    communicator_of,
+    is_root_process,
+)
+from brainstorm.training.utils import check_int
+from brainstorm.utils import (
+    TrainingValidationError,
+    UnknownNameError,
+    get_by_path,
+)
+
+__all__ = ['Hook']
+
+# every hook module logs to 'brainstorm.hooks'
+_log = get_logger('hooks')
+
+#: Log names: one dotted name or a list of them.
+_NAMES = AnyOf(ListOf(Str(nonempty=True)), Str(nonempty=True))
+
+
+def _leaf_paths(logs: Mapping, prefix: str = '') -> list:
+    """Dotted paths of all leaves of nested logs, in insertion order."""
+    paths = []
+    for key, value in logs.items():
+        if isinstance(value, Mapping):
+            paths.extend(_leaf_paths(value, f'{prefix}{key}.'))
+        else:
+            paths.append(prefix + key)
+    return paths
+
+
+def _names_list(names) -> list:
+    """One log name or several as a list of names."""
+    return [names] if isinstance(names, str) else list(names)
+
+
+def _check_criterion(owner: str, criterion) -> None:
+    """Refuse a criterion other than ``'min'`` or ``'max'``."""
+    if criterion not in ('min', 'max'):
+        raise TrainingValidationError(
+            f"{owner}: criterion must be 'min' or 'max'. Received: "
+            f'criterion={criterion!r}'
+        )
+
+
+def _is_better(value, best, criterion: str) -> bool:
+    """Whether ``value`` is strictly better than ``best``."""
+    return value < best if criterion == 'min' else value > best
+
+
+class Hook(Describable):
+    """Base class of all hooks.
+
+    Args:
+        name: the hook's name (key in ``trainer.hooks`` and ``logs``);
+            default: the class name.
+        timescale: ``'epoch'`` or ``'update'``.
+        interval: call every ``interval`` epochs/updates (int >= 1).
+        verbose: whether to print; None follows the trainer.
+
+    Attributes:
+        priority: set by ``Trainer.add_hook`` (order of the hooks).
+        run_verbosity: the verbosity in effect, set by :meth:`start`.
+        comm: set by :meth:`start`: the MPI communicator of a data-parallel
+            run, else None.
+        writes_checkpoint: whether the trainer writes a checkpoint after
+            the hooks of a call that included this one (True only for
+            :class:`~brainstorm.hooks.SaveCheckpoint`).
+    """
+
+    __arguments__ = {
+        'name': Arg(Optional(Str(nonempty=True)), default=None, attr='__name__'),
+        'timescale': Arg(Choice('epoch', 'update'), default='epoch'),
+        'interval': Arg(Int(1), default=1),
+        'verbose': Arg(Optional(Bool()), default=None),
+        'priority': Arg(Int(0), state=True),
+    }
+
+    __undescribed__ = {'run_verbosity': None, 'comm': None}
+    __default_values__ = {'timescale': 'epoch', 'interval': 1, 'verbose': None}
+
+    # the trainer writes a checkpoint after a call including such a hook
+    writes_checkpoint = False
+
+    def __init__(
+        self,
+        name: str | None = None,
+        timescale: str = 'epoch',
+        interval: int = 1,
+        verbose: bool | None = None,
+    ):
+        owner = type(self).__name__
+        if timescale not in ('epoch', 'update'):
+            raise TrainingValidationError(
+                f"{owner}: timescale must be 'epoch' or 'update'. Received: "
+                f'timescale={timescale!r}'
+            )
+        check_int(owner, 'interval', interval, low=1)
+        if name is not None and not isinstance(name, str):
+            raise TrainingValidationError(
+                f'{owner}: name must be a str or None. Received: {name!r}'
+            )
+        self.timescale = timescale
+        self.interval = interval
+        self.__name__ = name or owner
+        self.priority = 0
+        self.verbose = verbose
+        self.run_verbosity: bool | None = None
+        self.comm = None
+
+    def start(self, net, stepper, verbose: bool, named_data_iters: dict) -> None:
+        """Prepare for a run; the trainer calls it before training.
+
+        Sets ``comm`` and ``run_verbosity`` (False on the ranks other than
+        0). Subclasses check their arguments against the network, stepper
+        and data iterators here, and call this method first.
+        """
+        self.comm = communicator_of(stepper)
+        self.run_verbosity = (
+            verbose if self.verbose is None else self.verbose
+        ) and self.is_root
+
+    @property
+    def is_root(self) -> bool:
+        """Whether this process prints and writes files.
+
+        True, except on the ranks other than 0 of a data-parallel run.
+        """
+        return is_root_process(getattr(self, 'comm', None))
+
+    def message(self, msg: str) -> None:
+        """Print ``"<name> >> msg"`` if the hook is verbose."""
+        if self.run_verbosity:
+            _log.info(f'{self.__name__} >> {msg}')
+
+    def __call__(self, epoch_nr: int, update_nr: int, net, stepper, logs: dict):
+        """Run the hook.
+
+        Returns:
+            a value to log under the hook's name, or None.
+
+        Raises:
+            StopIteration: to stop training.
+        """
+        raise NotImplementedError
+
+    def get_state(self) -> dict:
+        """State to keep in checkpoints: name -> NumPy array (or number)."""
+        return {}
+
+    def set_state(self, state: dict) -> None:
+        """Restore a state from :meth:`get_state`."""
+
+    def _get_log(self, logs: dict, log_name: str, epoch_nr: int):
+        """The log at ``log_name``, or None while it may not exist yet.
+
+        A log may be missing at epoch 0, and during the first epoch for
+        update hooks.
+
+        Raises:
+            UnknownNameError: if it still does not exist, listing the logs.
+        """
+        try:
+            return get_by_path(logs, log_name)
+        except KeyError:
+            if epoch_nr == 0 or (self.timescale == 'update' and epoch_nr <= 1):
+                return None
+            raise UnknownNameError(
+                f"{type(self).__name__} '{self.__name__}': there is no log "
+                f"'{log_name}' (epoch {epoch_nr}). Available logs: "
+                f'{_leaf_paths(logs)}'
+            ) from None
+
+    def __repr__(self):
+        return f"<{type(self).__name__} '{self.__name__}'>"

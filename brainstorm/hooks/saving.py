@@ -1,0 +1,348 @@
+"""Hooks that save the network, the logs and checkpoints during training.
+
+In a data-parallel run only rank 0 writes files.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections import OrderedDict
+from collections.abc import Mapping
+
+import numpy as np
+
+from brainstorm.arguments import Arg, Choice, Optional, Str
+from brainstorm.hooks.base import (
+    _NAMES,
+    Hook,
+    _check_criterion,
+    _is_better,
+    _leaf_paths,
+    _names_list,
+)
+from brainstorm.structure.network import Network
+from brainstorm.training.utils import log_counters
+from brainstorm.utils import (
+    TrainingValidationError,
+    get_brainstorm_info,
+    write_atomically,
+)
+
+__all__ = [
+    'SaveBestNetwork',
+    'SaveLogs',
+    'SaveNetwork',
+    'SaveCheckpoint',
+    'SaveLogsCSV',
+    'LOGS_FILE_FORMAT',
+]
+
+#: The ``format`` attribute of the files :class:`SaveLogs` writes.
+LOGS_FILE_FORMAT = b'Logs file v1.0'
+
+
+class SaveBestNetwork(Hook):
+    """Save the network whenever a log reaches a new best value.
+
+    The last entry of the log must be strictly better than all earlier
+    ones. Without ``filename`` the parameters are kept in memory
+    (``self.parameters``).
+
+    Args:
+        log_name: dotted path of the log to watch.
+        filename: HDF5 file to save to (None: keep in memory).
+        criterion: ``'max'`` or ``'min'``.
+        name, timescale, interval, verbose: see :class:`Hook`.
+
+    Example:
+        >>> import brainstorm as bs
+        >>> trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+        >>> trainer.add_hook(bs.hooks.SaveBestNetwork('validation.Accuracy'))
+        >>> list(trainer.hooks)
+        ['SaveBestNetwork']
+    """
+
+    __arguments__ = {
+        'log_name': Arg(Str(nonempty=True)),
+        'filename': Arg(Optional(Str(nonempty=True)), default=None),
+        'criterion': Arg(Choice('max', 'min'), default='max'),
+    }
+
+    __undescribed__ = {'parameters': None}
+
+    def __init__(
+        self,
+        log_name: str,
+        filename: str | None = None,
+        criterion: str = 'max',
+        name: str | None = None,
+        timescale: str = 'epoch',
+        interval: int = 1,
+        verbose: bool | None = None,
+    ):
+        super().__init__(name, timescale, interval, verbose)
+        _check_criterion(type(self).__name__, criterion)
+        self.log_name = log_name
+        self.filename = filename
+        self.criterion = criterion
+        self.parameters: np.ndarray | None = None
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        """Save or keep the network if the last log entry is a new best."""
+        log = self._get_log(logs, self.log_name, epoch_nr)
+        if not log:
+            return None
+        value = log[-1]
+        earlier = [v for v in log[:-1] if not math.isnan(v)]
+        if math.isnan(value):
+            return None
+        if earlier:
+            best = min(earlier) if self.criterion == 'min' else max(earlier)
+            if not _is_better(value, best, self.criterion):
+                return None
+        if self.filename is not None:
+            self.message(
+                f'{self.log_name} improved to {value:.6g}; saving '
+                f"network to '{self.filename}'."
+            )
+            if self.is_root:
+                net.save_as_hdf5(self.filename)
+        else:
+            self.message(
+                f'{self.log_name} improved to {value:.6g}; keeping the parameters.'
+            )
+            self.parameters = net.get('parameters')
+        return None
+
+    def load_best_network(self):
+        """Return the best network seen.
+
+        Returns:
+            a Network loaded from ``filename``, or (without ``filename``)
+            the parameter array kept in memory.
+        """
+        if self.filename is not None:
+            return Network.from_hdf5(self.filename)
+        return self.parameters
+
+    def get_state(self) -> dict:
+        """The parameters kept in memory, if any."""
+        return {} if self.parameters is None else {'parameters': self.parameters}
+
+    def set_state(self, state: dict) -> None:
+        """Restore the parameters kept in memory."""
+        if 'parameters' in state:
+            self.parameters = np.array(state['parameters'])
+
+
+class _FileHook(Hook):
+    """A hook that writes to ``filename``."""
+
+    __arguments__ = {'filename': Arg(Str(nonempty=True))}
+
+    def __init__(
+        self,
+        filename: str,
+        name: str | None = None,
+        timescale: str = 'epoch',
+        interval: int = 1,
+    ):
+        super().__init__(name, timescale, interval)
+        self.filename = filename
+
+
+class SaveLogs(_FileHook):
+    """Write all logs to an HDF5 file (rewritten each time).
+
+    The file has the attributes ``info`` and ``format = b'Logs file v1.0'``;
+    nested dicts become groups, lists become datasets.
+
+    Args:
+        filename: the HDF5 file.
+        name, timescale, interval: see :class:`Hook`.
+
+    Example:
+        >>> import brainstorm as bs
+        >>> trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+        >>> trainer.add_hook(bs.hooks.SaveLogs('logs.hdf5'))
+        >>> list(trainer.hooks)
+        ['SaveLogs']
+    """
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        """Rewrite the HDF5 file with all logs (on rank 0 only)."""
+        if not self.is_root:
+            return None
+        import h5py
+
+        def write_group(group, entries):
+            for key, value in entries.items():
+                if isinstance(value, Mapping):
+                    write_group(group.create_group(key), value)
+                else:
+                    group.create_dataset(key, data=np.asarray(value))
+
+        def write(tmp):
+            with h5py.File(tmp, 'w') as f:
+                f.attrs['info'] = np.bytes_(get_brainstorm_info())
+                f.attrs['format'] = np.bytes_(LOGS_FILE_FORMAT)
+                write_group(f, logs)
+
+        write_atomically(self.filename, write)
+        return None
+
+
+class SaveNetwork(_FileHook):
+    """Save the network to an HDF5 file (overwritten each time).
+
+    Args:
+        filename: the HDF5 file.
+        name, timescale, interval: see :class:`Hook`.
+
+    Example:
+        >>> import brainstorm as bs
+        >>> trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+        >>> trainer.add_hook(bs.hooks.SaveNetwork('net.hdf5', interval=5))
+        >>> list(trainer.hooks)
+        ['SaveNetwork']
+    """
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        """Save the network (on rank 0 only)."""
+        if self.is_root:
+            net.save_as_hdf5(self.filename)
+        return None
+
+    def load_network(self):
+        """Load the last saved network."""
+        return Network.from_hdf5(self.filename)
+
+
+class SaveCheckpoint(_FileHook):
+    """Write a checkpoint for exact resumption of the training run.
+
+    The checkpoint (one HDF5 file, written atomically) holds the network,
+    the stepper state, the trainer's counters and logs, hook states and all
+    random states involved (global, network, handler, data iterators). It
+    is written after all hooks due at the same moment have run. Continue
+    with ``trainer, net = Trainer.from_checkpoint(filename)`` and
+    ``trainer.train(net, train_iter, **named_iters)`` with iterators built
+    the same way.
+
+    Args:
+        filename: the checkpoint file.
+        name, timescale, interval: see :class:`Hook`.
+
+    Example:
+        >>> import brainstorm as bs
+        >>> trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+        >>> trainer.add_hook(bs.hooks.SaveCheckpoint('run.ckpt'))
+        >>> list(trainer.hooks)
+        ['SaveCheckpoint']
+    """
+
+    # the trainer writes the checkpoint after the hooks of the call
+    writes_checkpoint = True
+
+    def __init__(
+        self,
+        filename: str,
+        name: str | None = None,
+        timescale: str = 'epoch',
+        interval: int = 1,
+    ):
+        super().__init__(filename, name, timescale, interval)
+        if not isinstance(filename, str) or not filename:
+            raise TrainingValidationError(
+                f'SaveCheckpoint: filename must be a non-empty str. '
+                f'Received: {filename!r}'
+            )
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        """Do nothing: the trainer writes the checkpoint (see above)."""
+        # The trainer writes the file once every hook of this call ran.
+        return None
+
+
+class SaveLogsCSV(Hook):
+    """Write logs to a CSV file (rewritten each time).
+
+    The first two columns are ``epoch`` and ``update``; then one column per
+    log (dotted name). Each row holds the entries logged at that epoch and
+    update (logs are aligned by when they were logged, not by position:
+    monitors start at epoch 0, ``rolling_training`` at epoch 1); a log
+    without an entry there leaves the cell empty.
+
+    Args:
+        filename: the CSV file.
+        log_names: dotted log names to write (None: all).
+        name, timescale, interval: see :class:`Hook`.
+
+    Example:
+        >>> import brainstorm as bs
+        >>> trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+        >>> trainer.add_hook(bs.hooks.SaveLogsCSV('logs.csv'))
+        >>> list(trainer.hooks)
+        ['SaveLogsCSV']
+    """
+
+    __arguments__ = {
+        'filename': Arg(Str(nonempty=True)),
+        'log_names': Arg(Optional(_NAMES), default=None),
+    }
+
+    def __init__(
+        self,
+        filename: str,
+        log_names=None,
+        name: str | None = None,
+        timescale: str = 'epoch',
+        interval: int = 1,
+    ):
+        super().__init__(name, timescale, interval)
+        self.filename = filename
+        self.log_names = None if log_names is None else _names_list(log_names)
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        """Rewrite the CSV file with the logs (on rank 0 only)."""
+        if not self.is_root:
+            return None
+        names = self.log_names if self.log_names is not None else _leaf_paths(logs)
+        cells = OrderedDict()  # (epoch, update) -> {column: value}
+        for column, log_name in enumerate(names):
+            log = self._get_log(logs, log_name, epoch_nr)
+            if log is None:
+                continue
+            epochs, updates = log_counters(log)
+            for value, epoch, update in zip(log, epochs, updates):
+                cells.setdefault((epoch, update), {})[column] = value
+
+        def order(key):
+            epoch, update = key
+            return (epoch, -1 if update is None else update)
+
+        text = io.StringIO()
+        writer = csv.writer(text, lineterminator='\n')
+        writer.writerow(['epoch', 'update'] + list(names))
+        for key in sorted(cells, key=order):
+            row = cells[key]
+            writer.writerow(
+                ['' if k is None else k for k in key]
+                + [_csv_cell(row[c]) if c in row else '' for c in range(len(names))]
+            )
+
+        def write(tmp):
+            with open(tmp, 'w', newline='') as f:
+                f.write(text.getvalue())
+
+        write_atomically(self.filename, write)
+        return None
+
+
+def _csv_cell(value) -> str:
+    """A CSV cell: numbers as exact floats, anything else as text."""
+    if isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
+        return repr(float(value))
+    return str(value)

@@ -1,0 +1,334 @@
+"""Hooks that stop training.
+
+They stop after an epoch, at a threshold, without improvement, on NaN or
+on SIGQUIT. A hook stops training by raising ``StopIteration``.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+import numpy as np
+
+from brainstorm.arguments import Arg, Bool, Choice, Int, Real, Str
+from brainstorm.hooks.base import _NAMES, Hook, _check_criterion, _log, _names_list
+from brainstorm.training.utils import check_int, check_number
+
+__all__ = [
+    'EarlyStopper',
+    'StopAfterEpoch',
+    'StopAfterThresholdReached',
+    'StopOnNan',
+    'StopOnSigQuit',
+]
+
+
+class EarlyStopper(Hook):
+    """Stop when a log has not improved for ``patience`` entries.
+
+    That is, once ``len(log) > index_of_best + patience``.
+
+    Args:
+        log_name: dotted path of the log to watch.
+        patience: number of entries without improvement allowed.
+        criterion: ``'min'`` or ``'max'``.
+        name, timescale, interval, verbose: see :class:`Hook`.
+
+    Example:
+        >>> import brainstorm as bs
+        >>> trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+        >>> trainer.add_hook(bs.hooks.EarlyStopper('validation.total_loss', patience=3))
+        >>> list(trainer.hooks)
+        ['EarlyStopper']
+    """
+
+    __arguments__ = {
+        'log_name': Arg(Str(nonempty=True)),
+        'patience': Arg(Int(1), default=1),
+        'criterion': Arg(Choice('min', 'max'), default='min'),
+    }
+
+    def __init__(
+        self,
+        log_name: str,
+        patience: int = 1,
+        criterion: str = 'min',
+        name: str | None = None,
+        timescale: str = 'epoch',
+        interval: int = 1,
+        verbose: bool | None = None,
+    ):
+        super().__init__(name, timescale, interval, verbose)
+        _check_criterion('EarlyStopper', criterion)
+        check_int('EarlyStopper', 'patience', patience, low=0)
+        self.log_name = log_name
+        self.patience = patience
+        self.criterion = criterion
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        """Stop if the best entry is more than ``patience`` entries back."""
+        log = self._get_log(logs, self.log_name, epoch_nr)
+        if not log:
+            return None
+        values = np.asarray(log, dtype=float)
+        if np.isnan(values).all():
+            best = 0
+        elif self.criterion == 'min':
+            best = int(np.nanargmin(values))
+        else:
+            best = int(np.nanargmax(values))
+        if len(log) > best + self.patience:
+            self.message(
+                f"Stopping because '{self.log_name}' did not "
+                f'improve for {self.patience} checks.'
+            )
+            raise StopIteration
+        return None
+
+
+class StopAfterEpoch(Hook):
+    """Stop once ``epoch_nr >= max_epochs``.
+
+    Args:
+        max_epochs: the number of epochs to train (int >= 0).
+        name, timescale, interval, verbose: see :class:`Hook`.
+
+    Example:
+        >>> import brainstorm as bs
+        >>> trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+        >>> trainer.add_hook(bs.hooks.StopAfterEpoch(10))
+        >>> list(trainer.hooks)
+        ['StopAfterEpoch']
+    """
+
+    __arguments__ = {'max_epochs': Arg(Int(0))}
+
+    def __init__(
+        self,
+        max_epochs: int,
+        name: str | None = None,
+        timescale: str = 'epoch',
+        interval: int = 1,
+        verbose: bool | None = None,
+    ):
+        super().__init__(name, timescale, interval, verbose)
+        check_int('StopAfterEpoch', 'max_epochs', max_epochs, low=0)
+        self.max_epochs = max_epochs
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        """Stop once ``max_epochs`` epochs are done."""
+        if epoch_nr >= self.max_epochs:
+            self.message(
+                f'Stopping because the maximum number of epochs '
+                f'({self.max_epochs}) was reached.'
+            )
+            raise StopIteration
+        return None
+
+
+class StopAfterThresholdReached(Hook):
+    """Stop once a log reaches a threshold.
+
+    The threshold is reached when ``min(log) <= threshold`` for ``'min'``,
+    ``max(log) >= threshold`` for ``'max'``. A log missing at epoch 0 is
+    fine.
+
+    Args:
+        log_name: dotted path of the log to watch.
+        threshold: the value to reach.
+        criterion: ``'min'`` or ``'max'``.
+        name, timescale, interval, verbose: see :class:`Hook`.
+
+    Example:
+        >>> import brainstorm as bs
+        >>> trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+        >>> trainer.add_hook(bs.hooks.StopAfterThresholdReached(
+        ...     'validation.Accuracy', threshold=0.95))
+        >>> list(trainer.hooks)
+        ['StopAfterThresholdReached']
+    """
+
+    __arguments__ = {
+        'log_name': Arg(Str(nonempty=True)),
+        'threshold': Arg(Real()),
+        'criterion': Arg(Choice('min', 'max'), default='min'),
+    }
+
+    def __init__(
+        self,
+        log_name: str,
+        threshold: float,
+        criterion: str = 'min',
+        name: str | None = None,
+        timescale: str = 'epoch',
+        interval: int = 1,
+        verbose: bool | None = None,
+    ):
+        super().__init__(name, timescale, interval, verbose)
+        _check_criterion('StopAfterThresholdReached', criterion)
+        check_number('StopAfterThresholdReached', 'threshold', threshold)
+        self.log_name = log_name
+        self.threshold = threshold
+        self.criterion = criterion
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        """Stop if the log has reached the threshold (NaN entries aside)."""
+        log = self._get_log(logs, self.log_name, epoch_nr)
+        if not log:
+            return None
+        values = np.asarray(log, dtype=float)
+        if np.isnan(values).all():
+            return None
+        if self.criterion == 'min':
+            reached = np.nanmin(values) <= self.threshold
+        else:
+            reached = np.nanmax(values) >= self.threshold
+        if reached:
+            self.message(
+                f"Stopping because '{self.log_name}' reached the "
+                f'threshold {self.threshold}.'
+            )
+            raise StopIteration
+        return None
+
+
+def _all_finite(value) -> bool:
+    """Whether a number or array is finite; True for what is no number."""
+    try:
+        return bool(np.all(np.isfinite(np.asarray(value, dtype=float))))
+    except (TypeError, ValueError):
+        return True
+
+
+class StopOnNan(Hook):
+    """Stop when something becomes NaN or infinite.
+
+    Checks the last entry of each log in ``logs_to_check``, the parameters,
+    and the training loss: at the ``'epoch'`` timescale the last
+    ``rolling_training`` total loss, at the ``'update'`` timescale the loss
+    of the last batch. When it stops, it says why on stderr (also when not
+    verbose) and logs the reason under its name. (The trainer itself
+    raises :class:`~brainstorm.utils.NonFiniteError` first unless it was
+    created with ``check_finite=False``.)
+
+    Args:
+        logs_to_check: dotted log names (or one name).
+        check_parameters: check the network's parameters.
+        check_training_loss: check the training loss.
+        name, timescale, interval, verbose: see :class:`Hook`.
+
+    Example:
+        >>> import brainstorm as bs
+        >>> trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+        >>> trainer.add_hook(bs.hooks.StopOnNan())
+        >>> list(trainer.hooks)
+        ['StopOnNan']
+    """
+
+    __arguments__ = {
+        'logs_to_check': Arg(_NAMES, default=()),
+        'check_parameters': Arg(Bool(), default=True),
+        'check_training_loss': Arg(Bool(), default=True),
+    }
+
+    def __init__(
+        self,
+        logs_to_check=(),
+        check_parameters: bool = True,
+        check_training_loss: bool = True,
+        name: str | None = None,
+        timescale: str = 'epoch',
+        interval: int = 1,
+        verbose: bool | None = None,
+    ):
+        super().__init__(name, timescale, interval, verbose)
+        self.logs_to_check = _names_list(logs_to_check)
+        self.check_parameters = check_parameters
+        self.check_training_loss = check_training_loss
+
+    def _stop(self, what: str):
+        """Warn that ``what`` is not finite and stop."""
+        # never quiet: a run ending early for this reason must be seen
+        # even with verbose=False (a WARNING goes to stderr by default)
+        reason = f'Stopping because {what} is not finite.'
+        _log.warning(f'{self.__name__} >> {reason}')
+        raise StopIteration(reason)
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        """Stop if a checked log, a parameter or the loss is not finite."""
+        for log_name in self.logs_to_check:
+            log = self._get_log(logs, log_name, epoch_nr)
+            if log and not _all_finite(log[-1]):
+                self._stop(f"log '{log_name}'")
+        if self.check_parameters and not net.handler.is_fully_finite(
+            net.buffer.parameters
+        ):
+            self._stop('a parameter')
+        if self.check_training_loss:
+            if self.timescale == 'update':
+                if update_nr > 0 and not _all_finite(
+                    net.get_loss_values()['total_loss']
+                ):
+                    self._stop('the training loss')
+            else:
+                rolling = logs.get('rolling_training', {})
+                loss = rolling.get('total_loss', rolling.get('Loss'))
+                if loss and not _all_finite(loss[-1]):
+                    self._stop('the training loss')
+        return None
+
+
+class StopOnSigQuit(Hook):
+    r"""Stop at the next call after the process received SIGQUIT.
+
+    A terminal sends SIGQUIT on ``Ctrl+\``. Where there is no SIGQUIT
+    (Windows) or the trainer does not run in the main thread, the hook does
+    nothing.
+
+    Args:
+        name, timescale, interval, verbose: see :class:`Hook`.
+
+    Example:
+        >>> import brainstorm as bs
+        >>> trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+        >>> trainer.add_hook(bs.hooks.StopOnSigQuit())
+        >>> list(trainer.hooks)
+        ['StopOnSigQuit']
+    """
+
+    __undescribed__ = {'quit': False}
+
+    def __init__(
+        self,
+        name: str | None = None,
+        timescale: str = 'epoch',
+        interval: int = 1,
+        verbose: bool | None = None,
+    ):
+        super().__init__(name, timescale, interval, verbose)
+        self.quit = False
+
+    def start(self, net, stepper, verbose, named_data_iters):
+        """Install the SIGQUIT handler."""
+        super().start(net, stepper, verbose, named_data_iters)
+        self.quit = False
+        if (
+            hasattr(signal, 'SIGQUIT')
+            and threading.current_thread() is threading.main_thread()
+        ):
+            signal.signal(signal.SIGQUIT, self._receive)
+        else:
+            self.message('SIGQUIT cannot be caught here; this hook is off.')
+
+    def _receive(self, signum, frame):
+        """The signal handler: note that SIGQUIT arrived."""
+        self.quit = True
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        """Stop if SIGQUIT arrived since the last call."""
+        if self.quit:
+            self.quit = False
+            self.message('Stopping because SIGQUIT was received.')
+            raise StopIteration
+        return None
