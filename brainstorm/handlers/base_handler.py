@@ -11,15 +11,29 @@ from __future__ import annotations
 import abc
 import functools
 import inspect
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from brainstorm.describable import Describable
 from brainstorm.randomness import global_rnd
 from brainstorm.utils import NetworkValidationError
 
-__all__ = ['Handler', 'ACTIVATION_NAMES', 'FirstUseRandomState']
+__all__ = [
+    'Handler',
+    'ACTIVATIONS',
+    'ACTIVATION_NAMES',
+    'ActivationTable',
+    'UnknownActivationError',
+    'FirstUseRandomState',
+]
 
-ACTIVATION_NAMES = ('sigmoid', 'tanh', 'rel', 'linear', 'el')
+#: The names of the activation functions, the one list of them: each name
+#: is a handler op ``name(x, y)`` with its derivative op ``name_deriv(x, y,
+#: dy, dx)``. Layer arguments (``activation=``) accept exactly these.
+ACTIVATIONS = ('sigmoid', 'tanh', 'rel', 'linear', 'el')
+
+#: The same tuple under its earlier name.
+ACTIVATION_NAMES = ACTIVATIONS
 
 
 class FirstUseRandomState:
@@ -127,19 +141,20 @@ class Handler(Describable, abc.ABC):
         EMPTY: an array of size 0, used as a placeholder.
         rnd: the handler's own :class:`brainstorm.randomness.RandomState`,
             used by ``fill_gaussian`` and ``generate_probability_mask``.
-        act_func: dict activation name -> ``f(x, y)`` computing ``y = f(x)``.
-        act_func_deriv: dict name -> ``f(x, y, dy, dx)`` computing
+        act_func: read-only mapping activation name -> op ``f(x, y)``
+            computing ``y = f(x)`` (the op of that name).
+        act_func_deriv: name -> op ``f(x, y, dy, dx)`` computing
             ``dx = f'(x) * dy`` from ``y`` alone (``x`` may be None).
-        inplace_act_func: dict name -> ``f(x)`` replacing ``x`` by ``f(x)``.
-        inplace_act_func_deriv: dict name -> ``f(y, dy)`` replacing ``dy``
+        inplace_act_func: name -> ``f(x)`` replacing ``x`` by ``f(x)``.
+        inplace_act_func_deriv: name -> ``f(y, dy)`` replacing ``dy``
             by ``f'(x) * dy``.
 
-    The activation dicts have the keys ``'sigmoid'``, ``'tanh'``, ``'rel'``,
-    ``'linear'`` and ``'el'``; ``'linear'`` copies (``act_func``,
-    ``act_func_deriv``) or does nothing (the in-place versions). They are
-    built by ``__init__`` from the activation ops, so a subclass gets
-    them by calling ``super().__init__()`` at the end of its own
-    ``__init__`` (and again when it is recreated from a description).
+    The four activation tables (:class:`ActivationTable`) have the names of
+    :data:`ACTIVATIONS` as keys and look the ops up on access, so a
+    subclass that overrides ``tanh`` gets its own ``tanh`` from
+    ``act_func['tanh']``; an unknown name raises
+    :class:`UnknownActivationError` (a ``KeyError``) listing the valid
+    names.
     """
 
     #: the error raised for bad constructor arguments (see
@@ -176,36 +191,27 @@ class Handler(Describable, abc.ABC):
             if missing:
                 setattr(cls, op, _dropping(method, missing))
 
-    def __init__(self) -> None:
-        """Build the activation dicts from this handler's activation ops."""
-        # every name in ACTIVATION_NAMES but 'linear' is an op f(x, y) with
-        # its derivative op f_deriv(x, y, dy, dx); 'linear' copies
-        self.act_func = {'linear': lambda x, y: self.copy_to(x, y)}
-        self.act_func_deriv = {
-            'linear': lambda x, y, dy, dx: self.copy_to(dy, dx)}
-        self.inplace_act_func = {'linear': lambda x: None}
-        self.inplace_act_func_deriv = {'linear': lambda y, dy: None}
-        for name in ACTIVATION_NAMES:
-            if name != 'linear':
-                f = getattr(self, name)
-                f_deriv = getattr(self, f'{name}_deriv')
-                self.act_func[name] = f
-                self.act_func_deriv[name] = f_deriv
-                self.inplace_act_func[name] = functools.partial(_inplace, f)
-                self.inplace_act_func_deriv[name] = functools.partial(
-                    _inplace_deriv, f_deriv)
+    # ---------------------------------------------------- activation tables
 
-    _TRANSIENT = ('act_func', 'act_func_deriv', 'inplace_act_func',
-                  'inplace_act_func_deriv')
+    @property
+    def act_func(self) -> ActivationTable:
+        """Activation name -> op ``f(x, y)`` computing ``y = f(x)``."""
+        return ActivationTable(self, 'act_func')
 
-    def __getstate__(self):
-        # the activation dicts hold closures over self: rebuild, not copy
-        return {k: v for k, v in self.__dict__.items()
-                if k not in self._TRANSIENT}
+    @property
+    def act_func_deriv(self) -> ActivationTable:
+        """Activation name -> op ``f(x, y, dy, dx)``: ``dx = f'(x) * dy``."""
+        return ActivationTable(self, 'act_func_deriv')
 
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        Handler.__init__(self)
+    @property
+    def inplace_act_func(self) -> ActivationTable:
+        """Activation name -> ``f(x)`` replacing ``x`` by ``f(x)``."""
+        return ActivationTable(self, 'inplace_act_func')
+
+    @property
+    def inplace_act_func_deriv(self) -> ActivationTable:
+        """Activation name -> ``f(y, dy)`` replacing ``dy`` by ``f'(x) * dy``."""
+        return ActivationTable(self, 'inplace_act_func_deriv')
 
     # ------------------------------------------------------------ allocation
 
@@ -523,6 +529,10 @@ class Handler(Describable, abc.ABC):
 
     # ----------------------------------------------------------- activations
 
+    # The activation ops, one pair per name in ACTIVATIONS. ``linear`` is
+    # not abstract: its default (a copy through copy_to) serves every
+    # handler, including those written before it was an op.
+
     @abc.abstractmethod
     def el(self, x, y) -> None:
         """Exponential linear unit (alpha 1): ``y = x if x > 0 else exp(x) - 1``.
@@ -540,6 +550,22 @@ class Handler(Describable, abc.ABC):
             dy: delta of ``y``.
             dx: delta of ``x``, overwritten; same shape, may alias ``dy``.
         """
+
+    def linear(self, x, y) -> None:
+        """Identity ``y = x``; nothing to do if ``y`` is ``x`` itself.
+
+        ``y`` has ``x``'s shape and may alias it.
+        """
+        if y is not x:
+            self.copy_to(x, y)
+
+    def linear_deriv(self, x, y, dy, dx) -> None:
+        """``dx = dy``; nothing to do if ``dx`` is ``dy`` itself.
+
+        Arguments as in :meth:`el_deriv`.
+        """
+        if dx is not dy:
+            self.copy_to(dy, dx)
 
     @abc.abstractmethod
     def rel(self, x, y) -> None:
@@ -739,9 +765,84 @@ def _dropping(method, keywords: tuple[str, ...]):
     return op
 
 
+class UnknownActivationError(KeyError):
+    """An activation table was asked for a name not in :data:`ACTIVATIONS`.
+
+    A ``KeyError`` (what the dicts of earlier versions raised) whose
+    message names the unknown name and the valid ones.
+    """
+
+    def __init__(self, name):
+        valid = ', '.join(repr(n) for n in ACTIVATIONS)
+        super().__init__(
+            f'Unknown activation {name!r}. Valid activations: {valid}.'
+        )
+        self.name = name
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self):
+        return type(self), (self.name,)
+
+
+class ActivationTable(Mapping):
+    """Read-only mapping of the activation names to one form of their ops.
+
+    ``handler.act_func`` and its three siblings are tables: ``table[name]``
+    looks the op up on the handler when asked, so the table holds nothing
+    but the handler and the form, and copying or pickling a handler needs
+    no special care.
+
+    Args:
+        handler: the handler whose ops are looked up.
+        form: ``'act_func'`` (the op ``name``), ``'act_func_deriv'`` (the
+            op ``name_deriv``), ``'inplace_act_func'`` (``f(x)``:
+            ``name(x, x)``) or ``'inplace_act_func_deriv'`` (``f(y, dy)``:
+            ``name_deriv(None, y, dy, dy)``).
+    """
+
+    __slots__ = ('handler', 'form')
+
+    def __init__(self, handler: Handler, form: str):
+        if form not in _FORMS:
+            raise ValueError(
+                f'ActivationTable: form must be one of {sorted(_FORMS)}. '
+                f'Received: {form!r}'
+            )
+        self.handler = handler
+        self.form = form
+
+    def __getitem__(self, name: str):
+        if not isinstance(name, str) or name not in ACTIVATIONS:
+            raise UnknownActivationError(name)
+        return _FORMS[self.form](self.handler, name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(ACTIVATIONS)
+
+    def __len__(self) -> int:
+        return len(ACTIVATIONS)
+
+    def __repr__(self) -> str:
+        return f'<{self.form} of {type(self.handler).__name__}: {ACTIVATIONS}>'
+
+
 def _inplace(f, x) -> None:
     f(x, x)
 
 
 def _inplace_deriv(f_deriv, y, dy) -> None:
     f_deriv(None, y, dy, dy)
+
+
+_FORMS = {
+    'act_func': lambda h, name: getattr(h, name),
+    'act_func_deriv': lambda h, name: getattr(h, f'{name}_deriv'),
+    'inplace_act_func': lambda h, name: functools.partial(
+        _inplace, getattr(h, name)
+    ),
+    'inplace_act_func_deriv': lambda h, name: functools.partial(
+        _inplace_deriv, getattr(h, f'{name}_deriv')
+    ),
+}

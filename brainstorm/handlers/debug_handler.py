@@ -14,6 +14,7 @@ import numpy as np
 from brainstorm.arguments import Arg, Instance
 from brainstorm.describable import get_description
 from brainstorm.handlers.base_handler import Handler
+from brainstorm.handlers.numpy_handler import NumpyHandler
 
 __all__ = ['DebugHandler', 'DebugArray', 'DebugHandlerError']
 
@@ -155,7 +156,7 @@ class DebugHandler(Handler):
     """
 
     __arguments__ = {
-        'handler': Arg(Instance(Handler, example=lambda: _numpy_handler())),
+        'handler': Arg(Instance(Handler, example=lambda: NumpyHandler(np.float64))),
     }
 
     array_type = DebugArray
@@ -164,7 +165,6 @@ class DebugHandler(Handler):
         self.handler = handler
         self.context = handler.context
         self.EMPTY = DebugArray(handler.EMPTY)
-        super().__init__()
 
     @property
     def dtype(self):
@@ -579,6 +579,12 @@ class DebugHandler(Handler):
     def el_deriv(self, x, y, dy, dx) -> None:
         self._activation_deriv('el_deriv', x, y, dy, dx)
 
+    def linear(self, x, y) -> None:
+        self._activation('linear', x, y)
+
+    def linear_deriv(self, x, y, dy, dx) -> None:
+        self._activation_deriv('linear_deriv', x, y, dy, dx)
+
     def rel(self, x, y) -> None:
         self._activation('rel', x, y)
 
@@ -711,7 +717,3 @@ class DebugHandler(Handler):
                   padding=padding, stride=stride, in_deltas=in_deltas,
                   out_deltas=out_deltas)
 
-
-def _numpy_handler():
-    from brainstorm.handlers.numpy_handler import NumpyHandler
-    return NumpyHandler(np.float64)

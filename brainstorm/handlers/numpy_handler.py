@@ -10,6 +10,7 @@ from brainstorm.arguments import SEED, Arg, FloatDtype, Optional
 from brainstorm.handlers import _numpy_conv as _conv
 from brainstorm.handlers.base_handler import FirstUseRandomState, Handler
 from brainstorm.randomness import RandomState
+from brainstorm.utils import NetworkValidationError
 
 __all__ = ['NumpyHandler']
 
@@ -45,7 +46,6 @@ class NumpyHandler(Handler):
         self.rnd = None if seed is None else RandomState(seed)
         self._scratch: dict = {}  # name -> flat buffer, grown to the largest use
         self._constants: dict = {}  # index and count arrays of pooling geometries
-        super().__init__()
 
     def __describe__(self) -> dict:
         """``{'@type': 'NumpyHandler', 'dtype': 'float32'}``."""
@@ -56,9 +56,8 @@ class NumpyHandler(Handler):
         type(self).__init__(self, self.dtype)
 
     def __getstate__(self):
-        state = super().__getstate__()
-        state['_scratch'], state['_constants'] = {}, {}
-        return state
+        # scratch buffers and constants are caches: copies start empty
+        return {**self.__dict__, '_scratch': {}, '_constants': {}}
 
     def _buffer(self, name: str, shape: tuple[int, ...], dtype=None):
         """A scratch array of ``shape`` with arbitrary content.
@@ -375,14 +374,12 @@ def _check_ids(op: str, v, n: int) -> None:
     # binarize_v compares exactly and disagrees)
     fraction = v != np.floor(v)
     if fraction.any():
-        from brainstorm.utils import NetworkValidationError
         bad = v[fraction].ravel()
         raise NetworkValidationError(
             f'{op}: class ids must be whole numbers in [0, {n}). Received '
             f'{int(fraction.sum())} other value(s), e.g. {bad[0]:g} at '
             f'position {int(np.flatnonzero(fraction.ravel())[0])}.')
     if v.min() < 0 or v.max() >= n:
-        from brainstorm.utils import NetworkValidationError
         raise NetworkValidationError(
             f'{op}: class ids must lie in [0, {n}). Received ids from '
             f'{v.min():g} to {v.max():g}.')

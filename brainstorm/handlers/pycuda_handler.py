@@ -415,7 +415,6 @@ class PyCudaHandler(Handler):
             blas.set_stream(None)
         self._blas = blas
         self.EMPTY = self.allocate((0,))
-        super().__init__()
 
     def __describe__(self) -> dict:
         """``{'@type': 'PyCudaHandler'}``."""
