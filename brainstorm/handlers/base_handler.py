@@ -54,8 +54,7 @@ class FirstUseRandomState:
             return self
         d = handler.__dict__
         rnd = d.get('_rnd')
-        if rnd is None or d.get('_rnd_seedings', -1) not in (
-                None, global_rnd.seedings):
+        if rnd is None or d.get('_rnd_seedings', -1) not in (None, global_rnd.seedings):
             rnd = d['_rnd'] = global_rnd.create_random_state()
             d['_rnd_seedings'] = global_rnd.seedings
         return rnd
@@ -67,8 +66,10 @@ class FirstUseRandomState:
 
 
 def first_use_owner(handler):
-    """The handler (unwrapping a DebugHandler) whose ``rnd`` is a
-    :class:`FirstUseRandomState`, or None for other handlers."""
+    """Return the handler whose ``rnd`` is a :class:`FirstUseRandomState`.
+
+    A wrapping DebugHandler is unwrapped; None for other handlers.
+    """
     inner = getattr(handler, 'handler', None)  # a wrapping DebugHandler
     if isinstance(inner, Handler):
         return first_use_owner(inner)
@@ -79,9 +80,12 @@ def first_use_owner(handler):
 
 
 def peek_random_state(handler):
-    """The handler's random state if it exists already, else None; unlike
-    reading ``handler.rnd`` this never draws a seed from ``global_rnd``
-    (writing a checkpoint must not change the run it records)."""
+    """Return the handler's random state if it exists already, else None.
+
+    Unlike reading ``handler.rnd`` this never draws a seed from
+    ``global_rnd`` (writing a checkpoint must not change the run it
+    records).
+    """
     owner = first_use_owner(handler)
     if owner is not None:
         d = owner.__dict__
@@ -180,12 +184,12 @@ class Handler(Describable, abc.ABC):
         super().__init_subclass__(**kwargs)
         for op, keywords in _OPTIONAL_KEYWORDS.items():
             method = cls.__dict__.get(op)
-            if method is None or getattr(method, '__isabstractmethod__',
-                                         False):
+            if method is None or getattr(method, '__isabstractmethod__', False):
                 continue
             parameters = inspect.signature(method).parameters
-            if any(p.kind is inspect.Parameter.VAR_KEYWORD
-                   for p in parameters.values()):
+            if any(
+                p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
+            ):
                 continue
             missing = tuple(k for k in keywords if k not in parameters)
             if missing:
@@ -389,8 +393,7 @@ class Handler(Describable, abc.ABC):
         """Elementwise ``out = a / b``; all of one shape, ``out`` may alias."""
 
     @abc.abstractmethod
-    def dot_add_mm(self, a, b, out, transa: bool = False,
-                   transb: bool = False) -> None:
+    def dot_add_mm(self, a, b, out, transa: bool = False, transb: bool = False) -> None:
         """Matrix product added to ``out``: ``out += op(a) @ op(b)``.
 
         Args:
@@ -404,8 +407,7 @@ class Handler(Describable, abc.ABC):
         """
 
     @abc.abstractmethod
-    def dot_mm(self, a, b, out, transa: bool = False,
-               transb: bool = False) -> None:
+    def dot_mm(self, a, b, out, transa: bool = False, transb: bool = False) -> None:
         """Matrix product ``out = op(a) @ op(b)``.
 
         Arguments as in :meth:`dot_add_mm`.
@@ -493,8 +495,9 @@ class Handler(Describable, abc.ABC):
 
     @abc.abstractmethod
     def split_add_tt(self, x, out_a, out_b) -> None:
-        """Undo :meth:`merge_tt`, adding: ``out_a += x[..., :Fa]`` and
-        ``out_b += x[..., Fa:]``.
+        """Undo :meth:`merge_tt`, adding the two parts to the outputs.
+
+        ``out_a += x[..., :Fa]`` and ``out_b += x[..., Fa:]``.
 
         Args:
             x: tensor ``(..., Fa + Fb)``.
@@ -588,7 +591,7 @@ class Handler(Describable, abc.ABC):
 
     @abc.abstractmethod
     def tanh(self, x, y) -> None:
-        """Hyperbolic tangent ``y = tanh(x)``; ``y`` may alias ``x``."""
+        """Hyperbolic tangent of ``x`` into ``y``, which may alias ``x``."""
 
     @abc.abstractmethod
     def tanh_deriv(self, x, y, dy, dx) -> None:
@@ -612,9 +615,17 @@ class Handler(Describable, abc.ABC):
         return False
 
     @abc.abstractmethod
-    def conv2d_forward_batch(self, inputs, weights, bias, outputs,
-                             padding: int, stride: tuple[int, int], *,
-                             columns=None) -> None:
+    def conv2d_forward_batch(
+        self,
+        inputs,
+        weights,
+        bias,
+        outputs,
+        padding: int,
+        stride: tuple[int, int],
+        *,
+        columns=None,
+    ) -> None:
         """2-D cross-correlation of a batch of images, plus bias.
 
         ``outputs[n, i, j, f] = bias[f] + sum_{u, v, c} weights[f, u, v, c]
@@ -642,10 +653,20 @@ class Handler(Describable, abc.ABC):
         """
 
     @abc.abstractmethod
-    def conv2d_backward_batch(self, inputs, weights, padding: int,
-                              stride: tuple[int, int], in_deltas, out_deltas,
-                              weight_deltas, bias_deltas, *, columns=None,
-                              skip_in_deltas: bool = False) -> None:
+    def conv2d_backward_batch(
+        self,
+        inputs,
+        weights,
+        padding: int,
+        stride: tuple[int, int],
+        in_deltas,
+        out_deltas,
+        weight_deltas,
+        bias_deltas,
+        *,
+        columns=None,
+        skip_in_deltas: bool = False,
+    ) -> None:
         """Gradients of :meth:`conv2d_forward_batch`.
 
         Args:
@@ -668,9 +689,15 @@ class Handler(Describable, abc.ABC):
         """
 
     @abc.abstractmethod
-    def maxpool2d_forward_batch(self, inputs, window: tuple[int, int],
-                                outputs, padding: int,
-                                stride: tuple[int, int], argmax) -> None:
+    def maxpool2d_forward_batch(
+        self,
+        inputs,
+        window: tuple[int, int],
+        outputs,
+        padding: int,
+        stride: tuple[int, int],
+        argmax,
+    ) -> None:
         """Max pooling over windows of in-bounds cells (padding is ignored).
 
         ``argmax`` receives the position of each maximum as the flat
@@ -688,10 +715,17 @@ class Handler(Describable, abc.ABC):
         """
 
     @abc.abstractmethod
-    def maxpool2d_backward_batch(self, inputs, window: tuple[int, int],
-                                 outputs, padding: int,
-                                 stride: tuple[int, int], argmax, in_deltas,
-                                 out_deltas) -> None:
+    def maxpool2d_backward_batch(
+        self,
+        inputs,
+        window: tuple[int, int],
+        outputs,
+        padding: int,
+        stride: tuple[int, int],
+        argmax,
+        in_deltas,
+        out_deltas,
+    ) -> None:
         """Gradient of :meth:`maxpool2d_forward_batch`.
 
         ``out_deltas[n, i, j, c]`` is ADDED to ``in_deltas[n]`` at the flat
@@ -709,9 +743,14 @@ class Handler(Describable, abc.ABC):
         """
 
     @abc.abstractmethod
-    def avgpool2d_forward_batch(self, inputs, window: tuple[int, int],
-                                outputs, padding: int,
-                                stride: tuple[int, int]) -> None:
+    def avgpool2d_forward_batch(
+        self,
+        inputs,
+        window: tuple[int, int],
+        outputs,
+        padding: int,
+        stride: tuple[int, int],
+    ) -> None:
         """Average pooling: the mean over the in-bounds cells of each window.
 
         Padding cells do not count; a window of padding only gives 0.
@@ -725,10 +764,16 @@ class Handler(Describable, abc.ABC):
         """
 
     @abc.abstractmethod
-    def avgpool2d_backward_batch(self, inputs, window: tuple[int, int],
-                                 outputs, padding: int,
-                                 stride: tuple[int, int], in_deltas,
-                                 out_deltas) -> None:
+    def avgpool2d_backward_batch(
+        self,
+        inputs,
+        window: tuple[int, int],
+        outputs,
+        padding: int,
+        stride: tuple[int, int],
+        in_deltas,
+        out_deltas,
+    ) -> None:
         """Gradient of :meth:`avgpool2d_forward_batch`.
 
         Each in-bounds cell of a window gets ``out_delta / count`` ADDED,
@@ -754,14 +799,17 @@ _OPTIONAL_KEYWORDS = {
 
 def _dropping(method, keywords: tuple[str, ...]):
     """``method`` accepting and ignoring the keyword arguments ``keywords``."""
+
     @functools.wraps(method)
     def op(self, *args, **kwargs):
         for keyword in keywords:
             kwargs.pop(keyword, None)
         return method(self, *args, **kwargs)
+
     # the base op's signature, so the wrapped op reads like every other
     op.__signature__ = inspect.signature(  # type: ignore[attr-defined]
-        Handler.__dict__[method.__name__])
+        Handler.__dict__[method.__name__]
+    )
     return op
 
 
@@ -774,9 +822,7 @@ class UnknownActivationError(KeyError):
 
     def __init__(self, name):
         valid = ', '.join(repr(n) for n in ACTIVATIONS)
-        super().__init__(
-            f'Unknown activation {name!r}. Valid activations: {valid}.'
-        )
+        super().__init__(f'Unknown activation {name!r}. Valid activations: {valid}.')
         self.name = name
 
     def __str__(self) -> str:
@@ -839,9 +885,7 @@ def _inplace_deriv(f_deriv, y, dy) -> None:
 _FORMS = {
     'act_func': lambda h, name: getattr(h, name),
     'act_func_deriv': lambda h, name: getattr(h, f'{name}_deriv'),
-    'inplace_act_func': lambda h, name: functools.partial(
-        _inplace, getattr(h, name)
-    ),
+    'inplace_act_func': lambda h, name: functools.partial(_inplace, getattr(h, name)),
     'inplace_act_func_deriv': lambda h, name: functools.partial(
         _inplace_deriv, getattr(h, f'{name}_deriv')
     ),

@@ -69,7 +69,9 @@ def test_every_op_has_the_base_signature(handler_class, op):
     """
     expected = inspect.signature(getattr(Handler, op))
     got = inspect.signature(getattr(handler_class, op))
-    assert got == expected, f'{handler_class.__name__}.{op}{got} != Handler.{op}{expected}'
+    assert got == expected, (
+        f'{handler_class.__name__}.{op}{got} != Handler.{op}{expected}'
+    )
 
 
 @pytest.mark.parametrize('op', base_ops())
@@ -100,13 +102,14 @@ def signature_problems(handler_class) -> list:
         expected = inspect.signature(getattr(Handler, name))
         got = inspect.signature(method)
         if got != expected:
-            problems.append(f'{handler_class.__name__}.{name}{got} differs '
-                            f'from Handler.{name}{expected}')
+            problems.append(
+                f'{handler_class.__name__}.{name}{got} differs '
+                f'from Handler.{name}{expected}'
+            )
     return problems
 
 
-@pytest.mark.parametrize('handler_class', concrete_handlers(),
-                         ids=lambda c: c.__name__)
+@pytest.mark.parametrize('handler_class', concrete_handlers(), ids=lambda c: c.__name__)
 def test_handler_implements_every_op_with_the_base_signature(handler_class):
     assert not inspect.isabstract(handler_class)
     problems = signature_problems(handler_class)
@@ -126,12 +129,13 @@ def test_signature_check_finds_deviations():
     assert 'Sloppy.add_tt' in problems[0] and 'Sloppy.sum_t' in problems[1]
 
 
-@pytest.mark.parametrize('handler_class', concrete_handlers(),
-                         ids=lambda c: c.__name__)
+@pytest.mark.parametrize('handler_class', concrete_handlers(), ids=lambda c: c.__name__)
 def test_handler_file_keeps_the_section_order(handler_class):
     """Ops appear in the base class order, so the files read side by side."""
-    base_order = [name for name in Handler.__dict__
-                  if name in Handler.__abstractmethods__]
-    own_order = [name for name in handler_class.__dict__
-                 if name in Handler.__abstractmethods__]
+    base_order = [
+        name for name in Handler.__dict__ if name in Handler.__abstractmethods__
+    ]
+    own_order = [
+        name for name in handler_class.__dict__ if name in Handler.__abstractmethods__
+    ]
     assert own_order == base_order
