@@ -836,9 +836,9 @@ class ActivationTable(Mapping):
     """Read-only mapping of the activation names to one form of their ops.
 
     ``handler.act_func`` and its three siblings are tables: ``table[name]``
-    looks the op up on the handler when asked, so the table holds nothing
-    but the handler and the form, and copying or pickling a handler needs
-    no special care.
+    looks the op up on the handler when asked, so a table holds nothing but
+    its handler and form, handlers do not store tables, and copying or
+    pickling a handler needs no special care.
 
     Args:
         handler: the handler whose ops are looked up.
@@ -848,21 +848,23 @@ class ActivationTable(Mapping):
             ``name_deriv(None, y, dy, dy)``).
     """
 
-    __slots__ = ('handler', 'form')
+    __slots__ = ('handler', 'form', '_suffix', '_wrap')
 
     def __init__(self, handler: Handler, form: str):
         if form not in _FORMS:
             raise ValueError(
-                f'ActivationTable: form must be one of {sorted(_FORMS)}. '
+                f'ActivationTable: form must be one of {list(_FORMS)}. '
                 f'Received: {form!r}'
             )
         self.handler = handler
         self.form = form
+        self._suffix, self._wrap = _FORMS[form]
 
     def __getitem__(self, name: str):
-        if not isinstance(name, str) or name not in ACTIVATIONS:
+        if not isinstance(name, str) or name not in _OP_NAMES:
             raise UnknownActivationError(name)
-        return _FORMS[self.form](self.handler, name)
+        op = getattr(self.handler, _OP_NAMES[name][self._suffix])
+        return op if self._wrap is None else functools.partial(self._wrap, op)
 
     def __iter__(self) -> Iterator[str]:
         return iter(ACTIVATIONS)
@@ -882,11 +884,13 @@ def _inplace_deriv(f_deriv, y, dy) -> None:
     f_deriv(None, y, dy, dy)
 
 
+# the op names of each activation: (function, derivative)
+_OP_NAMES = {name: (name, f'{name}_deriv') for name in ACTIVATIONS}
+
+# form -> (index into _OP_NAMES' pairs, wrapper making the in-place call)
 _FORMS = {
-    'act_func': lambda h, name: getattr(h, name),
-    'act_func_deriv': lambda h, name: getattr(h, f'{name}_deriv'),
-    'inplace_act_func': lambda h, name: functools.partial(_inplace, getattr(h, name)),
-    'inplace_act_func_deriv': lambda h, name: functools.partial(
-        _inplace_deriv, getattr(h, f'{name}_deriv')
-    ),
+    'act_func': (0, None),
+    'act_func_deriv': (1, None),
+    'inplace_act_func': (0, _inplace),
+    'inplace_act_func_deriv': (1, _inplace_deriv),
 }

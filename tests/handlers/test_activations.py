@@ -166,6 +166,10 @@ def test_table_form_is_checked():
         ActivationTable(NumpyHandler(), 'activations')
 
 
+def test_str_subclass_names_are_found(handler):
+    assert handler.act_func[np.str_('tanh')] == handler.tanh
+
+
 def test_subclass_ops_are_found_by_the_tables():
     class HardTanh(NumpyHandler):
         def tanh(self, x, y) -> None:
