@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import functools
 import inspect
-from collections.abc import Iterator, Mapping
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from typing import Any
 
 from brainstorm.describable import Describable
@@ -27,9 +27,10 @@ __all__ = [
     'FirstUseRandomState',
 ]
 
-#: The names of the activation functions, the one list of them: each name
-#: is a handler op ``name(x, y)`` with its derivative op ``name_deriv(x, y,
-#: dy, dx)``. Layer arguments (``activation=``) accept exactly these.
+#: The names of the activation functions, listed here and nowhere else.
+#: Each name is a handler op ``name(x, y)`` with its derivative op
+#: ``name_deriv(x, y, dy, dx)``; layer arguments (``activation=``) accept
+#: exactly these.
 ACTIVATIONS = ('sigmoid', 'tanh', 'rel', 'linear', 'el')
 
 #: The same tuple under its earlier name.
@@ -145,15 +146,9 @@ class Handler(Describable, abc.ABC):
         EMPTY: an array of size 0, used as a placeholder.
         rnd: the handler's own :class:`brainstorm.randomness.RandomState`,
             used by ``fill_gaussian`` and ``generate_probability_mask``.
-        act_func: read-only mapping activation name -> op ``f(x, y)``
-            computing ``y = f(x)`` (the op of that name).
-        act_func_deriv: name -> op ``f(x, y, dy, dx)`` computing
-            ``dx = f'(x) * dy`` from ``y`` alone (``x`` may be None).
-        inplace_act_func: name -> ``f(x)`` replacing ``x`` by ``f(x)``.
-        inplace_act_func_deriv: name -> ``f(y, dy)`` replacing ``dy``
-            by ``f'(x) * dy``.
-
-    The four activation tables (:class:`ActivationTable`) have the names of
+    The four activation tables ``act_func``, ``act_func_deriv``,
+    ``inplace_act_func`` and ``inplace_act_func_deriv``
+    (:class:`ActivationTable`, see the properties below) have the names of
     :data:`ACTIVATIONS` as keys and look the ops up on access, so a
     subclass that overrides ``tanh`` gets its own ``tanh`` from
     ``act_func['tanh']``; an unknown name raises
@@ -832,8 +827,11 @@ class UnknownActivationError(KeyError):
         return type(self), (self.name,)
 
 
-class ActivationTable(Mapping):
+class ActivationTable:
     """Read-only mapping of the activation names to one form of their ops.
+
+    A ``collections.abc.Mapping`` (registered as one) with the read-only
+    dict methods.
 
     ``handler.act_func`` and its three siblings are tables: ``table[name]``
     looks the op up on the handler when asked, so a table holds nothing but
@@ -872,8 +870,30 @@ class ActivationTable(Mapping):
     def __len__(self) -> int:
         return len(ACTIVATIONS)
 
+    def __contains__(self, name) -> bool:
+        return isinstance(name, str) and name in _OP_NAMES
+
+    def get(self, name, default=None):
+        """Return ``self[name]``, or ``default`` for an unknown name."""
+        return self[name] if name in self else default
+
+    def keys(self):
+        """Return a view of the activation names."""
+        return KeysView(self)
+
+    def values(self):
+        """Return a view of the ops, in the order of the names."""
+        return ValuesView(self)
+
+    def items(self):
+        """Return a view of the ``(name, op)`` pairs."""
+        return ItemsView(self)
+
     def __repr__(self) -> str:
         return f'<{self.form} of {type(self.handler).__name__}: {ACTIVATIONS}>'
+
+
+Mapping.register(ActivationTable)
 
 
 def _inplace(f, x) -> None:

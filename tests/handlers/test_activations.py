@@ -2,6 +2,7 @@
 
 import copy
 import pickle
+from collections.abc import Mapping
 
 import numpy as np
 import pytest
@@ -128,7 +129,10 @@ def test_tables_resolve_names_to_the_bound_ops(handler, name):
 def test_tables_are_read_only_mappings_of_all_names(handler):
     for table_name in TABLES:
         table = getattr(handler, table_name)
-        assert isinstance(table, ActivationTable)
+        assert isinstance(table, ActivationTable) and isinstance(table, Mapping)
+        assert [name for name, op in table.items() if callable(op)] == list(ACTIVATIONS)
+        assert all(callable(op) for op in table.values())
+        assert len(table.values()) == len(ACTIVATIONS)
         assert list(table) == list(ACTIVATIONS)
         assert len(table) == len(ACTIVATIONS)
         assert set(table.keys()) == set(ACTIVATIONS)
