@@ -3,15 +3,17 @@
 ``NumpyHandler`` runs on the CPU, ``PyCudaHandler`` on an NVIDIA GPU
 (creating one without PyCUDA raises an ImportError saying how to install
 it), and ``DebugHandler`` wraps either one and checks every call.
-``default_handler`` is a float32 ``NumpyHandler``.
+``default_handler`` is a float32 ``NumpyHandler``. ``ACTIVATIONS`` is
+the one list of activation names (each one a handler op).
 """
 
 import numpy as np
 
+from brainstorm.handlers.base_handler import ACTIVATIONS
 from brainstorm.handlers.debug_handler import DebugHandler
 from brainstorm.handlers.numpy_handler import NumpyHandler
 from brainstorm.handlers.pycuda_handler import PyCudaHandler
 
 default_handler = NumpyHandler(np.float32)
 
-__all__ = ['NumpyHandler', 'PyCudaHandler', 'default_handler']
+__all__ = ['NumpyHandler', 'PyCudaHandler', 'default_handler', 'ACTIVATIONS']

@@ -25,9 +25,17 @@ import importlib.util
 import os
 from typing import NamedTuple
 
-__all__ = ['Cublas', 'CublasError', 'GemmCall', 'row_major_gemm',
-           'row_major_ld', 'library_candidates', 'load_cublas',
-           'CUBLAS_OP_N', 'CUBLAS_OP_T']
+__all__ = [
+    'Cublas',
+    'CublasError',
+    'GemmCall',
+    'row_major_gemm',
+    'row_major_ld',
+    'library_candidates',
+    'load_cublas',
+    'CUBLAS_OP_N',
+    'CUBLAS_OP_T',
+]
 
 CUBLAS_OP_N = 0
 CUBLAS_OP_T = 1
@@ -66,8 +74,7 @@ class GemmCall(NamedTuple):
     ldc: int
 
 
-def row_major_ld(rows: int, cols: int, row_stride: int,
-                 col_stride: int) -> int | None:
+def row_major_ld(rows: int, cols: int, row_stride: int, col_stride: int) -> int | None:
     """Leading dimension of a strided row-major matrix for cuBLAS, or None.
 
     The matrix qualifies if its columns are adjacent (``col_stride == 1``,
@@ -86,39 +93,52 @@ def row_major_ld(rows: int, cols: int, row_stride: int,
     return row_stride
 
 
-def row_major_gemm(m: int, n: int, k: int, transa: bool, transb: bool,
-                   lda: int, ldb: int, ldc: int) -> GemmCall:
+def row_major_gemm(
+    m: int, n: int, k: int, transa: bool, transb: bool, lda: int, ldb: int, ldc: int
+) -> GemmCall:
     """Map the row-major ``C (m, n) = op(A) (m, k) @ op(B) (k, n)`` to cuBLAS.
 
     Args:
-        m, n, k: the sizes of the row-major product.
-        transa, transb: whether ``A`` and ``B`` are stored transposed.
-        lda, ldb, ldc: row strides (from :func:`row_major_ld`) of the
-            stored ``A``, ``B`` and ``C``.
+        m: rows of ``op(A)`` and ``C``.
+        n: columns of ``op(B)`` and ``C``.
+        k: columns of ``op(A)``, rows of ``op(B)``.
+        transa: whether ``A`` is stored transposed.
+        transb: whether ``B`` is stored transposed.
+        lda: row stride (from :func:`row_major_ld`) of the stored ``A``.
+        ldb: row stride of the stored ``B``.
+        ldc: row stride of ``C``.
 
     Returns:
         The :class:`GemmCall`, whose first operand is ``B`` and second ``A``.
     """
-    return GemmCall(transa=CUBLAS_OP_T if transb else CUBLAS_OP_N,
-                    transb=CUBLAS_OP_T if transa else CUBLAS_OP_N,
-                    m=n, n=m, k=k, lda=ldb, ldb=lda, ldc=ldc)
+    return GemmCall(
+        transa=CUBLAS_OP_T if transb else CUBLAS_OP_N,
+        transb=CUBLAS_OP_T if transa else CUBLAS_OP_N,
+        m=n,
+        n=m,
+        k=k,
+        lda=ldb,
+        ldb=lda,
+        ldc=ldc,
+    )
 
 
 # ----------------------------------------------------------- the library ---
 
-_SONAMES = ('libcublas.so', 'libcublas.so.13', 'libcublas.so.12',
-            'libcublas.so.11')
+_SONAMES = ('libcublas.so', 'libcublas.so.13', 'libcublas.so.12', 'libcublas.so.11')
 _DLL_PATTERN = 'cublas64_*.dll'
 
 
 def _toolkit_dirs() -> list:
-    roots = [os.environ.get(v) for v in ('CUDA_HOME', 'CUDA_PATH',
-                                         'CUDA_ROOT')]
+    roots = [os.environ.get(v) for v in ('CUDA_HOME', 'CUDA_PATH', 'CUDA_ROOT')]
     roots.append('/usr/local/cuda')
     dirs = []
     for root in filter(None, roots):
-        dirs += [os.path.join(root, 'lib64'), os.path.join(root, 'lib'),
-                 os.path.join(root, 'bin')]
+        dirs += [
+            os.path.join(root, 'lib64'),
+            os.path.join(root, 'lib'),
+            os.path.join(root, 'bin'),
+        ]
         dirs += sorted(glob.glob(os.path.join(root, 'targets', '*', 'lib')))
     return dirs
 
@@ -166,8 +186,7 @@ def load_cublas() -> ctypes.CDLL:
         directory = os.path.dirname(name)
         if directory:
             # libcublas needs libcublasLt, which may not be on the loader path
-            for lt in sorted(glob.glob(os.path.join(directory,
-                                                    'libcublasLt.so*'))):
+            for lt in sorted(glob.glob(os.path.join(directory, 'libcublasLt.so*'))):
                 try:
                     ctypes.CDLL(lt, mode=ctypes.RTLD_GLOBAL)
                     break
@@ -180,7 +199,8 @@ def load_cublas() -> ctypes.CDLL:
     raise ImportError(
         'PyCudaHandler needs cuBLAS, but libcublas could not be loaded. '
         'Install the CUDA toolkit (and set CUDA_HOME) or the nvidia-cublas '
-        'wheel. Tried: ' + '; '.join(errors))
+        'wheel. Tried: ' + '; '.join(errors)
+    )
 
 
 def _check(status: int, what: str) -> None:
@@ -207,30 +227,66 @@ class Cublas:
         lib.cublasSetStream_v2.argtypes = [c_void_p, c_void_p]
         lib.cublasSetStream_v2.restype = c_int
         lib.cublasSgemm_v2.argtypes = [
-            c_void_p, c_int, c_int, c_int, c_int, c_int, c_float_p, c_void_p,
-            c_int, c_void_p, c_int, c_float_p, c_void_p, c_int]
+            c_void_p,
+            c_int,
+            c_int,
+            c_int,
+            c_int,
+            c_int,
+            c_float_p,
+            c_void_p,
+            c_int,
+            c_void_p,
+            c_int,
+            c_float_p,
+            c_void_p,
+            c_int,
+        ]
         lib.cublasSgemm_v2.restype = c_int
         self.lib = lib
         self.handle = c_void_p()
-        _check(lib.cublasCreate_v2(ctypes.byref(self.handle)),
-               'cublasCreate_v2')
+        _check(lib.cublasCreate_v2(ctypes.byref(self.handle)), 'cublasCreate_v2')
 
     def set_stream(self, stream: int | None) -> None:
         """Run this handle's calls on ``stream`` (None: the default stream)."""
-        _check(self.lib.cublasSetStream_v2(self.handle,
-                                           ctypes.c_void_p(stream or None)),
-               'cublasSetStream_v2')
+        _check(
+            self.lib.cublasSetStream_v2(self.handle, ctypes.c_void_p(stream or None)),
+            'cublasSetStream_v2',
+        )
 
-    def sgemm(self, call: GemmCall, alpha: float, a_ptr: int, b_ptr: int,
-              beta: float, c_ptr: int) -> None:
-        """``C = alpha * op(A) @ op(B) + beta * C`` (column-major, cuBLAS's
-        operand names; pointers are device addresses as ints)."""
-        _check(self.lib.cublasSgemm_v2(
-            self.handle, call.transa, call.transb, call.m, call.n, call.k,
-            ctypes.byref(ctypes.c_float(alpha)), ctypes.c_void_p(a_ptr),
-            call.lda, ctypes.c_void_p(b_ptr), call.ldb,
-            ctypes.byref(ctypes.c_float(beta)), ctypes.c_void_p(c_ptr),
-            call.ldc), 'cublasSgemm_v2')
+    def sgemm(
+        self,
+        call: GemmCall,
+        alpha: float,
+        a_ptr: int,
+        b_ptr: int,
+        beta: float,
+        c_ptr: int,
+    ) -> None:
+        """Run ``C = alpha * op(A) @ op(B) + beta * C`` on the GPU.
+
+        Column-major, with cuBLAS's operand names (see
+        :func:`row_major_gemm`); pointers are device addresses as ints.
+        """
+        _check(
+            self.lib.cublasSgemm_v2(
+                self.handle,
+                call.transa,
+                call.transb,
+                call.m,
+                call.n,
+                call.k,
+                ctypes.byref(ctypes.c_float(alpha)),
+                ctypes.c_void_p(a_ptr),
+                call.lda,
+                ctypes.c_void_p(b_ptr),
+                call.ldb,
+                ctypes.byref(ctypes.c_float(beta)),
+                ctypes.c_void_p(c_ptr),
+                call.ldc,
+            ),
+            'cublasSgemm_v2',
+        )
 
     def destroy(self) -> None:
         """Release the handle (its context must still be alive)."""

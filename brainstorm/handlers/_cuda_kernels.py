@@ -30,9 +30,15 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-__all__ = ['ELEMENTWISE_OPS', 'ElementwiseOp', 'KERNEL_SOURCES',
-           'BLOCK_SIZE', 'REDUCE_BLOCKS', 'kernel_arg_formats',
-           'elementwise_source']
+__all__ = [
+    'ELEMENTWISE_OPS',
+    'ElementwiseOp',
+    'KERNEL_SOURCES',
+    'BLOCK_SIZE',
+    'REDUCE_BLOCKS',
+    'kernel_arg_formats',
+    'elementwise_source',
+]
 
 BLOCK_SIZE = 256  # threads per block of the 1-D kernels (a power of two)
 REDUCE_BLOCKS = 128  # partial sums of the first pass of a full reduction
@@ -62,66 +68,77 @@ _U = 'unsigned int'
 ELEMENTWISE_OPS = {
     # copy/fill
     'copy': ElementwiseOp(('a',), ('out',), (), 'out = a;'),
-    'copy_if': ElementwiseOp(('a', 'cond'), ('out',), (),
-                             'if (cond != 0.0f) out = a;'),
+    'copy_if': ElementwiseOp(('a', 'cond'), ('out',), (), 'if (cond != 0.0f) out = a;'),
     'fill': ElementwiseOp((), ('out',), (('s', _F),), 'out = s;'),
-    'fill_if': ElementwiseOp(('cond',), ('out',), (('s', _F),),
-                             'if (cond != 0.0f) out = s;'),
+    'fill_if': ElementwiseOp(
+        ('cond',), ('out',), (('s', _F),), 'if (cond != 0.0f) out = s;'
+    ),
     'gaussian': ElementwiseOp(
-        (), ('out',), (('k0', _U), ('k1', _U), ('mean', _F), ('stddev', _F)),
+        (),
+        ('out',),
+        (('k0', _U), ('k1', _U), ('mean', _F), ('stddev', _F)),
         'bs_u32x4 r = bs_philox((unsigned int)i, k0, k1);\n'
         'float u1 = (float)((r.x >> 8) + 1u) * BS_2POW_M24;\n'
         'float u2 = (float)(r.y >> 8) * BS_2POW_M24;\n'
-        'out = mean + stddev * (sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2));'),
+        'out = mean + stddev * (sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2));',
+    ),
     'bernoulli': ElementwiseOp(
-        (), ('out',), (('k0', _U), ('k1', _U), ('p', _F)),
+        (),
+        ('out',),
+        (('k0', _U), ('k1', _U), ('p', _F)),
         'bs_u32x4 r = bs_philox((unsigned int)i, k0, k1);\n'
-        'out = ((float)(r.x >> 8) * BS_2POW_M24 < p) ? 1.0f : 0.0f;'),
+        'out = ((float)(r.x >> 8) * BS_2POW_M24 < p) ? 1.0f : 0.0f;',
+    ),
     # math A to Z
     'abs': ElementwiseOp(('a',), ('out',), (), 'out = fabsf(a);'),
     'add': ElementwiseOp(('a', 'b'), ('out',), (), 'out = a + b;'),
-    'add_if': ElementwiseOp(('a', 'cond'), ('out',), (),
-                            'if (cond != 0.0f) out = out + a;'),
+    'add_if': ElementwiseOp(
+        ('a', 'cond'), ('out',), (), 'if (cond != 0.0f) out = out + a;'
+    ),
     'add_s': ElementwiseOp(('a',), ('out',), (('s', _F),), 'out = a + s;'),
     # comparisons instead of fminf/fmaxf so that NaN stays NaN (as in NumPy)
-    'clip': ElementwiseOp(('a',), ('out',), (('lo', _F), ('hi', _F)),
-                          'out = (a < lo) ? lo : ((a > hi) ? hi : a);'),
+    'clip': ElementwiseOp(
+        ('a',),
+        ('out',),
+        (('lo', _F), ('hi', _F)),
+        'out = (a < lo) ? lo : ((a > hi) ? hi : a);',
+    ),
     'divide': ElementwiseOp(('a', 'b'), ('out',), (), 'out = a / b;'),
     'log': ElementwiseOp(('a',), ('out',), (), 'out = logf(a);'),
     'modulo': ElementwiseOp(('a', 'b'), ('out',), (), 'out = fmodf(a, b);'),
     'mult': ElementwiseOp(('a', 'b'), ('out',), (), 'out = a * b;'),
     'mult_add': ElementwiseOp(('a', 'b'), ('out',), (), 'out = out + a * b;'),
-    'mult_add_s': ElementwiseOp(('a',), ('out',), (('s', _F),),
-                                'out = out + s * a;'),
+    'mult_add_s': ElementwiseOp(('a',), ('out',), (('s', _F),), 'out = out + s * a;'),
     'mult_s': ElementwiseOp(('a',), ('out',), (('s', _F),), 'out = s * a;'),
     'sign': ElementwiseOp(
-        ('a',), ('out',), (),
-        'out = (a > 0.0f) ? 1.0f : ((a < 0.0f) ? -1.0f : a);'),
+        ('a',), ('out',), (), 'out = (a > 0.0f) ? 1.0f : ((a < 0.0f) ? -1.0f : a);'
+    ),
     'sqrt': ElementwiseOp(('a',), ('out',), (), 'out = sqrtf(a);'),
     'subtract': ElementwiseOp(('a', 'b'), ('out',), (), 'out = a - b;'),
     # activations: f(a) and the derivative from y alone
-    'el': ElementwiseOp(('a',), ('out',), (),
-                        'out = (a > 0.0f) ? a : expm1f(a);'),
-    'el_deriv': ElementwiseOp(('y', 'dy'), ('out',), (),
-                              'out = dy * fminf(y + 1.0f, 1.0f);'),
-    'rel': ElementwiseOp(('a',), ('out',), (),
-                         'out = (a > 0.0f) ? a : 0.0f;'),
-    'rel_deriv': ElementwiseOp(('y', 'dy'), ('out',), (),
-                               'out = dy * ((y > 0.0f) ? 1.0f : 0.0f);'),
+    'el': ElementwiseOp(('a',), ('out',), (), 'out = (a > 0.0f) ? a : expm1f(a);'),
+    'el_deriv': ElementwiseOp(
+        ('y', 'dy'), ('out',), (), 'out = dy * fminf(y + 1.0f, 1.0f);'
+    ),
+    'rel': ElementwiseOp(('a',), ('out',), (), 'out = (a > 0.0f) ? a : 0.0f;'),
+    'rel_deriv': ElementwiseOp(
+        ('y', 'dy'), ('out',), (), 'out = dy * ((y > 0.0f) ? 1.0f : 0.0f);'
+    ),
     # exp(-a) overflows to inf for a << 0, giving the correct limit 0
-    'sigmoid': ElementwiseOp(('a',), ('out',), (),
-                             'out = 1.0f / (1.0f + expf(-a));'),
-    'sigmoid_deriv': ElementwiseOp(('y', 'dy'), ('out',), (),
-                                   'out = dy * (y * (1.0f - y));'),
+    'sigmoid': ElementwiseOp(('a',), ('out',), (), 'out = 1.0f / (1.0f + expf(-a));'),
+    'sigmoid_deriv': ElementwiseOp(
+        ('y', 'dy'), ('out',), (), 'out = dy * (y * (1.0f - y));'
+    ),
     'tanh': ElementwiseOp(('a',), ('out',), (), 'out = tanhf(a);'),
-    'tanh_deriv': ElementwiseOp(('y', 'dy'), ('out',), (),
-                                'out = dy * (1.0f - y * y);'),
+    'tanh_deriv': ElementwiseOp(
+        ('y', 'dy'), ('out',), (), 'out = dy * (1.0f - y * y);'
+    ),
 }
 
 # Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2,
 # 3", SC 2011): a counter-based generator, so element i of a draw is a pure
 # function of (i, key) and needs no per-thread state.
-_PHILOX = r'''
+_PHILOX = r"""
 #define BS_2POW_M24 5.9604644775390625e-08f
 
 struct bs_u32x4 { unsigned int x, y, z, w; };
@@ -149,22 +166,24 @@ __device__ bs_u32x4 bs_philox(unsigned int counter, unsigned int k0,
     }
     return c;
 }
-'''
+"""
 
 # the digits of the logical index i in the padded shape (d0, d1, d2, d3)
-_DIGITS = '''\
+_DIGITS = """\
         int i3 = i % d3;
         int r_ = i / d3;
         int i2 = r_ % d2;
         r_ /= d2;
         int i1 = r_ % d1;
         int i0 = r_ / d1;
-'''
+"""
 
 
 def _offset(name: str) -> str:
-    return (f'(long long)i0 * {name}_0 + (long long)i1 * {name}_1 + '
-            f'(long long)i2 * {name}_2 + (long long)i3 * {name}_3')
+    return (
+        f'(long long)i0 * {name}_0 + (long long)i1 * {name}_1 + '
+        f'(long long)i2 * {name}_2 + (long long)i3 * {name}_3'
+    )
 
 
 def elementwise_source(name: str, op: ElementwiseOp) -> str:
@@ -175,10 +194,10 @@ def elementwise_source(name: str, op: ElementwiseOp) -> str:
         params.append(f'{const}float* p_{operand}')
         params += [f'int {operand}_{k}' for k in range(4)]
     params += [f'{ctype} {sname}' for sname, ctype in op.scalars]
-    loads = ''.join(f'        const float {x} = p_{x}[{_offset(x)}];\n'
-                    for x in op.inputs)
-    refs = ''.join(f'        float& {x} = p_{x}[{_offset(x)}];\n'
-                   for x in op.outputs)
+    loads = ''.join(
+        f'        const float {x} = p_{x}[{_offset(x)}];\n' for x in op.inputs
+    )
+    refs = ''.join(f'        float& {x} = p_{x}[{_offset(x)}];\n' for x in op.outputs)
     body = ''.join(f'        {line}\n' for line in op.body.splitlines())
     signature = ',\n    '.join(params)
     return (
@@ -188,13 +207,15 @@ def elementwise_source(name: str, op: ElementwiseOp) -> str:
         '         i += blockDim.x * gridDim.x) {\n'
         f'{_DIGITS}{loads}{refs}{body}'
         '    }\n'
-        '}\n')
+        '}\n'
+    )
 
 
 _ELEMENTWISE = _PHILOX + '\n'.join(
-    elementwise_source(name, op) for name, op in ELEMENTWISE_OPS.items())
+    elementwise_source(name, op) for name, op in ELEMENTWISE_OPS.items()
+)
 
-_REDUCE = r'''
+_REDUCE = r"""
 #define BS_TILE_X 32
 #define BS_TILE_Y 8
 
@@ -260,9 +281,9 @@ DIGITS        float x = p_a[OFFSET];
         partial[blockIdx.x] = buf[0];
     }
 }
-'''.replace('DIGITS', _DIGITS).replace('OFFSET', _offset('a'))
+""".replace('DIGITS', _DIGITS).replace('OFFSET', _offset('a'))
 
-_ROWS = r'''
+_ROWS = r"""
 /* Row-wise softmax of a rows x cols matrix: one block per row (grid-stride
    over rows), blockDim.x a power of two <= 256. Three sweeps over the row:
    maximum, sum of exp(x - max), then the output. Each output element is
@@ -343,15 +364,16 @@ extern "C" __global__ void index_rows(
         out[(long long)r * o_r] = value;
     }
 }
-'''
+"""
 
 # Image geometry shared by the conv/pool kernels (see the Handler docstring):
 # output (i, j) reads input rows i*sy - pad + u (0 <= u < kh) and columns
 # j*sx - pad + v (0 <= v < kw).
-_GEOMETRY = ('int H, int W, int C, int OH, int OW, int KH, int KW, int pad, '
-             'int sy, int sx')
+_GEOMETRY = (
+    'int H, int W, int C, int OH, int OW, int KH, int KW, int pad, int sy, int sx'
+)
 
-_CONV = r'''
+_CONV = r"""
 /* col[r, q] for the contiguous (N*OH*OW) x (KH*KW*C) matrix of receptive
    fields: row r = (n, i, j), column q = (u, v, c); zero where the cell is
    padding. x is (N, H, W, C) with element strides x0..x3. */
@@ -417,9 +439,9 @@ extern "C" __global__ void col2im_add(
         *target += acc;
     }
 }
-'''.replace('GEOMETRY', _GEOMETRY)
+""".replace('GEOMETRY', _GEOMETRY)
 
-_POOL = r'''
+_POOL = r"""
 /* The outputs (i, j) whose window covers input row y: i in [*lo, *hi]. */
 __device__ void bs_covering(int y, int pad, int k, int s, int out_len,
                             int* lo, int* hi)
@@ -577,7 +599,7 @@ extern "C" __global__ void avgpool_backward_add(
            (long long)c * d3] += acc;
     }
 }
-'''.replace('GEOMETRY', _GEOMETRY)
+""".replace('GEOMETRY', _GEOMETRY)
 
 KERNEL_SOURCES = {
     'elementwise': _ELEMENTWISE,
@@ -610,7 +632,8 @@ def kernel_arg_formats(source: str) -> dict:
             elif ctype in _FORMAT:
                 chars.append(_FORMAT[ctype])
             else:
-                raise ValueError(f'kernel {name}: unsupported parameter '
-                                 f'type in {param.strip()!r}')
+                raise ValueError(
+                    f'kernel {name}: unsupported parameter type in {param.strip()!r}'
+                )
         formats[name] = ''.join(chars)
     return formats

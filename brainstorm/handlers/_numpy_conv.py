@@ -68,8 +68,9 @@ _POOL_CHUNK_BYTES = 1 << 20
 
 
 def product(handler, a, b, out, transa, transb, add):
-    """``out (+)= op(a) @ op(b)``, as ``(op(b).T @ op(a).T).T`` when that
-    is faster.
+    """Compute ``out (+)= op(a) @ op(b)``, transposed where that is faster.
+
+    The transposed form is ``(op(b).T @ op(a).T).T``.
 
     OpenBLAS is slow for products with few rows and many columns (a
     batch of 32-100 times a weight matrix), the more so with the second
@@ -97,23 +98,28 @@ def product(handler, a, b, out, transa, transb, add):
 
 
 def _padded(handler, images, rows: int, cols: int):
-    """``images`` with ``rows`` zero rows and ``cols`` zero columns on
-    both sides, in a scratch array (``images`` itself if none)."""
+    """Zero-pad ``images`` into a scratch array.
+
+    ``rows`` zero rows and ``cols`` zero columns go on both sides;
+    ``images`` itself is returned if both are 0.
+    """
     if not (rows or cols):
         return images
     n, h, w, c = images.shape
     xpad = handler._buffer('pad', (n, h + 2 * rows, w + 2 * cols, c))
     xpad[:, :rows] = 0
-    xpad[:, rows + h:] = 0
-    xpad[:, rows:rows + h, :cols] = 0
-    xpad[:, rows:rows + h, cols + w:] = 0
-    xpad[:, rows:rows + h, cols:cols + w] = images
+    xpad[:, rows + h :] = 0
+    xpad[:, rows : rows + h, :cols] = 0
+    xpad[:, rows : rows + h, cols + w :] = 0
+    xpad[:, rows : rows + h, cols : cols + w] = images
     return xpad
 
 
 def _fields(handler, inputs, kernel, padding, stride, out_shape):
-    """A read-only ``(N, OH, OW, kh, kw, C)`` view of every receptive
-    field (of a zero-padded scratch copy of ``inputs`` if padding).
+    """Return a read-only ``(N, OH, OW, kh, kw, C)`` view of every field.
+
+    The receptive fields are those of a zero-padded scratch copy of
+    ``inputs`` if there is padding.
 
     ``padding`` is ``(ph, pw)``: zero rows and columns on both sides.
     Field ``(n, i, j)`` is ``xpad[n, i*sy:i*sy+kh, j*sx:j*sx+kw, :]``;
@@ -126,18 +132,25 @@ def _fields(handler, inputs, kernel, padding, stride, out_shape):
     oh, ow = out_shape
     xpad = _padded(handler, inputs, *padding)
     s0, s1, s2, s3 = xpad.strides
-    return as_strided(xpad, shape=(n, oh, ow, kh, kw, c),
-                      strides=(s0, s1 * sy, s2 * sx, s1, s2, s3),
-                      writeable=False)
+    return as_strided(
+        xpad,
+        shape=(n, oh, ow, kh, kw, c),
+        strides=(s0, s1 * sy, s2 * sx, s1, s2, s3),
+        writeable=False,
+    )
 
 
 def _field_chunks(handler, fields):
-    """``(start, stop, rows)``: images whose fields take about
-    _FIELD_CHUNK_BYTES, so that a chunk gathered into a matrix is still
-    in the cache when a GEMM reads it."""
+    """Split the images into chunks of ``(start, stop, rows)``.
+
+    The fields of a chunk take about ``_FIELD_CHUNK_BYTES``, so that a
+    chunk gathered into a matrix is still in the cache when a GEMM reads
+    it.
+    """
     n = fields.shape[0]
-    chunk = _chunk_size(n, math.prod(fields.shape[1:]) * fields.itemsize,
-                        _FIELD_CHUNK_BYTES)
+    chunk = _chunk_size(
+        n, math.prod(fields.shape[1:]) * fields.itemsize, _FIELD_CHUNK_BYTES
+    )
     cells = fields.shape[1] * fields.shape[2]
     for start in range(0, n, chunk):
         stop = min(n, start + chunk)
@@ -147,35 +160,50 @@ def _field_chunks(handler, fields):
 def _gather(handler, fields):
     """Copy the fields of some images into the scratch (M, K) matrix."""
     k = math.prod(fields.shape[3:])
-    col = handler._buffer('col', (fields.shape[0] * fields.shape[1] *
-                               fields.shape[2], k))
+    col = handler._buffer(
+        'col', (fields.shape[0] * fields.shape[1] * fields.shape[2], k)
+    )
     np.copyto(_view_as(col, fields.shape), fields)
     return col
 
 
 def _columns(handler, columns, weights, out_shape):
-    """``columns`` as ``(N, OH*OW, K)`` image blocks, or None if it
-    cannot hold the receptive fields (then they are recomputed).
+    """Return ``columns`` as ``(N, OH*OW, K)`` image blocks, or None.
+
+    None if it cannot hold the receptive fields (then they are
+    recomputed).
 
     The GEMMs then run per image (a batched ``matmul``): each image's
     block is contiguous in a layer internal, the whole batch is not.
     """
     n, oh, ow = out_shape
     k = math.prod(weights.shape[1:])
-    if columns is None or columns.shape != (n, oh, ow, k) or \
-            columns.dtype != handler.dtype or \
-            (n and not columns[0].flags.c_contiguous):
+    if (
+        columns is None
+        or columns.shape != (n, oh, ow, k)
+        or columns.dtype != handler.dtype
+        or (n and not columns[0].flags.c_contiguous)
+    ):
         return None
     return _view_as(columns, (n, oh * ow, k))
 
 
-def conv2d_forward_batch(handler, inputs, weights, bias, outputs,
-                         padding: int, stride: tuple[int, int], *,
-                         columns=None) -> None:
+def conv2d_forward_batch(
+    handler,
+    inputs,
+    weights,
+    bias,
+    outputs,
+    padding: int,
+    stride: tuple[int, int],
+    *,
+    columns=None,
+) -> None:
     n, oh, ow, f = outputs.shape
     kept = _columns(handler, columns, weights, (n, oh, ow))
-    fields = _fields(handler, inputs, weights.shape[1:3], (padding, padding),
-                          stride, (oh, ow))
+    fields = _fields(
+        handler, inputs, weights.shape[1:3], (padding, padding), stride, (oh, ow)
+    )
     wt = weights.reshape(f, -1).T
     if kept is not None:
         target = _view_as(columns, fields.shape)
@@ -189,14 +217,23 @@ def conv2d_forward_batch(handler, inputs, weights, bias, outputs,
         else:
             np.copyto(target[start:stop], fields[start:stop])
             np.matmul(kept[start:stop], wt, out=result)
-        np.add(result.reshape(outputs[start:stop].shape), bias,
-               out=outputs[start:stop])
+        np.add(result.reshape(outputs[start:stop].shape), bias, out=outputs[start:stop])
 
 
-def conv2d_backward_batch(handler, inputs, weights, padding: int,
-                          stride: tuple[int, int], in_deltas, out_deltas,
-                          weight_deltas, bias_deltas, *, columns=None,
-                          skip_in_deltas: bool = False) -> None:
+def conv2d_backward_batch(
+    handler,
+    inputs,
+    weights,
+    padding: int,
+    stride: tuple[int, int],
+    in_deltas,
+    out_deltas,
+    weight_deltas,
+    bias_deltas,
+    *,
+    columns=None,
+    skip_in_deltas: bool = False,
+) -> None:
     n, oh, ow, f = out_deltas.shape
     kh, kw = weights.shape[1:3]
     dy = _rows_view(out_deltas)
@@ -207,24 +244,29 @@ def conv2d_backward_batch(handler, inputs, weights, padding: int,
 
     kept = _columns(handler, columns, weights, (n, oh, ow))
     c = weights.shape[3]
-    by_correlation = not skip_in_deltas and c >= 8 and \
-        tuple(stride) == (1, 1) and padding < min(kh, kw)
+    by_correlation = (
+        not skip_in_deltas
+        and c >= 8
+        and tuple(stride) == (1, 1)
+        and padding < min(kh, kw)
+    )
     if by_correlation and kept is None:
         # both gradients from the same gathered fields
-        _conv_deltas_by_correlation(handler, dy, weights, padding, in_deltas,
-                                         (oh, ow), (inputs, weight_deltas))
+        _conv_deltas_by_correlation(
+            handler, dy, weights, padding, in_deltas, (oh, ow), (inputs, weight_deltas)
+        )
         return
     dw = handler._buffer('dw', (f, kh * kw * c))
     if kept is not None:
         # per image dy_n.T @ col_n, then the sum over the images
         products = handler._buffer('conv_dw_images', (n,) + dw.shape)
-        np.matmul(dy.reshape(n, oh * ow, f).transpose(0, 2, 1), kept,
-                  out=products)
+        np.matmul(dy.reshape(n, oh * ow, f).transpose(0, 2, 1), kept, out=products)
         np.sum(products, axis=0, out=dw)
     else:
         # chunk by chunk: dw = sum over the chunks of dy.T @ col
-        fields = _fields(handler, inputs, (kh, kw), (padding, padding),
-                              stride, (oh, ow))
+        fields = _fields(
+            handler, inputs, (kh, kw), (padding, padding), stride, (oh, ow)
+        )
         part = handler._buffer('dw_part', dw.shape)
         for start, stop, rows in _field_chunks(handler, fields):
             col = _gather(handler, fields[start:stop])
@@ -236,21 +278,25 @@ def conv2d_backward_batch(handler, inputs, weights, padding: int,
     if skip_in_deltas:
         return
     if by_correlation:
-        _conv_deltas_by_correlation(handler, dy, weights, padding, in_deltas,
-                                         (oh, ow))
+        _conv_deltas_by_correlation(handler, dy, weights, padding, in_deltas, (oh, ow))
     elif c < 8:
-        _conv_input_deltas_few_channels(handler, dy, weights, padding, stride,
-                                             in_deltas, (oh, ow))
+        _conv_input_deltas_few_channels(
+            handler, dy, weights, padding, stride, in_deltas, (oh, ow)
+        )
     else:
-        _conv_input_deltas_per_offset(handler, dy, weights, padding, stride,
-                                           in_deltas, (oh, ow))
+        _conv_input_deltas_per_offset(
+            handler, dy, weights, padding, stride, in_deltas, (oh, ow)
+        )
 
 
-def _conv_input_deltas_per_offset(handler, dy, weights, padding, stride,
-                                  in_deltas, out_hw):
-    """Input deltas, the general way: the cells seen at kernel offset
-    ``(u, v)`` get ``dy @ weights[:, u, v, :]`` (one GEMM per offset,
-    added in place)."""
+def _conv_input_deltas_per_offset(
+    handler, dy, weights, padding, stride, in_deltas, out_hw
+):
+    """Add the input deltas, the general way.
+
+    The cells seen at kernel offset ``(u, v)`` get ``dy @ weights[:, u,
+    v, :]`` (one GEMM per offset, added in place).
+    """
     n = in_deltas.shape[0]
     _, kh, kw, c = weights.shape
     oh, ow = out_hw
@@ -258,15 +304,17 @@ def _conv_input_deltas_per_offset(handler, dy, weights, padding, stride,
     dx = handler._buffer('dx', in_deltas.shape)
     dx.fill(0)
     for u, v, out_part, in_part in _window_offsets(
-            (kh, kw), padding, stride, out_hw, in_deltas.shape[1:3]):
+        (kh, kw), padding, stride, out_hw, in_deltas.shape[1:3]
+    ):
         np.matmul(dy, weights[:, u, v, :], out=part)
         target = dx[in_part]
         np.add(target, part.reshape(n, oh, ow, c)[out_part], out=target)
     _add_into(in_deltas, dx)
 
 
-def _conv_deltas_by_correlation(handler, dy, weights, padding, in_deltas,
-                                out_hw, gradient=None):
+def _conv_deltas_by_correlation(
+    handler, dy, weights, padding, in_deltas, out_hw, gradient=None
+):
     """Input deltas of a stride-1 convolution as a convolution.
 
     ``dx[n, r, q] = sum_{u, v} dypad[n, r + u, q + v] @ flip[u, v]``,
@@ -286,9 +334,14 @@ def _conv_deltas_by_correlation(handler, dy, weights, padding, in_deltas,
     k = kh * kw * f
     flip = handler._buffer('conv_flip', (kh, kw, f, c))
     np.copyto(flip, weights[:, ::-1, ::-1, :].transpose(1, 2, 0, 3))
-    fields = _fields(handler, dy.reshape(n, oh, ow, f), (kh, kw),
-                          (kh - 1 - padding, kw - 1 - padding), (1, 1),
-                          (h, w))
+    fields = _fields(
+        handler,
+        dy.reshape(n, oh, ow, f),
+        (kh, kw),
+        (kh - 1 - padding, kw - 1 - padding),
+        (1, 1),
+        (h, w),
+    )
     result = handler._buffer('dx', (n * h * w, c))
     if gradient is not None:
         dw = handler._buffer('dw', (c, k))
@@ -304,12 +357,15 @@ def _conv_deltas_by_correlation(handler, dy, weights, padding, in_deltas,
                 np.add(dw, part, out=dw)
     _add_into(in_deltas, result)
     if gradient is not None:
-        np.copyto(gradient[1], dw.reshape(c, kh, kw, f)[
-            :, ::-1, ::-1, :].transpose(3, 1, 2, 0))
+        np.copyto(
+            gradient[1],
+            dw.reshape(c, kh, kw, f)[:, ::-1, ::-1, :].transpose(3, 1, 2, 0),
+        )
 
 
-def _conv_input_deltas_few_channels(handler, dy, weights, padding, stride,
-                                    in_deltas, out_hw):
+def _conv_input_deltas_few_channels(
+    handler, dy, weights, padding, stride, in_deltas, out_hw
+):
     """Input deltas for images with few channels (an RGB input).
 
     Per-offset GEMMs would have only C output columns; instead one GEMM
@@ -327,7 +383,8 @@ def _conv_input_deltas_few_channels(handler, dy, weights, padding, stride,
     dx.fill(0)
     every = (slice(None),)
     for u, v, out_part, in_part in _window_offsets(
-            (kh, kw), padding, stride, out_hw, (h, w)):
+        (kh, kw), padding, stride, out_hw, (h, w)
+    ):
         target = dx[every + in_part]
         np.add(target, parts[(u, v) + every + out_part], out=target)
     image = handler._buffer('dx', in_deltas.shape)
@@ -339,41 +396,56 @@ def _conv_input_deltas_few_channels(handler, dy, weights, padding, stride,
 # and touch the caller's arrays once: NumPy sometimes copies a whole
 # strided 4-D view of a big network buffer before updating it in place.
 
-def maxpool2d_forward_batch(handler, inputs, window: tuple[int, int],
-                            outputs, padding: int,
-                            stride: tuple[int, int], argmax) -> None:
+
+def maxpool2d_forward_batch(
+    handler,
+    inputs,
+    window: tuple[int, int],
+    outputs,
+    padding: int,
+    stride: tuple[int, int],
+    argmax,
+) -> None:
     h, w, c = inputs.shape[1:]
-    offsets = list(_window_offsets(window, padding, stride,
-                                   outputs.shape[1:3], (h, w)))
+    offsets = list(_window_offsets(window, padding, stride, outputs.shape[1:3], (h, w)))
     # The first maximum in row-major window order is the one with the
     # smallest offset (u*W + v), i.e. the largest rank R - (u*W + v)
     # among the cells equal to the maximum (rank 0: none). Ranks are
     # small unsigned ints: each offset costs one comparison of floats
     # and two cheap byte-sized passes.
     top = (window[0] - 1) * w + window[1]
-    ranks = np.uint8 if top <= 0xFF else np.uint16 if top <= 0xFFFF \
-        else np.uint32
+    ranks = np.uint8 if top <= 0xFF else np.uint16 if top <= 0xFFFF else np.uint32
     # argmax = base + (R - rank) * C = (base + R*C) - rank * C
-    shifted = _pool_base(handler, padding, stride, outputs.shape[1:], w,
-                              float(top * c))
+    shifted = _pool_base(handler, padding, stride, outputs.shape[1:], w, float(top * c))
     # chunks of images that stay in the cache through all the passes,
     # with chunk-sized scratch arrays
     n = inputs.shape[0]
     chunk = _chunk_size(n, h * w * c * inputs.itemsize, _POOL_CHUNK_BYTES)
     shape = (chunk,) + outputs.shape[1:]
-    scratch = (handler._buffer('pool', shape),
-               handler._buffer('pool_score', shape, ranks),
-               handler._buffer('pool_match', shape, ranks),
-               handler._buffer('pool_index_f', shape))
+    scratch = (
+        handler._buffer('pool', shape),
+        handler._buffer('pool_score', shape, ranks),
+        handler._buffer('pool_match', shape, ranks),
+        handler._buffer('pool_index_f', shape),
+    )
     for a in range(0, n, chunk):
         b = min(n, a + chunk)
         _maxpool_images(
-            handler, inputs[a:b], outputs[a:b], argmax[a:b], offsets, padding,
-            [array[:b - a] for array in scratch], shifted, ranks(top))
+            handler,
+            inputs[a:b],
+            outputs[a:b],
+            argmax[a:b],
+            offsets,
+            padding,
+            [array[: b - a] for array in scratch],
+            shifted,
+            ranks(top),
+        )
 
 
-def _maxpool_images(handler, inputs, outputs, argmax, offsets, padding,
-                    scratch, shifted, top):
+def _maxpool_images(
+    handler, inputs, outputs, argmax, offsets, padding, scratch, shifted, top
+):
     w, c = inputs.shape[2:]
     best, score, match, index = scratch
     # without padding the first offset covers every output cell and
@@ -407,10 +479,17 @@ def _maxpool_images(handler, inputs, outputs, argmax, offsets, padding,
     np.copyto(argmax, index)
 
 
-def maxpool2d_backward_batch(handler, inputs, window: tuple[int, int],
-                             outputs, padding: int,
-                             stride: tuple[int, int], argmax, in_deltas,
-                             out_deltas) -> None:
+def maxpool2d_backward_batch(
+    handler,
+    inputs,
+    window: tuple[int, int],
+    outputs,
+    padding: int,
+    stride: tuple[int, int],
+    argmax,
+    in_deltas,
+    out_deltas,
+) -> None:
     # one scatter-add of all deltas at their argmax, straight into the
     # memory of in_deltas (rows of one image are contiguous there)
     n = in_deltas.shape[0]
@@ -424,7 +503,7 @@ def maxpool2d_backward_batch(handler, inputs, window: tuple[int, int],
     # int32 indices where they suffice: casting and scattering with
     # them are faster; cast first, then add in integers (a mixed
     # float + int add is several times slower)
-    ints = np.int32 if flat.size < 2 ** 31 else np.intp
+    ints = np.int32 if flat.size < 2**31 else np.intp
     starts = _image_starts(handler, n, step, ints)
     index = handler._buffer('pool_index', out_deltas.shape, ints)
     np.copyto(index, argmax, casting='unsafe')
@@ -441,24 +520,36 @@ def maxpool2d_backward_batch(handler, inputs, window: tuple[int, int],
         _add_into(in_deltas, dx)
 
 
-def avgpool2d_forward_batch(handler, inputs, window: tuple[int, int],
-                            outputs, padding: int,
-                            stride: tuple[int, int]) -> None:
+def avgpool2d_forward_batch(
+    handler,
+    inputs,
+    window: tuple[int, int],
+    outputs,
+    padding: int,
+    stride: tuple[int, int],
+) -> None:
     in_hw, out_hw = inputs.shape[1:3], outputs.shape[1:3]
     total = handler._buffer('pool', outputs.shape)
     total.fill(0)
     for _, _, out_part, in_part in _window_offsets(
-            window, padding, stride, out_hw, in_hw):
+        window, padding, stride, out_hw, in_hw
+    ):
         part = total[out_part]
         np.add(part, inputs[in_part], out=part)
     counts = _pool_counts(handler, window, padding, stride, out_hw, in_hw)
     np.divide(total, counts, out=outputs)
 
 
-def avgpool2d_backward_batch(handler, inputs, window: tuple[int, int],
-                             outputs, padding: int,
-                             stride: tuple[int, int], in_deltas,
-                             out_deltas) -> None:
+def avgpool2d_backward_batch(
+    handler,
+    inputs,
+    window: tuple[int, int],
+    outputs,
+    padding: int,
+    stride: tuple[int, int],
+    in_deltas,
+    out_deltas,
+) -> None:
     in_hw, out_hw = inputs.shape[1:3], outputs.shape[1:3]
     share = handler._buffer('pool', out_deltas.shape)
     counts = _pool_counts(handler, window, padding, stride, out_hw, in_hw)
@@ -466,19 +557,20 @@ def avgpool2d_backward_batch(handler, inputs, window: tuple[int, int],
     dx = handler._buffer('dx', in_deltas.shape)
     dx.fill(0)
     for _, _, out_part, in_part in _window_offsets(
-            window, padding, stride, out_hw, in_hw):
+        window, padding, stride, out_hw, in_hw
+    ):
         target = dx[in_part]
         np.add(target, share[out_part], out=target)
     _add_into(in_deltas, dx)
 
 
-def _pool_base(handler, padding, stride, out_shape, width: int,
-               shift: float = 0.0):
-    """``((i*sy - p) * W + (j*sx - p)) * C + c + shift``: the flat input
-    index of window offset (0, 0) for each output cell, plus ``shift``;
-    shape (OH, OW, C)."""
-    key = ('pool_base', padding, tuple(stride), tuple(out_shape), width,
-           shift)
+def _pool_base(handler, padding, stride, out_shape, width: int, shift: float = 0.0):
+    """Flat input index of window offset (0, 0) per output cell, plus shift.
+
+    That is ``((i*sy - p) * W + (j*sx - p)) * C + c + shift``, of shape
+    ``(OH, OW, C)``.
+    """
+    key = ('pool_base', padding, tuple(stride), tuple(out_shape), width, shift)
     base = handler._constants.get(key)
     if base is None:
         oh, ow, c = out_shape
@@ -491,9 +583,11 @@ def _pool_base(handler, padding, stride, out_shape, width: int,
 
 def _image_starts(handler, n: int, step: int, ints=np.intp):
     """``(N, 1, 1, 1)`` integer offsets ``i * step`` of image ``i``."""
+
     def make(size):
         starts = np.arange(size, dtype=np.intp) * step
         return starts.astype(ints).reshape(size, 1, 1, 1)
+
     return handler._leading(('image_starts', step, ints), n, make)
 
 
@@ -505,12 +599,10 @@ def _pool_counts(handler, window, padding, stride, out_hw, in_hw):
         rows = np.zeros(out_hw[0])
         cols = np.zeros(out_hw[1])
         for u in range(window[0]):
-            i0, i1, _ = _offset_range(u, padding, stride[0], out_hw[0],
-                                      in_hw[0])
+            i0, i1, _ = _offset_range(u, padding, stride[0], out_hw[0], in_hw[0])
             rows[i0:i1] += 1
         for v in range(window[1]):
-            j0, j1, _ = _offset_range(v, padding, stride[1], out_hw[1],
-                                      in_hw[1])
+            j0, j1, _ = _offset_range(v, padding, stride[1], out_hw[1], in_hw[1])
             cols[j0:j1] += 1
         counts = np.maximum(np.outer(rows, cols), 1)[:, :, None]
         counts = handler._constants[key] = counts.astype(handler.dtype)
@@ -523,13 +615,21 @@ def _chunk_size(n: int, image_bytes: int, budget: int) -> int:
 
 
 def _view_as(a, shape):
-    """``a`` reshaped to ``shape`` without a copy (ValueError if that is
-    impossible: writes into a silent copy would be lost)."""
+    """Reshape ``a`` to ``shape`` without a copy.
+
+    Raises:
+        ValueError: if that is impossible (writes into a silent copy would
+            be lost).
+    """
     view = a.reshape(shape)
-    if view.size and view.__array_interface__['data'][0] != \
-            a.__array_interface__['data'][0]:
-        raise ValueError(f'no view of shape {shape} exists for an array of '
-                         f'shape {a.shape} and strides {a.strides}')
+    if (
+        view.size
+        and view.__array_interface__['data'][0] != a.__array_interface__['data'][0]
+    ):
+        raise ValueError(
+            f'no view of shape {shape} exists for an array of '
+            f'shape {a.shape} and strides {a.strides}'
+        )
     return view
 
 
@@ -540,8 +640,8 @@ def _mergeable(a, start: int, stop: int) -> bool:
     """
     axes = [i for i in range(start, stop) if a.shape[i] != 1]
     return a.size == 0 or all(
-        a.strides[i] == a.strides[j] * a.shape[j]
-        for i, j in zip(axes[:-1], axes[1:]))
+        a.strides[i] == a.strides[j] * a.shape[j] for i, j in zip(axes[:-1], axes[1:])
+    )
 
 
 def _rows_view(a):
@@ -552,8 +652,10 @@ def _rows_view(a):
 
 
 def _row_memory(a):
-    """``(flat, step)``: a 1-D view of the memory from ``a``'s first to its
-    last element, and the distance of consecutive rows ``a[i]`` in it.
+    """Return ``(flat, step)``, the memory holding the rows of ``a``.
+
+    ``flat`` is a 1-D view of the memory from ``a``'s first to its last
+    element and ``step`` the distance of consecutive rows ``a[i]`` in it.
 
     Only for arrays whose rows are each one contiguous block (like a
     ``flatten_time`` view of a network buffer); None otherwise. Elements
@@ -561,12 +663,15 @@ def _row_memory(a):
     """
     n, size = a.shape[0], a[0].size if a.shape[0] else 0
     item = a.itemsize
-    if n == 0 or not a[0].flags.c_contiguous or a.strides[0] % item or \
-            (n > 1 and a.strides[0] < size * item):
+    if (
+        n == 0
+        or not a[0].flags.c_contiguous
+        or a.strides[0] % item
+        or (n > 1 and a.strides[0] < size * item)
+    ):
         return None
     step = a.strides[0] // item if n > 1 else size
-    return as_strided(a, shape=((n - 1) * step + size,),
-                      strides=(item,)), step
+    return as_strided(a, shape=((n - 1) * step + size,), strides=(item,)), step
 
 
 def _add_into(target, source):
@@ -601,13 +706,15 @@ def _window_offsets(window, padding, stride, out_hw, in_hw):
     skipped.
     """
     for u in range(window[0]):
-        i0, i1, rows = _offset_range(u, padding, stride[0], out_hw[0],
-                                     in_hw[0])
+        i0, i1, rows = _offset_range(u, padding, stride[0], out_hw[0], in_hw[0])
         if i1 <= i0:
             continue
         for v in range(window[1]):
-            j0, j1, cols = _offset_range(v, padding, stride[1], out_hw[1],
-                                         in_hw[1])
+            j0, j1, cols = _offset_range(v, padding, stride[1], out_hw[1], in_hw[1])
             if j1 > j0:
-                yield (u, v, (slice(None), slice(i0, i1), slice(j0, j1)),
-                       (slice(None), rows, cols))
+                yield (
+                    u,
+                    v,
+                    (slice(None), slice(i0, i1), slice(j0, j1)),
+                    (slice(None), rows, cols),
+                )

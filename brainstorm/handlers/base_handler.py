@@ -11,15 +11,30 @@ from __future__ import annotations
 import abc
 import functools
 import inspect
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from typing import Any
 
 from brainstorm.describable import Describable
 from brainstorm.randomness import global_rnd
 from brainstorm.utils import NetworkValidationError
 
-__all__ = ['Handler', 'ACTIVATION_NAMES', 'FirstUseRandomState']
+__all__ = [
+    'Handler',
+    'ACTIVATIONS',
+    'ACTIVATION_NAMES',
+    'ActivationTable',
+    'UnknownActivationError',
+    'FirstUseRandomState',
+]
 
-ACTIVATION_NAMES = ('sigmoid', 'tanh', 'rel', 'linear', 'el')
+#: The names of the activation functions, listed here and nowhere else.
+#: Each name is a handler op ``name(x, y)`` with its derivative op
+#: ``name_deriv(x, y, dy, dx)``; layer arguments (``activation=``) accept
+#: exactly these.
+ACTIVATIONS = ('sigmoid', 'tanh', 'rel', 'linear', 'el')
+
+#: The same tuple under its earlier name.
+ACTIVATION_NAMES = ACTIVATIONS
 
 
 class FirstUseRandomState:
@@ -40,8 +55,7 @@ class FirstUseRandomState:
             return self
         d = handler.__dict__
         rnd = d.get('_rnd')
-        if rnd is None or d.get('_rnd_seedings', -1) not in (
-                None, global_rnd.seedings):
+        if rnd is None or d.get('_rnd_seedings', -1) not in (None, global_rnd.seedings):
             rnd = d['_rnd'] = global_rnd.create_random_state()
             d['_rnd_seedings'] = global_rnd.seedings
         return rnd
@@ -53,8 +67,10 @@ class FirstUseRandomState:
 
 
 def first_use_owner(handler):
-    """The handler (unwrapping a DebugHandler) whose ``rnd`` is a
-    :class:`FirstUseRandomState`, or None for other handlers."""
+    """Return the handler whose ``rnd`` is a :class:`FirstUseRandomState`.
+
+    A wrapping DebugHandler is unwrapped; None for other handlers.
+    """
     inner = getattr(handler, 'handler', None)  # a wrapping DebugHandler
     if isinstance(inner, Handler):
         return first_use_owner(inner)
@@ -65,9 +81,12 @@ def first_use_owner(handler):
 
 
 def peek_random_state(handler):
-    """The handler's random state if it exists already, else None; unlike
-    reading ``handler.rnd`` this never draws a seed from ``global_rnd``
-    (writing a checkpoint must not change the run it records)."""
+    """Return the handler's random state if it exists already, else None.
+
+    Unlike reading ``handler.rnd`` this never draws a seed from
+    ``global_rnd`` (writing a checkpoint must not change the run it
+    records).
+    """
     owner = first_use_owner(handler)
     if owner is not None:
         d = owner.__dict__
@@ -127,19 +146,14 @@ class Handler(Describable, abc.ABC):
         EMPTY: an array of size 0, used as a placeholder.
         rnd: the handler's own :class:`brainstorm.randomness.RandomState`,
             used by ``fill_gaussian`` and ``generate_probability_mask``.
-        act_func: dict activation name -> ``f(x, y)`` computing ``y = f(x)``.
-        act_func_deriv: dict name -> ``f(x, y, dy, dx)`` computing
-            ``dx = f'(x) * dy`` from ``y`` alone (``x`` may be None).
-        inplace_act_func: dict name -> ``f(x)`` replacing ``x`` by ``f(x)``.
-        inplace_act_func_deriv: dict name -> ``f(y, dy)`` replacing ``dy``
-            by ``f'(x) * dy``.
-
-    The activation dicts have the keys ``'sigmoid'``, ``'tanh'``, ``'rel'``,
-    ``'linear'`` and ``'el'``; ``'linear'`` copies (``act_func``,
-    ``act_func_deriv``) or does nothing (the in-place versions). They are
-    built by ``__init__`` from the activation ops, so a subclass gets
-    them by calling ``super().__init__()`` at the end of its own
-    ``__init__`` (and again when it is recreated from a description).
+    The four activation tables ``act_func``, ``act_func_deriv``,
+    ``inplace_act_func`` and ``inplace_act_func_deriv``
+    (:class:`ActivationTable`, see the properties below) have the names of
+    :data:`ACTIVATIONS` as keys and look the ops up on access, so a
+    subclass that overrides ``tanh`` gets its own ``tanh`` from
+    ``act_func['tanh']``; an unknown name raises
+    :class:`UnknownActivationError` (a ``KeyError``) listing the valid
+    names.
     """
 
     #: the error raised for bad constructor arguments (see
@@ -165,47 +179,38 @@ class Handler(Describable, abc.ABC):
         super().__init_subclass__(**kwargs)
         for op, keywords in _OPTIONAL_KEYWORDS.items():
             method = cls.__dict__.get(op)
-            if method is None or getattr(method, '__isabstractmethod__',
-                                         False):
+            if method is None or getattr(method, '__isabstractmethod__', False):
                 continue
             parameters = inspect.signature(method).parameters
-            if any(p.kind is inspect.Parameter.VAR_KEYWORD
-                   for p in parameters.values()):
+            if any(
+                p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
+            ):
                 continue
             missing = tuple(k for k in keywords if k not in parameters)
             if missing:
                 setattr(cls, op, _dropping(method, missing))
 
-    def __init__(self) -> None:
-        """Build the activation dicts from this handler's activation ops."""
-        # every name in ACTIVATION_NAMES but 'linear' is an op f(x, y) with
-        # its derivative op f_deriv(x, y, dy, dx); 'linear' copies
-        self.act_func = {'linear': lambda x, y: self.copy_to(x, y)}
-        self.act_func_deriv = {
-            'linear': lambda x, y, dy, dx: self.copy_to(dy, dx)}
-        self.inplace_act_func = {'linear': lambda x: None}
-        self.inplace_act_func_deriv = {'linear': lambda y, dy: None}
-        for name in ACTIVATION_NAMES:
-            if name != 'linear':
-                f = getattr(self, name)
-                f_deriv = getattr(self, f'{name}_deriv')
-                self.act_func[name] = f
-                self.act_func_deriv[name] = f_deriv
-                self.inplace_act_func[name] = functools.partial(_inplace, f)
-                self.inplace_act_func_deriv[name] = functools.partial(
-                    _inplace_deriv, f_deriv)
+    # ---------------------------------------------------- activation tables
 
-    _TRANSIENT = ('act_func', 'act_func_deriv', 'inplace_act_func',
-                  'inplace_act_func_deriv')
+    @property
+    def act_func(self) -> ActivationTable:
+        """Activation name -> op ``f(x, y)`` computing ``y = f(x)``."""
+        return ActivationTable(self, 'act_func')
 
-    def __getstate__(self):
-        # the activation dicts hold closures over self: rebuild, not copy
-        return {k: v for k, v in self.__dict__.items()
-                if k not in self._TRANSIENT}
+    @property
+    def act_func_deriv(self) -> ActivationTable:
+        """Activation name -> op ``f(x, y, dy, dx)``: ``dx = f'(x) * dy``."""
+        return ActivationTable(self, 'act_func_deriv')
 
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        Handler.__init__(self)
+    @property
+    def inplace_act_func(self) -> ActivationTable:
+        """Activation name -> ``f(x)`` replacing ``x`` by ``f(x)``."""
+        return ActivationTable(self, 'inplace_act_func')
+
+    @property
+    def inplace_act_func_deriv(self) -> ActivationTable:
+        """Activation name -> ``f(y, dy)`` replacing ``dy`` by ``f'(x) * dy``."""
+        return ActivationTable(self, 'inplace_act_func_deriv')
 
     # ------------------------------------------------------------ allocation
 
@@ -383,8 +388,7 @@ class Handler(Describable, abc.ABC):
         """Elementwise ``out = a / b``; all of one shape, ``out`` may alias."""
 
     @abc.abstractmethod
-    def dot_add_mm(self, a, b, out, transa: bool = False,
-                   transb: bool = False) -> None:
+    def dot_add_mm(self, a, b, out, transa: bool = False, transb: bool = False) -> None:
         """Matrix product added to ``out``: ``out += op(a) @ op(b)``.
 
         Args:
@@ -398,8 +402,7 @@ class Handler(Describable, abc.ABC):
         """
 
     @abc.abstractmethod
-    def dot_mm(self, a, b, out, transa: bool = False,
-               transb: bool = False) -> None:
+    def dot_mm(self, a, b, out, transa: bool = False, transb: bool = False) -> None:
         """Matrix product ``out = op(a) @ op(b)``.
 
         Arguments as in :meth:`dot_add_mm`.
@@ -487,8 +490,9 @@ class Handler(Describable, abc.ABC):
 
     @abc.abstractmethod
     def split_add_tt(self, x, out_a, out_b) -> None:
-        """Undo :meth:`merge_tt`, adding: ``out_a += x[..., :Fa]`` and
-        ``out_b += x[..., Fa:]``.
+        """Undo :meth:`merge_tt`, adding the two parts to the outputs.
+
+        ``out_a += x[..., :Fa]`` and ``out_b += x[..., Fa:]``.
 
         Args:
             x: tensor ``(..., Fa + Fb)``.
@@ -523,6 +527,10 @@ class Handler(Describable, abc.ABC):
 
     # ----------------------------------------------------------- activations
 
+    # The activation ops, one pair per name in ACTIVATIONS. ``linear`` is
+    # not abstract: its default (a copy through copy_to) serves every
+    # handler, including those written before it was an op.
+
     @abc.abstractmethod
     def el(self, x, y) -> None:
         """Exponential linear unit (alpha 1): ``y = x if x > 0 else exp(x) - 1``.
@@ -540,6 +548,22 @@ class Handler(Describable, abc.ABC):
             dy: delta of ``y``.
             dx: delta of ``x``, overwritten; same shape, may alias ``dy``.
         """
+
+    def linear(self, x, y) -> None:
+        """Identity ``y = x``; nothing to do if ``y`` is ``x`` itself.
+
+        ``y`` has ``x``'s shape and may alias it.
+        """
+        if y is not x:
+            self.copy_to(x, y)
+
+    def linear_deriv(self, x, y, dy, dx) -> None:
+        """``dx = dy``; nothing to do if ``dx`` is ``dy`` itself.
+
+        Arguments as in :meth:`el_deriv`.
+        """
+        if dx is not dy:
+            self.copy_to(dy, dx)
 
     @abc.abstractmethod
     def rel(self, x, y) -> None:
@@ -562,7 +586,7 @@ class Handler(Describable, abc.ABC):
 
     @abc.abstractmethod
     def tanh(self, x, y) -> None:
-        """Hyperbolic tangent ``y = tanh(x)``; ``y`` may alias ``x``."""
+        """Hyperbolic tangent of ``x`` into ``y``, which may alias ``x``."""
 
     @abc.abstractmethod
     def tanh_deriv(self, x, y, dy, dx) -> None:
@@ -586,9 +610,17 @@ class Handler(Describable, abc.ABC):
         return False
 
     @abc.abstractmethod
-    def conv2d_forward_batch(self, inputs, weights, bias, outputs,
-                             padding: int, stride: tuple[int, int], *,
-                             columns=None) -> None:
+    def conv2d_forward_batch(
+        self,
+        inputs,
+        weights,
+        bias,
+        outputs,
+        padding: int,
+        stride: tuple[int, int],
+        *,
+        columns=None,
+    ) -> None:
         """2-D cross-correlation of a batch of images, plus bias.
 
         ``outputs[n, i, j, f] = bias[f] + sum_{u, v, c} weights[f, u, v, c]
@@ -616,10 +648,20 @@ class Handler(Describable, abc.ABC):
         """
 
     @abc.abstractmethod
-    def conv2d_backward_batch(self, inputs, weights, padding: int,
-                              stride: tuple[int, int], in_deltas, out_deltas,
-                              weight_deltas, bias_deltas, *, columns=None,
-                              skip_in_deltas: bool = False) -> None:
+    def conv2d_backward_batch(
+        self,
+        inputs,
+        weights,
+        padding: int,
+        stride: tuple[int, int],
+        in_deltas,
+        out_deltas,
+        weight_deltas,
+        bias_deltas,
+        *,
+        columns=None,
+        skip_in_deltas: bool = False,
+    ) -> None:
         """Gradients of :meth:`conv2d_forward_batch`.
 
         Args:
@@ -642,9 +684,15 @@ class Handler(Describable, abc.ABC):
         """
 
     @abc.abstractmethod
-    def maxpool2d_forward_batch(self, inputs, window: tuple[int, int],
-                                outputs, padding: int,
-                                stride: tuple[int, int], argmax) -> None:
+    def maxpool2d_forward_batch(
+        self,
+        inputs,
+        window: tuple[int, int],
+        outputs,
+        padding: int,
+        stride: tuple[int, int],
+        argmax,
+    ) -> None:
         """Max pooling over windows of in-bounds cells (padding is ignored).
 
         ``argmax`` receives the position of each maximum as the flat
@@ -662,10 +710,17 @@ class Handler(Describable, abc.ABC):
         """
 
     @abc.abstractmethod
-    def maxpool2d_backward_batch(self, inputs, window: tuple[int, int],
-                                 outputs, padding: int,
-                                 stride: tuple[int, int], argmax, in_deltas,
-                                 out_deltas) -> None:
+    def maxpool2d_backward_batch(
+        self,
+        inputs,
+        window: tuple[int, int],
+        outputs,
+        padding: int,
+        stride: tuple[int, int],
+        argmax,
+        in_deltas,
+        out_deltas,
+    ) -> None:
         """Gradient of :meth:`maxpool2d_forward_batch`.
 
         ``out_deltas[n, i, j, c]`` is ADDED to ``in_deltas[n]`` at the flat
@@ -683,9 +738,14 @@ class Handler(Describable, abc.ABC):
         """
 
     @abc.abstractmethod
-    def avgpool2d_forward_batch(self, inputs, window: tuple[int, int],
-                                outputs, padding: int,
-                                stride: tuple[int, int]) -> None:
+    def avgpool2d_forward_batch(
+        self,
+        inputs,
+        window: tuple[int, int],
+        outputs,
+        padding: int,
+        stride: tuple[int, int],
+    ) -> None:
         """Average pooling: the mean over the in-bounds cells of each window.
 
         Padding cells do not count; a window of padding only gives 0.
@@ -699,10 +759,16 @@ class Handler(Describable, abc.ABC):
         """
 
     @abc.abstractmethod
-    def avgpool2d_backward_batch(self, inputs, window: tuple[int, int],
-                                 outputs, padding: int,
-                                 stride: tuple[int, int], in_deltas,
-                                 out_deltas) -> None:
+    def avgpool2d_backward_batch(
+        self,
+        inputs,
+        window: tuple[int, int],
+        outputs,
+        padding: int,
+        stride: tuple[int, int],
+        in_deltas,
+        out_deltas,
+    ) -> None:
         """Gradient of :meth:`avgpool2d_forward_batch`.
 
         Each in-bounds cell of a window gets ``out_delta / count`` ADDED,
@@ -728,15 +794,106 @@ _OPTIONAL_KEYWORDS = {
 
 def _dropping(method, keywords: tuple[str, ...]):
     """``method`` accepting and ignoring the keyword arguments ``keywords``."""
+
     @functools.wraps(method)
     def op(self, *args, **kwargs):
         for keyword in keywords:
             kwargs.pop(keyword, None)
         return method(self, *args, **kwargs)
+
     # the base op's signature, so the wrapped op reads like every other
     op.__signature__ = inspect.signature(  # type: ignore[attr-defined]
-        Handler.__dict__[method.__name__])
+        Handler.__dict__[method.__name__]
+    )
     return op
+
+
+class UnknownActivationError(KeyError):
+    """An activation table was asked for a name not in :data:`ACTIVATIONS`.
+
+    A ``KeyError`` (what the dicts of earlier versions raised) whose
+    message names the unknown name and the valid ones.
+    """
+
+    def __init__(self, name):
+        valid = ', '.join(repr(n) for n in ACTIVATIONS)
+        super().__init__(f'Unknown activation {name!r}. Valid activations: {valid}.')
+        self.name = name
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self):
+        return type(self), (self.name,)
+
+
+class ActivationTable:
+    """Read-only mapping of the activation names to one form of their ops.
+
+    A ``collections.abc.Mapping`` (registered as one) with the read-only
+    dict methods.
+
+    ``handler.act_func`` and its three siblings are tables: ``table[name]``
+    looks the op up on the handler when asked, so a table holds nothing but
+    its handler and form, handlers do not store tables, and copying or
+    pickling a handler needs no special care.
+
+    Args:
+        handler: the handler whose ops are looked up.
+        form: ``'act_func'`` (the op ``name``), ``'act_func_deriv'`` (the
+            op ``name_deriv``), ``'inplace_act_func'`` (``f(x)``:
+            ``name(x, x)``) or ``'inplace_act_func_deriv'`` (``f(y, dy)``:
+            ``name_deriv(None, y, dy, dy)``).
+    """
+
+    __slots__ = ('handler', 'form', '_suffix', '_wrap')
+
+    def __init__(self, handler: Handler, form: str):
+        if form not in _FORMS:
+            raise ValueError(
+                f'ActivationTable: form must be one of {list(_FORMS)}. '
+                f'Received: {form!r}'
+            )
+        self.handler = handler
+        self.form = form
+        self._suffix, self._wrap = _FORMS[form]
+
+    def __getitem__(self, name: str):
+        if not isinstance(name, str) or name not in _OP_NAMES:
+            raise UnknownActivationError(name)
+        op = getattr(self.handler, _OP_NAMES[name][self._suffix])
+        return op if self._wrap is None else functools.partial(self._wrap, op)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(ACTIVATIONS)
+
+    def __len__(self) -> int:
+        return len(ACTIVATIONS)
+
+    def __contains__(self, name) -> bool:
+        return isinstance(name, str) and name in _OP_NAMES
+
+    def get(self, name, default=None):
+        """Return ``self[name]``, or ``default`` for an unknown name."""
+        return self[name] if name in self else default
+
+    def keys(self):
+        """Return a view of the activation names."""
+        return KeysView(self)
+
+    def values(self):
+        """Return a view of the ops, in the order of the names."""
+        return ValuesView(self)
+
+    def items(self):
+        """Return a view of the ``(name, op)`` pairs."""
+        return ItemsView(self)
+
+    def __repr__(self) -> str:
+        return f'<{self.form} of {type(self.handler).__name__}: {ACTIVATIONS}>'
+
+
+Mapping.register(ActivationTable)
 
 
 def _inplace(f, x) -> None:
@@ -745,3 +902,15 @@ def _inplace(f, x) -> None:
 
 def _inplace_deriv(f_deriv, y, dy) -> None:
     f_deriv(None, y, dy, dy)
+
+
+# the op names of each activation: (function, derivative)
+_OP_NAMES = {name: (name, f'{name}_deriv') for name in ACTIVATIONS}
+
+# form -> (index into _OP_NAMES' pairs, wrapper making the in-place call)
+_FORMS = {
+    'act_func': (0, None),
+    'act_func_deriv': (1, None),
+    'inplace_act_func': (0, _inplace),
+    'inplace_act_func_deriv': (1, _inplace_deriv),
+}

@@ -14,12 +14,15 @@ import numpy as np
 from brainstorm.arguments import Arg, Instance
 from brainstorm.describable import get_description
 from brainstorm.handlers.base_handler import Handler
+from brainstorm.handlers.numpy_handler import NumpyHandler
 
 __all__ = ['DebugHandler', 'DebugArray', 'DebugHandlerError']
 
-_NO_ARITHMETIC = ('DebugArray supports no arithmetic or NumPy functions: use '
-                  'the handler ops (e.g. handler.add_tt, handler.mult_st) so '
-                  'the code runs on every handler.')
+_NO_ARITHMETIC = (
+    'DebugArray supports no arithmetic or NumPy functions: use '
+    'the handler ops (e.g. handler.add_tt, handler.mult_st) so '
+    'the code runs on every handler.'
+)
 
 
 class DebugHandlerError(AssertionError):
@@ -59,17 +62,16 @@ class DebugArray:
             if isinstance(part, slice):
                 if part.step not in (None, 1):
                     raise DebugHandlerError(
-                        f'DebugArray: slices must not have a step. '
-                        f'Received: {item!r}')
-            elif not isinstance(part, (int, np.integer)) or isinstance(
-                    part, bool):
+                        f'DebugArray: slices must not have a step. Received: {item!r}'
+                    )
+            elif not isinstance(part, (int, np.integer)) or isinstance(part, bool):
                 raise DebugHandlerError(
-                    f'DebugArray: index with ints and slices only. '
-                    f'Received: {item!r}')
+                    f'DebugArray: index with ints and slices only. Received: {item!r}'
+                )
         if len(parts) > len(self.shape):
             raise DebugHandlerError(
-                f'DebugArray: {len(parts)} indices for an array of shape '
-                f'{self.shape}.')
+                f'DebugArray: {len(parts)} indices for an array of shape {self.shape}.'
+            )
         result = self.array[parts]
         if isinstance(result, np.generic):  # keep a 0-d view, not a copy
             result = self.array[parts + (Ellipsis,)]
@@ -84,22 +86,30 @@ class DebugArray:
         """
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        if not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool)
-                   and s >= 0 for s in shape):
+        if not all(
+            isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s >= 0
+            for s in shape
+        ):
             raise DebugHandlerError(
                 f'DebugArray.reshape: the shape must consist of non-negative '
-                f'ints. Received: {shape!r}')
+                f'ints. Received: {shape!r}'
+            )
         if math.prod(shape) != self.size:
             raise DebugHandlerError(
                 f'DebugArray.reshape: cannot reshape {self.shape} (size '
-                f'{self.size}) into {shape}.')
+                f'{self.size}) into {shape}.'
+            )
         result = self.array.reshape(shape)
-        if (isinstance(result, np.ndarray) and self.size > 0
-                and not np.may_share_memory(result, self.array)):
+        if (
+            isinstance(result, np.ndarray)
+            and self.size > 0
+            and not np.may_share_memory(result, self.array)
+        ):
             raise DebugHandlerError(
                 f'DebugArray.reshape: reshaping this non-contiguous view of '
                 f'shape {self.shape} (strides {self.array.strides}) to '
-                f'{shape} would copy it, so writes would be lost.')
+                f'{shape} would copy it, so writes would be lost.'
+            )
         return DebugArray(result)
 
     def __repr__(self) -> str:
@@ -155,7 +165,7 @@ class DebugHandler(Handler):
     """
 
     __arguments__ = {
-        'handler': Arg(Instance(Handler, example=lambda: _numpy_handler())),
+        'handler': Arg(Instance(Handler, example=lambda: NumpyHandler(np.float64))),
     }
 
     array_type = DebugArray
@@ -164,7 +174,6 @@ class DebugHandler(Handler):
         self.handler = handler
         self.context = handler.context
         self.EMPTY = DebugArray(handler.EMPTY)
-        super().__init__()
 
     @property
     def dtype(self):
@@ -182,8 +191,7 @@ class DebugHandler(Handler):
 
     def __describe__(self) -> dict:
         """``{'@type': 'DebugHandler', 'handler': <inner description>}``."""
-        return {'@type': 'DebugHandler',
-                'handler': get_description(self.handler)}
+        return {'@type': 'DebugHandler', 'handler': get_description(self.handler)}
 
     def __init_from_description__(self, description: dict) -> None:
         """Finish recreating: ``self.handler`` is already rebuilt."""
@@ -198,62 +206,88 @@ class DebugHandler(Handler):
     def _expect_arrays(self, op: str, **arrays) -> None:
         for name, value in arrays.items():
             if not isinstance(value, DebugArray):
-                self._fail(op, f"argument '{name}' must be a DebugArray "
-                               f'(created by this handler). Received: '
-                               f'{type(value).__name__}')
+                self._fail(
+                    op,
+                    f"argument '{name}' must be a DebugArray "
+                    f'(created by this handler). Received: '
+                    f'{type(value).__name__}',
+                )
 
     def _expect_same_shape(self, op: str, **arrays) -> None:
         (first, ref), *others = arrays.items()
         for name, value in others:
             if value.shape != ref.shape:
-                self._fail(op, f"argument '{name}' must have the shape "
-                               f"{ref.shape} of '{first}'. Received: shape "
-                               f'{value.shape}')
+                self._fail(
+                    op,
+                    f"argument '{name}' must have the shape "
+                    f"{ref.shape} of '{first}'. Received: shape "
+                    f'{value.shape}',
+                )
 
     def _expect_shape(self, op: str, name: str, value, shapes) -> None:
         shapes = [tuple(s) for s in shapes]
         if value.shape not in shapes:
             expected = ' or '.join(str(s) for s in dict.fromkeys(shapes))
-            self._fail(op, f"argument '{name}' must have shape {expected}. "
-                           f'Received: shape {value.shape}')
+            self._fail(
+                op,
+                f"argument '{name}' must have shape {expected}. "
+                f'Received: shape {value.shape}',
+            )
 
     def _expect_ndim(self, op: str, name: str, value, ndim: int) -> None:
         if len(value.shape) != ndim:
-            self._fail(op, f"argument '{name}' must be {ndim}-D. Received: "
-                           f'shape {value.shape}')
+            self._fail(
+                op, f"argument '{name}' must be {ndim}-D. Received: shape {value.shape}"
+            )
 
     def _expect_scalars(self, op: str, **scalars) -> None:
         for name, value in scalars.items():
             if not _is_scalar(value):
-                self._fail(op, f"argument '{name}' must be a Python int or "
-                               f'float. Received: {type(value).__name__} '
-                               f'{value!r}')
+                self._fail(
+                    op,
+                    f"argument '{name}' must be a Python int or "
+                    f'float. Received: {type(value).__name__} '
+                    f'{value!r}',
+                )
 
     def _expect_flags(self, op: str, **flags) -> None:
         for name, value in flags.items():
             if not isinstance(value, bool):
-                self._fail(op, f"argument '{name}' must be a bool. Received: "
-                               f'{type(value).__name__} {value!r}')
+                self._fail(
+                    op,
+                    f"argument '{name}' must be a bool. Received: "
+                    f'{type(value).__name__} {value!r}',
+                )
 
     def _expect_pairs(self, op: str, **pairs) -> None:
         for name, value in pairs.items():
-            if not (isinstance(value, tuple) and len(value) == 2 and
-                    all(_is_int(x) and x > 0 for x in value)):
-                self._fail(op, f"argument '{name}' must be a tuple of two "
-                               f'positive ints. Received: {value!r}')
+            if not (
+                isinstance(value, tuple)
+                and len(value) == 2
+                and all(_is_int(x) and x > 0 for x in value)
+            ):
+                self._fail(
+                    op,
+                    f"argument '{name}' must be a tuple of two "
+                    f'positive ints. Received: {value!r}',
+                )
 
     def _expect_padding(self, op: str, padding) -> None:
         if not (_is_int(padding) and padding >= 0):
-            self._fail(op, f"argument 'padding' must be an int >= 0. "
-                           f'Received: {padding!r}')
+            self._fail(
+                op, f"argument 'padding' must be an int >= 0. Received: {padding!r}"
+            )
 
     def _expect_ids(self, op: str, name: str, v, limit: int) -> None:
         ids = self.handler.get_numpy_copy(v.array)
         bad = (ids != np.round(ids)) | (ids < 0) | (ids >= limit)
         if np.any(bad):
-            self._fail(op, f"argument '{name}' must hold integral ids in "
-                           f'[0, {limit}). Received: '
-                           f'{ids[bad].ravel()[:5].tolist()} among others')
+            self._fail(
+                op,
+                f"argument '{name}' must hold integral ids in "
+                f'[0, {limit}). Received: '
+                f'{ids[bad].ravel()[:5].tolist()} among others',
+            )
 
     def _expect_finite(self, op: str, **values) -> None:
         for name, value in values.items():
@@ -264,8 +298,10 @@ class DebugHandler(Handler):
             else:
                 continue
             if not finite:
-                raise ValueError(f"DebugHandler.{op}: argument '{name}' holds "
-                                 f'NaN or Inf after the op.')
+                raise ValueError(
+                    f"DebugHandler.{op}: argument '{name}' holds "
+                    f'NaN or Inf after the op.'
+                )
 
     def _run(self, op: str, keywords: dict | None = None, **args) -> None:
         """Call ``op`` of the wrapped handler, then check finiteness.
@@ -275,11 +311,14 @@ class DebugHandler(Handler):
         at their defaults (so that older wrapped handlers still work) and
         not checked: a workspace may hold anything.
         """
+
         def unwrap(a):
             return a.array if isinstance(a, DebugArray) else a
+
         getattr(self.handler, op)(
             *[unwrap(a) for a in args.values()],
-            **{k: unwrap(a) for k, a in (keywords or {}).items()})
+            **{k: unwrap(a) for k, a in (keywords or {}).items()},
+        )
         self._expect_finite(op, **args)
 
     def _elementwise(self, op: str, **arrays) -> None:
@@ -310,8 +349,11 @@ class DebugHandler(Handler):
         a_shape = a.shape[::-1] if transa else a.shape
         b_shape = b.shape[::-1] if transb else b.shape
         if a_shape[1] != b_shape[0]:
-            self._fail(op, f'op(a) has shape {a_shape} and op(b) {b_shape}; '
-                           f'their inner dimensions must match.')
+            self._fail(
+                op,
+                f'op(a) has shape {a_shape} and op(b) {b_shape}; '
+                f'their inner dimensions must match.',
+            )
         self._expect_shape(op, 'out', out, [(a_shape[0], b_shape[1])])
         self._run(op, a=a, b=b, out=out, transa=transa, transb=transb)
 
@@ -335,8 +377,11 @@ class DebugHandler(Handler):
         oh = (h + 2 * padding - kernel[0]) // stride[0] + 1
         ow = (w + 2 * padding - kernel[1]) // stride[1] + 1
         if oh < 1 or ow < 1:
-            self._fail(op, f'the window {kernel} does not fit into the '
-                           f'padded input {(h + 2 * padding, w + 2 * padding)}')
+            self._fail(
+                op,
+                f'the window {kernel} does not fit into the '
+                f'padded input {(h + 2 * padding, w + 2 * padding)}',
+            )
         return oh, ow
 
     def _pool_check(self, op, inputs, window, outputs, padding, stride):
@@ -350,8 +395,10 @@ class DebugHandler(Handler):
     def _expect_shape_arg(self, op: str, shape) -> None:
         dims = shape if isinstance(shape, (tuple, list)) else (shape,)
         if not all(_is_int(d) and d >= 0 for d in dims):
-            self._fail(op, f"argument 'shape' must be a tuple of ints >= 0. "
-                           f'Received: {shape!r}')
+            self._fail(
+                op,
+                f"argument 'shape' must be a tuple of ints >= 0. Received: {shape!r}",
+            )
 
     def allocate(self, shape: tuple[int, ...]):
         self._expect_shape_arg('allocate', shape)
@@ -367,9 +414,10 @@ class DebugHandler(Handler):
 
     def create_from_numpy(self, arr):
         if not isinstance(arr, np.ndarray):
-            self._fail('create_from_numpy', f"argument 'arr' must be a numpy "
-                                            f'array. Received: '
-                                            f'{type(arr).__name__}')
+            self._fail(
+                'create_from_numpy',
+                f"argument 'arr' must be a numpy array. Received: {type(arr).__name__}",
+            )
         return DebugArray(self.handler.create_from_numpy(arr))
 
     def get_numpy_copy(self, mem):
@@ -379,13 +427,17 @@ class DebugHandler(Handler):
     def set_from_numpy(self, mem, arr) -> None:
         self._expect_arrays('set_from_numpy', mem=mem)
         if not isinstance(arr, np.ndarray):
-            self._fail('set_from_numpy', f"argument 'arr' must be a numpy "
-                                         f'array. Received: '
-                                         f'{type(arr).__name__}')
+            self._fail(
+                'set_from_numpy',
+                f"argument 'arr' must be a numpy array. Received: {type(arr).__name__}",
+            )
         if arr.shape != mem.shape:
-            self._fail('set_from_numpy', f"argument 'arr' must have the "
-                                         f"shape {mem.shape} of 'mem'. "
-                                         f'Received: shape {arr.shape}')
+            self._fail(
+                'set_from_numpy',
+                f"argument 'arr' must have the "
+                f"shape {mem.shape} of 'mem'. "
+                f'Received: shape {arr.shape}',
+            )
         self.handler.set_from_numpy(mem.array, arr)
 
     # ------------------------------------------------------------- copy/fill
@@ -411,8 +463,7 @@ class DebugHandler(Handler):
         self._expect_scalars('fill_gaussian', mean=mean, std=std)
         self._expect_arrays('fill_gaussian', out=out)
         if std < 0:
-            self._fail('fill_gaussian', f"argument 'std' must be >= 0. "
-                                        f'Received: {std}')
+            self._fail('fill_gaussian', f"argument 'std' must be >= 0. Received: {std}")
         self._run('fill_gaussian', mean=mean, std=std, out=out)
 
     def generate_probability_mask(self, mask, probability: float) -> None:
@@ -420,8 +471,9 @@ class DebugHandler(Handler):
         self._expect_arrays(op, mask=mask)
         self._expect_scalars(op, probability=probability)
         if not 0 <= probability <= 1:
-            self._fail(op, f"argument 'probability' must be in [0, 1]. "
-                           f'Received: {probability}')
+            self._fail(
+                op, f"argument 'probability' must be in [0, 1]. Received: {probability}"
+            )
         self._run(op, mask=mask, probability=probability)
 
     # ---------------------------------------------------------------- checks
@@ -457,10 +509,13 @@ class DebugHandler(Handler):
     def broadcast_t(self, a, axis: int, out) -> None:
         self._expect_arrays('broadcast_t', a=a, out=out)
         if not (_is_int(axis) and 0 <= axis < len(out.shape)):
-            self._fail('broadcast_t', f"argument 'axis' must be an int in "
-                                      f'[0, {len(out.shape)}). Received: '
-                                      f'{axis!r}')
-        expected = out.shape[:axis] + (1,) + out.shape[axis + 1:]
+            self._fail(
+                'broadcast_t',
+                f"argument 'axis' must be an int in "
+                f'[0, {len(out.shape)}). Received: '
+                f'{axis!r}',
+            )
+        expected = out.shape[:axis] + (1,) + out.shape[axis + 1 :]
         self._expect_shape('broadcast_t', 'a', a, [expected])
         self._run('broadcast_t', a=a, axis=axis, out=out)
 
@@ -469,8 +524,10 @@ class DebugHandler(Handler):
         self._expect_scalars('clip_t', a_min=a_min, a_max=a_max)
         self._expect_same_shape('clip_t', a=a, out=out)
         if a_min > a_max:
-            self._fail('clip_t', f'a_min must be <= a_max. Received: '
-                                 f'a_min={a_min}, a_max={a_max}')
+            self._fail(
+                'clip_t',
+                f'a_min must be <= a_max. Received: a_min={a_min}, a_max={a_max}',
+            )
         self._run('clip_t', a=a, a_min=a_min, a_max=a_max, out=out)
 
     def divide_mv(self, m, v, out) -> None:
@@ -479,12 +536,10 @@ class DebugHandler(Handler):
     def divide_tt(self, a, b, out) -> None:
         self._elementwise('divide_tt', a=a, b=b, out=out)
 
-    def dot_add_mm(self, a, b, out, transa: bool = False,
-                   transb: bool = False) -> None:
+    def dot_add_mm(self, a, b, out, transa: bool = False, transb: bool = False) -> None:
         self._dot('dot_add_mm', a, b, out, transa, transb)
 
-    def dot_mm(self, a, b, out, transa: bool = False,
-               transb: bool = False) -> None:
+    def dot_mm(self, a, b, out, transa: bool = False, transb: bool = False) -> None:
         self._dot('dot_mm', a, b, out, transa, transb)
 
     def index_m_by_v(self, m, v, out) -> None:
@@ -502,8 +557,9 @@ class DebugHandler(Handler):
         self._expect_arrays('merge_tt', a=a, b=b, out=out)
         self._expect_ndim('merge_tt', 'b', b, len(a.shape))
         self._expect_shape('merge_tt', 'b', b, [a.shape[:-1] + b.shape[-1:]])
-        self._expect_shape('merge_tt', 'out', out,
-                           [a.shape[:-1] + (a.shape[-1] + b.shape[-1],)])
+        self._expect_shape(
+            'merge_tt', 'out', out, [a.shape[:-1] + (a.shape[-1] + b.shape[-1],)]
+        )
         self._run('merge_tt', a=a, b=b, out=out)
 
     def modulo_tt(self, a, b, out) -> None:
@@ -538,10 +594,15 @@ class DebugHandler(Handler):
     def split_add_tt(self, x, out_a, out_b) -> None:
         self._expect_arrays('split_add_tt', x=x, out_a=out_a, out_b=out_b)
         self._expect_ndim('split_add_tt', 'out_a', out_a, len(x.shape))
-        self._expect_shape('split_add_tt', 'out_a', out_a,
-                           [x.shape[:-1] + out_a.shape[-1:]])
-        self._expect_shape('split_add_tt', 'out_b', out_b,
-                           [x.shape[:-1] + (x.shape[-1] - out_a.shape[-1],)])
+        self._expect_shape(
+            'split_add_tt', 'out_a', out_a, [x.shape[:-1] + out_a.shape[-1:]]
+        )
+        self._expect_shape(
+            'split_add_tt',
+            'out_b',
+            out_b,
+            [x.shape[:-1] + (x.shape[-1] - out_a.shape[-1],)],
+        )
         self._run('split_add_tt', x=x, out_a=out_a, out_b=out_b)
 
     def sqrt_t(self, a, out) -> None:
@@ -557,17 +618,24 @@ class DebugHandler(Handler):
         self._expect_arrays('sum_t', a=a, out=out)
         if axis is None:
             if out.size != 1:
-                self._fail('sum_t', f"argument 'out' must have exactly one "
-                                    f'element for axis=None. Received: shape '
-                                    f'{out.shape}')
+                self._fail(
+                    'sum_t',
+                    f"argument 'out' must have exactly one "
+                    f'element for axis=None. Received: shape '
+                    f'{out.shape}',
+                )
         else:
-            if not (_is_int(axis) and len(a.shape) in (1, 2)
-                    and 0 <= axis < len(a.shape)):
-                self._fail('sum_t', f"argument 'axis' must be None or an "
-                                    f"axis of the 1-D/2-D 'a'. Received: "
-                                    f'axis={axis!r} for shape {a.shape}')
-            kept = a.shape[:axis] + (1,) + a.shape[axis + 1:]
-            dropped = a.shape[:axis] + a.shape[axis + 1:]
+            if not (
+                _is_int(axis) and len(a.shape) in (1, 2) and 0 <= axis < len(a.shape)
+            ):
+                self._fail(
+                    'sum_t',
+                    f"argument 'axis' must be None or an "
+                    f"axis of the 1-D/2-D 'a'. Received: "
+                    f'axis={axis!r} for shape {a.shape}',
+                )
+            kept = a.shape[:axis] + (1,) + a.shape[axis + 1 :]
+            dropped = a.shape[:axis] + a.shape[axis + 1 :]
             self._expect_shape('sum_t', 'out', out, [dropped, kept])
         self._run('sum_t', a=a, axis=axis, out=out)
 
@@ -578,6 +646,12 @@ class DebugHandler(Handler):
 
     def el_deriv(self, x, y, dy, dx) -> None:
         self._activation_deriv('el_deriv', x, y, dy, dx)
+
+    def linear(self, x, y) -> None:
+        self._activation('linear', x, y)
+
+    def linear_deriv(self, x, y, dy, dx) -> None:
+        self._activation_deriv('linear_deriv', x, y, dy, dx)
 
     def rel(self, x, y) -> None:
         self._activation('rel', x, y)
@@ -601,15 +675,16 @@ class DebugHandler(Handler):
 
     def _conv_check(self, op, inputs, weights, padding, stride, outputs):
         self._expect_ndim(op, 'weights', weights, 4)
-        oh, ow = self._image_geometry(op, inputs, weights.shape[1:3],
-                                      padding, stride)
+        oh, ow = self._image_geometry(op, inputs, weights.shape[1:3], padding, stride)
         n, _, _, c = inputs.shape
         if weights.shape[3] != c:
-            self._fail(op, f"argument 'weights' must have {c} input "
-                           f'channels (last axis) like inputs. Received: '
-                           f'shape {weights.shape}')
-        self._expect_shape(op, outputs[0], outputs[1],
-                           [(n, oh, ow, weights.shape[0])])
+            self._fail(
+                op,
+                f"argument 'weights' must have {c} input "
+                f'channels (last axis) like inputs. Received: '
+                f'shape {weights.shape}',
+            )
+        self._expect_shape(op, outputs[0], outputs[1], [(n, oh, ow, weights.shape[0])])
 
     def keeps_conv_columns(self, out_cells: int) -> bool:
         # the wrapped handler decides (one written for 0.5 has no say)
@@ -621,97 +696,198 @@ class DebugHandler(Handler):
         if columns is None:
             return {}
         self._expect_arrays(op, columns=columns)
-        self._expect_shape(op, 'columns', columns, [
-            outputs.shape[:3] + (math.prod(weights.shape[1:]),)])
+        self._expect_shape(
+            op,
+            'columns',
+            columns,
+            [outputs.shape[:3] + (math.prod(weights.shape[1:]),)],
+        )
         return {'columns': columns}
 
-    def conv2d_forward_batch(self, inputs, weights, bias, outputs,
-                             padding: int, stride: tuple[int, int], *,
-                             columns=None) -> None:
+    def conv2d_forward_batch(
+        self,
+        inputs,
+        weights,
+        bias,
+        outputs,
+        padding: int,
+        stride: tuple[int, int],
+        *,
+        columns=None,
+    ) -> None:
         op = 'conv2d_forward_batch'
-        self._expect_arrays(op, inputs=inputs, weights=weights, bias=bias,
-                            outputs=outputs)
-        self._conv_check(op, inputs, weights, padding, stride,
-                         ('outputs', outputs))
+        self._expect_arrays(
+            op, inputs=inputs, weights=weights, bias=bias, outputs=outputs
+        )
+        self._conv_check(op, inputs, weights, padding, stride, ('outputs', outputs))
         self._expect_shape(op, 'bias', bias, [(weights.shape[0],)])
         keywords = self._conv_columns(op, columns, weights, outputs)
-        self._run(op, keywords, inputs=inputs, weights=weights, bias=bias,
-                  outputs=outputs, padding=padding, stride=stride)
+        self._run(
+            op,
+            keywords,
+            inputs=inputs,
+            weights=weights,
+            bias=bias,
+            outputs=outputs,
+            padding=padding,
+            stride=stride,
+        )
 
-    def conv2d_backward_batch(self, inputs, weights, padding: int,
-                              stride: tuple[int, int], in_deltas, out_deltas,
-                              weight_deltas, bias_deltas, *, columns=None,
-                              skip_in_deltas: bool = False) -> None:
+    def conv2d_backward_batch(
+        self,
+        inputs,
+        weights,
+        padding: int,
+        stride: tuple[int, int],
+        in_deltas,
+        out_deltas,
+        weight_deltas,
+        bias_deltas,
+        *,
+        columns=None,
+        skip_in_deltas: bool = False,
+    ) -> None:
         op = 'conv2d_backward_batch'
         self._expect_flags(op, skip_in_deltas=skip_in_deltas)
-        self._expect_arrays(op, inputs=inputs, weights=weights,
-                            in_deltas=in_deltas, out_deltas=out_deltas,
-                            weight_deltas=weight_deltas,
-                            bias_deltas=bias_deltas)
-        self._conv_check(op, inputs, weights, padding, stride,
-                         ('out_deltas', out_deltas))
+        self._expect_arrays(
+            op,
+            inputs=inputs,
+            weights=weights,
+            in_deltas=in_deltas,
+            out_deltas=out_deltas,
+            weight_deltas=weight_deltas,
+            bias_deltas=bias_deltas,
+        )
+        self._conv_check(
+            op, inputs, weights, padding, stride, ('out_deltas', out_deltas)
+        )
         self._expect_same_shape(op, inputs=inputs, in_deltas=in_deltas)
-        self._expect_same_shape(op, weights=weights,
-                                weight_deltas=weight_deltas)
-        self._expect_shape(op, 'bias_deltas', bias_deltas,
-                           [(weights.shape[0],)])
+        self._expect_same_shape(op, weights=weights, weight_deltas=weight_deltas)
+        self._expect_shape(op, 'bias_deltas', bias_deltas, [(weights.shape[0],)])
         keywords = self._conv_columns(op, columns, weights, out_deltas)
         if skip_in_deltas:
             keywords['skip_in_deltas'] = True
         self._run(
-            op, keywords, inputs=inputs, weights=weights, padding=padding,
-            stride=stride, in_deltas=in_deltas, out_deltas=out_deltas,
-            weight_deltas=weight_deltas, bias_deltas=bias_deltas)
+            op,
+            keywords,
+            inputs=inputs,
+            weights=weights,
+            padding=padding,
+            stride=stride,
+            in_deltas=in_deltas,
+            out_deltas=out_deltas,
+            weight_deltas=weight_deltas,
+            bias_deltas=bias_deltas,
+        )
 
-    def maxpool2d_forward_batch(self, inputs, window: tuple[int, int],
-                                outputs, padding: int,
-                                stride: tuple[int, int], argmax) -> None:
+    def maxpool2d_forward_batch(
+        self,
+        inputs,
+        window: tuple[int, int],
+        outputs,
+        padding: int,
+        stride: tuple[int, int],
+        argmax,
+    ) -> None:
         op = 'maxpool2d_forward_batch'
         self._expect_arrays(op, inputs=inputs, outputs=outputs, argmax=argmax)
         self._pool_check(op, inputs, window, outputs, padding, stride)
         self._expect_same_shape(op, outputs=outputs, argmax=argmax)
-        self._run(op, inputs=inputs, window=window, outputs=outputs,
-                  padding=padding, stride=stride, argmax=argmax)
+        self._run(
+            op,
+            inputs=inputs,
+            window=window,
+            outputs=outputs,
+            padding=padding,
+            stride=stride,
+            argmax=argmax,
+        )
 
-    def maxpool2d_backward_batch(self, inputs, window: tuple[int, int],
-                                 outputs, padding: int,
-                                 stride: tuple[int, int], argmax, in_deltas,
-                                 out_deltas) -> None:
+    def maxpool2d_backward_batch(
+        self,
+        inputs,
+        window: tuple[int, int],
+        outputs,
+        padding: int,
+        stride: tuple[int, int],
+        argmax,
+        in_deltas,
+        out_deltas,
+    ) -> None:
         op = 'maxpool2d_backward_batch'
-        self._expect_arrays(op, inputs=inputs, outputs=outputs, argmax=argmax,
-                            in_deltas=in_deltas, out_deltas=out_deltas)
+        self._expect_arrays(
+            op,
+            inputs=inputs,
+            outputs=outputs,
+            argmax=argmax,
+            in_deltas=in_deltas,
+            out_deltas=out_deltas,
+        )
         self._pool_check(op, inputs, window, outputs, padding, stride)
-        self._expect_same_shape(op, outputs=outputs, argmax=argmax,
-                                out_deltas=out_deltas)
+        self._expect_same_shape(
+            op, outputs=outputs, argmax=argmax, out_deltas=out_deltas
+        )
         self._expect_same_shape(op, inputs=inputs, in_deltas=in_deltas)
-        self._run(op, inputs=inputs, window=window, outputs=outputs,
-                  padding=padding, stride=stride, argmax=argmax,
-                  in_deltas=in_deltas, out_deltas=out_deltas)
+        self._run(
+            op,
+            inputs=inputs,
+            window=window,
+            outputs=outputs,
+            padding=padding,
+            stride=stride,
+            argmax=argmax,
+            in_deltas=in_deltas,
+            out_deltas=out_deltas,
+        )
 
-    def avgpool2d_forward_batch(self, inputs, window: tuple[int, int],
-                                outputs, padding: int,
-                                stride: tuple[int, int]) -> None:
+    def avgpool2d_forward_batch(
+        self,
+        inputs,
+        window: tuple[int, int],
+        outputs,
+        padding: int,
+        stride: tuple[int, int],
+    ) -> None:
         op = 'avgpool2d_forward_batch'
         self._expect_arrays(op, inputs=inputs, outputs=outputs)
         self._pool_check(op, inputs, window, outputs, padding, stride)
-        self._run(op, inputs=inputs, window=window, outputs=outputs,
-                  padding=padding, stride=stride)
+        self._run(
+            op,
+            inputs=inputs,
+            window=window,
+            outputs=outputs,
+            padding=padding,
+            stride=stride,
+        )
 
-    def avgpool2d_backward_batch(self, inputs, window: tuple[int, int],
-                                 outputs, padding: int,
-                                 stride: tuple[int, int], in_deltas,
-                                 out_deltas) -> None:
+    def avgpool2d_backward_batch(
+        self,
+        inputs,
+        window: tuple[int, int],
+        outputs,
+        padding: int,
+        stride: tuple[int, int],
+        in_deltas,
+        out_deltas,
+    ) -> None:
         op = 'avgpool2d_backward_batch'
-        self._expect_arrays(op, inputs=inputs, outputs=outputs,
-                            in_deltas=in_deltas, out_deltas=out_deltas)
+        self._expect_arrays(
+            op,
+            inputs=inputs,
+            outputs=outputs,
+            in_deltas=in_deltas,
+            out_deltas=out_deltas,
+        )
         self._pool_check(op, inputs, window, outputs, padding, stride)
         self._expect_same_shape(op, outputs=outputs, out_deltas=out_deltas)
         self._expect_same_shape(op, inputs=inputs, in_deltas=in_deltas)
-        self._run(op, inputs=inputs, window=window, outputs=outputs,
-                  padding=padding, stride=stride, in_deltas=in_deltas,
-                  out_deltas=out_deltas)
-
-
-def _numpy_handler():
-    from brainstorm.handlers.numpy_handler import NumpyHandler
-    return NumpyHandler(np.float64)
+        self._run(
+            op,
+            inputs=inputs,
+            window=window,
+            outputs=outputs,
+            padding=padding,
+            stride=stride,
+            in_deltas=in_deltas,
+            out_deltas=out_deltas,
+        )

@@ -10,6 +10,7 @@ from brainstorm.arguments import SEED, Arg, FloatDtype, Optional
 from brainstorm.handlers import _numpy_conv as _conv
 from brainstorm.handlers.base_handler import FirstUseRandomState, Handler
 from brainstorm.randomness import RandomState
+from brainstorm.utils import NetworkValidationError
 
 __all__ = ['NumpyHandler']
 
@@ -45,7 +46,6 @@ class NumpyHandler(Handler):
         self.rnd = None if seed is None else RandomState(seed)
         self._scratch: dict = {}  # name -> flat buffer, grown to the largest use
         self._constants: dict = {}  # index and count arrays of pooling geometries
-        super().__init__()
 
     def __describe__(self) -> dict:
         """``{'@type': 'NumpyHandler', 'dtype': 'float32'}``."""
@@ -56,16 +56,14 @@ class NumpyHandler(Handler):
         type(self).__init__(self, self.dtype)
 
     def __getstate__(self):
-        state = super().__getstate__()
-        state['_scratch'], state['_constants'] = {}, {}
-        return state
+        # scratch buffers and constants are caches: copies start empty
+        return {**self.__dict__, '_scratch': {}, '_constants': {}}
 
     def _buffer(self, name: str, shape: tuple[int, ...], dtype=None):
-        """A scratch array of ``shape`` with arbitrary content.
+        """Return a scratch array of ``shape`` with arbitrary content.
 
-        Each name owns one flat buffer grown to the largest size asked for,
-        so changing batch sizes or sequence lengths do not pile up memory.
-        An op must not use one name for two arrays at the same time.
+        Each name owns one flat buffer grown to the largest size asked for
+        (changing sizes do not pile up memory); one array per name at a time.
         """
         dtype = self.dtype if dtype is None else dtype
         size = math.prod(shape)
@@ -75,9 +73,11 @@ class NumpyHandler(Handler):
         return flat[:size].reshape(shape)
 
     def _leading(self, key, n: int, make):
-        """The first ``n`` entries of the constant array ``make(size)`` kept
-        under ``key``, remade only for a larger ``n``: changing batch sizes
-        or sequence lengths do not pile up one constant each."""
+        """Return the first ``n`` entries of the constant ``make(size)``.
+
+        Kept under ``key``, remade only for a larger ``n``: changing batch
+        sizes or sequence lengths do not pile up one constant each.
+        """
         constant = self._constants.get(key)
         if constant is None or len(constant) < n:
             constant = self._constants[key] = make(n)
@@ -165,11 +165,8 @@ class NumpyHandler(Handler):
 
     def binarize_v(self, v, out) -> None:
         _check_ids('binarize_v', v, out.shape[1])
-        ids = self._constants.get(('ids', out.shape[1]))
-        if ids is None:
-            ids = np.arange(out.shape[1], dtype=self.dtype)[None, :]
-            self._constants['ids', out.shape[1]] = ids
-        np.equal(v, ids, out=out)
+        arange = lambda n: np.arange(n, dtype=self.dtype)  # noqa: E731
+        np.equal(v, self._leading('ids', out.shape[1], arange)[None, :], out=out)
 
     def broadcast_t(self, a, axis: int, out) -> None:
         np.copyto(out, a)
@@ -183,12 +180,10 @@ class NumpyHandler(Handler):
     def divide_tt(self, a, b, out) -> None:
         np.divide(a, b, out=out)
 
-    def dot_add_mm(self, a, b, out, transa: bool = False,
-                   transb: bool = False) -> None:
+    def dot_add_mm(self, a, b, out, transa: bool = False, transb: bool = False) -> None:
         _conv.product(self, a, b, out, transa, transb, add=True)
 
-    def dot_mm(self, a, b, out, transa: bool = False,
-               transb: bool = False) -> None:
+    def dot_mm(self, a, b, out, transa: bool = False, transb: bool = False) -> None:
         _conv.product(self, a, b, out, transa, transb, add=False)
 
     def index_m_by_v(self, m, v, out) -> None:
@@ -317,72 +312,136 @@ class NumpyHandler(Handler):
 
     # -------------------------------------------------------------- conv/pool
 
-    # Each op delegates to the function of the same name in _numpy_conv,
-    # which holds the speed strategies and their notes; the contract (and
-    # what each op computes) is in the base Handler's docstrings.
+    # Each op delegates to its namesake in _numpy_conv, which holds the speed
+    # strategies and their notes; the base Handler documents what it computes.
 
     def keeps_conv_columns(self, out_cells: int) -> bool:
         return out_cells >= _conv.MIN_CELLS_TO_KEEP_COLUMNS
 
-    def conv2d_forward_batch(self, inputs, weights, bias, outputs,
-                             padding: int, stride: tuple[int, int], *,
-                             columns=None) -> None:
-        _conv.conv2d_forward_batch(self, inputs, weights, bias, outputs,
-                                   padding, stride, columns=columns)
+    def conv2d_forward_batch(
+        self,
+        inputs,
+        weights,
+        bias,
+        outputs,
+        padding: int,
+        stride: tuple[int, int],
+        *,
+        columns=None,
+    ) -> None:
+        _conv.conv2d_forward_batch(
+            self, inputs, weights, bias, outputs, padding, stride, columns=columns
+        )
 
-    def conv2d_backward_batch(self, inputs, weights, padding: int,
-                              stride: tuple[int, int], in_deltas, out_deltas,
-                              weight_deltas, bias_deltas, *, columns=None,
-                              skip_in_deltas: bool = False) -> None:
+    def conv2d_backward_batch(
+        self,
+        inputs,
+        weights,
+        padding: int,
+        stride: tuple[int, int],
+        in_deltas,
+        out_deltas,
+        weight_deltas,
+        bias_deltas,
+        *,
+        columns=None,
+        skip_in_deltas: bool = False,
+    ) -> None:
         _conv.conv2d_backward_batch(
-            self, inputs, weights, padding, stride, in_deltas, out_deltas,
-            weight_deltas, bias_deltas, columns=columns,
-            skip_in_deltas=skip_in_deltas)
+            self,
+            inputs,
+            weights,
+            padding,
+            stride,
+            in_deltas,
+            out_deltas,
+            weight_deltas,
+            bias_deltas,
+            columns=columns,
+            skip_in_deltas=skip_in_deltas,
+        )
 
-    def maxpool2d_forward_batch(self, inputs, window: tuple[int, int],
-                                outputs, padding: int,
-                                stride: tuple[int, int], argmax) -> None:
-        _conv.maxpool2d_forward_batch(self, inputs, window, outputs, padding,
-                                      stride, argmax)
+    def maxpool2d_forward_batch(
+        self,
+        inputs,
+        window: tuple[int, int],
+        outputs,
+        padding: int,
+        stride: tuple[int, int],
+        argmax,
+    ) -> None:
+        _conv.maxpool2d_forward_batch(
+            self, inputs, window, outputs, padding, stride, argmax
+        )
 
-    def maxpool2d_backward_batch(self, inputs, window: tuple[int, int],
-                                 outputs, padding: int,
-                                 stride: tuple[int, int], argmax, in_deltas,
-                                 out_deltas) -> None:
-        _conv.maxpool2d_backward_batch(self, inputs, window, outputs, padding,
-                                       stride, argmax, in_deltas, out_deltas)
+    def maxpool2d_backward_batch(
+        self,
+        inputs,
+        window: tuple[int, int],
+        outputs,
+        padding: int,
+        stride: tuple[int, int],
+        argmax,
+        in_deltas,
+        out_deltas,
+    ) -> None:
+        _conv.maxpool2d_backward_batch(
+            self,
+            inputs,
+            window,
+            outputs,
+            padding,
+            stride,
+            argmax,
+            in_deltas,
+            out_deltas,
+        )
 
-    def avgpool2d_forward_batch(self, inputs, window: tuple[int, int],
-                                outputs, padding: int,
-                                stride: tuple[int, int]) -> None:
-        _conv.avgpool2d_forward_batch(self, inputs, window, outputs, padding,
-                                      stride)
+    def avgpool2d_forward_batch(
+        self,
+        inputs,
+        window: tuple[int, int],
+        outputs,
+        padding: int,
+        stride: tuple[int, int],
+    ) -> None:
+        _conv.avgpool2d_forward_batch(self, inputs, window, outputs, padding, stride)
 
-    def avgpool2d_backward_batch(self, inputs, window: tuple[int, int],
-                                 outputs, padding: int,
-                                 stride: tuple[int, int], in_deltas,
-                                 out_deltas) -> None:
-        _conv.avgpool2d_backward_batch(self, inputs, window, outputs, padding,
-                                       stride, in_deltas, out_deltas)
+    def avgpool2d_backward_batch(
+        self,
+        inputs,
+        window: tuple[int, int],
+        outputs,
+        padding: int,
+        stride: tuple[int, int],
+        in_deltas,
+        out_deltas,
+    ) -> None:
+        _conv.avgpool2d_backward_batch(
+            self, inputs, window, outputs, padding, stride, in_deltas, out_deltas
+        )
 
 
 def _check_ids(op: str, v, n: int) -> None:
-    """Class ids index a row of ``n`` entries: out-of-range ids would raise a
-    bare IndexError (too large) or silently wrap around (negative)."""
+    """Raise NetworkValidationError unless ``v`` holds whole ids in ``[0, n)``.
+
+    Other ids would raise a bare IndexError (too large) or silently wrap
+    around (negative).
+    """
     if not v.size:
         return
     # NaN would be cast to a huge negative index, 0.7 silently to 0 (while
     # binarize_v compares exactly and disagrees)
     fraction = v != np.floor(v)
     if fraction.any():
-        from brainstorm.utils import NetworkValidationError
         bad = v[fraction].ravel()
         raise NetworkValidationError(
             f'{op}: class ids must be whole numbers in [0, {n}). Received '
             f'{int(fraction.sum())} other value(s), e.g. {bad[0]:g} at '
-            f'position {int(np.flatnonzero(fraction.ravel())[0])}.')
+            f'position {int(np.flatnonzero(fraction.ravel())[0])}.'
+        )
     if v.min() < 0 or v.max() >= n:
-        from brainstorm.utils import NetworkValidationError
         raise NetworkValidationError(
             f'{op}: class ids must lie in [0, {n}). Received ids from '
-            f'{v.min():g} to {v.max():g}.')
+            f'{v.min():g} to {v.max():g}.'
+        )

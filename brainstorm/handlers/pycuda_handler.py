@@ -78,16 +78,19 @@ from brainstorm.randomness import RandomState
 
 __all__ = ['PyCudaHandler', 'GPUView', 'coalesce', 'INSTALL_HINT']
 
-INSTALL_HINT = ("PyCudaHandler needs PyCUDA, the CUDA toolkit (nvcc) and an "
-                f"NVIDIA GPU. Install PyCUDA with {install_hint('pycuda')} "
-                "after installing the CUDA toolkit.")
+INSTALL_HINT = (
+    'PyCudaHandler needs PyCUDA, the CUDA toolkit (nvcc) and an '
+    f'NVIDIA GPU. Install PyCUDA with {install_hint("pycuda")} '
+    'after installing the CUDA toolkit.'
+)
 
-MAX_ELEMENTS = 2 ** 30  # kernels index with int
+MAX_ELEMENTS = 2**30  # kernels index with int
 MAX_BLOCKS = 4096  # grid size of the grid-stride loops
-COL_ELEMENTS = 2 ** 25  # im2col buffer budget per chunk of images
+COL_ELEMENTS = 2**25  # im2col buffer budget per chunk of images
 
 
 # ------------------------------------------------------------- the views ---
+
 
 def c_strides(shape: tuple) -> tuple:
     """Element strides of a C-contiguous array of ``shape``."""
@@ -192,14 +195,21 @@ class GPUView:
     dtype = np.dtype(np.float32)
     itemsize = 4
 
-    def __init__(self, base, base_ptr: int, offset: int, shape: tuple | list,
-                 strides: tuple | list | None = None):
+    def __init__(
+        self,
+        base,
+        base_ptr: int,
+        offset: int,
+        shape: tuple | list,
+        strides: tuple | list | None = None,
+    ):
         self.base = base
         self.base_ptr = int(base_ptr)
         self.offset = int(offset)
         self.shape = tuple(int(n) for n in shape)
-        self.strides = c_strides(self.shape) if strides is None else \
-            tuple(int(s) for s in strides)
+        self.strides = (
+            c_strides(self.shape) if strides is None else tuple(int(s) for s in strides)
+        )
         assert len(self.strides) == len(self.shape), (shape, strides)
 
     @property
@@ -241,12 +251,13 @@ class GPUView:
         if n_ellipsis > 1:
             raise IndexError("an index can only have a single ellipsis ('...')")
         if n_real > self.ndim:
-            raise IndexError(f'too many indices for a GPUView of shape '
-                             f'{self.shape}: {item!r}')
+            raise IndexError(
+                f'too many indices for a GPUView of shape {self.shape}: {item!r}'
+            )
         fill = (slice(None),) * (self.ndim - n_real)
         if n_ellipsis:
             k = next(i for i, p in enumerate(parts) if p is Ellipsis)
-            parts = parts[:k] + fill + parts[k + 1:]
+            parts = parts[:k] + fill + parts[k + 1 :]
         else:
             parts = parts + fill
         offset, shape, strides, axis = self.offset, [], [], 0
@@ -260,24 +271,29 @@ class GPUView:
             if isinstance(part, slice):
                 start, stop, step = part.indices(n)
                 if step < 0:
-                    raise IndexError(f'GPUView slices need a positive step. '
-                                     f'Received: {item!r}')
+                    raise IndexError(
+                        f'GPUView slices need a positive step. Received: {item!r}'
+                    )
                 offset += start * stride
                 shape.append(len(range(start, stop, step)))
                 strides.append(stride * step)
             elif isinstance(part, (bool, np.bool_)):
-                raise IndexError(f'GPUView does not support boolean indices. '
-                                 f'Received: {item!r}')
+                raise IndexError(
+                    f'GPUView does not support boolean indices. Received: {item!r}'
+                )
             else:
                 try:
                     index = operator.index(part)
                 except TypeError:
                     raise IndexError(
                         f'GPUView indices must be ints, slices, ... or None. '
-                        f'Received: {item!r}') from None
+                        f'Received: {item!r}'
+                    ) from None
                 if not -n <= index < n:
-                    raise IndexError(f'index {index} is out of bounds for '
-                                     f'axis {axis - 1} with size {n}')
+                    raise IndexError(
+                        f'index {index} is out of bounds for '
+                        f'axis {axis - 1} with size {n}'
+                    )
                 offset += (index % n) * stride
         return GPUView(self.base, self.base_ptr, offset, shape, strides)
 
@@ -296,18 +312,23 @@ class GPUView:
         if -1 in dims:
             known = math.prod(n for n in dims if n != -1)
             if known == 0 or self.size % known:
-                raise ValueError(f'Cannot reshape a GPUView of shape '
-                                 f'{self.shape} into {tuple(dims)}.')
+                raise ValueError(
+                    f'Cannot reshape a GPUView of shape '
+                    f'{self.shape} into {tuple(dims)}.'
+                )
             dims[dims.index(-1)] = self.size // known
         shape = tuple(dims)
         if math.prod(shape) != self.size:
-            raise ValueError(f'Cannot reshape a GPUView of shape {self.shape} '
-                             f'(size {self.size}) into {shape}.')
+            raise ValueError(
+                f'Cannot reshape a GPUView of shape {self.shape} '
+                f'(size {self.size}) into {shape}.'
+            )
         strides = _reshape_strides(self.shape, self.strides, shape)
         if strides is None:
             raise ValueError(
                 f'Cannot reshape a GPUView of shape {self.shape} with element '
-                f'strides {self.strides} to {shape} without copying it.')
+                f'strides {self.strides} to {shape} without copying it.'
+            )
         return GPUView(self.base, self.base_ptr, self.offset, shape, strides)
 
     def broadcast_to(self, shape: tuple) -> GPUView:
@@ -319,23 +340,31 @@ class GPUView:
         """
         shape = tuple(int(n) for n in shape)
         if len(shape) != self.ndim or any(
-                n != m and m != 1 for n, m in zip(shape, self.shape)):
-            raise ValueError(f'Cannot broadcast a GPUView of shape '
-                             f'{self.shape} to {shape}.')
-        strides = tuple(s if m == n else 0
-                        for n, m, s in zip(shape, self.shape, self.strides))
+            n != m and m != 1 for n, m in zip(shape, self.shape)
+        ):
+            raise ValueError(
+                f'Cannot broadcast a GPUView of shape {self.shape} to {shape}.'
+            )
+        strides = tuple(
+            s if m == n else 0 for n, m, s in zip(shape, self.shape, self.strides)
+        )
         return GPUView(self.base, self.base_ptr, self.offset, shape, strides)
 
     @property
     def __cuda_array_interface__(self) -> dict:
-        return {'shape': self.shape,
-                'strides': tuple(4 * s for s in self.strides),
-                'data': (self.ptr if self.size else 0, False),
-                'typestr': '<f4', 'version': 3}
+        return {
+            'shape': self.shape,
+            'strides': tuple(4 * s for s in self.strides),
+            'data': (self.ptr if self.size else 0, False),
+            'typestr': '<f4',
+            'version': 3,
+        }
 
     def __array__(self, *args, **kwargs):
-        raise TypeError('A GPUView lives on the GPU: use '
-                        'handler.get_numpy_copy(view) to get its values.')
+        raise TypeError(
+            'A GPUView lives on the GPU: use '
+            'handler.get_numpy_copy(view) to get its values.'
+        )
 
     def __repr__(self) -> str:
         return f'GPUView(shape={self.shape}, strides={self.strides})'
@@ -358,8 +387,10 @@ def _grid(n: int, block: int = kernels.BLOCK_SIZE) -> tuple:
 
 def _check_size(n: int, what: str = 'array') -> None:
     if n >= MAX_ELEMENTS:
-        raise ValueError(f'PyCudaHandler supports arrays of fewer than 2**30 '
-                         f'elements. Received: an {what} of {n} elements.')
+        raise ValueError(
+            f'PyCudaHandler supports arrays of fewer than 2**30 '
+            f'elements. Received: an {what} of {n} elements.'
+        )
 
 
 def _pad4(values: tuple, fill: int) -> tuple:
@@ -405,6 +436,7 @@ class PyCudaHandler(Handler):
         ctx = drv.Context.get_current()
         if ctx is None:
             import pycuda.autoinit  # noqa: F401
+
             ctx = drv.Context.get_current()
         self._context_key = ctx.handle
         self.rnd = None if seed is None else RandomState(seed)
@@ -415,7 +447,6 @@ class PyCudaHandler(Handler):
             blas.set_stream(None)
         self._blas = blas
         self.EMPTY = self.allocate((0,))
-        super().__init__()
 
     def __describe__(self) -> dict:
         """``{'@type': 'PyCudaHandler'}``."""
@@ -441,9 +472,11 @@ class PyCudaHandler(Handler):
         entry: tuple | None = _MODULES.get(key)
         if entry is None:
             from pycuda.compiler import SourceModule
+
             entry = _MODULES[key] = (
                 SourceModule(kernels.KERNEL_SOURCES[module], no_extern_c=True),
-                {})
+                {},
+            )
         source_module, functions = entry
         function = functions.get(kernel)
         if function is None:
@@ -458,7 +491,8 @@ class PyCudaHandler(Handler):
             return
         _check_size(total)
         self._function(module, kernel).prepared_call(
-            _grid(total), (kernels.BLOCK_SIZE, 1, 1), total, *args)
+            _grid(total), (kernels.BLOCK_SIZE, 1, 1), total, *args
+        )
 
     def _ew(self, name: str, *arrays, scalars: tuple = ()) -> None:
         """Run the elementwise kernel ``name`` (inputs first, then outputs)."""
@@ -470,7 +504,8 @@ class PyCudaHandler(Handler):
             if x.shape != shape:
                 raise ValueError(
                     f'PyCudaHandler {name}: all operands need one shape. '
-                    f'Received: {[tuple(y.shape) for y in arrays]}')
+                    f'Received: {[tuple(y.shape) for y in arrays]}'
+                )
         size = math.prod(shape)
         if size == 0:
             return
@@ -479,8 +514,10 @@ class PyCudaHandler(Handler):
         n_lead = max(0, len(dims) - 4)
         inner = _pad4(dims[n_lead:], 1)
         n = math.prod(inner)
-        values = [float(s) if ctype == 'float' else int(s)
-                  for s, (_, ctype) in zip(scalars, op.scalars)]
+        values = [
+            float(s) if ctype == 'float' else int(s)
+            for s, (_, ctype) in zip(scalars, op.scalars)
+        ]
         function = self._function('elementwise', f'ew_{name}')
         for index in np.ndindex(*dims[:n_lead]):
             args = [n, inner[1], inner[2], inner[3]]
@@ -488,8 +525,7 @@ class PyCudaHandler(Handler):
                 lead = sum(i * s for i, s in zip(index, st[:n_lead]))
                 args.append(x.ptr + 4 * lead)
                 args += _pad4(st[n_lead:], 0)
-            function.prepared_call(_grid(n), (kernels.BLOCK_SIZE, 1, 1),
-                                   *args, *values)
+            function.prepared_call(_grid(n), (kernels.BLOCK_SIZE, 1, 1), *args, *values)
 
     def _scratch(self, name: str, shape: tuple) -> GPUView:
         """A contiguous view of a cached buffer (content: whatever was left)."""
@@ -507,8 +543,9 @@ class PyCudaHandler(Handler):
         self._ew('copy', x, copy)
         return copy
 
-    def _rows_matrix(self, x: GPUView, rows: int, cols: int, name: str,
-                     load: bool = True):
+    def _rows_matrix(
+        self, x: GPUView, rows: int, cols: int, name: str, load: bool = True
+    ):
         """``x`` as a ``(rows, cols)`` view, else via a contiguous scratch.
 
         Returns ``(matrix, spill)``: ``spill`` is None if ``matrix`` views
@@ -524,18 +561,20 @@ class PyCudaHandler(Handler):
                 self._ew('copy', x, spill)
             return spill.reshape(rows, cols), spill
 
-    def _gemm(self, a, b, out, transa: bool, transb: bool,
-              beta: float) -> None:
+    def _gemm(self, a, b, out, transa: bool, transb: bool, beta: float) -> None:
         """``out = op(a) @ op(b) + beta * out`` with cuBLAS."""
         if a.ndim != 2 or b.ndim != 2 or out.ndim != 2:
-            raise ValueError(f'dot: operands must be matrices. Received '
-                             f'shapes {a.shape}, {b.shape}, {out.shape}')
+            raise ValueError(
+                f'dot: operands must be matrices. Received '
+                f'shapes {a.shape}, {b.shape}, {out.shape}'
+            )
         m, k = a.shape[::-1] if transa else a.shape
         k_b, n = b.shape[::-1] if transb else b.shape
         if k != k_b or out.shape != (m, n):
             raise ValueError(
                 f'dot: shapes do not fit: op(a) {(m, k)} @ op(b) {(k_b, n)} '
-                f'-> out {out.shape}')
+                f'-> out {out.shape}'
+            )
         if m == 0 or n == 0:
             return
         a, lda = self._gemm_operand(a, 'gemm_a')
@@ -557,25 +596,41 @@ class PyCudaHandler(Handler):
         if ld is None:
             copy = self._scratch(name, x.shape)
             self._ew('copy', x, copy)
-            x, ld = copy, row_major_ld(copy.shape[0], copy.shape[1],
-                                       *copy.strides)
+            x, ld = copy, row_major_ld(copy.shape[0], copy.shape[1], *copy.strides)
         return x, ld
 
-    def _sum_columns(self, rows: int, cols: int, a_ptr: int, a_r: int,
-                     a_c: int, out_ptr: int, out_c: int) -> None:
+    def _sum_columns(
+        self,
+        rows: int,
+        cols: int,
+        a_ptr: int,
+        a_r: int,
+        a_c: int,
+        out_ptr: int,
+        out_c: int,
+    ) -> None:
         """``out[j] = sum_i a[i, j]`` for a strided ``rows x cols`` matrix."""
         if cols <= 0:
             return
         tile_x, tile_y = kernels.SUM_TILE
         self._function('reduce', 'sum_columns').prepared_call(
-            _grid(cols, tile_x), (tile_x, tile_y, 1), rows, cols, a_ptr, a_r,
-            a_c, out_ptr, out_c)
+            _grid(cols, tile_x),
+            (tile_x, tile_y, 1),
+            rows,
+            cols,
+            a_ptr,
+            a_r,
+            a_c,
+            out_ptr,
+            out_c,
+        )
 
     def _sum_all(self, a: GPUView, out: GPUView, count_nonfinite: bool):
         """Write the total of ``a`` (or its number of NaN/Inf) into ``out``."""
         if out.size != 1:
-            raise ValueError(f'sum_t: out must have one element. Received '
-                             f'shape {out.shape}')
+            raise ValueError(
+                f'sum_t: out must have one element. Received shape {out.shape}'
+            )
         if a.size == 0:
             self._ew('fill', out, scalars=(0.0,))
             return
@@ -589,12 +644,21 @@ class PyCudaHandler(Handler):
         blocks = min(kernels.REDUCE_BLOCKS, -(-n // kernels.BLOCK_SIZE))
         partial = self._scratch('partial', (kernels.REDUCE_BLOCKS,))
         self._function('reduce', 'sum_all_partial').prepared_call(
-            (blocks, 1), (kernels.BLOCK_SIZE, 1, 1), n, dims[1], dims[2],
-            dims[3], a.ptr, *strides, partial.ptr, int(count_nonfinite))
+            (blocks, 1),
+            (kernels.BLOCK_SIZE, 1, 1),
+            n,
+            dims[1],
+            dims[2],
+            dims[3],
+            a.ptr,
+            *strides,
+            partial.ptr,
+            int(count_nonfinite),
+        )
         self._sum_columns(blocks, 1, partial.ptr, 1, 0, out.ptr, 0)
 
     def _philox_key(self) -> tuple:
-        k0, k1 = self.rnd.randint(0, 2 ** 32, size=2, dtype=np.uint32)
+        k0, k1 = self.rnd.randint(0, 2**32, size=2, dtype=np.uint32)
         return int(k0), int(k1)
 
     def _random(self, name: str, out: GPUView, scalars: tuple) -> None:
@@ -605,10 +669,13 @@ class PyCudaHandler(Handler):
         if target is not out:
             self._ew('copy', target, out)
 
-    def _geometry(self, inputs, window, outputs, padding, stride,
-                  channels: int, what: str) -> tuple:
-        """The kernel geometry args, after checking the output shape (an
-        inconsistent shape would make a kernel access foreign memory)."""
+    def _geometry(
+        self, inputs, window, outputs, padding, stride, channels: int, what: str
+    ) -> tuple:
+        """Return the kernel geometry arguments, checking the output shape.
+
+        An inconsistent shape would make a kernel access foreign memory.
+        """
         n, h, w, c = inputs.shape
         kh, kw = window
         sy, sx = stride
@@ -617,7 +684,8 @@ class PyCudaHandler(Handler):
             raise ValueError(
                 f'{what}: inputs {inputs.shape}, window {(kh, kw)}, padding '
                 f'{padding} and stride {(sy, sx)} give outputs '
-                f'{(n, oh, ow, channels)}. Received: {outputs.shape}')
+                f'{(n, oh, ow, channels)}. Received: {outputs.shape}'
+            )
         return h, w, c, oh, ow, kh, kw, padding, sy, sx
 
     def _batch_chunks(self, n: int, per_image: int):
@@ -629,14 +697,14 @@ class PyCudaHandler(Handler):
         h, w, c, oh, ow, kh, kw, padding, sy, sx = geometry
         rows, k = x.shape[0] * oh * ow, kh * kw * c
         col = self._scratch('col', (rows, k))
-        self._launch('conv', 'im2col', rows * k, *geometry, x.ptr, *x.strides,
-                     col.ptr)
+        self._launch('conv', 'im2col', rows * k, *geometry, x.ptr, *x.strides, col.ptr)
         return col
 
     # ------------------------------------------------------------ allocation
 
     def allocate(self, shape: tuple[int, ...]):
         from pycuda import gpuarray
+
         shape = (shape,) if isinstance(shape, (int, np.integer)) else shape
         shape = tuple(operator.index(n) for n in shape)
         size = math.prod(shape)
@@ -646,6 +714,7 @@ class PyCudaHandler(Handler):
 
     def zeros(self, shape: tuple[int, ...]):
         import pycuda.driver as drv
+
         mem = self.allocate(shape)
         if mem.size:
             drv.memset_d32(mem.ptr, 0, mem.size)
@@ -653,6 +722,7 @@ class PyCudaHandler(Handler):
 
     def ones(self, shape: tuple[int, ...]):
         import pycuda.driver as drv
+
         mem = self.allocate(shape)
         if mem.size:
             drv.memset_d32(mem.ptr, 0x3F800000, mem.size)  # bits of 1.0f
@@ -660,6 +730,7 @@ class PyCudaHandler(Handler):
 
     def create_from_numpy(self, arr):
         import pycuda.driver as drv
+
         host = np.ascontiguousarray(arr, dtype=np.float32)
         mem = self.allocate(host.shape)
         if mem.size:
@@ -668,6 +739,7 @@ class PyCudaHandler(Handler):
 
     def get_numpy_copy(self, mem):
         import pycuda.driver as drv
+
         assert isinstance(mem, GPUView), type(mem)
         result = np.empty(mem.shape, dtype=np.float32)
         if mem.size:
@@ -676,8 +748,10 @@ class PyCudaHandler(Handler):
 
     def set_from_numpy(self, mem, arr) -> None:
         import pycuda.driver as drv
+
         host = np.ascontiguousarray(
-            np.broadcast_to(np.asarray(arr, dtype=np.float32), mem.shape))
+            np.broadcast_to(np.asarray(arr, dtype=np.float32), mem.shape)
+        )
         if not mem.size:
             return
         if mem.is_contiguous:
@@ -711,6 +785,7 @@ class PyCudaHandler(Handler):
 
     def is_fully_finite(self, a) -> bool:
         import pycuda.driver as drv
+
         flag = self._scratch('flag', (1,))
         self._sum_all(a, flag, count_nonfinite=True)
         count = np.empty(1, dtype=np.float32)
@@ -737,10 +812,20 @@ class PyCudaHandler(Handler):
     def binarize_v(self, v, out) -> None:
         rows, cols = out.shape
         if tuple(v.shape) != (rows, 1):
-            raise ValueError(f'binarize_v: v must be ({rows}, 1) for out '
-                             f'{out.shape}. Received: {v.shape}')
-        self._launch('rows', 'binarize_rows', rows * cols, cols, v.ptr,
-                     v.strides[0], out.ptr, *out.strides)
+            raise ValueError(
+                f'binarize_v: v must be ({rows}, 1) for out '
+                f'{out.shape}. Received: {v.shape}'
+            )
+        self._launch(
+            'rows',
+            'binarize_rows',
+            rows * cols,
+            cols,
+            v.ptr,
+            v.strides[0],
+            out.ptr,
+            *out.strides,
+        )
 
     def broadcast_t(self, a, axis: int, out) -> None:
         self._ew('copy', a.broadcast_to(out.shape), out)
@@ -754,22 +839,32 @@ class PyCudaHandler(Handler):
     def divide_tt(self, a, b, out) -> None:
         self._ew('divide', a, b, out)
 
-    def dot_add_mm(self, a, b, out, transa: bool = False,
-                   transb: bool = False) -> None:
+    def dot_add_mm(self, a, b, out, transa: bool = False, transb: bool = False) -> None:
         self._gemm(a, b, out, transa, transb, 1.0)
 
-    def dot_mm(self, a, b, out, transa: bool = False,
-               transb: bool = False) -> None:
+    def dot_mm(self, a, b, out, transa: bool = False, transb: bool = False) -> None:
         self._gemm(a, b, out, transa, transb, 0.0)
 
     def index_m_by_v(self, m, v, out) -> None:
         rows, cols = m.shape
         if tuple(v.shape) != (rows, 1) or tuple(out.shape) != (rows, 1):
-            raise ValueError(f'index_m_by_v: v and out must be ({rows}, 1) '
-                             f'for m {m.shape}. Received: {v.shape}, '
-                             f'{out.shape}')
-        self._launch('rows', 'index_rows', rows, cols, m.ptr, *m.strides,
-                     v.ptr, v.strides[0], out.ptr, out.strides[0])
+            raise ValueError(
+                f'index_m_by_v: v and out must be ({rows}, 1) '
+                f'for m {m.shape}. Received: {v.shape}, '
+                f'{out.shape}'
+            )
+        self._launch(
+            'rows',
+            'index_rows',
+            rows,
+            cols,
+            m.ptr,
+            *m.strides,
+            v.ptr,
+            v.strides[0],
+            out.ptr,
+            out.strides[0],
+        )
 
     def log_t(self, a, out) -> None:
         self._ew('log', a, out)
@@ -805,8 +900,10 @@ class PyCudaHandler(Handler):
 
     def softmax_m(self, m, out) -> None:
         if m.ndim != 2 or out.shape != m.shape:
-            raise ValueError(f'softmax_m: m and out must be matrices of one '
-                             f'shape. Received: {m.shape}, {out.shape}')
+            raise ValueError(
+                f'softmax_m: m and out must be matrices of one '
+                f'shape. Received: {m.shape}, {out.shape}'
+            )
         rows, cols = m.shape
         if rows == 0 or cols == 0:
             return
@@ -814,8 +911,15 @@ class PyCudaHandler(Handler):
         while block < min(cols, kernels.BLOCK_SIZE):
             block *= 2
         self._function('rows', 'softmax_rows').prepared_call(
-            (min(rows, MAX_BLOCKS), 1), (block, 1, 1), rows, cols, m.ptr,
-            *m.strides, out.ptr, *out.strides)
+            (min(rows, MAX_BLOCKS), 1),
+            (block, 1, 1),
+            rows,
+            cols,
+            m.ptr,
+            *m.strides,
+            out.ptr,
+            *out.strides,
+        )
 
     def split_add_tt(self, x, out_a, out_b) -> None:
         n = out_a.shape[-1]
@@ -838,18 +942,21 @@ class PyCudaHandler(Handler):
             self._sum_all(a, out, count_nonfinite=False)
             return
         if a.ndim != 2 or axis not in (0, 1):
-            raise ValueError(f'sum_t: axis must be None, or 0 or 1 of a 1-D '
-                             f'or 2-D array. Received: axis={axis} for shape '
-                             f'{a.shape}')
+            raise ValueError(
+                f'sum_t: axis must be None, or 0 or 1 of a 1-D '
+                f'or 2-D array. Received: axis={axis} for shape '
+                f'{a.shape}'
+            )
         rows, cols = a.shape if axis == 0 else a.shape[::-1]
         a_r, a_c = a.strides if axis == 0 else a.strides[::-1]
         flat = out.reshape(out.size)
         if flat.size != cols:
-            raise ValueError(f'sum_t: out must hold {cols} elements for '
-                             f'axis {axis} of {a.shape}. Received: '
-                             f'{out.shape}')
-        self._sum_columns(rows, cols, a.ptr, a_r, a_c, flat.ptr,
-                          flat.strides[0])
+            raise ValueError(
+                f'sum_t: out must hold {cols} elements for '
+                f'axis {axis} of {a.shape}. Received: '
+                f'{out.shape}'
+            )
+        self._sum_columns(rows, cols, a.ptr, a_r, a_c, flat.ptr, flat.strides[0])
 
     # ----------------------------------------------------------- activations
 
@@ -879,40 +986,58 @@ class PyCudaHandler(Handler):
 
     # -------------------------------------------------------------- conv/pool
 
-    def conv2d_forward_batch(self, inputs, weights, bias, outputs,
-                             padding: int, stride: tuple[int, int], *,
-                             columns=None) -> None:
+    def conv2d_forward_batch(
+        self,
+        inputs,
+        weights,
+        bias,
+        outputs,
+        padding: int,
+        stride: tuple[int, int],
+        *,
+        columns=None,
+    ) -> None:
         # ``columns`` is not used: the receptive fields are recomputed in
         # batch chunks by the im2col kernel, cheap on the GPU
         f, kh, kw, c = weights.shape
-        geometry = self._geometry(inputs, (kh, kw), outputs, padding, stride,
-                                  f, 'conv2d_forward_batch')
+        geometry = self._geometry(
+            inputs, (kh, kw), outputs, padding, stride, f, 'conv2d_forward_batch'
+        )
         _check_channels('conv2d_forward_batch', inputs, weights, bias)
         n, oh, ow = outputs.shape[:3]
         rows, k = n * oh * ow, kh * kw * c
-        out_mat, spill = self._rows_matrix(outputs, rows, f, 'conv_out',
-                                           load=False)
+        out_mat, spill = self._rows_matrix(outputs, rows, f, 'conv_out', load=False)
         target = outputs if spill is None else spill
-        self._ew('copy', bias.reshape(1, 1, 1, f).broadcast_to(target.shape),
-                 target)
+        self._ew('copy', bias.reshape(1, 1, 1, f).broadcast_to(target.shape), target)
         if k:
             w_mat, _ = self._rows_matrix(weights, f, k, 'conv_w')
             for n0, n1 in self._batch_chunks(n, oh * ow * k):
                 col = self._im2col(inputs[n0:n1], geometry)
-                self._gemm(col, w_mat, out_mat[n0 * oh * ow:n1 * oh * ow],
-                           False, True, 1.0)
+                self._gemm(
+                    col, w_mat, out_mat[n0 * oh * ow : n1 * oh * ow], False, True, 1.0
+                )
         if spill is not None:
             self._ew('copy', spill, outputs)
 
-    def conv2d_backward_batch(self, inputs, weights, padding: int,
-                              stride: tuple[int, int], in_deltas, out_deltas,
-                              weight_deltas, bias_deltas, *, columns=None,
-                              skip_in_deltas: bool = False) -> None:
+    def conv2d_backward_batch(
+        self,
+        inputs,
+        weights,
+        padding: int,
+        stride: tuple[int, int],
+        in_deltas,
+        out_deltas,
+        weight_deltas,
+        bias_deltas,
+        *,
+        columns=None,
+        skip_in_deltas: bool = False,
+    ) -> None:
         f, kh, kw, c = weights.shape
-        geometry = self._geometry(inputs, (kh, kw), out_deltas, padding,
-                                  stride, f, 'conv2d_backward_batch')
-        _check_channels('conv2d_backward_batch', inputs, weights,
-                        bias_deltas)
+        geometry = self._geometry(
+            inputs, (kh, kw), out_deltas, padding, stride, f, 'conv2d_backward_batch'
+        )
+        _check_channels('conv2d_backward_batch', inputs, weights, bias_deltas)
         _check_shapes('conv2d_backward_batch', inputs, in_deltas)
         _check_shapes('conv2d_backward_batch', weights, weight_deltas)
         n, oh, ow = out_deltas.shape[:3]
@@ -923,8 +1048,7 @@ class PyCudaHandler(Handler):
             self.fill(weight_deltas, 0.0)
             return
         w_mat, _ = self._rows_matrix(weights, f, k, 'conv_w')
-        dw, spill = self._rows_matrix(weight_deltas, f, k, 'conv_dw',
-                                      load=False)
+        dw, spill = self._rows_matrix(weight_deltas, f, k, 'conv_dw', load=False)
         beta = 0.0
         for n0, n1 in self._batch_chunks(n, oh * ow * k):
             r0, r1 = n0 * oh * ow, n1 * oh * ow
@@ -936,74 +1060,165 @@ class PyCudaHandler(Handler):
             # the column buffer now receives the deltas of every field
             self._gemm(dy[r0:r1], w_mat, col, False, False, 0.0)
             dx = in_deltas[n0:n1]
-            self._launch('conv', 'col2im_add', dx.size, *geometry, col.ptr,
-                         dx.ptr, *dx.strides)
+            self._launch(
+                'conv', 'col2im_add', dx.size, *geometry, col.ptr, dx.ptr, *dx.strides
+            )
         if spill is not None:
             self._ew('copy', spill, weight_deltas)
 
-    def maxpool2d_forward_batch(self, inputs, window: tuple[int, int],
-                                outputs, padding: int,
-                                stride: tuple[int, int], argmax) -> None:
-        geometry = self._geometry(inputs, window, outputs, padding, stride,
-                                  inputs.shape[3], 'maxpool2d_forward_batch')
+    def maxpool2d_forward_batch(
+        self,
+        inputs,
+        window: tuple[int, int],
+        outputs,
+        padding: int,
+        stride: tuple[int, int],
+        argmax,
+    ) -> None:
+        geometry = self._geometry(
+            inputs,
+            window,
+            outputs,
+            padding,
+            stride,
+            inputs.shape[3],
+            'maxpool2d_forward_batch',
+        )
         _check_shapes('maxpool2d_forward_batch', outputs, argmax)
-        self._launch('pool', 'maxpool_forward', outputs.size, *geometry,
-                     inputs.ptr, *inputs.strides, outputs.ptr,
-                     *outputs.strides, argmax.ptr, *argmax.strides)
+        self._launch(
+            'pool',
+            'maxpool_forward',
+            outputs.size,
+            *geometry,
+            inputs.ptr,
+            *inputs.strides,
+            outputs.ptr,
+            *outputs.strides,
+            argmax.ptr,
+            *argmax.strides,
+        )
 
-    def maxpool2d_backward_batch(self, inputs, window: tuple[int, int],
-                                 outputs, padding: int,
-                                 stride: tuple[int, int], argmax, in_deltas,
-                                 out_deltas) -> None:
-        geometry = self._geometry(inputs, window, out_deltas, padding, stride,
-                                  inputs.shape[3], 'maxpool2d_backward_batch')
+    def maxpool2d_backward_batch(
+        self,
+        inputs,
+        window: tuple[int, int],
+        outputs,
+        padding: int,
+        stride: tuple[int, int],
+        argmax,
+        in_deltas,
+        out_deltas,
+    ) -> None:
+        geometry = self._geometry(
+            inputs,
+            window,
+            out_deltas,
+            padding,
+            stride,
+            inputs.shape[3],
+            'maxpool2d_backward_batch',
+        )
         _check_shapes('maxpool2d_backward_batch', out_deltas, argmax)
         _check_shapes('maxpool2d_backward_batch', inputs, in_deltas)
-        self._launch('pool', 'maxpool_backward_add', in_deltas.size,
-                     *geometry, argmax.ptr, *argmax.strides, out_deltas.ptr,
-                     *out_deltas.strides, in_deltas.ptr, *in_deltas.strides)
+        self._launch(
+            'pool',
+            'maxpool_backward_add',
+            in_deltas.size,
+            *geometry,
+            argmax.ptr,
+            *argmax.strides,
+            out_deltas.ptr,
+            *out_deltas.strides,
+            in_deltas.ptr,
+            *in_deltas.strides,
+        )
 
-    def avgpool2d_forward_batch(self, inputs, window: tuple[int, int],
-                                outputs, padding: int,
-                                stride: tuple[int, int]) -> None:
-        geometry = self._geometry(inputs, window, outputs, padding, stride,
-                                  inputs.shape[3], 'avgpool2d_forward_batch')
-        self._launch('pool', 'avgpool_forward', outputs.size, *geometry,
-                     inputs.ptr, *inputs.strides, outputs.ptr,
-                     *outputs.strides)
+    def avgpool2d_forward_batch(
+        self,
+        inputs,
+        window: tuple[int, int],
+        outputs,
+        padding: int,
+        stride: tuple[int, int],
+    ) -> None:
+        geometry = self._geometry(
+            inputs,
+            window,
+            outputs,
+            padding,
+            stride,
+            inputs.shape[3],
+            'avgpool2d_forward_batch',
+        )
+        self._launch(
+            'pool',
+            'avgpool_forward',
+            outputs.size,
+            *geometry,
+            inputs.ptr,
+            *inputs.strides,
+            outputs.ptr,
+            *outputs.strides,
+        )
 
-    def avgpool2d_backward_batch(self, inputs, window: tuple[int, int],
-                                 outputs, padding: int,
-                                 stride: tuple[int, int], in_deltas,
-                                 out_deltas) -> None:
-        geometry = self._geometry(inputs, window, out_deltas, padding, stride,
-                                  inputs.shape[3], 'avgpool2d_backward_batch')
+    def avgpool2d_backward_batch(
+        self,
+        inputs,
+        window: tuple[int, int],
+        outputs,
+        padding: int,
+        stride: tuple[int, int],
+        in_deltas,
+        out_deltas,
+    ) -> None:
+        geometry = self._geometry(
+            inputs,
+            window,
+            out_deltas,
+            padding,
+            stride,
+            inputs.shape[3],
+            'avgpool2d_backward_batch',
+        )
         _check_shapes('avgpool2d_backward_batch', inputs, in_deltas)
-        self._launch('pool', 'avgpool_backward_add', in_deltas.size,
-                     *geometry, out_deltas.ptr, *out_deltas.strides,
-                     in_deltas.ptr, *in_deltas.strides)
+        self._launch(
+            'pool',
+            'avgpool_backward_add',
+            in_deltas.size,
+            *geometry,
+            out_deltas.ptr,
+            *out_deltas.strides,
+            in_deltas.ptr,
+            *in_deltas.strides,
+        )
 
 
 def _broadcast_mv(m: GPUView, v: GPUView, what: str) -> GPUView:
     """``v`` of shape (1, N), (M, 1) or (M, N) as an (M, N) view of ``m``'s shape."""
-    if m.ndim == 2 and v.ndim == 2 and (
-            v.shape == m.shape or v.shape in ((1, m.shape[1]),
-                                              (m.shape[0], 1))):
+    if (
+        m.ndim == 2
+        and v.ndim == 2
+        and (v.shape == m.shape or v.shape in ((1, m.shape[1]), (m.shape[0], 1)))
+    ):
         return v.broadcast_to(m.shape)
-    raise ValueError(f'{what}: v must be (1, N), (M, 1) (or (M, N)) for m of '
-                     f'shape (M, N) = {m.shape}. Received: {v.shape}')
+    raise ValueError(
+        f'{what}: v must be (1, N), (M, 1) (or (M, N)) for m of '
+        f'shape (M, N) = {m.shape}. Received: {v.shape}'
+    )
 
 
 def _check_shapes(what: str, a: GPUView, b: GPUView) -> None:
     if a.shape != b.shape:
-        raise ValueError(f'{what}: shapes {a.shape} and {b.shape} must be '
-                         'equal.')
+        raise ValueError(f'{what}: shapes {a.shape} and {b.shape} must be equal.')
 
 
-def _check_channels(what: str, inputs: GPUView, weights: GPUView,
-                    bias: GPUView) -> None:
+def _check_channels(
+    what: str, inputs: GPUView, weights: GPUView, bias: GPUView
+) -> None:
     f, c = weights.shape[0], weights.shape[3]
     if inputs.shape[3] != c or tuple(bias.shape) != (f,):
-        raise ValueError(f'{what}: weights {weights.shape} need inputs with '
-                         f'{c} channels and a bias of shape ({f},). Received: '
-                         f'inputs {inputs.shape}, bias {bias.shape}')
+        raise ValueError(
+            f'{what}: weights {weights.shape} need inputs with '
+            f'{c} channels and a bias of shape ({f},). Received: '
+            f'inputs {inputs.shape}, bias {bias.shape}'
+        )

@@ -25,15 +25,17 @@ from brainstorm.handlers.debug_handler import DebugArray, DebugHandlerError
 HANDLERS = {
     'numpy-float32': lambda: NumpyHandler(np.float32, seed=1),
     'numpy-float64': lambda: NumpyHandler(np.float64, seed=1),
-    'debug-numpy-float64': lambda: DebugHandler(NumpyHandler(np.float64,
-                                                             seed=1)),
+    'debug-numpy-float64': lambda: DebugHandler(NumpyHandler(np.float64, seed=1)),
 }
-TOLERANCES = {np.float32: {'rtol': 2e-4, 'atol': 2e-4},
-              np.float64: {'rtol': 1e-9, 'atol': 1e-11}}
+TOLERANCES = {
+    np.float32: {'rtol': 2e-4, 'atol': 2e-4},
+    np.float64: {'rtol': 1e-9, 'atol': 1e-11},
+}
 PAD = 2  # extra feature columns on each side of a view
 
 
 # --------------------------------------------------------- argument specs ---
+
 
 class A:
     """An array argument of ``shape``.
@@ -45,8 +47,7 @@ class A:
     of a bigger last axis) or 'rows' (a slice of flattened rows, reshaped).
     """
 
-    def __init__(self, *shape, values='uniform', low=-2.0, high=2.0,
-                 view=None):
+    def __init__(self, *shape, values='uniform', low=-2.0, high=2.0, view=None):
         self.shape, self.values = shape, values
         self.low, self.high, self.view = low, high, view
 
@@ -121,8 +122,8 @@ def build_args(h, args, rng):
                 big = spec.sample(rng, (spec.shape[0], width + 2 * PAD))
                 big = big.astype(dtype).astype(np.float64)
                 big_h = h.create_from_numpy(big)
-                x = big[:, PAD:PAD + width].reshape(spec.shape)
-                call[name] = big_h[:, PAD:PAD + width].reshape(spec.shape)
+                x = big[:, PAD : PAD + width].reshape(spec.shape)
+                call[name] = big_h[:, PAD : PAD + width].reshape(spec.shape)
                 bigs[name] = (big_h, big, (slice(None), slice(PAD, -PAD)))
             values[name] = x.copy()
         elif isinstance(spec, Raw):
@@ -149,6 +150,7 @@ def handler(request):
 
 
 # ------------------------------------------------------- slow references ---
+
 
 def _out_size(size, kernel, padding, stride):
     return (size + 2 * padding - kernel) // stride + 1
@@ -178,8 +180,9 @@ def conv_forward_ref(inputs, weights, bias, padding, stride):
     return out
 
 
-def conv_backward_ref(inputs, weights, padding, stride, in_deltas,
-                      out_deltas, weight_deltas, bias_deltas):
+def conv_backward_ref(
+    inputs, weights, padding, stride, in_deltas, out_deltas, weight_deltas, bias_deltas
+):
     h, w = inputs.shape[1:3]
     kh, kw = weights.shape[1:3]
     dx, dw = in_deltas.copy(), np.zeros_like(weights)
@@ -188,8 +191,11 @@ def conv_backward_ref(inputs, weights, padding, stride, in_deltas,
             for u, v, r, q in _cells(i, j, (kh, kw), padding, stride, (h, w)):
                 dx[:, r, q] += out_deltas[:, i, j] @ weights[:, u, v]
                 dw[:, u, v] += out_deltas[:, i, j].T @ inputs[:, r, q]
-    return {'in_deltas': dx, 'weight_deltas': dw,
-            'bias_deltas': out_deltas.sum(axis=(0, 1, 2))}
+    return {
+        'in_deltas': dx,
+        'weight_deltas': dw,
+        'bias_deltas': out_deltas.sum(axis=(0, 1, 2)),
+    }
 
 
 def pool_ref(inputs, window, padding, stride, kind):
@@ -214,8 +220,7 @@ def pool_ref(inputs, window, padding, stride, kind):
     return out, argmax
 
 
-def pool_backward_ref(inputs, window, padding, stride, in_deltas, out_deltas,
-                      kind):
+def pool_backward_ref(inputs, window, padding, stride, in_deltas, out_deltas, kind):
     n, h, w, c = inputs.shape
     _, argmax = pool_ref(inputs, window, padding, stride, 'max')
     dx = in_deltas.copy()
@@ -241,7 +246,7 @@ def _el(x):
 
 ACTIVATIONS = {  # name: (f(x), f'(x) from y)
     'sigmoid': (_sigmoid, lambda y: y * (1 - y)),
-    'tanh': (np.tanh, lambda y: 1 - y ** 2),
+    'tanh': (np.tanh, lambda y: 1 - y**2),
     'rel': (lambda x: np.maximum(x, 0), lambda y: (y > 0) * 1.0),
     'el': (_el, lambda y: np.where(y >= 0, 1.0, y + 1)),
     'linear': (lambda x: x, lambda y: np.ones_like(y)),
@@ -249,6 +254,7 @@ ACTIVATIONS = {  # name: (f(x), f'(x) from y)
 
 
 # ------------------------------------------------------------ row helpers ---
+
 
 def elementwise_rows(op, fn, a=None, b=None, extra=None, accumulate=False):
     """Rows for an ``(a, b, out)`` or ``(a, out)`` elementwise op.
@@ -266,30 +272,36 @@ def elementwise_rows(op, fn, a=None, b=None, extra=None, accumulate=False):
         return {'out': out + result if accumulate else result}
 
     rows = []
-    for variant, shape, view in [('', (3, 4), None),
-                                 ('-views', (2, 3, 5), 'last'),
-                                 ('-T1B1', (1, 1, 3), None),
-                                 ('-alias', (4, 2), None)]:
+    for variant, shape, view in [
+        ('', (3, 4), None),
+        ('-views', (2, 3, 5), 'last'),
+        ('-T1B1', (1, 1, 3), None),
+        ('-alias', (4, 2), None),
+    ]:
         args = {'a': A(*shape, view=view, **a)}
         if binary:
             args['b'] = A(*shape, view=view, **b)
         args.update(extra or {})
-        args['out'] = Same('a') if variant == '-alias' else A(*shape,
-                                                              view=view)
+        args['out'] = Same('a') if variant == '-alias' else A(*shape, view=view)
         rows.append(case(op, args, ref, variant=variant))
     return rows
 
 
 def scalar_rows(op, fn, accumulate=False):
     """Rows for ``(s, t, out)`` ops with a float and an int scalar."""
+
     def ref(s, t, out):
         return {'out': out + fn(s, t) if accumulate else fn(s, t)}
+
     return [
         case(op, {'s': 0.75, 't': A(3, 4), 'out': A(3, 4)}, ref),
-        case(op, {'s': -2, 't': A(2, 1, 4, view='last'),
-                  'out': A(2, 1, 4, view='last')}, ref, variant='-int-views'),
-        case(op, {'s': 1.5, 't': A(1, 5), 'out': Same('t')}, ref,
-             variant='-alias'),
+        case(
+            op,
+            {'s': -2, 't': A(2, 1, 4, view='last'), 'out': A(2, 1, 4, view='last')},
+            ref,
+            variant='-int-views',
+        ),
+        case(op, {'s': 1.5, 't': A(1, 5), 'out': Same('t')}, ref, variant='-alias'),
     ]
 
 
@@ -299,21 +311,44 @@ def mv_rows(op, fn, v=None, full=False, accumulate=False):
 
     def ref(m, v, out):
         return {'out': out + fn(m, v) if accumulate else fn(m, v)}
+
     rows = [
-        case(op, {'m': A(3, 4), 'v': A(1, 4, **v), 'out': A(3, 4)}, ref,
-             variant='-row'),
-        case(op, {'m': A(3, 4), 'v': A(3, 1, **v), 'out': A(3, 4)}, ref,
-             variant='-column'),
-        case(op, {'m': A(4, 5, view='last'), 'v': A(1, 5, view='last', **v),
-                  'out': A(4, 5, view='last')}, ref, variant='-views'),
-        case(op, {'m': A(1, 3), 'v': A(1, 1, **v), 'out': Same('m')}, ref,
-             variant='-M1-alias'),
-        case(op, {'m': A(3, 1), 'v': A(3, 1, **v), 'out': A(3, 1)}, ref,
-             variant='-N1'),
+        case(
+            op, {'m': A(3, 4), 'v': A(1, 4, **v), 'out': A(3, 4)}, ref, variant='-row'
+        ),
+        case(
+            op,
+            {'m': A(3, 4), 'v': A(3, 1, **v), 'out': A(3, 4)},
+            ref,
+            variant='-column',
+        ),
+        case(
+            op,
+            {
+                'm': A(4, 5, view='last'),
+                'v': A(1, 5, view='last', **v),
+                'out': A(4, 5, view='last'),
+            },
+            ref,
+            variant='-views',
+        ),
+        case(
+            op,
+            {'m': A(1, 3), 'v': A(1, 1, **v), 'out': Same('m')},
+            ref,
+            variant='-M1-alias',
+        ),
+        case(op, {'m': A(3, 1), 'v': A(3, 1, **v), 'out': A(3, 1)}, ref, variant='-N1'),
     ]
     if full:
-        rows.append(case(op, {'m': A(3, 4), 'v': A(3, 4, **v),
-                              'out': A(3, 4)}, ref, variant='-full'))
+        rows.append(
+            case(
+                op,
+                {'m': A(3, 4), 'v': A(3, 4, **v), 'out': A(3, 4)},
+                ref,
+                variant='-full',
+            )
+        )
     return rows
 
 
@@ -321,30 +356,67 @@ def dot_rows(op, accumulate):
     def ref(a, b, out, transa, transb):
         result = (a.T if transa else a) @ (b.T if transb else b)
         return {'out': out + result if accumulate else result}
+
     rows = []
     for ta in (False, True):
         for tb in (False, True):
             a_shape = (4, 3) if ta else (3, 4)
             b_shape = (5, 4) if tb else (4, 5)
-            rows.append(case(op, {
-                'a': A(*a_shape), 'b': A(*b_shape), 'out': A(3, 5),
-                'transa': ta, 'transb': tb}, ref, variant=f'-{ta:d}{tb:d}'))
-            rows.append(case(op, {
-                'a': A(*a_shape, view='last'), 'b': A(*b_shape, view='last'),
-                'out': A(3, 5, view='last'), 'transa': ta, 'transb': tb}, ref,
-                variant=f'-{ta:d}{tb:d}-views'))
+            rows.append(
+                case(
+                    op,
+                    {
+                        'a': A(*a_shape),
+                        'b': A(*b_shape),
+                        'out': A(3, 5),
+                        'transa': ta,
+                        'transb': tb,
+                    },
+                    ref,
+                    variant=f'-{ta:d}{tb:d}',
+                )
+            )
+            rows.append(
+                case(
+                    op,
+                    {
+                        'a': A(*a_shape, view='last'),
+                        'b': A(*b_shape, view='last'),
+                        'out': A(3, 5, view='last'),
+                        'transa': ta,
+                        'transb': tb,
+                    },
+                    ref,
+                    variant=f'-{ta:d}{tb:d}-views',
+                )
+            )
     for m, k, n in [(1, 4, 3), (3, 1, 2), (3, 4, 1), (1, 1, 1)]:
-        rows.append(case(op, {'a': A(m, k), 'b': A(k, n, view='last'),
-                              'out': A(m, n, view='last'), 'transa': False,
-                              'transb': False}, ref, variant=f'-{m}{k}{n}'))
+        rows.append(
+            case(
+                op,
+                {
+                    'a': A(m, k),
+                    'b': A(k, n, view='last'),
+                    'out': A(m, n, view='last'),
+                    'transa': False,
+                    'transb': False,
+                },
+                ref,
+                variant=f'-{m}{k}{n}',
+            )
+        )
     return rows
 
 
 def activation_rows(name):
     f, deriv = ACTIVATIONS[name]
     low, high = (-100.0, 100.0) if name == 'sigmoid' else (-3.0, 3.0)
-    y_values = {'sigmoid': (0.0, 1.0), 'tanh': (-1.0, 1.0), 'rel': (0.0, 3.0),
-                'el': (-1.0, 3.0)}[name]
+    y_values = {
+        'sigmoid': (0.0, 1.0),
+        'tanh': (-1.0, 1.0),
+        'rel': (0.0, 3.0),
+        'el': (-1.0, 3.0),
+    }[name]
     zeros_in_y = {'rel': 'zeros_mixed'}.get(name, 'uniform')
 
     def ref(x, y):
@@ -352,22 +424,42 @@ def activation_rows(name):
 
     def ref_deriv(x, y, dy, dx):
         return {'dx': dy * deriv(y)}
+
     y_spec = {'low': y_values[0], 'high': y_values[1], 'values': zeros_in_y}
     return [
         case(name, {'x': A(3, 4, low=low, high=high), 'y': A(3, 4)}, ref),
-        case(name, {'x': A(2, 3, 4, view='last', values='zeros_mixed'),
-                    'y': A(2, 3, 4, view='last')}, ref, variant='-views'),
+        case(
+            name,
+            {
+                'x': A(2, 3, 4, view='last', values='zeros_mixed'),
+                'y': A(2, 3, 4, view='last'),
+            },
+            ref,
+            variant='-views',
+        ),
         case(name, {'x': A(1, 1, 5), 'y': Same('x')}, ref, variant='-alias'),
-        case(name + '_deriv', {'x': A(3, 4), 'y': A(3, 4, **y_spec),
-                               'dy': A(3, 4), 'dx': A(3, 4)}, ref_deriv),
-        case(name + '_deriv', {'x': A(2, 3, view='last'),
-                               'y': A(2, 3, view='last', **y_spec),
-                               'dy': A(2, 3, view='last'),
-                               'dx': A(2, 3, view='last')}, ref_deriv,
-             variant='-views'),
-        case(name + '_deriv', {'x': None, 'y': A(1, 4, **y_spec),
-                               'dy': A(1, 4), 'dx': Same('dy')}, ref_deriv,
-             variant='-alias-no-x'),
+        case(
+            name + '_deriv',
+            {'x': A(3, 4), 'y': A(3, 4, **y_spec), 'dy': A(3, 4), 'dx': A(3, 4)},
+            ref_deriv,
+        ),
+        case(
+            name + '_deriv',
+            {
+                'x': A(2, 3, view='last'),
+                'y': A(2, 3, view='last', **y_spec),
+                'dy': A(2, 3, view='last'),
+                'dx': A(2, 3, view='last'),
+            },
+            ref_deriv,
+            variant='-views',
+        ),
+        case(
+            name + '_deriv',
+            {'x': None, 'y': A(1, 4, **y_spec), 'dy': A(1, 4), 'dx': Same('dy')},
+            ref_deriv,
+            variant='-alias-no-x',
+        ),
     ]
 
 
@@ -391,19 +483,40 @@ def conv_rows():
     for g, (n, h, w, c, f, k, p, s) in enumerate(CONV_GEOMETRIES):
         oh, ow = _out_size(h, k[0], p, s[0]), _out_size(w, k[1], p, s[1])
         view = ('rows', 'last')[g % 2]
-        rows.append(case('conv2d_forward_batch', {
-            'inputs': A(n, h, w, c, view=view), 'weights': A(f, *k, c),
-            'bias': A(f), 'outputs': A(n, oh, ow, f, view=view),
-            'padding': p, 'stride': s},
-            lambda inputs, weights, bias, outputs, padding, stride: {
-                'outputs': conv_forward_ref(inputs, weights, bias, padding,
-                                            stride)}, variant=f'-{g}'))
-        rows.append(case('conv2d_backward_batch', {
-            'inputs': A(n, h, w, c, view=view), 'weights': A(f, *k, c),
-            'padding': p, 'stride': s, 'in_deltas': A(n, h, w, c, view=view),
-            'out_deltas': A(n, oh, ow, f, view=view),
-            'weight_deltas': A(f, *k, c), 'bias_deltas': A(f)},
-            conv_backward_ref, variant=f'-{g}'))
+        rows.append(
+            case(
+                'conv2d_forward_batch',
+                {
+                    'inputs': A(n, h, w, c, view=view),
+                    'weights': A(f, *k, c),
+                    'bias': A(f),
+                    'outputs': A(n, oh, ow, f, view=view),
+                    'padding': p,
+                    'stride': s,
+                },
+                lambda inputs, weights, bias, outputs, padding, stride: {
+                    'outputs': conv_forward_ref(inputs, weights, bias, padding, stride)
+                },
+                variant=f'-{g}',
+            )
+        )
+        rows.append(
+            case(
+                'conv2d_backward_batch',
+                {
+                    'inputs': A(n, h, w, c, view=view),
+                    'weights': A(f, *k, c),
+                    'padding': p,
+                    'stride': s,
+                    'in_deltas': A(n, h, w, c, view=view),
+                    'out_deltas': A(n, oh, ow, f, view=view),
+                    'weight_deltas': A(f, *k, c),
+                    'bias_deltas': A(f),
+                },
+                conv_backward_ref,
+                variant=f'-{g}',
+            )
+        )
     return rows
 
 
@@ -441,51 +554,110 @@ def pool_rows():
             return pool_ref(inputs, window, padding, stride, 'avg')[0]
 
         def backward_ref(kind):
-            def ref(inputs, window, outputs, padding, stride, in_deltas,
-                    out_deltas, argmax=None):
-                return {'in_deltas': pool_backward_ref(
-                    inputs, window, padding, stride, in_deltas, out_deltas,
-                    kind)}
+            def ref(
+                inputs,
+                window,
+                outputs,
+                padding,
+                stride,
+                in_deltas,
+                out_deltas,
+                argmax=None,
+            ):
+                return {
+                    'in_deltas': pool_backward_ref(
+                        inputs, window, padding, stride, in_deltas, out_deltas, kind
+                    )
+                }
+
             return ref
 
         rows += [
-            case('maxpool2d_forward_batch', {
-                'inputs': A(n, h, w, c, view=view), 'window': win,
-                'outputs': A(n, oh, ow, c, view=view), 'padding': p,
-                'stride': s, 'argmax': A(n, oh, ow, c)}, max_ref,
-                variant=f'-{g}'),
-            case('maxpool2d_backward_batch', {
-                'inputs': A(n, h, w, c, view=view), 'window': win,
-                'outputs': Derived(max_outputs), 'padding': p, 'stride': s,
-                'argmax': Derived(max_argmax),
-                'in_deltas': A(n, h, w, c, view=view),
-                'out_deltas': A(n, oh, ow, c, view=view)},
-                backward_ref('max'), variant=f'-{g}'),
-            case('avgpool2d_forward_batch', {
-                'inputs': A(n, h, w, c, view=view), 'window': win,
-                'outputs': A(n, oh, ow, c, view=view), 'padding': p,
-                'stride': s}, avg_ref, variant=f'-{g}'),
-            case('avgpool2d_backward_batch', {
-                'inputs': A(n, h, w, c, view=view), 'window': win,
-                'outputs': Derived(avg_outputs), 'padding': p, 'stride': s,
-                'in_deltas': A(n, h, w, c, view=view),
-                'out_deltas': A(n, oh, ow, c, view=view)},
-                backward_ref('avg'), variant=f'-{g}'),
+            case(
+                'maxpool2d_forward_batch',
+                {
+                    'inputs': A(n, h, w, c, view=view),
+                    'window': win,
+                    'outputs': A(n, oh, ow, c, view=view),
+                    'padding': p,
+                    'stride': s,
+                    'argmax': A(n, oh, ow, c),
+                },
+                max_ref,
+                variant=f'-{g}',
+            ),
+            case(
+                'maxpool2d_backward_batch',
+                {
+                    'inputs': A(n, h, w, c, view=view),
+                    'window': win,
+                    'outputs': Derived(max_outputs),
+                    'padding': p,
+                    'stride': s,
+                    'argmax': Derived(max_argmax),
+                    'in_deltas': A(n, h, w, c, view=view),
+                    'out_deltas': A(n, oh, ow, c, view=view),
+                },
+                backward_ref('max'),
+                variant=f'-{g}',
+            ),
+            case(
+                'avgpool2d_forward_batch',
+                {
+                    'inputs': A(n, h, w, c, view=view),
+                    'window': win,
+                    'outputs': A(n, oh, ow, c, view=view),
+                    'padding': p,
+                    'stride': s,
+                },
+                avg_ref,
+                variant=f'-{g}',
+            ),
+            case(
+                'avgpool2d_backward_batch',
+                {
+                    'inputs': A(n, h, w, c, view=view),
+                    'window': win,
+                    'outputs': Derived(avg_outputs),
+                    'padding': p,
+                    'stride': s,
+                    'in_deltas': A(n, h, w, c, view=view),
+                    'out_deltas': A(n, oh, ow, c, view=view),
+                },
+                backward_ref('avg'),
+                variant=f'-{g}',
+            ),
         ]
         if g in (1, 2):  # few distinct values: ties go to the first maximum
             rows += [
-                case('maxpool2d_forward_batch', {
-                    'inputs': A(n, h, w, c, view=view, values='ids', high=3),
-                    'window': win, 'outputs': A(n, oh, ow, c), 'padding': p,
-                    'stride': s, 'argmax': A(n, oh, ow, c, view=view)},
-                    max_ref, variant=f'-{g}-ties'),
-                case('maxpool2d_backward_batch', {
-                    'inputs': A(n, h, w, c, values='ids', high=3),
-                    'window': win, 'outputs': Derived(max_outputs),
-                    'padding': p, 'stride': s, 'argmax': Derived(max_argmax),
-                    'in_deltas': A(n, h, w, c),
-                    'out_deltas': A(n, oh, ow, c, view=view)},
-                    backward_ref('max'), variant=f'-{g}-ties'),
+                case(
+                    'maxpool2d_forward_batch',
+                    {
+                        'inputs': A(n, h, w, c, view=view, values='ids', high=3),
+                        'window': win,
+                        'outputs': A(n, oh, ow, c),
+                        'padding': p,
+                        'stride': s,
+                        'argmax': A(n, oh, ow, c, view=view),
+                    },
+                    max_ref,
+                    variant=f'-{g}-ties',
+                ),
+                case(
+                    'maxpool2d_backward_batch',
+                    {
+                        'inputs': A(n, h, w, c, values='ids', high=3),
+                        'window': win,
+                        'outputs': Derived(max_outputs),
+                        'padding': p,
+                        'stride': s,
+                        'argmax': Derived(max_argmax),
+                        'in_deltas': A(n, h, w, c),
+                        'out_deltas': A(n, oh, ow, c, view=view),
+                    },
+                    backward_ref('max'),
+                    variant=f'-{g}-ties',
+                ),
             ]
     return rows
 
@@ -512,18 +684,23 @@ def _check_mask(probability):
     def check(h, result, values):
         mask = result['mask']
         assert set(np.unique(mask)) <= {0.0, 1.0}, np.unique(mask)
-        assert abs(mask.mean() - probability) < 0.03, \
+        assert abs(mask.mean() - probability) < 0.03, (
             f'fraction of ones {mask.mean()} != {probability} +- 0.03'
+        )
+
     return check
 
 
 def _check_allocation(shape, fill=None):
     def check(h, result, values):
         arr = h.get_numpy_copy(result['@return'])
-        assert arr.shape == shape and arr.dtype == np.dtype(h.dtype), \
-            (arr.shape, arr.dtype)
+        assert arr.shape == shape and arr.dtype == np.dtype(h.dtype), (
+            arr.shape,
+            arr.dtype,
+        )
         if fill is not None:
             assert np.all(arr == fill), arr
+
     return check
 
 
@@ -534,108 +711,180 @@ CASES = [
     case('allocate', {'shape': (2, 3)}, check=_check_allocation((2, 3))),
     case('zeros', {'shape': (3, 1, 2)}, check=_check_allocation((3, 1, 2), 0)),
     case('ones', {'shape': (4,)}, check=_check_allocation((4,), 1)),
-    case('create_from_numpy', {'arr': Raw(2, 3, 4)},
-         lambda arr: {'@return': arr}),
-    case('get_numpy_copy', {'mem': A(3, 4, view='last')},
-         lambda mem: {'@return': mem}),
-    case('set_from_numpy', {'mem': A(2, 3, 4, view='last'),
-                            'arr': Raw(2, 3, 4)},
-         lambda mem, arr: {'mem': arr}),
+    case('create_from_numpy', {'arr': Raw(2, 3, 4)}, lambda arr: {'@return': arr}),
+    case('get_numpy_copy', {'mem': A(3, 4, view='last')}, lambda mem: {'@return': mem}),
+    case(
+        'set_from_numpy',
+        {'mem': A(2, 3, 4, view='last'), 'arr': Raw(2, 3, 4)},
+        lambda mem, arr: {'mem': arr},
+    ),
     # copy/fill
     *elementwise_rows('copy_to', lambda src: src),
-    case('copy_to_if', {'src': A(3, 4), 'dest': A(3, 4),
-                        'cond': A(3, 4, values='cond')},
-         lambda src, dest, cond: {'dest': np.where(cond != 0, src, dest)}),
-    case('copy_to_if', {'src': A(2, 2, 3, view='last'),
-                        'dest': A(2, 2, 3, view='last'),
-                        'cond': A(2, 2, 3, view='last', values='cond')},
-         lambda src, dest, cond: {'dest': np.where(cond != 0, src, dest)},
-         variant='-views'),
-    case('fill', {'mem': A(2, 3, 4, view='last'), 'val': 1.5},
-         lambda mem, val: {'mem': np.full_like(mem, val)}),
-    case('fill', {'mem': A(1, 1), 'val': -3},
-         lambda mem, val: {'mem': np.full_like(mem, val)}, variant='-int'),
-    case('fill_if', {'mem': A(3, 5, view='last'), 'val': 0.25,
-                     'cond': A(3, 5, values='cond')},
-         lambda mem, val, cond: {'mem': np.where(cond != 0, val, mem)}),
-    case('fill_gaussian', {'mean': 2.0, 'std': 0.5,
-                           'out': A(100, 60, view='last')},
-         check=_check_gaussian),
-    case('generate_probability_mask', {'mask': A(100, 60, view='last'),
-                                        'probability': 0.3},
-         check=_check_mask(0.3)),
-    case('generate_probability_mask', {'mask': A(10, 6), 'probability': 1.0},
-         lambda mask, probability: {'mask': np.ones_like(mask)},
-         variant='-one'),
-    case('generate_probability_mask', {'mask': A(10, 6), 'probability': 0},
-         lambda mask, probability: {'mask': np.zeros_like(mask)},
-         variant='-zero'),
+    case(
+        'copy_to_if',
+        {'src': A(3, 4), 'dest': A(3, 4), 'cond': A(3, 4, values='cond')},
+        lambda src, dest, cond: {'dest': np.where(cond != 0, src, dest)},
+    ),
+    case(
+        'copy_to_if',
+        {
+            'src': A(2, 2, 3, view='last'),
+            'dest': A(2, 2, 3, view='last'),
+            'cond': A(2, 2, 3, view='last', values='cond'),
+        },
+        lambda src, dest, cond: {'dest': np.where(cond != 0, src, dest)},
+        variant='-views',
+    ),
+    case(
+        'fill',
+        {'mem': A(2, 3, 4, view='last'), 'val': 1.5},
+        lambda mem, val: {'mem': np.full_like(mem, val)},
+    ),
+    case(
+        'fill',
+        {'mem': A(1, 1), 'val': -3},
+        lambda mem, val: {'mem': np.full_like(mem, val)},
+        variant='-int',
+    ),
+    case(
+        'fill_if',
+        {'mem': A(3, 5, view='last'), 'val': 0.25, 'cond': A(3, 5, values='cond')},
+        lambda mem, val, cond: {'mem': np.where(cond != 0, val, mem)},
+    ),
+    case(
+        'fill_gaussian',
+        {'mean': 2.0, 'std': 0.5, 'out': A(100, 60, view='last')},
+        check=_check_gaussian,
+    ),
+    case(
+        'generate_probability_mask',
+        {'mask': A(100, 60, view='last'), 'probability': 0.3},
+        check=_check_mask(0.3),
+    ),
+    case(
+        'generate_probability_mask',
+        {'mask': A(10, 6), 'probability': 1.0},
+        lambda mask, probability: {'mask': np.ones_like(mask)},
+        variant='-one',
+    ),
+    case(
+        'generate_probability_mask',
+        {'mask': A(10, 6), 'probability': 0},
+        lambda mask, probability: {'mask': np.zeros_like(mask)},
+        variant='-zero',
+    ),
     # checks
-    case('is_fully_finite', {'a': A(3, 4, view='last')},
-         lambda a: {'@return': True}),
-    case('is_fully_finite', {'a': A(3, 4, values=_with_nan)},
-         lambda a: {'@return': False}, variant='-nan'),
-    case('is_fully_finite', {'a': A(2, 5, values=_with_inf, view='last')},
-         lambda a: {'@return': False}, variant='-inf'),
+    case('is_fully_finite', {'a': A(3, 4, view='last')}, lambda a: {'@return': True}),
+    case(
+        'is_fully_finite',
+        {'a': A(3, 4, values=_with_nan)},
+        lambda a: {'@return': False},
+        variant='-nan',
+    ),
+    case(
+        'is_fully_finite',
+        {'a': A(2, 5, values=_with_inf, view='last')},
+        lambda a: {'@return': False},
+        variant='-inf',
+    ),
     # math A to Z
     *elementwise_rows('abs_t', np.abs),
-    case('add_into_if', {'a': A(3, 4), 'out': A(3, 4),
-                         'cond': A(3, 4, values='cond')},
-         lambda a, out, cond: {'out': np.where(cond != 0, out + a, out)}),
-    case('add_into_if', {'a': A(2, 3, view='last'),
-                         'out': A(2, 3, view='last'),
-                         'cond': A(2, 3, values='cond', view='last')},
-         lambda a, out, cond: {'out': np.where(cond != 0, out + a, out)},
-         variant='-views'),
+    case(
+        'add_into_if',
+        {'a': A(3, 4), 'out': A(3, 4), 'cond': A(3, 4, values='cond')},
+        lambda a, out, cond: {'out': np.where(cond != 0, out + a, out)},
+    ),
+    case(
+        'add_into_if',
+        {
+            'a': A(2, 3, view='last'),
+            'out': A(2, 3, view='last'),
+            'cond': A(2, 3, values='cond', view='last'),
+        },
+        lambda a, out, cond: {'out': np.where(cond != 0, out + a, out)},
+        variant='-views',
+    ),
     *mv_rows('add_mv', lambda m, v: m + v),
     *scalar_rows('add_st', lambda s, t: t + s),
     *elementwise_rows('add_tt', np.add, b={}),
-    case('binarize_v', {'v': A(5, 1, values='ids', high=4), 'out': A(5, 4)},
-         lambda v, out: {'out': (v == np.arange(4)) * 1.0}),
-    case('binarize_v', {'v': A(3, 1, values='ids', high=6, view='last'),
-                        'out': A(3, 6, view='last')},
-         lambda v, out: {'out': (v == np.arange(6)) * 1.0}, variant='-views'),
-    case('binarize_v', {'v': A(1, 1, values='ids', high=1), 'out': A(1, 1)},
-         lambda v, out: {'out': np.ones((1, 1))}, variant='-1x1'),
-    case('broadcast_t', {'a': A(1, 4), 'axis': 0, 'out': A(3, 4)},
-         lambda a, axis, out: {'out': np.repeat(a, 3, axis=0)}),
-    case('broadcast_t', {'a': A(3, 1, view='last'), 'axis': 1,
-                         'out': A(3, 5, view='last')},
-         lambda a, axis, out: {'out': np.repeat(a, 5, axis=1)},
-         variant='-axis1-views'),
-    case('broadcast_t', {'a': A(2, 1, 3), 'axis': 1,
-                         'out': A(2, 4, 3, view='last')},
-         lambda a, axis, out: {'out': np.repeat(a, 4, axis=1)},
-         variant='-3d'),
+    case(
+        'binarize_v',
+        {'v': A(5, 1, values='ids', high=4), 'out': A(5, 4)},
+        lambda v, out: {'out': (v == np.arange(4)) * 1.0},
+    ),
+    case(
+        'binarize_v',
+        {'v': A(3, 1, values='ids', high=6, view='last'), 'out': A(3, 6, view='last')},
+        lambda v, out: {'out': (v == np.arange(6)) * 1.0},
+        variant='-views',
+    ),
+    case(
+        'binarize_v',
+        {'v': A(1, 1, values='ids', high=1), 'out': A(1, 1)},
+        lambda v, out: {'out': np.ones((1, 1))},
+        variant='-1x1',
+    ),
+    case(
+        'broadcast_t',
+        {'a': A(1, 4), 'axis': 0, 'out': A(3, 4)},
+        lambda a, axis, out: {'out': np.repeat(a, 3, axis=0)},
+    ),
+    case(
+        'broadcast_t',
+        {'a': A(3, 1, view='last'), 'axis': 1, 'out': A(3, 5, view='last')},
+        lambda a, axis, out: {'out': np.repeat(a, 5, axis=1)},
+        variant='-axis1-views',
+    ),
+    case(
+        'broadcast_t',
+        {'a': A(2, 1, 3), 'axis': 1, 'out': A(2, 4, 3, view='last')},
+        lambda a, axis, out: {'out': np.repeat(a, 4, axis=1)},
+        variant='-3d',
+    ),
     *elementwise_rows('clip_t', np.clip, extra={'a_min': -0.5, 'a_max': 0.7}),
-    case('clip_t', {'a': A(3, 4), 'a_min': -1, 'a_max': 1, 'out': A(3, 4)},
-         lambda a, a_min, a_max, out: {'out': np.clip(a, -1, 1)},
-         variant='-int-bounds'),
-    *mv_rows('divide_mv', lambda m, v: m / v,
-             v={'values': 'away', 'low': 0.5}),
-    *elementwise_rows('divide_tt', np.divide, b={'values': 'away',
-                                                 'low': 0.5}),
+    case(
+        'clip_t',
+        {'a': A(3, 4), 'a_min': -1, 'a_max': 1, 'out': A(3, 4)},
+        lambda a, a_min, a_max, out: {'out': np.clip(a, -1, 1)},
+        variant='-int-bounds',
+    ),
+    *mv_rows('divide_mv', lambda m, v: m / v, v={'values': 'away', 'low': 0.5}),
+    *elementwise_rows('divide_tt', np.divide, b={'values': 'away', 'low': 0.5}),
     *dot_rows('dot_add_mm', accumulate=True),
     *dot_rows('dot_mm', accumulate=False),
-    case('index_m_by_v', {'m': A(5, 4), 'v': A(5, 1, values='ids', high=4),
-                          'out': A(5, 1)},
-         lambda m, v, out: {'out': m[np.arange(5), v[:, 0].astype(int)]
-                            [:, None]}),
-    case('index_m_by_v', {'m': A(3, 6, view='last'),
-                          'v': A(3, 1, values='ids', high=6, view='last'),
-                          'out': A(3, 1, view='last')},
-         lambda m, v, out: {'out': m[np.arange(3), v[:, 0].astype(int)]
-                            [:, None]}, variant='-views'),
+    case(
+        'index_m_by_v',
+        {'m': A(5, 4), 'v': A(5, 1, values='ids', high=4), 'out': A(5, 1)},
+        lambda m, v, out: {'out': m[np.arange(5), v[:, 0].astype(int)][:, None]},
+    ),
+    case(
+        'index_m_by_v',
+        {
+            'm': A(3, 6, view='last'),
+            'v': A(3, 1, values='ids', high=6, view='last'),
+            'out': A(3, 1, view='last'),
+        },
+        lambda m, v, out: {'out': m[np.arange(3), v[:, 0].astype(int)][:, None]},
+        variant='-views',
+    ),
     *elementwise_rows('log_t', np.log, a={'low': 0.1, 'high': 4.0}),
-    case('merge_tt', {'a': A(2, 3, 2), 'b': A(2, 3, 4),
-                      'out': A(2, 3, 6, view='last')},
-         lambda a, b, out: {'out': np.concatenate([a, b], axis=-1)}),
-    case('merge_tt', {'a': A(1, 1, 1, view='last'), 'b': A(1, 1, 3),
-                      'out': A(1, 1, 4)},
-         lambda a, b, out: {'out': np.concatenate([a, b], axis=-1)},
-         variant='-T1B1'),
-    *elementwise_rows('modulo_tt', np.fmod, a={'low': -5.0, 'high': 5.0},
-                      b={'values': 'away', 'low': 0.5, 'high': 2.0}),
+    case(
+        'merge_tt',
+        {'a': A(2, 3, 2), 'b': A(2, 3, 4), 'out': A(2, 3, 6, view='last')},
+        lambda a, b, out: {'out': np.concatenate([a, b], axis=-1)},
+    ),
+    case(
+        'merge_tt',
+        {'a': A(1, 1, 1, view='last'), 'b': A(1, 1, 3), 'out': A(1, 1, 4)},
+        lambda a, b, out: {'out': np.concatenate([a, b], axis=-1)},
+        variant='-T1B1',
+    ),
+    *elementwise_rows(
+        'modulo_tt',
+        np.fmod,
+        a={'low': -5.0, 'high': 5.0},
+        b={'values': 'away', 'low': 0.5, 'high': 2.0},
+    ),
     *mv_rows('mult_add_mv', lambda m, v: m * v, full=True, accumulate=True),
     *scalar_rows('mult_add_st', lambda s, t: s * t, accumulate=True),
     *elementwise_rows('mult_add_tt', np.multiply, b={}, accumulate=True),
@@ -643,47 +892,90 @@ CASES = [
     *scalar_rows('mult_st', lambda s, t: s * t),
     *elementwise_rows('mult_tt', np.multiply, b={}),
     *elementwise_rows('sign_t', np.sign, a={'values': 'zeros_mixed'}),
-    case('softmax_m', {'m': A(4, 5, low=-100.0, high=100.0),
-                       'out': A(4, 5)},
-         lambda m, out: {'out': _softmax(m)}),
-    case('softmax_m', {'m': A(3, 6, view='last'),
-                       'out': A(3, 6, view='last')},
-         lambda m, out: {'out': _softmax(m)}, variant='-views'),
-    case('softmax_m', {'m': A(1, 3), 'out': Same('m')},
-         lambda m, out: {'out': _softmax(m)}, variant='-alias'),
-    case('softmax_m', {'m': A(4, 1), 'out': A(4, 1)},
-         lambda m, out: {'out': np.ones((4, 1))}, variant='-N1'),
-    case('split_add_tt', {'x': A(2, 3, 6, view='last'),
-                          'out_a': A(2, 3, 2), 'out_b': A(2, 3, 4)},
-         lambda x, out_a, out_b: {'out_a': out_a + x[..., :2],
-                                  'out_b': out_b + x[..., 2:]}),
-    case('split_add_tt', {'x': A(1, 1, 4), 'out_a': A(1, 1, 3, view='last'),
-                          'out_b': A(1, 1, 1)},
-         lambda x, out_a, out_b: {'out_a': out_a + x[..., :3],
-                                  'out_b': out_b + x[..., 3:]},
-         variant='-T1B1'),
+    case(
+        'softmax_m',
+        {'m': A(4, 5, low=-100.0, high=100.0), 'out': A(4, 5)},
+        lambda m, out: {'out': _softmax(m)},
+    ),
+    case(
+        'softmax_m',
+        {'m': A(3, 6, view='last'), 'out': A(3, 6, view='last')},
+        lambda m, out: {'out': _softmax(m)},
+        variant='-views',
+    ),
+    case(
+        'softmax_m',
+        {'m': A(1, 3), 'out': Same('m')},
+        lambda m, out: {'out': _softmax(m)},
+        variant='-alias',
+    ),
+    case(
+        'softmax_m',
+        {'m': A(4, 1), 'out': A(4, 1)},
+        lambda m, out: {'out': np.ones((4, 1))},
+        variant='-N1',
+    ),
+    case(
+        'split_add_tt',
+        {'x': A(2, 3, 6, view='last'), 'out_a': A(2, 3, 2), 'out_b': A(2, 3, 4)},
+        lambda x, out_a, out_b: {
+            'out_a': out_a + x[..., :2],
+            'out_b': out_b + x[..., 2:],
+        },
+    ),
+    case(
+        'split_add_tt',
+        {'x': A(1, 1, 4), 'out_a': A(1, 1, 3, view='last'), 'out_b': A(1, 1, 1)},
+        lambda x, out_a, out_b: {
+            'out_a': out_a + x[..., :3],
+            'out_b': out_b + x[..., 3:],
+        },
+        variant='-T1B1',
+    ),
     *elementwise_rows('sqrt_t', np.sqrt, a={'low': 0.0, 'high': 4.0}),
     *mv_rows('subtract_mv', lambda m, v: m - v),
     *elementwise_rows('subtract_tt', np.subtract, b={}),
-    case('sum_t', {'a': A(2, 3, 4, view='last'), 'axis': None,
-                   'out': A(1)},
-         lambda a, axis, out: {'out': np.array([a.sum()])}),
-    case('sum_t', {'a': A(3, 4), 'axis': None, 'out': A()},
-         lambda a, axis, out: {'out': np.array(a.sum())}, variant='-0d'),
-    case('sum_t', {'a': A(3, 4, view='last'), 'axis': 0, 'out': A(4)},
-         lambda a, axis, out: {'out': a.sum(0)}, variant='-axis0'),
-    case('sum_t', {'a': A(3, 4), 'axis': 0, 'out': A(1, 4, view='last')},
-         lambda a, axis, out: {'out': a.sum(0, keepdims=True)},
-         variant='-axis0-keepdims'),
-    case('sum_t', {'a': A(3, 4, view='last'), 'axis': 1,
-                   'out': A(3, 1, view='last')},
-         lambda a, axis, out: {'out': a.sum(1, keepdims=True)},
-         variant='-axis1-keepdims'),
-    case('sum_t', {'a': A(1, 4), 'axis': 1, 'out': A(1)},
-         lambda a, axis, out: {'out': a.sum(1)}, variant='-axis1'),
-    case('sum_t', {'a': A(5), 'axis': 0, 'out': A(1)},
-         lambda a, axis, out: {'out': a.sum(0, keepdims=True)},
-         variant='-1d'),
+    case(
+        'sum_t',
+        {'a': A(2, 3, 4, view='last'), 'axis': None, 'out': A(1)},
+        lambda a, axis, out: {'out': np.array([a.sum()])},
+    ),
+    case(
+        'sum_t',
+        {'a': A(3, 4), 'axis': None, 'out': A()},
+        lambda a, axis, out: {'out': np.array(a.sum())},
+        variant='-0d',
+    ),
+    case(
+        'sum_t',
+        {'a': A(3, 4, view='last'), 'axis': 0, 'out': A(4)},
+        lambda a, axis, out: {'out': a.sum(0)},
+        variant='-axis0',
+    ),
+    case(
+        'sum_t',
+        {'a': A(3, 4), 'axis': 0, 'out': A(1, 4, view='last')},
+        lambda a, axis, out: {'out': a.sum(0, keepdims=True)},
+        variant='-axis0-keepdims',
+    ),
+    case(
+        'sum_t',
+        {'a': A(3, 4, view='last'), 'axis': 1, 'out': A(3, 1, view='last')},
+        lambda a, axis, out: {'out': a.sum(1, keepdims=True)},
+        variant='-axis1-keepdims',
+    ),
+    case(
+        'sum_t',
+        {'a': A(1, 4), 'axis': 1, 'out': A(1)},
+        lambda a, axis, out: {'out': a.sum(1)},
+        variant='-axis1',
+    ),
+    case(
+        'sum_t',
+        {'a': A(5), 'axis': 0, 'out': A(1)},
+        lambda a, axis, out: {'out': a.sum(0, keepdims=True)},
+        variant='-1d',
+    ),
     # activations (each with its derivative)
     *activation_rows('el'),
     *activation_rows('rel'),
@@ -706,6 +998,7 @@ def _op_names(params):
 
 # ----------------------------------------------------------------- tests ---
 
+
 def test_table_covers_every_op():
     missing = Handler.__abstractmethods__ - _op_names(CASES)
     assert not missing, f'ops without a row in CASES: {sorted(missing)}'
@@ -718,8 +1011,16 @@ def run_case(handler, op, args, ref, check, seed=42):
     returned = getattr(handler, op)(*call.values())
     tol = TOLERANCES[np.dtype(handler.dtype).type]
     written = {}
-    expected = ref(**{k: (v.copy() if isinstance(v, np.ndarray) else v)
-                      for k, v in values.items()}) if ref else {}
+    expected = (
+        ref(
+            **{
+                k: (v.copy() if isinstance(v, np.ndarray) else v)
+                for k, v in values.items()
+            }
+        )
+        if ref
+        else {}
+    )
     for name, value in call.items():
         if isinstance(args[name], (A, Same, Derived)):
             written[name] = handler.get_numpy_copy(value)
@@ -730,11 +1031,15 @@ def run_case(handler, op, args, ref, check, seed=42):
         if isinstance(want, bool):
             assert returned is want, f'{op} returned {returned!r}, want {want}'
         else:
-            got = returned if isinstance(returned, np.ndarray) else \
-                handler.get_numpy_copy(returned)
+            got = (
+                returned
+                if isinstance(returned, np.ndarray)
+                else handler.get_numpy_copy(returned)
+            )
             assert got.dtype == np.dtype(handler.dtype), got.dtype
-            np.testing.assert_allclose(got, want, **tol,
-                                       err_msg=f'{op}: returned value')
+            np.testing.assert_allclose(
+                got, want, **tol, err_msg=f'{op}: returned value'
+            )
     elif check is None:
         assert returned is None, f'{op} returned {returned!r}, not None'
     aliased = {n for n, s in args.items() if isinstance(s, Same)}
@@ -743,17 +1048,22 @@ def run_case(handler, op, args, ref, check, seed=42):
         if name in expected:
             want = np.broadcast_to(expected[name], got.shape)
             np.testing.assert_allclose(
-                got, want, **tol, err_msg=f'{op}: argument {name!r} '
-                f'(shape {got.shape}, rtol/atol {tol})')
+                got,
+                want,
+                **tol,
+                err_msg=f'{op}: argument {name!r} (shape {got.shape}, rtol/atol {tol})',
+            )
         elif name not in aliased and check is None:
             np.testing.assert_array_equal(
-                got, values[name], err_msg=f'{op} changed its input {name!r}')
+                got, values[name], err_msg=f'{op} changed its input {name!r}'
+            )
     for name, (big_h, big, inner) in bigs.items():
         after = handler.get_numpy_copy(big_h)
         after[inner], big = 0, big.copy()
         big[inner] = 0
         np.testing.assert_array_equal(
-            after, big, err_msg=f'{op} wrote outside the view {name!r}')
+            after, big, err_msg=f'{op} wrote outside the view {name!r}'
+        )
 
 
 @pytest.mark.parametrize('op, args, ref, check', CASES)
@@ -767,18 +1077,38 @@ def test_whole_table_on_one_handler(handler):
     for seed in (1, 2):
         for param in CASES:
             run_case(handler, *param.values, seed=seed)
-    run_case(handler, 'conv2d_forward_batch', {
-        'inputs': A(1, 6, 6, 1), 'weights': A(1, 3, 3, 1), 'bias': A(1),
-        'outputs': A(1, 6, 6, 1), 'padding': 1, 'stride': (1, 1)},
+    run_case(
+        handler,
+        'conv2d_forward_batch',
+        {
+            'inputs': A(1, 6, 6, 1),
+            'weights': A(1, 3, 3, 1),
+            'bias': A(1),
+            'outputs': A(1, 6, 6, 1),
+            'padding': 1,
+            'stride': (1, 1),
+        },
         lambda inputs, weights, bias, outputs, padding, stride: {
-            'outputs': conv_forward_ref(inputs, weights, bias, padding,
-                                        stride)}, None)
-    run_case(handler, 'conv2d_forward_batch', {
-        'inputs': A(1, 4, 4, 1), 'weights': A(1, 3, 3, 1), 'bias': A(1),
-        'outputs': A(1, 6, 6, 1), 'padding': 2, 'stride': (1, 1)},
+            'outputs': conv_forward_ref(inputs, weights, bias, padding, stride)
+        },
+        None,
+    )
+    run_case(
+        handler,
+        'conv2d_forward_batch',
+        {
+            'inputs': A(1, 4, 4, 1),
+            'weights': A(1, 3, 3, 1),
+            'bias': A(1),
+            'outputs': A(1, 6, 6, 1),
+            'padding': 2,
+            'stride': (1, 1),
+        },
         lambda inputs, weights, bias, outputs, padding, stride: {
-            'outputs': conv_forward_ref(inputs, weights, bias, padding,
-                                        stride)}, None)
+            'outputs': conv_forward_ref(inputs, weights, bias, padding, stride)
+        },
+        None,
+    )
 
 
 @pytest.mark.parametrize('name', ACTIVATION_NAMES)
@@ -795,15 +1125,23 @@ def test_activation_dicts(handler, name):
     np.testing.assert_allclose(y, f(x), **tol, err_msg=f'act_func[{name!r}]')
     dy_h, dx_h = handler.create_from_numpy(dy), handler.zeros((4, 5))
     handler.act_func_deriv[name](x_h, y_h, dy_h, dx_h)
-    np.testing.assert_allclose(handler.get_numpy_copy(dx_h), dy * deriv(y),
-                               **tol, err_msg=f'act_func_deriv[{name!r}]')
+    np.testing.assert_allclose(
+        handler.get_numpy_copy(dx_h),
+        dy * deriv(y),
+        **tol,
+        err_msg=f'act_func_deriv[{name!r}]',
+    )
     handler.inplace_act_func[name](x_h)
-    np.testing.assert_allclose(handler.get_numpy_copy(x_h), f(x), **tol,
-                               err_msg=f'inplace_act_func[{name!r}]')
+    np.testing.assert_allclose(
+        handler.get_numpy_copy(x_h), f(x), **tol, err_msg=f'inplace_act_func[{name!r}]'
+    )
     handler.inplace_act_func_deriv[name](y_h, dy_h)
-    np.testing.assert_allclose(handler.get_numpy_copy(dy_h), dy * deriv(y),
-                               **tol,
-                               err_msg=f'inplace_act_func_deriv[{name!r}]')
+    np.testing.assert_allclose(
+        handler.get_numpy_copy(dy_h),
+        dy * deriv(y),
+        **tol,
+        err_msg=f'inplace_act_func_deriv[{name!r}]',
+    )
 
 
 def test_get_numpy_copy_is_a_copy(handler):
@@ -831,18 +1169,17 @@ def test_seeded_handlers_draw_the_same_numbers(handler):
     a, b = handler.zeros((4, 3)), other.zeros((4, 3))
     handler.fill_gaussian(0.0, 1.0, a)
     other.fill_gaussian(0.0, 1.0, b)
-    np.testing.assert_array_equal(handler.get_numpy_copy(a),
-                                  other.get_numpy_copy(b))
+    np.testing.assert_array_equal(handler.get_numpy_copy(a), other.get_numpy_copy(b))
 
 
 # ------------------------------------------------- descriptions, copying ---
+
 
 @pytest.mark.parametrize('dtype', [np.float32, np.float64])
 def test_numpy_handler_description_roundtrip(dtype):
     h = NumpyHandler(dtype)
     description = get_description(h)
-    assert description == {'@type': 'NumpyHandler',
-                           'dtype': np.dtype(dtype).name}
+    assert description == {'@type': 'NumpyHandler', 'dtype': np.dtype(dtype).name}
     recreated = create_from_description(description)
     assert isinstance(recreated, NumpyHandler)
     assert recreated.dtype is dtype
@@ -852,19 +1189,21 @@ def test_numpy_handler_description_roundtrip(dtype):
 def test_debug_handler_description_roundtrip():
     h = DebugHandler(NumpyHandler(np.float64))
     description = get_description(h)
-    assert description == {'@type': 'DebugHandler', 'handler': {
-        '@type': 'NumpyHandler', 'dtype': 'float64'}}
+    assert description == {
+        '@type': 'DebugHandler',
+        'handler': {'@type': 'NumpyHandler', 'dtype': 'float64'},
+    }
     recreated = create_from_description(description)
     assert isinstance(recreated, DebugHandler)
     assert recreated.dtype is np.float64
     x = recreated.create_from_numpy(np.array([[0.0, 1.0]]))
     recreated.act_func['sigmoid'](x, x)
-    np.testing.assert_allclose(recreated.get_numpy_copy(x),
-                               [[0.5, _sigmoid(1.0)]])
+    np.testing.assert_allclose(recreated.get_numpy_copy(x), [[0.5, _sigmoid(1.0)]])
 
 
-@pytest.mark.parametrize('duplicate', [copy.deepcopy,
-                                       lambda h: pickle.loads(pickle.dumps(h))])
+@pytest.mark.parametrize(
+    'duplicate', [copy.deepcopy, lambda h: pickle.loads(pickle.dumps(h))]
+)
 def test_copied_handlers_own_their_activation_dicts(handler, duplicate):
     other = duplicate(handler)
     x = other.create_from_numpy(np.array([[-1.0, 2.0]]))
@@ -878,69 +1217,93 @@ def test_package_exports():
     assert brainstorm.handlers.default_handler.dtype is np.float32
     assert 'DebugHandler' not in brainstorm.handlers.__all__
     assert {'NumpyHandler', 'PyCudaHandler', 'default_handler'} <= set(
-        brainstorm.handlers.__all__)
+        brainstorm.handlers.__all__
+    )
 
 
 # ------------------------------------------------ no allocation hot path ---
+
 
 def _hot_path_call(h, op, channels):
     """A repeatable call of ``op`` on interleaved feature-slice views."""
     rng = np.random.RandomState(0)
     n, size = 128, 16 * 16 * channels  # NumPy's iteration buffers: < 0.21 MB
     big = h.create_from_numpy(rng.randn(n, 3 * size + 5))
-    x, y, z = (big[:, k * size:(k + 1) * size].reshape(n, 16, 16, channels)
-               for k in range(3))
+    x, y, z = (
+        big[:, k * size : (k + 1) * size].reshape(n, 16, 16, channels) for k in range(3)
+    )
     w = h.create_from_numpy(rng.randn(channels, 3, 3, channels))
     b = w[:, 0, 0, 0]
     fields = 16 * 16 * 9 * channels  # a Convolution2D 'columns' internal
-    columns = h.zeros((n, fields + 3))[:, 1:1 + fields].reshape(
-        n, 16, 16, 9 * channels)
-    seq_a, seq_b = big[:, :size], big[:, size:2 * size]  # (T*B, F) slices
-    matrix, product = big[:, :3 * size], h.zeros((size, size))
+    columns = h.zeros((n, fields + 3))[:, 1 : 1 + fields].reshape(
+        n, 16, 16, 9 * channels
+    )
+    seq_a, seq_b = big[:, :size], big[:, size : 2 * size]  # (T*B, F) slices
+    matrix, product = big[:, : 3 * size], h.zeros((size, size))
     calls = {
         'dot_add_mm': lambda: h.dot_add_mm(
-            matrix[:, :size], matrix[:, size:2 * size], product, transa=True),
+            matrix[:, :size], matrix[:, size : 2 * size], product, transa=True
+        ),
         'mult_add_tt': lambda: h.mult_add_tt(seq_a, seq_a, seq_b),
         'sigmoid_deriv': lambda: h.sigmoid_deriv(None, seq_a, seq_b, seq_b),
-        'generate_probability_mask': lambda: h.generate_probability_mask(
-            seq_b, 0.3),
-        'conv2d_forward_batch': lambda: h.conv2d_forward_batch(
-            x, w, b, y, 1, (1, 1)),
+        'generate_probability_mask': lambda: h.generate_probability_mask(seq_b, 0.3),
+        'conv2d_forward_batch': lambda: h.conv2d_forward_batch(x, w, b, y, 1, (1, 1)),
         'conv2d_forward_batch kept': lambda: h.conv2d_forward_batch(
-            x, w, b, y, 1, (1, 1), columns=columns),
+            x, w, b, y, 1, (1, 1), columns=columns
+        ),
         'conv2d_backward_batch': lambda: h.conv2d_backward_batch(
-            x, w, 1, (1, 1), z, y, h.zeros(w.shape), h.zeros(b.shape)),
+            x, w, 1, (1, 1), z, y, h.zeros(w.shape), h.zeros(b.shape)
+        ),
         'conv2d_backward_batch kept': lambda: h.conv2d_backward_batch(
-            x, w, 1, (1, 1), z, y, h.zeros(w.shape), h.zeros(b.shape),
-            columns=columns),
+            x, w, 1, (1, 1), z, y, h.zeros(w.shape), h.zeros(b.shape), columns=columns
+        ),
         'conv2d_backward_batch stride 2': lambda: h.conv2d_backward_batch(
-            x, w, 1, (2, 2), z, y[:, :8, :8], h.zeros(w.shape),
-            h.zeros(b.shape)),
+            x, w, 1, (2, 2), z, y[:, :8, :8], h.zeros(w.shape), h.zeros(b.shape)
+        ),
         'maxpool2d_forward_batch': lambda: h.maxpool2d_forward_batch(
-            x, (3, 3), y, 1, (1, 1), z),
+            x, (3, 3), y, 1, (1, 1), z
+        ),
         'maxpool2d_backward_batch': lambda: h.maxpool2d_backward_batch(
-            x, (3, 3), y, 1, (1, 1), z, x, y),
+            x, (3, 3), y, 1, (1, 1), z, x, y
+        ),
         'avgpool2d_forward_batch': lambda: h.avgpool2d_forward_batch(
-            x, (3, 3), y, 1, (1, 1)),
+            x, (3, 3), y, 1, (1, 1)
+        ),
         'avgpool2d_backward_batch': lambda: h.avgpool2d_backward_batch(
-            x, (3, 3), y, 1, (1, 1), z, y),
+            x, (3, 3), y, 1, (1, 1), z, y
+        ),
     }
     return calls[op], x.nbytes
 
 
 # every convolution code path: few channels, and with 8 channels the
 # input deltas by correlation (stride 1) or per kernel offset (stride 2)
-_CONV_CALLS = [f'conv2d_{kind}' for kind in (
-    'forward_batch', 'forward_batch kept', 'backward_batch',
-    'backward_batch kept', 'backward_batch stride 2')]
+_CONV_CALLS = [
+    f'conv2d_{kind}'
+    for kind in (
+        'forward_batch',
+        'forward_batch kept',
+        'backward_batch',
+        'backward_batch kept',
+        'backward_batch stride 2',
+    )
+]
 
 
-@pytest.mark.parametrize('op, channels', [
-    ('avgpool2d_backward_batch', 4), ('avgpool2d_forward_batch', 4),
-    *[(op, c) for op in _CONV_CALLS for c in (4, 8)], ('dot_add_mm', 4),
-    ('generate_probability_mask', 4), ('maxpool2d_backward_batch', 4),
-    ('maxpool2d_forward_batch', 4), ('mult_add_tt', 4),
-    ('sigmoid_deriv', 4)])
+@pytest.mark.parametrize(
+    'op, channels',
+    [
+        ('avgpool2d_backward_batch', 4),
+        ('avgpool2d_forward_batch', 4),
+        *[(op, c) for op in _CONV_CALLS for c in (4, 8)],
+        ('dot_add_mm', 4),
+        ('generate_probability_mask', 4),
+        ('maxpool2d_backward_batch', 4),
+        ('maxpool2d_forward_batch', 4),
+        ('mult_add_tt', 4),
+        ('sigmoid_deriv', 4),
+    ],
+)
 def test_numpy_ops_do_not_allocate_operand_sized_memory(op, channels):
     """Repeated calls reuse scratch buffers (NumPy's own fixed-size
     iteration buffers stay far below the operand size)."""
@@ -953,11 +1316,13 @@ def test_numpy_ops_do_not_allocate_operand_sized_memory(op, channels):
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert peak < nbytes / 2, \
+    assert peak < nbytes / 2, (
         f'{op} allocated {peak} bytes on a repeated call (operand: {nbytes})'
+    )
 
 
 # --------------------------------------------------- DebugHandler checks ---
+
 
 def _debug():
     return DebugHandler(NumpyHandler(np.float64))
@@ -970,120 +1335,183 @@ def _arr(h, *shape, value=0.5):
 DEBUG_CHECKS = {  # name: (call on a fresh DebugHandler, expected substrings)
     'not-a-debug-array': (
         lambda h: h.add_tt(_arr(h, 3, 4), np.zeros((3, 4)), _arr(h, 3, 4)),
-        ['add_tt', "'b'", 'DebugArray', 'ndarray']),
+        ['add_tt', "'b'", 'DebugArray', 'ndarray'],
+    ),
     'shape-mismatch': (
         lambda h: h.add_tt(_arr(h, 3, 4), _arr(h, 3, 5), _arr(h, 3, 4)),
-        ['add_tt', "'b'", '(3, 4)', '(3, 5)']),
+        ['add_tt', "'b'", '(3, 4)', '(3, 5)'],
+    ),
     'out-shape-mismatch': (
         lambda h: h.sigmoid(_arr(h, 2, 3), _arr(h, 3, 2)),
-        ['sigmoid', "'y'", '(2, 3)', '(3, 2)']),
+        ['sigmoid', "'y'", '(2, 3)', '(3, 2)'],
+    ),
     'mv-vector-shape': (
         lambda h: h.add_mv(_arr(h, 3, 4), _arr(h, 3, 4), _arr(h, 3, 4)),
-        ['add_mv', "'v'", '(1, 4) or (3, 1)', '(3, 4)']),
+        ['add_mv', "'v'", '(1, 4) or (3, 1)', '(3, 4)'],
+    ),
     'mv-matrix-1d': (
         lambda h: h.mult_mv(_arr(h, 4), _arr(h, 1, 4), _arr(h, 4)),
-        ['mult_mv', "'m'", '2-D', '(4,)']),
+        ['mult_mv', "'m'", '2-D', '(4,)'],
+    ),
     'dot-inner': (
         lambda h: h.dot_mm(_arr(h, 3, 4), _arr(h, 5, 2), _arr(h, 3, 2)),
-        ['dot_mm', '(3, 4)', '(5, 2)', 'inner']),
+        ['dot_mm', '(3, 4)', '(5, 2)', 'inner'],
+    ),
     'dot-out': (
-        lambda h: h.dot_add_mm(_arr(h, 4, 3), _arr(h, 4, 2), _arr(h, 3, 3),
-                               transa=True),
-        ['dot_add_mm', "'out'", '(3, 2)', '(3, 3)']),
+        lambda h: h.dot_add_mm(
+            _arr(h, 4, 3), _arr(h, 4, 2), _arr(h, 3, 3), transa=True
+        ),
+        ['dot_add_mm', "'out'", '(3, 2)', '(3, 3)'],
+    ),
     'trans-flag': (
-        lambda h: h.dot_mm(_arr(h, 3, 4), _arr(h, 4, 2), _arr(h, 3, 2),
-                           transa=1),
-        ['dot_mm', "'transa'", 'bool', 'int 1']),
+        lambda h: h.dot_mm(_arr(h, 3, 4), _arr(h, 4, 2), _arr(h, 3, 2), transa=1),
+        ['dot_mm', "'transa'", 'bool', 'int 1'],
+    ),
     'scalar-numpy-type': (
         lambda h: h.mult_st(np.float32(2), _arr(h, 2), _arr(h, 2)),
-        ['mult_st', "'s'", 'Python int or float', 'float32']),
+        ['mult_st', "'s'", 'Python int or float', 'float32'],
+    ),
     'scalar-array': (
         lambda h: h.fill(_arr(h, 2), np.ones(1)),
-        ['fill', "'val'", 'Python int or float', 'ndarray']),
+        ['fill', "'val'", 'Python int or float', 'ndarray'],
+    ),
     'sum-axis': (
         lambda h: h.sum_t(_arr(h, 3, 4), 2, _arr(h, 3)),
-        ['sum_t', "'axis'", 'axis=2', '(3, 4)']),
+        ['sum_t', "'axis'", 'axis=2', '(3, 4)'],
+    ),
     'sum-out-shape': (
         lambda h: h.sum_t(_arr(h, 3, 4), 0, _arr(h, 3)),
-        ['sum_t', "'out'", '(4,) or (1, 4)', '(3,)']),
+        ['sum_t', "'out'", '(4,) or (1, 4)', '(3,)'],
+    ),
     'broadcast-axis': (
         lambda h: h.broadcast_t(_arr(h, 1, 4), 2, _arr(h, 3, 4)),
-        ['broadcast_t', "'axis'", '[0, 2)', '2']),
+        ['broadcast_t', "'axis'", '[0, 2)', '2'],
+    ),
     'window-list': (
         lambda h: h.maxpool2d_forward_batch(
-            _arr(h, 1, 4, 4, 1), [2, 2], _arr(h, 1, 3, 3, 1), 0, (1, 1),
-            _arr(h, 1, 3, 3, 1)),
-        ['maxpool2d_forward_batch', "'window'", 'tuple of two positive ints',
-         '[2, 2]']),
+            _arr(h, 1, 4, 4, 1),
+            [2, 2],
+            _arr(h, 1, 3, 3, 1),
+            0,
+            (1, 1),
+            _arr(h, 1, 3, 3, 1),
+        ),
+        ['maxpool2d_forward_batch', "'window'", 'tuple of two positive ints', '[2, 2]'],
+    ),
     'stride-length': (
         lambda h: h.avgpool2d_forward_batch(
-            _arr(h, 1, 4, 4, 1), (2, 2), _arr(h, 1, 3, 3, 1), 0, (1,)),
-        ['avgpool2d_forward_batch', "'stride'", '(1,)']),
+            _arr(h, 1, 4, 4, 1), (2, 2), _arr(h, 1, 3, 3, 1), 0, (1,)
+        ),
+        ['avgpool2d_forward_batch', "'stride'", '(1,)'],
+    ),
     'padding-negative': (
         lambda h: h.conv2d_forward_batch(
-            _arr(h, 1, 4, 4, 1), _arr(h, 2, 1, 1, 1), _arr(h, 2),
-            _arr(h, 1, 4, 4, 2), -1, (1, 1)),
-        ['conv2d_forward_batch', "'padding'", 'int >= 0', '-1']),
+            _arr(h, 1, 4, 4, 1),
+            _arr(h, 2, 1, 1, 1),
+            _arr(h, 2),
+            _arr(h, 1, 4, 4, 2),
+            -1,
+            (1, 1),
+        ),
+        ['conv2d_forward_batch', "'padding'", 'int >= 0', '-1'],
+    ),
     'padding-float': (
         lambda h: h.conv2d_forward_batch(
-            _arr(h, 1, 4, 4, 1), _arr(h, 2, 1, 1, 1), _arr(h, 2),
-            _arr(h, 1, 4, 4, 2), 1.0, (1, 1)),
-        ['conv2d_forward_batch', "'padding'", '1.0']),
+            _arr(h, 1, 4, 4, 1),
+            _arr(h, 2, 1, 1, 1),
+            _arr(h, 2),
+            _arr(h, 1, 4, 4, 2),
+            1.0,
+            (1, 1),
+        ),
+        ['conv2d_forward_batch', "'padding'", '1.0'],
+    ),
     'conv-channels': (
         lambda h: h.conv2d_forward_batch(
-            _arr(h, 1, 4, 4, 3), _arr(h, 2, 1, 1, 1), _arr(h, 2),
-            _arr(h, 1, 4, 4, 2), 0, (1, 1)),
-        ['conv2d_forward_batch', "'weights'", '3 input channels',
-         '(2, 1, 1, 1)']),
+            _arr(h, 1, 4, 4, 3),
+            _arr(h, 2, 1, 1, 1),
+            _arr(h, 2),
+            _arr(h, 1, 4, 4, 2),
+            0,
+            (1, 1),
+        ),
+        ['conv2d_forward_batch', "'weights'", '3 input channels', '(2, 1, 1, 1)'],
+    ),
     'conv-outputs': (
         lambda h: h.conv2d_forward_batch(
-            _arr(h, 1, 4, 4, 1), _arr(h, 2, 3, 3, 1), _arr(h, 2),
-            _arr(h, 1, 4, 4, 2), 0, (1, 1)),
-        ['conv2d_forward_batch', "'outputs'", '(1, 2, 2, 2)',
-         '(1, 4, 4, 2)']),
+            _arr(h, 1, 4, 4, 1),
+            _arr(h, 2, 3, 3, 1),
+            _arr(h, 2),
+            _arr(h, 1, 4, 4, 2),
+            0,
+            (1, 1),
+        ),
+        ['conv2d_forward_batch', "'outputs'", '(1, 2, 2, 2)', '(1, 4, 4, 2)'],
+    ),
     'conv-in-deltas': (
         lambda h: h.conv2d_backward_batch(
-            _arr(h, 1, 4, 4, 1), _arr(h, 2, 3, 3, 1), 1, (1, 1),
-            _arr(h, 1, 4, 4, 2), _arr(h, 1, 4, 4, 2), _arr(h, 2, 3, 3, 1),
-            _arr(h, 2)),
-        ['conv2d_backward_batch', "'in_deltas'", '(1, 4, 4, 1)']),
+            _arr(h, 1, 4, 4, 1),
+            _arr(h, 2, 3, 3, 1),
+            1,
+            (1, 1),
+            _arr(h, 1, 4, 4, 2),
+            _arr(h, 1, 4, 4, 2),
+            _arr(h, 2, 3, 3, 1),
+            _arr(h, 2),
+        ),
+        ['conv2d_backward_batch', "'in_deltas'", '(1, 4, 4, 1)'],
+    ),
     'window-too-big': (
         lambda h: h.maxpool2d_forward_batch(
-            _arr(h, 1, 2, 2, 1), (3, 3), _arr(h, 1, 1, 1, 1), 0, (1, 1),
-            _arr(h, 1, 1, 1, 1)),
-        ['maxpool2d_forward_batch', '(3, 3)', 'does not fit']),
+            _arr(h, 1, 2, 2, 1),
+            (3, 3),
+            _arr(h, 1, 1, 1, 1),
+            0,
+            (1, 1),
+            _arr(h, 1, 1, 1, 1),
+        ),
+        ['maxpool2d_forward_batch', '(3, 3)', 'does not fit'],
+    ),
     'clip-bounds': (
         lambda h: h.clip_t(_arr(h, 2), 1.0, 0.0, _arr(h, 2)),
-        ['clip_t', 'a_min=1.0', 'a_max=0.0']),
+        ['clip_t', 'a_min=1.0', 'a_max=0.0'],
+    ),
     'probability': (
         lambda h: h.generate_probability_mask(_arr(h, 2), 1.5),
-        ['generate_probability_mask', "'probability'", '[0, 1]', '1.5']),
+        ['generate_probability_mask', "'probability'", '[0, 1]', '1.5'],
+    ),
     'std': (
         lambda h: h.fill_gaussian(0.0, -1.0, _arr(h, 2)),
-        ['fill_gaussian', "'std'", '>= 0', '-1.0']),
+        ['fill_gaussian', "'std'", '>= 0', '-1.0'],
+    ),
     'binarize-ids': (
-        lambda h: h.binarize_v(h.create_from_numpy(np.array([[0.], [4.]])),
-                               _arr(h, 2, 4)),
-        ['binarize_v', "'v'", '[0, 4)', '4.0']),
+        lambda h: h.binarize_v(
+            h.create_from_numpy(np.array([[0.0], [4.0]])), _arr(h, 2, 4)
+        ),
+        ['binarize_v', "'v'", '[0, 4)', '4.0'],
+    ),
     'binarize-fractional-ids': (
-        lambda h: h.binarize_v(h.create_from_numpy(np.array([[0.5]])),
-                               _arr(h, 1, 4)),
-        ['binarize_v', "'v'", 'integral', '0.5']),
+        lambda h: h.binarize_v(h.create_from_numpy(np.array([[0.5]])), _arr(h, 1, 4)),
+        ['binarize_v', "'v'", 'integral', '0.5'],
+    ),
     'index-ids': (
-        lambda h: h.index_m_by_v(_arr(h, 2, 3),
-                                 h.create_from_numpy(np.array([[0.], [-1.]])),
-                                 _arr(h, 2, 1)),
-        ['index_m_by_v', "'v'", '[0, 3)', '-1.0']),
+        lambda h: h.index_m_by_v(
+            _arr(h, 2, 3), h.create_from_numpy(np.array([[0.0], [-1.0]])), _arr(h, 2, 1)
+        ),
+        ['index_m_by_v', "'v'", '[0, 3)', '-1.0'],
+    ),
     'merge-shapes': (
         lambda h: h.merge_tt(_arr(h, 2, 3), _arr(h, 2, 4), _arr(h, 2, 6)),
-        ['merge_tt', "'out'", '(2, 7)', '(2, 6)']),
+        ['merge_tt', "'out'", '(2, 7)', '(2, 6)'],
+    ),
     'set-from-numpy-shape': (
         lambda h: h.set_from_numpy(_arr(h, 2, 3), np.zeros((3, 2))),
-        ['set_from_numpy', "'arr'", '(2, 3)', '(3, 2)']),
+        ['set_from_numpy', "'arr'", '(2, 3)', '(3, 2)'],
+    ),
     'activation-deriv-shape': (
-        lambda h: h.tanh_deriv(None, _arr(h, 2, 3), _arr(h, 2, 3),
-                               _arr(h, 2, 2)),
-        ['tanh_deriv', "'dx'", '(2, 3)', '(2, 2)']),
+        lambda h: h.tanh_deriv(None, _arr(h, 2, 3), _arr(h, 2, 3), _arr(h, 2, 2)),
+        ['tanh_deriv', "'dx'", '(2, 3)', '(2, 2)'],
+    ),
 }
 
 
@@ -1099,19 +1527,22 @@ def test_debug_handler_check_fires_with_a_clear_message(name):
         assert part in message, f'{part!r} missing from: {message}'
 
 
-@pytest.mark.parametrize('bad, name', [(np.nan, "'a'"), (np.inf, "'a'"),
-                                       (-np.inf, "'a'")])
+@pytest.mark.parametrize(
+    'bad, name', [(np.nan, "'a'"), (np.inf, "'a'"), (-np.inf, "'a'")]
+)
 def test_debug_handler_rejects_non_finite_arguments(bad, name):
     h = _debug()
     a = h.create_from_numpy(np.array([[1.0, bad]]))
-    with pytest.raises(ValueError, match=f"add_tt: argument {name} holds NaN"):
+    with pytest.raises(ValueError, match=f'add_tt: argument {name} holds NaN'):
         h.add_tt(a, _arr(h, 1, 2), _arr(h, 1, 2))
 
 
 def test_debug_handler_rejects_non_finite_results_and_scalars():
     h = _debug()
-    with pytest.raises(ValueError, match="mult_st: argument 'out' holds NaN"), \
-            np.errstate(over='ignore'):
+    with (
+        pytest.raises(ValueError, match="mult_st: argument 'out' holds NaN"),
+        np.errstate(over='ignore'),
+    ):
         h.mult_st(1e300, _arr(h, 2, value=1e300), _arr(h, 2))
     with pytest.raises(ValueError, match="fill: argument 'mem' holds NaN"):
         h.fill(_arr(h, 2), float('inf'))
@@ -1126,17 +1557,30 @@ def test_debug_handler_is_fully_finite_does_not_raise():
 class _SpecSignatureHandler(NumpyHandler):
     """Convolution ops with the SPEC signatures (no keyword-only options)."""
 
-    def conv2d_forward_batch(self, inputs, weights, bias, outputs, padding,
-                             stride):
-        super().conv2d_forward_batch(inputs, weights, bias, outputs, padding,
-                                     stride)
+    def conv2d_forward_batch(self, inputs, weights, bias, outputs, padding, stride):
+        super().conv2d_forward_batch(inputs, weights, bias, outputs, padding, stride)
 
-    def conv2d_backward_batch(self, inputs, weights, padding, stride,
-                              in_deltas, out_deltas, weight_deltas,
-                              bias_deltas):
-        super().conv2d_backward_batch(inputs, weights, padding, stride,
-                                      in_deltas, out_deltas, weight_deltas,
-                                      bias_deltas)
+    def conv2d_backward_batch(
+        self,
+        inputs,
+        weights,
+        padding,
+        stride,
+        in_deltas,
+        out_deltas,
+        weight_deltas,
+        bias_deltas,
+    ):
+        super().conv2d_backward_batch(
+            inputs,
+            weights,
+            padding,
+            stride,
+            in_deltas,
+            out_deltas,
+            weight_deltas,
+            bias_deltas,
+        )
 
 
 def test_debug_handler_passes_keyword_options_only_when_given():
@@ -1145,16 +1589,15 @@ def test_debug_handler_passes_keyword_options_only_when_given():
     y, dx, dw = _arr(h, 1, 2, 2, 2), _arr(h, 1, 4, 4, 1), _arr(h, 2, 3, 3, 1)
     h.conv2d_forward_batch(x, w, b, y, 0, (1, 1))
     h.conv2d_backward_batch(x, w, 0, (1, 1), dx, y, dw, b)
-    np.testing.assert_allclose(h.get_numpy_copy(y), 0.5 + 9 * 0.5 ** 2)
+    np.testing.assert_allclose(h.get_numpy_copy(y), 0.5 + 9 * 0.5**2)
     # the base Handler lets the 0.5-style ops take (and ignore) the options
-    h.conv2d_backward_batch(x, w, 0, (1, 1), dx, y, dw, b,
-                            skip_in_deltas=True)
-    h.conv2d_forward_batch(x, w, b, y, 0, (1, 1),
-                           columns=_arr(h, 1, 2, 2, 9))
+    h.conv2d_backward_batch(x, w, 0, (1, 1), dx, y, dw, b, skip_in_deltas=True)
+    h.conv2d_forward_batch(x, w, b, y, 0, (1, 1), columns=_arr(h, 1, 2, 2, 9))
     # (b now holds the bias deltas of the backward pass)
-    np.testing.assert_allclose(h.get_numpy_copy(y),
-                               np.broadcast_to(h.get_numpy_copy(b) + 9 * 0.5 ** 2,
-                                               (1, 2, 2, 2)))
+    np.testing.assert_allclose(
+        h.get_numpy_copy(y),
+        np.broadcast_to(h.get_numpy_copy(b) + 9 * 0.5**2, (1, 2, 2, 2)),
+    )
 
 
 def test_debug_handler_delegates_dtype_and_rnd():
@@ -1199,9 +1642,15 @@ def test_debug_array_indexing_and_reshape():
     view = a[:, :, 1:3].reshape(6, 2)  # merges T and B: still a view
     h.fill(view, 0.0)
     assert np.all(h.get_numpy_copy(a)[:, :, 1:3] == 0)
-    for bad in [lambda: a[::2], lambda: a[[0, 1]], lambda: a[0.5],
-                lambda: a[0, 0, 0, 0], lambda: a.reshape(-1, 4),
-                lambda: a.reshape(5, 5), lambda: a[:, :, 1:3].reshape(2, 6)]:
+    for bad in [
+        lambda: a[::2],
+        lambda: a[[0, 1]],
+        lambda: a[0.5],
+        lambda: a[0, 0, 0, 0],
+        lambda: a.reshape(-1, 4),
+        lambda: a.reshape(5, 5),
+        lambda: a[:, :, 1:3].reshape(2, 6),
+    ]:
         with pytest.raises(DebugHandlerError):
             bad()
 
@@ -1211,12 +1660,21 @@ def test_numpy_scratch_memory_is_bounded_by_the_largest_call():
     for rows in [10, 30, 20, 5, 30, 7]:  # e.g. changing sequence lengths
         a = h.ones((rows, 6))
         h.mult_add_tt(a, a, h.zeros((rows, 6)))
-        h.conv2d_forward_batch(h.ones((rows, 5, 5, 2)), h.ones((3, 3, 3, 2)),
-                               h.zeros((3,)), h.zeros((rows, 5, 5, 3)), 1,
-                               (1, 1))
+        h.conv2d_forward_batch(
+            h.ones((rows, 5, 5, 2)),
+            h.ones((3, 3, 3, 2)),
+            h.zeros((3,)),
+            h.zeros((rows, 5, 5, 3)),
+            1,
+            (1, 1),
+        )
     sizes = {name: buf.size for (name, _), buf in h._scratch.items()}
-    assert sizes == {'tmp': 30 * 6, 'pad': 30 * 7 * 7 * 2,
-                     'col': 30 * 25 * 18, 'conv_out': 30 * 25 * 3}, sizes
+    assert sizes == {
+        'tmp': 30 * 6,
+        'pad': 30 * 7 * 7 * 2,
+        'col': 30 * 25 * 18,
+        'conv_out': 30 * 25 * 3,
+    }, sizes
 
 
 @pytest.mark.parametrize('channels', [2, 9])  # both input-delta code paths
@@ -1225,30 +1683,49 @@ def test_conv2d_backward_can_skip_the_input_deltas(handler, channels):
     x, w = rng.randn(2, 5, 6, channels), rng.randn(3, 3, 3, channels)
     dy = rng.randn(2, 3, 3, 3)
     geometry = (1, (2, 2))  # padding, stride: output 3x3
-    full = {name: handler.create_from_numpy(a) for name, a in (
-        ('dx', rng.randn(*x.shape)), ('dw', w * 0), ('db', w[:, 0, 0, 0]))}
-    skipped = {name: handler.create_from_numpy(handler.get_numpy_copy(a))
-               for name, a in full.items()}
+    full = {
+        name: handler.create_from_numpy(a)
+        for name, a in (
+            ('dx', rng.randn(*x.shape)),
+            ('dw', w * 0),
+            ('db', w[:, 0, 0, 0]),
+        )
+    }
+    skipped = {
+        name: handler.create_from_numpy(handler.get_numpy_copy(a))
+        for name, a in full.items()
+    }
     before = handler.get_numpy_copy(skipped['dx'])
     args = [handler.create_from_numpy(a) for a in (x, w)]
-    handler.conv2d_backward_batch(*args, *geometry, full['dx'],
-                                  handler.create_from_numpy(dy), full['dw'],
-                                  full['db'])
-    handler.conv2d_backward_batch(*args, *geometry, skipped['dx'],
-                                  handler.create_from_numpy(dy),
-                                  skipped['dw'], skipped['db'],
-                                  skip_in_deltas=True)
-    np.testing.assert_array_equal(handler.get_numpy_copy(skipped['dx']),
-                                  before)
+    handler.conv2d_backward_batch(
+        *args,
+        *geometry,
+        full['dx'],
+        handler.create_from_numpy(dy),
+        full['dw'],
+        full['db'],
+    )
+    handler.conv2d_backward_batch(
+        *args,
+        *geometry,
+        skipped['dx'],
+        handler.create_from_numpy(dy),
+        skipped['dw'],
+        skipped['db'],
+        skip_in_deltas=True,
+    )
+    np.testing.assert_array_equal(handler.get_numpy_copy(skipped['dx']), before)
     assert np.abs(handler.get_numpy_copy(full['dx']) - before).max() > 1e-3
     for name in ('dw', 'db'):
-        np.testing.assert_array_equal(handler.get_numpy_copy(skipped[name]),
-                                      handler.get_numpy_copy(full[name]))
+        np.testing.assert_array_equal(
+            handler.get_numpy_copy(skipped[name]), handler.get_numpy_copy(full[name])
+        )
 
 
 @pytest.mark.parametrize('layout', ['images', 'strided'])
-@pytest.mark.parametrize('geometry', [(2, 5, 6, 2, 3, (3, 3), 1, (2, 1)),
-                                      (3, 4, 4, 9, 2, (2, 2), 0, (1, 1))])
+@pytest.mark.parametrize(
+    'geometry', [(2, 5, 6, 2, 3, (3, 3), 1, (2, 1)), (3, 4, 4, 9, 2, (2, 2), 0, (1, 1))]
+)
 def test_conv2d_columns_workspace(handler, layout, geometry):
     """A forward pass given ``columns`` and the backward pass given the same
     array match the references; the workspace may be a layer internal
@@ -1256,34 +1733,35 @@ def test_conv2d_columns_workspace(handler, layout, geometry):
     n, h, w, c, f, k, p, s = geometry
     oh, ow = _out_size(h, k[0], p, s[0]), _out_size(w, k[1], p, s[1])
     rng = np.random.RandomState(5)
-    x, weights, bias = rng.randn(n, h, w, c), rng.randn(f, *k, c), \
-        rng.randn(f)
+    x, weights, bias = rng.randn(n, h, w, c), rng.randn(f, *k, c), rng.randn(f)
     dy, dx = rng.randn(n, oh, ow, f), rng.randn(n, h, w, c)
     size = k[0] * k[1] * c
     if layout == 'images':  # a feature slice of a wider buffer
         wide = handler.zeros((n, oh * ow * size + 7))
-        columns = wide[:, 3:3 + oh * ow * size].reshape(n, oh, ow, size)
+        columns = wide[:, 3 : 3 + oh * ow * size].reshape(n, oh, ow, size)
     else:
         columns = handler.zeros((n, oh, ow, 2 * size))[:, :, :, :size]
     on = handler.create_from_numpy
     outputs = handler.zeros((n, oh, ow, f))
-    handler.conv2d_forward_batch(on(x), on(weights), on(bias), outputs, p, s,
-                                 columns=columns)
+    handler.conv2d_forward_batch(
+        on(x), on(weights), on(bias), outputs, p, s, columns=columns
+    )
     tol = TOLERANCES[np.dtype(handler.dtype).type]
-    np.testing.assert_allclose(handler.get_numpy_copy(outputs),
-                               conv_forward_ref(x, weights, bias, p, s),
-                               **tol)
+    np.testing.assert_allclose(
+        handler.get_numpy_copy(outputs), conv_forward_ref(x, weights, bias, p, s), **tol
+    )
     if isinstance(handler, NumpyHandler):  # keeps the receptive fields
         kept = np.abs(handler.get_numpy_copy(columns)).max() > 0
         assert kept == (layout == 'images')
     grads = [on(dx), handler.zeros(weights.shape), handler.zeros((f,))]
-    handler.conv2d_backward_batch(on(x), on(weights), p, s, grads[0], on(dy),
-                                  grads[1], grads[2], columns=columns)
+    handler.conv2d_backward_batch(
+        on(x), on(weights), p, s, grads[0], on(dy), grads[1], grads[2], columns=columns
+    )
     expected = conv_backward_ref(x, weights, p, s, dx, dy, None, None)
-    for name, got in zip(('in_deltas', 'weight_deltas', 'bias_deltas'),
-                         grads):
-        np.testing.assert_allclose(handler.get_numpy_copy(got),
-                                   expected[name], **tol, err_msg=name)
+    for name, got in zip(('in_deltas', 'weight_deltas', 'bias_deltas'), grads):
+        np.testing.assert_allclose(
+            handler.get_numpy_copy(got), expected[name], **tol, err_msg=name
+        )
 
 
 def test_conv2d_in_chunks_of_one_image(monkeypatch):
@@ -1291,6 +1769,7 @@ def test_conv2d_in_chunks_of_one_image(monkeypatch):
     output deltas for the input deltas) in chunks of images; chunks of a
     single image give the same results."""
     from brainstorm.handlers import _numpy_conv
+
     monkeypatch.setattr(_numpy_conv, '_FIELD_CHUNK_BYTES', 1)
     rows = conv_rows()
     assert len(rows) == 2 * len(CONV_GEOMETRIES)
@@ -1298,17 +1777,18 @@ def test_conv2d_in_chunks_of_one_image(monkeypatch):
         for row in rows:
             run_case(handler, *row.values)
         for layout in ('images', 'strided'):
-            test_conv2d_columns_workspace(handler, layout,
-                                          (3, 4, 4, 9, 2, (2, 2), 0, (1, 1)))
+            test_conv2d_columns_workspace(
+                handler, layout, (3, 4, 4, 9, 2, (2, 2), 0, (1, 1))
+            )
 
 
 def test_maxpool2d_forward_in_chunks_of_one_image(monkeypatch):
     """NumpyHandler's max pooling works through chunks of images; chunks
     of a single image give the same outputs and argmax."""
     from brainstorm.handlers import _numpy_conv
+
     monkeypatch.setattr(_numpy_conv, '_POOL_CHUNK_BYTES', 1)
-    rows = [row for row in pool_rows()
-            if row.values[0] == 'maxpool2d_forward_batch']
+    rows = [row for row in pool_rows() if row.values[0] == 'maxpool2d_forward_batch']
     assert len(rows) == len(POOL_GEOMETRIES) + 2
     for handler in (NumpyHandler(np.float64), NumpyHandler(np.float32)):
         for row in rows:
@@ -1317,15 +1797,18 @@ def test_maxpool2d_forward_in_chunks_of_one_image(monkeypatch):
 
 # ------------------------------------------------------ chunked paths ------
 
+
 def _record_chunk_sizes(monkeypatch):
     """Make NumpyHandler's chunks one image each; return the sizes used."""
     from brainstorm.handlers import _numpy_conv as numpy_handler
+
     sizes = []
     original = numpy_handler._chunk_size
 
     def spy(n, image_bytes, budget):
         sizes.append((n, original(n, image_bytes, budget)))
         return sizes[-1][1]
+
     monkeypatch.setattr(numpy_handler, '_FIELD_CHUNK_BYTES', 1)
     monkeypatch.setattr(numpy_handler, '_POOL_CHUNK_BYTES', 1)
     monkeypatch.setattr(numpy_handler, '_chunk_size', spy)
@@ -1333,8 +1816,7 @@ def _record_chunk_sizes(monkeypatch):
 
 
 @pytest.mark.parametrize('op, args, ref, check', conv_rows() + pool_rows())
-def test_numpy_chunked_paths_match_float64_reference(monkeypatch, op, args,
-                                                     ref, check):
+def test_numpy_chunked_paths_match_float64_reference(monkeypatch, op, args, ref, check):
     """With a chunk of one image, convolution and pooling (forward and
     backward) still equal the float64 reference. (Guards against: a chunk
     overwriting instead of adding to the weight gradient of the chunks
@@ -1346,4 +1828,3 @@ def test_numpy_chunked_paths_match_float64_reference(monkeypatch, op, args,
     if op.startswith('conv2d_backward'):
         assert sizes, 'the chunked path was not taken'
     assert all(chunk == 1 for _, chunk in sizes)
-

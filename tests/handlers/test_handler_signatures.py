@@ -5,8 +5,8 @@ import inspect
 import pytest
 
 import brainstorm.handlers
-from brainstorm.handlers import DebugHandler, NumpyHandler
-from brainstorm.handlers.base_handler import Handler
+from brainstorm.handlers import DebugHandler, NumpyHandler, PyCudaHandler
+from brainstorm.handlers.base_handler import ACTIVATIONS, Handler
 
 # The "Handler ops" line of the SPEC checklist (section 7.1), verbatim.
 SPEC_HANDLER_OPS = """
@@ -25,10 +25,59 @@ SPEC_OPS = {name.strip() for name in SPEC_HANDLER_OPS.split(',')}
 
 
 def concrete_handlers():
-    handlers = [NumpyHandler, DebugHandler]
-    if isinstance(brainstorm.handlers.PyCudaHandler, type):
-        handlers.append(brainstorm.handlers.PyCudaHandler)
-    return handlers
+    # PyCudaHandler imports without PyCUDA: its class is inspected anywhere
+    return [NumpyHandler, DebugHandler, PyCudaHandler]
+
+
+def base_ops() -> list:
+    """Every op of the base Handler: its public methods, abstract or not."""
+    return sorted(
+        name
+        for name, member in vars(Handler).items()
+        if not name.startswith('_') and inspect.isfunction(member)
+    )
+
+
+def test_pycuda_handler_class_is_inspected_without_pycuda():
+    assert brainstorm.handlers.PyCudaHandler is PyCudaHandler
+    assert isinstance(PyCudaHandler, type) and issubclass(PyCudaHandler, Handler)
+
+
+def test_base_ops_include_the_activations_and_optional_keywords():
+    ops = base_ops()
+    for name in ACTIVATIONS:
+        assert name in ops and f'{name}_deriv' in ops
+    assert 'keeps_conv_columns' in ops
+    forward = inspect.signature(Handler.conv2d_forward_batch).parameters
+    backward = inspect.signature(Handler.conv2d_backward_batch).parameters
+    for parameters, keyword, default in (
+        (forward, 'columns', None),
+        (backward, 'columns', None),
+        (backward, 'skip_in_deltas', False),
+    ):
+        assert parameters[keyword].kind is inspect.Parameter.KEYWORD_ONLY
+        assert parameters[keyword].default is default
+
+
+@pytest.mark.parametrize('handler_class', concrete_handlers(), ids=lambda c: c.__name__)
+@pytest.mark.parametrize('op', base_ops())
+def test_every_op_has_the_base_signature(handler_class, op):
+    """Abstract or not, inherited or overridden, with every optional keyword.
+
+    The classes are inspected, so this runs without a GPU; layers can pass
+    the optional keywords of the base signatures to every handler.
+    """
+    expected = inspect.signature(getattr(Handler, op))
+    got = inspect.signature(getattr(handler_class, op))
+    assert got == expected, (
+        f'{handler_class.__name__}.{op}{got} != Handler.{op}{expected}'
+    )
+
+
+@pytest.mark.parametrize('op', base_ops())
+def test_debug_handler_checks_every_op(op):
+    """The debug handler wraps every op (inherited ones would not be checked)."""
+    assert op in vars(DebugHandler), f'DebugHandler does not define {op}'
 
 
 def test_base_class_covers_the_spec_checklist():
@@ -53,13 +102,14 @@ def signature_problems(handler_class) -> list:
         expected = inspect.signature(getattr(Handler, name))
         got = inspect.signature(method)
         if got != expected:
-            problems.append(f'{handler_class.__name__}.{name}{got} differs '
-                            f'from Handler.{name}{expected}')
+            problems.append(
+                f'{handler_class.__name__}.{name}{got} differs '
+                f'from Handler.{name}{expected}'
+            )
     return problems
 
 
-@pytest.mark.parametrize('handler_class', concrete_handlers(),
-                         ids=lambda c: c.__name__)
+@pytest.mark.parametrize('handler_class', concrete_handlers(), ids=lambda c: c.__name__)
 def test_handler_implements_every_op_with_the_base_signature(handler_class):
     assert not inspect.isabstract(handler_class)
     problems = signature_problems(handler_class)
@@ -79,12 +129,13 @@ def test_signature_check_finds_deviations():
     assert 'Sloppy.add_tt' in problems[0] and 'Sloppy.sum_t' in problems[1]
 
 
-@pytest.mark.parametrize('handler_class', concrete_handlers(),
-                         ids=lambda c: c.__name__)
+@pytest.mark.parametrize('handler_class', concrete_handlers(), ids=lambda c: c.__name__)
 def test_handler_file_keeps_the_section_order(handler_class):
     """Ops appear in the base class order, so the files read side by side."""
-    base_order = [name for name in Handler.__dict__
-                  if name in Handler.__abstractmethods__]
-    own_order = [name for name in handler_class.__dict__
-                 if name in Handler.__abstractmethods__]
+    base_order = [
+        name for name in Handler.__dict__ if name in Handler.__abstractmethods__
+    ]
+    own_order = [
+        name for name in handler_class.__dict__ if name in Handler.__abstractmethods__
+    ]
     assert own_order == base_order

@@ -8,28 +8,30 @@ import pytest
 
 from brainstorm.handlers import NumpyHandler
 
-SHAPES = [(3, 5, 7), (32, 64, 256), (100, 40, 120), (130, 30, 20),
-          (20, 30, 90)]
+SHAPES = [(3, 5, 7), (32, 64, 256), (100, 40, 120), (130, 30, 20), (20, 30, 90)]
 
 
 def strided(rnd, shape, dtype):
     """A feature-slice view, like the network's buffers."""
     base = rnd.randn(shape[0], shape[1] + 7).astype(dtype)
-    return base[:, 3:3 + shape[1]]
+    return base[:, 3 : 3 + shape[1]]
 
 
 @pytest.mark.parametrize('dtype', [np.float32, np.float64])
 @pytest.mark.parametrize('m, k, n', SHAPES)
-@pytest.mark.parametrize('transa, transb', [(False, False), (False, True),
-                                            (True, False), (True, True)])
+@pytest.mark.parametrize(
+    'transa, transb', [(False, False), (False, True), (True, False), (True, True)]
+)
 def test_products_match_numpy_for_every_shape_and_transposition(
-        dtype, m, k, n, transa, transb):
+    dtype, m, k, n, transa, transb
+):
     rnd = np.random.RandomState(m + k + n)
     h = NumpyHandler(dtype)
     a = strided(rnd, (k, m) if transa else (m, k), dtype)
     b = strided(rnd, (n, k) if transb else (k, n), dtype)
-    expected = (a.T if transa else a).astype(np.float64) @ \
-        (b.T if transb else b).astype(np.float64)
+    expected = (a.T if transa else a).astype(np.float64) @ (
+        b.T if transb else b
+    ).astype(np.float64)
     out = strided(rnd, (m, n), dtype)
     start = out.astype(np.float64)
     h.dot_add_mm(a, b, out, transa=transa, transb=transb)
@@ -52,17 +54,18 @@ def test_column_sums_of_tall_matrices(rows, out_shape):
 
 def test_sigmoid_keeps_the_relative_precision_of_small_values():
     h = NumpyHandler(np.float64)
-    x = np.array([-800., -30., -1., 0., 0.5, 30., 800.])
+    x = np.array([-800.0, -30.0, -1.0, 0.0, 0.5, 30.0, 800.0])
     y = np.empty_like(x)
     h.sigmoid(x, y)
-    np.testing.assert_allclose(y, 1 / (1 + np.exp(-np.clip(x, -700, 700))),
-                               rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(
+        y, 1 / (1 + np.exp(-np.clip(x, -700, 700))), rtol=1e-12, atol=1e-300
+    )
     assert y[0] == 0.0 and y[-1] == 1.0
 
 
 def test_float32_sigmoid_of_large_negative_inputs_is_relatively_precise():
     h = NumpyHandler(np.float32)
-    x = np.array([-20., -15., -10., -5.], dtype=np.float32)
+    x = np.array([-20.0, -15.0, -10.0, -5.0], dtype=np.float32)
     y = np.empty_like(x)
     h.sigmoid(x, y)
     exact = 1 / (1 + np.exp(-x.astype(np.float64)))
@@ -84,8 +87,9 @@ def test_constants_do_not_pile_up_with_changing_lengths():
         h.maxpool2d_forward_batch(x, (2, 2), y, 0, (2, 2), argmax)
         dx = np.zeros_like(x)
         h.maxpool2d_backward_batch(x, (2, 2), y, 0, (2, 2), argmax, dx, y)
-        np.testing.assert_allclose(dx.sum(axis=(1, 2, 3)),
-                                   y.sum(axis=(1, 2, 3)), rtol=1e-12)
+        np.testing.assert_allclose(
+            dx.sum(axis=(1, 2, 3)), y.sum(axis=(1, 2, 3)), rtol=1e-12
+        )
     names = [key if isinstance(key, str) else key[0] for key in h._constants]
     assert names.count('ones') == 1, names
     assert names.count('image_starts') == 1, names
@@ -103,8 +107,7 @@ def test_probability_mask_draws_what_random_sample_draws(dtype):
     for shape in [(40, 30), (0, 3), (7, 5)]:
         mask = strided(rnd, shape, dtype)
         h.generate_probability_mask(mask, 0.3)
-        np.testing.assert_array_equal(
-            mask, reference.random_sample(shape) < 0.3)
+        np.testing.assert_array_equal(mask, reference.random_sample(shape) < 0.3)
     assert h.rnd.random_sample() == reference.random_sample()
 
 

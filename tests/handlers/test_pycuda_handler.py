@@ -59,6 +59,7 @@ except ImportError:  # tests/handlers is not a package: pytest's sys.path
 
 # ============================================================ pure Python ===
 
+
 def test_class_is_importable_and_concrete_without_pycuda():
     assert inspect.isclass(PyCudaHandler)
     assert not inspect.isabstract(PyCudaHandler)
@@ -70,37 +71,43 @@ def test_every_op_has_the_base_signature():
     for name in Handler.__abstractmethods__:
         method = PyCudaHandler.__dict__.get(name)
         assert method is not None, f'PyCudaHandler.{name} is missing'
-        assert inspect.signature(method) == inspect.signature(
-            getattr(Handler, name)), name
+        assert inspect.signature(method) == inspect.signature(getattr(Handler, name)), (
+            name
+        )
 
 
 def test_without_pycuda_the_constructor_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, 'pycuda', None)
     monkeypatch.setitem(sys.modules, 'pycuda.driver', None)
-    with pytest.raises(ImportError,
-                       match=r"pip install 'brainstorm-nn\[pycuda\]'"):
+    with pytest.raises(ImportError, match=r"pip install 'brainstorm-nn\[pycuda\]'"):
         PyCudaHandler()
     from brainstorm.describable import create_from_description
+
     with pytest.raises(ImportError, match='CUDA toolkit'):
         create_from_description({'@type': 'PyCudaHandler'})
 
 
 def test_import_brainstorm_needs_no_cuda():
-    code = ('import sys; sys.modules["pycuda"] = None; import brainstorm; '
-            'from brainstorm.handlers import PyCudaHandler; '
-            'print(PyCudaHandler.__name__)')
-    result = subprocess.run([sys.executable, '-c', code], capture_output=True,
-                            text=True, timeout=120)
+    code = (
+        'import sys; sys.modules["pycuda"] = None; import brainstorm; '
+        'from brainstorm.handlers import PyCudaHandler; '
+        'print(PyCudaHandler.__name__)'
+    )
+    result = subprocess.run(
+        [sys.executable, '-c', code], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == 'PyCudaHandler'
 
 
 # ------------------------------------------------------------ GPUView ---
 
+
 def _numpy_layout(view: np.ndarray, base: np.ndarray):
     """(element offset, element strides) of a NumPy view of ``base``."""
-    offset = (view.__array_interface__['data'][0] -
-              base.__array_interface__['data'][0]) // base.itemsize
+    offset = (
+        view.__array_interface__['data'][0] - base.__array_interface__['data'][0]
+    ) // base.itemsize
     return offset, tuple(s // base.itemsize for s in view.strides)
 
 
@@ -108,8 +115,9 @@ def _emulate(view: GPUView, memory: np.ndarray) -> np.ndarray:
     """The elements a GPUView addresses, read from a flat NumPy memory."""
     if view.size == 0:
         return np.zeros(view.shape)
-    return as_strided(memory[view.offset:], view.shape,
-                      [s * memory.itemsize for s in view.strides])
+    return as_strided(
+        memory[view.offset :], view.shape, [s * memory.itemsize for s in view.strides]
+    )
 
 
 INDEXINGS = [
@@ -137,14 +145,23 @@ def test_gpuview_indexing_matches_numpy(shape, steps):
         if isinstance(np_view, np.ndarray) and np_view.size:
             offset, strides = _numpy_layout(np_view, memory)
             assert view.offset == offset
-            assert all(s == t for s, t, n in zip(view.strides, strides,
-                                                 view.shape) if n > 1)
+            assert all(
+                s == t for s, t, n in zip(view.strides, strides, view.shape) if n > 1
+            )
 
 
-@pytest.mark.parametrize('item, error', [
-    ((0, 0, 0, 0), IndexError), ((7,), IndexError), ((-7,), IndexError),
-    ((slice(None, None, -1),), IndexError), ((Ellipsis, Ellipsis), IndexError),
-    ((1.5,), IndexError), ((True,), IndexError)])
+@pytest.mark.parametrize(
+    'item, error',
+    [
+        ((0, 0, 0, 0), IndexError),
+        ((7,), IndexError),
+        ((-7,), IndexError),
+        ((slice(None, None, -1),), IndexError),
+        ((Ellipsis, Ellipsis), IndexError),
+        ((1.5,), IndexError),
+        ((True,), IndexError),
+    ],
+)
 def test_gpuview_rejects_bad_indices(item, error):
     with pytest.raises(error):
         GPUView(None, 0, 0, (6, 4, 10))[item]
@@ -152,28 +169,38 @@ def test_gpuview_rejects_bad_indices(item, error):
 
 def _carve(memory, t, c, b, f_total, start, stop, feature_shape):
     """A BufferManager-style feature slice, NumPy and GPUView alike."""
-    big = memory[:(t + c) * b * f_total]
+    big = memory[: (t + c) * b * f_total]
     np_big = big.reshape(t + c, b, f_total)
     view = GPUView(None, 0, 0, (len(big),)).reshape(t + c, b, f_total)
     shape = (t + c, b) + feature_shape
-    return (np_big[:, :, start:stop].reshape(shape),
-            view[:, :, start:stop].reshape(shape))
+    return (
+        np_big[:, :, start:stop].reshape(shape),
+        view[:, :, start:stop].reshape(shape),
+    )
 
 
 RESHAPES = [
     (3, 1, 2, 10, 2, 8, (6,), [(8, 6), (4, 2, 6), (48,)]),
-    (3, 1, 2, 10, 2, 8, (2, 3), [(8, 6), (8, 2, 3), (4, 2, 2, 3), (8, 3, 2),
-                                 (8, 1, 6)]),
+    (
+        3,
+        1,
+        2,
+        10,
+        2,
+        8,
+        (2, 3),
+        [(8, 6), (8, 2, 3), (4, 2, 2, 3), (8, 3, 2), (8, 1, 6)],
+    ),
     (2, 0, 3, 7, 0, 7, (7,), [(6, 7), (42,), (3, 2, 7), (6, 7, 1)]),
     (4, 1, 1, 9, 3, 4, (1,), [(5,), (5, 1), (1, 5, 1)]),
     (2, 0, 2, 5, 1, 1, (0,), [(0,), (4, 0), (0, 3)]),
 ]
 
 
-@pytest.mark.parametrize('t, c, b, f_total, start, stop, features, shapes',
-                         RESHAPES)
+@pytest.mark.parametrize('t, c, b, f_total, start, stop, features, shapes', RESHAPES)
 def test_gpuview_reshape_is_a_view_exactly_when_numpy_can(
-        t, c, b, f_total, start, stop, features, shapes):
+    t, c, b, f_total, start, stop, features, shapes
+):
     memory = np.arange(200, dtype=np.float64)
     np_view, view = _carve(memory, t, c, b, f_total, start, stop, features)
     np.testing.assert_array_equal(_emulate(view, memory), np_view)
@@ -207,11 +234,11 @@ def test_brainstorm_view_helpers_work_on_gpuviews():
         flatten_time_and_features,
         reshape_view,
     )
+
     memory = np.arange(400, dtype=np.float64)
     np_view, view = _carve(memory, 4, 1, 3, 12, 2, 8, (2, 3))
     for helper in (flatten_time, flatten_time_and_features):
-        np.testing.assert_array_equal(_emulate(helper(view), memory),
-                                      helper(np_view))
+        np.testing.assert_array_equal(_emulate(helper(view), memory), helper(np_view))
     with pytest.raises(ValueError):
         flatten_all_but_last(view)
     flat = GPUView(None, 0, 0, (40,))
@@ -234,32 +261,40 @@ def test_gpuview_broadcast_and_interfaces():
     assert GPUView(None, 0, 0, (3, 4))[1:].is_contiguous is True
 
 
-@pytest.mark.parametrize('shape, strides, expected', [
-    ((5, 3, 8), [(120, 40, 1), (24, 8, 1)], ((15, 8), [(40, 1), (8, 1)])),
-    ((5, 3, 8), [(24, 8, 1)], ((120,), [(1,)])),
-    ((1, 4, 1), [(0, 7, 3)], ((4,), [(7,)])),
-    ((1, 1), [(5, 5)], ((1,), [(0,)])),
-    ((4, 5), [(0, 1), (5, 1)], ((4, 5), [(0, 1), (5, 1)])),
-    ((2, 3, 4, 5, 6), [(1000, 300, 70, 13, 2)],
-     ((2, 3, 4, 5, 6), [(1000, 300, 70, 13, 2)])),
-    ((2, 3, 4), [(720, 240, 60)], ((24,), [(60,)])),
-])
+@pytest.mark.parametrize(
+    'shape, strides, expected',
+    [
+        ((5, 3, 8), [(120, 40, 1), (24, 8, 1)], ((15, 8), [(40, 1), (8, 1)])),
+        ((5, 3, 8), [(24, 8, 1)], ((120,), [(1,)])),
+        ((1, 4, 1), [(0, 7, 3)], ((4,), [(7,)])),
+        ((1, 1), [(5, 5)], ((1,), [(0,)])),
+        ((4, 5), [(0, 1), (5, 1)], ((4, 5), [(0, 1), (5, 1)])),
+        (
+            (2, 3, 4, 5, 6),
+            [(1000, 300, 70, 13, 2)],
+            ((2, 3, 4, 5, 6), [(1000, 300, 70, 13, 2)]),
+        ),
+        ((2, 3, 4), [(720, 240, 60)], ((24,), [(60,)])),
+    ],
+)
 def test_coalesce(shape, strides, expected):
     assert coalesce(shape, strides) == expected
 
 
 # ----------------------------------------------------------- cuBLAS ---
 
-def emulate_sgemm(call, alpha, a_mem, a_off, b_mem, b_off, beta, c_mem,
-                  c_off):
+
+def emulate_sgemm(call, alpha, a_mem, a_off, b_mem, b_off, beta, c_mem, c_off):
     """``cublasSgemm`` on flat NumPy memories, with cuBLAS's argument checks."""
     m, n, k = call.m, call.n, call.k
     assert min(m, n, k) >= 0, call
     a_shape = (m, k) if call.transa == cublas.CUBLAS_OP_N else (k, m)
     b_shape = (k, n) if call.transb == cublas.CUBLAS_OP_N else (n, k)
-    for ld, rows, what in ((call.lda, a_shape[0], 'lda'),
-                           (call.ldb, b_shape[0], 'ldb'),
-                           (call.ldc, m, 'ldc')):
+    for ld, rows, what in (
+        (call.lda, a_shape[0], 'lda'),
+        (call.ldb, b_shape[0], 'ldb'),
+        (call.ldc, m, 'ldc'),
+    ):
         assert ld >= max(1, rows), f'CUBLAS_STATUS_INVALID_VALUE: {what} {call}'
     if m == 0 or n == 0:
         return
@@ -267,8 +302,9 @@ def emulate_sgemm(call, alpha, a_mem, a_off, b_mem, b_off, beta, c_mem,
     def column_major(mem, off, shape, ld):
         if 0 in shape:
             return np.zeros(shape)
-        assert off >= 0 and off + (shape[1] - 1) * ld + shape[0] <= mem.size, \
+        assert off >= 0 and off + (shape[1] - 1) * ld + shape[0] <= mem.size, (
             f'operand outside its memory: {call}'
+        )
         return as_strided(mem[off:], shape, (mem.itemsize, mem.itemsize * ld))
 
     a = column_major(a_mem, a_off, a_shape, call.lda).astype(np.float64)
@@ -286,13 +322,23 @@ def _embedded(rng, rows, cols, gap, offset):
     """A (rows, cols) matrix inside a flat memory, rows ``cols + gap`` apart."""
     stride = cols + gap
     memory = rng.uniform(-1, 1, offset + rows * stride + 3)
-    view = as_strided(memory[offset:], (rows, cols),
-                      (memory.itemsize * stride, memory.itemsize))
+    view = as_strided(
+        memory[offset:], (rows, cols), (memory.itemsize * stride, memory.itemsize)
+    )
     return memory, view, stride
 
 
-GEMM_SIZES = [(3, 4, 5), (1, 4, 5), (3, 1, 5), (3, 4, 1), (1, 1, 1),
-              (2, 3, 0), (0, 3, 2), (4, 0, 2), (1, 1, 7)]
+GEMM_SIZES = [
+    (3, 4, 5),
+    (1, 4, 5),
+    (3, 1, 5),
+    (3, 4, 1),
+    (1, 1, 1),
+    (2, 3, 0),
+    (0, 3, 2),
+    (4, 0, 2),
+    (1, 1, 7),
+]
 
 
 @pytest.mark.parametrize('m, n, k', GEMM_SIZES)
@@ -300,7 +346,8 @@ GEMM_SIZES = [(3, 4, 5), (1, 4, 5), (3, 1, 5), (3, 4, 1), (1, 1, 1),
 @pytest.mark.parametrize('transb', [False, True])
 @pytest.mark.parametrize('gap', [0, 3])
 def test_row_major_gemm_mapping_against_column_major_emulation(
-        m, n, k, transa, transb, gap):
+    m, n, k, transa, transb, gap
+):
     rng = np.random.RandomState(m * 100 + n * 10 + k)
     a_shape = (k, m) if transa else (m, k)
     b_shape = (n, k) if transb else (k, n)
@@ -319,15 +366,27 @@ def test_row_major_gemm_mapping_against_column_major_emulation(
     np.testing.assert_allclose(c, op_a @ op_b + 0.5 * c_before, atol=1e-12)
     touched = np.zeros(c_mem.shape, bool)
     if m * n:
-        as_strided(touched[4:], (m, n),
-                   (touched.itemsize * c_stride, touched.itemsize))[...] = True
+        as_strided(
+            touched[4:], (m, n), (touched.itemsize * c_stride, touched.itemsize)
+        )[...] = True
     np.testing.assert_array_equal(c_mem[~touched], c_mem_before[~touched])
 
 
-@pytest.mark.parametrize('rows, cols, row_stride, col_stride, expected', [
-    (3, 4, 4, 1, 4), (3, 4, 9, 1, 9), (1, 4, 0, 1, 4), (3, 1, 7, 5, 7),
-    (3, 4, 4, 2, None), (3, 4, 3, 1, None), (3, 4, 0, 1, None),
-    (0, 4, 0, 1, 4), (5, 0, 0, 1, 1), (1, 1, 0, 0, 1)])
+@pytest.mark.parametrize(
+    'rows, cols, row_stride, col_stride, expected',
+    [
+        (3, 4, 4, 1, 4),
+        (3, 4, 9, 1, 9),
+        (1, 4, 0, 1, 4),
+        (3, 1, 7, 5, 7),
+        (3, 4, 4, 2, None),
+        (3, 4, 3, 1, None),
+        (3, 4, 0, 1, None),
+        (0, 4, 0, 1, 4),
+        (5, 0, 0, 1, 1),
+        (1, 1, 0, 0, 1),
+    ],
+)
 def test_row_major_ld(rows, cols, row_stride, col_stride, expected):
     assert cublas.row_major_ld(rows, cols, row_stride, col_stride) == expected
 
@@ -345,13 +404,15 @@ def test_cublas_candidates_prefer_the_toolkit(monkeypatch, tmp_path):
 
 
 def test_cublas_missing_raises_import_error_listing_tries(monkeypatch):
-    monkeypatch.setattr(cublas, 'library_candidates',
-                        lambda: ['/nonexistent/libcublas.so.99'])
+    monkeypatch.setattr(
+        cublas, 'library_candidates', lambda: ['/nonexistent/libcublas.so.99']
+    )
     with pytest.raises(ImportError, match='nonexistent/libcublas.so.99'):
         cublas.load_cublas()
 
 
 # ---------------------------------------------------------- kernels ---
+
 
 def philox(counter, k0, k1):
     """Python transcription of ``bs_philox`` in _cuda_kernels (4 words)."""
@@ -361,35 +422,52 @@ def philox(counter, k0, k1):
         if round_ > 0:
             k0, k1 = (k0 + 0x9E3779B9) & mask, (k1 + 0xBB67AE85) & mask
         p0, p1 = 0xD2511F53 * c[0], 0xCD9E8D57 * c[2]
-        c = [((p1 >> 32) ^ c[1] ^ k0) & mask, p1 & mask,
-             ((p0 >> 32) ^ c[3] ^ k1) & mask, p0 & mask]
+        c = [
+            ((p1 >> 32) ^ c[1] ^ k0) & mask,
+            p1 & mask,
+            ((p0 >> 32) ^ c[3] ^ k1) & mask,
+            p0 & mask,
+        ]
     return c
 
 
-@pytest.mark.parametrize('counter, key, expected', [  # Random123's KAT
-    ([0, 0, 0, 0], [0, 0], [0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8]),
-    ([0xffffffff] * 4, [0xffffffff] * 2,
-     [0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd]),
-    ([0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344],
-     [0xa4093822, 0x299f31d0],
-     [0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1]),
-])
+@pytest.mark.parametrize(
+    'counter, key, expected',
+    [  # Random123's KAT
+        ([0, 0, 0, 0], [0, 0], [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]),
+        (
+            [0xFFFFFFFF] * 4,
+            [0xFFFFFFFF] * 2,
+            [0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD],
+        ),
+        (
+            [0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344],
+            [0xA4093822, 0x299F31D0],
+            [0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1],
+        ),
+    ],
+)
 def test_philox_transcription_matches_known_answers(counter, key, expected):
     assert philox(counter, *key) == expected
     source = kernels.KERNEL_SOURCES['elementwise']
-    for constant in ('0xD2511F53u', '0xCD9E8D57u', '0x9E3779B9u',
-                     '0xBB67AE85u', 'round < 10'):
+    for constant in (
+        '0xD2511F53u',
+        '0xCD9E8D57u',
+        '0x9E3779B9u',
+        '0xBB67AE85u',
+        'round < 10',
+    ):
         assert constant in source
 
 
 def test_kernel_arg_formats_follow_the_c_signatures():
     formats = kernels.kernel_arg_formats(
         'extern "C" __global__ void k(int n, const float* a, float* b,\n'
-        '    unsigned int key, float s)\n{}\n')
+        '    unsigned int key, float s)\n{}\n'
+    )
     assert formats == {'k': 'iPPIf'}
     with pytest.raises(ValueError, match='double'):
-        kernels.kernel_arg_formats(
-            'extern "C" __global__ void k(double x) {}')
+        kernels.kernel_arg_formats('extern "C" __global__ void k(double x) {}')
     every = {}
     for source in kernels.KERNEL_SOURCES.values():
         every.update(kernels.kernel_arg_formats(source))
@@ -407,18 +485,28 @@ def test_every_kernel_source_compiles_to_ptx(module, tmp_path):
     source.write_text(kernels.KERNEL_SOURCES[module])
     ptx = tmp_path / f'{module}.ptx'
     result = subprocess.run(
-        ['nvcc', '--ptx', '-arch=sm_80', '-Werror', 'all-warnings',
-         str(source), '-o', str(ptx)], capture_output=True, text=True,
-        timeout=300)
+        [
+            'nvcc',
+            '--ptx',
+            '-arch=sm_80',
+            '-Werror',
+            'all-warnings',
+            str(source),
+            '-o',
+            str(ptx),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, f'nvcc failed on {module}:\n{result.stderr}'
     entries = set(re.findall(r'\.entry\s+(\w+)', ptx.read_text()))
-    assert entries == set(kernels.kernel_arg_formats(
-        kernels.KERNEL_SOURCES[module]))
+    assert entries == set(kernels.kernel_arg_formats(kernels.KERNEL_SOURCES[module]))
 
 
 # ================================================ CPU emulation of the GPU ===
 
-_SHIM = r'''
+_SHIM = r"""
 #include <barrier>
 #include <cmath>
 #include <cstring>
@@ -440,10 +528,9 @@ static inline float __int_as_float(int i)
 static inline float cospif(float x)
 { return (float)std::cos(3.14159265358979323846 * (double)x); }
 using std::isfinite;
-'''
+"""
 
-_SIGNATURE = re.compile(
-    r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(([^)]*)\)')
+_SIGNATURE = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(([^)]*)\)')
 
 
 def _launchers(source: str) -> str:
@@ -458,20 +545,26 @@ def _launchers(source: str) -> str:
     for k, match in enumerate(matches):
         name, params = match.group(1), ' '.join(match.group(2).split())
         end = matches[k + 1].start() if k + 1 < len(matches) else len(source)
-        threaded = '__syncthreads' in source[match.end():end]
+        threaded = '__syncthreads' in source[match.end() : end]
         args = ', '.join(p.split()[-1].lstrip('*') for p in params.split(','))
-        set_thread = ('threadIdx = dim3{bs_t % bs_bx, (bs_t / bs_bx) % bs_by, '
-                      'bs_t / (bs_bx * bs_by)};')
+        set_thread = (
+            'threadIdx = dim3{bs_t % bs_bx, (bs_t / bs_bx) % bs_by, '
+            'bs_t / (bs_bx * bs_by)};'
+        )
         if threaded:
-            body = (f'std::barrier<> bs_bar(bs_nt); bs_barrier = &bs_bar;\n'
-                    f'std::vector<std::thread> bs_pool;\n'
-                    f'for (unsigned bs_t = 0; bs_t < bs_nt; ++bs_t) '
-                    f'bs_pool.emplace_back([=]() {{ {set_thread} '
-                    f'{name}({args}); }});\n'
-                    f'for (auto& bs_th : bs_pool) bs_th.join();')
+            body = (
+                f'std::barrier<> bs_bar(bs_nt); bs_barrier = &bs_bar;\n'
+                f'std::vector<std::thread> bs_pool;\n'
+                f'for (unsigned bs_t = 0; bs_t < bs_nt; ++bs_t) '
+                f'bs_pool.emplace_back([=]() {{ {set_thread} '
+                f'{name}({args}); }});\n'
+                f'for (auto& bs_th : bs_pool) bs_th.join();'
+            )
         else:
-            body = (f'for (unsigned bs_t = 0; bs_t < bs_nt; ++bs_t) {{ '
-                    f'{set_thread} {name}({args}); }}')
+            body = (
+                f'for (unsigned bs_t = 0; bs_t < bs_nt; ++bs_t) {{ '
+                f'{set_thread} {name}({args}); }}'
+            )
         code.append(
             f'extern "C" void launch_{name}(unsigned bs_gx, unsigned bs_gy, '
             f'unsigned bs_bx, unsigned bs_by, unsigned bs_bz, {params}) {{\n'
@@ -480,14 +573,19 @@ def _launchers(source: str) -> str:
             f'unsigned bs_nt = bs_bx * bs_by * bs_bz;\n'
             f'for (unsigned bs_y = 0; bs_y < bs_gy; ++bs_y) '
             f'for (unsigned bs_x = 0; bs_x < bs_gx; ++bs_x) {{\n'
-            f'blockIdx = dim3{{bs_x, bs_y, 0}};\n{body}\n}}\n}}\n')
+            f'blockIdx = dim3{{bs_x, bs_y, 0}};\n{body}\n}}\n}}\n'
+        )
     return '\n'.join(code)
 
 
 _LIBRARIES = {}  # source digest -> ctypes library
-_CTYPES = {'P': ctypes.c_void_p, 'i': ctypes.c_int, 'I': ctypes.c_uint,
-           'f': ctypes.c_float}
-_RANGES = {'i': (-2 ** 31, 2 ** 31), 'I': (0, 2 ** 32)}
+_CTYPES = {
+    'P': ctypes.c_void_p,
+    'i': ctypes.c_int,
+    'I': ctypes.c_uint,
+    'f': ctypes.c_float,
+}
+_RANGES = {'i': (-(2**31), 2**31), 'I': (0, 2**32)}
 GUARD = 16  # fence cells on each side of every emulated allocation
 GUARD_VALUE = np.float32(-7.25e33)
 
@@ -510,10 +608,10 @@ class FakeAllocation:
         """The ``count`` float32 cells from device address ``ptr``."""
         offset = (ptr - self.start) // 4
         assert (ptr - self.start) % 4 == 0
-        assert 0 <= offset and offset + count <= self.size, \
-            f'access outside an allocation of {self.size}: [{offset}, ' \
-            f'{offset + count})'
-        return self.host[GUARD + offset:GUARD + offset + count]
+        assert 0 <= offset and offset + count <= self.size, (
+            f'access outside an allocation of {self.size}: [{offset}, {offset + count})'
+        )
+        return self.host[GUARD + offset : GUARD + offset + count]
 
     @staticmethod
     def find(ptr: int) -> 'FakeAllocation':
@@ -526,8 +624,8 @@ class FakeAllocation:
     def check_guards() -> None:
         for alloc in list(FakeAllocation.live):
             assert np.all(alloc.host[:GUARD] == GUARD_VALUE) and np.all(
-                alloc.host[-GUARD:] == GUARD_VALUE), \
-                'a kernel wrote outside its allocation'
+                alloc.host[-GUARD:] == GUARD_VALUE
+            ), 'a kernel wrote outside its allocation'
 
 
 class FakeFunction:
@@ -539,8 +637,7 @@ class FakeFunction:
 
     def prepare(self, arg_format):
         self.format = arg_format
-        self.launch.argtypes = [ctypes.c_uint] * 5 + [
-            _CTYPES[c] for c in arg_format]
+        self.launch.argtypes = [ctypes.c_uint] * 5 + [_CTYPES[c] for c in arg_format]
         self.launch.restype = None
         return self
 
@@ -549,12 +646,15 @@ class FakeFunction:
         for char, arg in zip(self.format, args):
             if char in _RANGES:
                 low, high = _RANGES[char]
-                assert isinstance(arg, int) and low <= arg < high, \
-                    (self.name, char, arg)
+                assert isinstance(arg, int) and low <= arg < high, (
+                    self.name,
+                    char,
+                    arg,
+                )
             elif char == 'P':
                 FakeAllocation.find(arg)
         grid = tuple(grid) + (1,) * (3 - len(grid))
-        assert grid[2] == 1 and 0 < grid[0] < 2 ** 31 and 0 < grid[1] < 65536
+        assert grid[2] == 1 and 0 < grid[0] < 2**31 and 0 < grid[1] < 65536
         assert len(block) == 3 and 0 < math.prod(block) <= 1024, block
         self.launch(grid[0], grid[1], *block, *args)
         FakeAllocation.check_guards()
@@ -574,9 +674,21 @@ class FakeSourceModule:
                 code = directory / f'bs_kernels_{digest}.cpp'
                 code.write_text(_SHIM + source + _launchers(source))
                 subprocess.run(
-                    ['g++', '-std=c++20', '-O1', '-shared', '-fPIC',
-                     '-pthread', str(code), '-o', str(target)], check=True,
-                    capture_output=True, timeout=300)
+                    [
+                        'g++',
+                        '-std=c++20',
+                        '-O1',
+                        '-shared',
+                        '-fPIC',
+                        '-pthread',
+                        str(code),
+                        '-o',
+                        str(target),
+                    ],
+                    check=True,
+                    capture_output=True,
+                    timeout=300,
+                )
             library = _LIBRARIES[digest] = ctypes.CDLL(str(target))
         self.library = library
 
@@ -596,8 +708,7 @@ class FakeCublas:
             alloc = FakeAllocation.find(ptr)
             memories.append((alloc.host, GUARD + (ptr - alloc.start) // 4))
         (a_mem, a_off), (b_mem, b_off), (c_mem, c_off) = memories
-        emulate_sgemm(call, alpha, a_mem, a_off, b_mem, b_off, beta, c_mem,
-                      c_off)
+        emulate_sgemm(call, alpha, a_mem, a_off, b_mem, b_off, beta, c_mem, c_off)
         FakeAllocation.check_guards()
 
 
@@ -613,8 +724,7 @@ def _fake_pycuda_modules() -> dict:
 
     def memcpy_dtoh(host, ptr):
         assert host.dtype == np.float32 and host.flags.c_contiguous
-        host.reshape(-1)[...] = FakeAllocation.find(ptr).elements(ptr,
-                                                                  host.size)
+        host.reshape(-1)[...] = FakeAllocation.find(ptr).elements(ptr, host.size)
 
     context = types.SimpleNamespace(handle=12345)
     driver = types.ModuleType('pycuda.driver')
@@ -628,18 +738,23 @@ def _fake_pycuda_modules() -> dict:
     compiler = types.ModuleType('pycuda.compiler')
     compiler.SourceModule = FakeSourceModule
     package = types.ModuleType('pycuda')
-    package.driver, package.gpuarray, package.compiler = driver, gpuarray, \
-        compiler
-    return {'pycuda': package, 'pycuda.driver': driver,
-            'pycuda.gpuarray': gpuarray, 'pycuda.compiler': compiler}
+    package.driver, package.gpuarray, package.compiler = driver, gpuarray, compiler
+    return {
+        'pycuda': package,
+        'pycuda.driver': driver,
+        'pycuda.gpuarray': gpuarray,
+        'pycuda.compiler': compiler,
+    }
 
 
 # ======================================================= handler backends ===
+
 
 def _gpu_problem():
     """None if PyCUDA, a GPU and cuBLAS are usable, else the reason."""
     try:
         import pycuda.driver as drv
+
         drv.init()
         if drv.Device.count() == 0:
             return 'no CUDA device'
@@ -651,11 +766,20 @@ def _gpu_problem():
 
 GPU_PROBLEM = _gpu_problem()
 BACKENDS = [
-    pytest.param('emulated', marks=pytest.mark.skipif(
-        shutil.which('g++') is None,
-        reason='the CPU emulation of the kernels needs g++')),
-    pytest.param('gpu', marks=[pytest.mark.gpu, pytest.mark.skipif(
-        GPU_PROBLEM is not None, reason=str(GPU_PROBLEM))]),
+    pytest.param(
+        'emulated',
+        marks=pytest.mark.skipif(
+            shutil.which('g++') is None,
+            reason='the CPU emulation of the kernels needs g++',
+        ),
+    ),
+    pytest.param(
+        'gpu',
+        marks=[
+            pytest.mark.gpu,
+            pytest.mark.skipif(GPU_PROBLEM is not None, reason=str(GPU_PROBLEM)),
+        ],
+    ),
 ]
 
 
@@ -684,6 +808,7 @@ def handler(make_handler):
 
 # ===================================================== the shared op table ===
 
+
 @pytest.mark.parametrize('op, args, ref, check', ops.CASES)
 def test_op_table(handler, op, args, ref, check):
     ops.test_op(handler, op, args, ref, check)
@@ -696,13 +821,13 @@ def test_conv2d_backward_can_skip_the_input_deltas(handler, channels):
 
 @pytest.mark.parametrize('layout', ['images', 'strided'])
 def test_conv2d_columns_workspace(handler, layout):
-    ops.test_conv2d_columns_workspace(handler, layout,
-                                      (2, 5, 6, 2, 3, (3, 3), 1, (2, 1)))
+    ops.test_conv2d_columns_workspace(
+        handler, layout, (2, 5, 6, 2, 3, (3, 3), 1, (2, 1))
+    )
 
 
 @pytest.mark.parametrize('op, args, ref, check', ops.conv_rows())
-def test_chunked_convolution_matches_numpy(handler, monkeypatch, op, args,
-                                           ref, check):
+def test_chunked_convolution_matches_numpy(handler, monkeypatch, op, args, ref, check):
     """With an im2col budget of one element every image is its own chunk;
     forward and backward convolutions must still match NumPy float64.
     (Guards against: dropping ``beta = 1.0`` in the weight-gradient GEMM, so
@@ -716,6 +841,7 @@ def test_chunked_convolution_matches_numpy(handler, monkeypatch, op, args,
         chunks = list(original(self, n, per_image))
         chunkings.append((n, chunks))
         return iter(chunks)
+
     monkeypatch.setattr(PyCudaHandler, '_batch_chunks', spy)
     ops.run_case(handler, op, args, ref, check)
     assert chunkings, 'the chunked path was not taken'
@@ -733,33 +859,41 @@ def test_handler_basics(handler):
     ops.test_seeded_handlers_draw_the_same_numbers(handler)
     import copy
     import pickle
-    ops.test_copied_handlers_own_their_activation_dicts(handler,
-                                                        copy.deepcopy)
+
+    ops.test_copied_handlers_own_their_activation_dicts(handler, copy.deepcopy)
     ops.test_copied_handlers_own_their_activation_dicts(
-        handler, lambda h: pickle.loads(pickle.dumps(h)))
+        handler, lambda h: pickle.loads(pickle.dumps(h))
+    )
     from brainstorm.describable import get_description
+
     assert get_description(handler) == {'@type': 'PyCudaHandler'}
 
 
 # ======================================= layers and networks against NumPy ===
 
+
 def _layer_cases():
     from tests.layers.test_layer_registry import _cases
+
     return _cases()
 
 
 def _compare(what, got, want):
     scale = max(1.0, float(np.max(np.abs(want), initial=0.0)))
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * scale,
-                               err_msg=f'{what} (float32 vs float64, shape '
-                                       f'{np.shape(want)})')
+    np.testing.assert_allclose(
+        got,
+        want,
+        rtol=1e-4,
+        atol=1e-4 * scale,
+        err_msg=f'{what} (float32 vs float64, shape {np.shape(want)})',
+    )
 
 
 def _run_layer(entry, kwargs, spec, handler, training_pass, seed):
     """Forward and backward of one registry layer; its results in NumPy."""
     from brainstorm.testing import instantiate_layer, set_up_layer
-    layer = instantiate_layer(entry['layer_class'], entry['in_shapes'],
-                              **kwargs)
+
+    layer = instantiate_layer(entry['layer_class'], entry['in_shapes'], **kwargs)
     buffers, manager = set_up_layer(layer, spec, handler)
     handler.rnd.set_seed(seed)
     layer.forward_pass(buffers, training_pass=training_pass)
@@ -774,37 +908,40 @@ def _run_layer(entry, kwargs, spec, handler, training_pass, seed):
         handler.set_from_numpy(array, deltas)
     layer.backward_pass(buffers)
     get = handler.get_numpy_copy
-    return {f'{category}.{name}': get(array)
-            for category in ('outputs', 'parameters', 'input_deltas',
-                             'gradients')
-            for name, array in buffers[category].items()}
+    return {
+        f'{category}.{name}': get(array)
+        for category in ('outputs', 'parameters', 'input_deltas', 'gradients')
+        for name, array in buffers[category].items()
+    }
 
 
-@pytest.mark.parametrize('entry, time_steps, batch_size, activation',
-                         _layer_cases())
-def test_layer_matches_numpy_float64(make_handler, entry, time_steps,
-                                     batch_size, activation):
+@pytest.mark.parametrize('entry, time_steps, batch_size, activation', _layer_cases())
+def test_layer_matches_numpy_float64(
+    make_handler, entry, time_steps, batch_size, activation
+):
     kwargs = dict(entry.get('kwargs', {}))
     if activation:
         kwargs['activation'] = activation
     rnd = np.random.RandomState(7)
     spec = {'time_steps': time_steps, 'batch_size': batch_size}
     for key, value in entry.get('spec', {}).items():
-        spec[key] = value(time_steps, batch_size, rnd) if callable(value) \
-            else value
+        spec[key] = value(time_steps, batch_size, rnd) if callable(value) else value
     # random layers (Dropout) draw differently on the GPU: they are
     # compared in inference mode
-    runs = [_run_layer(entry, kwargs, spec, NumpyHandler(np.float64), True,
-                       seed) for seed in (5, 6)]
-    training_pass = all(np.array_equal(runs[0][k], runs[1][k])
-                        for k in runs[0])
-    want = runs[0] if training_pass else _run_layer(
-        entry, kwargs, spec, NumpyHandler(np.float64), False, 5)
-    got = _run_layer(entry, kwargs, spec, make_handler(seed=1),
-                     training_pass, 5)
+    runs = [
+        _run_layer(entry, kwargs, spec, NumpyHandler(np.float64), True, seed)
+        for seed in (5, 6)
+    ]
+    training_pass = all(np.array_equal(runs[0][k], runs[1][k]) for k in runs[0])
+    want = (
+        runs[0]
+        if training_pass
+        else _run_layer(entry, kwargs, spec, NumpyHandler(np.float64), False, 5)
+    )
+    got = _run_layer(entry, kwargs, spec, make_handler(seed=1), training_pass, 5)
     assert got.keys() == want.keys()
     for key in want:
-        _compare(f"{entry['id']} {key}", got[key], want[key])
+        _compare(f'{entry["id"]} {key}', got[key], want[key])
 
 
 def _small_nets():
@@ -816,24 +953,40 @@ def _small_nets():
     )
     from brainstorm.structure.network import Network
     from brainstorm.tools import get_in_out_layers
+
     inp, proj = get_in_out_layers('classification', 3, 4)
     recurrent = Network.from_layer(
-        inp >> Recurrent(5, name='Rec') >> FullyConnected(
-            6, activation='rel', name='Hid') >> proj)
+        inp
+        >> Recurrent(5, name='Rec')
+        >> FullyConnected(6, activation='rel', name='Hid')
+        >> proj
+    )
     inp, proj = get_in_out_layers('classification', (5, 4, 2), 3)
     convolutional = Network.from_layer(
-        inp >> Convolution2D(3, (3, 3), padding=1, activation='tanh',
-                             name='Conv')
-        >> Pooling2D((2, 2), stride=(2, 2), name='Pool') >> proj)
+        inp
+        >> Convolution2D(3, (3, 3), padding=1, activation='tanh', name='Conv')
+        >> Pooling2D((2, 2), stride=(2, 2), name='Pool')
+        >> proj
+    )
     rng = np.random.RandomState(0)
-    return [(recurrent, {'default': rng.randn(4, 3, 3),
-                         'targets': rng.randint(0, 4, (4, 3, 1))}),
-            (convolutional, {'default': rng.randn(2, 3, 5, 4, 2),
-                             'targets': rng.randint(0, 3, (2, 3, 1))})]
+    return [
+        (
+            recurrent,
+            {'default': rng.randn(4, 3, 3), 'targets': rng.randint(0, 4, (4, 3, 1))},
+        ),
+        (
+            convolutional,
+            {
+                'default': rng.randn(2, 3, 5, 4, 2),
+                'targets': rng.randint(0, 3, (2, 3, 1)),
+            },
+        ),
+    ]
 
 
 def _train(net, handler, data, steps=3):
     from brainstorm.initializers import Gaussian
+
     net.set_handler(handler)
     net.initialize(Gaussian(0.5), seed=3)
     losses = []
@@ -858,18 +1011,17 @@ def test_training_steps_match_cpu(make_handler, index):
     assert not np.allclose(want, _small_nets()[index][0].get('parameters'))
 
 
-def test_set_handler_moves_buffers_and_saving_matches_cpu(make_handler,
-                                                          tmp_path):
+def test_set_handler_moves_buffers_and_saving_matches_cpu(make_handler, tmp_path):
     import h5py
 
     from brainstorm.initializers import Gaussian
+
     net, data = _small_nets()[0]
     net.set_handler(NumpyHandler(np.float32))
     net.initialize(Gaussian(0.5), seed=3)
     net.provide_external_data(data)
     net.forward_pass()
-    cpu_params, cpu_out = net.get('parameters'), net.get(
-        'Output.outputs.predictions')
+    cpu_params, cpu_out = net.get('parameters'), net.get('Output.outputs.predictions')
     net.save_as_hdf5(str(tmp_path / 'cpu.hdf5'))
     gpu = make_handler(seed=1)
     net.set_handler(gpu)
@@ -882,16 +1034,16 @@ def test_set_handler_moves_buffers_and_saving_matches_cpu(make_handler,
     assert isinstance(got, np.ndarray)
     _compare('predictions after set_handler', got, cpu_out)
     net.save_as_hdf5(str(tmp_path / 'gpu.hdf5'))
-    with h5py.File(tmp_path / 'cpu.hdf5') as a, \
-            h5py.File(tmp_path / 'gpu.hdf5') as b:
+    with h5py.File(tmp_path / 'cpu.hdf5') as a, h5py.File(tmp_path / 'gpu.hdf5') as b:
         assert dict(a.attrs) == dict(b.attrs)
-        np.testing.assert_array_equal(a['parameters'][()],
-                                      b['parameters'][()])
+        np.testing.assert_array_equal(a['parameters'][()], b['parameters'][()])
         assert a['parameters'].dtype == b['parameters'].dtype
         import json
-        descriptions = [json.loads(f['description'][()].tobytes())
-                        for f in (a, b)]
+
+        descriptions = [json.loads(f['description'][()].tobytes()) for f in (a, b)]
     handlers = [d.pop('handler') for d in descriptions]
     assert descriptions[0] == descriptions[1]
-    assert handlers == [{'@type': 'NumpyHandler', 'dtype': 'float32'},
-                        {'@type': 'PyCudaHandler'}]
+    assert handlers == [
+        {'@type': 'NumpyHandler', 'dtype': 'float32'},
+        {'@type': 'PyCudaHandler'},
+    ]
