@@ -30,12 +30,12 @@ ROOT_NAME = 'brainstorm'
 
 class ConsoleHandler(logging.Handler):
     """Writes the bare message to ``sys.stdout`` (``sys.stderr`` from
-    WARNING up), looking the stream up at each message."""
+    WARNING up), looking the stream up at each message.
+    """
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            stream = sys.stderr if record.levelno >= logging.WARNING \
-                else sys.stdout
+            stream = sys.stderr if record.levelno >= logging.WARNING else sys.stdout
             stream.write(self.format(record) + '\n')
             stream.flush()
         except Exception:

@@ -34,10 +34,20 @@ import numpy as np
 
 from brainstorm.utils import DatasetValidationError, open_hdf5
 
-__all__ = ['DATA_DIR_VARIABLE', 'INSTALL_HINT', 'Dataset', 'get_data_dir',
-           'read_split', 'load_mnist', 'load_cifar10', 'load_hutter',
-           'load_digits', 'load_python_text', 'to_streams',
-           'add_data_arguments']
+__all__ = [
+    'DATA_DIR_VARIABLE',
+    'INSTALL_HINT',
+    'Dataset',
+    'get_data_dir',
+    'read_split',
+    'load_mnist',
+    'load_cifar10',
+    'load_hutter',
+    'load_digits',
+    'load_python_text',
+    'to_streams',
+    'add_data_arguments',
+]
 
 DATA_DIR_VARIABLE = 'BRAINSTORM_DATA_DIR'
 """The environment variable naming the folder of the data files."""
@@ -90,11 +100,13 @@ class Dataset(NamedTuple):
             return self
         _check_positive_int('Dataset.limit', 'size', size)
         (x, y), (vx, vy) = self.training, self.validation
-        return self._replace(training=(x[:, :size], y[:, :size]),
-                             validation=(vx[:, :size], vy[:, :size]))
+        return self._replace(
+            training=(x[:, :size], y[:, :size]), validation=(vx[:, :size], vy[:, :size])
+        )
 
 
 # ------------------------------------------------------------ the files ---
+
 
 def get_data_dir(data_dir: str | os.PathLike | None = None) -> str | None:
     """The folder holding the data files.
@@ -114,12 +126,14 @@ def get_data_dir(data_dir: str | os.PathLike | None = None) -> str | None:
     if not isinstance(data_dir, (str, os.PathLike)):
         raise DatasetValidationError(
             f'get_data_dir: data_dir must be a folder (str or path) or None. '
-            f'Received: data_dir={data_dir!r}')
+            f'Received: data_dir={data_dir!r}'
+        )
     return os.fspath(data_dir)
 
 
-def read_split(filename: str | os.PathLike,
-               group: str) -> tuple[np.ndarray, np.ndarray]:
+def read_split(
+    filename: str | os.PathLike, group: str
+) -> tuple[np.ndarray, np.ndarray]:
     """Read one part of a data file written by the data scripts.
 
     Args:
@@ -142,34 +156,45 @@ def read_split(filename: str | os.PathLike,
         where = f"Data file '{filename}', group '{group}'"
         node = f.get(group)
         if not isinstance(node, h5py.Group) or not all(
-                isinstance(node.get(name), h5py.Dataset)
-                for name in ('default', 'targets')):
-            found = (f'members {sorted(node)}' if isinstance(node, h5py.Group)
-                     else 'no such group')
+            isinstance(node.get(name), h5py.Dataset) for name in ('default', 'targets')
+        ):
+            found = (
+                f'members {sorted(node)}'
+                if isinstance(node, h5py.Group)
+                else 'no such group'
+            )
             raise DatasetValidationError(
                 f"{where}: expected the datasets 'default' and 'targets'. "
-                f'Received: {found}')
+                f'Received: {found}'
+            )
         inputs, targets = node['default'][()], node['targets'][()]
     _check_split(where, inputs, targets)
     return inputs, targets
 
 
 def _check_split(where: str, inputs: np.ndarray, targets: np.ndarray) -> None:
-    if (inputs.ndim < 3 or targets.ndim != 3 or targets.shape[2] != 1
-            or inputs.shape[:2] != targets.shape[:2] or inputs.shape[1] == 0
-            or targets.dtype.kind not in 'iu'):
+    if (
+        inputs.ndim < 3
+        or targets.ndim != 3
+        or targets.shape[2] != 1
+        or inputs.shape[:2] != targets.shape[:2]
+        or inputs.shape[1] == 0
+        or targets.dtype.kind not in 'iu'
+    ):
         raise DatasetValidationError(
             f"{where}: expected 'default' of shape (T, N, ...) and integer "
             f"'targets' of shape (T, N, 1) with the same T and N > 0. "
             f'Received: default {inputs.dtype} {inputs.shape}, targets '
-            f'{targets.dtype} {targets.shape}')
+            f'{targets.dtype} {targets.shape}'
+        )
 
 
 def _check_classes(where: str, targets: np.ndarray, nr_classes: int) -> None:
     if targets.min(initial=0) < 0 or targets.max(initial=0) >= nr_classes:
         raise DatasetValidationError(
             f'{where}: expected targets in [0, {nr_classes}). Received: '
-            f'values from {targets.min()} to {targets.max()}')
+            f'values from {targets.min()} to {targets.max()}'
+        )
 
 
 def _locate(data_dir, file_name: str) -> tuple[str | None, str]:
@@ -181,35 +206,48 @@ def _locate(data_dir, file_name: str) -> tuple[str | None, str]:
     return (path if os.path.exists(path) else None), f'in {data_dir}'
 
 
-def _not_found(file_name: str, where: str, script: str, title: str,
-               fallback: bool) -> None:
+def _not_found(
+    file_name: str, where: str, script: str, title: str, fallback: bool
+) -> None:
     if not fallback:
         raise DatasetValidationError(
             f"{title}: expected the file '{file_name}' {where}, written by "
-            f'data/{script}. Received: no such file (fallback=False)')
+            f'data/{script}. Received: no such file (fallback=False)'
+        )
 
 
-def _load_images(data_dir, fallback: bool, file_name: str, name: str,
-                 title: str, script: str, substitute) -> Dataset:
+def _load_images(
+    data_dir,
+    fallback: bool,
+    file_name: str,
+    name: str,
+    title: str,
+    script: str,
+    substitute,
+) -> Dataset:
     """A classification data set of 10 classes in ``normalized_split``."""
     path, where = _locate(data_dir, file_name)
     if path is None:
         _not_found(file_name, where, script, title, fallback)
         data = substitute()
-        return data._replace(origin=f'{file_name} not found {where}; using '
-                                    f'{data.origin} instead (see '
-                                    f'data/{script} for {title}).')
+        return data._replace(
+            origin=f'{file_name} not found {where}; using '
+            f'{data.origin} instead (see '
+            f'data/{script} for {title}).'
+        )
     parts = []
     for part in ('training', 'validation'):
         inputs, targets = read_split(path, f'normalized_split/{part}')
         _check_classes(f"Data file '{path}', group '{part}'", targets, 10)
         parts.append((inputs, targets))
-    return Dataset(name, parts[0], parts[1], nr_classes=10,
-                   origin=f'{title} from {path}')
+    return Dataset(
+        name, parts[0], parts[1], nr_classes=10, origin=f'{title} from {path}'
+    )
 
 
-def load_mnist(data_dir: str | os.PathLike | None = None,
-               fallback: bool = True) -> Dataset:
+def load_mnist(
+    data_dir: str | os.PathLike | None = None, fallback: bool = True
+) -> Dataset:
     """MNIST from ``MNIST.hdf5``, else scikit-learn's digits.
 
     Args:
@@ -226,12 +264,20 @@ def load_mnist(data_dir: str | os.PathLike | None = None,
         DatasetValidationError: the file is unreadable or malformed, or it
             is missing and ``fallback`` is False.
     """
-    return _load_images(data_dir, fallback, 'MNIST.hdf5', 'mnist', 'MNIST',
-                        'create_mnist.py', load_digits)
+    return _load_images(
+        data_dir,
+        fallback,
+        'MNIST.hdf5',
+        'mnist',
+        'MNIST',
+        'create_mnist.py',
+        load_digits,
+    )
 
 
-def load_cifar10(data_dir: str | os.PathLike | None = None,
-                 fallback: bool = True) -> Dataset:
+def load_cifar10(
+    data_dir: str | os.PathLike | None = None, fallback: bool = True
+) -> Dataset:
     """CIFAR-10 from ``CIFAR-10.hdf5``, else upscaled digits.
 
     Args:
@@ -250,13 +296,20 @@ def load_cifar10(data_dir: str | os.PathLike | None = None,
         DatasetValidationError: the file is unreadable or malformed, or it
             is missing and ``fallback`` is False.
     """
-    return _load_images(data_dir, fallback, 'CIFAR-10.hdf5', 'cifar10',
-                        'CIFAR-10', 'create_cifar10.py',
-                        lambda: load_digits(scale=4, standardize=True))
+    return _load_images(
+        data_dir,
+        fallback,
+        'CIFAR-10.hdf5',
+        'cifar10',
+        'CIFAR-10',
+        'create_cifar10.py',
+        lambda: load_digits(scale=4, standardize=True),
+    )
 
 
-def load_hutter(data_dir: str | os.PathLike | None = None,
-                fallback: bool = True, streams: int = 100) -> Dataset:
+def load_hutter(
+    data_dir: str | os.PathLike | None = None, fallback: bool = True, streams: int = 100
+) -> Dataset:
     """The Hutter Prize text from ``HutterPrize.hdf5``, else CPython's text.
 
     Args:
@@ -280,34 +333,47 @@ def load_hutter(data_dir: str | os.PathLike | None = None,
             is missing and ``fallback`` is False.
     """
     _check_positive_int('load_hutter', 'streams', streams)
-    file_name, script, title = ('HutterPrize.hdf5', 'create_hutter.py',
-                                'the Hutter Prize data')
+    file_name, script, title = (
+        'HutterPrize.hdf5',
+        'create_hutter.py',
+        'the Hutter Prize data',
+    )
     path, where = _locate(data_dir, file_name)
     if path is None:
         _not_found(file_name, where, script, title, fallback)
         data = load_python_text(streams)
-        return data._replace(origin=f'{file_name} not found {where}; using '
-                                    f'{data.origin} instead (see '
-                                    f'data/{script} for {title}).')
+        return data._replace(
+            origin=f'{file_name} not found {where}; using '
+            f'{data.origin} instead (see '
+            f'data/{script} for {title}).'
+        )
     f, _ = open_hdf5(path, DatasetValidationError, 'data file')
     with f:
         unique = f.attrs.get('unique')
     if unique is None or np.ndim(unique) != 1 or len(unique) == 0:
         raise DatasetValidationError(
             f"Data file '{path}': expected the attribute 'unique' listing "
-            f'the byte values. Received: {unique!r}')
+            f'the byte values. Received: {unique!r}'
+        )
     parts = []
     for part in ('training', 'validation'):
         inputs, targets = read_split(path, f'split/{part}')
         for array in (inputs, targets):
-            _check_classes(f"Data file '{path}', group 'split/{part}'",
-                           array, len(unique))
+            _check_classes(
+                f"Data file '{path}', group 'split/{part}'", array, len(unique)
+            )
         parts.append((inputs, targets))
-    return Dataset('hutter', parts[0], parts[1], nr_classes=len(unique),
-                   origin=f'Hutter Prize from {path}')
+    return Dataset(
+        'hutter',
+        parts[0],
+        parts[1],
+        nr_classes=len(unique),
+        origin=f'Hutter Prize from {path}',
+    )
 
 
 # -------------------------------------------------------- the fallbacks ---
+
 
 def load_digits(scale: int = 1, standardize: bool = False) -> Dataset:
     """scikit-learn's 1797 handwritten digits, split 1437/360.
@@ -336,12 +402,14 @@ def load_digits(scale: int = 1, standardize: bool = False) -> Dataset:
     if not isinstance(standardize, (bool, np.bool_)):
         raise DatasetValidationError(
             f'load_digits: standardize must be a bool. Received: '
-            f'standardize={standardize!r}')
+            f'standardize={standardize!r}'
+        )
     try:
         from sklearn.datasets import load_digits as sklearn_digits
     except ImportError as err:
-        raise ImportError(f'load_digits needs scikit-learn ({err}); install '
-                          f'it with {INSTALL_HINT}') from err
+        raise ImportError(
+            f'load_digits needs scikit-learn ({err}); install it with {INSTALL_HINT}'
+        ) from err
     digits = sklearn_digits()
     images = digits.images  # float64 values 0 to 16
     if scale > 1:
@@ -353,19 +421,24 @@ def load_digits(scale: int = 1, standardize: bool = False) -> Dataset:
     x, y = x[:, order], y[:, order]
     cut = DIGITS_SIZES[0]
     # statistics of the training part only, so no validation image leaks in
-    mean, std = (x[:, :cut].mean(), x[:, :cut].std()) if standardize \
-        else (0.0, 16.0)
+    mean, std = (x[:, :cut].mean(), x[:, :cut].std()) if standardize else (0.0, 16.0)
     x = ((x - mean) / std).astype(np.float32)
     origin = 'the 8x8 handwritten digits bundled with scikit-learn'
     if scale > 1:
-        origin = (f'the handwritten digits bundled with scikit-learn, '
-                  f'upscaled from 8x8 to {size}x{size} pixels')
-    return Dataset('digits', (x[:, :cut], y[:, :cut]),
-                   (x[:, cut:], y[:, cut:]), nr_classes=10, origin=origin)
+        origin = (
+            f'the handwritten digits bundled with scikit-learn, '
+            f'upscaled from 8x8 to {size}x{size} pixels'
+        )
+    return Dataset(
+        'digits',
+        (x[:, :cut], y[:, :cut]),
+        (x[:, cut:], y[:, cut:]),
+        nr_classes=10,
+        origin=origin,
+    )
 
 
-def load_python_text(streams: int = 100,
-                     sequence_length: int = 100) -> Dataset:
+def load_python_text(streams: int = 100, sequence_length: int = 100) -> Dataset:
     """English text of CPython's help topics, as ``HutterPrize.hdf5`` is.
 
     The text of ``pydoc_data.topics`` (about 460000 characters, part of
@@ -386,27 +459,33 @@ def load_python_text(streams: int = 100,
             text is too short for one batch of this size.
     """
     _check_positive_int('load_python_text', 'streams', streams)
-    _check_positive_int('load_python_text', 'sequence_length',
-                        sequence_length)
+    _check_positive_int('load_python_text', 'sequence_length', sequence_length)
     from pydoc_data.topics import topics
+
     text = ''.join(topics[key] for key in sorted(topics))
     vocabulary = sorted(set(text))
     lookup = {char: i for i, char in enumerate(vocabulary)}
     dtype = np.uint8 if len(vocabulary) <= 256 else np.uint16
     ids = np.array([lookup[char] for char in text], dtype=dtype)
     cut = int((1 - TEXT_VALIDATION_FRACTION) * len(ids))
-    origin = (f"the English text of CPython's help topics "
-              f'(pydoc_data.topics; {len(text)} characters, '
-              f'{len(vocabulary)} distinct, {cut} for training, '
-              f'{len(text) - cut} for validation)')
-    return Dataset('python_text',
-                   to_streams(ids[:cut], streams, sequence_length),
-                   to_streams(ids[cut:], streams, sequence_length),
-                   nr_classes=len(vocabulary), origin=origin)
+    origin = (
+        f"the English text of CPython's help topics "
+        f'(pydoc_data.topics; {len(text)} characters, '
+        f'{len(vocabulary)} distinct, {cut} for training, '
+        f'{len(text) - cut} for validation)'
+    )
+    return Dataset(
+        'python_text',
+        to_streams(ids[:cut], streams, sequence_length),
+        to_streams(ids[cut:], streams, sequence_length),
+        nr_classes=len(vocabulary),
+        origin=origin,
+    )
 
 
-def to_streams(ids: np.ndarray, streams: int,
-               sequence_length: int = 100) -> tuple[np.ndarray, np.ndarray]:
+def to_streams(
+    ids: np.ndarray, streams: int, sequence_length: int = 100
+) -> tuple[np.ndarray, np.ndarray]:
     """Cut a text into parallel streams of sequences, as the Hutter file is.
 
     The text (but its last character, which has no successor) is cut into
@@ -436,28 +515,30 @@ def to_streams(ids: np.ndarray, streams: int,
     if ids.ndim != 1 or ids.dtype.kind not in 'iu':
         raise DatasetValidationError(
             f'to_streams: ids must be a 1-d integer array. Received: '
-            f'{ids.dtype} array of shape {ids.shape}')
+            f'{ids.dtype} array of shape {ids.shape}'
+        )
     pieces = (len(ids) - 1) // (streams * sequence_length)
     if pieces < 1:
         raise DatasetValidationError(
             f'to_streams: ids must hold at least streams * sequence_length '
             f'+ 1 = {streams * sequence_length + 1} values. Received: '
-            f'{len(ids)}')
+            f'{len(ids)}'
+        )
     length = pieces * sequence_length
 
     def arrange(values):
-        values = values[:streams * length].reshape(
-            (streams, pieces, sequence_length))
-        return values.transpose(2, 1, 0).reshape(
-            (sequence_length, pieces * streams, 1))
+        values = values[: streams * length].reshape((streams, pieces, sequence_length))
+        return values.transpose(2, 1, 0).reshape((sequence_length, pieces * streams, 1))
 
     return arrange(ids), arrange(ids[1:])
 
 
 # --------------------------------------------------------- command line ---
 
-def add_data_arguments(parser: argparse.ArgumentParser,
-                       file_name: str) -> argparse.ArgumentParser:
+
+def add_data_arguments(
+    parser: argparse.ArgumentParser, file_name: str
+) -> argparse.ArgumentParser:
     """Add the options ``--data-dir`` and ``--limit`` the examples share.
 
     ``--data-dir`` defaults to None, which the loaders read as
@@ -471,12 +552,14 @@ def add_data_arguments(parser: argparse.ArgumentParser,
     Returns:
         ``parser``.
     """
-    parser.add_argument('--data-dir',
-                        help=f'folder holding {file_name} (default: '
-                             f'${DATA_DIR_VARIABLE})')
-    parser.add_argument('--limit', type=_positive_int_argument,
-                        help='use at most this many training and validation '
-                             'samples (for quick runs)')
+    parser.add_argument(
+        '--data-dir', help=f'folder holding {file_name} (default: ${DATA_DIR_VARIABLE})'
+    )
+    parser.add_argument(
+        '--limit',
+        type=_positive_int_argument,
+        help='use at most this many training and validation samples (for quick runs)',
+    )
     return parser
 
 
@@ -486,14 +569,16 @@ def _positive_int_argument(text: str) -> int:
     except ValueError:
         value = 0
     if value <= 0:
-        raise argparse.ArgumentTypeError(
-            f'expected a positive int. Received: {text!r}')
+        raise argparse.ArgumentTypeError(f'expected a positive int. Received: {text!r}')
     return value
 
 
 def _check_positive_int(owner: str, name: str, value) -> None:
-    if (not isinstance(value, (int, np.integer)) or isinstance(value, bool)
-            or value <= 0):
+    if (
+        not isinstance(value, (int, np.integer))
+        or isinstance(value, bool)
+        or value <= 0
+    ):
         raise DatasetValidationError(
-            f'{owner}: {name} must be a positive int. Received: '
-            f'{name}={value!r}')
+            f'{owner}: {name} must be a positive int. Received: {name}={value!r}'
+        )

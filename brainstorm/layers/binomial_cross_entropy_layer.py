@@ -28,15 +28,13 @@ def BinomialCrossEntropy(name: str | None = None) -> ConstructionWrapper:
         inputs ``default`` and ``targets`` ``('T', 'B', ...)`` with equal
         features -> default output ``('T', 'B', 1)``.
     """
-    return ConstructionWrapper.create(BinomialCrossEntropyLayerImpl,
-                                      name=name)
+    return ConstructionWrapper.create(BinomialCrossEntropyLayerImpl, name=name)
 
 
 class BinomialCrossEntropyLayerImpl(Layer):
     """Implementation of :func:`BinomialCrossEntropy`."""
 
-    expected_inputs = {'default': time_template(),
-                       'targets': time_template()}
+    expected_inputs = {'default': time_template(), 'targets': time_template()}
     declared_kwargs = {}
     computes_no_input_deltas_for = ('targets',)
 
@@ -45,17 +43,19 @@ class BinomialCrossEntropyLayerImpl(Layer):
         if y.feature_shape != t.feature_shape:
             raise LayerValidationError(
                 f'{self._desc()}: targets must have the same features as the '
-                f'input {y.shape}. Received {t.shape}')
+                f'input {y.shape}. Received {t.shape}'
+            )
         outputs = OrderedDict(default=BufferStructure('T', 'B', 1))
         internals = OrderedDict(
             cee=BufferStructure('T', 'B', *y.feature_shape),
-            ceed=BufferStructure('T', 'B', *y.feature_shape,
-                                 is_backward_only=True))
+            ceed=BufferStructure('T', 'B', *y.feature_shape, is_backward_only=True),
+        )
         return outputs, OrderedDict(), internals
 
     def _sum_into(self, cee, out, negate: bool):
         """``out = sum_features(+-cee) + out`` via the first column of cee
-        (there is no summing op that adds into its output)."""
+        (there is no summing op that adds into its output).
+        """
         _h = self.handler
         if negate:
             _h.mult_st(-1.0, cee, cee)

@@ -9,8 +9,9 @@ from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.construction import ConstructionWrapper
 
 
-def Clockwork(size: int, activation: str = 'tanh',
-              name: str | None = None) -> ConstructionWrapper:
+def Clockwork(
+    size: int, activation: str = 'tanh', name: str | None = None
+) -> ConstructionWrapper:
     """A clockwork recurrent layer (Koutnik et al., 2014).
 
     A :func:`~brainstorm.layers.Recurrent` layer in which unit ``i`` only
@@ -43,20 +44,22 @@ def Clockwork(size: int, activation: str = 'tanh',
         parameters ``W (size, in)``, ``R (size, size)``, ``bias (size,)``,
         ``timing (size,)``.
     """
-    return ConstructionWrapper.create(ClockworkLayerImpl, name=name,
-                                      size=size, activation=activation)
+    return ConstructionWrapper.create(
+        ClockworkLayerImpl, name=name, size=size, activation=activation
+    )
 
 
 def clock_internals(size: int) -> OrderedDict:
     """The internals a clocked layer adds: ``inactive`` (T, B, size), non-zero
     where a unit keeps its state, and ``timing_rows`` (B, size), the timing
-    repeated for every sequence of the batch."""
-    return OrderedDict(inactive=BufferStructure('T', 'B', size),
-                       timing_rows=BufferStructure('B', size))
+    repeated for every sequence of the batch.
+    """
+    return OrderedDict(
+        inactive=BufferStructure('T', 'B', size), timing_rows=BufferStructure('B', size)
+    )
 
 
-def compute_inactive(handler, timing, timing_rows, inactive,
-                     time_steps: int) -> None:
+def compute_inactive(handler, timing, timing_rows, inactive, time_steps: int) -> None:
     """Fill ``inactive[t]`` with ``fmod(t, timing)`` for every time step.
 
     The result is zero exactly where a unit updates (always at ``t = 0``).
@@ -95,8 +98,7 @@ class ClockworkLayerImpl(RecurrentLayerImpl):
         act = _h.act_func[self.activation]
 
         T = self._project_inputs(buffers)
-        compute_inactive(_h, timing, buffers.internals.timing_rows, inactive,
-                         T)
+        compute_inactive(_h, timing, buffers.internals.timing_rows, inactive, T)
         for t in range(T):
             _h.dot_add_mm(y[t - 1], R, Ha[t], transb=True)
             act(Ha[t], y[t])
@@ -120,5 +122,5 @@ class ClockworkLayerImpl(RecurrentLayerImpl):
                 _h.add_into_if(dHb[t + 1], dHb[t], inactive[t + 1])
             act_deriv(Ha[t], y[t], dHb[t], dHa[t])
             if t:
-                _h.fill_if(dHa[t], 0., inactive[t])
+                _h.fill_if(dHa[t], 0.0, inactive[t])
         self._backward_through_inputs(buffers)

@@ -10,8 +10,7 @@ from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.construction import ConstructionWrapper
 
 
-def DeltasScaling(factor: float, name: str | None = None) -> \
-        ConstructionWrapper:
+def DeltasScaling(factor: float, name: str | None = None) -> ConstructionWrapper:
     """Copy forward, scale the deltas backward: ``y = x``,
     ``dx += factor * dy``.
 
@@ -24,8 +23,7 @@ def DeltasScaling(factor: float, name: str | None = None) -> \
     Shapes:
         default input ``('T', 'B', ...)`` -> default output of the same shape.
     """
-    return ConstructionWrapper.create(DeltasScalingLayerImpl, name=name,
-                                      factor=factor)
+    return ConstructionWrapper.create(DeltasScalingLayerImpl, name=name, factor=factor)
 
 
 class DeltasScalingLayerImpl(Layer):

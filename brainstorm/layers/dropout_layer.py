@@ -10,8 +10,7 @@ from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.construction import ConstructionWrapper
 
 
-def Dropout(drop_prob: float = 0.5, name: str | None = None) -> \
-        ConstructionWrapper:
+def Dropout(drop_prob: float = 0.5, name: str | None = None) -> ConstructionWrapper:
     """Dropout: ``y = x * mask / (1 - drop_prob)`` in training, ``y = x``
     otherwise.
 
@@ -29,8 +28,7 @@ def Dropout(drop_prob: float = 0.5, name: str | None = None) -> \
         shape; internal ``mask`` of the same shape, holding the scaled mask
         (0 or ``1 / (1 - drop_prob)``).
     """
-    return ConstructionWrapper.create(DropoutLayerImpl, name=name,
-                                      drop_prob=drop_prob)
+    return ConstructionWrapper.create(DropoutLayerImpl, name=name, drop_prob=drop_prob)
 
 
 class DropoutLayerImpl(Layer):
@@ -38,8 +36,11 @@ class DropoutLayerImpl(Layer):
 
     expected_inputs = {'default': time_template()}
     declared_kwargs = {
-        'drop_prob': Kwarg(FloatIn(0, 1, include_high=False), default=0.5,
-                           description='probability of dropping a unit'),
+        'drop_prob': Kwarg(
+            FloatIn(0, 1, include_high=False),
+            default=0.5,
+            description='probability of dropping a unit',
+        ),
     }
 
     def setup(self, kwargs, in_shapes):

@@ -10,8 +10,9 @@ from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.construction import ConstructionWrapper
 
 
-def Elementwise(activation: str = 'rel', name: str | None = None) -> \
-        ConstructionWrapper:
+def Elementwise(
+    activation: str = 'rel', name: str | None = None
+) -> ConstructionWrapper:
     """Apply an activation function elementwise: ``y = f(x)``.
 
     Backward: ``dx += f'(x) * dy``, computed from ``y``.
@@ -23,8 +24,9 @@ def Elementwise(activation: str = 'rel', name: str | None = None) -> \
     Shapes:
         default input ``('T', 'B', ...)`` -> default output of the same shape.
     """
-    return ConstructionWrapper.create(ElementwiseLayerImpl, name=name,
-                                      activation=activation)
+    return ConstructionWrapper.create(
+        ElementwiseLayerImpl, name=name, activation=activation
+    )
 
 
 class ElementwiseLayerImpl(Layer):
@@ -32,8 +34,9 @@ class ElementwiseLayerImpl(Layer):
 
     expected_inputs = {'default': time_template()}
     declared_kwargs = {
-        'activation': Kwarg(Activation(), default='rel',
-                            description='activation function'),
+        'activation': Kwarg(
+            Activation(), default='rel', description='activation function'
+        ),
     }
 
     def setup(self, kwargs, in_shapes):

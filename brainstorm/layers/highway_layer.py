@@ -30,8 +30,7 @@ def Highway(name: str | None = None) -> ConstructionWrapper:
 class HighwayLayerImpl(Layer):
     """Implementation of :func:`Highway`."""
 
-    expected_inputs = {'H': time_template(), 'T': time_template(),
-                       'x': time_template()}
+    expected_inputs = {'H': time_template(), 'T': time_template(), 'x': time_template()}
     declared_kwargs = {}
 
     def setup(self, kwargs, in_shapes):
@@ -39,7 +38,8 @@ class HighwayLayerImpl(Layer):
         if len(set(shapes.values())) != 1:
             raise LayerValidationError(
                 f'{self._desc()}: inputs H, T and x must have identical '
-                f'shapes. Received: {shapes}')
+                f'shapes. Received: {shapes}'
+            )
         features = in_shapes['x'].feature_shape
         outputs = OrderedDict(default=BufferStructure('T', 'B', *features))
         return outputs, OrderedDict(), OrderedDict()
@@ -57,8 +57,11 @@ class HighwayLayerImpl(Layer):
     def backward_pass(self, buffers):
         _h = self.handler
         H, T, x = buffers.inputs.H, buffers.inputs.T, buffers.inputs.x
-        dH, dT, dx = (buffers.input_deltas.H, buffers.input_deltas.T,
-                      buffers.input_deltas.x)
+        dH, dT, dx = (
+            buffers.input_deltas.H,
+            buffers.input_deltas.T,
+            buffers.input_deltas.x,
+        )
         dy = buffers.output_deltas.default
 
         _h.mult_add_tt(T, dy, dH)

@@ -46,8 +46,7 @@ class MaskLayerImpl(Layer):
     def setup(self, kwargs, in_shapes):
         features = in_shapes['default'].feature_shape
         mask_features = in_shapes['mask'].feature_shape
-        allowed = {'full': features, 'per_step': (1,),
-                   'per_row': features[:-1] + (1,)}
+        allowed = {'full': features, 'per_step': (1,), 'per_row': features[:-1] + (1,)}
         # where forms coincide the earlier, cheaper one is used
         modes = [m for m, f in allowed.items() if f == mask_features]
         if not modes:
@@ -55,26 +54,32 @@ class MaskLayerImpl(Layer):
                 f"{self._desc()}: the features of input 'mask' must be "
                 f'{features}, {features[:-1] + (1,)} or (1,) for an input '
                 f"'default' of shape {in_shapes['default'].shape}. Received "
-                f"mask of shape {in_shapes['mask'].shape}")
+                f'mask of shape {in_shapes["mask"].shape}'
+            )
         self.mode = modes[0]
         outputs = OrderedDict(default=BufferStructure('T', 'B', *features))
         return outputs, OrderedDict(), OrderedDict()
 
     def _rows(self, x, mask, y):
         """Pairs of 2-D views ``(x_i, mask_i, y_i)`` that ``mult_mv`` can
-        combine, the mask as a column vector ``(N, 1)``."""
+        combine, the mask as a column vector ``(N, 1)``.
+        """
         if self.mode == 'per_step':
-            return [(flatten_time_and_features(x),
-                     flatten_time_and_features(mask),
-                     flatten_time_and_features(y))]
+            return [
+                (
+                    flatten_time_and_features(x),
+                    flatten_time_and_features(mask),
+                    flatten_time_and_features(y),
+                )
+            ]
         # Feature-slice views with several feature axes cannot become one
         # (N, F[-1]) matrix without a copy: take one matrix per position.
         positions = int(np.prod(x.shape[2:-1]))
 
         def split(a):
             flat = flatten_time(a)
-            return reshape_view(flat, (flat.shape[0], positions,
-                                       flat.shape[-1]))
+            return reshape_view(flat, (flat.shape[0], positions, flat.shape[-1]))
+
         x3, m3, y3 = split(x), split(mask), split(y)
         return [(x3[:, i], m3[:, i], y3[:, i]) for i in range(positions)]
 

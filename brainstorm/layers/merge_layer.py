@@ -34,8 +34,10 @@ def Merge(name: str | None = None) -> ConstructionWrapper:
 class MergeLayerImpl(Layer):
     """Implementation of :func:`Merge`."""
 
-    expected_inputs = {'inputs_1': StructureTemplate('...'),
-                       'inputs_2': StructureTemplate('...')}
+    expected_inputs = {
+        'inputs_1': StructureTemplate('...'),
+        'inputs_2': StructureTemplate('...'),
+    }
     declared_kwargs = {}
 
     def setup(self, kwargs, in_shapes):
@@ -45,12 +47,14 @@ class MergeLayerImpl(Layer):
                 f'{self._desc()}: inputs_1 and inputs_2 must both be '
                 f'{BUFFER_TYPE_NAMES[a.buffer_type]} (like inputs_1 '
                 f'{a.shape}). Received inputs_2 of shape {b.shape} '
-                f'({BUFFER_TYPE_NAMES[b.buffer_type]})')
+                f'({BUFFER_TYPE_NAMES[b.buffer_type]})'
+            )
         if a.feature_shape[:-1] != b.feature_shape[:-1]:
             raise LayerValidationError(
                 f'{self._desc()}: inputs_1 and inputs_2 must match in all '
                 f'dimensions but the last. Received shapes {a.shape} and '
-                f'{b.shape}')
+                f'{b.shape}'
+            )
         shape = a.shape[:-1] + (a.shape[-1] + b.shape[-1],)
         outputs = OrderedDict(default=BufferStructure(*shape))
         return outputs, OrderedDict(), OrderedDict()

@@ -34,8 +34,7 @@ def SigmoidCE(name: str | None = None) -> ConstructionWrapper:
 class SigmoidCELayerImpl(Layer):
     """Implementation of :func:`SigmoidCE`."""
 
-    expected_inputs = {'default': time_template(),
-                       'targets': time_template()}
+    expected_inputs = {'default': time_template(), 'targets': time_template()}
     declared_kwargs = {}
     computes_no_input_deltas_for = ('targets',)
     takes_no_output_deltas_from = ('predictions',)
@@ -45,12 +44,13 @@ class SigmoidCELayerImpl(Layer):
         if x.feature_shape != t.feature_shape:
             raise LayerValidationError(
                 f'{self._desc()}: targets must have the same features as the '
-                f'input {x.shape}. Received {t.shape}')
+                f'input {x.shape}. Received {t.shape}'
+            )
         shape = BufferStructure('T', 'B', *x.feature_shape)
         outputs = OrderedDict(predictions=shape, loss=shape)
         internals = OrderedDict(
-            dcee=BufferStructure('T', 'B', *x.feature_shape,
-                                 is_backward_only=True))
+            dcee=BufferStructure('T', 'B', *x.feature_shape, is_backward_only=True)
+        )
         return outputs, OrderedDict(), internals
 
     def forward_pass(self, buffers, training_pass=True):

@@ -29,8 +29,7 @@ def SquaredDifference(name: str | None = None) -> ConstructionWrapper:
 class SquaredDifferenceLayerImpl(Layer):
     """Implementation of :func:`SquaredDifference`."""
 
-    expected_inputs = {'inputs_1': time_template(),
-                       'inputs_2': time_template()}
+    expected_inputs = {'inputs_1': time_template(), 'inputs_2': time_template()}
     declared_kwargs = {}
 
     def setup(self, kwargs, in_shapes):
@@ -38,10 +37,10 @@ class SquaredDifferenceLayerImpl(Layer):
         if a.feature_shape != b.feature_shape:
             raise LayerValidationError(
                 f'{self._desc()}: inputs_1 and inputs_2 must have the same '
-                f'features. Received shapes {a.shape} and {b.shape}')
+                f'features. Received shapes {a.shape} and {b.shape}'
+            )
         shape = BufferStructure('T', 'B', *a.feature_shape)
-        return (OrderedDict(default=shape), OrderedDict(),
-                OrderedDict(diff=shape))
+        return (OrderedDict(default=shape), OrderedDict(), OrderedDict(diff=shape))
 
     def forward_pass(self, buffers, training_pass=True):
         _h = self.handler

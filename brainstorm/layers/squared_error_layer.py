@@ -27,8 +27,7 @@ def SquaredError(name: str | None = None) -> ConstructionWrapper:
 class SquaredErrorLayerImpl(Layer):
     """Implementation of :func:`SquaredError`."""
 
-    expected_inputs = {'default': time_template(),
-                       'targets': time_template()}
+    expected_inputs = {'default': time_template(), 'targets': time_template()}
     declared_kwargs = {}
     computes_no_input_deltas_for = ('targets',)
     takes_no_output_deltas_from = ('predictions',)
@@ -38,7 +37,8 @@ class SquaredErrorLayerImpl(Layer):
         if x.feature_shape != t.feature_shape:
             raise LayerValidationError(
                 f'{self._desc()}: targets must have the same features as the '
-                f'input {x.shape}. Received {t.shape}')
+                f'input {x.shape}. Received {t.shape}'
+            )
         shape = BufferStructure('T', 'B', *x.feature_shape)
         outputs = OrderedDict(predictions=shape, loss=shape)
         internals = OrderedDict(diff=shape)
