@@ -1,5 +1,6 @@
-"""Package metadata: the one place the version is written (pyproject.toml
-reads it from here).
+"""Package metadata.
+
+The one place the version is written; pyproject.toml reads it from here.
 """
 
 __version__ = '1.0.0'

@@ -33,6 +33,7 @@ class MissingDependencyMock:
         raise object.__getattribute__(self, '_error')
 
     def __call__(self, *args, **kwargs):
+        """Raise the stored ImportError: the missing class cannot be created."""
         raise object.__getattribute__(self, '_error')
 
 

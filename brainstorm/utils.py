@@ -77,19 +77,20 @@ class UnknownNameError(TrainingValidationError, KeyError):
 
 
 class NonFiniteError(ValidationError, FloatingPointError):
-    """Training produced a NaN or infinite loss or parameter, or a
-    parameter beyond the trainer's ``max_abs_parameter`` (it diverged).
+    """Training diverged: a NaN or infinite loss or parameter, or one too large.
 
-    Raised by the :class:`~brainstorm.training.Trainer` (unless created
-    with ``check_finite=False``); the message names the update, the first
-    layer and buffer holding such a value and the last finite loss.
+    Too large means beyond the trainer's ``max_abs_parameter``. Raised by
+    the :class:`~brainstorm.training.Trainer` (unless created with
+    ``check_finite=False``); the message names the update, the first layer
+    and buffer holding such a value and the last finite loss.
     """
 
 
 class DescriptionError(ValidationError, TypeError):
-    """A description (from a file or a dict) cannot be turned into an
-    object: not a description, an unknown or unexpected ``@type``, or a key
-    the class does not declare.
+    """A description (from a file or a dict) cannot be turned into an object.
+
+    It is not a description, has an unknown or unexpected ``@type``, or a
+    key the class does not declare.
     """
 
 
@@ -276,8 +277,10 @@ def _current_umask() -> int:
 
 
 def _remove_stale_temporaries(directory: str, prefix: str) -> None:
-    """Remove temporary files of ``prefix`` whose writing process is gone
-    (killed while writing): the next write to a path cleans up after it.
+    """Remove temporary files of ``prefix`` whose writing process is gone.
+
+    A process killed while writing leaves its temporary file behind; the
+    next write to the same path cleans up after it.
     """
     import os
 
@@ -428,9 +431,10 @@ def _value_bytes(value) -> bytes:
 
 
 def _digest(obj, data=None) -> str:
-    """SHA-256 of an HDF5 object: its attributes (but the checksum), the
-    names of its members (groups) or its content (datasets, given as
-    ``data`` when already read).
+    """SHA-256 of an HDF5 object.
+
+    It covers the attributes (but the checksum), the names of the members
+    (groups) or the content (datasets, given as ``data`` when already read).
     """
     import hashlib
 
@@ -450,9 +454,10 @@ def _digest(obj, data=None) -> str:
 
 
 def add_checksums(f) -> None:
-    """Give every group and dataset of an open, writable h5py file a
-    SHA-256 checksum attribute (see :class:`CheckedReader`). Call it last,
-    once everything is written.
+    """Give every group and dataset of an open h5py file a checksum attribute.
+
+    The checksum is a SHA-256 digest (see :class:`CheckedReader`). Call it
+    last, once everything is written; the file must be writable.
     """
     import h5py
 
@@ -464,8 +469,9 @@ def add_checksums(f) -> None:
 
 
 class CheckedReader:
-    """Reads groups, datasets and attributes of an open h5py file so that a
-    damaged or crafted file can only cause ``error``.
+    """Reads an h5py file so that a damaged or crafted one can only cause ``error``.
+
+    It reads groups, datasets and attributes, checking:
 
     * Checksums: every object that carries a checksum attribute (written
       by :func:`add_checksums`) is verified when it is read; in a file

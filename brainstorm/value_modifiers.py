@@ -167,6 +167,7 @@ class ClipValues(ValueModifier):
             )
 
     def __call__(self, handler, view):
+        """Clip ``view`` in place to ``[low, high]``."""
         handler.clip_t(view, float(self.low), float(self.high), view)
 
 
@@ -190,6 +191,7 @@ class ConstrainL2Norm(ValueModifier):
         )
 
     def __call__(self, handler, view):
+        """Scale down in place each row of ``view`` whose L2 norm exceeds ``limit``."""
         if len(view.shape) < 2 or view.shape[0] == 0:
             return
         rows = view.shape[0]
@@ -234,6 +236,11 @@ class MaskValues(ValueModifier):
         self.mask = np.array(self.mask)
 
     def __call__(self, handler, view):
+        """Multiply ``view`` in place by the mask, broadcast to its shape.
+
+        Raises:
+            ValidationError: the mask does not broadcast to the view's shape.
+        """
         shape = tuple(view.shape)
         device_mask = self._device_copy(
             handler, 'mask', shape, lambda: self._broadcast_mask(shape)
@@ -272,6 +279,13 @@ class FreezeValues(ValueModifier):
             self.weights = np.array(self.weights)
 
     def __call__(self, handler, view):
+        """Overwrite ``view`` with the frozen weights.
+
+        Without ``weights``, the view's values at the first call become them.
+
+        Raises:
+            ValidationError: the weights' shape differs from the view's.
+        """
         shape = tuple(view.shape)
         if self.weights is None:
             self.weights = handler.get_numpy_copy(view)
@@ -301,6 +315,7 @@ class L1Decay(GradientModifier):
         self.factor = _check_number('L1Decay', 'factor', factor, minimum=0)
 
     def __call__(self, handler, parameters, gradients):
+        """Add ``factor * sign(parameters)`` to ``gradients``."""
         signs = self._scratch(handler, 'signs', tuple(parameters.shape))
         handler.sign_t(parameters, signs)
         handler.mult_add_st(float(self.factor), signs, gradients)
@@ -320,4 +335,5 @@ class L2Decay(GradientModifier):
         self.factor = _check_number('L2Decay', 'factor', factor, minimum=0)
 
     def __call__(self, handler, parameters, gradients):
+        """Add ``factor * parameters`` to ``gradients``."""
         handler.mult_add_st(float(self.factor), parameters, gradients)

@@ -75,6 +75,12 @@ class Constraint:
     invalid_examples: tuple = ()
 
     def normalize(self, value):
+        """Return the normalised ``value``; this base class accepts any value.
+
+        Raises:
+            ValueError: ``value`` violates the constraint (the caller turns it
+                into a LayerValidationError naming the layer and argument).
+        """
         return value
 
     def __repr__(self):
@@ -82,33 +88,42 @@ class Constraint:
 
 
 class PositiveInt(Constraint):
+    """An int greater than 0 (and at most ``MAX_SIZE``)."""
+
     expected = 'a positive int'
     example = 2
     invalid_examples = (0, -3, 2.5, 'x', True, 10**40)
 
     def normalize(self, value):
+        """Return the normalised ``value``; raise ValueError if it does not fit."""
         if not _is_int(value) or value <= 0:
             raise ValueError
         return int(value)
 
 
 class NonNegativeInt(Constraint):
+    """An int of at least 0 (and at most ``MAX_SIZE``)."""
+
     expected = 'an int >= 0'
     example = 0
     invalid_examples = (-1, 1.5, 'x', 10**40)
 
     def normalize(self, value):
+        """Return the normalised ``value``; raise ValueError if it does not fit."""
         if not _is_int(value) or value < 0:
             raise ValueError
         return int(value)
 
 
 class PositiveIntOrTuple(Constraint):
+    """A positive int, or a non-empty tuple or list of them (made a tuple)."""
+
     expected = 'a positive int or a tuple of positive ints'
     example = 2
     invalid_examples = (0, -3, (2, 0), (), 'x', 2.5, 10**40, (2, 10**40))
 
     def normalize(self, value):
+        """Return the normalised ``value``; raise ValueError if it does not fit."""
         if _is_int(value) and value > 0:
             return int(value)
         if (
@@ -121,11 +136,14 @@ class PositiveIntOrTuple(Constraint):
 
 
 class PairOfPositiveInts(Constraint):
+    """Two positive ints, as a tuple or list (made a tuple)."""
+
     expected = 'a pair (tuple or list of 2) of positive ints'
     example = (2, 2)
     invalid_examples = (3, (2,), (2, 0), (1, 2, 3), ('a', 1))
 
     def normalize(self, value):
+        """Return the normalised ``value``; raise ValueError if it does not fit."""
         if (
             isinstance(value, (tuple, list))
             and len(value) == 2
@@ -167,6 +185,7 @@ class FloatIn(Constraint):
         self.invalid_examples = tuple(invalid)
 
     def normalize(self, value):
+        """Return the normalised ``value``; raise ValueError if it does not fit."""
         if (
             not isinstance(value, numbers.Real)
             or isinstance(value, bool)
@@ -185,6 +204,12 @@ class Number(FloatIn):
 
 
 class OneOf(Constraint):
+    """One of the given choices, compared with ``==``.
+
+    Args:
+        *choices: the accepted values; the first is the example.
+    """
+
     def __init__(self, *choices):
         self.choices = choices
         self.expected = 'one of ' + ', '.join(repr(c) for c in choices)
@@ -192,6 +217,7 @@ class OneOf(Constraint):
         self.invalid_examples = ('no such choice', 3)
 
     def normalize(self, value):
+        """Return the normalised ``value``; raise ValueError if it does not fit."""
         if value not in self.choices:
             raise ValueError
         return value
@@ -205,8 +231,9 @@ class Activation(OneOf):
 
 
 class ShapeDict(Constraint):
-    """A dict of output names to shape tuples starting with ('T', 'B') or
-    'B' and followed by positive ints.
+    """A dict of output names to shapes: ``('T', 'B')`` or ``'B'``, then positive ints.
+
+    The names must be identifiers; the result maps them to tuples.
     """
 
     expected = "a dict of output names to shapes like ('T', 'B', 784) or ('B', 10)"
@@ -221,6 +248,7 @@ class ShapeDict(Constraint):
     )
 
     def normalize(self, value):
+        """Return the normalised ``value``; raise ValueError if it does not fit."""
         if not isinstance(value, dict) or not value:
             raise ValueError
         result = {}

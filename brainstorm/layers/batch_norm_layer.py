@@ -1,6 +1,4 @@
-"""BatchNorm: normalise each channel by batch statistics, then scale and
-shift.
-"""
+"""BatchNorm: normalise each channel by batch statistics, scale and shift."""
 
 from __future__ import annotations
 
@@ -52,8 +50,9 @@ def BatchNorm(
 
 
 class BatchNormLayerImpl(Layer):
-    """Implementation of :func:`BatchNorm`; maintains ``mu`` and ``sigma``
-    itself (see :attr:`untrained_parameters`).
+    """Implementation of :func:`BatchNorm`.
+
+    It maintains ``mu`` and ``sigma`` itself (see ``untrained_parameters``).
     """
 
     expected_inputs = {'default': time_template()}
@@ -73,6 +72,12 @@ class BatchNormLayerImpl(Layer):
     computes_no_gradients_for = ('mu', 'sigma')
 
     def setup(self, kwargs, in_shapes):
+        """Output of the input's shape; ``gamma, beta, mu, sigma`` per channel.
+
+        The internals keep the batch's ``sigma_b``, the centred input and
+        ``x_hat`` for the backward pass, plus a row of the channel vectors tiled
+        over positions and backward-only scratch.
+        """
         self.decay = kwargs['decay']
         self.epsilon = kwargs['epsilon']
         in_shape = in_shapes['default']
@@ -113,6 +118,11 @@ class BatchNormLayerImpl(Layer):
         return tiled.reshape((1, tiled.shape[0]))
 
     def forward_pass(self, buffers, training_pass=True):
+        """Normalise, then scale and shift: ``y = gamma * x_hat + beta``.
+
+        A training pass normalises by the batch statistics and updates the
+        running ``mu`` and ``sigma``; an inference pass uses ``mu`` and ``sigma``.
+        """
         _h = self.handler
         gamma, beta, mu, sigma = buffers.parameters
         sigma_b, tiled = buffers.internals.sigma_b, buffers.internals.tiled
@@ -145,6 +155,12 @@ class BatchNormLayerImpl(Layer):
         _h.add_mv(y, self._tile(beta, tiled), y)
 
     def backward_pass(self, buffers):
+        """Add the input deltas; write the ``gamma`` and ``beta`` gradients.
+
+        ``dx += gamma / sigma_b * (dy - x_hat * dgamma / m - dbeta / m)`` with
+        ``dbeta = sum(dy)`` and ``dgamma = sum(dy * x_hat)`` over the ``m``
+        elements of each channel.
+        """
         _h = self.handler
         gamma = buffers.parameters.gamma
         dgamma, dbeta = buffers.gradients.gamma, buffers.gradients.beta

@@ -39,6 +39,11 @@ class BinomialCrossEntropyLayerImpl(Layer):
     computes_no_input_deltas_for = ('targets',)
 
     def setup(self, kwargs, in_shapes):
+        """Output ``default (T, B, 1)``; scratch internals of the input's shape.
+
+        Raises:
+            LayerValidationError: the targets' features differ from the input's.
+        """
         y, t = in_shapes['default'], in_shapes['targets']
         if y.feature_shape != t.feature_shape:
             raise LayerValidationError(
@@ -53,8 +58,9 @@ class BinomialCrossEntropyLayerImpl(Layer):
         return outputs, OrderedDict(), internals
 
     def _sum_into(self, cee, out, negate: bool):
-        """``out = sum_features(+-cee) + out`` via the first column of cee
-        (there is no summing op that adds into its output).
+        """``out = sum_features(+-cee) + out``, via the first column of cee.
+
+        There is no summing op that adds into its output.
         """
         _h = self.handler
         if negate:
@@ -63,6 +69,7 @@ class BinomialCrossEntropyLayerImpl(Layer):
         _h.sum_t(cee, 1, out)
 
     def forward_pass(self, buffers, training_pass=True):
+        """Per sample: ``-sum(t ln y + (1 - t) ln(1 - y))``, both logs clipped."""
         _h = self.handler
         y = flatten_time_and_features(buffers.inputs.default)
         t = flatten_time_and_features(buffers.inputs.targets)
@@ -86,6 +93,7 @@ class BinomialCrossEntropyLayerImpl(Layer):
         _h.mult_st(-1.0, out, out)
 
     def backward_pass(self, buffers):
+        """Add ``dout * (y - t) / clip(y - y^2)`` to the input deltas."""
         _h = self.handler
         y = flatten_time_and_features(buffers.inputs.default)
         t = flatten_time_and_features(buffers.inputs.targets)

@@ -50,9 +50,11 @@ def Clockwork(
 
 
 def clock_internals(size: int) -> OrderedDict:
-    """The internals a clocked layer adds: ``inactive`` (T, B, size), non-zero
-    where a unit keeps its state, and ``timing_rows`` (B, size), the timing
-    repeated for every sequence of the batch.
+    """The internals a clocked layer adds.
+
+    ``inactive`` (T, B, size), non-zero where a unit keeps its state, and
+    ``timing_rows`` (B, size), the timing repeated for every sequence of the
+    batch.
     """
     return OrderedDict(
         inactive=BufferStructure('T', 'B', size), timing_rows=BufferStructure('B', size)
@@ -72,8 +74,9 @@ def compute_inactive(handler, timing, timing_rows, inactive, time_steps: int) ->
 
 
 class ClockworkLayerImpl(RecurrentLayerImpl):
-    """The implementation of :func:`Clockwork`: a Recurrent layer whose
-    units update only every ``timing[i]`` steps.
+    """Implementation of :func:`Clockwork`.
+
+    A Recurrent layer whose units update only every ``timing[i]`` steps.
 
     Besides the internals of Recurrent it keeps the mask ``inactive``
     (``fmod(t, timing)``, non-zero where a unit keeps its output) and
@@ -85,12 +88,14 @@ class ClockworkLayerImpl(RecurrentLayerImpl):
     passes_back_internal_deltas = ()
 
     def setup(self, kwargs, in_shapes):
+        """Recurrent's buffers plus the parameter ``timing`` and the clock internals."""
         outputs, parameters, internals = super().setup(kwargs, in_shapes)
         parameters['timing'] = BufferStructure(self.size)
         internals.update(clock_internals(self.size))
         return outputs, parameters, internals
 
     def forward_pass(self, buffers, training_pass=True):
+        """As Recurrent, but a unit whose period has not come keeps its last output."""
         _h = self.handler
         R, timing = buffers.parameters.R, buffers.parameters.timing
         y = buffers.outputs.default
@@ -106,6 +111,10 @@ class ClockworkLayerImpl(RecurrentLayerImpl):
                 _h.copy_to_if(y[t - 1], y[t], inactive[t])
 
     def backward_pass(self, buffers):
+        """As Recurrent, but an inactive unit passes its delta to the previous step.
+
+        Inactive units get no delta through their activation (``dHa`` is 0).
+        """
         _h = self.handler
         R = buffers.parameters.R
         y, dy = buffers.outputs.default, buffers.output_deltas.default

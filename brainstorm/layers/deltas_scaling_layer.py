@@ -11,8 +11,7 @@ from brainstorm.structure.construction import ConstructionWrapper
 
 
 def DeltasScaling(factor: float, name: str | None = None) -> ConstructionWrapper:
-    """Copy forward, scale the deltas backward: ``y = x``,
-    ``dx += factor * dy``.
+    """Copy forward, scale the deltas backward: ``y = x``, ``dx += factor * dy``.
 
     With a negative factor this is a gradient reversal layer.
 
@@ -35,18 +34,21 @@ class DeltasScalingLayerImpl(Layer):
     }
 
     def setup(self, kwargs, in_shapes):
+        """Output ``default`` with the input's features; no parameters or internals."""
         self.factor = kwargs['factor']
         features = in_shapes['default'].feature_shape
         outputs = OrderedDict(default=BufferStructure('T', 'B', *features))
         return outputs, OrderedDict(), OrderedDict()
 
     def forward_pass(self, buffers, training_pass=True):
+        """Copy the input to the output unchanged."""
         _h = self.handler
         x, y = buffers.inputs.default, buffers.outputs.default
 
         _h.copy_to(x, y)
 
     def backward_pass(self, buffers):
+        """Add ``factor * dy`` to the input deltas."""
         _h = self.handler
         dx, dy = buffers.input_deltas.default, buffers.output_deltas.default
 

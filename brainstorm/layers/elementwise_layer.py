@@ -40,18 +40,24 @@ class ElementwiseLayerImpl(Layer):
     }
 
     def setup(self, kwargs, in_shapes):
+        """Output ``default`` with the input's features; no parameters or internals."""
         self.activation = kwargs['activation']
         features = in_shapes['default'].feature_shape
         outputs = OrderedDict(default=BufferStructure('T', 'B', *features))
         return outputs, OrderedDict(), OrderedDict()
 
     def forward_pass(self, buffers, training_pass=True):
+        """``y = f(x)`` element by element."""
         _h = self.handler
         x, y = buffers.inputs.default, buffers.outputs.default
 
         _h.act_func[self.activation](x, y)
 
     def backward_pass(self, buffers):
+        """Add ``f'(x) dy`` to the input deltas.
+
+        The output deltas are replaced by ``f'(x) dy`` on the way.
+        """
         _h = self.handler
         x, y = buffers.inputs.default, buffers.outputs.default
         dx, dy = buffers.input_deltas.default, buffers.output_deltas.default

@@ -54,6 +54,7 @@ class FullyConnectedLayerImpl(Layer):
     }
 
     def setup(self, kwargs, in_shapes):
+        """Output ``default`` of ``size``; parameters ``W (out, in)``, ``bias``."""
         self.activation = kwargs['activation']
         size = default_size(kwargs['size'], in_shapes['default'])
         n_in = in_shapes['default'].feature_size
@@ -65,6 +66,7 @@ class FullyConnectedLayerImpl(Layer):
         return outputs, parameters, OrderedDict()
 
     def forward_pass(self, buffers, training_pass=True):
+        """``y = f(x W^T + bias)`` for all time steps in one matrix product."""
         _h = self.handler
         W, bias = buffers.parameters
         x = flatten_time_and_features(buffers.inputs.default)
@@ -75,6 +77,10 @@ class FullyConnectedLayerImpl(Layer):
         _h.act_func[self.activation](y, y)
 
     def backward_pass(self, buffers):
+        """Add ``(f'(y) dy) W`` to the input deltas; overwrite ``dW`` and ``dbias``.
+
+        The output deltas ``dy`` are replaced by ``f'(y) dy`` on the way.
+        """
         _h = self.handler
         W, bias = buffers.parameters
         dW, dbias = buffers.gradients

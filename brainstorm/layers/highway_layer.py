@@ -34,6 +34,11 @@ class HighwayLayerImpl(Layer):
     declared_kwargs = {}
 
     def setup(self, kwargs, in_shapes):
+        """Output ``default`` with the features of ``x``.
+
+        Raises:
+            LayerValidationError: ``H``, ``T`` and ``x`` differ in shape.
+        """
         shapes = {n: in_shapes[n].shape for n in ('H', 'T', 'x')}
         if len(set(shapes.values())) != 1:
             raise LayerValidationError(
@@ -45,6 +50,7 @@ class HighwayLayerImpl(Layer):
         return outputs, OrderedDict(), OrderedDict()
 
     def forward_pass(self, buffers, training_pass=True):
+        """``y = T * H + (1 - T) * x``, computed as ``T * (H - x) + x``."""
         _h = self.handler
         H, T, x = buffers.inputs.H, buffers.inputs.T, buffers.inputs.x
         y = buffers.outputs.default
@@ -55,6 +61,7 @@ class HighwayLayerImpl(Layer):
         _h.add_tt(y, x, y)
 
     def backward_pass(self, buffers):
+        """Add ``T dy`` to ``dH``, ``(H - x) dy`` to ``dT``, ``(1 - T) dy`` to dx."""
         _h = self.handler
         H, T, x = buffers.inputs.H, buffers.inputs.T, buffers.inputs.x
         dH, dT, dx = (

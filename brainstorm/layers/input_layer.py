@@ -37,6 +37,11 @@ class InputLayerImpl(Layer):
     }
 
     def setup(self, kwargs, in_shapes):
+        """One output per entry of ``out_shapes``; nothing else.
+
+        Raises:
+            LayerValidationError: the layer has incoming connections.
+        """
         if self.incoming:
             raise LayerValidationError(
                 f'{self._desc()}: the Input layer cannot have incoming connections.'

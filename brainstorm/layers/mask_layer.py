@@ -44,6 +44,15 @@ class MaskLayerImpl(Layer):
     computes_no_input_deltas_for = ('mask',)
 
     def setup(self, kwargs, in_shapes):
+        """Output ``default`` of the input's features; picks how the mask applies.
+
+        The mask's features decide the mode: ``full`` (same features as the
+        input), ``per_step`` (one value per time step and sample) or ``per_row``
+        (one value per position, shared by the last axis).
+
+        Raises:
+            LayerValidationError: the mask's features fit none of the modes.
+        """
         features = in_shapes['default'].feature_shape
         mask_features = in_shapes['mask'].feature_shape
         allowed = {'full': features, 'per_step': (1,), 'per_row': features[:-1] + (1,)}
@@ -61,8 +70,9 @@ class MaskLayerImpl(Layer):
         return outputs, OrderedDict(), OrderedDict()
 
     def _rows(self, x, mask, y):
-        """Pairs of 2-D views ``(x_i, mask_i, y_i)`` that ``mult_mv`` can
-        combine, the mask as a column vector ``(N, 1)``.
+        """Triples of 2-D views ``(x_i, mask_i, y_i)`` that ``mult_mv`` combines.
+
+        The mask is a column vector ``(N, 1)`` in each.
         """
         if self.mode == 'per_step':
             return [
@@ -84,6 +94,7 @@ class MaskLayerImpl(Layer):
         return [(x3[:, i], m3[:, i], y3[:, i]) for i in range(positions)]
 
     def forward_pass(self, buffers, training_pass=True):
+        """``y = x * mask``, the mask broadcast as its mode says."""
         _h = self.handler
         x, mask = buffers.inputs.default, buffers.inputs.mask
         y = buffers.outputs.default
@@ -95,6 +106,7 @@ class MaskLayerImpl(Layer):
             _h.mult_mv(x_i, mask_i, y_i)
 
     def backward_pass(self, buffers):
+        """Add ``dy * mask`` to the input deltas; the mask gets none."""
         _h = self.handler
         mask = buffers.inputs.mask
         dx, dy = buffers.input_deltas.default, buffers.output_deltas.default

@@ -41,6 +41,12 @@ class MergeLayerImpl(Layer):
     declared_kwargs = {}
 
     def setup(self, kwargs, in_shapes):
+        """Output ``default``: both inputs joined along the last feature axis.
+
+        Raises:
+            LayerValidationError: the inputs differ in buffer type or in any
+                dimension but the last.
+        """
         a, b = in_shapes['inputs_1'], in_shapes['inputs_2']
         if a.buffer_type != b.buffer_type:
             raise LayerValidationError(
@@ -60,6 +66,7 @@ class MergeLayerImpl(Layer):
         return outputs, OrderedDict(), OrderedDict()
 
     def forward_pass(self, buffers, training_pass=True):
+        """Concatenate ``inputs_1`` and ``inputs_2`` along the last axis."""
         _h = self.handler
         a, b = buffers.inputs.inputs_1, buffers.inputs.inputs_2
         y = buffers.outputs.default
@@ -67,6 +74,7 @@ class MergeLayerImpl(Layer):
         _h.merge_tt(a, b, y)
 
     def backward_pass(self, buffers):
+        """Split the output deltas and add each part to its input's deltas."""
         _h = self.handler
         da, db = buffers.input_deltas.inputs_1, buffers.input_deltas.inputs_2
         dy = buffers.output_deltas.default

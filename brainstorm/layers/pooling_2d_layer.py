@@ -86,6 +86,7 @@ class Pooling2DLayerImpl(Layer):
     }
 
     def setup(self, kwargs, in_shapes):
+        """Output of the pooled image shape; internal ``argmax`` for max pooling."""
         self.type = kwargs['type']
         self.kernel_size = kwargs['kernel_size']
         self.stride = kwargs['stride']
@@ -100,6 +101,7 @@ class Pooling2DLayerImpl(Layer):
         return outputs, OrderedDict(), internals
 
     def forward_pass(self, buffers, training_pass=True):
+        """Max or average over each window, for all time steps at once."""
         _h = self.handler
         x = flatten_time(buffers.inputs.default)
         y = flatten_time(buffers.outputs.default)
@@ -115,6 +117,11 @@ class Pooling2DLayerImpl(Layer):
             )
 
     def backward_pass(self, buffers):
+        """Add the output deltas to the inputs they came from.
+
+        Max pooling routes each delta to the position recorded in ``argmax``;
+        average pooling spreads it evenly over the window.
+        """
         _h = self.handler
         x = flatten_time(buffers.inputs.default)
         y = flatten_time(buffers.outputs.default)

@@ -51,6 +51,12 @@ class RecurrentLayerImpl(Layer):
     }
 
     def setup(self, kwargs, in_shapes):
+        """Output ``default (T, B, size)`` with one step of context.
+
+        Parameters ``W (size, in)``, ``R (size, size)`` and ``bias (size,)``;
+        internals ``Ha`` (the activations' inputs) and the backward-only ``dHa``
+        and ``dHb``.
+        """
         self.activation = kwargs['activation']
         n_in = in_shapes['default'].feature_size
         size = kwargs['size'] or n_in
@@ -69,6 +75,7 @@ class RecurrentLayerImpl(Layer):
         return outputs, parameters, internals
 
     def forward_pass(self, buffers, training_pass=True):
+        """``y[t] = f(W x[t] + R y[t-1] + bias)``, step by step."""
         _h = self.handler
         R = buffers.parameters.R
         y = buffers.outputs.default
@@ -81,6 +88,10 @@ class RecurrentLayerImpl(Layer):
             act(Ha[t], y[t])
 
     def backward_pass(self, buffers):
+        """Back-propagate through time, then add the input deltas and gradients.
+
+        The output deltas accumulate the full delta of each step in place.
+        """
         _h = self.handler
         R = buffers.parameters.R
         y, dy = buffers.outputs.default, buffers.output_deltas.default
@@ -100,9 +111,7 @@ class RecurrentLayerImpl(Layer):
         self._backward_through_inputs(buffers)
 
     def _project_inputs(self, buffers) -> int:
-        """``Ha[t] = W x[t] + bias`` for all time steps in one matrix
-        product; returns T.
-        """
+        """``Ha[t] = W x[t] + bias`` for all time steps in one product; returns T."""
         _h = self.handler
         W, bias = buffers.parameters.W, buffers.parameters.bias
         x = buffers.inputs.default
@@ -113,8 +122,9 @@ class RecurrentLayerImpl(Layer):
         return T
 
     def _backward_through_inputs(self, buffers) -> None:
-        """Input deltas and the W, R, bias gradients from ``dHa``, each one
-        matrix product over all time steps.
+        """Input deltas and the W, R, bias gradients from ``dHa``.
+
+        Each is one matrix product over all time steps.
         """
         _h = self.handler
         W = buffers.parameters.W

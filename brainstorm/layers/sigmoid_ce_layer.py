@@ -40,6 +40,11 @@ class SigmoidCELayerImpl(Layer):
     takes_no_output_deltas_from = ('predictions',)
 
     def setup(self, kwargs, in_shapes):
+        """Outputs ``predictions`` and ``loss`` of the input's shape.
+
+        Raises:
+            LayerValidationError: the targets' features differ from the input's.
+        """
         x, t = in_shapes['default'], in_shapes['targets']
         if x.feature_shape != t.feature_shape:
             raise LayerValidationError(
@@ -54,6 +59,7 @@ class SigmoidCELayerImpl(Layer):
         return outputs, OrderedDict(), internals
 
     def forward_pass(self, buffers, training_pass=True):
+        """``p = sigmoid(x)``, ``loss = -(t ln p + (1 - t) ln(1 - p))`` (clipped)."""
         _h = self.handler
         x, t = buffers.inputs.default, buffers.inputs.targets
         p, loss = buffers.outputs.predictions, buffers.outputs.loss
@@ -74,6 +80,7 @@ class SigmoidCELayerImpl(Layer):
         _h.sigmoid(x, p)
 
     def backward_pass(self, buffers):
+        """Add ``dloss * (p - t)`` to the input deltas."""
         _h = self.handler
         t = buffers.inputs.targets
         p = buffers.outputs.predictions

@@ -42,6 +42,11 @@ class SoftmaxCELayerImpl(Layer):
     takes_no_output_deltas_from = ('predictions',)
 
     def setup(self, kwargs, in_shapes):
+        """Outputs ``predictions`` (input's shape) and ``loss`` (targets' shape).
+
+        Raises:
+            LayerValidationError: the targets are not one class id per position.
+        """
         x, t = in_shapes['default'], in_shapes['targets']
         if t.feature_shape != x.feature_shape[:-1] + (1,):
             raise LayerValidationError(
@@ -60,6 +65,11 @@ class SoftmaxCELayerImpl(Layer):
         return outputs, OrderedDict(), internals
 
     def forward_pass(self, buffers, training_pass=True):
+        """``p = softmax(x)`` over the last axis; ``loss = -ln p[target]`` (clipped).
+
+        Raises:
+            NetworkValidationError: a target is not a valid class id.
+        """
         _h = self.handler
         for x, t, p, loss in zip(
             _rows(buffers.inputs.default),
@@ -80,6 +90,7 @@ class SoftmaxCELayerImpl(Layer):
             _h.mult_st(-1.0, loss, loss)
 
     def backward_pass(self, buffers):
+        """Add ``dloss * (p - onehot(t))`` to the input deltas."""
         _h = self.handler
         for t, p, dloss, dx, t_bin in zip(
             _rows(buffers.inputs.targets),

@@ -33,6 +33,11 @@ class SquaredDifferenceLayerImpl(Layer):
     declared_kwargs = {}
 
     def setup(self, kwargs, in_shapes):
+        """Output ``default`` and internal ``diff``, both of the inputs' features.
+
+        Raises:
+            LayerValidationError: the two inputs differ in features.
+        """
         a, b = in_shapes['inputs_1'], in_shapes['inputs_2']
         if a.feature_shape != b.feature_shape:
             raise LayerValidationError(
@@ -43,6 +48,7 @@ class SquaredDifferenceLayerImpl(Layer):
         return (OrderedDict(default=shape), OrderedDict(), OrderedDict(diff=shape))
 
     def forward_pass(self, buffers, training_pass=True):
+        """``y = (a - b)^2`` element by element."""
         _h = self.handler
         a, b = buffers.inputs.inputs_1, buffers.inputs.inputs_2
         y = buffers.outputs.default
@@ -52,6 +58,7 @@ class SquaredDifferenceLayerImpl(Layer):
         _h.mult_tt(diff, diff, y)
 
     def backward_pass(self, buffers):
+        """Add ``2 dy (a - b)`` to the deltas of ``a`` and subtract it from ``b``'s."""
         _h = self.handler
         da, db = buffers.input_deltas.inputs_1, buffers.input_deltas.inputs_2
         dy = buffers.output_deltas.default
