@@ -17,6 +17,17 @@ brainstorm uses everywhere, time-major ``(T, B, ...)``: images
 targets ``(T, N, 1)`` class ids. The data is the same whether it comes from
 a file or a fallback, only smaller in the latter case.
 
+The examples share their command-line options through this package too:
+:func:`add_data_arguments` (``--data-dir``, ``--limit``) and, for settings
+whose defaults depend on the data set loaded, :func:`add_settings_arguments`
+and :func:`choose_settings`.
+
+The modules: :mod:`~brainstorm.datasets.base` (:class:`Dataset`),
+:mod:`~brainstorm.datasets.files` (the data scripts' files),
+:mod:`~brainstorm.datasets.fallbacks` (the offline data) and
+:mod:`~brainstorm.datasets.command_line`; every public name is importable
+from ``brainstorm.datasets``.
+
 Example:
     >>> import brainstorm as bs
     >>> data = bs.datasets.load_digits()
