@@ -26,7 +26,22 @@ from brainstorm.randomness import global_rnd
 from brainstorm.structure import Network, generate_architecture
 from brainstorm.training import Trainer
 
-__all__ = ['get_description', 'create_from_description', 'global_rnd',
-           'Network', 'generate_architecture', 'Trainer', 'initializers',
-           'data_iterators', 'value_modifiers', 'tools', 'hooks', 'layers',
-           'handlers', 'training', 'scorers', 'datasets', '__version__']
+__all__ = [
+    'get_description',
+    'create_from_description',
+    'global_rnd',
+    'Network',
+    'generate_architecture',
+    'Trainer',
+    'initializers',
+    'data_iterators',
+    'value_modifiers',
+    'tools',
+    'hooks',
+    'layers',
+    'handlers',
+    'training',
+    'scorers',
+    'datasets',
+    '__version__',
+]

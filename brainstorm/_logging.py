@@ -1,5 +1,4 @@
-"""brainstorm's messages go through :mod:`logging`, under the logger
-``brainstorm``.
+"""brainstorm's messages go through :mod:`logging`, under the logger ``brainstorm``.
 
 The trainer logs on ``brainstorm.training`` and the hooks on
 ``brainstorm.hooks``, at INFO (a hook's failure at ERROR). Unless the user
@@ -29,13 +28,15 @@ ROOT_NAME = 'brainstorm'
 
 
 class ConsoleHandler(logging.Handler):
-    """Writes the bare message to ``sys.stdout`` (``sys.stderr`` from
-    WARNING up), looking the stream up at each message."""
+    """Writes the bare message to ``sys.stdout``, from WARNING up to ``sys.stderr``.
+
+    The stream is looked up at each message, so redirections made later
+    (``contextlib.redirect_stdout``, pytest's ``capsys``) take effect.
+    """
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            stream = sys.stderr if record.levelno >= logging.WARNING \
-                else sys.stdout
+            stream = sys.stderr if record.levelno >= logging.WARNING else sys.stdout
             stream.write(self.format(record) + '\n')
             stream.flush()
         except Exception:

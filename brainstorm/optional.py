@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from brainstorm.__about__ import install_hint
 
-__all__ = ['MissingDependencyMock', 'has_pycuda', 'pycuda_mock', 'has_bokeh',
-           'bokeh_mock', 'has_mpi4py', 'mpi4py_mock']
+__all__ = [
+    'MissingDependencyMock',
+    'has_pycuda',
+    'pycuda_mock',
+    'has_bokeh',
+    'bokeh_mock',
+    'has_mpi4py',
+    'mpi4py_mock',
+]
 
 
 class MissingDependencyMock:
@@ -26,43 +33,54 @@ class MissingDependencyMock:
         raise object.__getattribute__(self, '_error')
 
     def __call__(self, *args, **kwargs):
+        """Raise the stored ImportError: the missing class cannot be created."""
         raise object.__getattribute__(self, '_error')
 
 
 def _missing(package: str, extra: str, error: ImportError) -> ImportError:
-    err = ImportError(f'{package} is needed for this feature but could not be '
-                      f'imported ({error}). Install it with '
-                      f'{install_hint(extra)}.')
+    err = ImportError(
+        f'{package} is needed for this feature but could not be '
+        f'imported ({error}). Install it with '
+        f'{install_hint(extra)}.'
+    )
     err.__cause__ = error
     return err
 
 
 try:
     import pycuda  # noqa: F401
+
     has_pycuda = True
     pycuda_mock = None
 except ImportError as _err:
     has_pycuda = False
-    pycuda_mock = MissingDependencyMock(_missing(
-        'PyCUDA (with the CUDA toolkit)', 'pycuda', _err))
+    pycuda_mock = MissingDependencyMock(
+        _missing('PyCUDA (with the CUDA toolkit)', 'pycuda', _err)
+    )
 
 try:
     import bokeh  # noqa: F401
+
     has_bokeh = True
     bokeh_mock = None
 except ImportError as _err:
     has_bokeh = False
-    bokeh_mock = MissingDependencyMock(ImportError(
-        f'bokeh is needed for the BokehVisualizer but could not be imported '
-        f'({_err}). Install it with: {install_hint("bokeh")}'))
+    bokeh_mock = MissingDependencyMock(
+        ImportError(
+            f'bokeh is needed for the BokehVisualizer but could not be imported '
+            f'({_err}). Install it with: {install_hint("bokeh")}'
+        )
+    )
 
 try:
     # only the package: ``from mpi4py import MPI`` would initialise MPI,
     # which brainstorm.training.data_parallel does when it is first needed
     import mpi4py  # noqa: F401
+
     has_mpi4py = True
     mpi4py_mock = None
 except ImportError as _err:
     has_mpi4py = False
-    mpi4py_mock = MissingDependencyMock(_missing(
-        'mpi4py (with an MPI library, e.g. the mpich wheel)', 'mpi', _err))
+    mpi4py_mock = MissingDependencyMock(
+        _missing('mpi4py (with an MPI library, e.g. the mpich wheel)', 'mpi', _err)
+    )

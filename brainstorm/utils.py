@@ -6,22 +6,39 @@ import re
 
 import numpy as np
 
+from brainstorm.__about__ import __version__
+
 __all__ = [
-    'ValidationError', 'NetworkValidationError', 'LayerValidationError',
-    'IteratorValidationError', 'StructureValidationError',
-    'TrainingValidationError', 'UnknownNameError', 'NonFiniteError',
+    'ValidationError',
+    'NetworkValidationError',
+    'LayerValidationError',
+    'IteratorValidationError',
+    'StructureValidationError',
+    'TrainingValidationError',
+    'UnknownNameError',
+    'NonFiniteError',
     'DescriptionError',
     'DatasetValidationError',
-    'InitializationError', 'NAME_BLACKLIST', 'is_valid_layer_name',
-    'get_by_path', 'get_normalized_path', 'flatten_time',
-    'flatten_time_and_features', 'flatten_features', 'flatten_all_but_last',
-    'flatten_keys', 'reshape_view', 'get_inheritors', 'progress_bar',
+    'InitializationError',
+    'NAME_BLACKLIST',
+    'is_valid_layer_name',
+    'get_by_path',
+    'get_normalized_path',
+    'flatten_time',
+    'flatten_time_and_features',
+    'flatten_features',
+    'flatten_all_but_last',
+    'flatten_keys',
+    'reshape_view',
+    'get_inheritors',
+    'progress_bar',
     'write_atomically',
     'get_brainstorm_info',
 ]
 
 
 # ----------------------------------------------------------------- errors ---
+
 
 class ValidationError(ValueError):
     """Base class of every error raised for bad user input.
@@ -60,19 +77,21 @@ class UnknownNameError(TrainingValidationError, KeyError):
 
 
 class NonFiniteError(ValidationError, FloatingPointError):
-    """Training produced a NaN or infinite loss or parameter, or a
-    parameter beyond the trainer's ``max_abs_parameter`` (it diverged).
+    """Training diverged: a NaN or infinite loss or parameter, or one too large.
 
-    Raised by the :class:`~brainstorm.training.Trainer` (unless created
-    with ``check_finite=False``); the message names the update, the first
-    layer and buffer holding such a value and the last finite loss.
+    Too large means beyond the trainer's ``max_abs_parameter``. Raised by
+    the :class:`~brainstorm.training.Trainer` (unless created with
+    ``check_finite=False``); the message names the update, the first layer
+    and buffer holding such a value and the last finite loss.
     """
 
 
 class DescriptionError(ValidationError, TypeError):
-    """A description (from a file or a dict) cannot be turned into an
-    object: not a description, an unknown or unexpected ``@type``, or a key
-    the class does not declare."""
+    """A description (from a file or a dict) cannot be turned into an object.
+
+    It is not a description, has an unknown or unexpected ``@type``, or a
+    key the class does not declare.
+    """
 
 
 class DatasetValidationError(ValidationError):
@@ -94,8 +113,11 @@ _IDENTIFIER = re.compile(r'^[_a-zA-Z][_a-zA-Z0-9]*$')
 
 def is_valid_layer_name(name) -> bool:
     """True if ``name`` is a Python identifier and not a reserved word."""
-    return (isinstance(name, str) and bool(_IDENTIFIER.match(name))
-            and name not in NAME_BLACKLIST)
+    return (
+        isinstance(name, str)
+        and bool(_IDENTIFIER.match(name))
+        and name not in NAME_BLACKLIST
+    )
 
 
 def get_by_path(d, path: str):
@@ -112,8 +134,9 @@ def get_by_path(d, path: str):
             prefix = '.'.join(path.split('.')[:i])
             keys = list(current.keys()) if hasattr(current, 'keys') else []
             where = f" in '{prefix}'" if prefix else ''
-            raise KeyError(f"Unknown key '{part}'{where} of path '{path}'. "
-                           f'Available keys: {keys}') from None
+            raise KeyError(
+                f"Unknown key '{part}'{where} of path '{path}'. Available keys: {keys}"
+            ) from None
     return current
 
 
@@ -151,6 +174,7 @@ def flatten_keys(dictionary: dict) -> set:
 
 # ----------------------------------------------------------------- shapes ---
 
+
 def reshape_view(array, shape: tuple):
     """``array.reshape(shape)``, but never a silent copy of a NumPy array.
 
@@ -165,7 +189,8 @@ def reshape_view(array, shape: tuple):
         except AttributeError:
             raise ValueError(
                 f'Cannot reshape an array of shape {array.shape} with strides '
-                f'{array.strides} to {shape} without copying it.') from None
+                f'{array.strides} to {shape} without copying it.'
+            ) from None
         return view
     return array.reshape(shape)
 
@@ -185,8 +210,9 @@ def flatten_time_and_features(array):
 def flatten_features(array, start_idx: int = 2):
     """Merge all axes from ``start_idx`` on into one."""
     shape = array.shape
-    return reshape_view(array, tuple(shape[:start_idx]) +
-                        (int(np.prod(shape[start_idx:])),))
+    return reshape_view(
+        array, tuple(shape[:start_idx]) + (int(np.prod(shape[start_idx:])),)
+    )
 
 
 def flatten_all_but_last(array):
@@ -202,6 +228,7 @@ def flatten_all_but_last(array):
 
 # ------------------------------------------------------------------- misc ---
 
+
 def get_inheritors(cls) -> set:
     """All transitive subclasses of ``cls``."""
     result = set()
@@ -215,8 +242,12 @@ def get_inheritors(cls) -> set:
     return result
 
 
-def progress_bar(maximum: int, prefix: str = '[', bar: str = '====1====2====3'
-                 '====4====5====6====7====8====9====0', suffix: str = '] Took: {0}\n'):
+def progress_bar(
+    maximum: int,
+    prefix: str = '[',
+    bar: str = '====1====2====3====4====5====6====7====8====9====0',
+    suffix: str = '] Took: {0}\n',
+):
     """A generator drawing a plain-text progress bar.
 
     Send it the current progress (0..maximum); it yields the characters to
@@ -224,6 +255,7 @@ def progress_bar(maximum: int, prefix: str = '[', bar: str = '====1====2====3'
     tqdm.
     """
     import time
+
     start = time.time()
     i = 0
     progress = yield prefix
@@ -237,6 +269,7 @@ def progress_bar(maximum: int, prefix: str = '[', bar: str = '====1====2====3'
 
 def _current_umask() -> int:
     import os
+
     # os.umask can only be read by setting it; set it straight back
     mask = os.umask(0o022)
     os.umask(mask)
@@ -244,9 +277,13 @@ def _current_umask() -> int:
 
 
 def _remove_stale_temporaries(directory: str, prefix: str) -> None:
-    """Remove temporary files of ``prefix`` whose writing process is gone
-    (killed while writing): the next write to a path cleans up after it."""
+    """Remove temporary files of ``prefix`` whose writing process is gone.
+
+    A process killed while writing leaves its temporary file behind; the
+    next write to the same path cleans up after it.
+    """
     import os
+
     try:
         names = os.listdir(directory)
     except OSError:
@@ -254,7 +291,7 @@ def _remove_stale_temporaries(directory: str, prefix: str) -> None:
     for name in names:
         if not name.startswith(prefix) or not name.endswith('.tmp'):
             continue
-        pid_text = name[len(prefix):].split('-', 1)[0]
+        pid_text = name[len(prefix) :].split('-', 1)[0]
         if not pid_text.isdigit():
             continue
         pid = int(pid_text)
@@ -290,6 +327,7 @@ def write_atomically(filename: str, write) -> None:
     """
     import os
     import secrets
+
     # follow a symlink: replacing the link itself would turn it into a
     # regular file and leave its target stale
     target = os.path.realpath(filename)
@@ -300,8 +338,7 @@ def write_atomically(filename: str, write) -> None:
         mode = os.stat(target).st_mode & 0o7777
     except FileNotFoundError:
         mode = 0o666 & ~_current_umask()
-    tmp = os.path.join(directory,
-                       f'{prefix}{os.getpid()}-{secrets.token_hex(4)}.tmp')
+    tmp = os.path.join(directory, f'{prefix}{os.getpid()}-{secrets.token_hex(4)}.tmp')
     # O_EXCL: never write into a file (or through a link) someone else made
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     os.close(fd)
@@ -321,6 +358,7 @@ def write_atomically(filename: str, write) -> None:
 def _fsync_directory(directory: str) -> None:
     """Make a rename in ``directory`` durable (POSIX; a no-op elsewhere)."""
     import os
+
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:
@@ -349,17 +387,22 @@ def open_hdf5(filename: str, error: type, what: str):
         error: if the file is missing or not an HDF5 file.
     """
     import h5py
+
     try:
         f = h5py.File(filename, 'r')
     except Exception as err:  # h5py raises many kinds for damaged files
-        raise error(f"Cannot read {what} '{filename}': it is missing or not "
-                    f'an HDF5 file ({err}).') from None
+        raise error(
+            f"Cannot read {what} '{filename}': it is missing or not "
+            f'an HDF5 file ({err}).'
+        ) from None
     try:
         fmt = f.attrs.get('format')
     except Exception as err:
         f.close()
-        raise error(f"Cannot read {what} '{filename}': its attributes are "
-                    f'damaged ({type(err).__name__}: {err}).') from None
+        raise error(
+            f"Cannot read {what} '{filename}': its attributes are "
+            f'damaged ({type(err).__name__}: {err}).'
+        ) from None
     if isinstance(fmt, str):
         fmt = fmt.encode()
     elif isinstance(fmt, np.bytes_):
@@ -381,17 +424,22 @@ def _value_bytes(value) -> bytes:
     array = np.asarray(value)
     if array.dtype.kind == 'O':
         return b'object:' + repr(array.tolist()).encode()
-    return (f'{array.dtype.str}{array.shape}:'.encode()
-            + np.ascontiguousarray(array).tobytes())
+    return (
+        f'{array.dtype.str}{array.shape}:'.encode()
+        + np.ascontiguousarray(array).tobytes()
+    )
 
 
 def _digest(obj, data=None) -> str:
-    """SHA-256 of an HDF5 object: its attributes (but the checksum), the
-    names of its members (groups) or its content (datasets, given as
-    ``data`` when already read)."""
+    """SHA-256 of an HDF5 object.
+
+    It covers the attributes (but the checksum), the names of the members
+    (groups) or the content (datasets, given as ``data`` when already read).
+    """
     import hashlib
 
     import h5py
+
     h = hashlib.sha256()
     for name in sorted(obj.attrs):
         if name != CHECKSUM_ATTRIBUTE:
@@ -406,10 +454,13 @@ def _digest(obj, data=None) -> str:
 
 
 def add_checksums(f) -> None:
-    """Give every group and dataset of an open, writable h5py file a
-    SHA-256 checksum attribute (see :class:`CheckedReader`). Call it last,
-    once everything is written."""
+    """Give every group and dataset of an open h5py file a checksum attribute.
+
+    The checksum is a SHA-256 digest (see :class:`CheckedReader`). Call it
+    last, once everything is written; the file must be writable.
+    """
     import h5py
+
     objects = [f]
     f.visititems(lambda name, obj: objects.append(obj))
     for obj in objects:
@@ -418,8 +469,9 @@ def add_checksums(f) -> None:
 
 
 class CheckedReader:
-    """Reads groups, datasets and attributes of an open h5py file so that a
-    damaged or crafted file can only cause ``error``.
+    """Reads an h5py file so that a damaged or crafted one can only cause ``error``.
+
+    It reads groups, datasets and attributes, checking:
 
     * Checksums: every object that carries a checksum attribute (written
       by :func:`add_checksums`) is verified when it is read; in a file
@@ -446,8 +498,9 @@ class CheckedReader:
 
     def fail(self, path: str, problem: str):
         """Raise ``error`` naming the file and the object."""
-        raise self.error(f"{self.what} '{self.filename}' is corrupt: "
-                         f"'{path}': {problem}")
+        raise self.error(
+            f"{self.what} '{self.filename}' is corrupt: '{path}': {problem}"
+        )
 
     def _verify(self, obj, path: str, data=None) -> None:
         stored = obj.attrs.get(CHECKSUM_ATTRIBUTE)
@@ -455,27 +508,30 @@ class CheckedReader:
             if self.checked:
                 self.fail(path, 'it has no checksum (the file has).')
             return
-        if isinstance(stored, np.ndarray) or not isinstance(
-                stored, (bytes, str)):
+        if isinstance(stored, np.ndarray) or not isinstance(stored, (bytes, str)):
             self.fail(path, f'malformed checksum {stored!r}.')
         if isinstance(stored, bytes):
             stored = stored.decode('ascii', 'replace')
         if stored != _digest(obj, data):
-            self.fail(path, 'its checksum does not match its content (the '
-                      'file was changed or damaged).')
+            self.fail(
+                path,
+                'its checksum does not match its content (the '
+                'file was changed or damaged).',
+            )
 
     def _get(self, path: str):
         import h5py
+
         # soft and external links could point into other files
         link = self.f.get(path, getlink=True)
         if link is not None and not isinstance(link, h5py.HardLink):
-            self.fail(path, 'expected stored data. Received: '
-                      f'{type(link).__name__}')
+            self.fail(path, f'expected stored data. Received: {type(link).__name__}')
         return self.f.get(path)
 
     def group(self, path: str):
         """The (verified) group at ``path``."""
         import h5py
+
         obj = self._get(path)
         if not isinstance(obj, h5py.Group):
             self.fail(path, f'expected a group. Received: {obj!r}')
@@ -490,18 +546,20 @@ class CheckedReader:
             shape: the shape it must have, checked before reading.
         """
         import h5py
+
         ds = self._get(path)
         if not isinstance(ds, h5py.Dataset):
             self.fail(path, f'expected a dataset. Received: {ds!r}')
         if shape is not None and tuple(ds.shape) != tuple(shape):
-            self.fail(path, f'expected shape {tuple(shape)}. Received: '
-                      f'{ds.shape}')
+            self.fail(path, f'expected shape {tuple(shape)}. Received: {ds.shape}')
         claimed = int(np.prod(ds.shape, dtype=object)) * ds.dtype.itemsize
         stored = ds.id.get_storage_size()
         filtered = ds.id.get_create_plist().get_nfilters() > 0
         if not filtered and claimed > stored:
-            self.fail(path, f'it claims {claimed} bytes but the file stores '
-                      f'only {stored} for it.')
+            self.fail(
+                path,
+                f'it claims {claimed} bytes but the file stores only {stored} for it.',
+            )
         if filtered and shape is None:
             self.fail(path, 'expected an uncompressed dataset.')
         data = ds[()]
@@ -511,5 +569,4 @@ class CheckedReader:
 
 def get_brainstorm_info() -> bytes:
     """The ``info`` attribute written into every HDF5 file brainstorm makes."""
-    from brainstorm.__about__ import __version__
     return f'Created with brainstorm {__version__}'.encode()

@@ -21,22 +21,34 @@ from brainstorm.arguments import Arg, NumericArray, Optional, Real
 from brainstorm.randomness import Seedable
 from brainstorm.utils import NetworkValidationError, ValidationError
 
-__all__ = ['ValueModifier', 'GradientModifier', 'ClipValues',
-           'ConstrainL2Norm', 'MaskValues', 'FreezeValues', 'L1Decay',
-           'L2Decay']
+__all__ = [
+    'ValueModifier',
+    'GradientModifier',
+    'ClipValues',
+    'ConstrainL2Norm',
+    'MaskValues',
+    'FreezeValues',
+    'L1Decay',
+    'L2Decay',
+]
 
 
-def _check_number(owner: str, name: str, value, minimum: float | None = None,
-                  strict: bool = False) -> float:
-    ok = (isinstance(value, (int, float, np.integer, np.floating))
-          and not isinstance(value, bool) and math.isfinite(value))
+def _check_number(
+    owner: str, name: str, value, minimum: float | None = None, strict: bool = False
+) -> float:
+    ok = (
+        isinstance(value, (int, float, np.integer, np.floating))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+    )
     if ok and minimum is not None:
         ok = value > minimum if strict else value >= minimum
     if not ok:
-        bound = '' if minimum is None else \
-            f' {">" if strict else ">="} {minimum}'
-        raise ValidationError(f'{owner}: {name} must be a finite number'
-                              f'{bound}. Received: {name}={value!r}')
+        bound = '' if minimum is None else f' {">" if strict else ">="} {minimum}'
+        raise ValidationError(
+            f'{owner}: {name} must be a finite number'
+            f'{bound}. Received: {name}={value!r}'
+        )
     return float(value)
 
 
@@ -45,8 +57,12 @@ class _Modifier(Seedable):
 
     __argument_error__ = NetworkValidationError
 
-    __undescribed__ = {'layer_name': '', 'view_name': '', '_handler': None,
-                       '_buffers': None}
+    __undescribed__ = {
+        'layer_name': '',
+        'view_name': '',
+        '_handler': None,
+        '_buffers': None,
+    }
 
     def __init__(self):
         super().__init__()
@@ -79,8 +95,7 @@ class _Modifier(Seedable):
             cache[key] = handler.allocate(tuple(shape))
         return cache[key]
 
-    def _device_copy(self, handler, name: str, shape: tuple[int, ...],
-                     make_array):
+    def _device_copy(self, handler, name: str, shape: tuple[int, ...], make_array):
         """A handler copy of ``make_array()``, made once per handler/shape."""
         cache = self._buffer_cache(handler)
         key = (name, tuple(shape))
@@ -118,6 +133,7 @@ class GradientModifier(_Modifier):
 
 # -------------------------------------------------------- value modifiers ---
 
+
 class ClipValues(ValueModifier):
     """Clip all values to ``[low, high]``.
 
@@ -131,13 +147,15 @@ class ClipValues(ValueModifier):
         'high': Arg(Real(), default=1.0),
     }
 
-    def __init__(self, low: float = -1., high: float = 1.):
+    def __init__(self, low: float = -1.0, high: float = 1.0):
         super().__init__()
         low = _check_number('ClipValues', 'low', low)
         high = _check_number('ClipValues', 'high', high)
         if low > high:
-            raise ValidationError(f'ClipValues: low must not be greater than '
-                                  f'high. Received: low={low}, high={high}')
+            raise ValidationError(
+                f'ClipValues: low must not be greater than '
+                f'high. Received: low={low}, high={high}'
+            )
         self.low = low
         self.high = high
 
@@ -145,9 +163,11 @@ class ClipValues(ValueModifier):
         if self.low > self.high:
             raise NetworkValidationError(
                 'ClipValues: low must not be greater than high. Received: '
-                f'low={self.low}, high={self.high}')
+                f'low={self.low}, high={self.high}'
+            )
 
     def __call__(self, handler, view):
+        """Clip ``view`` in place to ``[low, high]``."""
         handler.clip_t(view, float(self.low), float(self.high), view)
 
 
@@ -166,10 +186,12 @@ class ConstrainL2Norm(ValueModifier):
 
     def __init__(self, limit: float):
         super().__init__()
-        self.limit = _check_number('ConstrainL2Norm', 'limit', limit,
-                                   minimum=0, strict=True)
+        self.limit = _check_number(
+            'ConstrainL2Norm', 'limit', limit, minimum=0, strict=True
+        )
 
     def __call__(self, handler, view):
+        """Scale down in place each row of ``view`` whose L2 norm exceeds ``limit``."""
         if len(view.shape) < 2 or view.shape[0] == 0:
             return
         rows = view.shape[0]
@@ -203,19 +225,26 @@ class MaskValues(ValueModifier):
     def __init__(self, mask):
         super().__init__()
         self.mask = np.array(mask)
-        if not np.issubdtype(self.mask.dtype, np.number) and \
-                self.mask.dtype != bool:
-            raise ValidationError(f'MaskValues: mask must be a numeric array. '
-                                  f'Received dtype {self.mask.dtype}')
+        if not np.issubdtype(self.mask.dtype, np.number) and self.mask.dtype != bool:
+            raise ValidationError(
+                f'MaskValues: mask must be a numeric array. '
+                f'Received dtype {self.mask.dtype}'
+            )
 
     def __init_from_description__(self, description):
         super().__init_from_description__(description)
         self.mask = np.array(self.mask)
 
     def __call__(self, handler, view):
+        """Multiply ``view`` in place by the mask, broadcast to its shape.
+
+        Raises:
+            ValidationError: the mask does not broadcast to the view's shape.
+        """
         shape = tuple(view.shape)
-        device_mask = self._device_copy(handler, 'mask', shape,
-                                        lambda: self._broadcast_mask(shape))
+        device_mask = self._device_copy(
+            handler, 'mask', shape, lambda: self._broadcast_mask(shape)
+        )
         handler.mult_tt(view, device_mask, view)
 
     def _broadcast_mask(self, shape: tuple[int, ...]) -> np.ndarray:
@@ -224,7 +253,8 @@ class MaskValues(ValueModifier):
         except ValueError:
             raise ValidationError(
                 f'{self!r}: the mask of shape {self.mask.shape} does not fit '
-                f'the view of shape {shape}') from None
+                f'the view of shape {shape}'
+            ) from None
 
 
 class FreezeValues(ValueModifier):
@@ -249,19 +279,27 @@ class FreezeValues(ValueModifier):
             self.weights = np.array(self.weights)
 
     def __call__(self, handler, view):
+        """Overwrite ``view`` with the frozen weights.
+
+        Without ``weights``, the view's values at the first call become them.
+
+        Raises:
+            ValidationError: the weights' shape differs from the view's.
+        """
         shape = tuple(view.shape)
         if self.weights is None:
             self.weights = handler.get_numpy_copy(view)
         if self.weights.shape != shape:
             raise ValidationError(
                 f'{self!r}: weights of shape {self.weights.shape} do not fit '
-                f'the view of shape {shape}')
-        frozen = self._device_copy(handler, 'weights', shape,
-                                   lambda: self.weights)
+                f'the view of shape {shape}'
+            )
+        frozen = self._device_copy(handler, 'weights', shape, lambda: self.weights)
         handler.copy_to(frozen, view)
 
 
 # ----------------------------------------------------- gradient modifiers ---
+
 
 class L1Decay(GradientModifier):
     """L1 weight decay: ``gradients += factor * sign(parameters)``.
@@ -277,6 +315,7 @@ class L1Decay(GradientModifier):
         self.factor = _check_number('L1Decay', 'factor', factor, minimum=0)
 
     def __call__(self, handler, parameters, gradients):
+        """Add ``factor * sign(parameters)`` to ``gradients``."""
         signs = self._scratch(handler, 'signs', tuple(parameters.shape))
         handler.sign_t(parameters, signs)
         handler.mult_add_st(float(self.factor), signs, gradients)
@@ -296,4 +335,5 @@ class L2Decay(GradientModifier):
         self.factor = _check_number('L2Decay', 'factor', factor, minimum=0)
 
     def __call__(self, handler, parameters, gradients):
+        """Add ``factor * parameters`` to ``gradients``."""
         handler.mult_add_st(float(self.factor), parameters, gradients)

@@ -68,15 +68,13 @@ def check_layer() -> int:
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--epochs', type=int, default=100,
-                        help='maximal number of epochs (see also --patience)')
-    parser.add_argument('--patience', type=int, default=10,
-                        help='epochs without improvement before stopping')
-    parser.add_argument('--batch-size', type=int, default=20, help='samples per update')
-    parser.add_argument('--learning-rate', type=float, default=0.1,
-                        help='learning rate of the momentum stepper')
+    add = parser.add_argument
+    add('--epochs', type=int, default=100, help='maximal number of epochs')
+    add('--patience', type=int, default=10, help='stop after N epochs without progress')
+    add('--batch-size', type=int, default=20, help='samples per update')
+    add('--learning-rate', type=float, default=0.1, help='learning rate of the stepper')
     bs.datasets.add_data_arguments(parser, 'MNIST.hdf5')
-    parser.add_argument('--seed', type=int, default=42, help='global random seed')
+    add('--seed', type=int, default=42, help='global random seed')
     return parser.parse_args(argv)
 
 
@@ -87,23 +85,23 @@ def main(argv=None) -> dict:
     data = bs.datasets.load_mnist(args.data_dir).limit(args.limit)
     print(f'Data: {data.origin}')
     (x_tr, y_tr), (x_va, y_va) = data.training, data.validation
-    getter_tr = bs.data_iterators.Minibatches(args.batch_size, default=x_tr,
-                                              targets=y_tr)
-    getter_va = bs.data_iterators.Minibatches(100, default=x_va, targets=y_va)
+    batches = bs.data_iterators.Minibatches
+    getter_tr = batches(args.batch_size, default=x_tr, targets=y_tr)
+    getter_va = batches(100, default=x_va, targets=y_va)
 
-    inp, out = bs.tools.get_in_out_layers('classification', x_tr.shape[2:],
-                                          data.nr_classes)
+    inp, out = bs.tools.get_in_out_layers(
+        'classification', x_tr.shape[2:], data.nr_classes
+    )
     hidden = bs.layers.FullyConnected(500, activation='linear', name='FC')
     network = bs.Network.from_layer(inp >> hidden >> Square(name='Square') >> out)
     network.initialize(bs.initializers.Gaussian(0.05))
 
-    trainer = bs.Trainer(bs.training.MomentumStepper(
-        learning_rate=args.learning_rate, momentum=0.9))
+    trainer = bs.Trainer(bs.training.MomentumStepper(args.learning_rate, momentum=0.9))
     trainer.add_hook(bs.hooks.ProgressBar())
     scorers = [bs.scorers.Accuracy(out_name='Output.outputs.predictions')]
     trainer.add_hook(bs.hooks.MonitorScores('valid_getter', scorers, name='validation'))
-    trainer.add_hook(bs.hooks.EarlyStopper('validation.Accuracy', criterion='max',
-                                           patience=args.patience))
+    early = {'criterion': 'max', 'patience': args.patience}
+    trainer.add_hook(bs.hooks.EarlyStopper('validation.Accuracy', **early))
     trainer.add_hook(bs.hooks.StopAfterEpoch(args.epochs))
 
     start = time.time()
@@ -111,8 +109,8 @@ def main(argv=None) -> dict:
     accuracies = trainer.logs['validation']['Accuracy']
     best = int(np.argmax(accuracies))
     print(f'Trained {trainer.current_epoch_nr} epochs in {time.time() - start:.0f} s.')
-    print(f'Validation accuracy: {accuracies[best]:.2%} (best, epoch {best}); '
-          f'{accuracies[-1]:.2%} after the last epoch')
+    last = f'{accuracies[-1]:.2%} after the last epoch'
+    print(f'Validation accuracy: {accuracies[best]:.2%} (best, epoch {best}); {last}')
     return {'best_accuracy': accuracies[best], 'final_accuracy': accuracies[-1]}
 
 

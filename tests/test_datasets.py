@@ -397,17 +397,74 @@ def test_data_arguments_reject_a_limit_that_is_no_count(limit, capsys):
         capsys.readouterr().err
 
 
+SETTINGS = {'mnist': {'epochs': 500, 'learning_rate': 0.1, 'clip': None},
+            'digits': {'epochs': 60, 'learning_rate': 1, 'clip': 5.0}}
+DESCRIPTIONS = {'epochs': 'epochs', 'learning_rate': 'step size',
+                'clip': 'clip at'}
+
+
+def test_settings_arguments_list_the_defaults_per_data_set():
+    parser = datasets.add_settings_arguments(argparse.ArgumentParser(),
+                                             SETTINGS, DESCRIPTIONS)
+    text = ' '.join(parser.format_help().split())
+    assert '--epochs EPOCHS epochs (mnist: 500, digits: 60)' in text
+    assert '--learning-rate LEARNING_RATE step size (mnist: 0.1, digits: 1)' \
+        in text
+    assert 'clip at (mnist: None, digits: 5.0)' in text
+    args = parser.parse_args([])
+    assert (args.epochs, args.learning_rate, args.clip) == (None, None, None)
+    args = parser.parse_args(['--epochs', '3', '--learning-rate', '2'])
+    assert args.epochs == 3 and isinstance(args.epochs, int)
+    assert args.learning_rate == 2.0 and isinstance(args.learning_rate, float)
+    with pytest.raises(SystemExit):
+        parser.parse_args(['--epochs', '2.5'])
+
+
+def test_choose_settings_takes_the_data_sets_defaults_and_the_options():
+    parser = datasets.add_settings_arguments(argparse.ArgumentParser(),
+                                             SETTINGS, DESCRIPTIONS)
+    args = parser.parse_args(['--epochs', '3'])
+    assert datasets.choose_settings(args, SETTINGS, 'digits') == {
+        'epochs': 3, 'learning_rate': 1, 'clip': 5.0}
+    assert datasets.choose_settings(args, SETTINGS, 'mnist') == {
+        'epochs': 3, 'learning_rate': 0.1, 'clip': None}
+    # an option of value 0 is given, not missing
+    args = parser.parse_args(['--clip', '0'])
+    assert datasets.choose_settings(args, SETTINGS, 'mnist')['clip'] == 0.0
+    with pytest.raises(DatasetValidationError,
+                       match=r"expected a data set of \['digits', 'mnist'\]. "
+                             r"Received: 'cifar10'"):
+        datasets.choose_settings(args, SETTINGS, 'cifar10')
+
+
+@pytest.mark.parametrize('defaults, descriptions, message', [
+    ({}, DESCRIPTIONS, 'the same settings for every data set'),
+    ({'a': {'epochs': 1}, 'b': {'size': 2}}, {'epochs': '', 'size': ''},
+     'the same settings for every data set'),
+    ({'a': {'epochs': 1}}, {}, "Received none for 'epochs'"),
+])
+def test_settings_arguments_reject_inconsistent_settings(defaults,
+                                                         descriptions,
+                                                         message):
+    with pytest.raises(DatasetValidationError, match=message):
+        datasets.add_settings_arguments(argparse.ArgumentParser(), defaults,
+                                        descriptions)
+
+
 # ------------------------------------------------------------ dependencies ---
 
-def test_datasets_depends_only_on_low_level_modules():
-    source = (ROOT / 'brainstorm' / 'datasets.py').read_text()
-    tree = ast.parse(source)
+@pytest.mark.parametrize('module', sorted(
+    (ROOT / 'brainstorm' / 'datasets').glob('*.py')), ids=lambda p: p.name)
+def test_datasets_depends_only_on_low_level_modules(module):
+    tree = ast.parse(module.read_text())
     top_level = set()
     for node in tree.body:
         if isinstance(node, ast.ImportFrom):
             top_level.add(node.module)
         elif isinstance(node, ast.Import):
             top_level.update(alias.name for alias in node.names)
+    top_level = {name for name in top_level
+                 if not name.startswith('brainstorm.datasets.')}
     allowed = {'argparse', 'os', 'typing', 'h5py', 'numpy', 'brainstorm.utils',
                'brainstorm.data_iterators', 'brainstorm.randomness'}
     assert top_level <= allowed, top_level - allowed

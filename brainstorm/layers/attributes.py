@@ -22,15 +22,27 @@ import numpy as np
 from brainstorm.handlers.base_handler import ACTIVATION_NAMES
 from brainstorm.utils import LayerValidationError
 
-__all__ = ['REQUIRED', 'Kwarg', 'Constraint', 'PositiveInt', 'NonNegativeInt',
-           'PositiveIntOrTuple', 'PairOfPositiveInts', 'FloatIn', 'Number',
-           'OneOf', 'Activation', 'ShapeDict', 'ACTIVATIONS']
+__all__ = [
+    'REQUIRED',
+    'Kwarg',
+    'Constraint',
+    'PositiveInt',
+    'NonNegativeInt',
+    'PositiveIntOrTuple',
+    'PairOfPositiveInts',
+    'FloatIn',
+    'Number',
+    'OneOf',
+    'Activation',
+    'ShapeDict',
+    'ACTIVATIONS',
+]
 
 #: The activation names (the handler's one list of activation ops).
 ACTIVATIONS = ACTIVATION_NAMES
 
 #: Largest size accepted (beyond it NumPy fails without naming the layer).
-MAX_SIZE = 2 ** 31 - 1
+MAX_SIZE = 2**31 - 1
 
 
 class _Required:
@@ -42,9 +54,11 @@ REQUIRED = _Required()
 
 
 def _is_int(value) -> bool:
-    return bool(isinstance(value, (int, np.integer))
-                and not isinstance(value, (bool, np.bool_))
-            and value <= MAX_SIZE)
+    return bool(
+        isinstance(value, (int, np.integer))
+        and not isinstance(value, (bool, np.bool_))
+        and value <= MAX_SIZE
+    )
 
 
 class Constraint:
@@ -61,6 +75,12 @@ class Constraint:
     invalid_examples: tuple = ()
 
     def normalize(self, value):
+        """Return the normalised ``value``; this base class accepts any value.
+
+        Raises:
+            ValueError: ``value`` violates the constraint (the caller turns it
+                into a LayerValidationError naming the layer and argument).
+        """
         return value
 
     def __repr__(self):
@@ -68,49 +88,67 @@ class Constraint:
 
 
 class PositiveInt(Constraint):
+    """An int greater than 0 (and at most ``MAX_SIZE``)."""
+
     expected = 'a positive int'
     example = 2
-    invalid_examples = (0, -3, 2.5, 'x', True, 10 ** 40)
+    invalid_examples = (0, -3, 2.5, 'x', True, 10**40)
 
     def normalize(self, value):
+        """Return the normalised ``value``; raise ValueError if it does not fit."""
         if not _is_int(value) or value <= 0:
             raise ValueError
         return int(value)
 
 
 class NonNegativeInt(Constraint):
+    """An int of at least 0 (and at most ``MAX_SIZE``)."""
+
     expected = 'an int >= 0'
     example = 0
-    invalid_examples = (-1, 1.5, 'x', 10 ** 40)
+    invalid_examples = (-1, 1.5, 'x', 10**40)
 
     def normalize(self, value):
+        """Return the normalised ``value``; raise ValueError if it does not fit."""
         if not _is_int(value) or value < 0:
             raise ValueError
         return int(value)
 
 
 class PositiveIntOrTuple(Constraint):
+    """A positive int, or a non-empty tuple or list of them (made a tuple)."""
+
     expected = 'a positive int or a tuple of positive ints'
     example = 2
-    invalid_examples = (0, -3, (2, 0), (), 'x', 2.5, 10 ** 40, (2, 10 ** 40))
+    invalid_examples = (0, -3, (2, 0), (), 'x', 2.5, 10**40, (2, 10**40))
 
     def normalize(self, value):
+        """Return the normalised ``value``; raise ValueError if it does not fit."""
         if _is_int(value) and value > 0:
             return int(value)
-        if (isinstance(value, (tuple, list)) and value
-                and all(_is_int(v) and v > 0 for v in value)):
+        if (
+            isinstance(value, (tuple, list))
+            and value
+            and all(_is_int(v) and v > 0 for v in value)
+        ):
             return tuple(int(v) for v in value)
         raise ValueError
 
 
 class PairOfPositiveInts(Constraint):
+    """Two positive ints, as a tuple or list (made a tuple)."""
+
     expected = 'a pair (tuple or list of 2) of positive ints'
     example = (2, 2)
     invalid_examples = (3, (2,), (2, 0), (1, 2, 3), ('a', 1))
 
     def normalize(self, value):
-        if (isinstance(value, (tuple, list)) and len(value) == 2
-                and all(_is_int(v) and v > 0 for v in value)):
+        """Return the normalised ``value``; raise ValueError if it does not fit."""
+        if (
+            isinstance(value, (tuple, list))
+            and len(value) == 2
+            and all(_is_int(v) and v > 0 for v in value)
+        ):
             return tuple(int(v) for v in value)
         raise ValueError
 
@@ -118,8 +156,7 @@ class PairOfPositiveInts(Constraint):
 class FloatIn(Constraint):
     """A real number in an interval (ints are accepted and converted)."""
 
-    def __init__(self, low=-np.inf, high=np.inf, include_low=True,
-                 include_high=True):
+    def __init__(self, low=-np.inf, high=np.inf, include_low=True, include_high=True):
         self.low, self.high = low, high
         self.include_low, self.include_high = include_low, include_high
         left = '[' if include_low else '('
@@ -148,12 +185,15 @@ class FloatIn(Constraint):
         self.invalid_examples = tuple(invalid)
 
     def normalize(self, value):
-        if (not isinstance(value, numbers.Real) or isinstance(value, bool)
-                or not np.isfinite(value)):
+        """Return the normalised ``value``; raise ValueError if it does not fit."""
+        if (
+            not isinstance(value, numbers.Real)
+            or isinstance(value, bool)
+            or not np.isfinite(value)
+        ):
             raise ValueError
         too_low = value < self.low if self.include_low else value <= self.low
-        too_high = (value > self.high if self.include_high
-                    else value >= self.high)
+        too_high = value > self.high if self.include_high else value >= self.high
         if too_low or too_high:
             raise ValueError
         return float(value)
@@ -164,6 +204,12 @@ class Number(FloatIn):
 
 
 class OneOf(Constraint):
+    """One of the given choices, compared with ``==``.
+
+    Args:
+        *choices: the accepted values; the first is the example.
+    """
+
     def __init__(self, *choices):
         self.choices = choices
         self.expected = 'one of ' + ', '.join(repr(c) for c in choices)
@@ -171,6 +217,7 @@ class OneOf(Constraint):
         self.invalid_examples = ('no such choice', 3)
 
     def normalize(self, value):
+        """Return the normalised ``value``; raise ValueError if it does not fit."""
         if value not in self.choices:
             raise ValueError
         return value
@@ -184,17 +231,24 @@ class Activation(OneOf):
 
 
 class ShapeDict(Constraint):
-    """A dict of output names to shape tuples starting with ('T', 'B') or
-    'B' and followed by positive ints."""
+    """A dict of output names to shapes: ``('T', 'B')`` or ``'B'``, then positive ints.
 
-    expected = ("a dict of output names to shapes like ('T', 'B', 784) or "
-                "('B', 10)")
+    The names must be identifiers; the result maps them to tuples.
+    """
+
+    expected = "a dict of output names to shapes like ('T', 'B', 784) or ('B', 10)"
     example = {'default': ('T', 'B', 3)}
-    invalid_examples = ({}, {'default': (3,)}, {'default': ('T', 'B', 0)},
-                        {'default': ('T', 'B')}, {'a b': ('T', 'B', 2)},
-                        [('T', 'B', 3)])
+    invalid_examples = (
+        {},
+        {'default': (3,)},
+        {'default': ('T', 'B', 0)},
+        {'default': ('T', 'B')},
+        {'a b': ('T', 'B', 2)},
+        [('T', 'B', 3)],
+    )
 
     def normalize(self, value):
+        """Return the normalised ``value``; raise ValueError if it does not fit."""
         if not isinstance(value, dict) or not value:
             raise ValueError
         result = {}
@@ -204,11 +258,13 @@ class ShapeDict(Constraint):
             if not isinstance(shape, (tuple, list)):
                 raise ValueError
             shape = tuple(shape)
-            lead = 2 if shape[:2] == ('T', 'B') else \
-                1 if shape[:1] == ('B',) else 0
+            lead = 2 if shape[:2] == ('T', 'B') else 1 if shape[:1] == ('B',) else 0
             features = shape[lead:]
-            if lead == 0 or not features or not all(
-                    _is_int(f) and f > 0 for f in features):
+            if (
+                lead == 0
+                or not features
+                or not all(_is_int(f) and f > 0 for f in features)
+            ):
                 raise ValueError
             result[name] = shape[:lead] + tuple(int(f) for f in features)
         return result
@@ -225,8 +281,7 @@ class Kwarg:
         description: one line for error messages and the docs.
     """
 
-    def __init__(self, constraint: Constraint, default=REQUIRED,
-                 description: str = ''):
+    def __init__(self, constraint: Constraint, default=REQUIRED, description: str = ''):
         self.constraint = constraint
         self.default = default
         self.description = description
@@ -242,7 +297,8 @@ class Kwarg:
             if self.default is REQUIRED:
                 raise LayerValidationError(
                     f'{layer_desc}: argument {name} is required '
-                    f'({self.constraint.expected}).')
+                    f'({self.constraint.expected}).'
+                )
             return self.default
         value = kwargs[name]
         if value is None and self.default is None:
@@ -252,8 +308,11 @@ class Kwarg:
         except (ValueError, TypeError):
             raise LayerValidationError(
                 f'{layer_desc}: {name} must be {self.constraint.expected}. '
-                f'Received: {name}={value!r}') from None
+                f'Received: {name}={value!r}'
+            ) from None
 
     def __repr__(self):
-        return (f'Kwarg({self.constraint.expected}, default={self.default!r}, '
-                f'{self.description!r})')
+        return (
+            f'Kwarg({self.constraint.expected}, default={self.default!r}, '
+            f'{self.description!r})'
+        )

@@ -1,5 +1,4 @@
-"""BatchNorm: normalise each channel by batch statistics, then scale and
-shift."""
+"""BatchNorm: normalise each channel by batch statistics, scale and shift."""
 
 from __future__ import annotations
 
@@ -14,8 +13,9 @@ from brainstorm.structure.construction import ConstructionWrapper
 from brainstorm.utils import flatten_time_and_features
 
 
-def BatchNorm(name: str | None = None, decay: float = 0.9,
-              epsilon: float = 1e-5) -> ConstructionWrapper:
+def BatchNorm(
+    name: str | None = None, decay: float = 0.9, epsilon: float = 1e-5
+) -> ConstructionWrapper:
     """Batch normalisation over the last (channel) axis.
 
     The statistics of channel ``c`` are taken over all ``m`` elements of
@@ -44,26 +44,40 @@ def BatchNorm(name: str | None = None, decay: float = 0.9,
         default input ``('T', 'B', ..., C)`` -> default output of the same
         shape; parameters ``gamma, beta, mu, sigma`` each ``(C,)``.
     """
-    return ConstructionWrapper.create(BatchNormLayerImpl, name=name,
-                                      decay=decay, epsilon=epsilon)
+    return ConstructionWrapper.create(
+        BatchNormLayerImpl, name=name, decay=decay, epsilon=epsilon
+    )
 
 
 class BatchNormLayerImpl(Layer):
-    """Implementation of :func:`BatchNorm`; maintains ``mu`` and ``sigma``
-    itself (see :attr:`untrained_parameters`)."""
+    """Implementation of :func:`BatchNorm`.
+
+    It maintains ``mu`` and ``sigma`` itself (see ``untrained_parameters``).
+    """
 
     expected_inputs = {'default': time_template()}
     declared_kwargs = {
-        'decay': Kwarg(FloatIn(0, 1), default=0.9,
-                       description='weight of the old running statistics'),
-        'epsilon': Kwarg(FloatIn(0, np.inf, include_low=False,
-                                 include_high=False), default=1e-5,
-                         description='added to the variance'),
+        'decay': Kwarg(
+            FloatIn(0, 1),
+            default=0.9,
+            description='weight of the old running statistics',
+        ),
+        'epsilon': Kwarg(
+            FloatIn(0, np.inf, include_low=False, include_high=False),
+            default=1e-5,
+            description='added to the variance',
+        ),
     }
     untrained_parameters = {'mu': 0.0, 'sigma': 1.0}
     computes_no_gradients_for = ('mu', 'sigma')
 
     def setup(self, kwargs, in_shapes):
+        """Output of the input's shape; ``gamma, beta, mu, sigma`` per channel.
+
+        The internals keep the batch's ``sigma_b``, the centred input and
+        ``x_hat`` for the backward pass, plus a row of the channel vectors tiled
+        over positions and backward-only scratch.
+        """
         self.decay = kwargs['decay']
         self.epsilon = kwargs['epsilon']
         in_shape = in_shapes['default']
@@ -71,15 +85,15 @@ class BatchNormLayerImpl(Layer):
         self.positions = in_shape.feature_size // self.channels
         channel = BufferStructure(self.channels)
         outputs = OrderedDict(default=BufferStructure(*in_shape.shape))
-        parameters = OrderedDict(gamma=channel, beta=channel, mu=channel,
-                                 sigma=channel)
+        parameters = OrderedDict(gamma=channel, beta=channel, mu=channel, sigma=channel)
         internals = OrderedDict(
             sigma_b=channel,
             centered=BufferStructure(*in_shape.shape),
             x_hat=BufferStructure(*in_shape.shape),
             # a per-channel vector repeated over all positions of a row
             tiled=BufferStructure(in_shape.feature_size),
-            scratch=BufferStructure(*in_shape.shape, is_backward_only=True))
+            scratch=BufferStructure(*in_shape.shape, is_backward_only=True),
+        )
         return outputs, parameters, internals
 
     def _channel_sum(self, rows, tiled, out) -> None:
@@ -94,13 +108,21 @@ class BatchNormLayerImpl(Layer):
     def _tile(self, vector, tiled, scale: float = 1.0):
         """``scale * vector`` repeated over positions, as a ``(1, P)`` row."""
         _h = self.handler
-        _h.broadcast_t(vector.reshape((1, self.channels)), 0,
-                       tiled.reshape((self.positions, self.channels)))
+        _h.broadcast_t(
+            vector.reshape((1, self.channels)),
+            0,
+            tiled.reshape((self.positions, self.channels)),
+        )
         if scale != 1.0:
             _h.mult_st(scale, tiled, tiled)
         return tiled.reshape((1, tiled.shape[0]))
 
     def forward_pass(self, buffers, training_pass=True):
+        """Normalise, then scale and shift: ``y = gamma * x_hat + beta``.
+
+        A training pass normalises by the batch statistics and updates the
+        running ``mu`` and ``sigma``; an inference pass uses ``mu`` and ``sigma``.
+        """
         _h = self.handler
         gamma, beta, mu, sigma = buffers.parameters
         sigma_b, tiled = buffers.internals.sigma_b, buffers.internals.tiled
@@ -133,6 +155,12 @@ class BatchNormLayerImpl(Layer):
         _h.add_mv(y, self._tile(beta, tiled), y)
 
     def backward_pass(self, buffers):
+        """Add the input deltas; write the ``gamma`` and ``beta`` gradients.
+
+        ``dx += gamma / sigma_b * (dy - x_hat * dgamma / m - dbeta / m)`` with
+        ``dbeta = sum(dy)`` and ``dgamma = sum(dy * x_hat)`` over the ``m``
+        elements of each channel.
+        """
         _h = self.handler
         gamma = buffers.parameters.gamma
         dgamma, dbeta = buffers.gradients.gamma, buffers.gradients.beta
@@ -152,7 +180,9 @@ class BatchNormLayerImpl(Layer):
         _h.subtract_tt(dy, scratch, scratch)
         _h.subtract_mv(scratch, self._tile(dbeta, tiled, 1.0 / m), scratch)
         scale = self._tile(gamma, tiled)
-        _h.divide_mv(scale.reshape((self.positions, self.channels)),
-                     sigma_b.reshape((1, self.channels)),
-                     scale.reshape((self.positions, self.channels)))
+        _h.divide_mv(
+            scale.reshape((self.positions, self.channels)),
+            sigma_b.reshape((1, self.channels)),
+            scale.reshape((self.positions, self.channels)),
+        )
         _h.mult_add_mv(scratch, scale, dx)

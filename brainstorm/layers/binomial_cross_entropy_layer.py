@@ -28,34 +28,40 @@ def BinomialCrossEntropy(name: str | None = None) -> ConstructionWrapper:
         inputs ``default`` and ``targets`` ``('T', 'B', ...)`` with equal
         features -> default output ``('T', 'B', 1)``.
     """
-    return ConstructionWrapper.create(BinomialCrossEntropyLayerImpl,
-                                      name=name)
+    return ConstructionWrapper.create(BinomialCrossEntropyLayerImpl, name=name)
 
 
 class BinomialCrossEntropyLayerImpl(Layer):
     """Implementation of :func:`BinomialCrossEntropy`."""
 
-    expected_inputs = {'default': time_template(),
-                       'targets': time_template()}
+    expected_inputs = {'default': time_template(), 'targets': time_template()}
     declared_kwargs = {}
     computes_no_input_deltas_for = ('targets',)
 
     def setup(self, kwargs, in_shapes):
+        """Output ``default (T, B, 1)``; scratch internals of the input's shape.
+
+        Raises:
+            LayerValidationError: the targets' features differ from the input's.
+        """
         y, t = in_shapes['default'], in_shapes['targets']
         if y.feature_shape != t.feature_shape:
             raise LayerValidationError(
                 f'{self._desc()}: targets must have the same features as the '
-                f'input {y.shape}. Received {t.shape}')
+                f'input {y.shape}. Received {t.shape}'
+            )
         outputs = OrderedDict(default=BufferStructure('T', 'B', 1))
         internals = OrderedDict(
             cee=BufferStructure('T', 'B', *y.feature_shape),
-            ceed=BufferStructure('T', 'B', *y.feature_shape,
-                                 is_backward_only=True))
+            ceed=BufferStructure('T', 'B', *y.feature_shape, is_backward_only=True),
+        )
         return outputs, OrderedDict(), internals
 
     def _sum_into(self, cee, out, negate: bool):
-        """``out = sum_features(+-cee) + out`` via the first column of cee
-        (there is no summing op that adds into its output)."""
+        """``out = sum_features(+-cee) + out``, via the first column of cee.
+
+        There is no summing op that adds into its output.
+        """
         _h = self.handler
         if negate:
             _h.mult_st(-1.0, cee, cee)
@@ -63,6 +69,7 @@ class BinomialCrossEntropyLayerImpl(Layer):
         _h.sum_t(cee, 1, out)
 
     def forward_pass(self, buffers, training_pass=True):
+        """Per sample: ``-sum(t ln y + (1 - t) ln(1 - y))``, both logs clipped."""
         _h = self.handler
         y = flatten_time_and_features(buffers.inputs.default)
         t = flatten_time_and_features(buffers.inputs.targets)
@@ -86,6 +93,7 @@ class BinomialCrossEntropyLayerImpl(Layer):
         _h.mult_st(-1.0, out, out)
 
     def backward_pass(self, buffers):
+        """Add ``dout * (y - t) / clip(y - y^2)`` to the input deltas."""
         _h = self.handler
         y = flatten_time_and_features(buffers.inputs.default)
         t = flatten_time_and_features(buffers.inputs.targets)

@@ -9,8 +9,9 @@ from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.construction import ConstructionWrapper
 
 
-def Clockwork(size: int, activation: str = 'tanh',
-              name: str | None = None) -> ConstructionWrapper:
+def Clockwork(
+    size: int, activation: str = 'tanh', name: str | None = None
+) -> ConstructionWrapper:
     """A clockwork recurrent layer (Koutnik et al., 2014).
 
     A :func:`~brainstorm.layers.Recurrent` layer in which unit ``i`` only
@@ -43,20 +44,24 @@ def Clockwork(size: int, activation: str = 'tanh',
         parameters ``W (size, in)``, ``R (size, size)``, ``bias (size,)``,
         ``timing (size,)``.
     """
-    return ConstructionWrapper.create(ClockworkLayerImpl, name=name,
-                                      size=size, activation=activation)
+    return ConstructionWrapper.create(
+        ClockworkLayerImpl, name=name, size=size, activation=activation
+    )
 
 
 def clock_internals(size: int) -> OrderedDict:
-    """The internals a clocked layer adds: ``inactive`` (T, B, size), non-zero
-    where a unit keeps its state, and ``timing_rows`` (B, size), the timing
-    repeated for every sequence of the batch."""
-    return OrderedDict(inactive=BufferStructure('T', 'B', size),
-                       timing_rows=BufferStructure('B', size))
+    """The internals a clocked layer adds.
+
+    ``inactive`` (T, B, size), non-zero where a unit keeps its state, and
+    ``timing_rows`` (B, size), the timing repeated for every sequence of the
+    batch.
+    """
+    return OrderedDict(
+        inactive=BufferStructure('T', 'B', size), timing_rows=BufferStructure('B', size)
+    )
 
 
-def compute_inactive(handler, timing, timing_rows, inactive,
-                     time_steps: int) -> None:
+def compute_inactive(handler, timing, timing_rows, inactive, time_steps: int) -> None:
     """Fill ``inactive[t]`` with ``fmod(t, timing)`` for every time step.
 
     The result is zero exactly where a unit updates (always at ``t = 0``).
@@ -69,8 +74,9 @@ def compute_inactive(handler, timing, timing_rows, inactive,
 
 
 class ClockworkLayerImpl(RecurrentLayerImpl):
-    """The implementation of :func:`Clockwork`: a Recurrent layer whose
-    units update only every ``timing[i]`` steps.
+    """Implementation of :func:`Clockwork`.
+
+    A Recurrent layer whose units update only every ``timing[i]`` steps.
 
     Besides the internals of Recurrent it keeps the mask ``inactive``
     (``fmod(t, timing)``, non-zero where a unit keeps its output) and
@@ -82,12 +88,14 @@ class ClockworkLayerImpl(RecurrentLayerImpl):
     passes_back_internal_deltas = ()
 
     def setup(self, kwargs, in_shapes):
+        """Recurrent's buffers plus the parameter ``timing`` and the clock internals."""
         outputs, parameters, internals = super().setup(kwargs, in_shapes)
         parameters['timing'] = BufferStructure(self.size)
         internals.update(clock_internals(self.size))
         return outputs, parameters, internals
 
     def forward_pass(self, buffers, training_pass=True):
+        """As Recurrent, but a unit whose period has not come keeps its last output."""
         _h = self.handler
         R, timing = buffers.parameters.R, buffers.parameters.timing
         y = buffers.outputs.default
@@ -95,8 +103,7 @@ class ClockworkLayerImpl(RecurrentLayerImpl):
         act = _h.act_func[self.activation]
 
         T = self._project_inputs(buffers)
-        compute_inactive(_h, timing, buffers.internals.timing_rows, inactive,
-                         T)
+        compute_inactive(_h, timing, buffers.internals.timing_rows, inactive, T)
         for t in range(T):
             _h.dot_add_mm(y[t - 1], R, Ha[t], transb=True)
             act(Ha[t], y[t])
@@ -104,6 +111,10 @@ class ClockworkLayerImpl(RecurrentLayerImpl):
                 _h.copy_to_if(y[t - 1], y[t], inactive[t])
 
     def backward_pass(self, buffers):
+        """As Recurrent, but an inactive unit passes its delta to the previous step.
+
+        Inactive units get no delta through their activation (``dHa`` is 0).
+        """
         _h = self.handler
         R = buffers.parameters.R
         y, dy = buffers.outputs.default, buffers.output_deltas.default
@@ -120,5 +131,5 @@ class ClockworkLayerImpl(RecurrentLayerImpl):
                 _h.add_into_if(dHb[t + 1], dHb[t], inactive[t + 1])
             act_deriv(Ha[t], y[t], dHb[t], dHa[t])
             if t:
-                _h.fill_if(dHa[t], 0., inactive[t])
+                _h.fill_if(dHa[t], 0.0, inactive[t])
         self._backward_through_inputs(buffers)

@@ -10,10 +10,8 @@ from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.construction import ConstructionWrapper
 
 
-def DeltasScaling(factor: float, name: str | None = None) -> \
-        ConstructionWrapper:
-    """Copy forward, scale the deltas backward: ``y = x``,
-    ``dx += factor * dy``.
+def DeltasScaling(factor: float, name: str | None = None) -> ConstructionWrapper:
+    """Copy forward, scale the deltas backward: ``y = x``, ``dx += factor * dy``.
 
     With a negative factor this is a gradient reversal layer.
 
@@ -24,8 +22,7 @@ def DeltasScaling(factor: float, name: str | None = None) -> \
     Shapes:
         default input ``('T', 'B', ...)`` -> default output of the same shape.
     """
-    return ConstructionWrapper.create(DeltasScalingLayerImpl, name=name,
-                                      factor=factor)
+    return ConstructionWrapper.create(DeltasScalingLayerImpl, name=name, factor=factor)
 
 
 class DeltasScalingLayerImpl(Layer):
@@ -37,18 +34,21 @@ class DeltasScalingLayerImpl(Layer):
     }
 
     def setup(self, kwargs, in_shapes):
+        """Output ``default`` with the input's features; no parameters or internals."""
         self.factor = kwargs['factor']
         features = in_shapes['default'].feature_shape
         outputs = OrderedDict(default=BufferStructure('T', 'B', *features))
         return outputs, OrderedDict(), OrderedDict()
 
     def forward_pass(self, buffers, training_pass=True):
+        """Copy the input to the output unchanged."""
         _h = self.handler
         x, y = buffers.inputs.default, buffers.outputs.default
 
         _h.copy_to(x, y)
 
     def backward_pass(self, buffers):
+        """Add ``factor * dy`` to the input deltas."""
         _h = self.handler
         dx, dy = buffers.input_deltas.default, buffers.output_deltas.default
 

@@ -10,10 +10,8 @@ from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.construction import ConstructionWrapper
 
 
-def Dropout(drop_prob: float = 0.5, name: str | None = None) -> \
-        ConstructionWrapper:
-    """Dropout: ``y = x * mask / (1 - drop_prob)`` in training, ``y = x``
-    otherwise.
+def Dropout(drop_prob: float = 0.5, name: str | None = None) -> ConstructionWrapper:
+    """Dropout: ``y = x * mask / (1 - drop_prob)`` in training, else ``y = x``.
 
     Each element of ``mask`` is 1 with probability ``1 - drop_prob`` and 0
     otherwise, drawn from the handler's random state in every training
@@ -29,8 +27,7 @@ def Dropout(drop_prob: float = 0.5, name: str | None = None) -> \
         shape; internal ``mask`` of the same shape, holding the scaled mask
         (0 or ``1 / (1 - drop_prob)``).
     """
-    return ConstructionWrapper.create(DropoutLayerImpl, name=name,
-                                      drop_prob=drop_prob)
+    return ConstructionWrapper.create(DropoutLayerImpl, name=name, drop_prob=drop_prob)
 
 
 class DropoutLayerImpl(Layer):
@@ -38,11 +35,15 @@ class DropoutLayerImpl(Layer):
 
     expected_inputs = {'default': time_template()}
     declared_kwargs = {
-        'drop_prob': Kwarg(FloatIn(0, 1, include_high=False), default=0.5,
-                           description='probability of dropping a unit'),
+        'drop_prob': Kwarg(
+            FloatIn(0, 1, include_high=False),
+            default=0.5,
+            description='probability of dropping a unit',
+        ),
     }
 
     def setup(self, kwargs, in_shapes):
+        """Output ``default`` and internal ``mask``, both of the input's shape."""
         self.drop_prob = kwargs['drop_prob']
         shape = in_shapes['default']
         outputs = OrderedDict(default=BufferStructure(*shape.shape))
@@ -50,6 +51,11 @@ class DropoutLayerImpl(Layer):
         return outputs, OrderedDict(), internals
 
     def forward_pass(self, buffers, training_pass=True):
+        """Draw a new scaled ``mask`` and apply it, or copy ``x`` in inference.
+
+        An inference pass fills ``mask`` with 1, so that a following backward
+        pass lets the deltas through unchanged.
+        """
         _h = self.handler
         x = buffers.inputs.default
         y = buffers.outputs.default
@@ -66,6 +72,7 @@ class DropoutLayerImpl(Layer):
             _h.copy_to(x, y)
 
     def backward_pass(self, buffers):
+        """Add ``dy * mask`` to the input deltas."""
         _h = self.handler
         mask = buffers.internals.mask
         dx = buffers.input_deltas.default

@@ -10,8 +10,9 @@ from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.construction import ConstructionWrapper
 
 
-def Elementwise(activation: str = 'rel', name: str | None = None) -> \
-        ConstructionWrapper:
+def Elementwise(
+    activation: str = 'rel', name: str | None = None
+) -> ConstructionWrapper:
     """Apply an activation function elementwise: ``y = f(x)``.
 
     Backward: ``dx += f'(x) * dy``, computed from ``y``.
@@ -23,8 +24,9 @@ def Elementwise(activation: str = 'rel', name: str | None = None) -> \
     Shapes:
         default input ``('T', 'B', ...)`` -> default output of the same shape.
     """
-    return ConstructionWrapper.create(ElementwiseLayerImpl, name=name,
-                                      activation=activation)
+    return ConstructionWrapper.create(
+        ElementwiseLayerImpl, name=name, activation=activation
+    )
 
 
 class ElementwiseLayerImpl(Layer):
@@ -32,23 +34,30 @@ class ElementwiseLayerImpl(Layer):
 
     expected_inputs = {'default': time_template()}
     declared_kwargs = {
-        'activation': Kwarg(Activation(), default='rel',
-                            description='activation function'),
+        'activation': Kwarg(
+            Activation(), default='rel', description='activation function'
+        ),
     }
 
     def setup(self, kwargs, in_shapes):
+        """Output ``default`` with the input's features; no parameters or internals."""
         self.activation = kwargs['activation']
         features = in_shapes['default'].feature_shape
         outputs = OrderedDict(default=BufferStructure('T', 'B', *features))
         return outputs, OrderedDict(), OrderedDict()
 
     def forward_pass(self, buffers, training_pass=True):
+        """``y = f(x)`` element by element."""
         _h = self.handler
         x, y = buffers.inputs.default, buffers.outputs.default
 
         _h.act_func[self.activation](x, y)
 
     def backward_pass(self, buffers):
+        """Add ``f'(x) dy`` to the input deltas.
+
+        The output deltas are replaced by ``f'(x) dy`` on the way.
+        """
         _h = self.handler
         x, y = buffers.inputs.default, buffers.outputs.default
         dx, dy = buffers.input_deltas.default, buffers.output_deltas.default

@@ -13,8 +13,9 @@ from brainstorm.structure.construction import ConstructionWrapper
 from brainstorm.utils import flatten_time_and_features
 
 
-def FullyConnected(size=None, activation: str = 'rel',
-                   name: str | None = None) -> ConstructionWrapper:
+def FullyConnected(
+    size=None, activation: str = 'rel', name: str | None = None
+) -> ConstructionWrapper:
     """A fully connected layer: ``y = f(x W^T + bias)``.
 
     Multi-dimensional input features are flattened.
@@ -32,8 +33,7 @@ def FullyConnected(size=None, activation: str = 'rel',
     kwargs = {'activation': activation}
     if size is not None:
         kwargs['size'] = size
-    return ConstructionWrapper.create(FullyConnectedLayerImpl, name=name,
-                                      **kwargs)
+    return ConstructionWrapper.create(FullyConnectedLayerImpl, name=name, **kwargs)
 
 
 class FullyConnectedLayerImpl(Layer):
@@ -42,24 +42,31 @@ class FullyConnectedLayerImpl(Layer):
     overwrites_gradients = True
     expected_inputs = {'default': time_template()}
     declared_kwargs = {
-        'size': Kwarg(PositiveIntOrTuple(), default=None,
-                      description='output feature size or shape (default: '
-                                  'the input feature shape)'),
-        'activation': Kwarg(Activation(), default='rel',
-                            description='activation function'),
+        'size': Kwarg(
+            PositiveIntOrTuple(),
+            default=None,
+            description='output feature size or shape (default: '
+            'the input feature shape)',
+        ),
+        'activation': Kwarg(
+            Activation(), default='rel', description='activation function'
+        ),
     }
 
     def setup(self, kwargs, in_shapes):
+        """Output ``default`` of ``size``; parameters ``W (out, in)``, ``bias``."""
         self.activation = kwargs['activation']
         size = default_size(kwargs['size'], in_shapes['default'])
         n_in = in_shapes['default'].feature_size
         n_out = int(np.prod(size))
         outputs = OrderedDict(default=BufferStructure('T', 'B', *size))
-        parameters = OrderedDict(W=BufferStructure(n_out, n_in),
-                                 bias=BufferStructure(n_out))
+        parameters = OrderedDict(
+            W=BufferStructure(n_out, n_in), bias=BufferStructure(n_out)
+        )
         return outputs, parameters, OrderedDict()
 
     def forward_pass(self, buffers, training_pass=True):
+        """``y = f(x W^T + bias)`` for all time steps in one matrix product."""
         _h = self.handler
         W, bias = buffers.parameters
         x = flatten_time_and_features(buffers.inputs.default)
@@ -70,6 +77,10 @@ class FullyConnectedLayerImpl(Layer):
         _h.act_func[self.activation](y, y)
 
     def backward_pass(self, buffers):
+        """Add ``(f'(y) dy) W`` to the input deltas; overwrite ``dW`` and ``dbias``.
+
+        The output deltas ``dy`` are replaced by ``f'(y) dy`` on the way.
+        """
         _h = self.handler
         W, bias = buffers.parameters
         dW, dbias = buffers.gradients

@@ -30,21 +30,27 @@ def Highway(name: str | None = None) -> ConstructionWrapper:
 class HighwayLayerImpl(Layer):
     """Implementation of :func:`Highway`."""
 
-    expected_inputs = {'H': time_template(), 'T': time_template(),
-                       'x': time_template()}
+    expected_inputs = {'H': time_template(), 'T': time_template(), 'x': time_template()}
     declared_kwargs = {}
 
     def setup(self, kwargs, in_shapes):
+        """Output ``default`` with the features of ``x``.
+
+        Raises:
+            LayerValidationError: ``H``, ``T`` and ``x`` differ in shape.
+        """
         shapes = {n: in_shapes[n].shape for n in ('H', 'T', 'x')}
         if len(set(shapes.values())) != 1:
             raise LayerValidationError(
                 f'{self._desc()}: inputs H, T and x must have identical '
-                f'shapes. Received: {shapes}')
+                f'shapes. Received: {shapes}'
+            )
         features = in_shapes['x'].feature_shape
         outputs = OrderedDict(default=BufferStructure('T', 'B', *features))
         return outputs, OrderedDict(), OrderedDict()
 
     def forward_pass(self, buffers, training_pass=True):
+        """``y = T * H + (1 - T) * x``, computed as ``T * (H - x) + x``."""
         _h = self.handler
         H, T, x = buffers.inputs.H, buffers.inputs.T, buffers.inputs.x
         y = buffers.outputs.default
@@ -55,10 +61,14 @@ class HighwayLayerImpl(Layer):
         _h.add_tt(y, x, y)
 
     def backward_pass(self, buffers):
+        """Add ``T dy`` to ``dH``, ``(H - x) dy`` to ``dT``, ``(1 - T) dy`` to dx."""
         _h = self.handler
         H, T, x = buffers.inputs.H, buffers.inputs.T, buffers.inputs.x
-        dH, dT, dx = (buffers.input_deltas.H, buffers.input_deltas.T,
-                      buffers.input_deltas.x)
+        dH, dT, dx = (
+            buffers.input_deltas.H,
+            buffers.input_deltas.T,
+            buffers.input_deltas.x,
+        )
         dy = buffers.output_deltas.default
 
         _h.mult_add_tt(T, dy, dH)

@@ -29,16 +29,25 @@ class InputLayerImpl(Layer):
 
     expected_inputs = {}
     declared_kwargs = {
-        'out_shapes': Kwarg(ShapeDict(),
-                            description='output name -> shape template of '
-                                        'the data, e.g. (\'T\', \'B\', 784)'),
+        'out_shapes': Kwarg(
+            ShapeDict(),
+            description='output name -> shape template of '
+            "the data, e.g. ('T', 'B', 784)",
+        ),
     }
 
     def setup(self, kwargs, in_shapes):
+        """One output per entry of ``out_shapes``; nothing else.
+
+        Raises:
+            LayerValidationError: the layer has incoming connections.
+        """
         if self.incoming:
             raise LayerValidationError(
-                f'{self._desc()}: the Input layer cannot have incoming '
-                'connections.')
-        outputs = OrderedDict((name, BufferStructure(*shape))
-                              for name, shape in kwargs['out_shapes'].items())
+                f'{self._desc()}: the Input layer cannot have incoming connections.'
+            )
+        outputs = OrderedDict(
+            (name, BufferStructure(*shape))
+            for name, shape in kwargs['out_shapes'].items()
+        )
         return outputs, OrderedDict(), OrderedDict()

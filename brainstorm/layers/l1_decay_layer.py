@@ -32,6 +32,7 @@ class L1DecayLayerImpl(Layer):
     declared_kwargs = {}
 
     def setup(self, kwargs, in_shapes):
+        """Output ``loss (T, B, 1)``; internal scratch ``tmp`` of the input's shape."""
         features = in_shapes['default'].feature_shape
         outputs = OrderedDict(loss=BufferStructure('T', 'B', 1))
         # tmp is scratch for both passes; neither reads what the other wrote
@@ -39,6 +40,7 @@ class L1DecayLayerImpl(Layer):
         return outputs, OrderedDict(), internals
 
     def forward_pass(self, buffers, training_pass=True):
+        """``loss = sum(|x|)`` over the features of each sample."""
         _h = self.handler
         x = flatten_time_and_features(buffers.inputs.default)
         loss = flatten_time_and_features(buffers.outputs.loss)
@@ -48,6 +50,7 @@ class L1DecayLayerImpl(Layer):
         _h.sum_t(tmp, 1, loss)
 
     def backward_pass(self, buffers):
+        """Add ``sign(x) * dloss`` to the input deltas."""
         _h = self.handler
         x = flatten_time_and_features(buffers.inputs.default)
         dx = flatten_time_and_features(buffers.input_deltas.default)

@@ -32,6 +32,7 @@ class L2DecayLayerImpl(Layer):
     declared_kwargs = {}
 
     def setup(self, kwargs, in_shapes):
+        """Output ``loss (T, B, 1)``; internal scratch ``tmp`` of the input's shape."""
         features = in_shapes['default'].feature_shape
         outputs = OrderedDict(loss=BufferStructure('T', 'B', 1))
         # Brainstorm 0.5 also declared a backward internal
@@ -40,6 +41,7 @@ class L2DecayLayerImpl(Layer):
         return outputs, OrderedDict(), internals
 
     def forward_pass(self, buffers, training_pass=True):
+        """``loss = 0.5 * sum(x^2)`` over the features of each sample."""
         _h = self.handler
         x = flatten_time_and_features(buffers.inputs.default)
         loss = flatten_time_and_features(buffers.outputs.loss)
@@ -50,6 +52,7 @@ class L2DecayLayerImpl(Layer):
         _h.mult_st(0.5, loss, loss)
 
     def backward_pass(self, buffers):
+        """Add ``x * dloss`` to the input deltas."""
         _h = self.handler
         x = flatten_time_and_features(buffers.inputs.default)
         dx = flatten_time_and_features(buffers.input_deltas.default)

@@ -30,17 +30,20 @@ class NoOpLayerImpl(Layer):
     declared_kwargs = {}
 
     def setup(self, kwargs, in_shapes):
+        """Output ``default`` with the input's features; no parameters or internals."""
         features = in_shapes['default'].feature_shape
         outputs = OrderedDict(default=BufferStructure('T', 'B', *features))
         return outputs, OrderedDict(), OrderedDict()
 
     def forward_pass(self, buffers, training_pass=True):
+        """Copy the input to the output unchanged."""
         _h = self.handler
         x, y = buffers.inputs.default, buffers.outputs.default
 
         _h.copy_to(x, y)
 
     def backward_pass(self, buffers):
+        """Add the output deltas to the input deltas unchanged."""
         _h = self.handler
         dx, dy = buffers.input_deltas.default, buffers.output_deltas.default
 

@@ -18,9 +18,13 @@ from brainstorm.structure.construction import ConstructionWrapper
 from brainstorm.utils import flatten_time
 
 
-def Pooling2D(kernel_size: tuple[int, int], type: str = 'max',
-              stride: tuple[int, int] = (1, 1), padding: int = 0,
-              name: str | None = None) -> ConstructionWrapper:
+def Pooling2D(
+    kernel_size: tuple[int, int],
+    type: str = 'max',
+    stride: tuple[int, int] = (1, 1),
+    padding: int = 0,
+    name: str | None = None,
+) -> ConstructionWrapper:
     """A 2-D pooling layer over each channel of channels-last images.
 
     Output cell ``(i, j)`` pools the input cells of rows ``i*sy - padding +
@@ -44,8 +48,13 @@ def Pooling2D(kernel_size: tuple[int, int], type: str = 'max',
         of each maximum, -1 for a window of padding only.
     """
     return ConstructionWrapper.create(
-        Pooling2DLayerImpl, name=name, kernel_size=kernel_size, type=type,
-        stride=stride, padding=padding)
+        Pooling2DLayerImpl,
+        name=name,
+        kernel_size=kernel_size,
+        type=type,
+        stride=stride,
+        padding=padding,
+    )
 
 
 class Pooling2DLayerImpl(Layer):
@@ -53,28 +62,38 @@ class Pooling2DLayerImpl(Layer):
 
     expected_inputs = {'default': time_template()}
     declared_kwargs = {
-        'kernel_size': Kwarg(PairOfPositiveInts(),
-                             description='(height, width) of the window'),
-        'type': Kwarg(OneOf('max', 'avg'), default='max',
-                      description='pooling function'),
-        'stride': Kwarg(PairOfPositiveInts(), default=(1, 1),
-                        description='(vertical, horizontal) step'),
-        'padding': Kwarg(NonNegativeInt(), default=0,
-                         description='cells added on every side (ignored '
-                                     'by the pooling)'),
-        'activation_function': Kwarg(Constraint(), default=None,
-                                     description='ignored; accepted for '
-                                                 'compatibility'),
+        'kernel_size': Kwarg(
+            PairOfPositiveInts(), description='(height, width) of the window'
+        ),
+        'type': Kwarg(
+            OneOf('max', 'avg'), default='max', description='pooling function'
+        ),
+        'stride': Kwarg(
+            PairOfPositiveInts(),
+            default=(1, 1),
+            description='(vertical, horizontal) step',
+        ),
+        'padding': Kwarg(
+            NonNegativeInt(),
+            default=0,
+            description='cells added on every side (ignored by the pooling)',
+        ),
+        'activation_function': Kwarg(
+            Constraint(),
+            default=None,
+            description='ignored; accepted for compatibility',
+        ),
     }
 
     def setup(self, kwargs, in_shapes):
+        """Output of the pooled image shape; internal ``argmax`` for max pooling."""
         self.type = kwargs['type']
         self.kernel_size = kwargs['kernel_size']
         self.stride = kwargs['stride']
         self.padding = kwargs['padding']
-        out_shape = image_output_shape(self, in_shapes['default'],
-                                       self.kernel_size, self.stride,
-                                       self.padding)
+        out_shape = image_output_shape(
+            self, in_shapes['default'], self.kernel_size, self.stride, self.padding
+        )
         outputs = OrderedDict(default=BufferStructure('T', 'B', *out_shape))
         internals = OrderedDict()
         if self.type == 'max':
@@ -82,19 +101,27 @@ class Pooling2DLayerImpl(Layer):
         return outputs, OrderedDict(), internals
 
     def forward_pass(self, buffers, training_pass=True):
+        """Max or average over each window, for all time steps at once."""
         _h = self.handler
         x = flatten_time(buffers.inputs.default)
         y = flatten_time(buffers.outputs.default)
 
         if self.type == 'max':
             argmax = flatten_time(buffers.internals.argmax)
-            _h.maxpool2d_forward_batch(x, self.kernel_size, y, self.padding,
-                                       self.stride, argmax)
+            _h.maxpool2d_forward_batch(
+                x, self.kernel_size, y, self.padding, self.stride, argmax
+            )
         else:
-            _h.avgpool2d_forward_batch(x, self.kernel_size, y, self.padding,
-                                       self.stride)
+            _h.avgpool2d_forward_batch(
+                x, self.kernel_size, y, self.padding, self.stride
+            )
 
     def backward_pass(self, buffers):
+        """Add the output deltas to the inputs they came from.
+
+        Max pooling routes each delta to the position recorded in ``argmax``;
+        average pooling spreads it evenly over the window.
+        """
         _h = self.handler
         x = flatten_time(buffers.inputs.default)
         y = flatten_time(buffers.outputs.default)
@@ -103,8 +130,10 @@ class Pooling2DLayerImpl(Layer):
 
         if self.type == 'max':
             argmax = flatten_time(buffers.internals.argmax)
-            _h.maxpool2d_backward_batch(x, self.kernel_size, y, self.padding,
-                                        self.stride, argmax, dx, dy)
+            _h.maxpool2d_backward_batch(
+                x, self.kernel_size, y, self.padding, self.stride, argmax, dx, dy
+            )
         else:
-            _h.avgpool2d_backward_batch(x, self.kernel_size, y, self.padding,
-                                        self.stride, dx, dy)
+            _h.avgpool2d_backward_batch(
+                x, self.kernel_size, y, self.padding, self.stride, dx, dy
+            )

@@ -11,8 +11,9 @@ from brainstorm.structure.construction import ConstructionWrapper
 from brainstorm.utils import flatten_time, flatten_time_and_features
 
 
-def Recurrent(size: int, activation: str = 'tanh',
-              name: str | None = None) -> ConstructionWrapper:
+def Recurrent(
+    size: int, activation: str = 'tanh', name: str | None = None
+) -> ConstructionWrapper:
     """A simple recurrent layer.
 
     ``Ha[t] = W x[t] + bias + R y[t-1]``, ``y[t] = f(Ha[t])``, with
@@ -28,8 +29,9 @@ def Recurrent(size: int, activation: str = 'tanh',
         ``('T', 'B', ...)`` -> ``('T', 'B', size)``; parameters
         ``W (size, in)``, ``R (size, size)``, ``bias (size,)``.
     """
-    return ConstructionWrapper.create(RecurrentLayerImpl, name=name,
-                                      size=size, activation=activation)
+    return ConstructionWrapper.create(
+        RecurrentLayerImpl, name=name, size=size, activation=activation
+    )
 
 
 class RecurrentLayerImpl(Layer):
@@ -38,31 +40,42 @@ class RecurrentLayerImpl(Layer):
     expected_inputs = {'default': time_template()}
     passes_back_internal_deltas: tuple[str, ...] = ('Ha',)
     declared_kwargs = {
-        'size': Kwarg(PositiveInt(), default=None,
-                      description='number of units (default: input size)'),
-        'activation': Kwarg(Activation(), default='tanh',
-                            description='activation function'),
+        'size': Kwarg(
+            PositiveInt(),
+            default=None,
+            description='number of units (default: input size)',
+        ),
+        'activation': Kwarg(
+            Activation(), default='tanh', description='activation function'
+        ),
     }
 
     def setup(self, kwargs, in_shapes):
+        """Output ``default (T, B, size)`` with one step of context.
+
+        Parameters ``W (size, in)``, ``R (size, size)`` and ``bias (size,)``;
+        internals ``Ha`` (the activations' inputs) and the backward-only ``dHa``
+        and ``dHb``.
+        """
         self.activation = kwargs['activation']
         n_in = in_shapes['default'].feature_size
         size = kwargs['size'] or n_in
         self.size = size
-        outputs = OrderedDict(default=BufferStructure('T', 'B', size,
-                                                      context_size=1))
-        parameters = OrderedDict(W=BufferStructure(size, n_in),
-                                 R=BufferStructure(size, size),
-                                 bias=BufferStructure(size))
+        outputs = OrderedDict(default=BufferStructure('T', 'B', size, context_size=1))
+        parameters = OrderedDict(
+            W=BufferStructure(size, n_in),
+            R=BufferStructure(size, size),
+            bias=BufferStructure(size),
+        )
         internals = OrderedDict(
             Ha=BufferStructure('T', 'B', size, context_size=1),
-            dHa=BufferStructure('T', 'B', size, context_size=1,
-                                is_backward_only=True),
-            dHb=BufferStructure('T', 'B', size, context_size=1,
-                                is_backward_only=True))
+            dHa=BufferStructure('T', 'B', size, context_size=1, is_backward_only=True),
+            dHb=BufferStructure('T', 'B', size, context_size=1, is_backward_only=True),
+        )
         return outputs, parameters, internals
 
     def forward_pass(self, buffers, training_pass=True):
+        """``y[t] = f(W x[t] + R y[t-1] + bias)``, step by step."""
         _h = self.handler
         R = buffers.parameters.R
         y = buffers.outputs.default
@@ -75,6 +88,10 @@ class RecurrentLayerImpl(Layer):
             act(Ha[t], y[t])
 
     def backward_pass(self, buffers):
+        """Back-propagate through time, then add the input deltas and gradients.
+
+        The output deltas accumulate the full delta of each step in place.
+        """
         _h = self.handler
         R = buffers.parameters.R
         y, dy = buffers.outputs.default, buffers.output_deltas.default
@@ -94,8 +111,7 @@ class RecurrentLayerImpl(Layer):
         self._backward_through_inputs(buffers)
 
     def _project_inputs(self, buffers) -> int:
-        """``Ha[t] = W x[t] + bias`` for all time steps in one matrix
-        product; returns T."""
+        """``Ha[t] = W x[t] + bias`` for all time steps in one product; returns T."""
         _h = self.handler
         W, bias = buffers.parameters.W, buffers.parameters.bias
         x = buffers.inputs.default
@@ -106,8 +122,10 @@ class RecurrentLayerImpl(Layer):
         return T
 
     def _backward_through_inputs(self, buffers) -> None:
-        """Input deltas and the W, R, bias gradients from ``dHa``, each one
-        matrix product over all time steps."""
+        """Input deltas and the W, R, bias gradients from ``dHa``.
+
+        Each is one matrix product over all time steps.
+        """
         _h = self.handler
         W = buffers.parameters.W
         dW, dR, dbias = (buffers.gradients[n] for n in ('W', 'R', 'bias'))
@@ -122,6 +140,7 @@ class RecurrentLayerImpl(Layer):
         _h.dot_add_mm(dHa_all, flatten_time_and_features(x), dW, transa=True)
         _h.dot_add_mm(dHa[0], y[-1], dR, transa=True)
         if T > 1:
-            _h.dot_add_mm(flatten_time(dHa[1:T]), flatten_time(y[:T - 1]), dR,
-                          transa=True)
+            _h.dot_add_mm(
+                flatten_time(dHa[1:T]), flatten_time(y[: T - 1]), dR, transa=True
+            )
         _h.sum_t(dHa_all, 0, dbias)

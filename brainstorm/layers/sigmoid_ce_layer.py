@@ -34,26 +34,32 @@ def SigmoidCE(name: str | None = None) -> ConstructionWrapper:
 class SigmoidCELayerImpl(Layer):
     """Implementation of :func:`SigmoidCE`."""
 
-    expected_inputs = {'default': time_template(),
-                       'targets': time_template()}
+    expected_inputs = {'default': time_template(), 'targets': time_template()}
     declared_kwargs = {}
     computes_no_input_deltas_for = ('targets',)
     takes_no_output_deltas_from = ('predictions',)
 
     def setup(self, kwargs, in_shapes):
+        """Outputs ``predictions`` and ``loss`` of the input's shape.
+
+        Raises:
+            LayerValidationError: the targets' features differ from the input's.
+        """
         x, t = in_shapes['default'], in_shapes['targets']
         if x.feature_shape != t.feature_shape:
             raise LayerValidationError(
                 f'{self._desc()}: targets must have the same features as the '
-                f'input {x.shape}. Received {t.shape}')
+                f'input {x.shape}. Received {t.shape}'
+            )
         shape = BufferStructure('T', 'B', *x.feature_shape)
         outputs = OrderedDict(predictions=shape, loss=shape)
         internals = OrderedDict(
-            dcee=BufferStructure('T', 'B', *x.feature_shape,
-                                 is_backward_only=True))
+            dcee=BufferStructure('T', 'B', *x.feature_shape, is_backward_only=True)
+        )
         return outputs, OrderedDict(), internals
 
     def forward_pass(self, buffers, training_pass=True):
+        """``p = sigmoid(x)``, ``loss = -(t ln p + (1 - t) ln(1 - p))`` (clipped)."""
         _h = self.handler
         x, t = buffers.inputs.default, buffers.inputs.targets
         p, loss = buffers.outputs.predictions, buffers.outputs.loss
@@ -74,6 +80,7 @@ class SigmoidCELayerImpl(Layer):
         _h.sigmoid(x, p)
 
     def backward_pass(self, buffers):
+        """Add ``dloss * (p - t)`` to the input deltas."""
         _h = self.handler
         t = buffers.inputs.targets
         p = buffers.outputs.predictions

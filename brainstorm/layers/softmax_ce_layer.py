@@ -36,52 +36,69 @@ def SoftmaxCE(name: str | None = None) -> ConstructionWrapper:
 class SoftmaxCELayerImpl(Layer):
     """Implementation of :func:`SoftmaxCE`."""
 
-    expected_inputs = {'default': time_template(),
-                       'targets': time_template()}
+    expected_inputs = {'default': time_template(), 'targets': time_template()}
     declared_kwargs = {}
     computes_no_input_deltas_for = ('targets',)
     takes_no_output_deltas_from = ('predictions',)
 
     def setup(self, kwargs, in_shapes):
+        """Outputs ``predictions`` (input's shape) and ``loss`` (targets' shape).
+
+        Raises:
+            LayerValidationError: the targets are not one class id per position.
+        """
         x, t = in_shapes['default'], in_shapes['targets']
         if t.feature_shape != x.feature_shape[:-1] + (1,):
             raise LayerValidationError(
                 f'{self._desc()}: targets must have the features of '
                 f'the input with last dimension 1 (class ids), i.e. '
-                f"{('T', 'B') + x.feature_shape[:-1] + (1,)}. Received "
-                f'{t.shape}')
+                f'{("T", "B") + x.feature_shape[:-1] + (1,)}. Received '
+                f'{t.shape}'
+            )
         outputs = OrderedDict(
             predictions=BufferStructure('T', 'B', *x.feature_shape),
-            loss=BufferStructure('T', 'B', *t.feature_shape))
+            loss=BufferStructure('T', 'B', *t.feature_shape),
+        )
         internals = OrderedDict(
-            t_bin=BufferStructure('T', 'B', *x.feature_shape,
-                                  is_backward_only=True))
+            t_bin=BufferStructure('T', 'B', *x.feature_shape, is_backward_only=True)
+        )
         return outputs, OrderedDict(), internals
 
     def forward_pass(self, buffers, training_pass=True):
+        """``p = softmax(x)`` over the last axis; ``loss = -ln p[target]`` (clipped).
+
+        Raises:
+            NetworkValidationError: a target is not a valid class id.
+        """
         _h = self.handler
-        for x, t, p, loss in zip(_rows(buffers.inputs.default),
-                                 _rows(buffers.inputs.targets),
-                                 _rows(buffers.outputs.predictions),
-                                 _rows(buffers.outputs.loss)):
+        for x, t, p, loss in zip(
+            _rows(buffers.inputs.default),
+            _rows(buffers.inputs.targets),
+            _rows(buffers.outputs.predictions),
+            _rows(buffers.outputs.loss),
+        ):
             _h.softmax_m(x, p)
             try:
                 _h.index_m_by_v(p, t, loss)
             except ValidationError as err:
                 raise NetworkValidationError(
                     f'{self._desc()}: the targets must be class ids '
-                    f'for {p.shape[-1]} classes. {err}') from None
+                    f'for {p.shape[-1]} classes. {err}'
+                ) from None
             _h.clip_t(loss, 1e-6, 1.0, loss)
             _h.log_t(loss, loss)
             _h.mult_st(-1.0, loss, loss)
 
     def backward_pass(self, buffers):
+        """Add ``dloss * (p - onehot(t))`` to the input deltas."""
         _h = self.handler
-        for t, p, dloss, dx, t_bin in zip(_rows(buffers.inputs.targets),
-                                          _rows(buffers.outputs.predictions),
-                                          _rows(buffers.output_deltas.loss),
-                                          _rows(buffers.input_deltas.default),
-                                          _rows(buffers.internals.t_bin)):
+        for t, p, dloss, dx, t_bin in zip(
+            _rows(buffers.inputs.targets),
+            _rows(buffers.outputs.predictions),
+            _rows(buffers.output_deltas.loss),
+            _rows(buffers.input_deltas.default),
+            _rows(buffers.internals.t_bin),
+        ):
             _h.binarize_v(t, t_bin)
             _h.subtract_tt(p, t_bin, t_bin)
             _h.mult_add_mv(t_bin, dloss, dx)
@@ -95,5 +112,4 @@ def _rows(array) -> list:
     middle axes is.
     """
     flat = flatten_time(array)
-    return [flat[(slice(None),) + index]
-            for index in np.ndindex(*flat.shape[1:-1])]
+    return [flat[(slice(None),) + index] for index in np.ndindex(*flat.shape[1:-1])]

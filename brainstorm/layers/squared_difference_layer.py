@@ -29,21 +29,26 @@ def SquaredDifference(name: str | None = None) -> ConstructionWrapper:
 class SquaredDifferenceLayerImpl(Layer):
     """Implementation of :func:`SquaredDifference`."""
 
-    expected_inputs = {'inputs_1': time_template(),
-                       'inputs_2': time_template()}
+    expected_inputs = {'inputs_1': time_template(), 'inputs_2': time_template()}
     declared_kwargs = {}
 
     def setup(self, kwargs, in_shapes):
+        """Output ``default`` and internal ``diff``, both of the inputs' features.
+
+        Raises:
+            LayerValidationError: the two inputs differ in features.
+        """
         a, b = in_shapes['inputs_1'], in_shapes['inputs_2']
         if a.feature_shape != b.feature_shape:
             raise LayerValidationError(
                 f'{self._desc()}: inputs_1 and inputs_2 must have the same '
-                f'features. Received shapes {a.shape} and {b.shape}')
+                f'features. Received shapes {a.shape} and {b.shape}'
+            )
         shape = BufferStructure('T', 'B', *a.feature_shape)
-        return (OrderedDict(default=shape), OrderedDict(),
-                OrderedDict(diff=shape))
+        return (OrderedDict(default=shape), OrderedDict(), OrderedDict(diff=shape))
 
     def forward_pass(self, buffers, training_pass=True):
+        """``y = (a - b)^2`` element by element."""
         _h = self.handler
         a, b = buffers.inputs.inputs_1, buffers.inputs.inputs_2
         y = buffers.outputs.default
@@ -53,6 +58,7 @@ class SquaredDifferenceLayerImpl(Layer):
         _h.mult_tt(diff, diff, y)
 
     def backward_pass(self, buffers):
+        """Add ``2 dy (a - b)`` to the deltas of ``a`` and subtract it from ``b``'s."""
         _h = self.handler
         da, db = buffers.input_deltas.inputs_1, buffers.input_deltas.inputs_2
         dy = buffers.output_deltas.default

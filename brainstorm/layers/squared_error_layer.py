@@ -27,24 +27,30 @@ def SquaredError(name: str | None = None) -> ConstructionWrapper:
 class SquaredErrorLayerImpl(Layer):
     """Implementation of :func:`SquaredError`."""
 
-    expected_inputs = {'default': time_template(),
-                       'targets': time_template()}
+    expected_inputs = {'default': time_template(), 'targets': time_template()}
     declared_kwargs = {}
     computes_no_input_deltas_for = ('targets',)
     takes_no_output_deltas_from = ('predictions',)
 
     def setup(self, kwargs, in_shapes):
+        """Outputs ``predictions``, ``loss`` and internal ``diff``: the input's shape.
+
+        Raises:
+            LayerValidationError: the targets' features differ from the input's.
+        """
         x, t = in_shapes['default'], in_shapes['targets']
         if x.feature_shape != t.feature_shape:
             raise LayerValidationError(
                 f'{self._desc()}: targets must have the same features as the '
-                f'input {x.shape}. Received {t.shape}')
+                f'input {x.shape}. Received {t.shape}'
+            )
         shape = BufferStructure('T', 'B', *x.feature_shape)
         outputs = OrderedDict(predictions=shape, loss=shape)
         internals = OrderedDict(diff=shape)
         return outputs, OrderedDict(), internals
 
     def forward_pass(self, buffers, training_pass=True):
+        """``predictions = x``; ``loss = 0.5 (x - t)^2`` element by element."""
         _h = self.handler
         x, t = buffers.inputs.default, buffers.inputs.targets
         predictions, loss = buffers.outputs
@@ -56,6 +62,7 @@ class SquaredErrorLayerImpl(Layer):
         _h.mult_st(0.5, loss, loss)
 
     def backward_pass(self, buffers):
+        """Add ``dloss * (x - t)`` to the input deltas."""
         _h = self.handler
         dx = buffers.input_deltas.default
         dloss = buffers.output_deltas.loss

@@ -1,0 +1,138 @@
+"""The command-line options the examples share.
+
+An example has settings whose defaults depend on the data it loaded (the
+full data set or its offline fallback). It lists them per data set name,
+adds one option per setting with :func:`add_settings_arguments` and, once
+the data is loaded, takes the settings of that data set with the options
+given on the command line in their place by :func:`choose_settings`::
+
+    DEFAULTS = {'mnist': {'epochs': 500, 'batch_size': 100},
+                'digits': {'epochs': 60, 'batch_size': 20}}
+    parser = argparse.ArgumentParser()
+    add_settings_arguments(parser, DEFAULTS, {'epochs': 'epochs',
+                                              'batch_size': 'samples per update'})
+    add_data_arguments(parser, 'MNIST.hdf5')
+    args = parser.parse_args()
+    data = load_mnist(args.data_dir).limit(args.limit)
+    settings = choose_settings(args, DEFAULTS, data.name)
+"""
+
+import argparse
+
+from brainstorm.datasets.base import DATA_DIR_VARIABLE
+from brainstorm.utils import DatasetValidationError
+
+__all__ = ['add_data_arguments', 'add_settings_arguments', 'choose_settings']
+
+
+def add_data_arguments(
+    parser: argparse.ArgumentParser, file_name: str
+) -> argparse.ArgumentParser:
+    """Add the options ``--data-dir`` and ``--limit`` the examples share.
+
+    ``--data-dir`` defaults to None, which the loaders read as
+    ``$BRAINSTORM_DATA_DIR``; pass ``args.data_dir`` to a loader and
+    ``args.limit`` to :meth:`Dataset.limit`.
+
+    Args:
+        parser: the script's parser.
+        file_name: the data file the script looks for, for the help text.
+
+    Returns:
+        ``parser``.
+    """
+    parser.add_argument(
+        '--data-dir', help=f'folder holding {file_name} (default: ${DATA_DIR_VARIABLE})'
+    )
+    parser.add_argument(
+        '--limit',
+        type=_positive_int_argument,
+        help='use at most this many training and validation samples (for quick runs)',
+    )
+    return parser
+
+
+def _positive_int_argument(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f'expected a positive int. Received: {text!r}')
+    return value
+
+
+def add_settings_arguments(
+    parser: argparse.ArgumentParser,
+    defaults: dict[str, dict],
+    descriptions: dict[str, str],
+) -> argparse.ArgumentParser:
+    """Add an option per setting whose default depends on the data set.
+
+    Setting ``batch_size`` becomes the option ``--batch-size``, of default
+    None (so :func:`choose_settings` can tell that it was not given), of
+    type int if all its defaults are ints (or None) and float otherwise, and
+    with its description followed by the defaults, e.g.
+    ``samples per update (mnist: 100, digits: 20)``.
+
+    Args:
+        parser: the script's parser.
+        defaults: data set name (:attr:`Dataset.name`) -> setting -> default
+            (an int, a float or None). Every data set has the same settings.
+        descriptions: setting -> its help text; every setting needs one.
+
+    Returns:
+        ``parser``.
+
+    Raises:
+        DatasetValidationError: ``defaults`` is empty, the data sets differ
+            in their settings, or a setting has no description.
+    """
+    names = [tuple(settings) for settings in defaults.values()]
+    if not names or any(set(n) != set(names[0]) for n in names):
+        raise DatasetValidationError(
+            f'add_settings_arguments: expected the same settings for every data '
+            f'set. Received: {dict(zip(defaults, names))}'
+        )
+    for setting in names[0]:
+        if setting not in descriptions:
+            raise DatasetValidationError(
+                f'add_settings_arguments: expected a description of every '
+                f'setting. Received none for {setting!r}'
+            )
+        values = [settings[setting] for settings in defaults.values()]
+        is_int = all(isinstance(v, int) for v in values if v is not None)
+        listed = ', '.join(f'{name}: {s[setting]}' for name, s in defaults.items())
+        parser.add_argument(
+            '--' + setting.replace('_', '-'),
+            type=int if is_int else float,
+            help=f'{descriptions[setting]} ({listed})',
+        )
+    return parser
+
+
+def choose_settings(args, defaults: dict[str, dict], name: str) -> dict:
+    """The settings of data set ``name``, each replaced by its option if given.
+
+    Args:
+        args: the parsed options of :func:`add_settings_arguments`; an
+            option that is None (not given) keeps the default.
+        defaults: as for :func:`add_settings_arguments`.
+        name: the data set loaded (:attr:`Dataset.name`).
+
+    Returns:
+        a new dict: setting -> value.
+
+    Raises:
+        DatasetValidationError: ``defaults`` has no settings for ``name``.
+    """
+    if name not in defaults:
+        raise DatasetValidationError(
+            f'choose_settings: expected a data set of {sorted(defaults)}. '
+            f'Received: {name!r}'
+        )
+    chosen = {}
+    for setting, default in defaults[name].items():
+        value = getattr(args, setting, None)
+        chosen[setting] = default if value is None else value
+    return chosen
