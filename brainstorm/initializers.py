@@ -548,13 +548,13 @@ class LstmOptInit(Initializer):
             parameter_name: the parameter's name.
 
         Returns:
-            The gate's initializer on an Lstm, else this initializer.
+            The gate's initializer on an Lstm (a layer with
+            ``has_lstm_gates``), else this initializer.
 
         Raises:
             ValidationError: for an Lstm parameter that belongs to no gate.
         """
-        from brainstorm.layers.lstm_layer import LstmLayerImpl
-        if not isinstance(layer, LstmLayerImpl):
+        if not getattr(layer, 'has_lstm_gates', False):
             return self
         gates = {'z': self.input_block, 'i': self.input_gate,
                  'f': self.forget_gate, 'o': self.output_gate}

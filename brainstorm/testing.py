@@ -35,6 +35,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from brainstorm.handlers.debug_handler import DebugHandler
+from brainstorm.handlers.numpy_handler import NumpyHandler
 from brainstorm.structure.architecture import Connection
 from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.buffers import BufferManager
@@ -55,8 +57,6 @@ class LayerTestError(AssertionError):
 
 def get_test_handler():
     """``DebugHandler(NumpyHandler(np.float64))``, the handler tests use."""
-    from brainstorm.handlers.debug_handler import DebugHandler
-    from brainstorm.handlers.numpy_handler import NumpyHandler
     return DebugHandler(NumpyHandler(np.float64))
 
 
@@ -97,7 +97,10 @@ def instantiate_layer(layer_class, in_shapes: dict, name: str | None = None,
     name = name or layer_class.__name__[:-len('LayerImpl')]
     incoming = [Connection(SOURCE_NAME, in_name, name, in_name)
                 for in_name in structures]
-    return layer_class(name, structures, incoming, [], **kwargs)
+    layer = layer_class(name, structures, incoming, [], **kwargs)
+    # the workspaces it gets on the handler the tests run on
+    layer.use_workspaces_of(get_test_handler())
+    return layer
 
 
 def set_up_layer(layer, spec: dict, handler=None):
@@ -107,6 +110,7 @@ def set_up_layer(layer, spec: dict, handler=None):
         ``(buffers, manager)``: the layer's BufferView and the BufferManager.
     """
     handler = handler or get_test_handler()
+    layer.use_workspaces_of(handler)
     source = SimpleNamespace(out_shapes=OrderedDict(layer.in_shapes),
                              parameter_shapes=OrderedDict(),
                              internal_shapes=OrderedDict(),

@@ -14,8 +14,9 @@ from collections import OrderedDict
 from typing import Any
 
 from brainstorm.layers.attributes import REQUIRED, Kwarg
+from brainstorm.registry import get_layer_class, layer_classes, register_layer_class
 from brainstorm.structure.buffer_structure import BufferStructure, StructureTemplate
-from brainstorm.utils import LayerValidationError, get_inheritors
+from brainstorm.utils import LayerValidationError
 
 __all__ = ['Layer', 'get_layer_class_from_typename']
 
@@ -84,12 +85,21 @@ class Layer:
     #: may then skip computing those deltas. Empty unless the network says
     #: otherwise, so a layer run on its own computes every delta.
     skip_input_deltas: frozenset = frozenset()
+    #: True for layers whose ``loss`` output the network adds to its total
+    #: loss (``Loss``); the network lists them in ``net.loss_layers``.
+    is_loss: bool = False
+    #: True for layers whose parameters are the four gate blocks of an LSTM
+    #: (names ending in z, i, f, o): ``LstmOptInit`` picks its gate's
+    #: initializer for them.
+    has_lstm_gates: bool = False
 
     def __init_subclass__(cls, **kwargs):
+        """Register the class by name; derive ``expected_kwargs``."""
         super().__init_subclass__(**kwargs)
         if 'declared_kwargs' in cls.__dict__ and \
                 'expected_kwargs' not in cls.__dict__:
             cls.expected_kwargs = set(cls.declared_kwargs)
+        register_layer_class(cls)
 
     def __init__(self, name: str, in_shapes: dict, incoming_connections,
                  outgoing_connections, **kwargs):
@@ -105,6 +115,8 @@ class Layer:
         self.out_shapes = outputs
         self.parameter_shapes = parameters
         self.internal_shapes = internals
+        # what setup asked for; workspaces for a handler come on top
+        self._setup_internals = internals
         self._validate_out_shapes()
         self._validate_connections()
 
@@ -194,6 +206,44 @@ class Layer:
         """Use ``new_handler`` for all further computations."""
         self.handler = new_handler
 
+    def workspace_shapes(self, handler) -> dict:
+        """The workspaces this layer wants when it runs on ``handler``.
+
+        A workspace is an internal buffer that lets some handlers run the
+        layer faster (Convolution2D keeps its receptive fields in
+        ``columns``); the layer computes the same without it. The network
+        asks whenever it lays out memory for a handler (at creation and in
+        ``set_handler``), so a handler that does not use a workspace does
+        not pay for its memory. Ask the handler through a method it
+        declares for the purpose (``Handler.keeps_conv_columns``), never
+        by what kind of handler it is.
+
+        Args:
+            handler: the handler the layer is going to run on.
+
+        Returns:
+            Workspace name -> :class:`BufferStructure`, added to the
+            internals from ``setup``. The base class asks for none.
+        """
+        return OrderedDict()
+
+    def use_workspaces_of(self, handler) -> bool:
+        """Make the internals those of ``setup`` plus ``handler``'s workspaces.
+
+        Args:
+            handler: the handler the layer is going to run on.
+
+        Returns:
+            True if ``internal_shapes`` changed, i.e. the network's layout
+            must be made anew.
+        """
+        internals = OrderedDict(self._setup_internals)
+        internals.update(self.workspace_shapes(handler))
+        if list(internals.items()) == list(self.internal_shapes.items()):
+            return False
+        self.internal_shapes = internals
+        return True
+
     def forward_pass(self, buffers, training_pass: bool = True) -> None:
         """Compute the outputs (and internals) from the inputs."""
 
@@ -220,18 +270,18 @@ class Layer:
 
 
 def get_layer_class_from_typename(typename: str) -> type:
-    """The Layer subclass with class name ``typename`` (e.g.
-    ``'FullyConnectedLayerImpl'``).
+    """The Layer subclass with class name ``typename``.
+
+    Looked up in :mod:`brainstorm.registry` (kept here for Brainstorm 0.5's
+    import path).
+
+    Args:
+        typename: the class name, e.g. ``'FullyConnectedLayerImpl'``.
 
     Raises:
         TypeError: if no imported Layer subclass has that name.
     """
-    for layer_class in get_inheritors(Layer):
-        if layer_class.__name__ == typename:
-            return layer_class
-    raise TypeError(f"Layer type '{typename}' is unknown. Built-in layers are "
-                    'in brainstorm.layers; import the module defining a custom'
-                    ' layer before building a network with it.')
+    return get_layer_class(typename)
 
 
 def default_size(size, in_shape: BufferStructure):
@@ -278,9 +328,10 @@ def describe_layers() -> list:
         instance built with the default arguments (None if no example input
         fits the layer).
     """
-    import brainstorm.layers  # noqa: F401  (registers the built-in layers)
+    # (importing this module imported brainstorm.layers first, so every
+    # built-in layer is registered)
     result = []
-    for cls in sorted(get_inheritors(Layer), key=lambda c: c.__name__):
+    for cls in layer_classes():
         if not cls.__name__.endswith('LayerImpl'):
             continue
         type_name = cls.get_type_name()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from brainstorm import handlers
 from brainstorm.layers.attributes import (
     Activation,
     Kwarg,
@@ -44,13 +43,14 @@ def Convolution2D(num_filters: int, kernel_size: tuple[int, int],
     Shapes:
         default input ``('T', 'B', H, W, C)`` -> default output
         ``('T', 'B', OH, OW, num_filters)``; parameters
-        ``W (num_filters, kh, kw, C)``, ``bias (num_filters,)``. For images
-        with at least 512 output cells (``OH * OW``) the layer keeps the
-        receptive fields of the forward pass for the backward pass in the
-        internal ``columns`` ``('T', 'B', OH, OW, kh*kw*C)`` (a workspace
-        of the handler, see ``Handler.conv2d_forward_batch``) if the handler
-        the network is created with asks for it
-        (``Handler.keeps_conv_columns``).
+        ``W (num_filters, kh, kw, C)``, ``bias (num_filters,)``. If the handler
+        the network runs on keeps them (``Handler.keeps_conv_columns``;
+        NumpyHandler does for images of at least 512 output cells
+        ``OH * OW``), the layer keeps the receptive fields of the forward
+        pass for the backward pass in the internal workspace ``columns``
+        ``('T', 'B', OH, OW, kh*kw*C)`` (see
+        ``Handler.conv2d_forward_batch``); on other handlers it has no such
+        buffer.
     """
     return ConstructionWrapper.create(
         Convolution2DLayerImpl, name=name, num_filters=num_filters,
@@ -118,15 +118,18 @@ class Convolution2DLayerImpl(Layer):
         parameters = OrderedDict(
             W=BufferStructure(num_filters, *self.kernel_size, channels),
             bias=BufferStructure(num_filters))
-        internals = OrderedDict()
-        # the layout is fixed when the network is created, on the handler
-        # it is created with (the default handler; see
-        # Handler.keeps_conv_columns)
-        if handlers.default_handler.keeps_conv_columns(out_h * out_w):
-            internals['columns'] = BufferStructure(
-                'T', 'B', out_h, out_w,
-                self.kernel_size[0] * self.kernel_size[1] * channels)
-        return outputs, parameters, internals
+        self._columns_structure = BufferStructure(
+            'T', 'B', out_h, out_w,
+            self.kernel_size[0] * self.kernel_size[1] * channels)
+        return outputs, parameters, OrderedDict()
+
+    def workspace_shapes(self, handler):
+        """The ``columns`` workspace if ``handler`` keeps conv columns."""
+        cells = self._columns_structure.feature_shape[0] * \
+            self._columns_structure.feature_shape[1]
+        if handler.keeps_conv_columns(cells):
+            return OrderedDict(columns=self._columns_structure)
+        return OrderedDict()
 
     def _columns(self, buffers):
         """The ``columns`` workspace for the conv ops (None if not kept)."""

@@ -31,6 +31,7 @@ def Loss(importance: float = 1.0, name: str | None = None) -> \
 class LossLayerImpl(Layer):
     """Implementation of :func:`Loss`."""
 
+    is_loss = True
     expected_inputs = {'default': StructureTemplate('...')}
     declared_kwargs = {
         'importance': Kwarg(FloatIn(0), default=1.0,

@@ -61,6 +61,7 @@ class LstmLayerImpl(Layer):
     """
 
     overwrites_gradients = True
+    has_lstm_gates = True
     expected_inputs = {'default': time_template()}
     # the four gates side by side: one product per time step for all of
     # them, and the weights (and gradients) of all gates as one matrix

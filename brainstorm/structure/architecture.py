@@ -18,6 +18,8 @@ import warnings
 from collections import OrderedDict, namedtuple
 
 from brainstorm.describable import get_description
+from brainstorm.registry import get_layer_class
+from brainstorm.structure.buffer_structure import combine_buffer_structures
 from brainstorm.structure.construction import LayerDetails
 from brainstorm.utils import (
     LayerValidationError,
@@ -110,73 +112,97 @@ def validate_architecture(architecture) -> bool:
             f'An architecture must be a dict of layer names to layer '
             f'descriptions. Received: {type(architecture).__name__}')
     for name, entry in architecture.items():
-        if not isinstance(name, str):
+        _check_entry(name, entry)
+        for out_name, targets in _checked_outgoing(name, entry).items():
+            _check_targets(architecture, name, out_name, targets)
+    _check_input_layer(architecture)
+    _check_acyclic_and_connected(architecture)
+    return True
+
+
+def _check_entry(name, entry) -> None:
+    """Check a layer's name, that its entry is a dict, and its ``@type``."""
+    if not isinstance(name, str):
+        raise NetworkValidationError(
+            f'Layer names must be strings. Received: {name!r}')
+    if not is_valid_layer_name(name):
+        raise NetworkValidationError(
+            f'Invalid layer name {name!r}: must be a Python identifier '
+            "other than 'default' and 'fallback'.")
+    if not isinstance(entry, dict):
+        raise NetworkValidationError(
+            f"Layer '{name}': description must be a dict. Received: "
+            f'{type(entry).__name__}')
+    layer_type = entry.get('@type')
+    if not isinstance(layer_type, str):
+        raise NetworkValidationError(
+            f"Layer '{name}': '@type' must be a string naming the layer "
+            f'type. Received: {layer_type!r}')
+    if not is_valid_layer_name(layer_type):
+        raise NetworkValidationError(
+            f"Layer '{name}': invalid '@type' {layer_type!r}.")
+
+
+def _checked_outgoing(name: str, entry: dict) -> dict:
+    """A layer's ``@outgoing_connections`` as a dict, checked to be one."""
+    if '@outgoing_connections' not in entry:
+        raise NetworkValidationError(
+            f"Layer '{name}': '@outgoing_connections' is missing (use {{}} "
+            'for a layer without outgoing connections).')
+    outgoing = entry['@outgoing_connections']
+    if isinstance(outgoing, (list, tuple)):
+        outgoing = {'default': outgoing}
+    if not isinstance(outgoing, dict):
+        raise NetworkValidationError(
+            f"Layer '{name}': '@outgoing_connections' must be a dict of "
+            'output names to lists of destinations (or a list). '
+            f'Received: {type(outgoing).__name__}')
+    return outgoing
+
+
+def _check_targets(architecture: dict, name: str, out_name, targets) -> None:
+    """Check the destinations of one output of layer ``name``."""
+    if not isinstance(out_name, str):
+        raise NetworkValidationError(
+            f"Layer '{name}': output names must be strings. "
+            f'Received: {out_name!r}')
+    if not isinstance(targets, (list, tuple)):
+        raise NetworkValidationError(
+            f"Layer '{name}': the destinations of output "
+            f"'{out_name}' must be a list of 'Layer' or "
+            f"'Layer.input' strings. Received: {targets!r}")
+    for i, target in enumerate(targets):
+        where = f"Layer '{name}', output '{out_name}'"
+        if not isinstance(target, str):
             raise NetworkValidationError(
-                f'Layer names must be strings. Received: {name!r}')
-        if not is_valid_layer_name(name):
+                f'{where}: destinations must be strings. Received: '
+                f'{target!r}')
+        if target in targets[:i] or parse_connection(target) in [
+                parse_connection(t) for t in targets[:i]
+                if isinstance(t, str)]:
             raise NetworkValidationError(
-                f'Invalid layer name {name!r}: must be a Python identifier '
-                "other than 'default' and 'fallback'.")
-        if not isinstance(entry, dict):
-            raise NetworkValidationError(
-                f"Layer '{name}': description must be a dict. Received: "
-                f'{type(entry).__name__}')
-        layer_type = entry.get('@type')
-        if not isinstance(layer_type, str):
-            raise NetworkValidationError(
-                f"Layer '{name}': '@type' must be a string naming the layer "
-                f'type. Received: {layer_type!r}')
-        if not is_valid_layer_name(layer_type):
-            raise NetworkValidationError(
-                f"Layer '{name}': invalid '@type' {layer_type!r}.")
-        if '@outgoing_connections' not in entry:
-            raise NetworkValidationError(
-                f"Layer '{name}': '@outgoing_connections' is missing (use {{}} "
-                'for a layer without outgoing connections).')
-        outgoing = entry['@outgoing_connections']
-        if isinstance(outgoing, (list, tuple)):
-            outgoing = {'default': outgoing}
-        if not isinstance(outgoing, dict):
-            raise NetworkValidationError(
-                f"Layer '{name}': '@outgoing_connections' must be a dict of "
-                'output names to lists of destinations (or a list). '
-                f'Received: {type(outgoing).__name__}')
-        for out_name, targets in outgoing.items():
-            if not isinstance(out_name, str):
-                raise NetworkValidationError(
-                    f"Layer '{name}': output names must be strings. "
-                    f'Received: {out_name!r}')
-            if not isinstance(targets, (list, tuple)):
-                raise NetworkValidationError(
-                    f"Layer '{name}': the destinations of output "
-                    f"'{out_name}' must be a list of 'Layer' or "
-                    f"'Layer.input' strings. Received: {targets!r}")
-            for i, target in enumerate(targets):
-                if not isinstance(target, str):
-                    raise NetworkValidationError(
-                        f"Layer '{name}', output '{out_name}': destinations "
-                        f'must be strings. Received: {target!r}')
-                if target in targets[:i] or parse_connection(target) in [
-                        parse_connection(t) for t in targets[:i]
-                        if isinstance(t, str)]:
-                    raise NetworkValidationError(
-                        f"Layer '{name}', output '{out_name}': connects to "
-                        f"'{target}' more than once.")
-                dest, in_name = parse_connection(target)
-                if dest not in architecture:
-                    raise NetworkValidationError(
-                        f"Layer '{name}', output '{out_name}': connects to "
-                        f"unknown layer '{dest}'. Known layers: "
-                        f'{sorted(architecture)}')
-                if not in_name.isidentifier() or target.endswith('.'):
-                    raise NetworkValidationError(
-                        f"Layer '{name}', output '{out_name}': invalid "
-                        f"destination '{target}'. Expected 'Layer' or "
-                        "'Layer.input_name' with an identifier as input name.")
-                if dest == 'Input':
-                    raise NetworkValidationError(
-                        f"Layer '{name}', output '{out_name}': the Input layer "
-                        'cannot have incoming connections.')
+                f"{where}: connects to '{target}' more than once.")
+        _check_destination(architecture, where, target)
+
+
+def _check_destination(architecture: dict, where: str, target: str) -> None:
+    """Check that ``target`` names an existing layer's valid input."""
+    dest, in_name = parse_connection(target)
+    if dest not in architecture:
+        raise NetworkValidationError(
+            f"{where}: connects to unknown layer '{dest}'. Known layers: "
+            f'{sorted(architecture)}')
+    if not in_name.isidentifier() or target.endswith('.'):
+        raise NetworkValidationError(
+            f"{where}: invalid destination '{target}'. Expected 'Layer' or "
+            "'Layer.input_name' with an identifier as input name.")
+    if dest == 'Input':
+        raise NetworkValidationError(
+            f'{where}: the Input layer cannot have incoming connections.')
+
+
+def _check_input_layer(architecture: dict) -> None:
+    """Check that the one layer of type Input is named ``'Input'``."""
     if architecture.get('Input', {}).get('@type') != 'Input':
         raise NetworkValidationError(
             "An architecture needs exactly one layer named 'Input' of type "
@@ -186,8 +212,6 @@ def validate_architecture(architecture) -> bool:
             raise NetworkValidationError(
                 f"Layer '{name}' is of type 'Input', but the only Input layer "
                 "must be named 'Input'.")
-    _check_acyclic_and_connected(architecture)
-    return True
 
 
 def _successors(architecture: dict) -> dict:
@@ -284,9 +308,6 @@ def instantiate_layers_from_architecture(architecture: dict) -> OrderedDict:
     """Create the layer objects of a validated architecture, in canonical
     order. Each input receives the concatenation of all outputs connected
     to it."""
-    from brainstorm.layers.base_layer import get_layer_class_from_typename
-    from brainstorm.structure.buffer_structure import combine_buffer_structures
-
     connections = collect_all_connections(architecture)
     layers: OrderedDict = OrderedDict()
     for name in get_canonical_layer_order(architecture):
@@ -306,8 +327,7 @@ def instantiate_layers_from_architecture(architecture: dict) -> OrderedDict:
                     f'({[f"{c.start_layer}.{c.output_name}" for c in sources]})'
                     f': {err}') from None
         try:
-            layer_class = get_layer_class_from_typename(
-                entry['@type'] + 'LayerImpl')
+            layer_class = get_layer_class(entry['@type'] + 'LayerImpl')
         except TypeError as err:
             raise NetworkValidationError(f"Layer '{name}': {err}") from None
         kwargs = {k: v for k, v in entry.items() if not k.startswith('@')}

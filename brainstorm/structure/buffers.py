@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import brainstorm.handlers as handlers
 from brainstorm.structure.buffer_views import BufferView
 from brainstorm.structure.layout import get_buffer_type
-from brainstorm.utils import reshape_view
+from brainstorm.utils import NetworkValidationError, reshape_view
 
 __all__ = ['BufferManager']
 
@@ -50,9 +51,8 @@ class BufferManager:
     """
 
     def __init__(self, layout: dict, handler=None):
-        from brainstorm.handlers import default_handler
         self.layout = layout
-        self.handler = handler or default_handler
+        self.handler = handler or handlers.default_handler
         self._specs: list = []
         self._collect(layout, ())
         self.sizes = [0, 0, 0]
@@ -245,7 +245,6 @@ class BufferManager:
 
     def apply_context(self, context) -> None:
         """Write a context from :meth:`get_context` into the context slots."""
-        from brainstorm.utils import NetworkValidationError
         if context is None:
             self.clear_context()
             return

@@ -34,11 +34,21 @@ gradients.
 
 from __future__ import annotations
 
-from brainstorm.structure.architecture import Connection
+import copy
+
+from brainstorm.structure.architecture import (
+    Connection,
+    instantiate_layers_from_architecture,
+    validate_architecture,
+)
 from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.utils import NetworkValidationError
 
-__all__ = ['create_layout', 'CATEGORIES', 'get_buffer_type']
+__all__ = ['create_layout', 'CATEGORIES', 'get_buffer_type', 'plan_network',
+           'constant_size', 'RESERVED_LAYER_NAMES']
+
+#: names of the root buffers of a network, which no layer may take
+RESERVED_LAYER_NAMES = {'parameters', 'gradients'}
 
 CATEGORIES = ('inputs', 'outputs', 'parameters', 'internals', 'input_deltas',
               'output_deltas', 'gradients')
@@ -309,3 +319,52 @@ def create_layout(layers) -> dict:
                 group: list(members) for group, members in groups.items()}
         layout[lname] = _view_node(index, views)
     return layout
+
+
+def plan_network(architecture: dict, handler) -> tuple:
+    """Validate an architecture; make its layers and layout (no memory).
+
+    Each layer gets the workspaces ``handler`` asks for (see
+    :meth:`~brainstorm.layers.base_layer.Layer.workspace_shapes`) before the
+    layout is made.
+
+    Args:
+        architecture: the architecture dict (it is copied, not changed).
+        handler: the handler the network is going to run on.
+
+    Returns:
+        ``(architecture, layers, layout)``: a copy of the architecture, the
+        layers in canonical order and the layout dict.
+
+    Raises:
+        NetworkValidationError, LayerValidationError: for malformed
+            architectures or layer arguments.
+    """
+    validate_architecture(architecture)
+    reserved = RESERVED_LAYER_NAMES & set(architecture)
+    if reserved:
+        raise NetworkValidationError(
+            f'Layer names {sorted(reserved)} are reserved for the root '
+            'buffers of a network; choose other names.')
+    architecture = copy.deepcopy(architecture)
+    layers = instantiate_layers_from_architecture(architecture)
+    for layer in layers.values():
+        layer.use_workspaces_of(handler)
+    return architecture, layers, create_layout(layers)
+
+
+def constant_size(layout: dict) -> int:
+    """Elements of the constant buffer (parameters, gradients, ...)."""
+    size = 0
+    todo = [layout]
+    while todo:
+        node = todo.pop()
+        for key, child in node.items():
+            if key.startswith('@') or not isinstance(child, dict):
+                continue
+            if child.get('@type') == 'array':
+                if get_buffer_type(child['@shape']) == 0:
+                    size = max(size, int(child['@slice'][1]))
+            else:
+                todo.append(child)
+    return size
