@@ -39,13 +39,26 @@ from brainstorm.utils import (
     ValidationError,
 )
 
-__all__ = ['Initializer', 'ArrayInitializer', 'Gaussian', 'Uniform',
-           'DenseSqrtFanIn', 'DenseSqrtFanInOut', 'EchoState', 'Identity',
-           'Orthogonal', 'RandomWalk', 'SparseInputs', 'SparseOutputs',
-           'LstmOptInit', 'evaluate_initializer']
+__all__ = [
+    'Initializer',
+    'ArrayInitializer',
+    'Gaussian',
+    'Uniform',
+    'DenseSqrtFanIn',
+    'DenseSqrtFanInOut',
+    'EchoState',
+    'Identity',
+    'Orthogonal',
+    'RandomWalk',
+    'SparseInputs',
+    'SparseOutputs',
+    'LstmOptInit',
+    'evaluate_initializer',
+]
 
 
 # ------------------------------------------------------------------ base ---
+
 
 class Initializer(Seedable, Describable):
     """Base class of all initializers.
@@ -68,57 +81,65 @@ class Initializer(Seedable, Describable):
         if len(shape) < 2:
             raise InitializationError(
                 f'{type(self).__name__} needs a parameter with at least 2 '
-                f'dimensions. Received: shape={tuple(shape)}')
+                f'dimensions. Received: shape={tuple(shape)}'
+            )
 
     def _check_2d(self, shape: tuple[int, ...]) -> None:
         if len(shape) != 2:
             raise InitializationError(
                 f'{type(self).__name__} needs a 2-D parameter. '
-                f'Received: shape={tuple(shape)}')
+                f'Received: shape={tuple(shape)}'
+            )
 
     def _check_square(self, shape: tuple[int, ...]) -> None:
         if len(shape) != 2 or shape[0] != shape[1]:
             raise InitializationError(
                 f'{type(self).__name__} needs a square 2-D parameter. '
-                f'Received: shape={tuple(shape)}')
+                f'Received: shape={tuple(shape)}'
+            )
 
 
 def _is_number(value) -> bool:
     return isinstance(value, Real) and not isinstance(value, bool)
 
 
-def _check_number(owner: str, name: str, value, minimum: float | None = None,
-                  strict: bool = False) -> None:
+def _check_number(
+    owner: str, name: str, value, minimum: float | None = None, strict: bool = False
+) -> None:
     """Raise a ValidationError unless ``value`` is a real number in range."""
     if not _is_number(value) or not math.isfinite(value):
-        raise ValidationError(f'{owner}: {name} must be a finite number. '
-                              f'Received: {name}={value!r}')
+        raise ValidationError(
+            f'{owner}: {name} must be a finite number. Received: {name}={value!r}'
+        )
     if minimum is not None:
         too_small = value <= minimum if strict else value < minimum
         if too_small:
             relation = '>' if strict else '>='
-            raise ValidationError(f'{owner}: {name} must be {relation} {minimum}. '
-                                  f'Received: {name}={value!r}')
+            raise ValidationError(
+                f'{owner}: {name} must be {relation} {minimum}. '
+                f'Received: {name}={value!r}'
+            )
 
 
 def _check_sub_initializer(owner: str, name: str, value) -> None:
     if not (isinstance(value, Initializer) or _is_number(value)):
-        raise ValidationError(f'{owner}: {name} must be an Initializer or a '
-                              f'number. Received: {name}={value!r}')
+        raise ValidationError(
+            f'{owner}: {name} must be an Initializer or a '
+            f'number. Received: {name}={value!r}'
+        )
 
 
 def _check_positive_int(owner: str, name: str, value) -> None:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) \
-            or value < 1:
-        raise ValidationError(f'{owner}: {name} must be a positive int. '
-                              f'Received: {name}={value!r}')
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+        raise ValidationError(
+            f'{owner}: {name} must be a positive int. Received: {name}={value!r}'
+        )
 
 
 # --------------------------------------------------------- initializers ---
 
 #: An initializer or a number, where a sub-initializer goes.
-_SUB_INITIALIZER = AnyOf(Instance(Initializer, example=lambda: Gaussian()),
-                         RealArg())
+_SUB_INITIALIZER = AnyOf(Instance(Initializer, example=lambda: Gaussian()), RealArg())
 _SCALE = AnyOf(Choice('rel', 'tanh', 'sigmoid', 'linear'), RealArg())
 
 
@@ -143,7 +164,8 @@ class ArrayInitializer(Initializer):
         if self.array.shape != tuple(shape):
             raise InitializationError(
                 f'ArrayInitializer: the array has shape {self.array.shape} '
-                f'but the parameter has shape {tuple(shape)}')
+                f'but the parameter has shape {tuple(shape)}'
+            )
         return self.array.copy()
 
     def __describe__(self):
@@ -198,7 +220,8 @@ class Uniform(Initializer):
         if not low < high:
             raise ValidationError(
                 f'Uniform: low must be smaller than high. '
-                f'Received: low={low!r}, high={high!r}')
+                f'Received: low={low!r}, high={high!r}'
+            )
         self.low = low
         self.high = high
 
@@ -206,16 +229,25 @@ class Uniform(Initializer):
         if self.high is None or not self.low < self.high:
             raise NetworkValidationError(
                 'Uniform: low must be smaller than high. '
-                f'Received: low={self.low!r}, high={self.high!r}')
+                f'Received: low={self.low!r}, high={self.high!r}'
+            )
 
     def __call__(self, shape):
         return self.rnd.uniform(self.low, self.high, size=shape)
 
 
-_FAN_IN_SCALES = {'rel': math.sqrt(6), 'tanh': math.sqrt(3),
-                  'sigmoid': 4 * math.sqrt(3), 'linear': 1.0}
-_FAN_IN_OUT_SCALES = {'rel': math.sqrt(12), 'tanh': math.sqrt(6),
-                      'sigmoid': 4 * math.sqrt(6), 'linear': 1.0}
+_FAN_IN_SCALES = {
+    'rel': math.sqrt(6),
+    'tanh': math.sqrt(3),
+    'sigmoid': 4 * math.sqrt(3),
+    'linear': 1.0,
+}
+_FAN_IN_OUT_SCALES = {
+    'rel': math.sqrt(12),
+    'tanh': math.sqrt(6),
+    'sigmoid': 4 * math.sqrt(6),
+    'linear': 1.0,
+}
 
 
 def _resolve_scale(owner: str, scale, table: dict) -> float:
@@ -223,7 +255,8 @@ def _resolve_scale(owner: str, scale, table: dict) -> float:
         if scale not in table:
             raise ValidationError(
                 f'{owner}: scale must be a number or one of {sorted(table)}. '
-                f'Received: scale={scale!r}')
+                f'Received: scale={scale!r}'
+            )
         return table[scale]
     _check_number(owner, 'scale', scale)
     return float(scale)
@@ -239,8 +272,9 @@ class DenseSqrtFanIn(Initializer):
     """
 
     __arguments__ = {
-        'scale': Arg(AnyOf(Choice('rel', 'tanh', 'sigmoid', 'linear'), RealArg()),
-                     default='rel'),
+        'scale': Arg(
+            AnyOf(Choice('rel', 'tanh', 'sigmoid', 'linear'), RealArg()), default='rel'
+        ),
     }
 
     def __init__(self, scale: str | float = 'rel'):
@@ -265,8 +299,9 @@ class DenseSqrtFanInOut(Initializer):
     """
 
     __arguments__ = {
-        'scale': Arg(AnyOf(Choice('rel', 'tanh', 'sigmoid', 'linear'), RealArg()),
-                     default='rel'),
+        'scale': Arg(
+            AnyOf(Choice('rel', 'tanh', 'sigmoid', 'linear'), RealArg()), default='rel'
+        ),
     }
 
     def __init__(self, scale: str | float = 'rel'):
@@ -276,12 +311,10 @@ class DenseSqrtFanInOut(Initializer):
 
     def __call__(self, shape):
         self._check_at_least_2d(shape)
-        scale = _resolve_scale('DenseSqrtFanInOut', self.scale,
-                               _FAN_IN_OUT_SCALES)
+        scale = _resolve_scale('DenseSqrtFanInOut', self.scale, _FAN_IN_OUT_SCALES)
         n_out = shape[0]
         fan_in = int(np.prod(shape[1:]))
-        return (self.rnd.uniform(-1, 1, size=shape) * scale /
-                math.sqrt(n_out + fan_in))
+        return self.rnd.uniform(-1, 1, size=shape) * scale / math.sqrt(n_out + fan_in)
 
 
 class EchoState(Initializer):
@@ -298,8 +331,9 @@ class EchoState(Initializer):
 
     def __init__(self, spectral_radius: float = 1.0):
         super().__init__()
-        _check_number('EchoState', 'spectral_radius', spectral_radius,
-                      minimum=0, strict=True)
+        _check_number(
+            'EchoState', 'spectral_radius', spectral_radius, minimum=0, strict=True
+        )
         self.spectral_radius = spectral_radius
 
     def __call__(self, shape):
@@ -325,8 +359,9 @@ class Identity(Initializer):
         'enforce_square': Arg(Bool(), default=True),
     }
 
-    def __init__(self, scale: float = 1.0, std: float = 0.01,
-                 enforce_square: bool = True):
+    def __init__(
+        self, scale: float = 1.0, std: float = 0.01, enforce_square: bool = True
+    ):
         super().__init__()
         _check_number('Identity', 'scale', scale)
         _check_number('Identity', 'std', std, minimum=0)
@@ -339,8 +374,7 @@ class Identity(Initializer):
             self._check_square(shape)
         else:
             self._check_2d(shape)
-        return (self.scale * np.eye(*shape) +
-                self.rnd.normal(0.0, self.std, size=shape))
+        return self.scale * np.eye(*shape) + self.rnd.normal(0.0, self.std, size=shape)
 
 
 class Orthogonal(Initializer):
@@ -391,7 +425,8 @@ class RandomWalk(Initializer):
         if act_func not in ('linear', 'rel'):
             raise ValidationError(
                 f"RandomWalk: act_func must be 'linear' or 'rel'. "
-                f'Received: act_func={act_func!r}')
+                f'Received: act_func={act_func!r}'
+            )
         if scale is not None:
             _check_number('RandomWalk', 'scale', scale)
         self.act_func = act_func
@@ -427,11 +462,9 @@ class SparseInputs(Initializer):
         'connections': Arg(Int(1), default=15),
     }
 
-    def __init__(self, sub_initializer: Initializer | float,
-                 connections: int = 15):
+    def __init__(self, sub_initializer: Initializer | float, connections: int = 15):
         super().__init__()
-        _check_sub_initializer('SparseInputs', 'sub_initializer',
-                               sub_initializer)
+        _check_sub_initializer('SparseInputs', 'sub_initializer', sub_initializer)
         _check_positive_int('SparseInputs', 'connections', connections)
         self.sub_initializer = sub_initializer
         self.connections = connections
@@ -441,9 +474,11 @@ class SparseInputs(Initializer):
         if shape[0] < self.connections:
             raise InitializationError(
                 f'SparseInputs: shape[0] must be at least connections='
-                f'{self.connections}. Received: shape={tuple(shape)}')
-        values = evaluate_initializer(self.sub_initializer, shape,
-                                      seed=self.rnd.generate_seed())
+                f'{self.connections}. Received: shape={tuple(shape)}'
+            )
+        values = evaluate_initializer(
+            self.sub_initializer, shape, seed=self.rnd.generate_seed()
+        )
         matrix = values.reshape(shape[0], -1)
         keep = np.zeros(matrix.shape, dtype=bool)
         for column in range(matrix.shape[1]):
@@ -470,11 +505,9 @@ class SparseOutputs(Initializer):
         'connections': Arg(Int(1), default=15),
     }
 
-    def __init__(self, sub_initializer: Initializer | float,
-                 connections: int = 15):
+    def __init__(self, sub_initializer: Initializer | float, connections: int = 15):
         super().__init__()
-        _check_sub_initializer('SparseOutputs', 'sub_initializer',
-                               sub_initializer)
+        _check_sub_initializer('SparseOutputs', 'sub_initializer', sub_initializer)
         _check_positive_int('SparseOutputs', 'connections', connections)
         self.sub_initializer = sub_initializer
         self.connections = connections
@@ -485,14 +518,15 @@ class SparseOutputs(Initializer):
         if row_size < self.connections:
             raise InitializationError(
                 f'SparseOutputs: shape[1] must be at least connections='
-                f'{self.connections}. Received: shape={tuple(shape)}')
-        values = evaluate_initializer(self.sub_initializer, shape,
-                                      seed=self.rnd.generate_seed())
+                f'{self.connections}. Received: shape={tuple(shape)}'
+            )
+        values = evaluate_initializer(
+            self.sub_initializer, shape, seed=self.rnd.generate_seed()
+        )
         matrix = values.reshape(shape[0], row_size)
         keep = np.zeros(matrix.shape, dtype=bool)
         for row in range(matrix.shape[0]):
-            columns = self.rnd.choice(row_size, self.connections,
-                                      replace=False)
+            columns = self.rnd.choice(row_size, self.connections, replace=False)
             keep[row, columns] = True
         return np.where(keep, matrix, 0.0).reshape(shape)
 
@@ -525,15 +559,20 @@ class LstmOptInit(Initializer):
         'output_gate': Arg(_SUB_INITIALIZER, default=0.0),
     }
 
-    def __init__(self, input_block: Initializer | float = 0.0,
-                 input_gate: Initializer | float = 0.0,
-                 forget_gate: Initializer | float = 0.0,
-                 output_gate: Initializer | float = 0.0):
+    def __init__(
+        self,
+        input_block: Initializer | float = 0.0,
+        input_gate: Initializer | float = 0.0,
+        forget_gate: Initializer | float = 0.0,
+        output_gate: Initializer | float = 0.0,
+    ):
         super().__init__()
-        for name, value in [('input_block', input_block),
-                            ('input_gate', input_gate),
-                            ('forget_gate', forget_gate),
-                            ('output_gate', output_gate)]:
+        for name, value in [
+            ('input_block', input_block),
+            ('input_gate', input_gate),
+            ('forget_gate', forget_gate),
+            ('output_gate', output_gate),
+        ]:
             _check_sub_initializer('LstmOptInit', name, value)
         self.input_block = input_block
         self.input_gate = input_gate
@@ -556,34 +595,47 @@ class LstmOptInit(Initializer):
         """
         if not getattr(layer, 'has_lstm_gates', False):
             return self
-        gates = {'z': self.input_block, 'i': self.input_gate,
-                 'f': self.forget_gate, 'o': self.output_gate}
+        gates = {
+            'z': self.input_block,
+            'i': self.input_gate,
+            'f': self.forget_gate,
+            'o': self.output_gate,
+        }
         if len(parameter_name) == 2 and parameter_name[1] in gates:
             return gates[parameter_name[1]]
         raise ValidationError(
             f"LstmOptInit: parameter '{parameter_name}' of "
             f"{type(layer).__name__} '{layer.name}' belongs to no gate (gate "
             'parameters end in z, i, f or o). Use another initializer for '
-            'it.')
+            'it.'
+        )
 
     def __call__(self, shape):
         if len(shape) < 1 or shape[0] % 4 != 0:
             raise InitializationError(
                 f'LstmOptInit: shape[0] must be divisible by 4. '
-                f'Received: shape={tuple(shape)}')
+                f'Received: shape={tuple(shape)}'
+            )
         n = shape[0] // 4
         block_shape = (n,) + tuple(shape[1:])
-        blocks = [evaluate_initializer(init, block_shape,
-                                       seed=self.rnd.generate_seed())
-                  for init in (self.input_block, self.input_gate,
-                               self.forget_gate, self.output_gate)]
+        blocks = [
+            evaluate_initializer(init, block_shape, seed=self.rnd.generate_seed())
+            for init in (
+                self.input_block,
+                self.input_gate,
+                self.forget_gate,
+                self.output_gate,
+            )
+        ]
         return np.concatenate(blocks, axis=0)
 
 
 # ------------------------------------------------------------ evaluation ---
 
-def evaluate_initializer(initializer, shape: Sequence[int], fallback=None,
-                         seed: int | None = None) -> np.ndarray:
+
+def evaluate_initializer(
+    initializer, shape: Sequence[int], fallback=None, seed: int | None = None
+) -> np.ndarray:
     """Create the values for a parameter of shape ``shape``.
 
     Args:
@@ -614,11 +666,12 @@ def evaluate_initializer(initializer, shape: Sequence[int], fallback=None,
             if fallback is None:
                 raise
             return evaluate_initializer(fallback, shape, seed=seed)
-        assert result.shape == shape, (type(initializer).__name__,
-                                       result.shape, shape)
+        assert result.shape == shape, (type(initializer).__name__, result.shape, shape)
         return result
     if _is_number(initializer):
         return np.full(shape, initializer, dtype=np.float64)
-    raise TypeError(f'Cannot initialize with {initializer!r} of type '
-                    f'{type(initializer).__name__}: expected an Initializer, '
-                    'a number, a list or a NumPy array')
+    raise TypeError(
+        f'Cannot initialize with {initializer!r} of type '
+        f'{type(initializer).__name__}: expected an Initializer, '
+        'a number, a list or a NumPy array'
+    )

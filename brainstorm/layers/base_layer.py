@@ -96,13 +96,18 @@ class Layer:
     def __init_subclass__(cls, **kwargs):
         """Register the class by name; derive ``expected_kwargs``."""
         super().__init_subclass__(**kwargs)
-        if 'declared_kwargs' in cls.__dict__ and \
-                'expected_kwargs' not in cls.__dict__:
+        if 'declared_kwargs' in cls.__dict__ and 'expected_kwargs' not in cls.__dict__:
             cls.expected_kwargs = set(cls.declared_kwargs)
         register_layer_class(cls)
 
-    def __init__(self, name: str, in_shapes: dict, incoming_connections,
-                 outgoing_connections, **kwargs):
+    def __init__(
+        self,
+        name: str,
+        in_shapes: dict,
+        incoming_connections,
+        outgoing_connections,
+        **kwargs,
+    ):
         self.name = name
         self.kwargs = kwargs
         self.in_shapes = OrderedDict(sorted(in_shapes.items()))
@@ -126,7 +131,7 @@ class Layer:
     def get_type_name(cls) -> str:
         """The type name used in architectures (class name minus LayerImpl)."""
         name = cls.__name__
-        return name[:-len('LayerImpl')] if name.endswith('LayerImpl') else name
+        return name[: -len('LayerImpl')] if name.endswith('LayerImpl') else name
 
     @property
     def layer_type(self) -> str:
@@ -150,7 +155,8 @@ class Layer:
         if unexpected:
             raise LayerValidationError(
                 f'{desc}: unexpected argument(s) {sorted(unexpected)}. '
-                f'Expected only: {sorted(cls.expected_kwargs)}')
+                f'Expected only: {sorted(cls.expected_kwargs)}'
+            )
         resolved = dict(kwargs)
         for kw_name, declaration in cls.declared_kwargs.items():
             if isinstance(declaration, Kwarg):
@@ -162,26 +168,31 @@ class Layer:
             if in_name not in self.expected_inputs:
                 raise LayerValidationError(
                     f'{self._desc()}: has no input {in_name!r}. Its inputs '
-                    f'are: {sorted(self.expected_inputs)}')
+                    f'are: {sorted(self.expected_inputs)}'
+                )
         for in_name, template in self.expected_inputs.items():
             if in_name not in self.in_shapes:
                 raise LayerValidationError(
                     f'{self._desc()}: input {in_name!r} is not connected. '
-                    f'Expected a buffer matching {template}.')
+                    f'Expected a buffer matching {template}.'
+                )
             if not template.matches(self.in_shapes[in_name]):
                 raise LayerValidationError(
                     f'{self._desc()}: input {in_name!r} must match '
                     f'{template}. Received shape '
-                    f'{self.in_shapes[in_name].shape}')
+                    f'{self.in_shapes[in_name].shape}'
+                )
 
     def _validate_out_shapes(self) -> None:
         for category in ('out_shapes', 'parameter_shapes', 'internal_shapes'):
             shapes = getattr(self, category)
             if not isinstance(shapes, dict) or not all(
-                    isinstance(s, BufferStructure) for s in shapes.values()):
+                isinstance(s, BufferStructure) for s in shapes.values()
+            ):
                 raise LayerValidationError(
                     f'{self._desc()}: setup() must return three OrderedDicts '
-                    f'of names to BufferStructures; {category} is {shapes!r}')
+                    f'of names to BufferStructures; {category} is {shapes!r}'
+                )
 
     def _validate_connections(self) -> None:
         for conn in self.outgoing:
@@ -192,15 +203,16 @@ class Layer:
                 raise LayerValidationError(
                     f'{self._desc()}: has no output {out_name!r} (connected '
                     f'to {conn.end_layer}.{conn.input_name}). Its outputs are:'
-                    f' {list(self.out_shapes)}')
+                    f' {list(self.out_shapes)}'
+                )
 
     # ------------------------------------------------------------- API -----
 
     def setup(self, kwargs: dict, in_shapes: dict):
         """Return ``(outputs, parameters, internals)``: three OrderedDicts
-        mapping names to :class:`BufferStructure`."""
-        raise NotImplementedError(
-            f'{type(self).__name__} must implement setup()')
+        mapping names to :class:`BufferStructure`.
+        """
+        raise NotImplementedError(f'{type(self).__name__} must implement setup()')
 
     def set_handler(self, new_handler) -> None:
         """Use ``new_handler`` for all further computations."""
@@ -253,16 +265,22 @@ class Layer:
     def get_shape(self, path: str) -> tuple:
         """The shape template of a buffer, e.g. ``'outputs.default'``."""
         category, _, name = path.partition('.')
-        shapes = {'parameters': self.parameter_shapes,
-                  'inputs': self.in_shapes,
-                  'outputs': self.out_shapes,
-                  'internals': self.internal_shapes}
+        shapes = {
+            'parameters': self.parameter_shapes,
+            'inputs': self.in_shapes,
+            'outputs': self.out_shapes,
+            'internals': self.internal_shapes,
+        }
         if category not in shapes:
-            raise KeyError(f'{self._desc()}: unknown category {category!r}; '
-                           f'use one of {sorted(shapes)}')
+            raise KeyError(
+                f'{self._desc()}: unknown category {category!r}; '
+                f'use one of {sorted(shapes)}'
+            )
         if name not in shapes[category]:
-            raise KeyError(f'{self._desc()}: no {category} buffer {name!r}; '
-                           f'available: {list(shapes[category])}')
+            raise KeyError(
+                f'{self._desc()}: no {category} buffer {name!r}; '
+                f'available: {list(shapes[category])}'
+            )
         return shapes[category][name].shape
 
     def __repr__(self):
@@ -303,14 +321,20 @@ def _example_structures(layer_class) -> list:
     for features in ((3,), (6, 6, 3)):
         candidates.append({n: features for n in names})
         if len(names) > 1:
-            candidates.append({n: features if n == names[0] or n == 'default'
-                               else features[:-1] + (1,) for n in names})
+            candidates.append(
+                {
+                    n: features
+                    if n == names[0] or n == 'default'
+                    else features[:-1] + (1,)
+                    for n in names
+                }
+            )
     result = []
     for candidate in candidates:
         structures = {}
         for name, features in candidate.items():
             template = layer_class.expected_inputs[name]
-            lead = template.shape[:template.first_feature_dim]
+            lead = template.shape[: template.first_feature_dim]
             structures[name] = BufferStructure(*(lead + features))
         result.append(structures)
     return result
@@ -343,36 +367,43 @@ def describe_layers() -> list:
         kwargs = {}
         example_kwargs = {}
         for name, kwarg in cls.declared_kwargs.items():
-            kwargs[name] = {'expected': kwarg.constraint.expected,
-                            'default': None if kwarg.default is REQUIRED
-                            else kwarg.default,
-                            'required': kwarg.default is REQUIRED,
-                            'description': kwarg.description}
+            kwargs[name] = {
+                'expected': kwarg.constraint.expected,
+                'default': None if kwarg.default is REQUIRED else kwarg.default,
+                'required': kwarg.default is REQUIRED,
+                'description': kwarg.description,
+            }
             if kwarg.default is REQUIRED:
                 example_kwargs[name] = kwarg.constraint.example
         for name in set(cls.expected_kwargs) - set(cls.declared_kwargs):
-            kwargs[name] = {'expected': None, 'default': None,
-                            'required': False, 'description': ''}
-        entry = {'type': type_name, 'class': cls.__name__,
-                 'module': cls.__module__,
-                 'summary': doc.splitlines()[0] if doc else '',
-                 'inputs': {n: t.shape for n, t in
-                            sorted(cls.expected_inputs.items())},
-                 'kwargs': kwargs,
-                 'outputs': None, 'parameters': None, 'internals': None}
+            kwargs[name] = {
+                'expected': None,
+                'default': None,
+                'required': False,
+                'description': '',
+            }
+        entry = {
+            'type': type_name,
+            'class': cls.__name__,
+            'module': cls.__module__,
+            'summary': doc.splitlines()[0] if doc else '',
+            'inputs': {n: t.shape for n, t in sorted(cls.expected_inputs.items())},
+            'kwargs': kwargs,
+            'outputs': None,
+            'parameters': None,
+            'internals': None,
+        }
         for structures in _example_structures(cls):
             try:
                 layer = cls(type_name, structures, [], [], **example_kwargs)
             except Exception:  # noqa: BLE001 - try the next example input
                 continue
-            entry['example_inputs'] = {n: s.shape
-                                       for n, s in structures.items()}
-            entry['outputs'] = {n: s.shape for n, s in
-                                layer.out_shapes.items()}
-            entry['parameters'] = {n: s.shape for n, s in
-                                   layer.parameter_shapes.items()}
-            entry['internals'] = {n: s.shape for n, s in
-                                  layer.internal_shapes.items()}
+            entry['example_inputs'] = {n: s.shape for n, s in structures.items()}
+            entry['outputs'] = {n: s.shape for n, s in layer.out_shapes.items()}
+            entry['parameters'] = {
+                n: s.shape for n, s in layer.parameter_shapes.items()
+            }
+            entry['internals'] = {n: s.shape for n, s in layer.internal_shapes.items()}
             break
         result.append(entry)
     return result

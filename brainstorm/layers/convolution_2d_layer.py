@@ -21,10 +21,14 @@ from brainstorm.utils import (
 )
 
 
-def Convolution2D(num_filters: int, kernel_size: tuple[int, int],
-                  stride: tuple[int, int] = (1, 1), padding: int = 0,
-                  activation: str = 'rel',
-                  name: str | None = None) -> ConstructionWrapper:
+def Convolution2D(
+    num_filters: int,
+    kernel_size: tuple[int, int],
+    stride: tuple[int, int] = (1, 1),
+    padding: int = 0,
+    activation: str = 'rel',
+    name: str | None = None,
+) -> ConstructionWrapper:
     """A 2-D convolution layer (cross-correlation) over channels-last images.
 
     ``y[n, i, j, f] = act(bias[f] + sum_{u, v, c} W[f, u, v, c] *
@@ -53,14 +57,23 @@ def Convolution2D(num_filters: int, kernel_size: tuple[int, int],
         buffer.
     """
     return ConstructionWrapper.create(
-        Convolution2DLayerImpl, name=name, num_filters=num_filters,
-        kernel_size=kernel_size, stride=stride, padding=padding,
-        activation=activation)
+        Convolution2DLayerImpl,
+        name=name,
+        num_filters=num_filters,
+        kernel_size=kernel_size,
+        stride=stride,
+        padding=padding,
+        activation=activation,
+    )
 
 
-def image_output_shape(layer: Layer, in_shape: BufferStructure,
-                       kernel_size: tuple[int, int], stride: tuple[int, int],
-                       padding: int) -> tuple[int, int, int]:
+def image_output_shape(
+    layer: Layer,
+    in_shape: BufferStructure,
+    kernel_size: tuple[int, int],
+    stride: tuple[int, int],
+    padding: int,
+) -> tuple[int, int, int]:
     """Check an image input ``(T, B, H, W, C)`` against a window; return
     ``(OH, OW, C)``.
 
@@ -73,14 +86,16 @@ def image_output_shape(layer: Layer, in_shape: BufferStructure,
         raise LayerValidationError(
             f'{layer._desc()}: input default must be images of shape '
             f'(T, B, height, width, channels), i.e. have 3 feature '
-            f'dimensions. Received shape {in_shape.shape}')
+            f'dimensions. Received shape {in_shape.shape}'
+        )
     height, width, channels = features
     padded = (height + 2 * padding, width + 2 * padding)
     if kernel_size[0] > padded[0] or kernel_size[1] > padded[1]:
         raise LayerValidationError(
             f'{layer._desc()}: kernel_size {kernel_size} is larger than the '
             f'padded input {padded} (input {height}x{width}, padding '
-            f'{padding}). Use a smaller kernel or more padding.')
+            f'{padding}). Use a smaller kernel or more padding.'
+        )
     out_h = (padded[0] - kernel_size[0]) // stride[0] + 1
     out_w = (padded[1] - kernel_size[1]) // stride[1] + 1
     return out_h, out_w, channels
@@ -92,16 +107,23 @@ class Convolution2DLayerImpl(Layer):
     overwrites_gradients = True
     expected_inputs = {'default': time_template()}
     declared_kwargs = {
-        'num_filters': Kwarg(PositiveInt(),
-                             description='number of filters (output channels)'),
-        'kernel_size': Kwarg(PairOfPositiveInts(),
-                             description='(height, width) of the filters'),
-        'stride': Kwarg(PairOfPositiveInts(), default=(1, 1),
-                        description='(vertical, horizontal) step'),
-        'padding': Kwarg(NonNegativeInt(), default=0,
-                         description='zero cells added on every side'),
-        'activation': Kwarg(Activation(), default='rel',
-                            description='activation function'),
+        'num_filters': Kwarg(
+            PositiveInt(), description='number of filters (output channels)'
+        ),
+        'kernel_size': Kwarg(
+            PairOfPositiveInts(), description='(height, width) of the filters'
+        ),
+        'stride': Kwarg(
+            PairOfPositiveInts(),
+            default=(1, 1),
+            description='(vertical, horizontal) step',
+        ),
+        'padding': Kwarg(
+            NonNegativeInt(), default=0, description='zero cells added on every side'
+        ),
+        'activation': Kwarg(
+            Activation(), default='rel', description='activation function'
+        ),
     }
 
     def setup(self, kwargs, in_shapes):
@@ -111,22 +133,26 @@ class Convolution2DLayerImpl(Layer):
         self.padding = kwargs['padding']
         num_filters = kwargs['num_filters']
         out_h, out_w, channels = image_output_shape(
-            self, in_shapes['default'], self.kernel_size, self.stride,
-            self.padding)
+            self, in_shapes['default'], self.kernel_size, self.stride, self.padding
+        )
         outputs = OrderedDict(
-            default=BufferStructure('T', 'B', out_h, out_w, num_filters))
+            default=BufferStructure('T', 'B', out_h, out_w, num_filters)
+        )
         parameters = OrderedDict(
             W=BufferStructure(num_filters, *self.kernel_size, channels),
-            bias=BufferStructure(num_filters))
+            bias=BufferStructure(num_filters),
+        )
         self._columns_structure = BufferStructure(
-            'T', 'B', out_h, out_w,
-            self.kernel_size[0] * self.kernel_size[1] * channels)
+            'T', 'B', out_h, out_w, self.kernel_size[0] * self.kernel_size[1] * channels
+        )
         return outputs, parameters, OrderedDict()
 
     def workspace_shapes(self, handler):
         """The ``columns`` workspace if ``handler`` keeps conv columns."""
-        cells = self._columns_structure.feature_shape[0] * \
-            self._columns_structure.feature_shape[1]
+        cells = (
+            self._columns_structure.feature_shape[0]
+            * self._columns_structure.feature_shape[1]
+        )
         if handler.keeps_conv_columns(cells):
             return OrderedDict(columns=self._columns_structure)
         return OrderedDict()
@@ -146,8 +172,9 @@ class Convolution2DLayerImpl(Layer):
         # operand before an in-place ufunc
         y_rows = flatten_time_and_features(buffers.outputs.default)
 
-        _h.conv2d_forward_batch(x, W, bias, y, self.padding, self.stride,
-                                columns=self._columns(buffers))
+        _h.conv2d_forward_batch(
+            x, W, bias, y, self.padding, self.stride, columns=self._columns(buffers)
+        )
         _h.inplace_act_func[self.activation](y_rows)
 
     def backward_pass(self, buffers):
@@ -162,6 +189,14 @@ class Convolution2DLayerImpl(Layer):
 
         _h.inplace_act_func_deriv[self.activation](y_rows, dy_rows)
         _h.conv2d_backward_batch(
-            x, W, self.padding, self.stride, dx, dy, dW, dbias,
+            x,
+            W,
+            self.padding,
+            self.stride,
+            dx,
+            dy,
+            dW,
+            dbias,
             columns=self._columns(buffers),
-            skip_in_deltas='default' in self.skip_input_deltas)
+            skip_in_deltas='default' in self.skip_input_deltas,
+        )

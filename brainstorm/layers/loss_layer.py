@@ -11,8 +11,7 @@ from brainstorm.structure.construction import ConstructionWrapper
 from brainstorm.utils import LayerValidationError
 
 
-def Loss(importance: float = 1.0, name: str | None = None) -> \
-        ConstructionWrapper:
+def Loss(importance: float = 1.0, name: str | None = None) -> ConstructionWrapper:
     """Sum a loss buffer into one scalar: ``loss = importance * sum(x) / n``.
 
     ``n`` is the batch size for time- or batch-sized inputs and 1 for
@@ -24,8 +23,7 @@ def Loss(importance: float = 1.0, name: str | None = None) -> \
         importance: weight of this loss in the total loss.
         name: the layer name (not ``'total_loss'``).
     """
-    return ConstructionWrapper.create(LossLayerImpl, name=name,
-                                      importance=importance)
+    return ConstructionWrapper.create(LossLayerImpl, name=name, importance=importance)
 
 
 class LossLayerImpl(Layer):
@@ -34,15 +32,17 @@ class LossLayerImpl(Layer):
     is_loss = True
     expected_inputs = {'default': StructureTemplate('...')}
     declared_kwargs = {
-        'importance': Kwarg(FloatIn(0), default=1.0,
-                            description='weight of this loss in the total'),
+        'importance': Kwarg(
+            FloatIn(0), default=1.0, description='weight of this loss in the total'
+        ),
     }
 
     def setup(self, kwargs, in_shapes):
         if self.name == 'total_loss':
             raise LayerValidationError(
                 "Loss 'total_loss': this name is reserved for the sum of all "
-                'losses; choose another name.')
+                'losses; choose another name.'
+            )
         self.importance = kwargs['importance']
         outputs = OrderedDict(loss=BufferStructure(1))
         return outputs, OrderedDict(), OrderedDict()

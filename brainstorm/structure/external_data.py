@@ -1,9 +1,9 @@
 """Data for a network: checking a batch and writing it into the Input layer.
 
-:meth:`Network.provide_external_data <brainstorm.structure.network.Network.provide_external_data>`
-calls :func:`provide_external_data`, which checks every array against the
-Input layer's output shapes, sizes the network's memory to the batch's time
-and batch size, and copies the data in.
+``Network.provide_external_data`` calls :func:`provide_external_data`,
+which checks every array against the Input layer's output shapes, sizes the
+network's memory to the batch's time and batch size, and copies the data
+in.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ class MissingInputError(NetworkValidationError, KeyError):
         return str(self.args[0])
 
 
-def provide_external_data(input_layer, buffer_manager, data: dict,
-                          all_inputs: bool = True) -> None:
+def provide_external_data(
+    input_layer, buffer_manager, data: dict, all_inputs: bool = True
+) -> None:
     """Put a batch of data into the Input layer's outputs.
 
     Args:
@@ -40,14 +41,13 @@ def provide_external_data(input_layer, buffer_manager, data: dict,
     if not hasattr(data, 'items'):
         raise NetworkValidationError(
             f'Data must be a dict of input names to arrays. Received: '
-            f'{type(data).__name__}')
+            f'{type(data).__name__}'
+        )
     arrays = _collect_arrays(input_layer.out_shapes, data, all_inputs)
     if not arrays:
         return
-    time_size, batch_size = _time_and_batch_size(input_layer.out_shapes,
-                                                 arrays)
-    buffer_manager.resize(time_size if time_size is not None else 1,
-                          batch_size)
+    time_size, batch_size = _time_and_batch_size(input_layer.out_shapes, arrays)
+    buffer_manager.resize(time_size if time_size is not None else 1, batch_size)
     h = buffer_manager.handler
     outputs = buffer_manager.views.Input.outputs
     for name, array in arrays.items():
@@ -66,7 +66,8 @@ def _collect_arrays(out_shapes: dict, data: dict, all_inputs: bool) -> dict:
                 raise MissingInputError(
                     f"Data for input '{name}' is missing. The network's "
                     f'inputs are {list(out_shapes)}; received '
-                    f'{list(data)}.')
+                    f'{list(data)}.'
+                )
             continue
         arrays[name] = check_data(name, data[name], structure)
     return arrays
@@ -87,7 +88,8 @@ def _time_and_batch_size(out_shapes: dict, arrays: dict) -> tuple:
             elif tb != (T, B):
                 raise NetworkValidationError(
                     f"Input '{name}': time and batch size {tb} differ "
-                    f'from those of the other inputs {(T, B)}.')
+                    f'from those of the other inputs {(T, B)}.'
+                )
     for name, array in arrays.items():
         if out_shapes[name].buffer_type == 1:
             if B is None:
@@ -95,7 +97,8 @@ def _time_and_batch_size(out_shapes: dict, arrays: dict) -> tuple:
             elif array.shape[0] != B:
                 raise NetworkValidationError(
                     f"Input '{name}': batch size {array.shape[0]} differs "
-                    f'from that of the other inputs ({B}).')
+                    f'from that of the other inputs ({B}).'
+                )
     return T, B
 
 
@@ -118,28 +121,32 @@ def check_data(name: str, array, structure):
     if not hasattr(array, 'shape') or not hasattr(array, 'dtype'):
         raise NetworkValidationError(
             f"Input '{name}': expected an array of shape {expected}. "
-            f'Received: {type(array).__name__}')
+            f'Received: {type(array).__name__}'
+        )
     if isinstance(array, np.ma.MaskedArray):
         # its mask would be dropped silently
         raise NetworkValidationError(
             f"Input '{name}': masked arrays are not supported (the mask "
             'would be lost). Pass array.filled(value) and give the mask '
             "as an input of its own (e.g. 'mask'). Received: "
-            'MaskedArray')
+            'MaskedArray'
+        )
     if isinstance(array, np.ndarray) and not _is_real_numeric(array.dtype):
         raise NetworkValidationError(
-            f"Input '{name}': expected numeric data. Received dtype "
-            f'{array.dtype}')
+            f"Input '{name}': expected numeric data. Received dtype {array.dtype}"
+        )
     shape = tuple(array.shape)
     if len(shape) != len(expected):
         raise NetworkValidationError(
             f"Input '{name}': expected {len(expected)} dimensions "
-            f'{expected}. Received shape {shape}')
-    if shape[structure.buffer_type:] != structure.feature_shape:
+            f'{expected}. Received shape {shape}'
+        )
+    if shape[structure.buffer_type :] != structure.feature_shape:
         raise NetworkValidationError(
             f"Input '{name}': expected feature shape "
             f'{structure.feature_shape} (full shape {expected}). '
-            f'Received shape {shape}')
+            f'Received shape {shape}'
+        )
     return array
 
 

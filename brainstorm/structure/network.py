@@ -11,64 +11,34 @@ import brainstorm.handlers as handlers
 from brainstorm.arguments import SEED, Arg, Instance, Optional, Str, declare
 from brainstorm.describable import create_from_description, get_description
 from brainstorm.handlers.base_handler import Handler
-from brainstorm.initializers import Initializer, evaluate_initializer
+from brainstorm.initializers import evaluate_initializer
 from brainstorm.randomness import Seedable
 from brainstorm.structure.architecture import generate_architecture
 from brainstorm.structure.buffer_views import BufferView
 from brainstorm.structure.buffers import BufferManager
-from brainstorm.structure.external_data import (
-    MissingInputError as MissingInputError,
-)
-from brainstorm.structure.external_data import provide_external_data
-from brainstorm.structure.layout import (
-    RESERVED_LAYER_NAMES as RESERVED_LAYER_NAMES,
-)
-from brainstorm.structure.layout import (
-    constant_size,
-    create_layout,
-    plan_network,
-)
-from brainstorm.structure.network_io import (
-    _CONSTANT_ALLOWANCE as _CONSTANT_ALLOWANCE,
-)
-from brainstorm.structure.network_io import (
-    NETWORK_FILE_FORMAT as NETWORK_FILE_FORMAT,
-)
-from brainstorm.structure.network_io import (
-    _read_network_file as _read_network_file,
-)
-from brainstorm.structure.network_io import (
-    build_from_file,
-    read_network_file,
-    write_network_file,
-)
-from brainstorm.structure.network_io import (
-    check_stored_sizes as check_stored_sizes,
-)
+from brainstorm.structure import external_data, layout, network_io
+from brainstorm.structure.layout import create_layout, plan_network
 from brainstorm.structure.view_references import (
-    as_initializer,
     choose_initializer,
     install_modifiers,
     merge_refs,
-    pattern_matches,
     resolve_patterns,
 )
 from brainstorm.utils import (
-    DescriptionError,
     InitializationError,
     NetworkValidationError,
     reshape_view,
 )
-from brainstorm.value_modifiers import GradientModifier, ValueModifier
+from brainstorm.value_modifiers import GradientModifier
 
 __all__ = ['Network']
 
 # Names from before network files, external data and name patterns got
-# modules of their own (imported above with 'as'); the old private ones:
-_pattern_matches = pattern_matches
-_resolve_patterns = resolve_patterns
-_as_initializer = as_initializer
-_constant_size = constant_size
+# modules of their own; they stay importable from here.
+MissingInputError = external_data.MissingInputError
+RESERVED_LAYER_NAMES = layout.RESERVED_LAYER_NAMES
+NETWORK_FILE_FORMAT = network_io.NETWORK_FILE_FORMAT
+check_stored_sizes = network_io.check_stored_sizes
 
 
 class Network(Seedable):
@@ -107,14 +77,12 @@ class Network(Seedable):
         (1, 2, 3)
     """
 
-    def __init__(self, layers, buffer_manager, architecture, seed=None,
-                 handler=None):
+    def __init__(self, layers, buffer_manager, architecture, seed=None, handler=None):
         super().__init__(seed)
         self.layers = layers
         self.buffer_manager = buffer_manager
         self.architecture = architecture
-        self.loss_layers = [name for name, layer in layers.items()
-                            if layer.is_loss]
+        self.loss_layers = [name for name, layer in layers.items() if layer.is_loss]
         self.initializers = {}
         self.weight_modifiers = OrderedDict()
         self.gradient_modifiers = OrderedDict()
@@ -124,16 +92,20 @@ class Network(Seedable):
         # layer name -> its inputs fed only by the Input layer (the data)
         self._data_fed_inputs = {
             name: frozenset(
-                in_name for in_name in layer.in_shapes
-                if {c.start_layer for c in layer.incoming
-                    if c.input_name == in_name} == {'Input'})
-            for name, layer in layers.items()}
+                in_name
+                for in_name in layer.in_shapes
+                if {c.start_layer for c in layer.incoming if c.input_name == in_name}
+                == {'Input'}
+            )
+            for name, layer in layers.items()
+        }
         self.handler = None
         self.set_handler(handler or handlers.default_handler)
 
     def _overwritten_gradients(self) -> list:
         """Constant-buffer ranges of the gradients that their layers
-        overwrite in every backward pass (``overwrites_gradients``)."""
+        overwrite in every backward pass (``overwrites_gradients``).
+        """
         ranges = []
         for name, layer in self.layers.items():
             if not layer.overwrites_gradients:
@@ -184,8 +156,9 @@ class Network(Seedable):
         """
         node = self.buffer[buffer_path]
         if isinstance(node, BufferView):
-            raise KeyError(f"'{buffer_path}' is a view, not a buffer. Its "
-                           f'entries: {node.keys()}')
+            raise KeyError(
+                f"'{buffer_path}' is a view, not a buffer. Its entries: {node.keys()}"
+            )
         return self.handler.get_numpy_copy(node)
 
     def get_input(self, input_name: str) -> np.ndarray:
@@ -204,8 +177,9 @@ class Network(Seedable):
         layout is made anew for it.
         """
         if self.handler is not new_handler:
-            changed = [layer.use_workspaces_of(new_handler)
-                       for layer in self.layers.values()]
+            changed = [
+                layer.use_workspaces_of(new_handler) for layer in self.layers.values()
+            ]
             if any(changed):
                 self._relayout(new_handler)
             elif self.buffer_manager.handler is not new_handler:
@@ -219,17 +193,19 @@ class Network(Seedable):
     def _relayout(self, new_handler) -> None:
         """Lay the memory out anew for the layers' current internals, on
         ``new_handler``, keeping the constant buffer (or, if its size
-        changed, the parameters)."""
+        changed, the parameters).
+        """
         old = self.buffer_manager
         manager = BufferManager(create_layout(self.layers), new_handler)
         if manager.sizes[0] == old.sizes[0]:
-            new_handler.set_from_numpy(manager.buffers[0],
-                                       old.handler.get_numpy_copy(
-                                           old.buffers[0]))
+            new_handler.set_from_numpy(
+                manager.buffers[0], old.handler.get_numpy_copy(old.buffers[0])
+            )
         else:
-            new_handler.set_from_numpy(manager.views.parameters,
-                                       old.handler.get_numpy_copy(
-                                           old.views.parameters))
+            new_handler.set_from_numpy(
+                manager.views.parameters,
+                old.handler.get_numpy_copy(old.views.parameters),
+            )
         if old.time_size is not None:
             manager.resize(old.time_size, old.batch_size)
         self.buffer_manager = manager
@@ -248,8 +224,9 @@ class Network(Seedable):
             NetworkValidationError: for missing names, wrong shapes or ranks,
                 inconsistent T/B, or non-numeric data.
         """
-        provide_external_data(self.layers['Input'], self.buffer_manager, data,
-                              all_inputs)
+        external_data.provide_external_data(
+            self.layers['Input'], self.buffer_manager, data, all_inputs
+        )
 
     def forward_pass(self, training_pass: bool = False, context=None) -> None:
         """Run all layers forward.
@@ -290,10 +267,10 @@ class Network(Seedable):
 
     def _add_exposed_gradients(self) -> None:
         """Add the deltas of layers fed with ``'..parameters.X'`` to the
-        gradients of ``X`` (see :mod:`brainstorm.structure.layout`)."""
+        gradients of ``X`` (see :mod:`brainstorm.structure.layout`).
+        """
         constant = self.buffer_manager.buffers[0]
-        for lname, pname, start, stop in self.layout.get(
-                '@exposed_gradients', ()):
+        for lname, pname, start, stop in self.layout.get('@exposed_gradients', ()):
             gradient = self.buffer[lname].gradients[pname]
             deltas = reshape_view(constant[start:stop], gradient.shape)
             self.handler.add_tt(gradient, deltas, gradient)
@@ -307,8 +284,7 @@ class Network(Seedable):
         """
         losses = OrderedDict()
         for name in self.loss_layers:
-            value = self.handler.get_numpy_copy(
-                self.buffer[name].outputs.loss)
+            value = self.handler.get_numpy_copy(self.buffer[name].outputs.loss)
             losses[name] = float(np.sum(value))
         total = float(sum(losses.values()))
         if len(self.loss_layers) == 1:
@@ -319,7 +295,8 @@ class Network(Seedable):
     def get_context(self):
         """The context (last time steps of recurrent state) of the last
         forward pass, to pass as ``forward_pass(context=...)`` for the next
-        batch."""
+        batch.
+        """
         return self.buffer_manager.get_context()
 
     # ------------------------------------------------- parameter masks -----
@@ -328,7 +305,8 @@ class Network(Seedable):
     def trainable_mask(self):
         """A handler array over ``buffer.parameters``: 1 where steppers may
         update, 0 for parameters a layer maintains itself (e.g. BatchNorm's
-        running statistics); None if everything is trainable."""
+        running statistics); None if everything is trainable.
+        """
         if self._trainable_mask is None:
             untrained = self._untrained_parameters()
             if not untrained:
@@ -337,19 +315,23 @@ class Network(Seedable):
             for lname, pname in untrained:
                 start, stop = self.layout[lname]['parameters'][pname]['@slice']
                 offset = self.layout['parameters']['@slice'][0]
-                mask[start - offset:stop - offset] = 0.
+                mask[start - offset : stop - offset] = 0.0
             self._trainable_mask = self.handler.create_from_numpy(mask)
         return self._trainable_mask
 
     def _untrained_parameters(self) -> list:
-        return [(lname, pname) for lname, layer in self.layers.items()
-                for pname in layer.untrained_parameters]
+        return [
+            (lname, pname)
+            for lname, layer in self.layers.items()
+            for pname in layer.untrained_parameters
+        ]
 
     # ----------------------------------------------------- initialize ------
 
     @declare(NetworkValidationError, seed=Arg(Optional(SEED), default=None))
-    def initialize(self, default_or_init_dict=None, seed: int | None = None,
-                   **kwargs) -> None:
+    def initialize(
+        self, default_or_init_dict=None, seed: int | None = None, **kwargs
+    ) -> None:
         """Initialize all parameters.
 
         Args:
@@ -376,8 +358,9 @@ class Network(Seedable):
                 parameter with no or several initializers or fallbacks.
         """
         refs = merge_refs(default_or_init_dict, kwargs)
-        resolved = resolve_patterns(self.layers, refs, 'initialize',
-                                    allow_fallback=True)
+        resolved = resolve_patterns(
+            self.layers, refs, 'initialize', allow_fallback=True
+        )
         init_rnd = self.rnd.create_random_state(seed)
         for lname in sorted(self.layers):
             layer = self.layers[lname]
@@ -385,13 +368,14 @@ class Network(Seedable):
                 param_seed = init_rnd.generate_seed()
                 where = f'{lname}.{pname}'
                 init, fallback = choose_initializer(
-                    layer, pname, resolved[lname, pname], where)
-                self._initialize_parameter(lname, pname, init, fallback,
-                                           param_seed)
+                    layer, pname, resolved[lname, pname], where
+                )
+                self._initialize_parameter(lname, pname, init, fallback, param_seed)
         self.initializers = get_description(refs)
 
-    def _initialize_parameter(self, lname: str, pname: str, init, fallback,
-                              seed: int) -> None:
+    def _initialize_parameter(
+        self, lname: str, pname: str, init, fallback, seed: int
+    ) -> None:
         """Evaluate an initializer into the parameter ``lname.pname``."""
         where = f'{lname}.{pname}'
         view = self.buffer[lname].parameters[pname]
@@ -402,13 +386,14 @@ class Network(Seedable):
             raise
         except (TypeError, ValueError, InitializationError) as err:
             raise NetworkValidationError(
-                f'Initializing {where} (shape {shape}) failed: {err}') \
-                from None
+                f'Initializing {where} (shape {shape}) failed: {err}'
+            ) from None
         array = np.asarray(array)
         if array.shape != shape:
             raise NetworkValidationError(
                 f'Initializer for {where} produced shape '
-                f'{array.shape}, expected {shape}.')
+                f'{array.shape}, expected {shape}.'
+            )
         self.handler.set_from_numpy(view, array)
 
     # ------------------------------------------------------ modifiers ------
@@ -423,18 +408,19 @@ class Network(Seedable):
         """
         refs = merge_refs(default_or_mod_dict, kwargs)
         self.weight_modifiers = install_modifiers(
-            self.layers, refs, 'set_weight_modifiers')
+            self.layers, refs, 'set_weight_modifiers'
+        )
         self._weight_modifier_refs = get_description(refs)
 
-    def set_gradient_modifiers(self, default_or_mod_dict=None,
-                               **kwargs) -> None:
+    def set_gradient_modifiers(self, default_or_mod_dict=None, **kwargs) -> None:
         """Install modifiers applied to gradients after each backward pass.
 
         Same pattern syntax as :meth:`set_weight_modifiers`.
         """
         refs = merge_refs(default_or_mod_dict, kwargs)
         self.gradient_modifiers = install_modifiers(
-            self.layers, refs, 'set_gradient_modifiers')
+            self.layers, refs, 'set_gradient_modifiers'
+        )
         self._gradient_modifier_refs = get_description(refs)
 
     def apply_weight_modifiers(self) -> None:
@@ -453,8 +439,7 @@ class Network(Seedable):
                     mod.rnd.set_seed(self.rnd.generate_seed())
                     view = self.buffer[lname]
                     if isinstance(mod, GradientModifier):
-                        mod(self.handler, view.parameters[pname],
-                            view.gradients[pname])
+                        mod(self.handler, view.parameters[pname], view.gradients[pname])
                     else:
                         mod(self.handler, view.gradients[pname])
 
@@ -472,74 +457,50 @@ class Network(Seedable):
         }
 
     #: The keys of a network description (nothing else is accepted).
-    _DESCRIPTION_KEYS = frozenset({'@type', 'architecture', 'handler',
-                                   'initializers', 'weight_modifiers',
-                                   'gradient_modifiers', 'output_name'})
+    _DESCRIPTION_KEYS = network_io.DESCRIPTION_KEYS
 
     @classmethod
     def __new_from_description__(cls, description: dict) -> Network:
-        unknown = sorted(set(description) - cls._DESCRIPTION_KEYS, key=str)
-        if unknown:
-            raise DescriptionError(
-                f'Network (from a description): unknown key(s) {unknown}. '
-                f'Allowed keys: {sorted(cls._DESCRIPTION_KEYS)}')
-        if 'architecture' not in description:
-            raise DescriptionError('Network (from a description): the key '
-                                   "'architecture' is missing.")
-        output_name = description.get('output_name')
-        if output_name is not None and not isinstance(output_name, str):
-            raise NetworkValidationError(
-                'Network (from a description): output_name must be a str or '
-                f'None. Received: output_name={output_name!r}')
-        modifiers = (ValueModifier, GradientModifier)
-        # build every described object first (each @type checked for its
-        # place), so nothing is built for a description refused later
-        handler = description.get('handler')
-        parts = {
-            'initializers': create_from_description(
-                description.get('initializers'), expected=Initializer),
-            'weight_modifiers': create_from_description(
-                description.get('weight_modifiers'), expected=modifiers),
-            'gradient_modifiers': create_from_description(
-                description.get('gradient_modifiers'), expected=modifiers),
-        }
-        if handler is not None and (not isinstance(handler, dict)
-                                    or '@type' not in handler):
-            raise DescriptionError(
-                'Network (from a description): handler must be a handler '
-                f"description (a dict with '@type'). Received: {handler!r:.80}")
+        parts = network_io.check_description(description)
+        handler = parts['handler']
         net = cls.from_architecture(description['architecture'])
         if handler:
             try:
-                net.set_handler(create_from_description(handler,
-                                                        expected=Handler))
+                net.set_handler(create_from_description(handler, expected=Handler))
             except ImportError as err:
                 # e.g. a network saved from a GPU, loaded without CUDA
                 warnings.warn(
                     f'The network was saved with a {handler.get("@type")} '
                     f'that cannot be created here ({err}); using the default '
-                    'NumpyHandler instead.', RuntimeWarning, stacklevel=2)
+                    'NumpyHandler instead.',
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
         if parts['initializers']:
             net.initialize(parts['initializers'])
         if parts['weight_modifiers']:
             net.set_weight_modifiers(parts['weight_modifiers'])
         if parts['gradient_modifiers']:
             net.set_gradient_modifiers(parts['gradient_modifiers'])
-        net.output_name = output_name
+        net.output_name = parts['output_name']
         return net
 
     # ----------------------------------------------------------- files -----
 
-    @declare(NetworkValidationError, filename=Arg(Str(nonempty=True)),
-             comment=Arg(Str(), default=''))
+    @declare(
+        NetworkValidationError,
+        filename=Arg(Str(nonempty=True)),
+        comment=Arg(Str(), default=''),
+    )
     def save_as_hdf5(self, filename: str, comment: str = '') -> None:
         """Save the description and parameters to an HDF5 file.
 
         The file is written to a temporary name first and then moved into
         place, so an existing file is never left half-written.
         """
-        write_network_file(filename, get_description(self),
-                           self.get('parameters'), comment)
+        network_io.write_network_file(
+            filename, get_description(self), self.get('parameters'), comment
+        )
 
     @classmethod
     def from_hdf5(cls, filename: str) -> Network:
@@ -555,22 +516,18 @@ class Network(Seedable):
                 inconsistent or not a brainstorm network file, naming the
                 file and what is wrong.
         """
-        description, parameters = read_network_file(filename)
-        return _build_from_file(description, parameters, filename,
-                                NetworkValidationError, 'Network file')
+        description, parameters = network_io.read_network_file(filename)
+        return _build_from_file(
+            description, parameters, filename, NetworkValidationError, 'Network file'
+        )
 
     def __repr__(self):
         return f'<Network: {len(self.layers)} layers {list(self.layers)}>'
 
 
-def _plan(architecture: dict) -> tuple:
-    """Validate an architecture; make its layers and layout (no memory),
-    for the default handler."""
-    return plan_network(architecture, handlers.default_handler)
-
-
-def _build_from_file(description: dict, parameters: np.ndarray,
-                     filename: str, error: type, what: str) -> Network:
+def _build_from_file(
+    description: dict, parameters: np.ndarray, filename: str, error: type, what: str
+) -> Network:
     """The network of a checked description, holding ``parameters``.
 
     Args:
@@ -580,5 +537,6 @@ def _build_from_file(description: dict, parameters: np.ndarray,
         error: the ValidationError subclass to raise.
         what: names the kind of file, for messages (``'Network file'``).
     """
-    return build_from_file(Network, description, parameters, filename, error,
-                           what)
+    return network_io.build_from_file(
+        Network, description, parameters, filename, error, what
+    )

@@ -18,8 +18,13 @@ import numpy as np
 from brainstorm.initializers import ArrayInitializer, Initializer
 from brainstorm.utils import NetworkValidationError, ValidationError
 
-__all__ = ['pattern_matches', 'resolve_patterns', 'merge_refs',
-           'choose_initializer', 'install_modifiers']
+__all__ = [
+    'pattern_matches',
+    'resolve_patterns',
+    'merge_refs',
+    'choose_initializer',
+    'install_modifiers',
+]
 
 SPECIAL_KEYS = ('default', 'fallback')
 
@@ -46,8 +51,12 @@ def _same_value(a, b) -> bool:
     if a is b:
         return True
     numbers = (int, float)
-    if isinstance(a, numbers) and isinstance(b, numbers) and \
-            not isinstance(a, bool) and not isinstance(b, bool):
+    if (
+        isinstance(a, numbers)
+        and isinstance(b, numbers)
+        and not isinstance(a, bool)
+        and not isinstance(b, bool)
+    ):
         return a == b
     return False
 
@@ -93,26 +102,24 @@ def resolve_patterns(layers, refs: dict, what: str, allow_fallback: bool):
     for key in refs:
         if not isinstance(key, str):
             raise NetworkValidationError(
-                f'{what}: keys must be layer name patterns. Received: {key!r}')
+                f'{what}: keys must be layer name patterns. Received: {key!r}'
+            )
     if not allow_fallback and 'fallback' in refs:
         raise NetworkValidationError(f"{what}: 'fallback' is not allowed here.")
     layer_patterns = [k for k in refs if k not in SPECIAL_KEYS]
     for pattern in layer_patterns:
         if not any(pattern_matches(pattern, name) for name in layers):
             raise NetworkValidationError(
-                f"{what}: pattern '{pattern}' matches no layer. Layers: "
-                f'{list(layers)}')
+                f"{what}: pattern '{pattern}' matches no layer. Layers: {list(layers)}"
+            )
         value = refs[pattern]
-        if isinstance(value, dict) and not allow_fallback and \
-                'fallback' in value:
-            raise NetworkValidationError(
-                f"{what}: 'fallback' is not allowed here.")
+        if isinstance(value, dict) and not allow_fallback and 'fallback' in value:
+            raise NetworkValidationError(f"{what}: 'fallback' is not allowed here.")
     result = {}
     used_param_patterns = set()
     outer_fallback = refs.get('fallback')
     for lname, layer in layers.items():
-        matching = [refs[p] for p in layer_patterns
-                    if pattern_matches(p, lname)]
+        matching = [refs[p] for p in layer_patterns if pattern_matches(p, lname)]
         for pname in layer.parameter_shapes:
             values, inner_defaults, fallbacks = [], [], []
             explicit = False
@@ -136,17 +143,16 @@ def resolve_patterns(layers, refs: dict, what: str, allow_fallback: bool):
                     values = [refs['default']]
             if not fallbacks and outer_fallback is not None:
                 fallbacks.append(outer_fallback)
-            result[lname, pname] = (_distinct(values), _distinct(fallbacks),
-                                    explicit)
+            result[lname, pname] = (_distinct(values), _distinct(fallbacks), explicit)
     for pattern in layer_patterns:
         value = refs[pattern]
         if isinstance(value, dict):
             for p in value:
-                if p not in SPECIAL_KEYS and \
-                        (id(value), p) not in used_param_patterns:
+                if p not in SPECIAL_KEYS and (id(value), p) not in used_param_patterns:
                     raise NetworkValidationError(
                         f"{what}: parameter pattern '{p}' (under layer "
-                        f"pattern '{pattern}') matches no parameter.")
+                        f"pattern '{pattern}') matches no parameter."
+                    )
     return result
 
 
@@ -168,8 +174,10 @@ def merge_refs(default_or_dict, kwargs: dict) -> dict:
         refs = {'default': default_or_dict}
     for key, value in kwargs.items():
         if key in refs:
-            raise TypeError(f"Conflicting values for '{key}': given both in"
-                            ' the dict and as a keyword argument.')
+            raise TypeError(
+                f"Conflicting values for '{key}': given both in"
+                ' the dict and as a keyword argument.'
+            )
         refs[key] = value
     return refs
 
@@ -189,7 +197,8 @@ def as_initializer(value, where: str):
         return ArrayInitializer(value)
     raise NetworkValidationError(
         f'Initializer for {where} must be an Initializer, a number, a list or '
-        f'an array. Received: {value!r}')
+        f'an array. Received: {value!r}'
+    )
 
 
 def choose_initializer(layer, pname: str, resolved: tuple, where: str):
@@ -218,14 +227,12 @@ def choose_initializer(layer, pname: str, resolved: tuple, where: str):
         values, fallbacks = [untrained[pname]], []
     if not values:
         raise NetworkValidationError(
-            f"No initializer for {where}. Add a 'default' or a "
-            'pattern matching it.')
+            f"No initializer for {where}. Add a 'default' or a pattern matching it."
+        )
     if len(values) > 1:
-        raise NetworkValidationError(
-            f'Multiple initializers for {where}: {values}')
+        raise NetworkValidationError(f'Multiple initializers for {where}: {values}')
     if len(fallbacks) > 1:
-        raise NetworkValidationError(
-            f'Multiple fallbacks for {where}: {fallbacks}')
+        raise NetworkValidationError(f'Multiple fallbacks for {where}: {fallbacks}')
     init = as_initializer(values[0], where)
     # initializers that depend on the parameter (LstmOptInit picks the gate
     # of an Lstm parameter) choose here
@@ -234,8 +241,7 @@ def choose_initializer(layer, pname: str, resolved: tuple, where: str):
         try:
             init = as_initializer(select(layer, pname), where)
         except ValidationError as err:
-            raise NetworkValidationError(
-                f'Initializing {where}: {err}') from None
+            raise NetworkValidationError(f'Initializing {where}: {err}') from None
     fallback = as_initializer(fallbacks[0], where) if fallbacks else None
     return init, fallback
 
@@ -270,10 +276,8 @@ def install_modifiers(layers, refs: dict, what: str) -> OrderedDict:
                 continue
             mods: list = []
             for value in values:
-                mods.extend(value if isinstance(value, (list, tuple))
-                            else [value])
-            copies = [_installed_copy(mod, lname, pname, what)
-                      for mod in mods]
+                mods.extend(value if isinstance(value, (list, tuple)) else [value])
+            copies = [_installed_copy(mod, lname, pname, what) for mod in mods]
             installed.setdefault(lname, OrderedDict())[pname] = copies
     return installed
 
@@ -282,8 +286,8 @@ def _installed_copy(mod, lname: str, pname: str, what: str):
     """A deep copy of a modifier, bound to ``lname.pname``."""
     if not callable(mod):
         raise NetworkValidationError(
-            f'{what}: {lname}.{pname} got {mod!r}, which is '
-            'not a modifier.')
+            f'{what}: {lname}.{pname} got {mod!r}, which is not a modifier.'
+        )
     mod = copy.deepcopy(mod)
     mod.layer_name, mod.view_name = lname, pname
     return mod
