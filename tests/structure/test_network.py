@@ -440,3 +440,71 @@ def test_gradients_their_layers_overwrite_are_not_zeroed_first():
     net.handler.fill(net.buffer.gradients, np.nan)
     net.backward_pass()
     np.testing.assert_array_equal(net.get('gradients'), expected)
+
+
+class _ColumnsHandler(NumpyHandler):
+    """A NumpyHandler that keeps convolution columns only if told to."""
+
+    def __init__(self, keeps: bool):
+        super().__init__(np.float64)
+        self.keeps = keeps
+
+    def keeps_conv_columns(self, out_cells: int) -> bool:
+        return self.keeps
+
+
+def _conv_net():
+    from brainstorm.layers import Convolution2D, Input, Loss
+
+    inp = Input({'default': ('T', 'B', 6, 5, 2)})
+    return Network.from_layer(
+        inp >> Convolution2D(3, (3, 3), padding=1, activation='tanh',
+                             name='Conv') >> Loss(name='Loss'))
+
+
+def _run(net):
+    net.provide_external_data(
+        {'default': np.random.RandomState(3).randn(2, 3, 6, 5, 2)})
+    net.forward_pass(training_pass=True)
+    net.backward_pass()
+    return net.get('Conv.outputs.default'), net.get('gradients')
+
+
+def test_workspaces_follow_the_handler_the_network_runs_on():
+    """Convolution2D's 'columns' workspace exists only on a handler that
+    keeps conv columns, also after set_handler moves the network, and the
+    parameters, outputs and gradients do not depend on it."""
+    net = _conv_net()
+    net.set_handler(_ColumnsHandler(False))
+    assert 'columns' not in net.buffer['Conv'].internals
+    net.initialize(Gaussian(0.5), seed=2)
+    params = net.get('parameters')
+    without = _run(net)
+    net.set_handler(_ColumnsHandler(True))
+    assert 'columns' in net.buffer['Conv'].internals
+    assert 'columns' in net.layers['Conv'].internal_shapes
+    np.testing.assert_array_equal(net.get('parameters'), params)
+    with_columns = _run(net)
+    assert np.abs(net.get('Conv.internals.columns')).max() > 0
+    for a, b in zip(without, with_columns):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    net.set_handler(_ColumnsHandler(False))
+    assert 'columns' not in net.buffer['Conv'].internals
+    np.testing.assert_array_equal(net.get('parameters'), params)
+    for a, b in zip(without, _run(net)):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
+def test_a_network_created_with_a_handler_gets_its_workspaces():
+    from brainstorm.structure.buffers import BufferManager
+    from brainstorm.structure.layout import create_layout
+
+    net = _conv_net()
+    layers = net.layers
+    for keeps in (True, False):
+        for layer in layers.values():
+            layer.use_workspaces_of(_ColumnsHandler(False))
+        manager = BufferManager(create_layout(layers), _ColumnsHandler(False))
+        made = Network(layers, manager, net.architecture,
+                       handler=_ColumnsHandler(keeps))
+        assert ('columns' in made.buffer['Conv'].internals) is keeps
