@@ -239,7 +239,8 @@ class _Runner:
         self.layer.forward_pass(self.buffers, training_pass=True)
 
     def backward(self, output_weights: dict, prefill_input_deltas=0.0, garbage=None):
-        """A backward pass with the given output weights as output deltas;
+        """A backward pass with the given output weights as output deltas.
+
         ``garbage`` (a RandomState) fills the backward internals (and the
         gradients of a layer that ``overwrites_gradients``) with random
         values first.

@@ -144,8 +144,10 @@ class Layer:
 
     @classmethod
     def check_kwargs(cls, name: str, kwargs: dict) -> dict:
-        """Validate ``kwargs`` against the declarations; return them with
-        defaults filled in and values normalised.
+        """Validate ``kwargs`` against the declarations.
+
+        Returns:
+            The arguments with defaults filled in and values normalised.
 
         Raises:
             LayerValidationError: for unknown or invalid arguments.
@@ -209,8 +211,15 @@ class Layer:
     # ------------------------------------------------------------- API -----
 
     def setup(self, kwargs: dict, in_shapes: dict):
-        """Return ``(outputs, parameters, internals)``: three OrderedDicts
-        mapping names to :class:`BufferStructure`.
+        """Compute the shapes of the layer's outputs, parameters and internals.
+
+        Args:
+            kwargs: the checked arguments, defaults filled in.
+            in_shapes: input name -> :class:`BufferStructure`.
+
+        Returns:
+            ``(outputs, parameters, internals)``: three OrderedDicts mapping
+            names to :class:`BufferStructure`.
         """
         raise NotImplementedError(f'{type(self).__name__} must implement setup()')
 

@@ -74,8 +74,10 @@ def image_output_shape(
     stride: tuple[int, int],
     padding: int,
 ) -> tuple[int, int, int]:
-    """Check an image input ``(T, B, H, W, C)`` against a window; return
-    ``(OH, OW, C)``.
+    """Check an image input ``(T, B, H, W, C)`` against a window.
+
+    Returns:
+        ``(OH, OW, C)``: the output's height and width, the input channels.
 
     Raises:
         LayerValidationError: if the input does not have exactly three

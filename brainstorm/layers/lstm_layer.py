@@ -125,8 +125,11 @@ class LstmLayerImpl(Layer):
         return None
 
     def _clock_backward(self, buffers):
-        """Return ``(inactive, carry)``: the forward mask and a (B, size)
-        scratch array, or ``(None, None)``.
+        """The clock's state for the backward pass.
+
+        Returns:
+            ``(inactive, carry)``: the forward mask and a (B, size) scratch
+            array, or ``(None, None)`` without a clock.
         """
         return None, None
 

@@ -82,8 +82,9 @@ def generate_architecture(layer) -> dict:
 
 
 def parse_connection(connection: str) -> tuple[str, str]:
-    """``'Layer.input'`` -> ``('Layer', 'input')``; ``'Layer'`` -> input
-    ``'default'``.
+    """Split a destination: ``'Layer.input'`` -> ``('Layer', 'input')``.
+
+    A destination without a dot (``'Layer'``) means the input ``'default'``.
     """
     layer, _, input_name = connection.partition('.')
     return layer, input_name or 'default'
@@ -335,9 +336,10 @@ def _get_source_structure(layers, connection: Connection):
 
 
 def instantiate_layers_from_architecture(architecture: dict) -> OrderedDict:
-    """Create the layer objects of a validated architecture, in canonical
-    order. Each input receives the concatenation of all outputs connected
-    to it.
+    """Create the layer objects of a validated architecture.
+
+    The layers are made in canonical order; each input receives the
+    concatenation of all outputs connected to it.
     """
     connections = collect_all_connections(architecture)
     layers: OrderedDict = OrderedDict()

@@ -44,8 +44,9 @@ class BufferView(list):
             self.__dict__[name] = buffer
 
     def get_group(self, name: str):
-        """One array over a group of adjacent children, as declared by the
-        layer's ``grouped_buffers``.
+        """One array over a group of adjacent children.
+
+        The groups are those of the layer's ``grouped_buffers``.
 
         Raises:
             KeyError: if there is no such group.

@@ -201,8 +201,10 @@ class BufferManager:
         return BufferView(names, children, full, groups)
 
     def _carve_group(self, node, members):
-        """One array over adjacent array nodes: concatenated along the
-        first feature axis in the constant buffer, the last one otherwise.
+        """One array over adjacent array nodes.
+
+        They are concatenated along the first feature axis in the constant
+        buffer, along the last one otherwise.
         """
         first, last = node[members[0]], node[members[-1]]
         shape = tuple(first['@shape'])
@@ -224,9 +226,10 @@ class BufferManager:
     # --------------------------------------------------------- clearing ---
 
     def skip_clearing(self, ranges) -> None:
-        """Leave these ``(start, stop)`` ranges of the constant buffer alone
-        in :meth:`clear_backward_buffers` (gradients that their layers
-        overwrite in every backward pass).
+        """Leave ``(start, stop)`` ranges of the constant buffer uncleared.
+
+        :meth:`clear_backward_buffers` then skips them: they are gradients
+        that their layers overwrite in every backward pass.
         """
         f0, end = self.forward_sizes[0], self.sizes[0]
         keep, start = [], f0
@@ -239,8 +242,10 @@ class BufferManager:
         self._constant_clear = keep
 
     def clear_backward_buffers(self) -> None:
-        """Zero all backward-only memory (deltas, gradients), context slots
-        included, except what :meth:`skip_clearing` excluded.
+        """Zero all backward-only memory (deltas, gradients).
+
+        Context slots are included; what :meth:`skip_clearing` excluded is
+        left alone.
         """
         h = self.handler
         _, f1, f2 = self.forward_sizes
@@ -261,9 +266,11 @@ class BufferManager:
             )
 
     def get_context(self) -> list | None:
-        """A copy of the last ``C`` time steps of the forward time buffer, as
-        a list with one entry per buffer type (None where there is no
-        context), or None if the network has no context.
+        """A copy of the last ``C`` time steps of the forward time buffer.
+
+        Returns:
+            A list with one entry per buffer type (None where there is no
+            context), or None if the network has no context.
         """
         C, T = self.max_context_size, self.time_size
         if not C or not self.batch_size or not self._context_specs:
@@ -309,8 +316,10 @@ class BufferManager:
     # --------------------------------------------------------- handlers ---
 
     def set_handler(self, new_handler) -> None:
-        """Move all memory to ``new_handler``, keeping the constant buffer
-        (parameters and other constant-size values).
+        """Move all memory to ``new_handler``.
+
+        The constant buffer (parameters and other constant-size values) is
+        kept.
         """
         constant = self.handler.get_numpy_copy(self._flat[0])
         self.handler = new_handler

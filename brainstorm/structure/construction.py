@@ -123,8 +123,9 @@ class LayerDetails(UniquelyNamed):
 
 
 class ConstructionWrapper:
-    """What constructor functions return: a layer with a selected input and
-    output, to be connected with ``>>``.
+    """What constructor functions return: a layer to be connected with ``>>``.
+
+    It holds the layer's details and a selected input and output.
 
     Args:
         layer_details: the :class:`LayerDetails` of the layer.

@@ -190,8 +190,9 @@ def _place(sources: dict, chains: list, priority: list) -> dict:
 
 
 def _group_chains(layers, sources) -> list:
-    """Chains of internals that layers want adjacent (``grouped_buffers``),
-    after checking that every group can be one array.
+    """Chains of internals that layers want adjacent (``grouped_buffers``).
+
+    Every group is checked to be able to be one array first.
     """
     chains = []
     for lname, layer in layers.items():

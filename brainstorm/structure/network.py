@@ -13,10 +13,10 @@ from brainstorm.describable import create_from_description, get_description
 from brainstorm.handlers.base_handler import Handler
 from brainstorm.initializers import evaluate_initializer
 from brainstorm.randomness import Seedable
+from brainstorm.structure import external_data, layout, network_io
 from brainstorm.structure.architecture import generate_architecture
 from brainstorm.structure.buffer_views import BufferView
 from brainstorm.structure.buffers import BufferManager
-from brainstorm.structure import external_data, layout, network_io
 from brainstorm.structure.layout import create_layout, plan_network
 from brainstorm.structure.view_references import (
     choose_initializer,
@@ -103,8 +103,9 @@ class Network(Seedable):
         self.set_handler(handler or handlers.default_handler)
 
     def _overwritten_gradients(self) -> list:
-        """Constant-buffer ranges of the gradients that their layers
-        overwrite in every backward pass (``overwrites_gradients``).
+        """Constant-buffer ranges of gradients their layers overwrite.
+
+        Those are the layers with ``overwrites_gradients``.
         """
         ranges = []
         for name, layer in self.layers.items():
@@ -191,9 +192,10 @@ class Network(Seedable):
         self._trainable_mask = None
 
     def _relayout(self, new_handler) -> None:
-        """Lay the memory out anew for the layers' current internals, on
-        ``new_handler``, keeping the constant buffer (or, if its size
-        changed, the parameters).
+        """Lay the memory out anew on ``new_handler``.
+
+        The layout follows the layers' current internals; the constant
+        buffer is kept (or, if its size changed, the parameters).
         """
         old = self.buffer_manager
         manager = BufferManager(create_layout(self.layers), new_handler)
@@ -266,8 +268,9 @@ class Network(Seedable):
         self.apply_gradient_modifiers()
 
     def _add_exposed_gradients(self) -> None:
-        """Add the deltas of layers fed with ``'..parameters.X'`` to the
-        gradients of ``X`` (see :mod:`brainstorm.structure.layout`).
+        """Add the deltas of layers fed with ``'..parameters.X'`` to X's gradients.
+
+        See :mod:`brainstorm.structure.layout`.
         """
         constant = self.buffer_manager.buffers[0]
         for lname, pname, start, stop in self.layout.get('@exposed_gradients', ()):
@@ -293,9 +296,9 @@ class Network(Seedable):
         return losses
 
     def get_context(self):
-        """The context (last time steps of recurrent state) of the last
-        forward pass, to pass as ``forward_pass(context=...)`` for the next
-        batch.
+        """The context (last time steps of recurrent state) of the last pass.
+
+        Pass it as ``forward_pass(context=...)`` for the next batch.
         """
         return self.buffer_manager.get_context()
 
@@ -303,9 +306,10 @@ class Network(Seedable):
 
     @property
     def trainable_mask(self):
-        """A handler array over ``buffer.parameters``: 1 where steppers may
-        update, 0 for parameters a layer maintains itself (e.g. BatchNorm's
-        running statistics); None if everything is trainable.
+        """A handler array over ``buffer.parameters``: 1 where steppers update.
+
+        It is 0 for parameters a layer maintains itself (e.g. BatchNorm's
+        running statistics); the mask is None if everything is trainable.
         """
         if self._trainable_mask is None:
             untrained = self._untrained_parameters()

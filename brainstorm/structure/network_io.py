@@ -9,6 +9,7 @@ the stored parameters (see :func:`check_stored_sizes`).
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 
@@ -18,12 +19,12 @@ from brainstorm.initializers import Initializer
 from brainstorm.structure.layout import constant_size, plan_network
 from brainstorm.utils import (
     CheckedReader,
+    DescriptionError,
     NetworkValidationError,
     ValidationError,
     add_checksums,
     get_brainstorm_info,
     open_hdf5,
-    DescriptionError,
     write_atomically,
 )
 from brainstorm.value_modifiers import GradientModifier, ValueModifier
@@ -109,8 +110,10 @@ def read_network_file(filename: str) -> tuple:
 
 
 def _read_description(reader, raw):
-    """Decode the stored description: ours is a uint8 array of UTF-8 JSON,
-    Brainstorm 0.5's a (variable-length) string.
+    """Decode the stored description.
+
+    Ours is a uint8 array of UTF-8 JSON, Brainstorm 0.5's a (variable-length)
+    string.
     """
     try:
         if isinstance(raw, np.ndarray):
@@ -131,8 +134,9 @@ def _read_description(reader, raw):
 
 
 def _read_network_file(f, fmt, filename: str) -> tuple:
-    """The description and the parameters of an open network file,
-    checked (see :meth:`Network.from_hdf5`).
+    """The checked description and parameters of an open network file.
+
+    See :meth:`Network.from_hdf5`.
     """
     import h5py
 
@@ -189,7 +193,8 @@ def check_stored_sizes(description, n_parameters: int, where: str, error: type) 
     try:
         # plan_network validates what the file holds (None or any type)
         _, _, layout = plan_network(
-            description.get('architecture'), handlers.default_handler
+            description.get('architecture'),  # type: ignore[arg-type]
+            handlers.default_handler,
         )
         needed = int(layout['parameters']['@slice'][1]) - int(
             layout['parameters']['@slice'][0]
@@ -239,7 +244,7 @@ def build_from_file(
             network of ``network_class`` with as many parameters.
     """
     try:
-        net = create_from_description(description, expected=network_class)
+        net: Any = create_from_description(description, expected=network_class)
     except Exception as err:  # a crafted description may break anything
         raise error(
             f"{what} '{filename}' holds an invalid network "

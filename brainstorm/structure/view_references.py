@@ -99,6 +99,26 @@ def resolve_patterns(layers, refs: dict, what: str, allow_fallback: bool):
         NetworkValidationError: for non-str keys, a forbidden
             ``'fallback'``, and patterns matching nothing.
     """
+    layer_patterns = _check_patterns(layers, refs, what, allow_fallback)
+    result = {}
+    used_param_patterns: set = set()
+    for lname, layer in layers.items():
+        matching = [refs[p] for p in layer_patterns if pattern_matches(p, lname)]
+        for pname in layer.parameter_shapes:
+            result[lname, pname] = _resolve_parameter(
+                refs, matching, pname, used_param_patterns
+            )
+    _check_parameter_patterns_used(refs, layer_patterns, used_param_patterns, what)
+    return result
+
+
+def _check_patterns(layers, refs: dict, what: str, allow_fallback: bool) -> list:
+    """Check the keys of a pattern dict; return its layer patterns.
+
+    Raises:
+        NetworkValidationError: for non-str keys, a forbidden
+            ``'fallback'``, and layer patterns matching no layer.
+    """
     for key in refs:
         if not isinstance(key, str):
             raise NetworkValidationError(
@@ -115,45 +135,63 @@ def resolve_patterns(layers, refs: dict, what: str, allow_fallback: bool):
         value = refs[pattern]
         if isinstance(value, dict) and not allow_fallback and 'fallback' in value:
             raise NetworkValidationError(f"{what}: 'fallback' is not allowed here.")
-    result = {}
-    used_param_patterns = set()
-    outer_fallback = refs.get('fallback')
-    for lname, layer in layers.items():
-        matching = [refs[p] for p in layer_patterns if pattern_matches(p, lname)]
-        for pname in layer.parameter_shapes:
-            values, inner_defaults, fallbacks = [], [], []
-            explicit = False
-            for value in matching:
-                if not isinstance(value, dict):
-                    values.append(value)
-                    continue
-                for p in value:
-                    if p not in SPECIAL_KEYS and pattern_matches(p, pname):
-                        used_param_patterns.add((id(value), p))
-                        values.append(value[p])
-                        explicit = True
-                if 'default' in value:
-                    inner_defaults.append(value['default'])
-                if 'fallback' in value:
-                    fallbacks.append(value['fallback'])
-            if not values:
-                if inner_defaults:
-                    values = inner_defaults
-                elif 'default' in refs:
-                    values = [refs['default']]
-            if not fallbacks and outer_fallback is not None:
-                fallbacks.append(outer_fallback)
-            result[lname, pname] = (_distinct(values), _distinct(fallbacks), explicit)
+    return layer_patterns
+
+
+def _resolve_parameter(refs: dict, matching: list, pname: str, used: set) -> tuple:
+    """``(values, fallbacks, explicit)`` of parameter ``pname`` of a layer.
+
+    Args:
+        refs: the pattern dict.
+        matching: the values of the layer patterns matching the layer.
+        pname: the parameter's name.
+        used: collects ``(id(sub-dict), parameter pattern)`` of the
+            parameter patterns that matched.
+    """
+    values, inner_defaults, fallbacks = [], [], []
+    explicit = False
+    for value in matching:
+        if not isinstance(value, dict):
+            values.append(value)
+            continue
+        for p in value:
+            if p not in SPECIAL_KEYS and pattern_matches(p, pname):
+                used.add((id(value), p))
+                values.append(value[p])
+                explicit = True
+        if 'default' in value:
+            inner_defaults.append(value['default'])
+        if 'fallback' in value:
+            fallbacks.append(value['fallback'])
+    if not values:
+        if inner_defaults:
+            values = inner_defaults
+        elif 'default' in refs:
+            values = [refs['default']]
+    if not fallbacks and refs.get('fallback') is not None:
+        fallbacks.append(refs['fallback'])
+    return _distinct(values), _distinct(fallbacks), explicit
+
+
+def _check_parameter_patterns_used(
+    refs: dict, layer_patterns: list, used: set, what: str
+) -> None:
+    """Check that every parameter pattern matched some parameter.
+
+    Raises:
+        NetworkValidationError: for a parameter pattern that matches no
+            parameter of the layers its layer pattern selects.
+    """
     for pattern in layer_patterns:
         value = refs[pattern]
-        if isinstance(value, dict):
-            for p in value:
-                if p not in SPECIAL_KEYS and (id(value), p) not in used_param_patterns:
-                    raise NetworkValidationError(
-                        f"{what}: parameter pattern '{p}' (under layer "
-                        f"pattern '{pattern}') matches no parameter."
-                    )
-    return result
+        if not isinstance(value, dict):
+            continue
+        for p in value:
+            if p not in SPECIAL_KEYS and (id(value), p) not in used:
+                raise NetworkValidationError(
+                    f"{what}: parameter pattern '{p}' (under layer "
+                    f"pattern '{pattern}') matches no parameter."
+                )
 
 
 def merge_refs(default_or_dict, kwargs: dict) -> dict:
@@ -183,8 +221,10 @@ def merge_refs(default_or_dict, kwargs: dict) -> dict:
 
 
 def as_initializer(value, where: str):
-    """``value`` as an initializer: Initializers and numbers as they are,
-    lists and arrays as :class:`ArrayInitializer`.
+    """``value`` as an initializer.
+
+    Initializers and numbers stay as they are, lists and arrays become an
+    :class:`ArrayInitializer`.
 
     Raises:
         NetworkValidationError: for any other value.
