@@ -222,7 +222,7 @@ def check_stored_sizes(description, n_parameters: int, where: str, error: type) 
 
 
 def build_from_file(
-    network_class: type,
+    network_class: Any,
     description: dict,
     parameters: np.ndarray,
     filename: str,
@@ -244,7 +244,7 @@ def build_from_file(
             network of ``network_class`` with as many parameters.
     """
     try:
-        net: Any = create_from_description(description, expected=network_class)
+        net = create_from_description(description, expected=network_class)
     except Exception as err:  # a crafted description may break anything
         raise error(
             f"{what} '{filename}' holds an invalid network "
