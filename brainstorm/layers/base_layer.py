@@ -135,6 +135,7 @@ class Layer:
 
     @property
     def layer_type(self) -> str:
+        """The type name of this layer (see :meth:`get_type_name`)."""
         return self.get_type_name()
 
     def _desc(self) -> str:

@@ -129,6 +129,7 @@ class Convolution2DLayerImpl(Layer):
     }
 
     def setup(self, kwargs, in_shapes):
+        """Check the window against the image; output, W and bias shapes."""
         self.activation = kwargs['activation']
         self.kernel_size = kwargs['kernel_size']
         self.stride = kwargs['stride']
@@ -166,6 +167,7 @@ class Convolution2DLayerImpl(Layer):
         return flatten_time(buffers.internals.columns)
 
     def forward_pass(self, buffers, training_pass=True):
+        """``y = act(conv(x, W) + bias)``, keeping the columns if laid out."""
         _h = self.handler
         W, bias = buffers.parameters
         x = flatten_time(buffers.inputs.default)
@@ -180,6 +182,7 @@ class Convolution2DLayerImpl(Layer):
         _h.inplace_act_func[self.activation](y_rows)
 
     def backward_pass(self, buffers):
+        """Through the activation, then input deltas, ``dW`` and ``dbias``."""
         _h = self.handler
         W = buffers.parameters.W
         dW, dbias = buffers.gradients

@@ -38,6 +38,7 @@ class LossLayerImpl(Layer):
     }
 
     def setup(self, kwargs, in_shapes):
+        """One output ``loss`` of shape ``(1,)``; the name 'total_loss' is refused."""
         if self.name == 'total_loss':
             raise LayerValidationError(
                 "Loss 'total_loss': this name is reserved for the sum of all "
@@ -56,6 +57,7 @@ class LossLayerImpl(Layer):
         return self.importance / max(n, 1)
 
     def forward_pass(self, buffers, training_pass=True):
+        """``loss = importance * sum(x) / n``."""
         _h = self.handler
         x = buffers.inputs.default
         loss = buffers.outputs.loss
@@ -64,6 +66,7 @@ class LossLayerImpl(Layer):
         _h.mult_st(self._scale(x), loss, loss)
 
     def backward_pass(self, buffers):
+        """Add ``importance / n`` to every input delta."""
         _h = self.handler
         x, dx = buffers.inputs.default, buffers.input_deltas.default
 

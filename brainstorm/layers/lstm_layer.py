@@ -90,6 +90,7 @@ class LstmLayerImpl(Layer):
     }
 
     def setup(self, kwargs, in_shapes):
+        """Input, peephole and recurrent weights and biases per gate; internals."""
         self.activation = kwargs['activation']
         n_in = in_shapes['default'].feature_size
         size = kwargs['size'] or n_in
@@ -134,6 +135,7 @@ class LstmLayerImpl(Layer):
         return None, None
 
     def forward_pass(self, buffers, training_pass=True):
+        """Input projections for all steps at once, then the steps in order."""
         _h = self.handler
         S = self.size
         params, internals = buffers.parameters, buffers.internals
@@ -173,6 +175,7 @@ class LstmLayerImpl(Layer):
                 _h.copy_to_if(y[t - 1], y[t], inactive[t])
 
     def backward_pass(self, buffers):
+        """The steps in reverse, then the weight gradients as matrix products."""
         _h = self.handler
         params, internals = buffers.parameters, buffers.internals
         W, R = params.get_group('W'), params.get_group('R')

@@ -144,10 +144,12 @@ class BufferStructure:
 
     @property
     def scales_with_time(self) -> bool:
+        """Whether the buffer has a time axis (buffer type 2)."""
         return self.buffer_type == 2
 
     @property
     def scales_with_batch_size(self) -> bool:
+        """Whether the buffer has a batch axis (buffer type 1 or 2)."""
         return self.buffer_type >= 1
 
     def get_shape(self, time_size: int, batch_size: int) -> tuple:

@@ -114,12 +114,15 @@ class BufferView(list):
         return any(item is b for b in self)
 
     def keys(self):
+        """The names of the children, in order."""
         return list(self._buffer_names)
 
     def values(self):
+        """The children (arrays or views), in order."""
         return list(self)
 
     def items(self):
+        """``(name, child)`` pairs, in order."""
         return list(zip(self._buffer_names, self))
 
     def _asdict(self):

@@ -111,6 +111,7 @@ class BufferManager:
 
     @property
     def full_buffer(self):
+        """The three flat arrays (constant, batch-sized, time-sized)."""
         return self._flat
 
     def _needed(self, buffer_type: int) -> int:

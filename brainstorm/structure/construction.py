@@ -41,6 +41,7 @@ class UniquelyNamed:
 
     @property
     def name(self) -> str:
+        """The base name, numbered (``'Hid_2'``) if its scope shares it."""
         counts: dict = {}
         for member in self.scope:
             counts[member._basename] = counts.get(member._basename, 0) + 1
@@ -114,6 +115,7 @@ class LayerDetails(UniquelyNamed):
     def connect_to(
         self, other: LayerDetails, output_name: str, input_name: str
     ) -> None:
+        """Connect ``output_name`` of this layer to ``input_name`` of ``other``."""
         self.outgoing.append((output_name, input_name, other))
         other.incoming.append((self, output_name, input_name))
         self.merge_scopes(other)

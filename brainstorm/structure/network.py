@@ -140,6 +140,7 @@ class Network(Seedable):
 
     @property
     def buffer(self):
+        """The root BufferView: ``parameters``, ``gradients`` and one per layer."""
         return self.buffer_manager.views
 
     @property
