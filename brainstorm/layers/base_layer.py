@@ -300,7 +300,7 @@ class Layer:
 def get_layer_class_from_typename(typename: str) -> type:
     """The Layer subclass with class name ``typename``.
 
-    Looked up in :mod:`brainstorm.registry` (kept here for Brainstorm 0.5's
+    Looked up in ``brainstorm.registry`` (kept here for Brainstorm 0.5's
     import path).
 
     Args:

@@ -57,8 +57,6 @@ class Network(Seedable):
     Attributes:
         layers: the layers in canonical (topological) order.
         loss_layers: names of the ``Loss`` layers.
-        buffer: the root BufferView (``parameters``, ``gradients`` and one
-            view per layer).
         output_name: default buffer path scorers read predictions from.
 
     Example:
@@ -140,7 +138,7 @@ class Network(Seedable):
 
     @property
     def buffer(self):
-        """The root BufferView: ``parameters``, ``gradients`` and one per layer."""
+        """The root BufferView (``parameters``, ``gradients``, one view per layer)."""
         return self.buffer_manager.views
 
     @property
@@ -307,7 +305,7 @@ class Network(Seedable):
 
     @property
     def trainable_mask(self):
-        """A handler array over ``buffer.parameters``: 1 where steppers update.
+        """A handler array over ``buffer.parameters``, 1 where steppers update.
 
         It is 0 for parameters a layer maintains itself (e.g. BatchNorm's
         running statistics); the mask is None if everything is trainable.
