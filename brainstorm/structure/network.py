@@ -13,10 +13,11 @@ from brainstorm.describable import create_from_description, get_description
 from brainstorm.handlers.base_handler import Handler
 from brainstorm.initializers import evaluate_initializer
 from brainstorm.randomness import Seedable
-from brainstorm.structure import external_data, layout, network_io
+from brainstorm.structure import external_data, network_io
 from brainstorm.structure.architecture import generate_architecture
 from brainstorm.structure.buffer_views import BufferView
 from brainstorm.structure.buffers import BufferManager
+from brainstorm.structure.layout import RESERVED_LAYER_NAMES as RESERVED_LAYER_NAMES
 from brainstorm.structure.layout import create_layout, plan_network
 from brainstorm.structure.view_references import (
     choose_initializer,
@@ -33,10 +34,9 @@ from brainstorm.value_modifiers import GradientModifier
 
 __all__ = ['Network']
 
-# Names from before network files, external data and name patterns got
-# modules of their own; they stay importable from here.
+# Still importable from here since network files and external data moved
+# to modules of their own (RESERVED_LAYER_NAMES is imported above).
 MissingInputError = external_data.MissingInputError
-RESERVED_LAYER_NAMES = layout.RESERVED_LAYER_NAMES
 NETWORK_FILE_FORMAT = network_io.NETWORK_FILE_FORMAT
 check_stored_sizes = network_io.check_stored_sizes
 
