@@ -129,7 +129,7 @@ class Convolution2DLayerImpl(Layer):
     }
 
     def setup(self, kwargs, in_shapes):
-        """Check the window against the image; output, W and bias shapes."""
+        """The output, W and bias shapes (the window checked against the image)."""
         self.activation = kwargs['activation']
         self.kernel_size = kwargs['kernel_size']
         self.stride = kwargs['stride']
@@ -145,6 +145,8 @@ class Convolution2DLayerImpl(Layer):
             W=BufferStructure(num_filters, *self.kernel_size, channels),
             bias=BufferStructure(num_filters),
         )
+        # the receptive fields of all output cells, if the handler keeps them
+        self._out_cells = out_h * out_w
         self._columns_structure = BufferStructure(
             'T', 'B', out_h, out_w, self.kernel_size[0] * self.kernel_size[1] * channels
         )
@@ -152,11 +154,7 @@ class Convolution2DLayerImpl(Layer):
 
     def workspace_shapes(self, handler):
         """The ``columns`` workspace if ``handler`` keeps conv columns."""
-        cells = (
-            self._columns_structure.feature_shape[0]
-            * self._columns_structure.feature_shape[1]
-        )
-        if handler.keeps_conv_columns(cells):
+        if handler.keeps_conv_columns(self._out_cells):
             return OrderedDict(columns=self._columns_structure)
         return OrderedDict()
 
