@@ -35,16 +35,28 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from brainstorm.handlers.debug_handler import DebugHandler
+from brainstorm.handlers.numpy_handler import NumpyHandler
 from brainstorm.structure.architecture import Connection
 from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.buffers import BufferManager
 from brainstorm.structure.layout import create_layout
 
-__all__ = ['get_test_configurations', 'run_layer_tests', 'instantiate_layer',
-           'set_up_layer', 'approx_fprime', 'get_approx_deltas',
-           'get_approx_gradients', 'run_deltas_test', 'run_gradients_test',
-           'run_deltas_accumulate_test', 'run_stale_internals_test',
-           'get_test_handler', 'LayerTestError']
+__all__ = [
+    'get_test_configurations',
+    'run_layer_tests',
+    'instantiate_layer',
+    'set_up_layer',
+    'approx_fprime',
+    'get_approx_deltas',
+    'get_approx_gradients',
+    'run_deltas_test',
+    'run_gradients_test',
+    'run_deltas_accumulate_test',
+    'run_stale_internals_test',
+    'get_test_handler',
+    'LayerTestError',
+]
 
 SOURCE_NAME = 'InputSource'
 
@@ -55,8 +67,6 @@ class LayerTestError(AssertionError):
 
 def get_test_handler():
     """``DebugHandler(NumpyHandler(np.float64))``, the handler tests use."""
-    from brainstorm.handlers.debug_handler import DebugHandler
-    from brainstorm.handlers.numpy_handler import NumpyHandler
     return DebugHandler(NumpyHandler(np.float64))
 
 
@@ -68,14 +78,20 @@ def get_test_configurations():
     activation function.
     """
     for time_steps, batch_size, activation in [
-            (1, 1, 'tanh'), (4, 1, 'sigmoid'), (2, 3, 'rel'),
-            (1, 3, 'linear'), (3, 2, 'el')]:
-        yield {'time_steps': time_steps, 'batch_size': batch_size,
-               'activation': activation}
+        (1, 1, 'tanh'),
+        (4, 1, 'sigmoid'),
+        (2, 3, 'rel'),
+        (1, 3, 'linear'),
+        (3, 2, 'el'),
+    ]:
+        yield {
+            'time_steps': time_steps,
+            'batch_size': batch_size,
+            'activation': activation,
+        }
 
 
-def instantiate_layer(layer_class, in_shapes: dict, name: str | None = None,
-                      **kwargs):
+def instantiate_layer(layer_class, in_shapes: dict, name: str | None = None, **kwargs):
     """Create a layer implementation outside a network, for tests.
 
     Args:
@@ -94,10 +110,14 @@ def instantiate_layer(layer_class, in_shapes: dict, name: str | None = None,
         if shape[:1] not in (('T',), ('B',)):
             shape = ('T', 'B') + shape
         structures[in_name] = BufferStructure(*shape)
-    name = name or layer_class.__name__[:-len('LayerImpl')]
-    incoming = [Connection(SOURCE_NAME, in_name, name, in_name)
-                for in_name in structures]
-    return layer_class(name, structures, incoming, [], **kwargs)
+    name = name or layer_class.__name__[: -len('LayerImpl')]
+    incoming = [
+        Connection(SOURCE_NAME, in_name, name, in_name) for in_name in structures
+    ]
+    layer = layer_class(name, structures, incoming, [], **kwargs)
+    # the workspaces it gets on the handler the tests run on
+    layer.use_workspaces_of(get_test_handler())
+    return layer
 
 
 def set_up_layer(layer, spec: dict, handler=None):
@@ -107,19 +127,25 @@ def set_up_layer(layer, spec: dict, handler=None):
         ``(buffers, manager)``: the layer's BufferView and the BufferManager.
     """
     handler = handler or get_test_handler()
-    source = SimpleNamespace(out_shapes=OrderedDict(layer.in_shapes),
-                             parameter_shapes=OrderedDict(),
-                             internal_shapes=OrderedDict(),
-                             in_shapes=OrderedDict(), incoming=[],
-                             grouped_buffers={})
+    layer.use_workspaces_of(handler)
+    source = SimpleNamespace(
+        out_shapes=OrderedDict(layer.in_shapes),
+        parameter_shapes=OrderedDict(),
+        internal_shapes=OrderedDict(),
+        in_shapes=OrderedDict(),
+        incoming=[],
+        grouped_buffers={},
+    )
     proxy = SimpleNamespace(
-        out_shapes=layer.out_shapes, parameter_shapes=layer.parameter_shapes,
-        internal_shapes=layer.internal_shapes, in_shapes=layer.in_shapes,
-        grouped_buffers=layer.grouped_buffers, layer_type=layer.layer_type,
-        incoming=[Connection(SOURCE_NAME, n, layer.name, n)
-                  for n in layer.in_shapes])
-    layout = create_layout(OrderedDict([(SOURCE_NAME, source),
-                                        (layer.name, proxy)]))
+        out_shapes=layer.out_shapes,
+        parameter_shapes=layer.parameter_shapes,
+        internal_shapes=layer.internal_shapes,
+        in_shapes=layer.in_shapes,
+        grouped_buffers=layer.grouped_buffers,
+        layer_type=layer.layer_type,
+        incoming=[Connection(SOURCE_NAME, n, layer.name, n) for n in layer.in_shapes],
+    )
+    layout = create_layout(OrderedDict([(SOURCE_NAME, source), (layer.name, proxy)]))
     manager = BufferManager(layout, handler)
     manager.resize(spec.get('time_steps', 1), spec.get('batch_size', 1))
     layer.set_handler(handler)
@@ -141,15 +167,21 @@ def set_up_layer(layer, spec: dict, handler=None):
 
 def _set(handler, array, value, what):
     shape = tuple(array.shape)
-    value = np.broadcast_to(np.asarray(value, dtype=np.float64), shape) \
-        if np.ndim(value) == 0 else np.asarray(value, dtype=np.float64)
+    value = (
+        np.broadcast_to(np.asarray(value, dtype=np.float64), shape)
+        if np.ndim(value) == 0
+        else np.asarray(value, dtype=np.float64)
+    )
     if value.shape != shape:
-        raise ValueError(f'The test spec gives {what} of shape {value.shape}; '
-                         f'the layer needs {shape}.')
+        raise ValueError(
+            f'The test spec gives {what} of shape {value.shape}; '
+            f'the layer needs {shape}.'
+        )
     handler.set_from_numpy(array, value)
 
 
 # ------------------------------------------------------ running a layer ---
+
 
 class _Runner:
     """Runs one layer with fixed randomness and a fixed random context."""
@@ -167,12 +199,15 @@ class _Runner:
             for name, array in self.buffers[category].items():
                 size = self._context_size(category, name)
                 if size:
-                    self.contexts[category, name] = rnd.randn(
-                        size, *array.shape[1:]) * 0.5
+                    self.contexts[category, name] = (
+                        rnd.randn(size, *array.shape[1:]) * 0.5
+                    )
 
     def _structure(self, category, name):
-        shapes = {'outputs': self.layer.out_shapes,
-                  'internals': self.layer.internal_shapes}[category]
+        shapes = {
+            'outputs': self.layer.out_shapes,
+            'internals': self.layer.internal_shapes,
+        }[category]
         return shapes[name]
 
     def _context_size(self, category, name):
@@ -187,25 +222,29 @@ class _Runner:
         """Copy of a buffer without its context slots."""
         array = self.get((category, name))
         if category in ('outputs', 'internals', 'output_deltas'):
-            shapes = self.layer.out_shapes if category != 'internals' else \
-                self.layer.internal_shapes
+            shapes = (
+                self.layer.out_shapes
+                if category != 'internals'
+                else self.layer.internal_shapes
+            )
             if shapes[name].buffer_type == 2 and shapes[name].context_size:
-                return array[:self.T]
+                return array[: self.T]
         return array
 
     def forward(self):
         self.h.rnd.set_seed(self.seed)
         for (category, name), ctx in self.contexts.items():
             array = self.buffers[category][name]
-            self.h.set_from_numpy(array[self.T:], ctx)
+            self.h.set_from_numpy(array[self.T :], ctx)
         self.layer.forward_pass(self.buffers, training_pass=True)
 
-    def backward(self, output_weights: dict, prefill_input_deltas=0.0,
-                 garbage=None):
-        """A backward pass with the given output weights as output deltas;
+    def backward(self, output_weights: dict, prefill_input_deltas=0.0, garbage=None):
+        """A backward pass with the given output weights as output deltas.
+
         ``garbage`` (a RandomState) fills the backward internals (and the
         gradients of a layer that ``overwrites_gradients``) with random
-        values first."""
+        values first.
+        """
         self.manager.clear_backward_buffers()
         if garbage is not None:
             _randomize(self, 'internals', True, garbage)
@@ -213,13 +252,12 @@ class _Runner:
                 # the network does not zero these gradients
                 for name, array in self.buffers.gradients.items():
                     if name not in self.layer.computes_no_gradients_for:
-                        self.h.set_from_numpy(
-                            array, garbage.randn(*array.shape))
+                        self.h.set_from_numpy(array, garbage.randn(*array.shape))
         for name, w in output_weights.items():
             array = self.buffers.output_deltas[name]
             if w.shape != tuple(array.shape):
                 padded = np.zeros(array.shape)
-                padded[:w.shape[0]] = w
+                padded[: w.shape[0]] = w
                 w = padded
             self.h.set_from_numpy(array, w)
         if prefill_input_deltas:
@@ -229,16 +267,22 @@ class _Runner:
 
     def objective(self, output_weights: dict) -> float:
         self.forward()
-        return float(sum(np.sum(self.real_steps('outputs', n) * w)
-                         for n, w in output_weights.items()))
+        return float(
+            sum(
+                np.sum(self.real_steps('outputs', n) * w)
+                for n, w in output_weights.items()
+            )
+        )
 
     def random_output_weights(self, output_names):
         rnd = np.random.RandomState(self.seed + 2)
         if self.spec.get('output_weights', 'random') == 'ones':
-            return {n: np.ones(self.real_steps('outputs', n).shape)
-                    for n in output_names}
-        return {n: rnd.randn(*self.real_steps('outputs', n).shape)
-                for n in output_names}
+            return {
+                n: np.ones(self.real_steps('outputs', n).shape) for n in output_names
+            }
+        return {
+            n: rnd.randn(*self.real_steps('outputs', n).shape) for n in output_names
+        }
 
 
 def approx_fprime(x0: np.ndarray, f, epsilon: float = 1e-5, *args):
@@ -281,15 +325,18 @@ def get_approx_gradients(runner, param_name, weights, eps=1e-5):
 
 
 def _describe(layer, spec):
-    conf = {k: v for k, v in spec.items() if k in ('time_steps', 'batch_size',
-                                                   'activation')}
+    conf = {
+        k: v for k, v in spec.items() if k in ('time_steps', 'batch_size', 'activation')
+    }
     return f"{type(layer).__name__} '{layer.name}' with {conf}"
 
 
 def _compare(layer, spec, what, analytic, numeric, rtol, atol):
     if analytic.shape != numeric.shape:
-        raise LayerTestError(f'{_describe(layer, spec)}: {what} has shape '
-                             f'{analytic.shape}, expected {numeric.shape}')
+        raise LayerTestError(
+            f'{_describe(layer, spec)}: {what} has shape '
+            f'{analytic.shape}, expected {numeric.shape}'
+        )
     if not np.allclose(analytic, numeric, rtol=rtol, atol=atol):
         diff = np.abs(analytic - numeric)
         idx = np.unravel_index(np.argmax(diff), diff.shape)
@@ -297,12 +344,12 @@ def _compare(layer, spec, what, analytic, numeric, rtol, atol):
             f'{_describe(layer, spec)}: {what} does not match finite '
             f'differences (rtol={rtol}, atol={atol}, eps={spec.get("eps", 1e-5)}'
             f'): largest |difference| {diff.max():.3g} at index {idx} '
-            f'(analytic {analytic[idx]:.6g}, numeric {numeric[idx]:.6g}).')
+            f'(analytic {analytic[idx]:.6g}, numeric {numeric[idx]:.6g}).'
+        )
 
 
 def _output_names(layer):
-    return [n for n in layer.out_shapes
-            if n not in layer.takes_no_output_deltas_from]
+    return [n for n in layer.out_shapes if n not in layer.takes_no_output_deltas_from]
 
 
 def run_deltas_test(layer, spec, runner=None):
@@ -317,9 +364,15 @@ def run_deltas_test(layer, spec, runner=None):
         runner.backward(weights)
         analytic = runner.get(('input_deltas', in_name))
         numeric = get_approx_deltas(runner, in_name, weights, eps)
-        _compare(layer, spec, f'input delta {in_name!r} (outputs '
-                 f'{list(weights)})', analytic, numeric,
-                 spec.get('delta_rtol', 1e-3), spec.get('delta_atol', 1e-4))
+        _compare(
+            layer,
+            spec,
+            f'input delta {in_name!r} (outputs {list(weights)})',
+            analytic,
+            numeric,
+            spec.get('delta_rtol', 1e-3),
+            spec.get('delta_atol', 1e-4),
+        )
 
 
 def run_gradients_test(layer, spec, runner=None):
@@ -334,9 +387,15 @@ def run_gradients_test(layer, spec, runner=None):
         runner.backward(weights)
         analytic = runner.get(('gradients', param))
         numeric = get_approx_gradients(runner, param, weights, eps)
-        _compare(layer, spec, f'gradient {param!r}', analytic, numeric,
-                 spec.get('gradient_rtol', 1e-4),
-                 spec.get('gradient_atol', 1e-4))
+        _compare(
+            layer,
+            spec,
+            f'gradient {param!r}',
+            analytic,
+            numeric,
+            spec.get('gradient_rtol', 1e-4),
+            spec.get('gradient_atol', 1e-4),
+        )
 
 
 def run_deltas_accumulate_test(layer, spec, runner=None):
@@ -356,12 +415,15 @@ def run_deltas_accumulate_test(layer, spec, runner=None):
             raise LayerTestError(
                 f'{_describe(layer, spec)}: input delta {name!r} was '
                 'overwritten instead of added to (pre-filled with 1, it should'
-                f' end exactly 1 higher; largest |difference| {diff:.3g}).')
+                f' end exactly 1 higher; largest |difference| {diff:.3g}).'
+            )
 
 
 def _randomize(runner, category, backward: bool, rnd):
-    shapes = {'outputs': runner.layer.out_shapes,
-              'internals': runner.layer.internal_shapes}[category]
+    shapes = {
+        'outputs': runner.layer.out_shapes,
+        'internals': runner.layer.internal_shapes,
+    }[category]
     # deltas of internals the layer passes back are accumulated into, like
     # input deltas: the network zeroes them, so they are never stale
     accumulated = {'d' + x for x in runner.layer.passes_back_internal_deltas}
@@ -370,7 +432,7 @@ def _randomize(runner, category, backward: bool, rnd):
             continue
         array = runner.buffers[category][name]
         if structure.buffer_type == 2 and structure.context_size:
-            array = array[:runner.T]
+            array = array[: runner.T]
         runner.h.set_from_numpy(array, rnd.randn(*array.shape))
 
 
@@ -390,28 +452,36 @@ def run_stale_internals_test(layer, spec, runner=None):
             raise LayerTestError(
                 f'{_describe(layer, spec)}: output {name!r} depends on the '
                 'previous contents of internals or outputs (largest '
-                f'|difference| {np.abs(got - expected).max():.3g}).')
+                f'|difference| {np.abs(got - expected).max():.3g}).'
+            )
     runner.backward(weights)
-    results = {('input_deltas', n): runner.get(('input_deltas', n))
-               for n in layer.in_shapes}
-    results.update({('gradients', n): runner.get(('gradients', n))
-                    for n in layer.parameter_shapes})
+    results = {
+        ('input_deltas', n): runner.get(('input_deltas', n)) for n in layer.in_shapes
+    }
+    results.update(
+        {('gradients', n): runner.get(('gradients', n)) for n in layer.parameter_shapes}
+    )
     runner.forward()
     runner.backward(weights, garbage=rnd)
     for key, expected in results.items():
-        if key[1] in layer.computes_no_input_deltas_for or \
-                key[1] in layer.computes_no_gradients_for:
+        if (
+            key[1] in layer.computes_no_input_deltas_for
+            or key[1] in layer.computes_no_gradients_for
+        ):
             continue
         got = runner.get(key)
         if not np.allclose(got, expected, rtol=1e-10, atol=1e-10):
             also = ''
             if key[0] == 'gradients':
-                also = (' or of the gradients (overwrites_gradients is '
-                        'declared, so the network does not zero them)')
+                also = (
+                    ' or of the gradients (overwrites_gradients is '
+                    'declared, so the network does not zero them)'
+                )
             raise LayerTestError(
                 f'{_describe(layer, spec)}: {key[0]} {key[1]!r} depends on the '
                 f'previous contents of backward internals{also} (largest '
-                f'|difference| {np.abs(got - expected).max():.3g}).')
+                f'|difference| {np.abs(got - expected).max():.3g}).'
+            )
 
 
 def run_layer_tests(layer, spec: dict) -> None:

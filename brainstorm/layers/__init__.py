@@ -32,9 +32,30 @@ from brainstorm.layers.softmax_ce_layer import SoftmaxCE
 from brainstorm.layers.squared_difference_layer import SquaredDifference
 from brainstorm.layers.squared_error_layer import SquaredError
 
-__all__ = ['Layer', 'Input', 'FullyConnected', 'Recurrent', 'Lstm',
-           'Clockwork', 'ClockworkLstm', 'Highway', 'Convolution2D',
-           'Pooling2D', 'BatchNorm', 'Dropout', 'Elementwise', 'Merge', 'Mask',
-           'NoOp', 'DeltasScaling', 'Loss', 'SoftmaxCE', 'SigmoidCE',
-           'BinomialCrossEntropy', 'SquaredDifference', 'SquaredError',
-           'L1Decay', 'L2Decay']
+__all__ = [
+    'Layer',
+    'Input',
+    'FullyConnected',
+    'Recurrent',
+    'Lstm',
+    'Clockwork',
+    'ClockworkLstm',
+    'Highway',
+    'Convolution2D',
+    'Pooling2D',
+    'BatchNorm',
+    'Dropout',
+    'Elementwise',
+    'Merge',
+    'Mask',
+    'NoOp',
+    'DeltasScaling',
+    'Loss',
+    'SoftmaxCE',
+    'SigmoidCE',
+    'BinomialCrossEntropy',
+    'SquaredDifference',
+    'SquaredError',
+    'L1Decay',
+    'L2Decay',
+]

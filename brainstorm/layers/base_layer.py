@@ -14,8 +14,9 @@ from collections import OrderedDict
 from typing import Any
 
 from brainstorm.layers.attributes import REQUIRED, Kwarg
+from brainstorm.registry import get_layer_class, layer_classes, register_layer_class
 from brainstorm.structure.buffer_structure import BufferStructure, StructureTemplate
-from brainstorm.utils import LayerValidationError, get_inheritors
+from brainstorm.utils import LayerValidationError
 
 __all__ = ['Layer', 'get_layer_class_from_typename']
 
@@ -84,15 +85,29 @@ class Layer:
     #: may then skip computing those deltas. Empty unless the network says
     #: otherwise, so a layer run on its own computes every delta.
     skip_input_deltas: frozenset = frozenset()
+    #: True for layers whose ``loss`` output the network adds to its total
+    #: loss (``Loss``); the network lists them in ``net.loss_layers``.
+    is_loss: bool = False
+    #: True for layers whose parameters are the four gate blocks of an LSTM
+    #: (names ending in z, i, f, o): ``LstmOptInit`` picks its gate's
+    #: initializer for them.
+    has_lstm_gates: bool = False
 
     def __init_subclass__(cls, **kwargs):
+        """Register the class by name; derive ``expected_kwargs``."""
         super().__init_subclass__(**kwargs)
-        if 'declared_kwargs' in cls.__dict__ and \
-                'expected_kwargs' not in cls.__dict__:
+        if 'declared_kwargs' in cls.__dict__ and 'expected_kwargs' not in cls.__dict__:
             cls.expected_kwargs = set(cls.declared_kwargs)
+        register_layer_class(cls)
 
-    def __init__(self, name: str, in_shapes: dict, incoming_connections,
-                 outgoing_connections, **kwargs):
+    def __init__(
+        self,
+        name: str,
+        in_shapes: dict,
+        incoming_connections,
+        outgoing_connections,
+        **kwargs,
+    ):
         self.name = name
         self.kwargs = kwargs
         self.in_shapes = OrderedDict(sorted(in_shapes.items()))
@@ -105,6 +120,8 @@ class Layer:
         self.out_shapes = outputs
         self.parameter_shapes = parameters
         self.internal_shapes = internals
+        # what setup asked for; workspaces for a handler come on top
+        self._setup_internals = internals
         self._validate_out_shapes()
         self._validate_connections()
 
@@ -114,10 +131,11 @@ class Layer:
     def get_type_name(cls) -> str:
         """The type name used in architectures (class name minus LayerImpl)."""
         name = cls.__name__
-        return name[:-len('LayerImpl')] if name.endswith('LayerImpl') else name
+        return name[: -len('LayerImpl')] if name.endswith('LayerImpl') else name
 
     @property
     def layer_type(self) -> str:
+        """The type name of this layer (see :meth:`get_type_name`)."""
         return self.get_type_name()
 
     def _desc(self) -> str:
@@ -127,8 +145,10 @@ class Layer:
 
     @classmethod
     def check_kwargs(cls, name: str, kwargs: dict) -> dict:
-        """Validate ``kwargs`` against the declarations; return them with
-        defaults filled in and values normalised.
+        """Validate ``kwargs`` against the declarations.
+
+        Returns:
+            The arguments with defaults filled in and values normalised.
 
         Raises:
             LayerValidationError: for unknown or invalid arguments.
@@ -138,7 +158,8 @@ class Layer:
         if unexpected:
             raise LayerValidationError(
                 f'{desc}: unexpected argument(s) {sorted(unexpected)}. '
-                f'Expected only: {sorted(cls.expected_kwargs)}')
+                f'Expected only: {sorted(cls.expected_kwargs)}'
+            )
         resolved = dict(kwargs)
         for kw_name, declaration in cls.declared_kwargs.items():
             if isinstance(declaration, Kwarg):
@@ -150,26 +171,31 @@ class Layer:
             if in_name not in self.expected_inputs:
                 raise LayerValidationError(
                     f'{self._desc()}: has no input {in_name!r}. Its inputs '
-                    f'are: {sorted(self.expected_inputs)}')
+                    f'are: {sorted(self.expected_inputs)}'
+                )
         for in_name, template in self.expected_inputs.items():
             if in_name not in self.in_shapes:
                 raise LayerValidationError(
                     f'{self._desc()}: input {in_name!r} is not connected. '
-                    f'Expected a buffer matching {template}.')
+                    f'Expected a buffer matching {template}.'
+                )
             if not template.matches(self.in_shapes[in_name]):
                 raise LayerValidationError(
                     f'{self._desc()}: input {in_name!r} must match '
                     f'{template}. Received shape '
-                    f'{self.in_shapes[in_name].shape}')
+                    f'{self.in_shapes[in_name].shape}'
+                )
 
     def _validate_out_shapes(self) -> None:
         for category in ('out_shapes', 'parameter_shapes', 'internal_shapes'):
             shapes = getattr(self, category)
             if not isinstance(shapes, dict) or not all(
-                    isinstance(s, BufferStructure) for s in shapes.values()):
+                isinstance(s, BufferStructure) for s in shapes.values()
+            ):
                 raise LayerValidationError(
                     f'{self._desc()}: setup() must return three OrderedDicts '
-                    f'of names to BufferStructures; {category} is {shapes!r}')
+                    f'of names to BufferStructures; {category} is {shapes!r}'
+                )
 
     def _validate_connections(self) -> None:
         for conn in self.outgoing:
@@ -180,19 +206,65 @@ class Layer:
                 raise LayerValidationError(
                     f'{self._desc()}: has no output {out_name!r} (connected '
                     f'to {conn.end_layer}.{conn.input_name}). Its outputs are:'
-                    f' {list(self.out_shapes)}')
+                    f' {list(self.out_shapes)}'
+                )
 
     # ------------------------------------------------------------- API -----
 
     def setup(self, kwargs: dict, in_shapes: dict):
-        """Return ``(outputs, parameters, internals)``: three OrderedDicts
-        mapping names to :class:`BufferStructure`."""
-        raise NotImplementedError(
-            f'{type(self).__name__} must implement setup()')
+        """Compute the shapes of the layer's outputs, parameters and internals.
+
+        Args:
+            kwargs: the checked arguments, defaults filled in.
+            in_shapes: input name -> :class:`BufferStructure`.
+
+        Returns:
+            ``(outputs, parameters, internals)``: three OrderedDicts mapping
+            names to :class:`BufferStructure`.
+        """
+        raise NotImplementedError(f'{type(self).__name__} must implement setup()')
 
     def set_handler(self, new_handler) -> None:
         """Use ``new_handler`` for all further computations."""
         self.handler = new_handler
+
+    def workspace_shapes(self, handler) -> dict:
+        """The workspaces this layer wants when it runs on ``handler``.
+
+        A workspace is an internal buffer that lets some handlers run the
+        layer faster (Convolution2D keeps its receptive fields in
+        ``columns``); the layer computes the same without it. The network
+        asks whenever it lays out memory for a handler (at creation and in
+        ``set_handler``), so a handler that does not use a workspace does
+        not pay for its memory. Ask the handler through a method it
+        declares for the purpose (``Handler.keeps_conv_columns``), never
+        by what kind of handler it is.
+
+        Args:
+            handler: the handler the layer is going to run on.
+
+        Returns:
+            Workspace name -> :class:`BufferStructure`, added to the
+            internals from ``setup``. The base class asks for none.
+        """
+        return OrderedDict()
+
+    def use_workspaces_of(self, handler) -> bool:
+        """Make the internals those of ``setup`` plus ``handler``'s workspaces.
+
+        Args:
+            handler: the handler the layer is going to run on.
+
+        Returns:
+            True if ``internal_shapes`` changed, i.e. the network's layout
+            must be made anew.
+        """
+        internals = OrderedDict(self._setup_internals)
+        internals.update(self.workspace_shapes(handler))
+        if list(internals.items()) == list(self.internal_shapes.items()):
+            return False
+        self.internal_shapes = internals
+        return True
 
     def forward_pass(self, buffers, training_pass: bool = True) -> None:
         """Compute the outputs (and internals) from the inputs."""
@@ -203,16 +275,22 @@ class Layer:
     def get_shape(self, path: str) -> tuple:
         """The shape template of a buffer, e.g. ``'outputs.default'``."""
         category, _, name = path.partition('.')
-        shapes = {'parameters': self.parameter_shapes,
-                  'inputs': self.in_shapes,
-                  'outputs': self.out_shapes,
-                  'internals': self.internal_shapes}
+        shapes = {
+            'parameters': self.parameter_shapes,
+            'inputs': self.in_shapes,
+            'outputs': self.out_shapes,
+            'internals': self.internal_shapes,
+        }
         if category not in shapes:
-            raise KeyError(f'{self._desc()}: unknown category {category!r}; '
-                           f'use one of {sorted(shapes)}')
+            raise KeyError(
+                f'{self._desc()}: unknown category {category!r}; '
+                f'use one of {sorted(shapes)}'
+            )
         if name not in shapes[category]:
-            raise KeyError(f'{self._desc()}: no {category} buffer {name!r}; '
-                           f'available: {list(shapes[category])}')
+            raise KeyError(
+                f'{self._desc()}: no {category} buffer {name!r}; '
+                f'available: {list(shapes[category])}'
+            )
         return shapes[category][name].shape
 
     def __repr__(self):
@@ -220,18 +298,18 @@ class Layer:
 
 
 def get_layer_class_from_typename(typename: str) -> type:
-    """The Layer subclass with class name ``typename`` (e.g.
-    ``'FullyConnectedLayerImpl'``).
+    """The Layer subclass with class name ``typename``.
+
+    Looked up in ``brainstorm.registry`` (kept here for Brainstorm 0.5's
+    import path).
+
+    Args:
+        typename: the class name, e.g. ``'FullyConnectedLayerImpl'``.
 
     Raises:
         TypeError: if no imported Layer subclass has that name.
     """
-    for layer_class in get_inheritors(Layer):
-        if layer_class.__name__ == typename:
-            return layer_class
-    raise TypeError(f"Layer type '{typename}' is unknown. Built-in layers are "
-                    'in brainstorm.layers; import the module defining a custom'
-                    ' layer before building a network with it.')
+    return get_layer_class(typename)
 
 
 def default_size(size, in_shape: BufferStructure):
@@ -253,14 +331,20 @@ def _example_structures(layer_class) -> list:
     for features in ((3,), (6, 6, 3)):
         candidates.append({n: features for n in names})
         if len(names) > 1:
-            candidates.append({n: features if n == names[0] or n == 'default'
-                               else features[:-1] + (1,) for n in names})
+            candidates.append(
+                {
+                    n: features
+                    if n == names[0] or n == 'default'
+                    else features[:-1] + (1,)
+                    for n in names
+                }
+            )
     result = []
     for candidate in candidates:
         structures = {}
         for name, features in candidate.items():
             template = layer_class.expected_inputs[name]
-            lead = template.shape[:template.first_feature_dim]
+            lead = template.shape[: template.first_feature_dim]
             structures[name] = BufferStructure(*(lead + features))
         result.append(structures)
     return result
@@ -278,9 +362,10 @@ def describe_layers() -> list:
         instance built with the default arguments (None if no example input
         fits the layer).
     """
-    import brainstorm.layers  # noqa: F401  (registers the built-in layers)
+    # (importing this module imported brainstorm.layers first, so every
+    # built-in layer is registered)
     result = []
-    for cls in sorted(get_inheritors(Layer), key=lambda c: c.__name__):
+    for cls in layer_classes():
         if not cls.__name__.endswith('LayerImpl'):
             continue
         type_name = cls.get_type_name()
@@ -292,36 +377,43 @@ def describe_layers() -> list:
         kwargs = {}
         example_kwargs = {}
         for name, kwarg in cls.declared_kwargs.items():
-            kwargs[name] = {'expected': kwarg.constraint.expected,
-                            'default': None if kwarg.default is REQUIRED
-                            else kwarg.default,
-                            'required': kwarg.default is REQUIRED,
-                            'description': kwarg.description}
+            kwargs[name] = {
+                'expected': kwarg.constraint.expected,
+                'default': None if kwarg.default is REQUIRED else kwarg.default,
+                'required': kwarg.default is REQUIRED,
+                'description': kwarg.description,
+            }
             if kwarg.default is REQUIRED:
                 example_kwargs[name] = kwarg.constraint.example
         for name in set(cls.expected_kwargs) - set(cls.declared_kwargs):
-            kwargs[name] = {'expected': None, 'default': None,
-                            'required': False, 'description': ''}
-        entry = {'type': type_name, 'class': cls.__name__,
-                 'module': cls.__module__,
-                 'summary': doc.splitlines()[0] if doc else '',
-                 'inputs': {n: t.shape for n, t in
-                            sorted(cls.expected_inputs.items())},
-                 'kwargs': kwargs,
-                 'outputs': None, 'parameters': None, 'internals': None}
+            kwargs[name] = {
+                'expected': None,
+                'default': None,
+                'required': False,
+                'description': '',
+            }
+        entry = {
+            'type': type_name,
+            'class': cls.__name__,
+            'module': cls.__module__,
+            'summary': doc.splitlines()[0] if doc else '',
+            'inputs': {n: t.shape for n, t in sorted(cls.expected_inputs.items())},
+            'kwargs': kwargs,
+            'outputs': None,
+            'parameters': None,
+            'internals': None,
+        }
         for structures in _example_structures(cls):
             try:
                 layer = cls(type_name, structures, [], [], **example_kwargs)
             except Exception:  # noqa: BLE001 - try the next example input
                 continue
-            entry['example_inputs'] = {n: s.shape
-                                       for n, s in structures.items()}
-            entry['outputs'] = {n: s.shape for n, s in
-                                layer.out_shapes.items()}
-            entry['parameters'] = {n: s.shape for n, s in
-                                   layer.parameter_shapes.items()}
-            entry['internals'] = {n: s.shape for n, s in
-                                  layer.internal_shapes.items()}
+            entry['example_inputs'] = {n: s.shape for n, s in structures.items()}
+            entry['outputs'] = {n: s.shape for n, s in layer.out_shapes.items()}
+            entry['parameters'] = {
+                n: s.shape for n, s in layer.parameter_shapes.items()
+            }
+            entry['internals'] = {n: s.shape for n, s in layer.internal_shapes.items()}
             break
         result.append(entry)
     return result

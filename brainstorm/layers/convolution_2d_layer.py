@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from brainstorm import handlers
 from brainstorm.layers.attributes import (
     Activation,
     Kwarg,
@@ -22,10 +21,14 @@ from brainstorm.utils import (
 )
 
 
-def Convolution2D(num_filters: int, kernel_size: tuple[int, int],
-                  stride: tuple[int, int] = (1, 1), padding: int = 0,
-                  activation: str = 'rel',
-                  name: str | None = None) -> ConstructionWrapper:
+def Convolution2D(
+    num_filters: int,
+    kernel_size: tuple[int, int],
+    stride: tuple[int, int] = (1, 1),
+    padding: int = 0,
+    activation: str = 'rel',
+    name: str | None = None,
+) -> ConstructionWrapper:
     """A 2-D convolution layer (cross-correlation) over channels-last images.
 
     ``y[n, i, j, f] = act(bias[f] + sum_{u, v, c} W[f, u, v, c] *
@@ -44,25 +47,37 @@ def Convolution2D(num_filters: int, kernel_size: tuple[int, int],
     Shapes:
         default input ``('T', 'B', H, W, C)`` -> default output
         ``('T', 'B', OH, OW, num_filters)``; parameters
-        ``W (num_filters, kh, kw, C)``, ``bias (num_filters,)``. For images
-        with at least 512 output cells (``OH * OW``) the layer keeps the
-        receptive fields of the forward pass for the backward pass in the
-        internal ``columns`` ``('T', 'B', OH, OW, kh*kw*C)`` (a workspace
-        of the handler, see ``Handler.conv2d_forward_batch``) if the handler
-        the network is created with asks for it
-        (``Handler.keeps_conv_columns``).
+        ``W (num_filters, kh, kw, C)``, ``bias (num_filters,)``. If the handler
+        the network runs on keeps them (``Handler.keeps_conv_columns``;
+        NumpyHandler does for images of at least 512 output cells
+        ``OH * OW``), the layer keeps the receptive fields of the forward
+        pass for the backward pass in the internal workspace ``columns``
+        ``('T', 'B', OH, OW, kh*kw*C)`` (see
+        ``Handler.conv2d_forward_batch``); on other handlers it has no such
+        buffer.
     """
     return ConstructionWrapper.create(
-        Convolution2DLayerImpl, name=name, num_filters=num_filters,
-        kernel_size=kernel_size, stride=stride, padding=padding,
-        activation=activation)
+        Convolution2DLayerImpl,
+        name=name,
+        num_filters=num_filters,
+        kernel_size=kernel_size,
+        stride=stride,
+        padding=padding,
+        activation=activation,
+    )
 
 
-def image_output_shape(layer: Layer, in_shape: BufferStructure,
-                       kernel_size: tuple[int, int], stride: tuple[int, int],
-                       padding: int) -> tuple[int, int, int]:
-    """Check an image input ``(T, B, H, W, C)`` against a window; return
-    ``(OH, OW, C)``.
+def image_output_shape(
+    layer: Layer,
+    in_shape: BufferStructure,
+    kernel_size: tuple[int, int],
+    stride: tuple[int, int],
+    padding: int,
+) -> tuple[int, int, int]:
+    """Check an image input ``(T, B, H, W, C)`` against a window.
+
+    Returns:
+        ``(OH, OW, C)``: the output's height and width, the input channels.
 
     Raises:
         LayerValidationError: if the input does not have exactly three
@@ -73,14 +88,16 @@ def image_output_shape(layer: Layer, in_shape: BufferStructure,
         raise LayerValidationError(
             f'{layer._desc()}: input default must be images of shape '
             f'(T, B, height, width, channels), i.e. have 3 feature '
-            f'dimensions. Received shape {in_shape.shape}')
+            f'dimensions. Received shape {in_shape.shape}'
+        )
     height, width, channels = features
     padded = (height + 2 * padding, width + 2 * padding)
     if kernel_size[0] > padded[0] or kernel_size[1] > padded[1]:
         raise LayerValidationError(
             f'{layer._desc()}: kernel_size {kernel_size} is larger than the '
             f'padded input {padded} (input {height}x{width}, padding '
-            f'{padding}). Use a smaller kernel or more padding.')
+            f'{padding}). Use a smaller kernel or more padding.'
+        )
     out_h = (padded[0] - kernel_size[0]) // stride[0] + 1
     out_w = (padded[1] - kernel_size[1]) // stride[1] + 1
     return out_h, out_w, channels
@@ -92,41 +109,54 @@ class Convolution2DLayerImpl(Layer):
     overwrites_gradients = True
     expected_inputs = {'default': time_template()}
     declared_kwargs = {
-        'num_filters': Kwarg(PositiveInt(),
-                             description='number of filters (output channels)'),
-        'kernel_size': Kwarg(PairOfPositiveInts(),
-                             description='(height, width) of the filters'),
-        'stride': Kwarg(PairOfPositiveInts(), default=(1, 1),
-                        description='(vertical, horizontal) step'),
-        'padding': Kwarg(NonNegativeInt(), default=0,
-                         description='zero cells added on every side'),
-        'activation': Kwarg(Activation(), default='rel',
-                            description='activation function'),
+        'num_filters': Kwarg(
+            PositiveInt(), description='number of filters (output channels)'
+        ),
+        'kernel_size': Kwarg(
+            PairOfPositiveInts(), description='(height, width) of the filters'
+        ),
+        'stride': Kwarg(
+            PairOfPositiveInts(),
+            default=(1, 1),
+            description='(vertical, horizontal) step',
+        ),
+        'padding': Kwarg(
+            NonNegativeInt(), default=0, description='zero cells added on every side'
+        ),
+        'activation': Kwarg(
+            Activation(), default='rel', description='activation function'
+        ),
     }
 
     def setup(self, kwargs, in_shapes):
+        """The output, W and bias shapes (the window checked against the image)."""
         self.activation = kwargs['activation']
         self.kernel_size = kwargs['kernel_size']
         self.stride = kwargs['stride']
         self.padding = kwargs['padding']
         num_filters = kwargs['num_filters']
         out_h, out_w, channels = image_output_shape(
-            self, in_shapes['default'], self.kernel_size, self.stride,
-            self.padding)
+            self, in_shapes['default'], self.kernel_size, self.stride, self.padding
+        )
         outputs = OrderedDict(
-            default=BufferStructure('T', 'B', out_h, out_w, num_filters))
+            default=BufferStructure('T', 'B', out_h, out_w, num_filters)
+        )
         parameters = OrderedDict(
             W=BufferStructure(num_filters, *self.kernel_size, channels),
-            bias=BufferStructure(num_filters))
-        internals = OrderedDict()
-        # the layout is fixed when the network is created, on the handler
-        # it is created with (the default handler; see
-        # Handler.keeps_conv_columns)
-        if handlers.default_handler.keeps_conv_columns(out_h * out_w):
-            internals['columns'] = BufferStructure(
-                'T', 'B', out_h, out_w,
-                self.kernel_size[0] * self.kernel_size[1] * channels)
-        return outputs, parameters, internals
+            bias=BufferStructure(num_filters),
+        )
+        # the receptive fields of all output cells, if the handler keeps them
+        self._out_cells = out_h * out_w
+        self._columns_structure = BufferStructure(
+            'T', 'B', out_h, out_w, self.kernel_size[0] * self.kernel_size[1] * channels
+        )
+        return outputs, parameters, OrderedDict()
+
+    def workspace_shapes(self, handler):
+        """The ``columns`` workspace if ``handler`` keeps conv columns."""
+        if handler.keeps_conv_columns(self._out_cells):
+            return OrderedDict(columns=self._columns_structure)
+        return OrderedDict()
 
     def _columns(self, buffers):
         """The ``columns`` workspace for the conv ops (None if not kept)."""
@@ -135,6 +165,7 @@ class Convolution2DLayerImpl(Layer):
         return flatten_time(buffers.internals.columns)
 
     def forward_pass(self, buffers, training_pass=True):
+        """``y = act(conv(x, W) + bias)``, keeping the columns if laid out."""
         _h = self.handler
         W, bias = buffers.parameters
         x = flatten_time(buffers.inputs.default)
@@ -143,11 +174,13 @@ class Convolution2DLayerImpl(Layer):
         # operand before an in-place ufunc
         y_rows = flatten_time_and_features(buffers.outputs.default)
 
-        _h.conv2d_forward_batch(x, W, bias, y, self.padding, self.stride,
-                                columns=self._columns(buffers))
+        _h.conv2d_forward_batch(
+            x, W, bias, y, self.padding, self.stride, columns=self._columns(buffers)
+        )
         _h.inplace_act_func[self.activation](y_rows)
 
     def backward_pass(self, buffers):
+        """Through the activation, then input deltas, ``dW`` and ``dbias``."""
         _h = self.handler
         W = buffers.parameters.W
         dW, dbias = buffers.gradients
@@ -159,6 +192,14 @@ class Convolution2DLayerImpl(Layer):
 
         _h.inplace_act_func_deriv[self.activation](y_rows, dy_rows)
         _h.conv2d_backward_batch(
-            x, W, self.padding, self.stride, dx, dy, dW, dbias,
+            x,
+            W,
+            self.padding,
+            self.stride,
+            dx,
+            dy,
+            dW,
+            dbias,
             columns=self._columns(buffers),
-            skip_in_deltas='default' in self.skip_input_deltas)
+            skip_in_deltas='default' in self.skip_input_deltas,
+        )

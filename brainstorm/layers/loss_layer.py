@@ -11,8 +11,7 @@ from brainstorm.structure.construction import ConstructionWrapper
 from brainstorm.utils import LayerValidationError
 
 
-def Loss(importance: float = 1.0, name: str | None = None) -> \
-        ConstructionWrapper:
+def Loss(importance: float = 1.0, name: str | None = None) -> ConstructionWrapper:
     """Sum a loss buffer into one scalar: ``loss = importance * sum(x) / n``.
 
     ``n`` is the batch size for time- or batch-sized inputs and 1 for
@@ -24,24 +23,27 @@ def Loss(importance: float = 1.0, name: str | None = None) -> \
         importance: weight of this loss in the total loss.
         name: the layer name (not ``'total_loss'``).
     """
-    return ConstructionWrapper.create(LossLayerImpl, name=name,
-                                      importance=importance)
+    return ConstructionWrapper.create(LossLayerImpl, name=name, importance=importance)
 
 
 class LossLayerImpl(Layer):
     """Implementation of :func:`Loss`."""
 
+    is_loss = True
     expected_inputs = {'default': StructureTemplate('...')}
     declared_kwargs = {
-        'importance': Kwarg(FloatIn(0), default=1.0,
-                            description='weight of this loss in the total'),
+        'importance': Kwarg(
+            FloatIn(0), default=1.0, description='weight of this loss in the total'
+        ),
     }
 
     def setup(self, kwargs, in_shapes):
+        """One output ``loss`` of shape ``(1,)``; the name 'total_loss' is refused."""
         if self.name == 'total_loss':
             raise LayerValidationError(
                 "Loss 'total_loss': this name is reserved for the sum of all "
-                'losses; choose another name.')
+                'losses; choose another name.'
+            )
         self.importance = kwargs['importance']
         outputs = OrderedDict(loss=BufferStructure(1))
         return outputs, OrderedDict(), OrderedDict()
@@ -55,6 +57,7 @@ class LossLayerImpl(Layer):
         return self.importance / max(n, 1)
 
     def forward_pass(self, buffers, training_pass=True):
+        """``loss = importance * sum(x) / n``."""
         _h = self.handler
         x = buffers.inputs.default
         loss = buffers.outputs.loss
@@ -63,6 +66,7 @@ class LossLayerImpl(Layer):
         _h.mult_st(self._scale(x), loss, loss)
 
     def backward_pass(self, buffers):
+        """Add ``importance / n`` to every input delta."""
         _h = self.handler
         x, dx = buffers.inputs.default, buffers.input_deltas.default
 

@@ -13,13 +13,16 @@ from brainstorm.utils import flatten_time, flatten_time_and_features
 #: The forward internals in ``setup`` order; each has a delta ``'d' + name``.
 LSTM_INTERNALS = ('Za', 'Zb', 'Ia', 'Ib', 'Fa', 'Fb', 'Oa', 'Ob', 'Ca', 'Cb')
 #: The parameters of the four gates, grouped by kind (``grouped_buffers``).
-_GATE_PARAMETERS = {'W': ('Wz', 'Wi', 'Wf', 'Wo'),
-                    'R': ('Rz', 'Ri', 'Rf', 'Ro'),
-                    'b': ('bz', 'bi', 'bf', 'bo')}
+_GATE_PARAMETERS = {
+    'W': ('Wz', 'Wi', 'Wf', 'Wo'),
+    'R': ('Rz', 'Ri', 'Rf', 'Ro'),
+    'b': ('bz', 'bi', 'bf', 'bo'),
+}
 
 
-def Lstm(size: int, activation: str = 'tanh',
-         name: str | None = None) -> ConstructionWrapper:
+def Lstm(
+    size: int, activation: str = 'tanh', name: str | None = None
+) -> ConstructionWrapper:
     """A long short-term memory layer with peephole connections.
 
     With ``g = h = activation``, ``sigma`` the logistic sigmoid and ``_``
@@ -46,8 +49,9 @@ def Lstm(size: int, activation: str = 'tanh',
         parameters ``Wz Wi Wf Wo (size, in)``, ``pi pf po (1, size)``,
         ``Rz Ri Rf Ro (size, size)``, ``bz bi bf bo (size,)``.
     """
-    return ConstructionWrapper.create(LstmLayerImpl, name=name, size=size,
-                                      activation=activation)
+    return ConstructionWrapper.create(
+        LstmLayerImpl, name=name, size=size, activation=activation
+    )
 
 
 class LstmLayerImpl(Layer):
@@ -61,30 +65,37 @@ class LstmLayerImpl(Layer):
     """
 
     overwrites_gradients = True
+    has_lstm_gates = True
     expected_inputs = {'default': time_template()}
     # the four gates side by side: one product per time step for all of
     # them, and the weights (and gradients) of all gates as one matrix
     grouped_buffers = {
         'parameters': _GATE_PARAMETERS,
         'gradients': _GATE_PARAMETERS,
-        'internals': {'GA': ('Za', 'Ia', 'Fa', 'Oa'),
-                      'GB': ('Zb', 'Ib', 'Fb', 'Ob'),
-                      'dGA': ('dZa', 'dIa', 'dFa', 'dOa')},
+        'internals': {
+            'GA': ('Za', 'Ia', 'Fa', 'Oa'),
+            'GB': ('Zb', 'Ib', 'Fb', 'Ob'),
+            'dGA': ('dZa', 'dIa', 'dFa', 'dOa'),
+        },
     }
     declared_kwargs = {
-        'size': Kwarg(PositiveInt(), default=None,
-                      description='number of cells (default: input size)'),
-        'activation': Kwarg(Activation(), default='tanh',
-                            description='cell input and output activation'),
+        'size': Kwarg(
+            PositiveInt(),
+            default=None,
+            description='number of cells (default: input size)',
+        ),
+        'activation': Kwarg(
+            Activation(), default='tanh', description='cell input and output activation'
+        ),
     }
 
     def setup(self, kwargs, in_shapes):
+        """Input, peephole and recurrent weights and biases per gate; internals."""
         self.activation = kwargs['activation']
         n_in = in_shapes['default'].feature_size
         size = kwargs['size'] or n_in
         self.size = size
-        outputs = OrderedDict(default=BufferStructure('T', 'B', size,
-                                                      context_size=1))
+        outputs = OrderedDict(default=BufferStructure('T', 'B', size, context_size=1))
         parameters = OrderedDict()
         for gate in 'zifo':
             parameters['W' + gate] = BufferStructure(size, n_in)
@@ -95,12 +106,15 @@ class LstmLayerImpl(Layer):
         for gate in 'zifo':
             parameters['b' + gate] = BufferStructure(size)
         internals = OrderedDict(
-            (n, BufferStructure('T', 'B', size, context_size=1))
-            for n in LSTM_INTERNALS)
+            (n, BufferStructure('T', 'B', size, context_size=1)) for n in LSTM_INTERNALS
+        )
         internals.update(
-            ('d' + n, BufferStructure('T', 'B', size, context_size=1,
-                                      is_backward_only=True))
-            for n in LSTM_INTERNALS)
+            (
+                'd' + n,
+                BufferStructure('T', 'B', size, context_size=1, is_backward_only=True),
+            )
+            for n in LSTM_INTERNALS
+        )
         return outputs, parameters, internals
 
     # Hooks for ClockworkLstm: a mask that is non-zero where a unit keeps
@@ -112,20 +126,24 @@ class LstmLayerImpl(Layer):
         return None
 
     def _clock_backward(self, buffers):
-        """Return ``(inactive, carry)``: the forward mask and a (B, size)
-        scratch array, or ``(None, None)``."""
+        """The clock's state for the backward pass.
+
+        Returns:
+            ``(inactive, carry)``: the forward mask and a (B, size) scratch
+            array, or ``(None, None)`` without a clock.
+        """
         return None, None
 
     def forward_pass(self, buffers, training_pass=True):
+        """Input projections for all steps at once, then the steps in order."""
         _h = self.handler
         S = self.size
         params, internals = buffers.parameters, buffers.internals
         W, R, b = (params.get_group(n) for n in 'WRb')
         pi, pf, po = params.pi, params.pf, params.po
         GA, GB = internals.get_group('GA'), internals.get_group('GB')
-        Za, Zb, Ia, Ib, Fa, Fb, Oa, Ob, Ca, Cb = (
-            internals[n] for n in LSTM_INTERNALS)
-        IFa, IFb = GA[:, :, S:3 * S], GB[:, :, S:3 * S]
+        Za, Zb, Ia, Ib, Fa, Fb, Oa, Ob, Ca, Cb = (internals[n] for n in LSTM_INTERNALS)
+        IFa, IFb = GA[:, :, S : 3 * S], GB[:, :, S : 3 * S]
         x = buffers.inputs.default
         y = buffers.outputs.default
         T = x.shape[0]
@@ -157,16 +175,17 @@ class LstmLayerImpl(Layer):
                 _h.copy_to_if(y[t - 1], y[t], inactive[t])
 
     def backward_pass(self, buffers):
+        """The steps in reverse, then the weight gradients as matrix products."""
         _h = self.handler
         params, internals = buffers.parameters, buffers.internals
         W, R = params.get_group('W'), params.get_group('R')
         pi, pf, po = params.pi, params.pf, params.po
         dW, dR, db = (buffers.gradients.get_group(n) for n in 'WRb')
         dpi, dpf, dpo = (buffers.gradients[n] for n in ('pi', 'pf', 'po'))
-        Za, Zb, Ia, Ib, Fa, Fb, Oa, Ob, Ca, Cb = (
-            internals[n] for n in LSTM_INTERNALS)
+        Za, Zb, Ia, Ib, Fa, Fb, Oa, Ob, Ca, Cb = (internals[n] for n in LSTM_INTERNALS)
         dZa, dZb, dIa, dIb, dFa, dFb, dOa, dOb, dCa, dCb = (
-            internals['d' + n] for n in LSTM_INTERNALS)
+            internals['d' + n] for n in LSTM_INTERNALS
+        )
         dGA = internals.get_group('dGA')
         x, dx = buffers.inputs.default, buffers.input_deltas.default
         y, dy = buffers.outputs.default, buffers.output_deltas.default
@@ -186,13 +205,13 @@ class LstmLayerImpl(Layer):
         sigmoid_deriv(Ia[:T], Ib[:T], Zb[:T], PI[:T])
         sigmoid_deriv(Fa[:1], Fb[:1], Ca[-1:], PF[:1])
         if T > 1:
-            sigmoid_deriv(Fa[1:T], Fb[1:T], Ca[:T - 1], PF[1:T])
+            sigmoid_deriv(Fa[1:T], Fb[1:T], Ca[: T - 1], PF[1:T])
         sigmoid_deriv(Oa[:T], Ob[:T], Cb[:T], PO[:T])
         act_deriv(Ca[:T], Cb[:T], Ob[:T], PC[:T])
         if inactive is not None and T > 1:
             # inactive units kept their state: no deltas through the gates
             for factor in (PZ, PI, PF, PO, PC):
-                _h.fill_if(factor[1:T], 0., inactive[1:T])
+                _h.fill_if(factor[1:T], 0.0, inactive[1:T])
 
         # dy[t] accumulates the full delta of y[t] in place (a layer may
         # overwrite its own output deltas). The deltas at t + 1 = T are the
@@ -229,8 +248,9 @@ class LstmLayerImpl(Layer):
         # y[t - 1] at t = 0 is the context y[-1], not a time step
         _h.dot_mm(dGA[0], y[-1], dR, transa=True)
         if T > 1:
-            _h.dot_add_mm(flatten_time(dGA[1:T]), flatten_time(y[:T - 1]),
-                          dR, transa=True)
+            _h.dot_add_mm(
+                flatten_time(dGA[1:T]), flatten_time(y[: T - 1]), dR, transa=True
+            )
         _h.sum_t(dGA_all, 0, db)
 
         # peephole gradients; dy is no longer needed and serves as scratch
@@ -239,7 +259,7 @@ class LstmLayerImpl(Layer):
             # Ca[t - 1]: the context at t = 0
             _h.mult_tt(dA[0], Ca[-1], scratch[0])
             if T > 1:
-                _h.mult_tt(dA[1:T], Ca[:T - 1], scratch[1:T])
+                _h.mult_tt(dA[1:T], Ca[: T - 1], scratch[1:T])
             _h.sum_t(flatten_time(scratch), 0, dp)
         _h.mult_tt(dOa[:T], Ca[:T], scratch)
         _h.sum_t(flatten_time(scratch), 0, dpo)

@@ -18,6 +18,8 @@ import warnings
 from collections import OrderedDict, namedtuple
 
 from brainstorm.describable import get_description
+from brainstorm.registry import get_layer_class
+from brainstorm.structure.buffer_structure import combine_buffer_structures
 from brainstorm.structure.construction import LayerDetails
 from brainstorm.utils import (
     LayerValidationError,
@@ -26,13 +28,20 @@ from brainstorm.utils import (
     is_valid_layer_name,
 )
 
-__all__ = ['Connection', 'generate_architecture', 'get_layer_description',
-           'parse_connection', 'collect_all_connections',
-           'validate_architecture', 'get_canonical_layer_order',
-           'instantiate_layers_from_architecture']
+__all__ = [
+    'Connection',
+    'generate_architecture',
+    'get_layer_description',
+    'parse_connection',
+    'collect_all_connections',
+    'validate_architecture',
+    'get_canonical_layer_order',
+    'instantiate_layers_from_architecture',
+]
 
-Connection = namedtuple('Connection', ['start_layer', 'output_name',
-                                       'end_layer', 'input_name'])
+Connection = namedtuple(
+    'Connection', ['start_layer', 'output_name', 'end_layer', 'input_name']
+)
 
 
 def get_layer_description(layer_details) -> dict:
@@ -41,17 +50,18 @@ def get_layer_description(layer_details) -> dict:
     for out_name, in_name, dest in layer_details.outgoing:
         target = dest.name if in_name == 'default' else f'{dest.name}.{in_name}'
         outgoing.setdefault(out_name, []).append(target)
-    description = {'@type': layer_details.layer_type,
-                   '@outgoing_connections': {k: sorted(v) for k, v in
-                                             sorted(outgoing.items())}}
+    description = {
+        '@type': layer_details.layer_type,
+        '@outgoing_connections': {k: sorted(v) for k, v in sorted(outgoing.items())},
+    }
     for key, value in layer_details.layer_kwargs.items():
         try:
             description[key] = get_description(value)
         except TypeError as err:
             raise NetworkValidationError(
                 f"{layer_details.layer_type} '{layer_details.name}': argument "
-                f"'{key}' cannot be stored in an architecture ({err}).") \
-                from None
+                f"'{key}' cannot be stored in an architecture ({err})."
+            ) from None
     return description
 
 
@@ -65,14 +75,17 @@ def generate_architecture(layer) -> dict:
     if not isinstance(details, LayerDetails):
         raise TypeError(
             'generate_architecture needs a layer made by a layer constructor '
-            f'function such as Input(...). Received: {layer!r}')
+            f'function such as Input(...). Received: {layer!r}'
+        )
     layers = sorted(details.collect_connected_layers(), key=lambda l: l.name)
     return {l.name: get_layer_description(l) for l in layers}
 
 
 def parse_connection(connection: str) -> tuple[str, str]:
-    """``'Layer.input'`` -> ``('Layer', 'input')``; ``'Layer'`` -> input
-    ``'default'``."""
+    """Split a destination: ``'Layer.input'`` -> ``('Layer', 'input')``.
+
+    A destination without a dot (``'Layer'``) means the input ``'default'``.
+    """
     layer, _, input_name = connection.partition('.')
     return layer, input_name or 'default'
 
@@ -91,8 +104,7 @@ def collect_all_connections(architecture: dict) -> list:
         for out_name, targets in _outgoing(name, entry).items():
             for target in targets:
                 end_layer, in_name = parse_connection(target)
-                connections.append(Connection(name, out_name, end_layer,
-                                              in_name))
+                connections.append(Connection(name, out_name, end_layer, in_name))
     return sorted(connections)
 
 
@@ -108,86 +120,119 @@ def validate_architecture(architecture) -> bool:
     if not isinstance(architecture, dict):
         raise NetworkValidationError(
             f'An architecture must be a dict of layer names to layer '
-            f'descriptions. Received: {type(architecture).__name__}')
+            f'descriptions. Received: {type(architecture).__name__}'
+        )
     for name, entry in architecture.items():
-        if not isinstance(name, str):
+        _check_entry(name, entry)
+        for out_name, targets in _checked_outgoing(name, entry).items():
+            _check_targets(architecture, name, out_name, targets)
+    _check_input_layer(architecture)
+    _check_acyclic_and_connected(architecture)
+    return True
+
+
+def _check_entry(name, entry) -> None:
+    """Check a layer's name, that its entry is a dict, and its ``@type``."""
+    if not isinstance(name, str):
+        raise NetworkValidationError(f'Layer names must be strings. Received: {name!r}')
+    if not is_valid_layer_name(name):
+        raise NetworkValidationError(
+            f'Invalid layer name {name!r}: must be a Python identifier '
+            "other than 'default' and 'fallback'."
+        )
+    if not isinstance(entry, dict):
+        raise NetworkValidationError(
+            f"Layer '{name}': description must be a dict. Received: "
+            f'{type(entry).__name__}'
+        )
+    layer_type = entry.get('@type')
+    if not isinstance(layer_type, str):
+        raise NetworkValidationError(
+            f"Layer '{name}': '@type' must be a string naming the layer "
+            f'type. Received: {layer_type!r}'
+        )
+    if not is_valid_layer_name(layer_type):
+        raise NetworkValidationError(f"Layer '{name}': invalid '@type' {layer_type!r}.")
+
+
+def _checked_outgoing(name: str, entry: dict) -> dict:
+    """A layer's ``@outgoing_connections`` as a dict, checked to be one."""
+    if '@outgoing_connections' not in entry:
+        raise NetworkValidationError(
+            f"Layer '{name}': '@outgoing_connections' is missing (use {{}} "
+            'for a layer without outgoing connections).'
+        )
+    outgoing = entry['@outgoing_connections']
+    if isinstance(outgoing, (list, tuple)):
+        outgoing = {'default': outgoing}
+    if not isinstance(outgoing, dict):
+        raise NetworkValidationError(
+            f"Layer '{name}': '@outgoing_connections' must be a dict of "
+            'output names to lists of destinations (or a list). '
+            f'Received: {type(outgoing).__name__}'
+        )
+    return outgoing
+
+
+def _check_targets(architecture: dict, name: str, out_name, targets) -> None:
+    """Check the destinations of one output of layer ``name``."""
+    if not isinstance(out_name, str):
+        raise NetworkValidationError(
+            f"Layer '{name}': output names must be strings. Received: {out_name!r}"
+        )
+    if not isinstance(targets, (list, tuple)):
+        raise NetworkValidationError(
+            f"Layer '{name}': the destinations of output "
+            f"'{out_name}' must be a list of 'Layer' or "
+            f"'Layer.input' strings. Received: {targets!r}"
+        )
+    for i, target in enumerate(targets):
+        where = f"Layer '{name}', output '{out_name}'"
+        if not isinstance(target, str):
             raise NetworkValidationError(
-                f'Layer names must be strings. Received: {name!r}')
-        if not is_valid_layer_name(name):
+                f'{where}: destinations must be strings. Received: {target!r}'
+            )
+        if target in targets[:i] or parse_connection(target) in [
+            parse_connection(t) for t in targets[:i] if isinstance(t, str)
+        ]:
             raise NetworkValidationError(
-                f'Invalid layer name {name!r}: must be a Python identifier '
-                "other than 'default' and 'fallback'.")
-        if not isinstance(entry, dict):
-            raise NetworkValidationError(
-                f"Layer '{name}': description must be a dict. Received: "
-                f'{type(entry).__name__}')
-        layer_type = entry.get('@type')
-        if not isinstance(layer_type, str):
-            raise NetworkValidationError(
-                f"Layer '{name}': '@type' must be a string naming the layer "
-                f'type. Received: {layer_type!r}')
-        if not is_valid_layer_name(layer_type):
-            raise NetworkValidationError(
-                f"Layer '{name}': invalid '@type' {layer_type!r}.")
-        if '@outgoing_connections' not in entry:
-            raise NetworkValidationError(
-                f"Layer '{name}': '@outgoing_connections' is missing (use {{}} "
-                'for a layer without outgoing connections).')
-        outgoing = entry['@outgoing_connections']
-        if isinstance(outgoing, (list, tuple)):
-            outgoing = {'default': outgoing}
-        if not isinstance(outgoing, dict):
-            raise NetworkValidationError(
-                f"Layer '{name}': '@outgoing_connections' must be a dict of "
-                'output names to lists of destinations (or a list). '
-                f'Received: {type(outgoing).__name__}')
-        for out_name, targets in outgoing.items():
-            if not isinstance(out_name, str):
-                raise NetworkValidationError(
-                    f"Layer '{name}': output names must be strings. "
-                    f'Received: {out_name!r}')
-            if not isinstance(targets, (list, tuple)):
-                raise NetworkValidationError(
-                    f"Layer '{name}': the destinations of output "
-                    f"'{out_name}' must be a list of 'Layer' or "
-                    f"'Layer.input' strings. Received: {targets!r}")
-            for i, target in enumerate(targets):
-                if not isinstance(target, str):
-                    raise NetworkValidationError(
-                        f"Layer '{name}', output '{out_name}': destinations "
-                        f'must be strings. Received: {target!r}')
-                if target in targets[:i] or parse_connection(target) in [
-                        parse_connection(t) for t in targets[:i]
-                        if isinstance(t, str)]:
-                    raise NetworkValidationError(
-                        f"Layer '{name}', output '{out_name}': connects to "
-                        f"'{target}' more than once.")
-                dest, in_name = parse_connection(target)
-                if dest not in architecture:
-                    raise NetworkValidationError(
-                        f"Layer '{name}', output '{out_name}': connects to "
-                        f"unknown layer '{dest}'. Known layers: "
-                        f'{sorted(architecture)}')
-                if not in_name.isidentifier() or target.endswith('.'):
-                    raise NetworkValidationError(
-                        f"Layer '{name}', output '{out_name}': invalid "
-                        f"destination '{target}'. Expected 'Layer' or "
-                        "'Layer.input_name' with an identifier as input name.")
-                if dest == 'Input':
-                    raise NetworkValidationError(
-                        f"Layer '{name}', output '{out_name}': the Input layer "
-                        'cannot have incoming connections.')
+                f"{where}: connects to '{target}' more than once."
+            )
+        _check_destination(architecture, where, target)
+
+
+def _check_destination(architecture: dict, where: str, target: str) -> None:
+    """Check that ``target`` names an existing layer's valid input."""
+    dest, in_name = parse_connection(target)
+    if dest not in architecture:
+        raise NetworkValidationError(
+            f"{where}: connects to unknown layer '{dest}'. Known layers: "
+            f'{sorted(architecture)}'
+        )
+    if not in_name.isidentifier() or target.endswith('.'):
+        raise NetworkValidationError(
+            f"{where}: invalid destination '{target}'. Expected 'Layer' or "
+            "'Layer.input_name' with an identifier as input name."
+        )
+    if dest == 'Input':
+        raise NetworkValidationError(
+            f'{where}: the Input layer cannot have incoming connections.'
+        )
+
+
+def _check_input_layer(architecture: dict) -> None:
+    """Check that the one layer of type Input is named ``'Input'``."""
     if architecture.get('Input', {}).get('@type') != 'Input':
         raise NetworkValidationError(
             "An architecture needs exactly one layer named 'Input' of type "
-            f"'Input'. Received layers: {sorted(architecture)}")
+            f"'Input'. Received layers: {sorted(architecture)}"
+        )
     for name, entry in architecture.items():
         if entry['@type'] == 'Input' and name != 'Input':
             raise NetworkValidationError(
                 f"Layer '{name}' is of type 'Input', but the only Input layer "
-                "must be named 'Input'.")
-    _check_acyclic_and_connected(architecture)
-    return True
+                "must be named 'Input'."
+            )
 
 
 def _successors(architecture: dict) -> dict:
@@ -210,17 +255,18 @@ def _check_acyclic_and_connected(architecture: dict) -> None:
     if unreached:
         raise NetworkValidationError(
             f'Layers not connected to Input: {unreached}. Every layer must be '
-            'reachable from the Input layer.')
+            'reachable from the Input layer.'
+        )
     state = {}
 
     def visit(node, path):
         state[node] = 'active'
         for nxt in sorted(succ[node]):
             if state.get(nxt) == 'active':
-                cycle = path[path.index(nxt):] + [nxt] if nxt in path else \
-                    [node, nxt]
+                cycle = path[path.index(nxt) :] + [nxt] if nxt in path else [node, nxt]
                 raise NetworkValidationError(
-                    f"The architecture contains a cycle: {' -> '.join(cycle)}")
+                    f'The architecture contains a cycle: {" -> ".join(cycle)}'
+                )
             if nxt not in state:
                 visit(nxt, path + [nxt])
         state[node] = 'done'
@@ -252,41 +298,49 @@ def _get_source_structure(layers, connection: Connection):
     out_name = connection.output_name
     if out_name.startswith('..'):
         category, _, buffer_name = out_name[2:].partition('.')
-        shapes = {'parameters': source.parameter_shapes,
-                  'internals': source.internal_shapes}.get(category)
+        shapes = {
+            'parameters': source.parameter_shapes,
+            'internals': source.internal_shapes,
+        }.get(category)
         if shapes is None or buffer_name not in shapes:
             raise LayerValidationError(
                 f"{source.layer_type} '{source.name}': cannot expose "
                 f"'{out_name}'. Only '..parameters.<name>' and "
-                f"'..internals.<name>' of existing buffers can be connected.")
+                f"'..internals.<name>' of existing buffers can be connected."
+            )
         if category == 'internals' and 'd' + buffer_name not in shapes:
             raise LayerValidationError(
                 f"{source.layer_type} '{source.name}': cannot expose internal "
                 f"'{buffer_name}' because it has no delta buffer "
-                f"'d{buffer_name}'.")
-        if category == 'internals' and \
-                buffer_name not in source.passes_back_internal_deltas:
+                f"'d{buffer_name}'."
+            )
+        if (
+            category == 'internals'
+            and buffer_name not in source.passes_back_internal_deltas
+        ):
             warnings.warn(
                 f"{source.layer_type} '{source.name}' does not pass deltas "
                 f"back through internal '{buffer_name}': the deltas that "
                 f"'{connection.end_layer}.{connection.input_name}' computes "
                 'for it are ignored, so gradients will not include them.',
-                RuntimeWarning, stacklevel=4)
+                RuntimeWarning,
+                stacklevel=4,
+            )
         return shapes[buffer_name]
     if out_name not in source.out_shapes:
         raise LayerValidationError(
             f"{source.layer_type} '{source.name}': has no output "
-            f"'{out_name}'. Its outputs are: {list(source.out_shapes)}")
+            f"'{out_name}'. Its outputs are: {list(source.out_shapes)}"
+        )
     return source.out_shapes[out_name]
 
 
 def instantiate_layers_from_architecture(architecture: dict) -> OrderedDict:
-    """Create the layer objects of a validated architecture, in canonical
-    order. Each input receives the concatenation of all outputs connected
-    to it."""
-    from brainstorm.layers.base_layer import get_layer_class_from_typename
-    from brainstorm.structure.buffer_structure import combine_buffer_structures
+    """Create the layer objects of a validated architecture.
 
+    The layers are made in canonical order; each input receives the
+    concatenation of all outputs connected to it.
+    """
     connections = collect_all_connections(architecture)
     layers: OrderedDict = OrderedDict()
     for name in get_canonical_layer_order(architecture):
@@ -298,29 +352,32 @@ def instantiate_layers_from_architecture(architecture: dict) -> OrderedDict:
             sources = [c for c in incoming if c.input_name == in_name]
             try:
                 in_shapes[in_name] = combine_buffer_structures(
-                    _get_source_structure(layers, c) for c in sources)
+                    _get_source_structure(layers, c) for c in sources
+                )
             except StructureValidationError as err:
                 raise LayerValidationError(
                     f"{entry['@type']} '{name}': cannot combine the outputs "
                     f"connected to input '{in_name}' "
                     f'({[f"{c.start_layer}.{c.output_name}" for c in sources]})'
-                    f': {err}') from None
+                    f': {err}'
+                ) from None
         try:
-            layer_class = get_layer_class_from_typename(
-                entry['@type'] + 'LayerImpl')
+            layer_class = get_layer_class(entry['@type'] + 'LayerImpl')
         except TypeError as err:
             raise NetworkValidationError(f"Layer '{name}': {err}") from None
         kwargs = {k: v for k, v in entry.items() if not k.startswith('@')}
         # the layer's name is its key in the architecture; the constructor's
         # own positional arguments cannot come from the entry either
-        clashing = sorted({'name', 'in_shapes', 'incoming_connections',
-                           'outgoing_connections'} & set(kwargs))
+        clashing = sorted(
+            {'name', 'in_shapes', 'incoming_connections', 'outgoing_connections'}
+            & set(kwargs)
+        )
         if clashing:
             raise LayerValidationError(
                 f"{entry['@type']} '{name}': unexpected argument(s) "
                 f'{clashing} in the architecture entry (the name of a layer '
                 'is its key in the architecture). Received: '
-                f'{ {k: kwargs[k] for k in clashing} }')
-        layers[name] = layer_class(name, in_shapes, incoming, outgoing,
-                                   **kwargs)
+                f'{ {k: kwargs[k] for k in clashing} }'
+            )
+        layers[name] = layer_class(name, in_shapes, incoming, outgoing, **kwargs)
     return layers

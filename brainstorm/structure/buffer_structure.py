@@ -26,25 +26,30 @@ def _leading_dims(shape: tuple) -> int:
 
 def _check_common(kind: str, shape: tuple, context_size) -> int:
     if not shape:
-        raise StructureValidationError(f'{kind} needs at least one entry. '
-                                       'Received: ()')
+        raise StructureValidationError(f'{kind} needs at least one entry. Received: ()')
     lead = _leading_dims(shape)
     for i, entry in enumerate(shape[lead:]):
         if entry in ('T', 'B'):
             raise StructureValidationError(
                 f"{kind}{shape}: '{entry}' is only allowed as leading "
                 f"('T', 'B') or a leading 'B'. Received it at position "
-                f'{i + lead}.')
-    if (not isinstance(context_size, (int, np.integer))
-            or isinstance(context_size, bool) or context_size < 0):
+                f'{i + lead}.'
+            )
+    if (
+        not isinstance(context_size, (int, np.integer))
+        or isinstance(context_size, bool)
+        or context_size < 0
+    ):
         raise StructureValidationError(
             f'{kind}{shape}: context_size must be an int >= 0. '
-            f'Received: context_size={context_size!r}')
+            f'Received: context_size={context_size!r}'
+        )
     if context_size and lead != 2:
         raise StructureValidationError(
-            f"{kind}{shape}: context_size is only allowed for time-sized "
+            f'{kind}{shape}: context_size is only allowed for time-sized '
             f"shapes starting with ('T', 'B'). Received: "
-            f'context_size={context_size}')
+            f'context_size={context_size}'
+        )
     return lead
 
 
@@ -58,26 +63,26 @@ class StructureTemplate:
         ``StructureTemplate('T', 'B', '...')`` accepts any time-sized buffer.
     """
 
-    def __init__(self, *shape, context_size: int = 0,
-                 is_backward_only: bool = False):
+    def __init__(self, *shape, context_size: int = 0, is_backward_only: bool = False):
         self.shape = tuple(shape)
         lead = _check_common('StructureTemplate', self.shape, context_size)
         features = self.shape[lead:]
         if '...' in features and len(features) != 1:
             raise StructureValidationError(
-                f"StructureTemplate{self.shape}: '...' must be the only "
-                'feature entry.')
+                f"StructureTemplate{self.shape}: '...' must be the only feature entry."
+            )
         if 'F' in features and any(f != 'F' for f in features):
             raise StructureValidationError(
                 f"StructureTemplate{self.shape}: with 'F' all feature entries "
-                "must be 'F'.")
+                "must be 'F'."
+            )
         if not ('...' in features or 'F' in features):
             for f in features:
-                if not isinstance(f, (int, np.integer)) or \
-                        isinstance(f, bool) or f < 0:
+                if not isinstance(f, (int, np.integer)) or isinstance(f, bool) or f < 0:
                     raise StructureValidationError(
                         f'StructureTemplate{self.shape}: feature entries must '
-                        f"be ints >= 0, 'F' or '...'. Received: {f!r}")
+                        f"be ints >= 0, 'F' or '...'. Received: {f!r}"
+                    )
         self.context_size = int(context_size)
         self.is_backward_only = bool(is_backward_only)
         self.first_feature_dim = lead
@@ -99,8 +104,7 @@ class StructureTemplate:
             return len(features) >= 1
         if len(features) != len(self.feature_shape):
             return False
-        return all(t == 'F' or t == f
-                   for t, f in zip(self.feature_shape, features))
+        return all(t == 'F' or t == f for t, f in zip(self.feature_shape, features))
 
     def __repr__(self):
         return f'StructureTemplate{self.shape}'
@@ -115,21 +119,20 @@ class BufferStructure:
         is_backward_only: whether it is needed only for the backward pass.
     """
 
-    def __init__(self, *shape, context_size: int = 0,
-                 is_backward_only: bool = False):
-        self.shape = tuple(int(s) if isinstance(s, np.integer) else s
-                           for s in shape)
+    def __init__(self, *shape, context_size: int = 0, is_backward_only: bool = False):
+        self.shape = tuple(int(s) if isinstance(s, np.integer) else s for s in shape)
         lead = _check_common('BufferStructure', self.shape, context_size)
         features = self.shape[lead:]
         if not features:
             raise StructureValidationError(
-                f'BufferStructure{self.shape} needs at least one feature '
-                'dimension.')
+                f'BufferStructure{self.shape} needs at least one feature dimension.'
+            )
         for f in features:
             if not isinstance(f, int) or isinstance(f, bool) or f < 0:
                 raise StructureValidationError(
                     f'BufferStructure{self.shape}: feature dimensions must be '
-                    f'ints >= 0. Received: {f!r}')
+                    f'ints >= 0. Received: {f!r}'
+                )
         self.context_size = int(context_size)
         self.is_backward_only = bool(is_backward_only)
         self.buffer_type = lead
@@ -141,17 +144,18 @@ class BufferStructure:
 
     @property
     def scales_with_time(self) -> bool:
+        """Whether the buffer has a time axis (buffer type 2)."""
         return self.buffer_type == 2
 
     @property
     def scales_with_batch_size(self) -> bool:
+        """Whether the buffer has a batch axis (buffer type 1 or 2)."""
         return self.buffer_type >= 1
 
     def get_shape(self, time_size: int, batch_size: int) -> tuple:
         """The concrete shape for the given sequence length and batch size."""
         if self.buffer_type == 2:
-            return ((time_size + self.context_size, batch_size) +
-                    self.feature_shape)
+            return (time_size + self.context_size, batch_size) + self.feature_shape
         if self.buffer_type == 1:
             return (batch_size,) + self.feature_shape
         return self.feature_shape
@@ -168,8 +172,11 @@ class BufferStructure:
     @classmethod
     def from_layout(cls, node: dict) -> BufferStructure:
         """The structure described by an array node of a layout."""
-        return cls(*node['@shape'], context_size=node.get('@context_size', 0),
-                   is_backward_only=node.get('@is_backward_only', False))
+        return cls(
+            *node['@shape'],
+            context_size=node.get('@context_size', 0),
+            is_backward_only=node.get('@is_backward_only', False),
+        )
 
     def __eq__(self, other):
         return isinstance(other, BufferStructure) and self.shape == other.shape
@@ -178,8 +185,7 @@ class BufferStructure:
         return hash(self.shape)
 
     def __repr__(self):
-        extra = f', context_size={self.context_size}' if self.context_size \
-            else ''
+        extra = f', context_size={self.context_size}' if self.context_size else ''
         return f'BufferStructure{self.shape}'[:-1] + extra + ')'
 
 
@@ -199,14 +205,17 @@ def combine_buffer_structures(structures) -> BufferStructure:
             raise StructureValidationError(
                 f'Cannot concatenate {BUFFER_TYPE_NAMES[first.buffer_type]} '
                 f'{first.shape} with {BUFFER_TYPE_NAMES[s.buffer_type]} '
-                f'{s.shape}: all must have the same buffer type.')
+                f'{s.shape}: all must have the same buffer type.'
+            )
         if s.nr_dims != first.nr_dims:
             raise StructureValidationError(
                 f'Cannot concatenate shapes of different rank: {first.shape} '
-                f'and {s.shape}.')
+                f'and {s.shape}.'
+            )
         if s.feature_shape[:-1] != first.feature_shape[:-1]:
             raise StructureValidationError(
                 f'Cannot concatenate {first.shape} and {s.shape} along the '
-                'last axis: the other feature dimensions differ.')
+                'last axis: the other feature dimensions differ.'
+            )
     last = sum(s.feature_shape[-1] for s in structures)
     return BufferStructure(*(first.shape[:-1] + (last,)))

@@ -25,16 +25,17 @@ class BufferView(list):
     # internal state lives in slots, which take precedence over the
     # instance dict holding the children: a child named e.g. '_keys' must
     # not overwrite it
-    __slots__ = ('_buffer_names', '_keys', '_full_buffer', '_groups',
-                 '__dict__')
+    __slots__ = ('_buffer_names', '_keys', '_full_buffer', '_groups', '__dict__')
 
     def __init__(self, buffer_names, buffers, full_buffer=None, groups=None):
         super().__init__(buffers)
         names = list(buffer_names)
         if len(names) != len(self):
-            raise ValueError(f'BufferView needs as many names as buffers. '
-                             f'Received {len(names)} names and {len(self)} '
-                             'buffers.')
+            raise ValueError(
+                f'BufferView needs as many names as buffers. '
+                f'Received {len(names)} names and {len(self)} '
+                'buffers.'
+            )
         self._buffer_names = tuple(names)
         self._keys = set(names)
         self._full_buffer = full_buffer
@@ -43,8 +44,9 @@ class BufferView(list):
             self.__dict__[name] = buffer
 
     def get_group(self, name: str):
-        """One array over a group of adjacent children, as declared by the
-        layer's ``grouped_buffers``.
+        """One array over a group of adjacent children.
+
+        The groups are those of the layer's ``grouped_buffers``.
 
         Raises:
             KeyError: if there is no such group.
@@ -52,20 +54,23 @@ class BufferView(list):
         try:
             return self._groups[name]
         except KeyError:
-            raise KeyError(f'{name!r} is not a group of this BufferView. '
-                           f'Groups: {sorted(self._groups)}') from None
+            raise KeyError(
+                f'{name!r} is not a group of this BufferView. '
+                f'Groups: {sorted(self._groups)}'
+            ) from None
 
-    def adjust(self, buffer_names=None, buffers=None, full_buffer=None,
-               groups=None):
+    def adjust(self, buffer_names=None, buffers=None, full_buffer=None, groups=None):
         """Replace the buffers in place (after a resize)."""
-        if buffer_names is not None and tuple(buffer_names) != \
-                self._buffer_names:
-            raise ValueError(f'Cannot adjust a BufferView with names '
-                             f'{self._buffer_names} to {tuple(buffer_names)}')
+        if buffer_names is not None and tuple(buffer_names) != self._buffer_names:
+            raise ValueError(
+                f'Cannot adjust a BufferView with names '
+                f'{self._buffer_names} to {tuple(buffer_names)}'
+            )
         buffers = list(buffers)
         if len(buffers) != len(self):
-            raise ValueError(f'BufferView.adjust needs {len(self)} buffers. '
-                             f'Received {len(buffers)}.')
+            raise ValueError(
+                f'BufferView.adjust needs {len(self)} buffers. Received {len(buffers)}.'
+            )
         self[:] = buffers
         self._full_buffer = full_buffer
         self._groups = dict(groups or {})
@@ -84,10 +89,13 @@ class BufferView(list):
                 child = self[head]
                 if isinstance(child, BufferView):
                     return child[rest]
-            raise KeyError(f'{item!r} is not in this BufferView. Available '
-                           f'keys: {list(self._buffer_names)}')
-        raise TypeError(f'BufferView indices must be ints, slices or names. '
-                        f'Received: {item!r}')
+            raise KeyError(
+                f'{item!r} is not in this BufferView. Available '
+                f'keys: {list(self._buffer_names)}'
+            )
+        raise TypeError(
+            f'BufferView indices must be ints, slices or names. Received: {item!r}'
+        )
 
     def __getattr__(self, item):
         # only reached for names that are not children
@@ -96,8 +104,9 @@ class BufferView(list):
         except AttributeError:
             # not initialised yet (copy/pickle create the object first)
             raise AttributeError(item) from None
-        raise AttributeError(f'{item!r} is not in this BufferView. Available '
-                             f'keys: {list(names)}')
+        raise AttributeError(
+            f'{item!r} is not in this BufferView. Available keys: {list(names)}'
+        )
 
     def __contains__(self, item):
         if isinstance(item, str):
@@ -105,12 +114,15 @@ class BufferView(list):
         return any(item is b for b in self)
 
     def keys(self):
+        """The names of the children, in order."""
         return list(self._buffer_names)
 
     def values(self):
+        """The children (arrays or views), in order."""
         return list(self)
 
     def items(self):
+        """``(name, child)`` pairs, in order."""
         return list(zip(self._buffer_names, self))
 
     def _asdict(self):

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import brainstorm.handlers as handlers
 from brainstorm.structure.buffer_views import BufferView
 from brainstorm.structure.layout import get_buffer_type
-from brainstorm.utils import reshape_view
+from brainstorm.utils import NetworkValidationError, reshape_view
 
 __all__ = ['BufferManager']
 
@@ -14,15 +15,23 @@ __all__ = ['BufferManager']
 class _ArraySpec:
     """One array node of the layout, flattened for fast carving."""
 
-    __slots__ = ('path', 'buffer_type', 'start', 'stop', 'feature_shape',
-                 'context_size', 'is_backward_only')
+    __slots__ = (
+        'path',
+        'buffer_type',
+        'start',
+        'stop',
+        'feature_shape',
+        'context_size',
+        'is_backward_only',
+    )
 
     def __init__(self, path, node):
         self.path = path
         self.buffer_type = get_buffer_type(node['@shape'])
         self.start, self.stop = (int(x) for x in node['@slice'])
-        self.feature_shape = tuple(int(x) for x in
-                                   tuple(node['@shape'])[self.buffer_type:])
+        self.feature_shape = tuple(
+            int(x) for x in tuple(node['@shape'])[self.buffer_type :]
+        )
         self.context_size = int(node.get('@context_size', 0))
         self.is_backward_only = bool(node.get('@is_backward_only', False))
 
@@ -50,9 +59,8 @@ class BufferManager:
     """
 
     def __init__(self, layout: dict, handler=None):
-        from brainstorm.handlers import default_handler
         self.layout = layout
-        self.handler = handler or default_handler
+        self.handler = handler or handlers.default_handler
         self._specs: list = []
         self._collect(layout, ())
         self.sizes = [0, 0, 0]
@@ -63,15 +71,19 @@ class BufferManager:
             self.sizes[t] = max(self.sizes[t], spec.stop)
             if spec.is_backward_only:
                 fs = self.forward_sizes[t]
-                self.forward_sizes[t] = spec.start if fs is None else \
-                    min(fs, spec.start)
+                self.forward_sizes[t] = (
+                    spec.start if fs is None else min(fs, spec.start)
+                )
             if t == 2:
-                self.max_context_size = max(self.max_context_size,
-                                            spec.context_size)
-        self.forward_sizes = [s if f is None else f
-                              for s, f in zip(self.sizes, self.forward_sizes)]
-        self._context_specs = [s for s in self._specs if s.buffer_type == 2
-                               and s.context_size and not s.is_backward_only]
+                self.max_context_size = max(self.max_context_size, spec.context_size)
+        self.forward_sizes = [
+            s if f is None else f for s, f in zip(self.sizes, self.forward_sizes)
+        ]
+        self._context_specs = [
+            s
+            for s in self._specs
+            if s.buffer_type == 2 and s.context_size and not s.is_backward_only
+        ]
         self.skip_clearing(())
         # None until resize(0, 0) below
         self.time_size: Any = None
@@ -84,8 +96,9 @@ class BufferManager:
 
     def _collect(self, node, path):
         for name, child in sorted(
-                ((k, v) for k, v in node.items() if not k.startswith('@')),
-                key=lambda kv: kv[1]['@index']):
+            ((k, v) for k, v in node.items() if not k.startswith('@')),
+            key=lambda kv: kv[1]['@index'],
+        ):
             if child['@type'] == 'array':
                 self._specs.append(_ArraySpec(path + (name,), child))
             else:
@@ -98,6 +111,7 @@ class BufferManager:
 
     @property
     def full_buffer(self):
+        """The three flat arrays (constant, batch-sized, time-sized)."""
         return self._flat
 
     def _needed(self, buffer_type: int) -> int:
@@ -105,8 +119,11 @@ class BufferManager:
             return self.sizes[0]
         if buffer_type == 1:
             return (self.batch_size or 0) * self.sizes[1]
-        return ((self.time_size or 0) + self.max_context_size) * \
-            (self.batch_size or 0) * self.sizes[2]
+        return (
+            ((self.time_size or 0) + self.max_context_size)
+            * (self.batch_size or 0)
+            * self.sizes[2]
+        )
 
     def _allocate_constant(self):
         self._flat[0] = self.handler.zeros((self.sizes[0],))
@@ -128,10 +145,12 @@ class BufferManager:
             if flat is None or flat.shape[0] < needed:
                 self._flat[t] = h.zeros((needed,))
         T, B, C = time_size, batch_size, self.max_context_size
-        self.buffers[1] = reshape_view(self._flat[1][:self._needed(1)],
-                                       (B, self.sizes[1]))
-        self.buffers[2] = reshape_view(self._flat[2][:self._needed(2)],
-                                       (T + C, B, self.sizes[2]))
+        self.buffers[1] = reshape_view(
+            self._flat[1][: self._needed(1)], (B, self.sizes[1])
+        )
+        self.buffers[2] = reshape_view(
+            self._flat[2][: self._needed(2)], (T + C, B, self.sizes[2])
+        )
         self._build_views()
 
     def _carve(self, spec: _ArraySpec):
@@ -152,55 +171,70 @@ class BufferManager:
     def _make_view(self, node, path, arrays, existing):
         names, children = [], []
         for name, child in sorted(
-                ((k, v) for k, v in node.items() if not k.startswith('@')),
-                key=lambda kv: kv[1]['@index']):
+            ((k, v) for k, v in node.items() if not k.startswith('@')),
+            key=lambda kv: kv[1]['@index'],
+        ):
             names.append(name)
             if child['@type'] == 'array':
                 children.append(arrays[path + (name,)])
             else:
                 old = existing[name] if existing is not None else None
-                children.append(self._make_view(child, path + (name,), arrays,
-                                                old))
+                children.append(self._make_view(child, path + (name,), arrays, old))
         full = None
         if '@slice' in node and node['@type'] == 'BufferView' and names:
             first = node[names[0]]
-            spec = _ArraySpec(None, {
-                '@shape': tuple(first['@shape'][:get_buffer_type(
-                    first['@shape'])]) + (node['@slice'][1] -
-                                          node['@slice'][0],),
-                '@slice': node['@slice'],
-                '@context_size': first.get('@context_size', 0)})
+            spec = _ArraySpec(
+                None,
+                {
+                    '@shape': tuple(first['@shape'][: get_buffer_type(first['@shape'])])
+                    + (node['@slice'][1] - node['@slice'][0],),
+                    '@slice': node['@slice'],
+                    '@context_size': first.get('@context_size', 0),
+                },
+            )
             full = self._carve(spec)
-        groups = {group: self._carve_group(node, members)
-                  for group, members in node.get('@groups', {}).items()}
+        groups = {
+            group: self._carve_group(node, members)
+            for group, members in node.get('@groups', {}).items()
+        }
         if existing is not None:
             return existing.adjust(names, children, full, groups)
         return BufferView(names, children, full, groups)
 
     def _carve_group(self, node, members):
-        """One array over adjacent array nodes: concatenated along the
-        first feature axis in the constant buffer, the last one otherwise."""
+        """One array over adjacent array nodes.
+
+        They are concatenated along the first feature axis in the constant
+        buffer, along the last one otherwise.
+        """
         first, last = node[members[0]], node[members[-1]]
         shape = tuple(first['@shape'])
         t = get_buffer_type(shape)
         features = [int(x) for x in shape[t:]]
         sizes = [int(node[m]['@shape'][t if t == 0 else -1]) for m in members]
         features[0 if t == 0 else -1] = sum(sizes)
-        return self._carve(_ArraySpec(None, {
-            '@shape': shape[:t] + tuple(features),
-            '@slice': (first['@slice'][0], last['@slice'][1]),
-            '@context_size': first.get('@context_size', 0)}))
+        return self._carve(
+            _ArraySpec(
+                None,
+                {
+                    '@shape': shape[:t] + tuple(features),
+                    '@slice': (first['@slice'][0], last['@slice'][1]),
+                    '@context_size': first.get('@context_size', 0),
+                },
+            )
+        )
 
     # --------------------------------------------------------- clearing ---
 
     def skip_clearing(self, ranges) -> None:
-        """Leave these ``(start, stop)`` ranges of the constant buffer alone
-        in :meth:`clear_backward_buffers` (gradients that their layers
-        overwrite in every backward pass)."""
+        """Leave ``(start, stop)`` ranges of the constant buffer uncleared.
+
+        :meth:`clear_backward_buffers` then skips them: they are gradients
+        that their layers overwrite in every backward pass.
+        """
         f0, end = self.forward_sizes[0], self.sizes[0]
         keep, start = [], f0
-        for a, b in sorted((max(int(a), f0), min(int(b), end))
-                           for a, b in ranges):
+        for a, b in sorted((max(int(a), f0), min(int(b), end)) for a, b in ranges):
             if a > start:
                 keep.append((start, a))
             start = max(start, b)
@@ -209,50 +243,57 @@ class BufferManager:
         self._constant_clear = keep
 
     def clear_backward_buffers(self) -> None:
-        """Zero all backward-only memory (deltas, gradients), context slots
-        included, except what :meth:`skip_clearing` excluded."""
+        """Zero all backward-only memory (deltas, gradients).
+
+        Context slots are included; what :meth:`skip_clearing` excluded is
+        left alone.
+        """
         h = self.handler
         _, f1, f2 = self.forward_sizes
         for a, b in self._constant_clear:
-            h.fill(self.buffers[0][a:b], 0.)
+            h.fill(self.buffers[0][a:b], 0.0)
         if self.sizes[1] > f1 and self.batch_size:
-            h.fill(self.buffers[1][:, f1:], 0.)
+            h.fill(self.buffers[1][:, f1:], 0.0)
         if self.sizes[2] > f2 and self.batch_size:
-            h.fill(self.buffers[2][:, :, f2:], 0.)
+            h.fill(self.buffers[2][:, :, f2:], 0.0)
 
     def clear_context(self) -> None:
         """Zero the context slots of all forward time-sized arrays."""
         C = self.max_context_size
         if C and self.batch_size and self.forward_sizes[2]:
             T = self.time_size
-            self.handler.fill(self.buffers[2][T:T + C, :,
-                                              :self.forward_sizes[2]], 0.)
+            self.handler.fill(
+                self.buffers[2][T : T + C, :, : self.forward_sizes[2]], 0.0
+            )
 
     def get_context(self) -> list | None:
-        """A copy of the last ``C`` time steps of the forward time buffer, as
-        a list with one entry per buffer type (None where there is no
-        context), or None if the network has no context."""
+        """A copy of the last ``C`` time steps of the forward time buffer.
+
+        Returns:
+            A list with one entry per buffer type (None where there is no
+            context), or None if the network has no context.
+        """
         C, T = self.max_context_size, self.time_size
         if not C or not self.batch_size or not self._context_specs:
             return None
         if T < C:
             return None
         h = self.handler
-        source = self.buffers[2][T - C:T, :, :self.forward_sizes[2]]
+        source = self.buffers[2][T - C : T, :, : self.forward_sizes[2]]
         copy = h.allocate(source.shape)
         h.copy_to(source, copy)
         return [None, None, copy]
 
     def apply_context(self, context) -> None:
         """Write a context from :meth:`get_context` into the context slots."""
-        from brainstorm.utils import NetworkValidationError
         if context is None:
             self.clear_context()
             return
         if not isinstance(context, (list, tuple)) or len(context) != 3:
             raise NetworkValidationError(
                 'A context must be the list returned by net.get_context(). '
-                f'Received: {type(context).__name__}')
+                f'Received: {type(context).__name__}'
+            )
         ctx = context[2]
         C, T = self.max_context_size, self.time_size
         expected = (C, self.batch_size, self.forward_sizes[2])
@@ -262,19 +303,25 @@ class BufferManager:
                 f'The context does not fit this batch: expected shape '
                 f'{expected} (context steps, batch size, features). Received: '
                 f'{received}. Contexts carry over only between batches of the '
-                'same batch size.')
+                'same batch size.'
+            )
         self.clear_context()
         h = self.handler
         for spec in self._context_specs:
             c = spec.context_size
-            h.copy_to(ctx[C - c:C, :, spec.start:spec.stop],
-                      self.buffers[2][T:T + c, :, spec.start:spec.stop])
+            h.copy_to(
+                ctx[C - c : C, :, spec.start : spec.stop],
+                self.buffers[2][T : T + c, :, spec.start : spec.stop],
+            )
 
     # --------------------------------------------------------- handlers ---
 
     def set_handler(self, new_handler) -> None:
-        """Move all memory to ``new_handler``, keeping the constant buffer
-        (parameters and other constant-size values)."""
+        """Move all memory to ``new_handler``.
+
+        The constant buffer (parameters and other constant-size values) is
+        kept.
+        """
         constant = self.handler.get_numpy_copy(self._flat[0])
         self.handler = new_handler
         self._flat = [None, None, None]
@@ -285,5 +332,7 @@ class BufferManager:
         self.resize(T, B)
 
     def __repr__(self):
-        return (f'BufferManager(sizes={self.sizes}, T={self.time_size}, '
-                f'B={self.batch_size}, handler={self.handler!r})')
+        return (
+            f'BufferManager(sizes={self.sizes}, T={self.time_size}, '
+            f'B={self.batch_size}, handler={self.handler!r})'
+        )

@@ -41,14 +41,17 @@ class UniquelyNamed:
 
     @property
     def name(self) -> str:
+        """The base name, numbered (``'Hid_2'``) if its scope shares it."""
         counts: dict = {}
         for member in self.scope:
             counts[member._basename] = counts.get(member._basename, 0) + 1
         if counts[self._basename] == 1:
             return self._basename
         taken = {b for b, c in counts.items() if c == 1}
-        same = sorted((m for m in self.scope if m._basename == self._basename),
-                      key=lambda m: m._creation_id)
+        same = sorted(
+            (m for m in self.scope if m._basename == self._basename),
+            key=lambda m: m._creation_id,
+        )
         number = 0
         for member in same:
             number += 1
@@ -75,16 +78,19 @@ class LayerDetails(UniquelyNamed):
         layer_kwargs: the keyword arguments of the layer.
     """
 
-    def __init__(self, layer_type: str, name: str | None = None,
-                 kwargs: dict | None = None):
+    def __init__(
+        self, layer_type: str, name: str | None = None, kwargs: dict | None = None
+    ):
         if not is_valid_layer_name(layer_type):
             raise NetworkValidationError(
                 f'Invalid layer type {layer_type!r}: must be a Python '
-                "identifier other than 'default' and 'fallback'.")
+                "identifier other than 'default' and 'fallback'."
+            )
         if name is not None and not is_valid_layer_name(name):
             raise NetworkValidationError(
                 f'{layer_type}: invalid layer name {name!r}. A name must be a '
-                "Python identifier other than 'default' and 'fallback'.")
+                "Python identifier other than 'default' and 'fallback'."
+            )
         super().__init__(name or layer_type)
         self.layer_type = layer_type
         self.incoming: list = []
@@ -97,16 +103,19 @@ class LayerDetails(UniquelyNamed):
         todo = [self]
         while todo:
             layer = todo.pop()
-            neighbours = ([src for src, _, _ in layer.incoming] +
-                          [dst for _, _, dst in layer.outgoing])
+            neighbours = [src for src, _, _ in layer.incoming] + [
+                dst for _, _, dst in layer.outgoing
+            ]
             for n in neighbours:
                 if n not in seen:
                     seen.add(n)
                     todo.append(n)
         return seen
 
-    def connect_to(self, other: LayerDetails, output_name: str,
-                   input_name: str) -> None:
+    def connect_to(
+        self, other: LayerDetails, output_name: str, input_name: str
+    ) -> None:
+        """Connect ``output_name`` of this layer to ``input_name`` of ``other``."""
         self.outgoing.append((output_name, input_name, other))
         other.incoming.append((self, output_name, input_name))
         self.merge_scopes(other)
@@ -116,8 +125,9 @@ class LayerDetails(UniquelyNamed):
 
 
 class ConstructionWrapper:
-    """What constructor functions return: a layer with a selected input and
-    output, to be connected with ``>>``.
+    """What constructor functions return: a layer to be connected with ``>>``.
+
+    It holds the layer's details and a selected input and output.
 
     Args:
         layer_details: the :class:`LayerDetails` of the layer.
@@ -125,8 +135,12 @@ class ConstructionWrapper:
         output_name: the output used when this layer connects onwards.
     """
 
-    def __init__(self, layer_details: LayerDetails, input_name: str = 'default',
-                 output_name: str = 'default'):
+    def __init__(
+        self,
+        layer_details: LayerDetails,
+        input_name: str = 'default',
+        output_name: str = 'default',
+    ):
         self.layer = layer_details
         self.input_name = input_name
         self.output_name = output_name
@@ -150,12 +164,12 @@ class ConstructionWrapper:
         if isinstance(layer_type, type):
             layer_class = layer_type
             layer_type = layer_type.__name__
-        if not isinstance(layer_type, str) or not layer_type.endswith(
-                'LayerImpl'):
+        if not isinstance(layer_type, str) or not layer_type.endswith('LayerImpl'):
             raise NetworkValidationError(
-                f"Layer type must be a class or class name ending in "
-                f"'LayerImpl'. Received: {layer_type!r}")
-        type_name = layer_type[:-len('LayerImpl')]
+                f'Layer type must be a class or class name ending in '
+                f"'LayerImpl'. Received: {layer_type!r}"
+            )
+        type_name = layer_type[: -len('LayerImpl')]
         details = LayerDetails(type_name, name, kwargs)
         check = getattr(layer_class, 'check_kwargs', None)
         if check is not None:
@@ -166,22 +180,29 @@ class ConstructionWrapper:
         if not isinstance(other, ConstructionWrapper):
             raise TypeError(
                 f'Cannot connect {self.layer!r} to {other!r}: only layers '
-                'made by layer constructor functions can be connected with >>.')
+                'made by layer constructor functions can be connected with >>.'
+            )
         self.layer.connect_to(other.layer, self.output_name, other.input_name)
         return other
 
     def __sub__(self, other):
         if not isinstance(other, str):
-            raise TypeError(f'Select an output of {self.layer!r} with a string '
-                            f'name. Received: {other!r}')
+            raise TypeError(
+                f'Select an output of {self.layer!r} with a string '
+                f'name. Received: {other!r}'
+            )
         return ConstructionWrapper(self.layer, self.input_name, other)
 
     def __rsub__(self, other):
         if not isinstance(other, str):
-            raise TypeError(f'Select an input of {self.layer!r} with a string '
-                            f'name. Received: {other!r}')
+            raise TypeError(
+                f'Select an input of {self.layer!r} with a string '
+                f'name. Received: {other!r}'
+            )
         return ConstructionWrapper(self.layer, other, self.output_name)
 
     def __repr__(self):
-        return (f'<{self.layer.layer_type} {self.layer.name!r} '
-                f'in={self.input_name!r} out={self.output_name!r}>')
+        return (
+            f'<{self.layer.layer_type} {self.layer.name!r} '
+            f'in={self.input_name!r} out={self.output_name!r}>'
+        )

@@ -34,14 +34,37 @@ gradients.
 
 from __future__ import annotations
 
-from brainstorm.structure.architecture import Connection
+import copy
+
+from brainstorm.structure.architecture import (
+    Connection,
+    instantiate_layers_from_architecture,
+    validate_architecture,
+)
 from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.utils import NetworkValidationError
 
-__all__ = ['create_layout', 'CATEGORIES', 'get_buffer_type']
+__all__ = [
+    'create_layout',
+    'CATEGORIES',
+    'get_buffer_type',
+    'plan_network',
+    'constant_size',
+    'RESERVED_LAYER_NAMES',
+]
 
-CATEGORIES = ('inputs', 'outputs', 'parameters', 'internals', 'input_deltas',
-              'output_deltas', 'gradients')
+#: names of the root buffers of a network, which no layer may take
+RESERVED_LAYER_NAMES = {'parameters', 'gradients'}
+
+CATEGORIES = (
+    'inputs',
+    'outputs',
+    'parameters',
+    'internals',
+    'input_deltas',
+    'output_deltas',
+    'gradients',
+)
 
 
 def get_buffer_type(shape) -> int:
@@ -55,9 +78,9 @@ def get_buffer_type(shape) -> int:
 
 
 def _backward_version(structure: BufferStructure) -> BufferStructure:
-    return BufferStructure(*structure.shape,
-                           context_size=structure.context_size,
-                           is_backward_only=True)
+    return BufferStructure(
+        *structure.shape, context_size=structure.context_size, is_backward_only=True
+    )
 
 
 def _collect_sources(layers) -> dict:
@@ -85,14 +108,18 @@ def _source_keys(connection: Connection) -> tuple:
             # the consumer's deltas get their own memory; the network adds
             # them to the gradients afterwards
             return (layer, 'parameters', name), (
-                layer, 'exposed_gradients', name, connection.end_layer,
-                connection.input_name)
+                layer,
+                'exposed_gradients',
+                name,
+                connection.end_layer,
+                connection.input_name,
+            )
         return (layer, 'internals', name), (layer, 'internals', 'd' + name)
     return (layer, 'outputs', out_name), (layer, 'output_deltas', out_name)
 
 
 def _input_sources(layer) -> dict:
-    """input name -> (forward keys, delta keys), in concatenation order."""
+    """Input name -> (forward keys, delta keys), in concatenation order."""
     result = {}
     for in_name in layer.in_shapes:
         conns = sorted(c for c in layer.incoming if c.input_name == in_name)
@@ -119,14 +146,16 @@ def _place(sources: dict, chains: list, priority: list) -> dict:
         if len(groups) > 1:
             raise NetworkValidationError(
                 f'Failed to lay out buffers: {chain} are concatenated into one '
-                'input but are not all of the same buffer type.')
+                'input but are not all of the same buffer type.'
+            )
         for a, b in zip(chain, chain[1:]):
             if successor.get(a, b) != b or predecessor.get(b, a) != a:
                 raise NetworkValidationError(
                     'Failed to lay out buffers: the inputs fed by '
                     f'{".".join(a)} require incompatible neighbours in memory '
                     '(an output cannot be concatenated with different '
-                    'outputs in different inputs).')
+                    'outputs in different inputs).'
+                )
             successor[a], predecessor[b] = b, a
     order = {k: i for i, k in enumerate(priority)}
     keys = sorted(sources, key=lambda k: (order.get(k, len(order)),))
@@ -135,15 +164,15 @@ def _place(sources: dict, chains: list, priority: list) -> dict:
     for backward in (False, True):
         for key in keys:
             s = sources[key]
-            if s.is_backward_only != backward or key in slices \
-                    or key in predecessor:
+            if s.is_backward_only != backward or key in slices or key in predecessor:
                 continue
             current, seen = key, set()
             while current is not None:
                 if current in seen:
                     raise NetworkValidationError(
                         'Failed to lay out buffers: concatenation order of '
-                        'inputs forms a cycle.')
+                        'inputs forms a cycle.'
+                    )
                 seen.add(current)
                 t = sources[current].buffer_type
                 start = offsets.get(t, 0)
@@ -155,54 +184,68 @@ def _place(sources: dict, chains: list, priority: list) -> dict:
     if missing:
         raise NetworkValidationError(
             'Failed to lay out buffers: concatenation order of inputs forms '
-            f'a cycle involving {sorted(missing)}.')
+            f'a cycle involving {sorted(missing)}.'
+        )
     return slices
 
 
 def _group_chains(layers, sources) -> list:
-    """Chains of internals that layers want adjacent (``grouped_buffers``),
-    after checking that every group can be one array."""
+    """Chains of internals that layers want adjacent (``grouped_buffers``).
+
+    Every group is checked to be able to be one array first.
+    """
     chains = []
     for lname, layer in layers.items():
         for category, groups in layer.grouped_buffers.items():
-            names = {'parameters': layer.parameter_shapes,
-                     'gradients': layer.parameter_shapes,
-                     'internals': layer.internal_shapes}.get(category)
+            names = {
+                'parameters': layer.parameter_shapes,
+                'gradients': layer.parameter_shapes,
+                'internals': layer.internal_shapes,
+            }.get(category)
             if names is None:
                 raise NetworkValidationError(
                     f"{layer.layer_type} '{lname}': grouped_buffers may "
                     "group 'parameters', 'gradients' or 'internals'. "
-                    f'Received category {category!r}.')
+                    f'Received category {category!r}.'
+                )
             for group, members in groups.items():
                 missing = [m for m in members if m not in names]
                 if missing or not members:
                     raise NetworkValidationError(
                         f"{layer.layer_type} '{lname}': group {group!r} of "
                         f'{category} names unknown buffers {missing}. '
-                        f'Available: {list(names)}')
+                        f'Available: {list(names)}'
+                    )
                 if category != 'internals':
                     order = list(names)
                     at = order.index(members[0])
-                    if order[at:at + len(members)] != list(members):
+                    if order[at : at + len(members)] != list(members):
                         raise NetworkValidationError(
                             f"{layer.layer_type} '{lname}': group {group!r} "
                             f'must list consecutive {category} in '
                             f'declaration order. Received {list(members)}, '
-                            f'declared {order}.')
+                            f'declared {order}.'
+                        )
                 keys = [(lname, category, m) for m in members]
                 shapes = [sources[k] for k in keys]
                 first = shapes[0]
-                kind = {(s.buffer_type, s.context_size, s.is_backward_only)
-                        for s in shapes}
-                fixed = {s.feature_shape[1:] if first.buffer_type == 0
-                         else s.feature_shape[:-1] for s in shapes}
+                kind = {
+                    (s.buffer_type, s.context_size, s.is_backward_only) for s in shapes
+                }
+                fixed = {
+                    s.feature_shape[1:]
+                    if first.buffer_type == 0
+                    else s.feature_shape[:-1]
+                    for s in shapes
+                }
                 if len(kind) > 1 or len(fixed) > 1:
                     raise NetworkValidationError(
                         f"{layer.layer_type} '{lname}': the {category} of "
                         f'group {group!r} ({list(members)}) cannot form one '
                         'array: they differ in buffer type, context size, '
                         'backward flag or the feature axes that are not '
-                        'concatenated.')
+                        'concatenated.'
+                    )
                 if category == 'internals':
                     chains.append(keys)
     return chains
@@ -219,10 +262,17 @@ def _view_node(index: int, children: dict) -> dict:
     node.update(children)
     arrays = list(children.values())
     if arrays and all(a['@type'] == 'array' for a in arrays):
-        same = {(get_buffer_type(a['@shape']), a.get('@context_size', 0),
-                 a.get('@is_backward_only', False)) for a in arrays}
-        contiguous = all(a['@slice'][1] == b['@slice'][0]
-                         for a, b in zip(arrays, arrays[1:]))
+        same = {
+            (
+                get_buffer_type(a['@shape']),
+                a.get('@context_size', 0),
+                a.get('@is_backward_only', False),
+            )
+            for a in arrays
+        }
+        contiguous = all(
+            a['@slice'][1] == b['@slice'][0] for a, b in zip(arrays, arrays[1:])
+        )
         if len(same) == 1 and contiguous:
             node['@slice'] = (arrays[0]['@slice'][0], arrays[-1]['@slice'][1])
     return node
@@ -240,17 +290,26 @@ def create_layout(layers) -> dict:
             cannot all be placed side by side.
     """
     sources = _collect_sources(layers)
-    exposed = [key for layer in layers.values()
-               for c in layer.incoming for key in [_source_keys(c)[1]]
-               if key[1] == 'exposed_gradients']
+    exposed = [
+        key
+        for layer in layers.values()
+        for c in layer.incoming
+        for key in [_source_keys(c)[1]]
+        if key[1] == 'exposed_gradients'
+    ]
     for key in exposed:
         sources[key] = _backward_version(sources[key[0], 'parameters', key[2]])
     param_keys = sorted(
-        ((l, 'parameters', p) for l, layer in layers.items()
-         for p in layer.parameter_shapes),
-        key=lambda k: (f'{k[0]}.parameters.'
-                       f'{next(iter(layers[k[0]].parameter_shapes))}',
-                       list(layers[k[0]].parameter_shapes).index(k[2])))
+        (
+            (l, 'parameters', p)
+            for l, layer in layers.items()
+            for p in layer.parameter_shapes
+        ),
+        key=lambda k: (
+            f'{k[0]}.parameters.{next(iter(layers[k[0]].parameter_shapes))}',
+            list(layers[k[0]].parameter_shapes).index(k[2]),
+        ),
+    )
     grad_keys = [(l, 'gradients', p) for l, _, p in param_keys]
     chains = [param_keys, grad_keys]
     inputs = {}
@@ -260,13 +319,17 @@ def create_layout(layers) -> dict:
             if len(fwd) > 1:
                 chains += [fwd, bwd]
     chains += _group_chains(layers, sources)
-    slices = _place(sources, [c for c in chains if len(c) > 1],
-                    priority=param_keys + grad_keys)
+    slices = _place(
+        sources, [c for c in chains if len(c) > 1], priority=param_keys + grad_keys
+    )
 
     def arrays_of(lname, category, shapes):
-        return {name: _array_node(sources[lname, category, name], i,
-                                  slices[lname, category, name])
-                for i, name in enumerate(shapes)}
+        return {
+            name: _array_node(
+                sources[lname, category, name], i, slices[lname, category, name]
+            )
+            for i, name in enumerate(shapes)
+        }
 
     n_params = sum(sources[k].feature_size for k in param_keys)
     p_start = slices[param_keys[0]][0] if param_keys else 0
@@ -274,11 +337,19 @@ def create_layout(layers) -> dict:
     layout = {
         '@type': 'BufferView',
         '@exposed_gradients': [[k[0], k[2], *slices[k]] for k in exposed],
-        'parameters': {'@type': 'array', '@index': 0, '@shape': (n_params,),
-                       '@slice': (p_start, p_start + n_params)},
-        'gradients': {'@type': 'array', '@index': 1, '@shape': (n_params,),
-                      '@slice': (g_start, g_start + n_params),
-                      '@is_backward_only': True},
+        'parameters': {
+            '@type': 'array',
+            '@index': 0,
+            '@shape': (n_params,),
+            '@slice': (p_start, p_start + n_params),
+        },
+        'gradients': {
+            '@type': 'array',
+            '@index': 1,
+            '@shape': (n_params,),
+            '@slice': (g_start, g_start + n_params),
+            '@is_backward_only': True,
+        },
     }
     for index, (lname, layer) in enumerate(layers.items(), start=2):
         in_nodes, in_delta_nodes = {}, {}
@@ -287,25 +358,79 @@ def create_layout(layers) -> dict:
             # context slots
             shape = layer.in_shapes[in_name].shape
             in_nodes[in_name] = _array_node(
-                BufferStructure(*shape), i, _sink_span(fwd, slices))
+                BufferStructure(*shape), i, _sink_span(fwd, slices)
+            )
             in_delta_nodes[in_name] = _array_node(
-                BufferStructure(*shape, is_backward_only=True), i,
-                _sink_span(bwd, slices))
+                BufferStructure(*shape, is_backward_only=True),
+                i,
+                _sink_span(bwd, slices),
+            )
         children = {
             'inputs': in_nodes,
             'outputs': arrays_of(lname, 'outputs', layer.out_shapes),
-            'parameters': arrays_of(lname, 'parameters',
-                                    layer.parameter_shapes),
+            'parameters': arrays_of(lname, 'parameters', layer.parameter_shapes),
             'internals': arrays_of(lname, 'internals', layer.internal_shapes),
             'input_deltas': in_delta_nodes,
-            'output_deltas': arrays_of(lname, 'output_deltas',
-                                       layer.out_shapes),
+            'output_deltas': arrays_of(lname, 'output_deltas', layer.out_shapes),
             'gradients': arrays_of(lname, 'gradients', layer.parameter_shapes),
         }
-        views = {category: _view_node(i, children[category])
-                 for i, category in enumerate(CATEGORIES)}
+        views = {
+            category: _view_node(i, children[category])
+            for i, category in enumerate(CATEGORIES)
+        }
         for category, groups in layer.grouped_buffers.items():
             views[category]['@groups'] = {
-                group: list(members) for group, members in groups.items()}
+                group: list(members) for group, members in groups.items()
+            }
         layout[lname] = _view_node(index, views)
     return layout
+
+
+def plan_network(architecture: dict, handler) -> tuple:
+    """Validate an architecture; make its layers and layout (no memory).
+
+    Each layer gets the workspaces ``handler`` asks for (see
+    :meth:`~brainstorm.layers.base_layer.Layer.workspace_shapes`) before the
+    layout is made.
+
+    Args:
+        architecture: the architecture dict (it is copied, not changed).
+        handler: the handler the network is going to run on.
+
+    Returns:
+        ``(architecture, layers, layout)``: a copy of the architecture, the
+        layers in canonical order and the layout dict.
+
+    Raises:
+        NetworkValidationError, LayerValidationError: for malformed
+            architectures or layer arguments.
+    """
+    validate_architecture(architecture)
+    reserved = RESERVED_LAYER_NAMES & set(architecture)
+    if reserved:
+        raise NetworkValidationError(
+            f'Layer names {sorted(reserved)} are reserved for the root '
+            'buffers of a network; choose other names.'
+        )
+    architecture = copy.deepcopy(architecture)
+    layers = instantiate_layers_from_architecture(architecture)
+    for layer in layers.values():
+        layer.use_workspaces_of(handler)
+    return architecture, layers, create_layout(layers)
+
+
+def constant_size(layout: dict) -> int:
+    """Elements of the constant buffer (parameters, gradients, ...)."""
+    size = 0
+    todo = [layout]
+    while todo:
+        node = todo.pop()
+        for key, child in node.items():
+            if key.startswith('@') or not isinstance(child, dict):
+                continue
+            if child.get('@type') == 'array':
+                if get_buffer_type(child['@shape']) == 0:
+                    size = max(size, int(child['@slice'][1]))
+            else:
+                todo.append(child)
+    return size

@@ -2,56 +2,43 @@
 
 from __future__ import annotations
 
-import copy
-import json
 import warnings
 from collections import OrderedDict
 
 import numpy as np
 
+import brainstorm.handlers as handlers
 from brainstorm.arguments import SEED, Arg, Instance, Optional, Str, declare
 from brainstorm.describable import create_from_description, get_description
+from brainstorm.handlers.base_handler import Handler
+from brainstorm.initializers import evaluate_initializer
 from brainstorm.randomness import Seedable
-from brainstorm.structure.architecture import (
-    generate_architecture,
-    instantiate_layers_from_architecture,
-    validate_architecture,
-)
+from brainstorm.structure import external_data, network_io
+from brainstorm.structure.architecture import generate_architecture
+from brainstorm.structure.buffer_views import BufferView
 from brainstorm.structure.buffers import BufferManager
-from brainstorm.structure.layout import create_layout
+from brainstorm.structure.layout import RESERVED_LAYER_NAMES as RESERVED_LAYER_NAMES
+from brainstorm.structure.layout import create_layout, plan_network
 from brainstorm.structure.view_references import (
-    pattern_matches,
+    choose_initializer,
+    install_modifiers,
+    merge_refs,
     resolve_patterns,
 )
 from brainstorm.utils import (
-    CheckedReader,
-    DescriptionError,
     InitializationError,
     NetworkValidationError,
-    ValidationError,
-    add_checksums,
-    get_brainstorm_info,
-    open_hdf5,
     reshape_view,
-    write_atomically,
 )
+from brainstorm.value_modifiers import GradientModifier
 
 __all__ = ['Network']
 
-NETWORK_FILE_FORMAT = b'Network file v1.0'
-RESERVED_LAYER_NAMES = {'parameters', 'gradients'}
-
-
-class MissingInputError(NetworkValidationError, KeyError):
-    """A data dict lacks an input the network needs."""
-
-    def __str__(self):
-        return str(self.args[0])
-
-
-# The matcher is shared with MultiStepper; the old private names stay.
-_pattern_matches = pattern_matches
-_resolve_patterns = resolve_patterns
+# Still importable from here since network files and external data moved
+# to modules of their own (RESERVED_LAYER_NAMES is imported above).
+MissingInputError = external_data.MissingInputError
+NETWORK_FILE_FORMAT = network_io.NETWORK_FILE_FORMAT
+check_stored_sizes = network_io.check_stored_sizes
 
 
 class Network(Seedable):
@@ -70,8 +57,6 @@ class Network(Seedable):
     Attributes:
         layers: the layers in canonical (topological) order.
         loss_layers: names of the ``Loss`` layers.
-        buffer: the root BufferView (``parameters``, ``gradients`` and one
-            view per layer).
         output_name: default buffer path scorers read predictions from.
 
     Example:
@@ -90,16 +75,12 @@ class Network(Seedable):
         (1, 2, 3)
     """
 
-    def __init__(self, layers, buffer_manager, architecture, seed=None,
-                 handler=None):
+    def __init__(self, layers, buffer_manager, architecture, seed=None, handler=None):
         super().__init__(seed)
-        from brainstorm.handlers import default_handler
         self.layers = layers
         self.buffer_manager = buffer_manager
         self.architecture = architecture
-        from brainstorm.layers.loss_layer import LossLayerImpl
-        self.loss_layers = [name for name, layer in layers.items()
-                            if isinstance(layer, LossLayerImpl)]
+        self.loss_layers = [name for name, layer in layers.items() if layer.is_loss]
         self.initializers = {}
         self.weight_modifiers = OrderedDict()
         self.gradient_modifiers = OrderedDict()
@@ -109,17 +90,21 @@ class Network(Seedable):
         # layer name -> its inputs fed only by the Input layer (the data)
         self._data_fed_inputs = {
             name: frozenset(
-                in_name for in_name in layer.in_shapes
-                if {c.start_layer for c in layer.incoming
-                    if c.input_name == in_name} == {'Input'})
-            for name, layer in layers.items()}
+                in_name
+                for in_name in layer.in_shapes
+                if {c.start_layer for c in layer.incoming if c.input_name == in_name}
+                == {'Input'}
+            )
+            for name, layer in layers.items()
+        }
         self.handler = None
-        self.set_handler(handler or default_handler)
-        self.buffer_manager.skip_clearing(self._overwritten_gradients())
+        self.set_handler(handler or handlers.default_handler)
 
     def _overwritten_gradients(self) -> list:
-        """Constant-buffer ranges of the gradients that their layers
-        overwrite in every backward pass (``overwrites_gradients``)."""
+        """Constant-buffer ranges of gradients their layers overwrite.
+
+        Those are the layers with ``overwrites_gradients``.
+        """
         ranges = []
         for name, layer in self.layers.items():
             if not layer.overwrites_gradients:
@@ -145,15 +130,15 @@ class Network(Seedable):
             NetworkValidationError, LayerValidationError: for malformed
                 architectures or layer arguments.
         """
-        architecture, layers, layout = _plan(architecture)
-        from brainstorm.handlers import default_handler
-        buffer_manager = BufferManager(layout, default_handler)
-        return cls(layers, buffer_manager, architecture)
+        handler = handlers.default_handler
+        architecture, layers, layout = plan_network(architecture, handler)
+        return cls(layers, BufferManager(layout, handler), architecture)
 
     # --------------------------------------------------------- inspection ---
 
     @property
     def buffer(self):
+        """The root BufferView (``parameters``, ``gradients``, one view per layer)."""
         return self.buffer_manager.views
 
     @property
@@ -169,11 +154,11 @@ class Network(Seedable):
         Raises:
             KeyError: if the path is unknown or names a view, not an array.
         """
-        from brainstorm.structure.buffer_views import BufferView
         node = self.buffer[buffer_path]
         if isinstance(node, BufferView):
-            raise KeyError(f"'{buffer_path}' is a view, not a buffer. Its "
-                           f'entries: {node.keys()}')
+            raise KeyError(
+                f"'{buffer_path}' is a view, not a buffer. Its entries: {node.keys()}"
+            )
         return self.handler.get_numpy_copy(node)
 
     def get_input(self, input_name: str) -> np.ndarray:
@@ -182,18 +167,49 @@ class Network(Seedable):
 
     # --------------------------------------------------------- handlers ----
 
-    @declare(NetworkValidationError, new_handler=Arg(Instance(
-        'brainstorm.handlers.base_handler:Handler')))
+    @declare(NetworkValidationError, new_handler=Arg(Instance(Handler)))
     def set_handler(self, new_handler) -> None:
-        """Move all memory to ``new_handler`` and compute with it; parameters
-        are kept."""
+        """Move all memory to ``new_handler`` and compute with it.
+
+        Parameters (and the rest of the constant buffer) are kept. If the
+        new handler asks for other layer workspaces than the old one (e.g.
+        convolution columns, see ``Layer.workspace_shapes``), the memory
+        layout is made anew for it.
+        """
         if self.handler is not new_handler:
-            if self.buffer_manager.handler is not new_handler:
+            changed = [
+                layer.use_workspaces_of(new_handler) for layer in self.layers.values()
+            ]
+            if any(changed):
+                self._relayout(new_handler)
+            elif self.buffer_manager.handler is not new_handler:
                 self.buffer_manager.set_handler(new_handler)
             self.handler = new_handler
         for layer in self.layers.values():
             layer.set_handler(new_handler)
+        self.buffer_manager.skip_clearing(self._overwritten_gradients())
         self._trainable_mask = None
+
+    def _relayout(self, new_handler) -> None:
+        """Lay the memory out anew on ``new_handler``.
+
+        The layout follows the layers' current internals; the constant
+        buffer is kept (or, if its size changed, the parameters).
+        """
+        old = self.buffer_manager
+        manager = BufferManager(create_layout(self.layers), new_handler)
+        if manager.sizes[0] == old.sizes[0]:
+            new_handler.set_from_numpy(
+                manager.buffers[0], old.handler.get_numpy_copy(old.buffers[0])
+            )
+        else:
+            new_handler.set_from_numpy(
+                manager.views.parameters,
+                old.handler.get_numpy_copy(old.views.parameters),
+            )
+        if old.time_size is not None:
+            manager.resize(old.time_size, old.batch_size)
+        self.buffer_manager = manager
 
     # -------------------------------------------------------- running ------
 
@@ -209,84 +225,9 @@ class Network(Seedable):
             NetworkValidationError: for missing names, wrong shapes or ranks,
                 inconsistent T/B, or non-numeric data.
         """
-        if not hasattr(data, 'items'):
-            raise NetworkValidationError(
-                f'Data must be a dict of input names to arrays. Received: '
-                f'{type(data).__name__}')
-        input_layer = self.layers['Input']
-        h = self.handler
-        arrays = {}
-        for name, structure in input_layer.out_shapes.items():
-            if name not in data:
-                if all_inputs:
-                    raise MissingInputError(
-                        f"Data for input '{name}' is missing. The network's "
-                        f'inputs are {list(input_layer.out_shapes)}; received '
-                        f'{list(data)}.')
-                continue
-            arrays[name] = self._check_data(name, data[name], structure)
-        if not arrays:
-            return
-        T = B = None
-        for name, array in arrays.items():
-            t = input_layer.out_shapes[name].buffer_type
-            shape = tuple(array.shape)
-            if t == 2:
-                tb = shape[:2]
-                if T is None:
-                    T, B = tb
-                elif tb != (T, B):
-                    raise NetworkValidationError(
-                        f"Input '{name}': time and batch size {tb} differ "
-                        f'from those of the other inputs {(T, B)}.')
-        for name, array in arrays.items():
-            if input_layer.out_shapes[name].buffer_type == 1:
-                if B is None:
-                    B = array.shape[0]
-                elif array.shape[0] != B:
-                    raise NetworkValidationError(
-                        f"Input '{name}': batch size {array.shape[0]} differs "
-                        f'from that of the other inputs ({B}).')
-        self.buffer_manager.resize(T if T is not None else 1, B)
-        outputs = self.buffer.Input.outputs
-        for name, array in arrays.items():
-            if isinstance(array, np.ndarray):
-                h.set_from_numpy(outputs[name], array)
-            else:
-                h.copy_to(array, outputs[name])
-
-    def _check_data(self, name, array, structure):
-        expected = structure.shape
-        if not hasattr(array, 'shape') or not hasattr(array, 'dtype'):
-            raise NetworkValidationError(
-                f"Input '{name}': expected an array of shape {expected}. "
-                f'Received: {type(array).__name__}')
-        if isinstance(array, np.ma.MaskedArray):
-            # its mask would be dropped silently
-            raise NetworkValidationError(
-                f"Input '{name}': masked arrays are not supported (the mask "
-                'would be lost). Pass array.filled(value) and give the mask '
-                "as an input of its own (e.g. 'mask'). Received: "
-                'MaskedArray')
-        if isinstance(array, np.ndarray):
-            if not (np.issubdtype(array.dtype, np.number)
-                    or array.dtype == np.bool_) or \
-                    np.issubdtype(array.dtype, np.complexfloating):
-                raise NetworkValidationError(
-                    f"Input '{name}': expected numeric data. Received dtype "
-                    f'{array.dtype}')
-        shape = tuple(array.shape)
-        if len(shape) != len(expected):
-            raise NetworkValidationError(
-                f"Input '{name}': expected {len(expected)} dimensions "
-                f'{expected}. Received shape {shape}')
-        lead = structure.buffer_type
-        if shape[lead:] != structure.feature_shape:
-            raise NetworkValidationError(
-                f"Input '{name}': expected feature shape "
-                f'{structure.feature_shape} (full shape {expected}). '
-                f'Received shape {shape}')
-        return array
+        external_data.provide_external_data(
+            self.layers['Input'], self.buffer_manager, data, all_inputs
+        )
 
     def forward_pass(self, training_pass: bool = False, context=None) -> None:
         """Run all layers forward.
@@ -326,11 +267,12 @@ class Network(Seedable):
         self.apply_gradient_modifiers()
 
     def _add_exposed_gradients(self) -> None:
-        """Add the deltas of layers fed with ``'..parameters.X'`` to the
-        gradients of ``X`` (see :mod:`brainstorm.structure.layout`)."""
+        """Add the deltas of layers fed with ``'..parameters.X'`` to X's gradients.
+
+        See :mod:`brainstorm.structure.layout`.
+        """
         constant = self.buffer_manager.buffers[0]
-        for lname, pname, start, stop in self.layout.get(
-                '@exposed_gradients', ()):
+        for lname, pname, start, stop in self.layout.get('@exposed_gradients', ()):
             gradient = self.buffer[lname].gradients[pname]
             deltas = reshape_view(constant[start:stop], gradient.shape)
             self.handler.add_tt(gradient, deltas, gradient)
@@ -344,8 +286,7 @@ class Network(Seedable):
         """
         losses = OrderedDict()
         for name in self.loss_layers:
-            value = self.handler.get_numpy_copy(
-                self.buffer[name].outputs.loss)
+            value = self.handler.get_numpy_copy(self.buffer[name].outputs.loss)
             losses[name] = float(np.sum(value))
         total = float(sum(losses.values()))
         if len(self.loss_layers) == 1:
@@ -354,18 +295,21 @@ class Network(Seedable):
         return losses
 
     def get_context(self):
-        """The context (last time steps of recurrent state) of the last
-        forward pass, to pass as ``forward_pass(context=...)`` for the next
-        batch."""
+        """The context (last time steps of recurrent state) of the last pass.
+
+        Pass it as ``forward_pass(context=...)`` for the next batch.
+        """
         return self.buffer_manager.get_context()
 
     # ------------------------------------------------- parameter masks -----
 
     @property
     def trainable_mask(self):
-        """A handler array over ``buffer.parameters``: 1 where steppers may
-        update, 0 for parameters a layer maintains itself (e.g. BatchNorm's
-        running statistics); None if everything is trainable."""
+        """A handler array over ``buffer.parameters``, 1 where steppers update.
+
+        It is 0 for parameters a layer maintains itself (e.g. BatchNorm's
+        running statistics); the mask is None if everything is trainable.
+        """
         if self._trainable_mask is None:
             untrained = self._untrained_parameters()
             if not untrained:
@@ -374,19 +318,23 @@ class Network(Seedable):
             for lname, pname in untrained:
                 start, stop = self.layout[lname]['parameters'][pname]['@slice']
                 offset = self.layout['parameters']['@slice'][0]
-                mask[start - offset:stop - offset] = 0.
+                mask[start - offset : stop - offset] = 0.0
             self._trainable_mask = self.handler.create_from_numpy(mask)
         return self._trainable_mask
 
     def _untrained_parameters(self) -> list:
-        return [(lname, pname) for lname, layer in self.layers.items()
-                for pname in layer.untrained_parameters]
+        return [
+            (lname, pname)
+            for lname, layer in self.layers.items()
+            for pname in layer.untrained_parameters
+        ]
 
     # ----------------------------------------------------- initialize ------
 
     @declare(NetworkValidationError, seed=Arg(Optional(SEED), default=None))
-    def initialize(self, default_or_init_dict=None, seed: int | None = None,
-                   **kwargs) -> None:
+    def initialize(
+        self, default_or_init_dict=None, seed: int | None = None, **kwargs
+    ) -> None:
         """Initialize all parameters.
 
         Args:
@@ -412,76 +360,44 @@ class Network(Seedable):
             NetworkValidationError: for patterns matching nothing, or a
                 parameter with no or several initializers or fallbacks.
         """
-        from brainstorm.initializers import evaluate_initializer
-        refs = self._merge_refs(default_or_init_dict, kwargs)
-        resolved = _resolve_patterns(self.layers, refs, 'initialize',
-                                     allow_fallback=True)
+        refs = merge_refs(default_or_init_dict, kwargs)
+        resolved = resolve_patterns(
+            self.layers, refs, 'initialize', allow_fallback=True
+        )
         init_rnd = self.rnd.create_random_state(seed)
-        h = self.handler
         for lname in sorted(self.layers):
             layer = self.layers[lname]
-            untrained = layer.untrained_parameters
             for pname in sorted(layer.parameter_shapes):
-                values, fallbacks, explicit = resolved[lname, pname]
                 param_seed = init_rnd.generate_seed()
-                view = self.buffer[lname].parameters[pname]
-                if pname in untrained and not explicit:
-                    values, fallbacks = [untrained[pname]], []
                 where = f'{lname}.{pname}'
-                if not values:
-                    raise NetworkValidationError(
-                        f'No initializer for {where}. Add a \'default\' or a '
-                        'pattern matching it.')
-                if len(values) > 1:
-                    raise NetworkValidationError(
-                        f'Multiple initializers for {where}: {values}')
-                if len(fallbacks) > 1:
-                    raise NetworkValidationError(
-                        f'Multiple fallbacks for {where}: {fallbacks}')
-                init = _as_initializer(values[0], where)
-                # Initializers that depend on the parameter (LstmOptInit
-                # picks the gate of an Lstm parameter) choose here.
-                select = getattr(init, 'select_for', None)
-                if select is not None:
-                    try:
-                        init = _as_initializer(select(layer, pname), where)
-                    except ValidationError as err:
-                        raise NetworkValidationError(
-                            f'Initializing {where}: {err}') from None
-                fallback = _as_initializer(fallbacks[0], where) \
-                    if fallbacks else None
-                shape = tuple(view.shape)
-                try:
-                    array = evaluate_initializer(init, shape, fallback,
-                                                 seed=param_seed)
-                except NetworkValidationError:
-                    raise
-                except (TypeError, ValueError, InitializationError) as err:
-                    raise NetworkValidationError(
-                        f'Initializing {where} (shape {shape}) failed: {err}') \
-                        from None
-                array = np.asarray(array)
-                if array.shape != shape:
-                    raise NetworkValidationError(
-                        f'Initializer for {where} produced shape '
-                        f'{array.shape}, expected {shape}.')
-                h.set_from_numpy(view, array)
+                init, fallback = choose_initializer(
+                    layer, pname, resolved[lname, pname], where
+                )
+                self._initialize_parameter(lname, pname, init, fallback, param_seed)
         self.initializers = get_description(refs)
 
-    @staticmethod
-    def _merge_refs(default_or_dict, kwargs) -> dict:
-        if default_or_dict is None:
-            refs = {}
-        elif isinstance(default_or_dict, dict):
-            refs = dict(default_or_dict)
-        else:
-            refs = {'default': default_or_dict}
-        for key, value in kwargs.items():
-            if key in refs:
-                raise TypeError(f"Conflicting values for '{key}': given both in"
-                                ' the dict and as a keyword argument.')
-            refs[key] = value
-        return refs
+    def _initialize_parameter(
+        self, lname: str, pname: str, init, fallback, seed: int
+    ) -> None:
+        """Evaluate an initializer into the parameter ``lname.pname``."""
+        where = f'{lname}.{pname}'
+        view = self.buffer[lname].parameters[pname]
+        shape = tuple(view.shape)
+        try:
+            array = evaluate_initializer(init, shape, fallback, seed=seed)
+        except NetworkValidationError:
+            raise
+        except (TypeError, ValueError, InitializationError) as err:
+            raise NetworkValidationError(
+                f'Initializing {where} (shape {shape}) failed: {err}'
+            ) from None
+        array = np.asarray(array)
+        if array.shape != shape:
+            raise NetworkValidationError(
+                f'Initializer for {where} produced shape '
+                f'{array.shape}, expected {shape}.'
+            )
+        self.handler.set_from_numpy(view, array)
 
     # ------------------------------------------------------ modifiers ------
 
@@ -493,49 +409,22 @@ class Network(Seedable):
         select one parameter, all their modifiers are installed and applied
         in the order of the dict (as in 0.5).
         """
-        refs = self._merge_refs(default_or_mod_dict, kwargs)
-        self.weight_modifiers = self._install_modifiers(refs,
-                                                        'set_weight_modifiers')
+        refs = merge_refs(default_or_mod_dict, kwargs)
+        self.weight_modifiers = install_modifiers(
+            self.layers, refs, 'set_weight_modifiers'
+        )
         self._weight_modifier_refs = get_description(refs)
 
-    def set_gradient_modifiers(self, default_or_mod_dict=None,
-                               **kwargs) -> None:
+    def set_gradient_modifiers(self, default_or_mod_dict=None, **kwargs) -> None:
         """Install modifiers applied to gradients after each backward pass.
 
         Same pattern syntax as :meth:`set_weight_modifiers`.
         """
-        refs = self._merge_refs(default_or_mod_dict, kwargs)
-        self.gradient_modifiers = self._install_modifiers(
-            refs, 'set_gradient_modifiers')
+        refs = merge_refs(default_or_mod_dict, kwargs)
+        self.gradient_modifiers = install_modifiers(
+            self.layers, refs, 'set_gradient_modifiers'
+        )
         self._gradient_modifier_refs = get_description(refs)
-
-    def _install_modifiers(self, refs, what) -> OrderedDict:
-        resolved = _resolve_patterns(self.layers, refs, what,
-                                     allow_fallback=False)
-        installed: OrderedDict = OrderedDict()
-        for lname, layer in self.layers.items():
-            untrained = layer.untrained_parameters
-            for pname in layer.parameter_shapes:
-                values, _, explicit = resolved[lname, pname]
-                if not values or (pname in untrained and not explicit):
-                    continue
-                # Several patterns may name one parameter: all their
-                # modifiers are installed, in the order of the dict (0.5).
-                mods: list = []
-                for value in values:
-                    mods.extend(value if isinstance(value, (list, tuple))
-                                else [value])
-                copies = []
-                for mod in mods:
-                    if not callable(mod):
-                        raise NetworkValidationError(
-                            f'{what}: {lname}.{pname} got {mod!r}, which is '
-                            'not a modifier.')
-                    mod = copy.deepcopy(mod)
-                    mod.layer_name, mod.view_name = lname, pname
-                    copies.append(mod)
-                installed.setdefault(lname, OrderedDict())[pname] = copies
-        return installed
 
     def apply_weight_modifiers(self) -> None:
         """Apply all weight modifiers to their parameters."""
@@ -547,15 +436,13 @@ class Network(Seedable):
 
     def apply_gradient_modifiers(self) -> None:
         """Apply all gradient modifiers to their gradients."""
-        from brainstorm.value_modifiers import GradientModifier
         for lname, params in self.gradient_modifiers.items():
             for pname, mods in params.items():
                 for mod in mods:
                     mod.rnd.set_seed(self.rnd.generate_seed())
                     view = self.buffer[lname]
                     if isinstance(mod, GradientModifier):
-                        mod(self.handler, view.parameters[pname],
-                            view.gradients[pname])
+                        mod(self.handler, view.parameters[pname], view.gradients[pname])
                     else:
                         mod(self.handler, view.gradients[pname])
 
@@ -573,92 +460,50 @@ class Network(Seedable):
         }
 
     #: The keys of a network description (nothing else is accepted).
-    _DESCRIPTION_KEYS = frozenset({'@type', 'architecture', 'handler',
-                                   'initializers', 'weight_modifiers',
-                                   'gradient_modifiers', 'output_name'})
+    _DESCRIPTION_KEYS = network_io.DESCRIPTION_KEYS
 
     @classmethod
     def __new_from_description__(cls, description: dict) -> Network:
-        from brainstorm.handlers.base_handler import Handler
-        from brainstorm.initializers import Initializer
-        from brainstorm.value_modifiers import GradientModifier, ValueModifier
-        unknown = sorted(set(description) - cls._DESCRIPTION_KEYS, key=str)
-        if unknown:
-            raise DescriptionError(
-                f'Network (from a description): unknown key(s) {unknown}. '
-                f'Allowed keys: {sorted(cls._DESCRIPTION_KEYS)}')
-        if 'architecture' not in description:
-            raise DescriptionError('Network (from a description): the key '
-                                   "'architecture' is missing.")
-        output_name = description.get('output_name')
-        if output_name is not None and not isinstance(output_name, str):
-            raise NetworkValidationError(
-                'Network (from a description): output_name must be a str or '
-                f'None. Received: output_name={output_name!r}')
-        modifiers = (ValueModifier, GradientModifier)
-        # build every described object first (each @type checked for its
-        # place), so nothing is built for a description refused later
-        handler = description.get('handler')
-        parts = {
-            'initializers': create_from_description(
-                description.get('initializers'), expected=Initializer),
-            'weight_modifiers': create_from_description(
-                description.get('weight_modifiers'), expected=modifiers),
-            'gradient_modifiers': create_from_description(
-                description.get('gradient_modifiers'), expected=modifiers),
-        }
-        if handler is not None and (not isinstance(handler, dict)
-                                    or '@type' not in handler):
-            raise DescriptionError(
-                'Network (from a description): handler must be a handler '
-                f"description (a dict with '@type'). Received: {handler!r:.80}")
+        parts = network_io.check_description(description)
+        handler = parts['handler']
         net = cls.from_architecture(description['architecture'])
         if handler:
             try:
-                net.set_handler(create_from_description(handler,
-                                                        expected=Handler))
+                net.set_handler(create_from_description(handler, expected=Handler))
             except ImportError as err:
                 # e.g. a network saved from a GPU, loaded without CUDA
                 warnings.warn(
                     f'The network was saved with a {handler.get("@type")} '
                     f'that cannot be created here ({err}); using the default '
-                    'NumpyHandler instead.', RuntimeWarning, stacklevel=2)
+                    'NumpyHandler instead.',
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
         if parts['initializers']:
             net.initialize(parts['initializers'])
         if parts['weight_modifiers']:
             net.set_weight_modifiers(parts['weight_modifiers'])
         if parts['gradient_modifiers']:
             net.set_gradient_modifiers(parts['gradient_modifiers'])
-        net.output_name = output_name
+        net.output_name = parts['output_name']
         return net
 
     # ----------------------------------------------------------- files -----
 
-    @declare(NetworkValidationError, filename=Arg(Str(nonempty=True)),
-             comment=Arg(Str(), default=''))
+    @declare(
+        NetworkValidationError,
+        filename=Arg(Str(nonempty=True)),
+        comment=Arg(Str(), default=''),
+    )
     def save_as_hdf5(self, filename: str, comment: str = '') -> None:
         """Save the description and parameters to an HDF5 file.
 
         The file is written to a temporary name first and then moved into
         place, so an existing file is never left half-written.
         """
-        import h5py
-        description = json.dumps(get_description(self)).encode('utf-8')
-        parameters = self.get('parameters')
-
-        def write(tmp):
-            with h5py.File(tmp, 'w') as f:
-                f.attrs['info'] = np.bytes_(get_brainstorm_info())
-                f.attrs['format'] = np.bytes_(NETWORK_FILE_FORMAT)
-                if comment:
-                    f.attrs['comment'] = np.bytes_(comment.encode('utf-8'))
-                f.create_dataset('description',
-                                 data=np.frombuffer(description, dtype=np.uint8))
-                f.create_dataset('parameters', data=parameters,
-                                 compression='gzip')
-                add_checksums(f)
-
-        write_atomically(filename, write)
+        network_io.write_network_file(
+            filename, get_description(self), self.get('parameters'), comment
+        )
 
     @classmethod
     def from_hdf5(cls, filename: str) -> Network:
@@ -674,170 +519,27 @@ class Network(Seedable):
                 inconsistent or not a brainstorm network file, naming the
                 file and what is wrong.
         """
-        f, fmt = open_hdf5(filename, NetworkValidationError, 'network file')
-        with f:
-            try:
-                description, parameters = _read_network_file(f, fmt,
-                                                             filename)
-            except ValidationError:
-                raise
-            except Exception as err:  # whatever h5py or NumPy raise
-                raise NetworkValidationError(
-                    f"Network file '{filename}' is corrupt: "
-                    f'{type(err).__name__}: {err}') from None
-        return _build_from_file(description, parameters, filename,
-                                NetworkValidationError, 'Network file')
+        description, parameters = network_io.read_network_file(filename)
+        return _build_from_file(
+            description, parameters, filename, NetworkValidationError, 'Network file'
+        )
 
     def __repr__(self):
         return f'<Network: {len(self.layers)} layers {list(self.layers)}>'
 
 
-def _as_initializer(value, where: str):
-    from brainstorm.initializers import ArrayInitializer, Initializer
-    if isinstance(value, Initializer):
-        return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return value
-    if isinstance(value, (list, np.ndarray)):
-        return ArrayInitializer(value)
-    raise NetworkValidationError(
-        f'Initializer for {where} must be an Initializer, a number, a list or '
-        f'an array. Received: {value!r}')
-
-
-# ------------------------------------------------------------- loading -----
-
-def _plan(architecture: dict) -> tuple:
-    """Validate an architecture; make its layers and layout (no memory)."""
-    validate_architecture(architecture)
-    reserved = RESERVED_LAYER_NAMES & set(architecture)
-    if reserved:
-        raise NetworkValidationError(
-            f'Layer names {sorted(reserved)} are reserved for the root '
-            'buffers of a network; choose other names.')
-    architecture = copy.deepcopy(architecture)
-    layers = instantiate_layers_from_architecture(architecture)
-    return architecture, layers, create_layout(layers)
-
-
-def _constant_size(layout: dict) -> int:
-    """Elements of the constant buffer (parameters, gradients, ...)."""
-    from brainstorm.structure.layout import get_buffer_type
-    size = 0
-    todo = [layout]
-    while todo:
-        node = todo.pop()
-        for key, child in node.items():
-            if key.startswith('@') or not isinstance(child, dict):
-                continue
-            if child.get('@type') == 'array':
-                if get_buffer_type(child['@shape']) == 0:
-                    size = max(size, int(child['@slice'][1]))
-            else:
-                todo.append(child)
-    return size
-
-
-def check_stored_sizes(description, n_parameters: int, where: str,
-                       error: type) -> None:
-    """Check a stored network description against its stored parameters
-    before anything is allocated.
-
-    The architecture's layers and layout are computed (no memory); the
-    number of parameters must equal ``n_parameters``, and the constant
-    buffer (parameters, gradients and constant internals) may not exceed
-    a small multiple of it, so a file cannot make the loader allocate much
-    more than it stores.
+def _build_from_file(
+    description: dict, parameters: np.ndarray, filename: str, error: type, what: str
+) -> Network:
+    """The network of a checked description, holding ``parameters``.
 
     Args:
-        description: the stored network description.
-        n_parameters: the length of the stored parameter array.
-        where: names the file, for messages.
+        description: the checked network description.
+        parameters: the stored parameters.
+        filename: the file, for messages.
         error: the ValidationError subclass to raise.
+        what: names the kind of file, for messages (``'Network file'``).
     """
-    if not (isinstance(description, dict)
-            and description.get('@type') == 'Network'):
-        raise error(f'{where} does not describe a Network.')
-    try:
-        # _plan validates what the file holds (None or any type included)
-        _, _, layout = _plan(
-            description.get('architecture'))  # type: ignore[arg-type]
-        needed = int(layout['parameters']['@slice'][1]) - \
-            int(layout['parameters']['@slice'][0])
-        constant = _constant_size(layout)
-    except ValidationError as err:
-        raise error(f'{where} holds an invalid network architecture: '
-                    f'{err}') from None
-    except Exception as err:  # huge or malformed numbers in the layers
-        raise error(f'{where} holds an invalid network architecture: '
-                    f'{type(err).__name__}: {err}') from None
-    if needed != n_parameters:
-        raise error(f'{where} is corrupt: it holds ({n_parameters},) '
-                    f'parameters, its architecture needs ({needed},).')
-    limit = 3 * n_parameters + _CONSTANT_ALLOWANCE
-    if constant > limit:
-        raise error(f'{where}: its architecture needs a constant buffer of '
-                    f'{constant} elements for {n_parameters} parameters '
-                    f'(at most {limit} allowed).')
-
-
-_CONSTANT_ALLOWANCE = 1 << 16
-
-
-def _read_network_file(f, fmt, filename: str) -> tuple:
-    """The description and the parameters of an open network file,
-    checked (see :meth:`Network.from_hdf5`)."""
-    import h5py
-    if not isinstance(fmt, bytes) or fmt != NETWORK_FILE_FORMAT or \
-            not isinstance(f.get('description'), h5py.Dataset) or \
-            not isinstance(f.get('parameters'), h5py.Dataset):
-        raise NetworkValidationError(
-            f"'{filename}' is not a brainstorm network file: expected "
-            f"format attribute {NETWORK_FILE_FORMAT!r} and datasets "
-            "'description' and 'parameters'. Received format "
-            f'{fmt!r} and datasets {sorted(f.keys())}.')
-    reader = CheckedReader(f, filename, NetworkValidationError,
-                           'Network file')
-    raw = reader.array('description')
-    try:
-        # ours: a uint8 array; Brainstorm 0.5: a (variable-length) string
-        if isinstance(raw, np.ndarray):
-            if raw.dtype != np.uint8 or raw.ndim != 1:
-                reader.fail('description', 'expected UTF-8 JSON. Received '
-                            f'a {raw.dtype} array of shape {raw.shape}')
-            text = raw.tobytes().decode('utf-8')
-        elif isinstance(raw, bytes):
-            text = raw.decode('utf-8')
-        else:
-            text = str(raw)
-        description = json.loads(text)
-    except (UnicodeDecodeError, ValueError, RecursionError) as err:
-        reader.fail('description', f'it is not UTF-8 JSON ({err}).')
-    dataset = f['parameters']
-    if dataset.ndim != 1 or dataset.dtype.kind not in 'iuf':
-        reader.fail('parameters', 'expected a 1-d numeric array. Received '
-                    f'{dataset.dtype} of shape {dataset.shape}')
-    where = f"Network file '{filename}'"
-    check_stored_sizes(description, int(dataset.shape[0]), where,
-                       NetworkValidationError)
-    parameters = reader.array('parameters', shape=dataset.shape)
-    return description, np.asarray(parameters)
-
-
-def _build_from_file(description: dict, parameters: np.ndarray,
-                     filename: str, error: type, what: str) -> Network:
-    """The network of a checked description, holding ``parameters``."""
-    try:
-        net = create_from_description(description, expected=Network)
-    except Exception as err:  # a crafted description may break anything
-        raise error(f"{what} '{filename}' holds an invalid network "
-                    f'description: {type(err).__name__}: {err}') from None
-    if not isinstance(net, Network):
-        raise error(f"{what} '{filename}' does not describe a Network.")
-    expected = tuple(net.buffer.parameters.shape)
-    if parameters.shape != expected:
-        raise error(f"{what} '{filename}' is corrupt: it holds "
-                    f'{parameters.shape} parameters, its architecture needs '
-                    f'{expected}.')
-    net.handler.set_from_numpy(net.buffer.parameters, parameters)
-    return net
+    return network_io.build_from_file(
+        Network, description, parameters, filename, error, what
+    )

@@ -9,11 +9,22 @@ resolution in this module, so its path stays importable.)
 
 from __future__ import annotations
 
+import copy
 import re
+from collections import OrderedDict
 
-from brainstorm.utils import NetworkValidationError
+import numpy as np
 
-__all__ = ['pattern_matches', 'resolve_patterns']
+from brainstorm.initializers import ArrayInitializer, Initializer
+from brainstorm.utils import NetworkValidationError, ValidationError
+
+__all__ = [
+    'pattern_matches',
+    'resolve_patterns',
+    'merge_refs',
+    'choose_initializer',
+    'install_modifiers',
+]
 
 SPECIAL_KEYS = ('default', 'fallback')
 
@@ -40,8 +51,12 @@ def _same_value(a, b) -> bool:
     if a is b:
         return True
     numbers = (int, float)
-    if isinstance(a, numbers) and isinstance(b, numbers) and \
-            not isinstance(a, bool) and not isinstance(b, bool):
+    if (
+        isinstance(a, numbers)
+        and isinstance(b, numbers)
+        and not isinstance(a, bool)
+        and not isinstance(b, bool)
+    ):
         return a == b
     return False
 
@@ -84,61 +99,235 @@ def resolve_patterns(layers, refs: dict, what: str, allow_fallback: bool):
         NetworkValidationError: for non-str keys, a forbidden
             ``'fallback'``, and patterns matching nothing.
     """
+    layer_patterns = _check_patterns(layers, refs, what, allow_fallback)
+    result = {}
+    used_param_patterns: set = set()
+    for lname, layer in layers.items():
+        matching = [refs[p] for p in layer_patterns if pattern_matches(p, lname)]
+        for pname in layer.parameter_shapes:
+            result[lname, pname] = _resolve_parameter(
+                refs, matching, pname, used_param_patterns
+            )
+    _check_parameter_patterns_used(refs, layer_patterns, used_param_patterns, what)
+    return result
+
+
+def _check_patterns(layers, refs: dict, what: str, allow_fallback: bool) -> list:
+    """Check the keys of a pattern dict; return its layer patterns.
+
+    Raises:
+        NetworkValidationError: for non-str keys, a forbidden
+            ``'fallback'``, and layer patterns matching no layer.
+    """
     for key in refs:
         if not isinstance(key, str):
             raise NetworkValidationError(
-                f'{what}: keys must be layer name patterns. Received: {key!r}')
+                f'{what}: keys must be layer name patterns. Received: {key!r}'
+            )
     if not allow_fallback and 'fallback' in refs:
         raise NetworkValidationError(f"{what}: 'fallback' is not allowed here.")
     layer_patterns = [k for k in refs if k not in SPECIAL_KEYS]
     for pattern in layer_patterns:
         if not any(pattern_matches(pattern, name) for name in layers):
             raise NetworkValidationError(
-                f"{what}: pattern '{pattern}' matches no layer. Layers: "
-                f'{list(layers)}')
+                f"{what}: pattern '{pattern}' matches no layer. Layers: {list(layers)}"
+            )
         value = refs[pattern]
-        if isinstance(value, dict) and not allow_fallback and \
-                'fallback' in value:
-            raise NetworkValidationError(
-                f"{what}: 'fallback' is not allowed here.")
-    result = {}
-    used_param_patterns = set()
-    outer_fallback = refs.get('fallback')
-    for lname, layer in layers.items():
-        matching = [refs[p] for p in layer_patterns
-                    if pattern_matches(p, lname)]
-        for pname in layer.parameter_shapes:
-            values, inner_defaults, fallbacks = [], [], []
-            explicit = False
-            for value in matching:
-                if not isinstance(value, dict):
-                    values.append(value)
-                    continue
-                for p in value:
-                    if p not in SPECIAL_KEYS and pattern_matches(p, pname):
-                        used_param_patterns.add((id(value), p))
-                        values.append(value[p])
-                        explicit = True
-                if 'default' in value:
-                    inner_defaults.append(value['default'])
-                if 'fallback' in value:
-                    fallbacks.append(value['fallback'])
-            if not values:
-                if inner_defaults:
-                    values = inner_defaults
-                elif 'default' in refs:
-                    values = [refs['default']]
-            if not fallbacks and outer_fallback is not None:
-                fallbacks.append(outer_fallback)
-            result[lname, pname] = (_distinct(values), _distinct(fallbacks),
-                                    explicit)
+        if isinstance(value, dict) and not allow_fallback and 'fallback' in value:
+            raise NetworkValidationError(f"{what}: 'fallback' is not allowed here.")
+    return layer_patterns
+
+
+def _resolve_parameter(refs: dict, matching: list, pname: str, used: set) -> tuple:
+    """``(values, fallbacks, explicit)`` of parameter ``pname`` of a layer.
+
+    Args:
+        refs: the pattern dict.
+        matching: the values of the layer patterns matching the layer.
+        pname: the parameter's name.
+        used: collects ``(id(sub-dict), parameter pattern)`` of the
+            parameter patterns that matched.
+    """
+    values, inner_defaults, fallbacks = [], [], []
+    explicit = False
+    for value in matching:
+        if not isinstance(value, dict):
+            values.append(value)
+            continue
+        for p in value:
+            if p not in SPECIAL_KEYS and pattern_matches(p, pname):
+                used.add((id(value), p))
+                values.append(value[p])
+                explicit = True
+        if 'default' in value:
+            inner_defaults.append(value['default'])
+        if 'fallback' in value:
+            fallbacks.append(value['fallback'])
+    if not values:
+        if inner_defaults:
+            values = inner_defaults
+        elif 'default' in refs:
+            values = [refs['default']]
+    if not fallbacks and refs.get('fallback') is not None:
+        fallbacks.append(refs['fallback'])
+    return _distinct(values), _distinct(fallbacks), explicit
+
+
+def _check_parameter_patterns_used(
+    refs: dict, layer_patterns: list, used: set, what: str
+) -> None:
+    """Check that every parameter pattern matched some parameter.
+
+    Raises:
+        NetworkValidationError: for a parameter pattern that matches no
+            parameter of the layers its layer pattern selects.
+    """
     for pattern in layer_patterns:
         value = refs[pattern]
-        if isinstance(value, dict):
-            for p in value:
-                if p not in SPECIAL_KEYS and \
-                        (id(value), p) not in used_param_patterns:
-                    raise NetworkValidationError(
-                        f"{what}: parameter pattern '{p}' (under layer "
-                        f"pattern '{pattern}') matches no parameter.")
-    return result
+        if not isinstance(value, dict):
+            continue
+        for p in value:
+            if p not in SPECIAL_KEYS and (id(value), p) not in used:
+                raise NetworkValidationError(
+                    f"{what}: parameter pattern '{p}' (under layer "
+                    f"pattern '{pattern}') matches no parameter."
+                )
+
+
+def merge_refs(default_or_dict, kwargs: dict) -> dict:
+    """One pattern dict from a method's first argument and its keywords.
+
+    Args:
+        default_or_dict: None, a pattern dict, or a value for ``'default'``.
+        kwargs: more patterns, given as keyword arguments.
+
+    Raises:
+        TypeError: if a keyword repeats a key of the dict.
+    """
+    if default_or_dict is None:
+        refs = {}
+    elif isinstance(default_or_dict, dict):
+        refs = dict(default_or_dict)
+    else:
+        refs = {'default': default_or_dict}
+    for key, value in kwargs.items():
+        if key in refs:
+            raise TypeError(
+                f"Conflicting values for '{key}': given both in"
+                ' the dict and as a keyword argument.'
+            )
+        refs[key] = value
+    return refs
+
+
+def as_initializer(value, where: str):
+    """``value`` as an initializer.
+
+    Initializers and numbers stay as they are, lists and arrays become an
+    :class:`ArrayInitializer`.
+
+    Raises:
+        NetworkValidationError: for any other value.
+    """
+    if isinstance(value, Initializer):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    if isinstance(value, (list, np.ndarray)):
+        return ArrayInitializer(value)
+    raise NetworkValidationError(
+        f'Initializer for {where} must be an Initializer, a number, a list or '
+        f'an array. Received: {value!r}'
+    )
+
+
+def choose_initializer(layer, pname: str, resolved: tuple, where: str):
+    """The initializer and fallback of one parameter.
+
+    Args:
+        layer: the layer owning the parameter.
+        pname: the parameter's name.
+        resolved: its ``(values, fallbacks, explicit)`` from
+            :func:`resolve_patterns`.
+        where: ``'Layer.param'``, for messages.
+
+    Returns:
+        ``(initializer, fallback)``; the fallback may be None. Untrained
+        parameters get their layer's value unless a pattern names them;
+        initializers with a ``select_for`` method (``LstmOptInit``) choose
+        for the parameter.
+
+    Raises:
+        NetworkValidationError: for no or several initializers, several
+            fallbacks, or a value that is no initializer.
+    """
+    values, fallbacks, explicit = resolved
+    untrained = layer.untrained_parameters
+    if pname in untrained and not explicit:
+        values, fallbacks = [untrained[pname]], []
+    if not values:
+        raise NetworkValidationError(
+            f"No initializer for {where}. Add a 'default' or a pattern matching it."
+        )
+    if len(values) > 1:
+        raise NetworkValidationError(f'Multiple initializers for {where}: {values}')
+    if len(fallbacks) > 1:
+        raise NetworkValidationError(f'Multiple fallbacks for {where}: {fallbacks}')
+    init = as_initializer(values[0], where)
+    # initializers that depend on the parameter (LstmOptInit picks the gate
+    # of an Lstm parameter) choose here
+    select = getattr(init, 'select_for', None)
+    if select is not None:
+        try:
+            init = as_initializer(select(layer, pname), where)
+        except ValidationError as err:
+            raise NetworkValidationError(f'Initializing {where}: {err}') from None
+    fallback = as_initializer(fallbacks[0], where) if fallbacks else None
+    return init, fallback
+
+
+def install_modifiers(layers, refs: dict, what: str) -> OrderedDict:
+    """Copies of the modifiers a pattern dict selects, per parameter.
+
+    Where several patterns select one parameter, all their modifiers are
+    installed, in the order of the dict (as in Brainstorm 0.5). Untrained
+    parameters get only modifiers a parameter pattern names explicitly.
+
+    Args:
+        layers: dict of layer name -> layer.
+        refs: the pattern dict (values: a modifier or a list of them).
+        what: the calling method's name, for messages.
+
+    Returns:
+        ``{layer: {parameter: [modifier, ...]}}``; each modifier is a deep
+        copy with ``layer_name`` and ``view_name`` set.
+
+    Raises:
+        NetworkValidationError: for patterns matching nothing or values
+            that are not modifiers.
+    """
+    resolved = resolve_patterns(layers, refs, what, allow_fallback=False)
+    installed: OrderedDict = OrderedDict()
+    for lname, layer in layers.items():
+        untrained = layer.untrained_parameters
+        for pname in layer.parameter_shapes:
+            values, _, explicit = resolved[lname, pname]
+            if not values or (pname in untrained and not explicit):
+                continue
+            mods: list = []
+            for value in values:
+                mods.extend(value if isinstance(value, (list, tuple)) else [value])
+            copies = [_installed_copy(mod, lname, pname, what) for mod in mods]
+            installed.setdefault(lname, OrderedDict())[pname] = copies
+    return installed
+
+
+def _installed_copy(mod, lname: str, pname: str, what: str):
+    """A deep copy of a modifier, bound to ``lname.pname``."""
+    if not callable(mod):
+        raise NetworkValidationError(
+            f'{what}: {lname}.{pname} got {mod!r}, which is not a modifier.'
+        )
+    mod = copy.deepcopy(mod)
+    mod.layer_name, mod.view_name = lname, pname
+    return mod

@@ -314,11 +314,12 @@ class DecliningHandler(NumpyHandler):
         return Handler.keeps_conv_columns(self, out_cells)
 
 
-def test_kept_columns_are_asked_of_the_handler_the_network_is_created_on(
+def test_kept_columns_are_asked_of_the_handler_the_network_runs_on(
         monkeypatch):
-    """The layout is fixed at creation, on the default handler: a network
-    created while it declines kept columns has no ``columns`` buffer at
-    all (and the same results), also after set_handler."""
+    """The layout follows the network's handler: on a handler that
+    declines kept columns the network has no ``columns`` buffer at all (and
+    the same results), whatever the default handler says; set_handler to
+    one that keeps them lays the memory out anew with them."""
     from brainstorm import handlers
 
     def build(handler):
@@ -338,13 +339,19 @@ def test_kept_columns_are_asked_of_the_handler_the_network_is_created_on(
     assert not Handler.keeps_conv_columns(NumpyHandler(), 32 * 32)
     kept = build(NumpyHandler(np.float64))
     assert 'columns' in kept.layers['Conv'].internal_shapes
-    monkeypatch.setattr(handlers, 'default_handler',
-                        DecliningHandler(np.float32))
-    declined = build(NumpyHandler(np.float64))
+    declined = build(DecliningHandler(np.float64))
     assert declined.layers['Conv'].internal_shapes == {}
     assert 'columns' not in declined.buffer['Conv'].internals
     assert declined.buffer_manager.size < kept.buffer_manager.size
     np.testing.assert_allclose(declined.get('gradients'),
+                               kept.get('gradients'), rtol=1e-12)
+    # a network created while the default handler declines gets the
+    # columns once it moves to a handler that keeps them
+    monkeypatch.setattr(handlers, 'default_handler',
+                        DecliningHandler(np.float32))
+    moved = build(NumpyHandler(np.float64))
+    assert 'columns' in moved.buffer['Conv'].internals
+    np.testing.assert_allclose(moved.get('gradients'),
                                kept.get('gradients'), rtol=1e-12)
 
 

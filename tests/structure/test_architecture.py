@@ -33,8 +33,13 @@ def classifier():
     """Input -> Hid (FC) -> Rnn -> Out (FC) -> SoftmaxCE -> Loss."""
     inp = Input(out_shapes={'default': ('T', 'B', 3), 'targets': ('T', 'B', 1)})
     out = SoftmaxCE(name='Out')
-    inp >> FullyConnected(5, name='Hid') >> Recurrent(4, name='Rnn') >> \
-        FullyConnected(2, activation='linear', name='Proj') >> out
+    (
+        inp
+        >> FullyConnected(5, name='Hid')
+        >> Recurrent(4, name='Rnn')
+        >> FullyConnected(2, activation='linear', name='Proj')
+        >> out
+    )
     inp - 'targets' >> 'targets' - out - 'loss' >> Loss()
     return inp
 
@@ -51,25 +56,35 @@ def shapes(**kw):
 
 # -------------------------------------------------------------- generation ---
 
+
 def test_generate_architecture_format():
     arch = generate_architecture(classifier())
     assert arch == {
-        'Input': {'@type': 'Input',
-                  'out_shapes': {'default': ['T', 'B', 3],
-                                 'targets': ['T', 'B', 1]},
-                  '@outgoing_connections': {'default': ['Hid'],
-                                            'targets': ['Out.targets']}},
-        'Hid': {'@type': 'FullyConnected', 'size': 5, 'activation': 'rel',
-                '@outgoing_connections': {'default': ['Rnn']}},
-        'Rnn': {'@type': 'Recurrent', 'size': 4, 'activation': 'tanh',
-                '@outgoing_connections': {'default': ['Proj']}},
-        'Proj': {'@type': 'FullyConnected', 'size': 2,
-                 'activation': 'linear',
-                 '@outgoing_connections': {'default': ['Out']}},
-        'Out': {'@type': 'SoftmaxCE',
-                '@outgoing_connections': {'loss': ['Loss']}},
-        'Loss': {'@type': 'Loss', 'importance': 1.0,
-                 '@outgoing_connections': {}},
+        'Input': {
+            '@type': 'Input',
+            'out_shapes': {'default': ['T', 'B', 3], 'targets': ['T', 'B', 1]},
+            '@outgoing_connections': {'default': ['Hid'], 'targets': ['Out.targets']},
+        },
+        'Hid': {
+            '@type': 'FullyConnected',
+            'size': 5,
+            'activation': 'rel',
+            '@outgoing_connections': {'default': ['Rnn']},
+        },
+        'Rnn': {
+            '@type': 'Recurrent',
+            'size': 4,
+            'activation': 'tanh',
+            '@outgoing_connections': {'default': ['Proj']},
+        },
+        'Proj': {
+            '@type': 'FullyConnected',
+            'size': 2,
+            'activation': 'linear',
+            '@outgoing_connections': {'default': ['Out']},
+        },
+        'Out': {'@type': 'SoftmaxCE', '@outgoing_connections': {'loss': ['Loss']}},
+        'Loss': {'@type': 'Loss', 'importance': 1.0, '@outgoing_connections': {}},
     }
 
 
@@ -98,14 +113,15 @@ def test_tuple_kwargs_become_lists():
     arch = generate_architecture(inp)
     assert arch['F']['size'] == [2, 3]
     net = Network.from_architecture(arch)
-    assert net.layers['F'].out_shapes['default'] == \
-        BufferStructure('T', 'B', 2, 3)
+    assert net.layers['F'].out_shapes['default'] == BufferStructure('T', 'B', 2, 3)
 
 
 def test_layer_description_omits_empty_kwargs():
     details = SoftmaxCE(name='S').layer
     assert get_layer_description(details) == {
-        '@type': 'SoftmaxCE', '@outgoing_connections': {}}
+        '@type': 'SoftmaxCE',
+        '@outgoing_connections': {},
+    }
 
 
 def test_layer_description_lists_several_destinations_per_output():
@@ -116,7 +132,9 @@ def test_layer_description_lists_several_destinations_per_output():
     a - 'x' >> 'y' - b
     a >> b
     assert get_layer_description(a.layer)['@outgoing_connections'] == {
-        'default': ['B', 'C'], 'x': ['B.y']}
+        'default': ['B', 'C'],
+        'x': ['B.y'],
+    }
 
 
 def test_undescribable_kwarg_names_layer_and_argument():
@@ -143,26 +161,31 @@ def test_collect_all_connections_sorted_and_parsed():
 
 def test_list_form_outgoing_connections_means_default_output():
     arch = {
-        'Input': arch_entry('Input', ['Hid'], out_shapes=shapes(
-            default=('T', 'B', 3))),
+        'Input': arch_entry('Input', ['Hid'], out_shapes=shapes(default=('T', 'B', 3))),
         'Hid': arch_entry('FullyConnected', ['Loss'], size=2),
         'Loss': arch_entry('Loss', []),
     }
     validate_architecture(arch)
     assert collect_all_connections(arch) == [
         Connection('Hid', 'default', 'Loss', 'default'),
-        Connection('Input', 'default', 'Hid', 'default')]
+        Connection('Input', 'default', 'Hid', 'default'),
+    ]
     net = Network.from_architecture(arch)
     assert list(net.layers) == ['Input', 'Hid', 'Loss']
 
 
 # -------------------------------------------------------------- validation ---
 
+
 def test_valid_architectures_pass():
     """validate_architecture returns True for a valid one, as in 0.5."""
     assert validate_architecture(generate_architecture(classifier())) is True
-    assert validate_architecture({'Input': arch_entry(
-        'Input', out_shapes=shapes(default=('T', 'B', 1)))}) is True
+    assert (
+        validate_architecture(
+            {'Input': arch_entry('Input', out_shapes=shapes(default=('T', 'B', 1)))}
+        )
+        is True
+    )
 
 
 def test_missing_outgoing_connections_is_rejected():
@@ -192,6 +215,7 @@ def test_disconnected_layer_is_rejected():
 
 # ---------------------------------------------------------- canonical order ---
 
+
 def test_canonical_order_groups_by_distance_to_sink():
     # 'Z' is a sink, so it comes after 'a' although 'Z' < 'a' as strings
     arch = {
@@ -212,8 +236,7 @@ def test_canonical_order_names_ascending_within_a_group():
         'D': arch_entry('X'),
         'Loss': arch_entry('X'),
     }
-    assert get_canonical_layer_order(arch) == ['Input', 'A', 'B', 'C', 'D',
-                                               'Loss']
+    assert get_canonical_layer_order(arch) == ['Input', 'A', 'B', 'C', 'D', 'Loss']
 
 
 def test_canonical_order_is_topological_and_uppercase_first():
@@ -234,6 +257,7 @@ def test_network_layers_follow_canonical_order():
 
 # ----------------------------------------------------------- instantiation ---
 
+
 def test_instantiate_creates_layer_objects_with_shapes():
     arch = generate_architecture(classifier())
     layers = instantiate_layers_from_architecture(arch)
@@ -243,14 +267,14 @@ def test_instantiate_creates_layer_objects_with_shapes():
     assert layers['Rnn'].in_shapes['default'] == BufferStructure('T', 'B', 5)
     assert layers['Out'].in_shapes == {
         'default': BufferStructure('T', 'B', 2),
-        'targets': BufferStructure('T', 'B', 1)}
+        'targets': BufferStructure('T', 'B', 1),
+    }
     assert list(layers['Out'].in_shapes) == ['default', 'targets']
     assert layers['Hid'].parameter_shapes['W'] == BufferStructure(5, 3)
     assert layers['Loss'].in_shapes['default'] == BufferStructure('T', 'B', 1)
     incoming = layers['Out'].incoming
     assert Connection('Input', 'targets', 'Out', 'targets') in incoming
-    assert layers['Out'].outgoing == [Connection('Out', 'loss', 'Loss',
-                                                 'default')]
+    assert layers['Out'].outgoing == [Connection('Out', 'loss', 'Loss', 'default')]
 
 
 def concatenating_network():
@@ -277,12 +301,14 @@ def test_concatenated_input_is_a_view_of_the_sources():
     net = concatenating_network()
     net.initialize(0.5, seed=1)
     rnd = np.random.RandomState(3)
-    net.provide_external_data({'default': rnd.randn(2, 3, 3),
-                               'extra': rnd.randn(2, 3, 2)})
+    net.provide_external_data(
+        {'default': rnd.randn(2, 3, 3), 'extra': rnd.randn(2, 3, 2)}
+    )
     net.forward_pass()
     b = net.buffer
-    expected = np.concatenate([net.get('A.outputs.default'),
-                               net.get('B.outputs.default')], axis=2)
+    expected = np.concatenate(
+        [net.get('A.outputs.default'), net.get('B.outputs.default')], axis=2
+    )
     np.testing.assert_array_equal(net.get('C.inputs.default'), expected)
     assert np.shares_memory(b.C.inputs.default, b.A.outputs.default)
     assert np.shares_memory(b.C.inputs.default, b.B.outputs.default)
@@ -291,6 +317,7 @@ def test_concatenated_input_is_a_view_of_the_sources():
 
 
 # ---------------------------------------------------------------- networks ---
+
 
 def test_from_layer_and_from_architecture_agree():
     arch = generate_architecture(classifier())
@@ -315,13 +342,13 @@ def test_json_round_trip_gives_equal_outputs():
     net1.initialize(0.3, seed=4)
     net2.initialize(0.3, seed=4)
     rnd = np.random.RandomState(0)
-    data = {'default': rnd.randn(3, 2, 3),
-            'targets': rnd.randint(0, 2, size=(3, 2, 1))}
+    data = {'default': rnd.randn(3, 2, 3), 'targets': rnd.randint(0, 2, size=(3, 2, 1))}
     for net in (net1, net2):
         net.provide_external_data(data)
         net.forward_pass()
-    np.testing.assert_array_equal(net1.get('Out.outputs.predictions'),
-                                  net2.get('Out.outputs.predictions'))
+    np.testing.assert_array_equal(
+        net1.get('Out.outputs.predictions'), net2.get('Out.outputs.predictions')
+    )
     assert net1.get_loss_values() == net2.get_loss_values()
 
 
@@ -336,8 +363,7 @@ def test_exposed_parameters_feed_another_layer():
     net.provide_external_data({'default': np.ones((1, 1, 3))})
     net.forward_pass()
     assert net.get_loss_values()['total_loss'] == pytest.approx(1.5)
-    assert np.shares_memory(net.buffer.Decay.inputs.default,
-                            net.buffer.fc.parameters.W)
+    assert np.shares_memory(net.buffer.Decay.inputs.default, net.buffer.fc.parameters.W)
 
 
 def test_exposed_internal_feeds_another_layer():
@@ -354,10 +380,12 @@ def test_exposed_internal_feeds_another_layer():
     net.initialize(0.1)
     net.provide_external_data({'default': np.ones((2, 1, 3))})
     net.forward_pass()
-    np.testing.assert_array_equal(net.get('se.inputs.default'),
-                                  net.get('rnn.internals.Ha')[:2])
-    assert np.shares_memory(net.buffer.se.input_deltas.default,
-                            net.buffer.rnn.internals.dHa)
+    np.testing.assert_array_equal(
+        net.get('se.inputs.default'), net.get('rnn.internals.Ha')[:2]
+    )
+    assert np.shares_memory(
+        net.buffer.se.input_deltas.default, net.buffer.rnn.internals.dHa
+    )
 
 
 def test_duplicate_connection_is_rejected_with_a_clear_message():
@@ -368,16 +396,16 @@ def test_duplicate_connection_is_rejected_with_a_clear_message():
     inp >> hid
     inp >> hid
     hid >> Loss()
-    with pytest.raises(NetworkValidationError,
-                       match="'Input'.*'Hid' more than once"):
+    with pytest.raises(NetworkValidationError, match="'Input'.*'Hid' more than once"):
         Network.from_layer(inp)
 
 
 @pytest.mark.parametrize('destination', ['Hid.', 'Hid.a.b', 'Hid.1x'])
 def test_malformed_destination_is_rejected(destination):
     arch = {
-        'Input': arch_entry('Input', [destination], out_shapes=shapes(
-            default=('T', 'B', 3))),
+        'Input': arch_entry(
+            'Input', [destination], out_shapes=shapes(default=('T', 'B', 3))
+        ),
         'Hid': arch_entry('FullyConnected', size=2),
     }
     with pytest.raises(NetworkValidationError, match=repr(destination)):
@@ -388,8 +416,7 @@ def test_softmax_with_several_feature_axes_in_a_network():
     # Network buffers are feature slices of one time-sized array, so a
     # (T, B, 2, 3) input cannot be flattened to (T*B*2, 3) without a copy;
     # SoftmaxCE used to raise ValueError here.
-    inp = Input(out_shapes={'default': ('T', 'B', 2, 3),
-                            'targets': ('T', 'B', 2, 1)})
+    inp = Input(out_shapes={'default': ('T', 'B', 2, 3), 'targets': ('T', 'B', 2, 1)})
     out = SoftmaxCE(name='Out')
     inp >> out
     inp - 'targets' >> 'targets' - out - 'loss' >> Loss()
@@ -403,14 +430,13 @@ def test_softmax_with_several_feature_axes_in_a_network():
     e = np.exp(x - x.max(axis=-1, keepdims=True))
     p = e / e.sum(axis=-1, keepdims=True)
     picked = np.take_along_axis(p, t, axis=-1)
-    np.testing.assert_allclose(net.get('Out.outputs.predictions'), p,
-                               rtol=1e-5)
-    np.testing.assert_allclose(net.get('Out.outputs.loss'), -np.log(picked),
-                               rtol=1e-5)
+    np.testing.assert_allclose(net.get('Out.outputs.predictions'), p, rtol=1e-5)
+    np.testing.assert_allclose(net.get('Out.outputs.loss'), -np.log(picked), rtol=1e-5)
     onehot = np.zeros_like(p)
     np.put_along_axis(onehot, t, 1.0, axis=-1)
-    np.testing.assert_allclose(net.get('Input.output_deltas.default'),
-                               (p - onehot) / 3, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(
+        net.get('Input.output_deltas.default'), (p - onehot) / 3, rtol=1e-5, atol=1e-7
+    )
 
 
 @pytest.mark.parametrize('thing', ['Input', None, 3, {'Input': {}}])

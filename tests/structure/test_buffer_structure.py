@@ -14,11 +14,24 @@ from brainstorm.utils import StructureValidationError, ValidationError
 
 # ------------------------------------------------------- StructureTemplate ---
 
-@pytest.mark.parametrize('shape', [
-    ('T', 'B', 3), ('T', 'B', 3, 4), ('B', 5), (5,), (2, 3), ('T', 'B', 'F'),
-    ('T', 'B', 'F', 'F'), ('B', 'F'), ('F',), ('T', 'B', '...'), ('B', '...'),
-    ('...',),
-])
+
+@pytest.mark.parametrize(
+    'shape',
+    [
+        ('T', 'B', 3),
+        ('T', 'B', 3, 4),
+        ('B', 5),
+        (5,),
+        (2, 3),
+        ('T', 'B', 'F'),
+        ('T', 'B', 'F', 'F'),
+        ('B', 'F'),
+        ('F',),
+        ('T', 'B', '...'),
+        ('B', '...'),
+        ('...',),
+    ],
+)
 def test_valid_templates(shape):
     t = StructureTemplate(*shape)
     assert t.shape == shape
@@ -26,24 +39,27 @@ def test_valid_templates(shape):
     assert t.is_backward_only is False
 
 
-@pytest.mark.parametrize('shape', [
-    (),
-    ('B', 'T', 3),               # 'T' only as leading ('T', 'B')
-    ('T', 3),
-    (3, 'T', 'B'),
-    ('T', 'B', 3, 'B'),
-    (3, 'B'),                    # lone 'B' must be first
-    ('T', 'B', '...', 3),        # '...' must be the only feature entry
-    ('T', 'B', 3, '...'),
-    ('...', '...'),
-    ('T', 'B', 'F', 3),          # with 'F' all features 'F'
-    ('B', 3, 'F'),
-    ('T', 'B', 'X'),             # unknown entries
-    ('T', 'B', 2.5),
-    ('T', 'B', None),
-    ('T', 'B', True),
-    ('T', 'B', -1),
-])
+@pytest.mark.parametrize(
+    'shape',
+    [
+        (),
+        ('B', 'T', 3),  # 'T' only as leading ('T', 'B')
+        ('T', 3),
+        (3, 'T', 'B'),
+        ('T', 'B', 3, 'B'),
+        (3, 'B'),  # lone 'B' must be first
+        ('T', 'B', '...', 3),  # '...' must be the only feature entry
+        ('T', 'B', 3, '...'),
+        ('...', '...'),
+        ('T', 'B', 'F', 3),  # with 'F' all features 'F'
+        ('B', 3, 'F'),
+        ('T', 'B', 'X'),  # unknown entries
+        ('T', 'B', 2.5),
+        ('T', 'B', None),
+        ('T', 'B', True),
+        ('T', 'B', -1),
+    ],
+)
 def test_invalid_templates(shape):
     with pytest.raises(StructureValidationError) as info:
         StructureTemplate(*shape)
@@ -76,31 +92,33 @@ def test_template_attributes():
     assert StructureTemplate(3, 4).feature_shape == (3, 4)
 
 
-@pytest.mark.parametrize('template, structure, expected', [
-    (('T', 'B', 3), ('T', 'B', 3), True),
-    (('T', 'B', 3), ('T', 'B', 4), False),
-    (('T', 'B', 3), ('B', 3), False),
-    (('T', 'B', 3), ('T', 'B', 3, 1), False),
-    (('T', 'B', 'F'), ('T', 'B', 17), True),
-    (('T', 'B', 'F'), ('T', 'B', 2, 3), False),
-    (('T', 'B', 'F', 'F'), ('T', 'B', 2, 3), True),
-    (('T', 'B', '...'), ('T', 'B', 2), True),
-    (('T', 'B', '...'), ('T', 'B', 2, 3, 4), True),
-    (('T', 'B', '...'), ('B', 2), False),
-    (('T', 'B', '...'), (2, 3), False),
-    (('B', '...'), ('B', 2, 3), True),
-    (('B', 'F'), ('T', 'B', 2), False),
-    (('F',), (7,), True),
-    (('F',), (7, 2), False),
-    ((7, 2), (7, 2), True),
-    ((7, 2), (2, 7), False),
-    (('...',), ('T', 'B', 1), True),
-    (('...',), ('B', 1), True),
-    (('...',), (4, 5), True),
-])
+@pytest.mark.parametrize(
+    'template, structure, expected',
+    [
+        (('T', 'B', 3), ('T', 'B', 3), True),
+        (('T', 'B', 3), ('T', 'B', 4), False),
+        (('T', 'B', 3), ('B', 3), False),
+        (('T', 'B', 3), ('T', 'B', 3, 1), False),
+        (('T', 'B', 'F'), ('T', 'B', 17), True),
+        (('T', 'B', 'F'), ('T', 'B', 2, 3), False),
+        (('T', 'B', 'F', 'F'), ('T', 'B', 2, 3), True),
+        (('T', 'B', '...'), ('T', 'B', 2), True),
+        (('T', 'B', '...'), ('T', 'B', 2, 3, 4), True),
+        (('T', 'B', '...'), ('B', 2), False),
+        (('T', 'B', '...'), (2, 3), False),
+        (('B', '...'), ('B', 2, 3), True),
+        (('B', 'F'), ('T', 'B', 2), False),
+        (('F',), (7,), True),
+        (('F',), (7, 2), False),
+        ((7, 2), (7, 2), True),
+        ((7, 2), (2, 7), False),
+        (('...',), ('T', 'B', 1), True),
+        (('...',), ('B', 1), True),
+        (('...',), (4, 5), True),
+    ],
+)
 def test_template_matches(template, structure, expected):
-    assert StructureTemplate(*template).matches(
-        BufferStructure(*structure)) is expected
+    assert StructureTemplate(*template).matches(BufferStructure(*structure)) is expected
 
 
 def test_template_matches_ignores_context_size():
@@ -110,10 +128,18 @@ def test_template_matches_ignores_context_size():
 
 # --------------------------------------------------------- BufferStructure ---
 
-@pytest.mark.parametrize('shape, buffer_type', [
-    (('T', 'B', 3), 2), (('T', 'B', 3, 4), 2), (('B', 5), 1), ((5,), 0),
-    ((2, 3), 0), ((0,), 0),
-])
+
+@pytest.mark.parametrize(
+    'shape, buffer_type',
+    [
+        (('T', 'B', 3), 2),
+        (('T', 'B', 3, 4), 2),
+        (('B', 5), 1),
+        ((5,), 0),
+        ((2, 3), 0),
+        ((0,), 0),
+    ],
+)
 def test_buffer_types(shape, buffer_type):
     s = BufferStructure(*shape)
     assert s.buffer_type == buffer_type
@@ -125,11 +151,24 @@ def test_buffer_types(shape, buffer_type):
     assert s.nr_dims == len(shape)
 
 
-@pytest.mark.parametrize('shape', [
-    (), ('T', 'B'), ('B',), ('T', 'B', 'F'), ('T', 'B', '...'), ('B', 'T', 3),
-    ('T', 3), (3, 'B'), ('T', 'B', -1), ('T', 'B', 2.0), ('T', 'B', True),
-    ('T', 'B', None), ('T', 'B', '3'),
-])
+@pytest.mark.parametrize(
+    'shape',
+    [
+        (),
+        ('T', 'B'),
+        ('B',),
+        ('T', 'B', 'F'),
+        ('T', 'B', '...'),
+        ('B', 'T', 3),
+        ('T', 3),
+        (3, 'B'),
+        ('T', 'B', -1),
+        ('T', 'B', 2.0),
+        ('T', 'B', True),
+        ('T', 'B', None),
+        ('T', 'B', '3'),
+    ],
+)
 def test_invalid_buffer_structures(shape):
     with pytest.raises(StructureValidationError):
         BufferStructure(*shape)
@@ -165,8 +204,7 @@ def test_feature_size():
 
 def test_get_shape():
     assert BufferStructure('T', 'B', 2, 3).get_shape(5, 4) == (5, 4, 2, 3)
-    assert BufferStructure('T', 'B', 2, context_size=1).get_shape(5, 4) == \
-        (6, 4, 2)
+    assert BufferStructure('T', 'B', 2, context_size=1).get_shape(5, 4) == (6, 4, 2)
     assert BufferStructure('B', 3).get_shape(5, 4) == (4, 3)
     assert BufferStructure(7, 2).get_shape(5, 4) == (7, 2)
 
@@ -184,19 +222,31 @@ def test_equality_and_hash_use_shape_only():
 
 def test_to_json():
     assert BufferStructure('T', 'B', 3).to_json(4) == {
-        '@type': 'array', '@index': 4, '@shape': ('T', 'B', 3)}
-    node = BufferStructure('T', 'B', 3, context_size=1,
-                           is_backward_only=True).to_json(0)
-    assert node == {'@type': 'array', '@index': 0, '@shape': ('T', 'B', 3),
-                    '@context_size': 1, '@is_backward_only': True}
+        '@type': 'array',
+        '@index': 4,
+        '@shape': ('T', 'B', 3),
+    }
+    node = BufferStructure('T', 'B', 3, context_size=1, is_backward_only=True).to_json(
+        0
+    )
+    assert node == {
+        '@type': 'array',
+        '@index': 0,
+        '@shape': ('T', 'B', 3),
+        '@context_size': 1,
+        '@is_backward_only': True,
+    }
 
 
-@pytest.mark.parametrize('structure', [
-    BufferStructure('T', 'B', 3, 2),
-    BufferStructure('T', 'B', 3, context_size=2),
-    BufferStructure('B', 4, is_backward_only=True),
-    BufferStructure(5, 6),
-])
+@pytest.mark.parametrize(
+    'structure',
+    [
+        BufferStructure('T', 'B', 3, 2),
+        BufferStructure('T', 'B', 3, context_size=2),
+        BufferStructure('B', 4, is_backward_only=True),
+        BufferStructure(5, 6),
+    ],
+)
 def test_from_layout_round_trip(structure):
     node = json.loads(json.dumps(structure.to_json(1)))
     recreated = BufferStructure.from_layout(node)
@@ -208,21 +258,24 @@ def test_from_layout_round_trip(structure):
 
 def test_repr_mentions_shape():
     assert "'T', 'B', 3" in repr(BufferStructure('T', 'B', 3))
-    assert 'context_size=1' in repr(BufferStructure('T', 'B', 3,
-                                                    context_size=1))
+    assert 'context_size=1' in repr(BufferStructure('T', 'B', 3, context_size=1))
     assert '3' in repr(StructureTemplate('T', 'B', 3))
 
 
 # ---------------------------------------------------------------- combine ---
 
+
 def test_combine_concatenates_last_axis():
-    combined = combine_buffer_structures([BufferStructure('T', 'B', 2, 3),
-                                          BufferStructure('T', 'B', 2, 5)])
+    combined = combine_buffer_structures(
+        [BufferStructure('T', 'B', 2, 3), BufferStructure('T', 'B', 2, 5)]
+    )
     assert combined == BufferStructure('T', 'B', 2, 8)
+    assert combine_buffer_structures([BufferStructure('B', 1)] * 3) == BufferStructure(
+        'B', 3
+    )
     assert combine_buffer_structures(
-        [BufferStructure('B', 1)] * 3) == BufferStructure('B', 3)
-    assert combine_buffer_structures(
-        [BufferStructure(4, 2), BufferStructure(4, 1)]) == BufferStructure(4, 3)
+        [BufferStructure(4, 2), BufferStructure(4, 1)]
+    ) == BufferStructure(4, 3)
 
 
 def test_combine_one_and_generators():
@@ -234,13 +287,16 @@ def test_combine_empty():
     assert combine_buffer_structures([]) == BufferStructure(0)
 
 
-@pytest.mark.parametrize('structures, message', [
-    ([('T', 'B', 3), ('B', 3)], 'buffer type'),
-    ([('B', 3), (3,)], 'buffer type'),
-    ([('T', 'B', 3), ('T', 'B', 3, 1)], 'rank'),
-    ([('T', 'B', 2, 3), ('T', 'B', 4, 3)], 'feature dimensions'),
-    ([('T', 'B', 2), ('T', 'B', 2), ('T', 'B', 2, 2)], 'rank'),
-])
+@pytest.mark.parametrize(
+    'structures, message',
+    [
+        ([('T', 'B', 3), ('B', 3)], 'buffer type'),
+        ([('B', 3), (3,)], 'buffer type'),
+        ([('T', 'B', 3), ('T', 'B', 3, 1)], 'rank'),
+        ([('T', 'B', 2, 3), ('T', 'B', 4, 3)], 'feature dimensions'),
+        ([('T', 'B', 2), ('T', 'B', 2), ('T', 'B', 2, 2)], 'rank'),
+    ],
+)
 def test_combine_mismatch_raises(structures, message):
     with pytest.raises(StructureValidationError, match=message) as info:
         combine_buffer_structures(BufferStructure(*s) for s in structures)

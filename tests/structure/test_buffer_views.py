@@ -12,14 +12,16 @@ from brainstorm.structure.network import Network
 
 
 def params_view():
-    W, R, bias = np.zeros((3, 2)), np.ones((3, 3)), np.full(3, 2.)
+    W, R, bias = np.zeros((3, 2)), np.ones((3, 3)), np.full(3, 2.0)
     return BufferView(['W', 'R', 'bias'], [W, R, bias]), (W, R, bias)
 
 
 def nested_view():
     params, _ = params_view()
-    layer = BufferView(['parameters', 'outputs'],
-                       [params, BufferView(['default'], [np.zeros((2, 1, 3))])])
+    layer = BufferView(
+        ['parameters', 'outputs'],
+        [params, BufferView(['default'], [np.zeros((2, 1, 3))])],
+    )
     return BufferView(['L'], [layer])
 
 
@@ -50,8 +52,9 @@ def test_dotted_access():
     assert root['L.parameters'] is root.L.parameters
 
 
-@pytest.mark.parametrize('key', ['nope', 'L.nope', 'L.parameters.nope',
-                                 'L.parameters.W.deeper'])
+@pytest.mark.parametrize(
+    'key', ['nope', 'L.nope', 'L.parameters.nope', 'L.parameters.W.deeper']
+)
 def test_unknown_name_raises_key_error_listing_keys(key):
     root = nested_view()
     with pytest.raises(KeyError) as info:
@@ -92,7 +95,7 @@ def test_length_mismatch_is_value_error():
 
 def test_adjust_replaces_buffers_in_place():
     view, _ = params_view()
-    new = [np.full((3, 2), 5.), np.zeros((3, 3)), np.zeros(3)]
+    new = [np.full((3, 2), 5.0), np.zeros((3, 3)), np.zeros(3)]
     full = np.zeros(18)
     assert view.adjust(['W', 'R', 'bias'], new, full) is view
     assert view.W is new[0] and view['R'] is new[1] and view[2] is new[2]
@@ -125,8 +128,7 @@ def test_copy_and_pickle():
     for clone in (copy.deepcopy(root), pickle.loads(pickle.dumps(root))):
         assert clone.keys() == ['L']
         assert clone.L.parameters.keys() == ['W', 'R', 'bias']
-        np.testing.assert_array_equal(clone['L.parameters.bias'],
-                                      np.full(3, 2.))
+        np.testing.assert_array_equal(clone['L.parameters.bias'], np.full(3, 2.0))
         assert clone.L.parameters.W is not root.L.parameters.W
 
 
@@ -145,6 +147,7 @@ def test_repr_lists_names():
 
 # ------------------------------------------------------- network views ----
 
+
 def small_network():
     inp = Input(out_shapes={'default': ('T', 'B', 3)})
     inp >> Recurrent(2, name='Rnn') >> FullyConnected(4, name='Fc') >> Loss()
@@ -155,8 +158,15 @@ def test_network_layer_views_have_the_seven_categories_in_order():
     net = small_network()
     assert net.buffer.keys()[:2] == ['parameters', 'gradients']
     assert net.buffer.keys()[2:] == list(net.layers)
-    categories = ['inputs', 'outputs', 'parameters', 'internals',
-                  'input_deltas', 'output_deltas', 'gradients']
+    categories = [
+        'inputs',
+        'outputs',
+        'parameters',
+        'internals',
+        'input_deltas',
+        'output_deltas',
+        'gradients',
+    ]
     for name in net.layers:
         assert net.buffer[name].keys() == categories
     rnn = net.buffer.Rnn
@@ -186,5 +196,5 @@ def test_network_parameter_views_are_views_of_the_flat_array():
     for name in ('Rnn', 'Fc'):
         for p in net.buffer[name].parameters:
             assert np.shares_memory(p, flat)
-    net.buffer.Fc.parameters.bias[:] = 7.
-    assert np.sum(net.get('parameters') == 7.) == 4
+    net.buffer.Fc.parameters.bias[:] = 7.0
+    assert np.sum(net.get('parameters') == 7.0) == 4

@@ -24,6 +24,7 @@ def names(*wrappers):
 
 # ---------------------------------------------------------------- wrappers ---
 
+
 def test_constructor_returns_wrapper_with_default_selection():
     fc = FullyConnected(5, name='Hid')
     assert isinstance(fc, ConstructionWrapper)
@@ -106,8 +107,9 @@ def test_exposing_parameters_and_internals_by_name():
     assert rnn.layer.outgoing == [('..internals.Ha', 'default', b.layer)]
 
 
-@pytest.mark.parametrize('other', [3, 'Hid', None, FullyConnectedLayerImpl,
-                                   [Dummy('X')]])
+@pytest.mark.parametrize(
+    'other', [3, 'Hid', None, FullyConnectedLayerImpl, [Dummy('X')]]
+)
 def test_rshift_with_a_non_wrapper_is_a_type_error(other):
     a = Dummy('A')
     with pytest.raises(TypeError):
@@ -135,6 +137,7 @@ def test_wrappers_do_not_support_other_operators():
 
 
 # ------------------------------------------------------------------- names ---
+
 
 def test_default_name_is_type_name():
     assert Dummy().layer.name == 'Dummy'
@@ -205,11 +208,16 @@ def test_generated_architecture_uses_unique_names():
     inp = Input(out_shapes={'default': ('T', 'B', 3)})
     inp >> FullyConnected(4) >> FullyConnected(4) >> Dummy('FullyConnected_2')
     arch = generate_architecture(inp)
-    assert sorted(arch) == ['FullyConnected_1', 'FullyConnected_2',
-                            'FullyConnected_3', 'Input']
+    assert sorted(arch) == [
+        'FullyConnected_1',
+        'FullyConnected_2',
+        'FullyConnected_3',
+        'Input',
+    ]
     assert arch['FullyConnected_2']['@type'] == 'Dummy'
     assert arch['FullyConnected_1']['@outgoing_connections'] == {
-        'default': ['FullyConnected_3']}
+        'default': ['FullyConnected_3']
+    }
 
 
 def test_uniquely_named_directly():
@@ -223,8 +231,9 @@ def test_uniquely_named_directly():
     assert (a.name, b.name, c.name) == ('n_1', 'n_2', 'm')
 
 
-@pytest.mark.parametrize('name', ['default', 'fallback', '1a', 'a b', 'a.b',
-                                  '', 'x-y', 7])
+@pytest.mark.parametrize(
+    'name', ['default', 'fallback', '1a', 'a b', 'a.b', '', 'x-y', 7]
+)
 def test_invalid_name_raises_at_creation(name):
     with pytest.raises(NetworkValidationError) as info:
         Dummy(name=name)
@@ -238,6 +247,7 @@ def test_invalid_name_of_builtin_layer(constructor):
 
 
 # ------------------------------------------------------------------ create ---
+
 
 def test_create_with_class():
     w = ConstructionWrapper.create(FullyConnectedLayerImpl, name='F', size=3)
@@ -264,9 +274,19 @@ class NotALayer:
     pass
 
 
-@pytest.mark.parametrize('layer_type', ['FullyConnected', 'Foo', 'LayerImpl',
-                                        NotALayer, 3, None, 'defaultLayerImpl',
-                                        '1xLayerImpl'])
+@pytest.mark.parametrize(
+    'layer_type',
+    [
+        'FullyConnected',
+        'Foo',
+        'LayerImpl',
+        NotALayer,
+        3,
+        None,
+        'defaultLayerImpl',
+        '1xLayerImpl',
+    ],
+)
 def test_create_with_bad_type_raises(layer_type):
     with pytest.raises(NetworkValidationError):
         ConstructionWrapper.create(layer_type)
@@ -281,8 +301,7 @@ def test_create_bad_type_message_names_the_type():
 
 def test_create_checks_declared_kwargs_of_a_class():
     with pytest.raises(LayerValidationError, match="FullyConnected 'Hid'"):
-        ConstructionWrapper.create(FullyConnectedLayerImpl, name='Hid',
-                                   size=0)
+        ConstructionWrapper.create(FullyConnectedLayerImpl, name='Hid', size=0)
     with pytest.raises(LayerValidationError, match='colour'):
         ConstructionWrapper.create(FullyConnectedLayerImpl, colour='red')
 

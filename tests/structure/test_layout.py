@@ -14,11 +14,14 @@ from brainstorm.utils import NetworkValidationError
 
 def seed_network():
     """The network of the design documents' "Full Layout Example"."""
-    inputs = Input(out_shapes={'input_data': ('T', 'B', 4),
-                               'targets': ('T', 'B', 10)})
+    inputs = Input(out_shapes={'input_data': ('T', 'B', 4), 'targets': ('T', 'B', 10)})
     mse = SquaredError(name='Mse')
-    (inputs - 'input_data' >> Recurrent(5, name='Rnn')
-     >> FullyConnected(10, name='OutLayer') >> mse)
+    (
+        inputs - 'input_data'
+        >> Recurrent(5, name='Rnn')
+        >> FullyConnected(10, name='OutLayer')
+        >> mse
+    )
     inputs - 'targets' >> 'targets' - mse
     mse - 'loss' >> Loss()
     return Network.from_layer(mse)
@@ -36,7 +39,14 @@ def test_seed_layout_has_the_seed_format():
     layout = seed_network().layout
     assert layout['@type'] == 'BufferView'
     assert list(k for k in layout if not k.startswith('@')) == [
-        'parameters', 'gradients', 'Input', 'Rnn', 'OutLayer', 'Mse', 'Loss']
+        'parameters',
+        'gradients',
+        'Input',
+        'Rnn',
+        'OutLayer',
+        'Mse',
+        'Loss',
+    ]
     indices = [layout[k]['@index'] for k in layout if not k.startswith('@')]
     assert indices == list(range(7))
     for path, node in iter_nodes(layout):
@@ -46,20 +56,23 @@ def test_seed_layout_has_the_seed_format():
             start, stop = node['@slice']
             assert 0 <= start <= stop, path
             shape = tuple(node['@shape'])
-            features = shape[get_buffer_type(shape):]
+            features = shape[get_buffer_type(shape) :]
             assert stop - start == int(np.prod(features)), path
             if '@context_size' in node:
                 assert get_buffer_type(shape) == 2, path
         else:
             children = [k for k in node if not k.startswith('@')]
-            assert sorted(node[c]['@index'] for c in children) == \
-                list(range(len(children))), path
+            assert sorted(node[c]['@index'] for c in children) == list(
+                range(len(children))
+            ), path
     for layer in ('Input', 'Rnn', 'OutLayer', 'Mse', 'Loss'):
-        assert [k for k in layout[layer] if not k.startswith('@')] == \
-            list(CATEGORIES)
+        assert [k for k in layout[layer] if not k.startswith('@')] == list(CATEGORIES)
     rnn = layout['Rnn']
-    assert list(k for k in rnn['parameters'] if not k.startswith('@')) == \
-        ['W', 'R', 'bias']
+    assert list(k for k in rnn['parameters'] if not k.startswith('@')) == [
+        'W',
+        'R',
+        'bias',
+    ]
     assert rnn['parameters']['W']['@shape'] == (5, 4)
     assert rnn['parameters']['R']['@shape'] == (5, 5)
     assert rnn['outputs']['default']['@shape'] == ('T', 'B', 5)
@@ -67,24 +80,30 @@ def test_seed_layout_has_the_seed_format():
     assert rnn['internals']['Ha']['@context_size'] == 1
     assert rnn['internals']['dHa']['@is_backward_only'] is True
     # the Rnn input is the very range of the Input's input_data output
-    assert rnn['inputs']['default']['@slice'] == \
-        layout['Input']['outputs']['input_data']['@slice']
-    assert layout['OutLayer']['inputs']['default']['@slice'] == \
-        rnn['outputs']['default']['@slice']
-    assert layout['Mse']['inputs']['targets']['@slice'] == \
-        layout['Input']['outputs']['targets']['@slice']
+    assert (
+        rnn['inputs']['default']['@slice']
+        == layout['Input']['outputs']['input_data']['@slice']
+    )
+    assert (
+        layout['OutLayer']['inputs']['default']['@slice']
+        == rnn['outputs']['default']['@slice']
+    )
+    assert (
+        layout['Mse']['inputs']['targets']['@slice']
+        == layout['Input']['outputs']['targets']['@slice']
+    )
     # a view over contiguous children of one buffer carries a @slice
     params = rnn['parameters']
-    assert params['@slice'] == (params['W']['@slice'][0],
-                                params['bias']['@slice'][1])
+    assert params['@slice'] == (params['W']['@slice'][0], params['bias']['@slice'][1])
     json.loads(json.dumps(layout))
 
 
 def test_every_array_is_a_view_of_one_of_three_buffers():
     net = seed_network()
     manager = net.buffer_manager
-    net.provide_external_data({'input_data': np.zeros((3, 2, 4)),
-                               'targets': np.zeros((3, 2, 10))})
+    net.provide_external_data(
+        {'input_data': np.zeros((3, 2, 4)), 'targets': np.zeros((3, 2, 10))}
+    )
     assert len(manager.buffers) == 3
     assert manager.buffers[0].ndim == 1
     assert manager.buffers[2].shape == (3 + 1, 2, manager.sizes[2])
@@ -93,8 +112,9 @@ def test_every_array_is_a_view_of_one_of_three_buffers():
             continue
         array = net.buffer['.'.join(path)]
         btype = get_buffer_type(node['@shape'])
-        owners = [i for i, b in enumerate(manager.buffers)
-                  if np.shares_memory(array, b)]
+        owners = [
+            i for i, b in enumerate(manager.buffers) if np.shares_memory(array, b)
+        ]
         assert owners == [btype], path
         start, stop = node['@slice']
         buf = manager.buffers[btype]
@@ -103,10 +123,12 @@ def test_every_array_is_a_view_of_one_of_three_buffers():
         elif btype == 1:
             expected = buf[:, start:stop]
         else:
-            expected = buf[:3 + node.get('@context_size', 0), :, start:stop]
+            expected = buf[: 3 + node.get('@context_size', 0), :, start:stop]
         assert array.size == expected.size, path
-        assert array.__array_interface__['data'][0] == \
-            expected.__array_interface__['data'][0], path
+        assert (
+            array.__array_interface__['data'][0]
+            == expected.__array_interface__['data'][0]
+        ), path
 
 
 def test_parameters_and_gradients_are_single_contiguous_arrays():
@@ -121,8 +143,7 @@ def test_parameters_and_gradients_are_single_contiguous_arrays():
     assert out.W.flat[0] == 0 and out.bias[-1] == 59
     assert rnn.W.flat[0] == 60 and rnn.bias[-1] == params.size - 1
     for lname in ('Rnn', 'OutLayer'):
-        for p, g in zip(net.buffer[lname].parameters,
-                        net.buffer[lname].gradients):
+        for p, g in zip(net.buffer[lname].parameters, net.buffer[lname].gradients):
             assert np.shares_memory(p, params)
             assert np.shares_memory(g, grads)
 
@@ -141,17 +162,19 @@ def test_input_fed_by_several_outputs_sees_their_concatenation():
     view = net.buffer.C.inputs.default
     assert np.shares_memory(view, net.buffer.A.outputs.default)
     assert np.shares_memory(view, net.buffer.B.outputs.default)
-    net.buffer.A.outputs.default[:] = 1.
-    net.buffer.B.outputs.default[:] = 2.
-    np.testing.assert_array_equal(view[..., :2], 1.)
-    np.testing.assert_array_equal(view[..., 2:], 2.)
+    net.buffer.A.outputs.default[:] = 1.0
+    net.buffer.B.outputs.default[:] = 2.0
+    np.testing.assert_array_equal(view[..., :2], 1.0)
+    np.testing.assert_array_equal(view[..., 2:], 2.0)
     # and the input deltas are the sources' output deltas
     deltas = net.buffer.C.input_deltas.default
     deltas[:] = np.arange(6)
-    np.testing.assert_array_equal(net.buffer.A.output_deltas.default,
-                                  np.broadcast_to(np.arange(2), (2, 3, 2)))
-    np.testing.assert_array_equal(net.buffer.B.output_deltas.default,
-                                  np.broadcast_to(np.arange(2, 6), (2, 3, 4)))
+    np.testing.assert_array_equal(
+        net.buffer.A.output_deltas.default, np.broadcast_to(np.arange(2), (2, 3, 2))
+    )
+    np.testing.assert_array_equal(
+        net.buffer.B.output_deltas.default, np.broadcast_to(np.arange(2, 6), (2, 3, 4))
+    )
 
 
 def test_impossible_concatenation_is_a_clear_error():
@@ -172,31 +195,35 @@ def test_impossible_concatenation_is_a_clear_error():
 
 def test_context_slots_are_addressable_at_negative_time_indices():
     net = seed_network()
-    net.provide_external_data({'input_data': np.zeros((3, 2, 4)),
-                               'targets': np.zeros((3, 2, 10))})
+    net.provide_external_data(
+        {'input_data': np.zeros((3, 2, 4)), 'targets': np.zeros((3, 2, 10))}
+    )
     y = net.buffer.Rnn.outputs.default
     assert y.shape == (4, 2, 5)
-    y[-1] = 7.
+    y[-1] = 7.0
     # the context slot lies beyond the real time steps
-    assert net.get('Rnn.outputs.default')[3].max() == 7.
+    assert net.get('Rnn.outputs.default')[3].max() == 7.0
     assert net.buffer.OutLayer.inputs.default.shape == (3, 2, 5)
     net.forward_pass()
     # forward passes without a context start from zeros
-    assert net.get('Rnn.outputs.default')[3].max() == 0.
+    assert net.get('Rnn.outputs.default')[3].max() == 0.0
 
 
 def test_buffers_grow_only_when_needed():
     net = seed_network()
     manager = net.buffer_manager
-    net.provide_external_data({'input_data': np.zeros((5, 4, 4)),
-                               'targets': np.zeros((5, 4, 10))})
+    net.provide_external_data(
+        {'input_data': np.zeros((5, 4, 4)), 'targets': np.zeros((5, 4, 10))}
+    )
     big = manager._flat[2]
-    net.provide_external_data({'input_data': np.zeros((2, 3, 4)),
-                               'targets': np.zeros((2, 3, 10))})
+    net.provide_external_data(
+        {'input_data': np.zeros((2, 3, 4)), 'targets': np.zeros((2, 3, 10))}
+    )
     assert manager._flat[2] is big
     assert net.buffer.Rnn.outputs.default.shape == (3, 3, 5)
-    net.provide_external_data({'input_data': np.zeros((9, 4, 4)),
-                               'targets': np.zeros((9, 4, 10))})
+    net.provide_external_data(
+        {'input_data': np.zeros((9, 4, 4)), 'targets': np.zeros((9, 4, 10))}
+    )
     assert manager._flat[2] is not big
     assert net.buffer.Rnn.outputs.default.shape == (10, 4, 5)
 
@@ -204,6 +231,7 @@ def test_buffers_grow_only_when_needed():
 def lstm_network():
     from brainstorm.layers import Lstm
     from brainstorm.tools import get_in_out_layers
+
     inp, out = get_in_out_layers('classification', 3, 4)
     net = Network.from_layer(inp >> Lstm(5, name='L') >> out)
     net.set_handler(NumpyHandler(np.float64))
@@ -217,35 +245,40 @@ def test_grouped_buffers_are_adjacent_and_one_array():
     assert node['@groups']['GA'] == ['Za', 'Ia', 'Fa', 'Oa']
     spans = [node[n]['@slice'] for n in ('Za', 'Ia', 'Fa', 'Oa')]
     assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
-    net.provide_external_data({'default': np.ones((2, 3, 3)),
-                               'targets': np.zeros((2, 3, 1))})
+    net.provide_external_data(
+        {'default': np.ones((2, 3, 3)), 'targets': np.zeros((2, 3, 1))}
+    )
     view = net.buffer.L
     h = net.handler
     for category, group, members, axis in (
-            ('internals', 'GA', ('Za', 'Ia', 'Fa', 'Oa'), -1),
-            ('internals', 'dGA', ('dZa', 'dIa', 'dFa', 'dOa'), -1),
-            ('parameters', 'W', ('Wz', 'Wi', 'Wf', 'Wo'), 0),
-            ('gradients', 'b', ('bz', 'bi', 'bf', 'bo'), 0)):
+        ('internals', 'GA', ('Za', 'Ia', 'Fa', 'Oa'), -1),
+        ('internals', 'dGA', ('dZa', 'dIa', 'dFa', 'dOa'), -1),
+        ('parameters', 'W', ('Wz', 'Wi', 'Wf', 'Wo'), 0),
+        ('gradients', 'b', ('bz', 'bi', 'bf', 'bo'), 0),
+    ):
         whole = view[category].get_group(group)
         assert np.shares_memory(whole, view[category][members[0]])
-        h.set_from_numpy(whole, np.arange(whole.size, dtype=float).reshape(
-            whole.shape))
+        h.set_from_numpy(whole, np.arange(whole.size, dtype=float).reshape(whole.shape))
         parts = [h.get_numpy_copy(view[category][m]) for m in members]
-        np.testing.assert_array_equal(np.concatenate(parts, axis=axis),
-                                      np.arange(whole.size).reshape(
-                                          whole.shape))
+        np.testing.assert_array_equal(
+            np.concatenate(parts, axis=axis), np.arange(whole.size).reshape(whole.shape)
+        )
     with pytest.raises(KeyError, match="'nope' is not a group"):
         view.internals.get_group('nope')
 
 
-@pytest.mark.parametrize('groups, message', [
-    ({'internals': {'G': ('Ha', 'nope')}}, 'unknown buffers'),
-    ({'outputs': {'G': ('default',)}}, "may group 'parameters'"),
-    ({'parameters': {'G': ('bias', 'W')}}, 'consecutive parameters'),
-    ({'internals': {'G': ('Ha', 'dHa')}}, 'cannot form one array'),
-])
+@pytest.mark.parametrize(
+    'groups, message',
+    [
+        ({'internals': {'G': ('Ha', 'nope')}}, 'unknown buffers'),
+        ({'outputs': {'G': ('default',)}}, "may group 'parameters'"),
+        ({'parameters': {'G': ('bias', 'W')}}, 'consecutive parameters'),
+        ({'internals': {'G': ('Ha', 'dHa')}}, 'cannot form one array'),
+    ],
+)
 def test_bad_grouped_buffers_are_clear_errors(monkeypatch, groups, message):
     from brainstorm.layers.recurrent_layer import RecurrentLayerImpl
+
     monkeypatch.setattr(RecurrentLayerImpl, 'grouped_buffers', groups)
     with pytest.raises(NetworkValidationError, match=message):
         seed_network()

@@ -25,9 +25,12 @@ from brainstorm.utils import NetworkValidationError, add_checksums
 
 def small_net(handler=None):
     inp, out = get_in_out_layers('classification', 3, 4)
-    net = Network.from_layer(inp >> Recurrent(5, name='Rnn')
-                             >> FullyConnected(6, activation='tanh',
-                                               name='Hid') >> out)
+    net = Network.from_layer(
+        inp
+        >> Recurrent(5, name='Rnn')
+        >> FullyConnected(6, activation='tanh', name='Hid')
+        >> out
+    )
     net.set_handler(handler or NumpyHandler(np.float64))
     net.initialize(Gaussian(0.5), seed=1)
     return net
@@ -35,8 +38,10 @@ def small_net(handler=None):
 
 def small_data(T=3, B=2, seed=0):
     rnd = np.random.RandomState(seed)
-    return {'default': rnd.randn(T, B, 3),
-            'targets': rnd.randint(0, 4, (T, B, 1)).astype(float)}
+    return {
+        'default': rnd.randn(T, B, 3),
+        'targets': rnd.randint(0, 4, (T, B, 1)).astype(float),
+    }
 
 
 def loss_at(net, params, data):
@@ -57,9 +62,11 @@ def assert_gradients_match_finite_differences(net, data):
     np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.parametrize('handler', [NumpyHandler(np.float64),
-                                     DebugHandler(NumpyHandler(np.float64))],
-                         ids=['numpy', 'debug'])
+@pytest.mark.parametrize(
+    'handler',
+    [NumpyHandler(np.float64), DebugHandler(NumpyHandler(np.float64))],
+    ids=['numpy', 'debug'],
+)
 def test_network_gradient_matches_finite_differences(handler):
     net = small_net(handler)
     assert_gradients_match_finite_differences(net, small_data())
@@ -80,10 +87,9 @@ def test_get_returns_copies_and_rejects_views():
     net.provide_external_data(small_data())
     net.forward_pass()
     out = net.get('Hid.outputs.default')
-    out[:] = 123.
-    assert net.get('Hid.outputs.default').max() < 123.
-    np.testing.assert_array_equal(net.get_input('targets'),
-                                  small_data()['targets'])
+    out[:] = 123.0
+    assert net.get('Hid.outputs.default').max() < 123.0
+    np.testing.assert_array_equal(net.get_input('targets'), small_data()['targets'])
     with pytest.raises(KeyError, match='view'):
         net.get('Hid.outputs')
     with pytest.raises(KeyError, match='Available keys'):
@@ -101,8 +107,7 @@ def test_loss_values_for_one_and_several_loss_layers():
     expected = -np.log(np.take_along_axis(p, t, axis=2)).sum() / 2
     assert losses['total_loss'] == pytest.approx(expected)
 
-    inp = Input(out_shapes={'default': ('T', 'B', 2),
-                            'targets': ('T', 'B', 2)})
+    inp = Input(out_shapes={'default': ('T', 'B', 2), 'targets': ('T', 'B', 2)})
     a, b = SquaredError(name='A'), SquaredError(name='B')
     inp >> a
     inp >> b
@@ -111,8 +116,9 @@ def test_loss_values_for_one_and_several_loss_layers():
     a - 'loss' >> Loss(importance=1.0, name='LossA')
     b - 'loss' >> Loss(importance=3.0, name='LossB')
     net = Network.from_layer(a)
-    net.provide_external_data({'default': np.ones((1, 2, 2)),
-                               'targets': np.zeros((1, 2, 2))})
+    net.provide_external_data(
+        {'default': np.ones((1, 2, 2)), 'targets': np.zeros((1, 2, 2))}
+    )
     net.forward_pass()
     losses = net.get_loss_values()
     assert list(losses) == ['LossA', 'LossB', 'total_loss']
@@ -132,10 +138,10 @@ def test_save_and_load_give_bit_identical_outputs(tmp_path):
         n.provide_external_data(data)
         n.forward_pass()
     assert loaded.output_name == 'Output.outputs.predictions'
-    np.testing.assert_array_equal(net.get('parameters'),
-                                  loaded.get('parameters'))
-    np.testing.assert_array_equal(net.get('Output.outputs.predictions'),
-                                  loaded.get('Output.outputs.predictions'))
+    np.testing.assert_array_equal(net.get('parameters'), loaded.get('parameters'))
+    np.testing.assert_array_equal(
+        net.get('Output.outputs.predictions'), loaded.get('Output.outputs.predictions')
+    )
     with h5py.File(filename, 'r') as f:
         assert f.attrs['format'] == b'Network file v1.0'
         assert f.attrs['info'] == b'Created with brainstorm 1.0.0'
@@ -150,6 +156,7 @@ def test_saving_never_leaves_a_half_written_file(tmp_path, monkeypatch):
 
     def broken(*args, **kwargs):
         raise RuntimeError('disk full')
+
     # fail in the middle of writing the HDF5 file
     monkeypatch.setattr(h5py.Group, 'create_dataset', broken)
     with pytest.raises(RuntimeError):
@@ -176,8 +183,7 @@ def test_uniform_initialised_network_reloads(tmp_path):
     filename = str(tmp_path / 'u.hdf5')
     net.save_as_hdf5(filename)
     loaded = Network.from_hdf5(filename)
-    np.testing.assert_array_equal(loaded.get('parameters'),
-                                  net.get('parameters'))
+    np.testing.assert_array_equal(loaded.get('parameters'), net.get('parameters'))
 
 
 def test_set_handler_keeps_parameters():
@@ -206,8 +212,7 @@ def test_context_continues_a_sequence():
     context = net.get_context()
     net.provide_external_data(second)
     net.forward_pass(context=context)
-    np.testing.assert_allclose(net.get('Rnn.outputs.default')[:3], full[3:],
-                               rtol=1e-12)
+    np.testing.assert_allclose(net.get('Rnn.outputs.default')[:3], full[3:], rtol=1e-12)
     net.forward_pass()
     assert not np.allclose(net.get('Rnn.outputs.default')[:3], full[3:])
     with pytest.raises(NetworkValidationError, match='batch size'):
@@ -218,8 +223,9 @@ def test_context_continues_a_sequence():
 class TestInitialize:
     def test_default_and_patterns(self):
         net = small_net()
-        net.initialize({'default': 0.5, 'Rnn': {'R': 2.0, 'b*': 3.0},
-                        'H*': {'default': 4.0}})
+        net.initialize(
+            {'default': 0.5, 'Rnn': {'R': 2.0, 'b*': 3.0}, 'H*': {'default': 4.0}}
+        )
         assert np.all(net.get('Rnn.parameters.R') == 2.0)
         assert np.all(net.get('Rnn.parameters.bias') == 3.0)
         assert np.all(net.get('Rnn.parameters.W') == 0.5)
@@ -242,9 +248,16 @@ class TestInitialize:
 
     def test_fallback_is_used_when_the_initializer_cannot_fill(self):
         from brainstorm.initializers import Identity
+
         net = small_net()
-        net.initialize({'default': Identity(std=0.0), 'fallback': 0.25,
-                        'Hid': Gaussian(), 'Output*': Gaussian()})
+        net.initialize(
+            {
+                'default': Identity(std=0.0),
+                'fallback': 0.25,
+                'Hid': Gaussian(),
+                'Output*': Gaussian(),
+            }
+        )
         assert np.all(net.get('Rnn.parameters.bias') == 0.25)
         np.testing.assert_array_equal(net.get('Rnn.parameters.R'), np.eye(5))
 
@@ -252,8 +265,9 @@ class TestInitialize:
         net = small_net()
         with pytest.raises(NetworkValidationError, match='No initializer for'):
             net.initialize({'Rnn': 1.0})
-        with pytest.raises(NetworkValidationError,
-                           match='Multiple initializers for Rnn.R'):
+        with pytest.raises(
+            NetworkValidationError, match='Multiple initializers for Rnn.R'
+        ):
             net.initialize({'default': 0.0, 'R*': 1.0, '*nn': 2.0})
         with pytest.raises(NetworkValidationError, match="'Foo' matches no"):
             net.initialize({'default': 0.0, 'Foo': 1.0})
@@ -268,8 +282,7 @@ class TestInitialize:
     def test_arrays_and_lists(self):
         net = small_net()
         net.initialize({'default': 0.0, 'Rnn': {'bias': [1, 2, 3, 4, 5]}})
-        np.testing.assert_array_equal(net.get('Rnn.parameters.bias'),
-                                      [1, 2, 3, 4, 5])
+        np.testing.assert_array_equal(net.get('Rnn.parameters.bias'), [1, 2, 3, 4, 5])
         with pytest.raises(NetworkValidationError, match='Rnn.bias'):
             net.initialize({'default': 0.0, 'Rnn': {'bias': [1, 2]}})
 
@@ -285,6 +298,7 @@ class TestInitialize:
 
 def test_gradient_modifiers_are_installed_per_parameter_and_applied():
     from brainstorm.value_modifiers import ClipValues
+
     net = small_net()
     net.set_gradient_modifiers({'Hid': ClipValues(-1e-3, 1e-3)})
     assert set(net.gradient_modifiers) == {'Hid'}
@@ -301,6 +315,7 @@ def test_gradient_modifiers_are_installed_per_parameter_and_applied():
 
 def test_weight_modifiers_apply_in_order():
     from brainstorm.value_modifiers import ClipValues
+
     net = small_net()
     net.set_weight_modifiers(Hid=[ClipValues(-0.1, 0.1), ClipValues(0, 1)])
     net.apply_weight_modifiers()
@@ -310,14 +325,21 @@ def test_weight_modifiers_apply_in_order():
 
 def test_layers_are_in_canonical_order_and_loss_layers_found():
     net = small_net()
-    assert list(net.layers) == ['Input', 'Rnn', 'Hid', 'Output_projection',
-                                'Output', 'Loss']
+    assert list(net.layers) == [
+        'Input',
+        'Rnn',
+        'Hid',
+        'Output_projection',
+        'Output',
+        'Loss',
+    ]
     assert net.loss_layers == ['Loss']
     assert type(net.layers['Output']).__name__ == 'SoftmaxCELayerImpl'
 
 
 def test_a_gpu_network_file_loads_without_cuda(tmp_path):
     from brainstorm.optional import has_pycuda
+
     if has_pycuda:
         pytest.skip('PyCUDA is installed: the fallback is not needed')
     net = small_net(NumpyHandler(np.float32))
@@ -327,25 +349,34 @@ def test_a_gpu_network_file_loads_without_cuda(tmp_path):
         description = json.loads(f['description'][()].tobytes())
         description['handler'] = {'@type': 'PyCudaHandler'}
         del f['description']
-        f['description'] = np.frombuffer(json.dumps(description).encode(),
-                                         dtype=np.uint8)
+        f['description'] = np.frombuffer(
+            json.dumps(description).encode(), dtype=np.uint8
+        )
         add_checksums(f)  # as written on a machine with a GPU
     with pytest.warns(RuntimeWarning, match='PyCudaHandler.*NumpyHandler'):
         loaded = Network.from_hdf5(filename)
     assert isinstance(loaded.handler, NumpyHandler)
-    np.testing.assert_array_equal(loaded.get('parameters'),
-                                  net.get('parameters'))
+    np.testing.assert_array_equal(loaded.get('parameters'), net.get('parameters'))
 
 
-@pytest.mark.parametrize('layer_type, exposed', [
-    ('FullyConnected', 'W'), ('FullyConnected', 'bias'), ('Recurrent', 'W'),
-    ('Lstm', 'Wz'), ('Lstm', 'bo')])
+@pytest.mark.parametrize(
+    'layer_type, exposed',
+    [
+        ('FullyConnected', 'W'),
+        ('FullyConnected', 'bias'),
+        ('Recurrent', 'W'),
+        ('Lstm', 'Wz'),
+        ('Lstm', 'bo'),
+    ],
+)
 def test_gradients_of_exposed_parameters_include_the_consumers_deltas(
-        layer_type, exposed):
+    layer_type, exposed
+):
     """A Loss fed with '..parameters.X' adds deltas for X before the owner's
     backward pass, which may overwrite its gradients: the network adds them
     afterwards."""
     from brainstorm import layers
+
     inp, out = get_in_out_layers('classification', 3, 4)
     hidden = getattr(layers, layer_type)(4, name='H')
     inp >> hidden >> out
@@ -358,6 +389,7 @@ def test_gradients_of_exposed_parameters_include_the_consumers_deltas(
 
 def test_deltas_for_an_exposed_recurrent_internal_reach_the_parameters():
     from brainstorm.layers import L2Decay
+
     inp, out = get_in_out_layers('classification', 3, 4)
     hidden = Recurrent(4, name='H')
     inp >> hidden >> out
@@ -372,6 +404,7 @@ def test_deltas_for_an_exposed_recurrent_internal_reach_the_parameters():
 
 def test_exposing_an_internal_without_delta_support_warns():
     from brainstorm.layers import L2Decay, Lstm
+
     inp, out = get_in_out_layers('classification', 3, 4)
     hidden = Lstm(4, name='H')
     inp >> hidden >> out
@@ -384,8 +417,9 @@ def test_exposing_an_internal_without_delta_support_warns():
 
 def _first_layer_net(first):
     inp, out = get_in_out_layers('classification', 3, 4)
-    net = Network.from_layer(inp >> first >> FullyConnected(
-        6, activation='tanh', name='Hid') >> out)
+    net = Network.from_layer(
+        inp >> first >> FullyConnected(6, activation='tanh', name='Hid') >> out
+    )
     net.set_handler(NumpyHandler(np.float64))
     net.initialize(Gaussian(0.5), seed=1)
     return net
@@ -394,6 +428,7 @@ def _first_layer_net(first):
 @pytest.mark.parametrize('first', ['FullyConnected', 'Recurrent', 'Lstm'])
 def test_backward_without_input_deltas_keeps_gradients(first):
     from brainstorm import layers
+
     net = _first_layer_net(getattr(layers, first)(5, name='First'))
     net.provide_external_data(small_data())
     net.forward_pass(training_pass=True)
@@ -406,8 +441,7 @@ def test_backward_without_input_deltas_keeps_gradients(first):
     np.testing.assert_array_equal(net.get('Input.output_deltas.default'), 0)
     assert net.layers['First'].skip_input_deltas == frozenset()
     net.backward_pass()
-    np.testing.assert_array_equal(net.get('Input.output_deltas.default'),
-                                  data_deltas)
+    np.testing.assert_array_equal(net.get('Input.output_deltas.default'), data_deltas)
 
 
 def test_only_inputs_fed_by_the_data_alone_are_skipped():
@@ -435,8 +469,81 @@ def test_gradients_their_layers_overwrite_are_not_zeroed_first():
     def cleared(node):
         a, b = node['@slice']
         return any(s <= a and b <= e for s, e in skipped)
+
     assert not cleared(hid['W']) and not cleared(hid['bias'])
     assert cleared(rnn['W']) and cleared(rnn['R'])
     net.handler.fill(net.buffer.gradients, np.nan)
     net.backward_pass()
     np.testing.assert_array_equal(net.get('gradients'), expected)
+
+
+class _ColumnsHandler(NumpyHandler):
+    """A NumpyHandler that keeps convolution columns only if told to."""
+
+    def __init__(self, keeps: bool):
+        super().__init__(np.float64)
+        self.keeps = keeps
+
+    def keeps_conv_columns(self, out_cells: int) -> bool:
+        return self.keeps
+
+
+def _conv_net():
+    from brainstorm.layers import Convolution2D, Input, Loss
+
+    inp = Input({'default': ('T', 'B', 6, 5, 2)})
+    return Network.from_layer(
+        inp
+        >> Convolution2D(3, (3, 3), padding=1, activation='tanh', name='Conv')
+        >> Loss(name='Loss')
+    )
+
+
+def _run(net):
+    net.provide_external_data(
+        {'default': np.random.RandomState(3).randn(2, 3, 6, 5, 2)}
+    )
+    net.forward_pass(training_pass=True)
+    net.backward_pass()
+    return net.get('Conv.outputs.default'), net.get('gradients')
+
+
+def test_workspaces_follow_the_handler_the_network_runs_on():
+    """Convolution2D's 'columns' workspace exists only on a handler that
+    keeps conv columns, also after set_handler moves the network, and the
+    parameters, outputs and gradients do not depend on it."""
+    net = _conv_net()
+    net.set_handler(_ColumnsHandler(False))
+    assert 'columns' not in net.buffer['Conv'].internals
+    net.initialize(Gaussian(0.5), seed=2)
+    params = net.get('parameters')
+    without = _run(net)
+    net.set_handler(_ColumnsHandler(True))
+    assert 'columns' in net.buffer['Conv'].internals
+    assert 'columns' in net.layers['Conv'].internal_shapes
+    np.testing.assert_array_equal(net.get('parameters'), params)
+    with_columns = _run(net)
+    assert np.abs(net.get('Conv.internals.columns')).max() > 0
+    for a, b in zip(without, with_columns):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    net.set_handler(_ColumnsHandler(False))
+    assert 'columns' not in net.buffer['Conv'].internals
+    np.testing.assert_array_equal(net.get('parameters'), params)
+    for a, b in zip(without, _run(net)):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
+def test_a_network_created_with_a_handler_gets_its_workspaces():
+    from brainstorm.structure.buffers import BufferManager
+    from brainstorm.structure.layout import create_layout
+
+    net = _conv_net()
+    layers = net.layers
+    for keeps in (True, False):
+        for layer in layers.values():
+            layer.use_workspaces_of(_ColumnsHandler(False))
+        manager = BufferManager(create_layout(layers), _ColumnsHandler(False))
+        made = Network(
+            layers, manager, net.architecture, handler=_ColumnsHandler(keeps)
+        )
+        assert ('columns' in made.buffer['Conv'].internals) is keeps

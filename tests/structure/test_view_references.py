@@ -60,12 +60,12 @@ def test_several_weight_modifiers_are_all_applied_in_order():
     against: raising 'multiple modifiers'.)"""
     net = net_with('Hid1', 'Hid2')
     net.initialize(5.0)
-    net.set_weight_modifiers({'Hid*': ClipValues(-1, 1),
-                              'Hid1': {'W': ClipValues(-2, 0.5)}})
+    net.set_weight_modifiers(
+        {'Hid*': ClipValues(-1, 1), 'Hid1': {'W': ClipValues(-2, 0.5)}}
+    )
     mods = net.weight_modifiers['Hid1']['W']
     assert [(m.low, m.high) for m in mods] == [(-1, 1), (-2, 0.5)]
-    assert [(m.low, m.high) for m in net.weight_modifiers['Hid2']['W']] == \
-        [(-1, 1)]
+    assert [(m.low, m.high) for m in net.weight_modifiers['Hid2']['W']] == [(-1, 1)]
     net.apply_weight_modifiers()
     np.testing.assert_array_equal(params(net, 'Hid1', 'W'), 0.5)
     np.testing.assert_array_equal(params(net, 'Hid1', 'bias'), 1)
@@ -76,8 +76,9 @@ def test_several_gradient_modifiers_are_all_installed():
     """Same rule for set_gradient_modifiers."""
     net = net_with('Hid1', 'Hid2')
     net.initialize(0.0)
-    net.set_gradient_modifiers({'Hid*': ClipValues(-1, 1),
-                                'Hid1': {'W': [ClipValues(-2, 2)]}})
+    net.set_gradient_modifiers(
+        {'Hid*': ClipValues(-1, 1), 'Hid1': {'W': [ClipValues(-2, 2)]}}
+    )
     assert len(net.gradient_modifiers['Hid1']['W']) == 2
     assert len(net.gradient_modifiers['Hid2']['W']) == 1
 
@@ -85,9 +86,15 @@ def test_several_gradient_modifiers_are_all_installed():
 PREFIX_NAMES = ('Hid', 'Hid2', 'FullyConnected_1', 'FullyConnected_10')
 
 
-@pytest.mark.parametrize('pattern, selected', [
-    ('Hid', {'Hid'}), ('FullyConnected_1', {'FullyConnected_1'}),
-    ('Hid*', {'Hid', 'Hid2'}), ('*_1', {'FullyConnected_1'})])
+@pytest.mark.parametrize(
+    'pattern, selected',
+    [
+        ('Hid', {'Hid'}),
+        ('FullyConnected_1', {'FullyConnected_1'}),
+        ('Hid*', {'Hid', 'Hid2'}),
+        ('*_1', {'FullyConnected_1'}),
+    ],
+)
 def test_initialize_pattern_must_cover_the_whole_name(pattern, selected):
     """A pattern that is a prefix of other layer names selects only its
     own layer. (Guards against: dropping the end anchor of the matcher, so
@@ -96,21 +103,23 @@ def test_initialize_pattern_must_cover_the_whole_name(pattern, selected):
     net.initialize({pattern: 1.0, 'default': 0.0})
     for name in PREFIX_NAMES:
         expected = 1.0 if name in selected else 0.0
-        np.testing.assert_array_equal(params(net, name, 'W'), expected,
-                                      err_msg=name)
+        np.testing.assert_array_equal(params(net, name, 'W'), expected, err_msg=name)
 
 
-@pytest.mark.parametrize('method', ['set_weight_modifiers',
-                                    'set_gradient_modifiers'])
+@pytest.mark.parametrize('method', ['set_weight_modifiers', 'set_gradient_modifiers'])
 def test_modifier_pattern_must_cover_the_whole_name(method):
     """(Guards against: dropping the end anchor; the modifiers share the
     matcher.)"""
     net = net_with(*PREFIX_NAMES)
     net.initialize(0.0)
-    getattr(net, method)({'Hid': ClipValues(-1, 1),
-                          'FullyConnected_1': ClipValues(-1, 1)})
-    installed = net.weight_modifiers if method == 'set_weight_modifiers' \
+    getattr(net, method)(
+        {'Hid': ClipValues(-1, 1), 'FullyConnected_1': ClipValues(-1, 1)}
+    )
+    installed = (
+        net.weight_modifiers
+        if method == 'set_weight_modifiers'
         else net.gradient_modifiers
+    )
     assert set(installed) == {'Hid', 'FullyConnected_1'}
 
 
@@ -123,8 +132,11 @@ def test_multistepper_pattern_must_cover_the_whole_name():
     stepper = MultiStepper({'Hid': a, 'FullyConnected_1': a, 'default': b})
     stepper.start(net)
     assert dict(stepper.assignment) == {
-        'Hid': 'Hid', 'Hid2': 'default', 'FullyConnected_1': 'Hid',
-        'FullyConnected_10': 'default'}
+        'Hid': 'Hid',
+        'Hid2': 'default',
+        'FullyConnected_1': 'Hid',
+        'FullyConnected_10': 'default',
+    }
 
 
 def test_multistepper_pattern_matching_nothing_is_an_error():
@@ -145,6 +157,7 @@ def test_pattern_without_star_matches_only_the_same_name():
     from hypothesis import strategies as st
 
     from brainstorm.structure.view_references import pattern_matches
+
     names = st.from_regex(IDENT, fullmatch=True)
 
     @given(names, names, st.from_regex('[A-Za-z0-9_]{0,4}', fullmatch=True))
@@ -154,4 +167,5 @@ def test_pattern_without_star_matches_only_the_same_name():
         assert pattern_matches(a + '*', a + suffix)
         assert pattern_matches('*' + suffix, a + suffix)
         assert not pattern_matches(a + '*', 'x.' + a)
+
     check()

@@ -1,0 +1,157 @@
+"""Data for a network: checking a batch and writing it into the Input layer.
+
+``Network.provide_external_data`` calls :func:`provide_external_data`,
+which checks every array against the Input layer's output shapes, sizes the
+network's memory to the batch's time and batch size, and copies the data
+in.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from brainstorm.utils import NetworkValidationError
+
+__all__ = ['MissingInputError', 'provide_external_data', 'check_data']
+
+
+class MissingInputError(NetworkValidationError, KeyError):
+    """A data dict lacks an input the network needs."""
+
+    def __str__(self):
+        return str(self.args[0])
+
+
+def provide_external_data(
+    input_layer, buffer_manager, data: dict, all_inputs: bool = True
+) -> None:
+    """Put a batch of data into the Input layer's outputs.
+
+    Args:
+        input_layer: the network's Input layer.
+        buffer_manager: the network's BufferManager (resized to the batch).
+        data: input name -> array of shape ``(T, B, *features)`` (or
+            ``(B, *features)`` for batch-sized inputs).
+        all_inputs: if False, inputs missing from ``data`` are skipped.
+
+    Raises:
+        NetworkValidationError: for missing names, wrong shapes or ranks,
+            inconsistent T/B, or non-numeric data.
+    """
+    if not hasattr(data, 'items'):
+        raise NetworkValidationError(
+            f'Data must be a dict of input names to arrays. Received: '
+            f'{type(data).__name__}'
+        )
+    arrays = _collect_arrays(input_layer.out_shapes, data, all_inputs)
+    if not arrays:
+        return
+    time_size, batch_size = _time_and_batch_size(input_layer.out_shapes, arrays)
+    buffer_manager.resize(time_size if time_size is not None else 1, batch_size)
+    h = buffer_manager.handler
+    outputs = buffer_manager.views.Input.outputs
+    for name, array in arrays.items():
+        if isinstance(array, np.ndarray):
+            h.set_from_numpy(outputs[name], array)
+        else:
+            h.copy_to(array, outputs[name])
+
+
+def _collect_arrays(out_shapes: dict, data: dict, all_inputs: bool) -> dict:
+    """The checked arrays of ``data`` for the network's inputs."""
+    arrays = {}
+    for name, structure in out_shapes.items():
+        if name not in data:
+            if all_inputs:
+                raise MissingInputError(
+                    f"Data for input '{name}' is missing. The network's "
+                    f'inputs are {list(out_shapes)}; received '
+                    f'{list(data)}.'
+                )
+            continue
+        arrays[name] = check_data(name, data[name], structure)
+    return arrays
+
+
+def _time_and_batch_size(out_shapes: dict, arrays: dict) -> tuple:
+    """The common ``(T, B)`` of the arrays (T None if all are batch-sized).
+
+    Raises:
+        NetworkValidationError: if the arrays disagree on T or B.
+    """
+    T = B = None
+    for name, array in arrays.items():
+        if out_shapes[name].buffer_type == 2:
+            tb = tuple(array.shape)[:2]
+            if T is None:
+                T, B = tb
+            elif tb != (T, B):
+                raise NetworkValidationError(
+                    f"Input '{name}': time and batch size {tb} differ "
+                    f'from those of the other inputs {(T, B)}.'
+                )
+    for name, array in arrays.items():
+        if out_shapes[name].buffer_type == 1:
+            if B is None:
+                B = array.shape[0]
+            elif array.shape[0] != B:
+                raise NetworkValidationError(
+                    f"Input '{name}': batch size {array.shape[0]} differs "
+                    f'from that of the other inputs ({B}).'
+                )
+    return T, B
+
+
+def check_data(name: str, array, structure):
+    """Check one input's data against the Input layer's output structure.
+
+    Args:
+        name: the input's name.
+        array: the data, a NumPy array or a handler array.
+        structure: the :class:`BufferStructure` of that output.
+
+    Returns:
+        ``array``, unchanged.
+
+    Raises:
+        NetworkValidationError: for something that is no array, masked or
+            non-numeric data, or a wrong number of dimensions or features.
+    """
+    expected = structure.shape
+    if not hasattr(array, 'shape') or not hasattr(array, 'dtype'):
+        raise NetworkValidationError(
+            f"Input '{name}': expected an array of shape {expected}. "
+            f'Received: {type(array).__name__}'
+        )
+    if isinstance(array, np.ma.MaskedArray):
+        # its mask would be dropped silently
+        raise NetworkValidationError(
+            f"Input '{name}': masked arrays are not supported (the mask "
+            'would be lost). Pass array.filled(value) and give the mask '
+            "as an input of its own (e.g. 'mask'). Received: "
+            'MaskedArray'
+        )
+    if isinstance(array, np.ndarray) and not _is_real_numeric(array.dtype):
+        raise NetworkValidationError(
+            f"Input '{name}': expected numeric data. Received dtype {array.dtype}"
+        )
+    shape = tuple(array.shape)
+    if len(shape) != len(expected):
+        raise NetworkValidationError(
+            f"Input '{name}': expected {len(expected)} dimensions "
+            f'{expected}. Received shape {shape}'
+        )
+    if shape[structure.buffer_type :] != structure.feature_shape:
+        raise NetworkValidationError(
+            f"Input '{name}': expected feature shape "
+            f'{structure.feature_shape} (full shape {expected}). '
+            f'Received shape {shape}'
+        )
+    return array
+
+
+def _is_real_numeric(dtype) -> bool:
+    """Whether ``dtype`` is a real number type or bool (not complex)."""
+    if np.issubdtype(dtype, np.complexfloating):
+        return False
+    return bool(np.issubdtype(dtype, np.number) or dtype == np.bool_)
