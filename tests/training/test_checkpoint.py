@@ -17,6 +17,7 @@ from brainstorm.hooks import (
 from brainstorm.scorers import Accuracy
 from brainstorm.training import Trainer
 from brainstorm.training import checkpoint as checkpoint_module
+from brainstorm.training import checkpoint_file
 from brainstorm.training.steppers import (
     AdamStepper,
     MomentumStepper,
@@ -153,7 +154,7 @@ def test_crash_during_write_keeps_previous_checkpoint(tmp_path, monkeypatch):
 
     def crash(*args, **kwargs):
         raise RuntimeError('killed while writing')
-    monkeypatch.setattr(checkpoint_module, '_write_random_states', crash)
+    monkeypatch.setattr(checkpoint_file, '_write_random_states', crash)
     trainer.hooks['StopAfterEpoch'].max_epochs = 2
     with pytest.raises(RuntimeError, match='killed while writing'):
         trainer.train(net, train_iter, **named)
