@@ -45,17 +45,11 @@ __all__ = [
 
 # environment variables in which launchers announce the number of
 # processes and the rank of each (MPICH/Hydra, Open MPI, PMIx, MVAPICH)
-_SIZE_VARIABLES = (
-    'PMI_SIZE',
-    'OMPI_COMM_WORLD_SIZE',
-    'PMIX_SIZE',
-    'MV2_COMM_WORLD_SIZE',
+_SIZE_VARIABLES = tuple(
+    'PMI_SIZE OMPI_COMM_WORLD_SIZE PMIX_SIZE MV2_COMM_WORLD_SIZE'.split()
 )
-_RANK_VARIABLES = (
-    'PMI_RANK',
-    'OMPI_COMM_WORLD_RANK',
-    'PMIX_RANK',
-    'MV2_COMM_WORLD_RANK',
+_RANK_VARIABLES = tuple(
+    'PMI_RANK OMPI_COMM_WORLD_RANK PMIX_RANK MV2_COMM_WORLD_RANK'.split()
 )
 
 
@@ -223,8 +217,7 @@ class MpiProcesses:
     def guarded(self, what: str):
         """Return a context manager marking the collective call ``what``.
 
-        While inside, the watchdog ends the job if another rank leaves or
-        the call waits too long (see :func:`guarded`).
+        See :func:`guarded`.
         """
         return guarded(self.comm, what)
 
@@ -242,12 +235,7 @@ class MpiProcesses:
         try:
             yield
         except BaseException as err:
-            reason = (
-                describe(err)
-                if describe is not None
-                else f'{type(err).__name__}: {err}'
-            )
-            announce_leaving(self.comm, reason)
+            announce_leaving(self.comm, (describe or _reason)(err))
             raise
         finally:
             watchdog.training -= 1
@@ -257,6 +245,10 @@ class MpiProcesses:
 
 
 _SINGLE = SingleProcess()
+
+
+def _reason(err: BaseException) -> str:
+    return f'{type(err).__name__}: {err}'
 
 
 def _is_communicator(x) -> bool:
@@ -450,7 +442,8 @@ class _Watchdog:
     def _abort(self, message: str) -> None:
         try:
             sys.stderr.write(
-                f'[rank {self.rank}] brainstorm: {message}; ending all {self.size} ranks.\n'
+                f'[rank {self.rank}] brainstorm: {message}; '
+                f'ending all {self.size} ranks.\n'
             )
             sys.stderr.flush()
             time.sleep(0.5)  # let the launcher forward the message

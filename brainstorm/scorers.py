@@ -111,6 +111,7 @@ class Accuracy(Scorer):
     """
 
     def __call__(self, true_labels, predicted, mask=None):
+        """Return the summed score of one batch (see :meth:`Scorer.__call__`)."""
         if predicted.shape[1] > 1:
             predicted = predicted.argmax(axis=1).reshape(-1, 1)
         if true_labels.shape[1] > 1:
@@ -146,6 +147,7 @@ class Hamming(Scorer):
         self.threshold = threshold
 
     def __call__(self, true_labels, predicted, mask=None):
+        """Return the summed score of one batch (see :meth:`Scorer.__call__`)."""
         if true_labels.shape != predicted.shape:
             raise ValidationError(
                 f'{self.__name__}: targets and predictions must have the same '
@@ -160,6 +162,7 @@ class MeanSquaredError(Scorer):
     """Half the summed squared error per row, averaged over the rows."""
 
     def __call__(self, true_labels, predicted, mask=None):
+        """Return the summed score of one batch (see :meth:`Scorer.__call__`)."""
         errors = (true_labels - predicted) ** 2
         return float(0.5 * _apply_mask(errors, mask).sum())
 
@@ -277,8 +280,10 @@ def aggregate_losses_and_scores(
         scores: dict name -> list of ``(weight, value)``.
         net: the network (for the names of its losses).
         scorers: the scorers.
-        comm: for data-parallel runs, an mpi4py communicator: the lists of
-            all its ranks are joined first (see
+        comm: for data-parallel runs, an mpi4py communicator or a
+            processes object (see :func:`brainstorm.parallel.processes_of`;
+            None: a single process): the lists of all its ranks are joined
+            first (see
             :func:`gather_from_all_ranks`), so the result is the figure
             over all their data, the same on every rank.
 

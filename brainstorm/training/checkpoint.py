@@ -306,7 +306,8 @@ def _create_trainer(description, trainer_class, where: str):
         trainer = create_from_description(description, expected=trainer_class)
     except Exception as err:  # a crafted description may break anything
         raise TrainingValidationError(
-            f'{where} is corrupt: cannot recreate the trainer ({type(err).__name__}: {err}).'
+            f'{where} is corrupt: cannot recreate the trainer '
+            f'({type(err).__name__}: {err}).'
         ) from None
     if not isinstance(trainer, trainer_class):
         raise TrainingValidationError(f'{where} does not hold a Trainer.')

@@ -247,8 +247,9 @@ def _read_arrays(reader, path: str) -> dict:
 
 
 def check_random_state(state: dict, where: str) -> None:
-    """Check a state for :func:`set_random_state` before NumPy sees it
-    (NumPy trusts it: a bad position crashes the interpreter).
+    """Check a state for :func:`set_random_state` before NumPy sees it.
+
+    NumPy trusts it: a bad position crashes the interpreter.
 
     Raises:
         TrainingValidationError: naming ``where`` and the bad entry.

@@ -67,8 +67,11 @@ __all__ = [
 
 
 def _on_host(handler, array, collective) -> None:
-    """Run ``collective`` (an in-place MPI call) on ``array``: directly on
-    a contiguous NumPy array, else on a host copy written back after."""
+    """Run ``collective`` (an in-place MPI call) on ``array``.
+
+    Directly on a contiguous NumPy array, else on a host copy written back
+    after.
+    """
     if isinstance(array, np.ndarray) and array.flags.c_contiguous:
         collective(array)
     else:
@@ -78,9 +81,11 @@ def _on_host(handler, array, collective) -> None:
 
 
 class _SynchronizedNetwork:
-    """Stands in for the network inside the wrapped stepper: the backward
-    pass is followed by the gradient Allreduce, every other attribute is
-    read from the network."""
+    """Stands in for the network inside the wrapped stepper.
+
+    The backward pass is followed by the gradient Allreduce; every other
+    attribute is read from the network.
+    """
 
     def __init__(self, net, owner: DataParallel):
         self._net = net
@@ -97,8 +102,9 @@ class _SynchronizedNetwork:
 
 
 class DataParallel(Describable):
-    """Data-parallel training: wraps a stepper and averages its gradients
-    over all MPI processes.
+    """Data-parallel training: averages a stepper's gradients over processes.
+
+    Wraps a stepper and averages its gradients over all MPI processes.
 
     ``DataParallel(MomentumStepper(0.1, momentum=0.9))`` trains exactly like
     the wrapped stepper on one process whose batches are the union of the
@@ -241,8 +247,11 @@ class DataParallel(Describable):
         return int(self.comm.Get_size())
 
     def start(self, net) -> None:
-        """Start the wrapped stepper on ``net``; with several processes,
-        broadcast rank 0's parameters first (see the class docstring)."""
+        """Start the wrapped stepper on ``net``.
+
+        With several processes, broadcast rank 0's parameters first (see
+        the class docstring).
+        """
         comm = self.comm
         if comm.Get_size() == 1:
             self.stepper.start(net)
@@ -262,8 +271,11 @@ class DataParallel(Describable):
         self.stepper.net = _SynchronizedNetwork(net, self)
 
     def run(self) -> None:
-        """One step of the wrapped stepper, with the gradients summed over
-        all ranks between the backward pass and the update."""
+        """Run one step of the wrapped stepper, gradients summed over ranks.
+
+        The gradients are summed over all ranks between the backward pass
+        and the update.
+        """
         self.stepper.run()
 
     def get_state(self):
@@ -280,9 +292,12 @@ class DataParallel(Describable):
     # ------------------------------------------------------- internals ----
 
     def _reseed(self, net) -> None:
-        """Different random streams per rank (dropout masks, noise drawn by
-        the handler), derived from rank 0's seed; once per network, so a
-        second ``train`` call continues the streams."""
+        """Give each rank its own random streams, derived from rank 0's seed.
+
+        The streams are those of the handler (dropout masks, noise);
+        reseeded once per network, so a second ``train`` call continues
+        them.
+        """
         rank = self.comm.Get_rank()
         rnd = getattr(net.handler, 'rnd', None)
         if (
@@ -298,9 +313,12 @@ class DataParallel(Describable):
         self._reseeded = net
 
     def _find_maintained_parameters(self, net) -> None:
-        """Indices of the parameters layers maintain themselves (running
-        statistics, ``trainable_mask`` 0): each rank updates them from its
-        own batch, so they are averaged over the ranks every step."""
+        """Find the parameters that layers maintain themselves.
+
+        These are running statistics (``trainable_mask`` 0): each rank
+        updates them from its own batch, so they are averaged over the
+        ranks every step.
+        """
         mask = net.trainable_mask
         self._maintained = self._maintained_values = None
         if mask is None:
@@ -322,8 +340,10 @@ class DataParallel(Describable):
         _on_host(net.handler, net.buffer.parameters, average)
 
     def _synchronize_gradients(self, net) -> None:
-        """Scale the local gradients by local / global batch size and sum
-        them over all ranks, in place."""
+        """Scale the local gradients by local / global batch size and sum them.
+
+        The sum over all ranks is taken in place.
+        """
         h = net.handler
         comm = self.comm
         gradients = net.buffer.gradients

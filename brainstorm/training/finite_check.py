@@ -74,10 +74,13 @@ class FiniteCheck:
             self._fail(trainer, update_nr, None)
 
     def _locate(self, loss_first: bool = False):
-        """(layer, buffer, what) of the first problem in canonical layer
-        order: parameters first, then internals and outputs (the other way
-        round for a non-finite loss: the outputs of the forward pass show
-        where it began, the parameters are already updated with it)."""
+        """Return (layer, buffer, what) of the first problem, or None.
+
+        Searched in canonical layer order: parameters first, then internals
+        and outputs (the other way round for a non-finite loss: the outputs
+        of the forward pass show where it began, the parameters are already
+        updated with it).
+        """
         net, h = self.net, self.net.handler
         order = [('parameters',), ('internals', 'outputs')]
         for kinds in order[::-1] if loss_first else order:

@@ -31,6 +31,14 @@ class HookLike(abc.ABC):
     :class:`brainstorm.hooks.Hook`; nothing needs to inherit from it.
     """
 
+    @abc.abstractmethod
+    def start(self, net, stepper, verbose: bool, named_data_iters: dict) -> None:
+        """Prepare the hook before training (the trainer calls it)."""
+
+    @abc.abstractmethod
+    def __call__(self, epoch_nr: int, update_nr: int, net, stepper, logs: dict):
+        """Run the hook; return a value to log, or raise StopIteration."""
+
     @classmethod
     def __subclasshook__(cls, klass):
         if callable(getattr(klass, 'start', None)) and _defines_call(klass):
@@ -44,10 +52,12 @@ def is_hook(value) -> bool:
         not isinstance(value, type)
         and isinstance(value, HookLike)
         and getattr(value, 'timescale', None) in ('epoch', 'update')
-        and isinstance(getattr(value, 'interval', None), int)
-        and not isinstance(value.interval, bool)
-        and value.interval >= 1
+        and _is_interval(getattr(value, 'interval', None))
     )
+
+
+def _is_interval(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 class HookCheck(Check):

@@ -57,8 +57,10 @@ class Schedule(Describable):
 
 
 class Linear(Schedule):
-    """Change linearly from ``initial_value`` to ``final_value`` in
-    ``num_changes`` changes, then stay at ``final_value``.
+    """Change linearly from ``initial_value`` to ``final_value``.
+
+    The value changes in ``num_changes`` changes, then stays at
+    ``final_value``.
 
     Value: ``final_value`` if ``k > num_changes``, else
     ``initial_value + (final_value - initial_value) * k / num_changes``.
@@ -84,6 +86,7 @@ class Linear(Schedule):
         self.num_changes = num_changes
 
     def __call__(self, epoch_nr, update_nr, timescale, interval, net, stepper, logs):
+        """Return the value at this point of training (see the class)."""
         k = _count(epoch_nr, update_nr, timescale) // interval
         if k > self.num_changes:
             return self.final_value
@@ -94,8 +97,7 @@ class Linear(Schedule):
 
 
 class Exponential(Schedule):
-    """Multiply by ``factor`` at each change, clipped to
-    ``[minimum, maximum]``.
+    """Multiply by ``factor`` at each change, clipped to ``[minimum, maximum]``.
 
     Value: ``clip(initial_value * factor ** k, minimum, maximum)``.
 
@@ -148,14 +150,17 @@ class Exponential(Schedule):
             )
 
     def __call__(self, epoch_nr, update_nr, timescale, interval, net, stepper, logs):
+        """Return the value at this point of training (see the class)."""
         k = _count(epoch_nr, update_nr, timescale) // interval
         value = self.initial_value * self.factor**k
         return min(max(value, self.minimum), self.maximum)
 
 
 class MultiStep(Schedule):
-    """Piecewise constant: ``values[i]`` once the count reaches
-    ``steps[i]``, ``initial_value`` before the first step.
+    """Piecewise constant values at given counts.
+
+    ``values[i]`` once the count reaches ``steps[i]``, ``initial_value``
+    before the first step.
 
     Args:
         initial_value: value before ``steps[0]``.
@@ -205,6 +210,7 @@ class MultiStep(Schedule):
             )
 
     def __call__(self, epoch_nr, update_nr, timescale, interval, net, stepper, logs):
+        """Return the value at this point of training (see the class)."""
         if interval != 1:
             raise TrainingValidationError(
                 'MultiStep: the hook using it must have interval=1 (the '
@@ -239,6 +245,7 @@ class DecreaseAfterEpoch(Schedule):
         self.T = T
 
     def __call__(self, epoch_nr, update_nr, timescale, interval, net, stepper, logs):
+        """Return the value at this point of training (see the class)."""
         return self.initial_value * self.T / max(epoch_nr + 1, self.T)
 
 
@@ -298,6 +305,7 @@ class CosineWithWarmup(Schedule):
             )
 
     def __call__(self, epoch_nr, update_nr, timescale, interval, net, stepper, logs):
+        """Return the value at this point of training (see the class)."""
         k = _count(epoch_nr, update_nr, timescale) // interval
         if k < self.warmup_changes:
             return (

@@ -463,8 +463,9 @@ class Trainer(Describable):
 
     @declare(net=Arg(_NETWORK))
     def evaluate(self, net, **named_data_iters) -> OrderedDict:
-        """Start the hooks and call them once (``'epoch'`` hooks, then
-        ``'update'`` hooks) with the current counters, logging into
+        """Start the hooks and call them once with the current counters.
+
+        ``'epoch'`` hooks are called, then ``'update'`` hooks, logging into
         :attr:`results` instead of :attr:`logs`.
 
         Returns:

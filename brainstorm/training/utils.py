@@ -40,7 +40,6 @@ def run_network(net, iterator, all_inputs: bool = True) -> Iterator[int]:
         >>> for i in run_network(net, data):  # doctest: +SKIP
         ...     net.forward_pass()
     """
-
     batches = (
         iterator(handler=net.handler)
         if isinstance(iterator, DataIterator)
@@ -52,8 +51,10 @@ def run_network(net, iterator, all_inputs: bool = True) -> Iterator[int]:
 
 
 class LogEntries(list):
-    """One log of the trainer: a list of values (as in Brainstorm 0.5), in
-    which each entry also carries the epoch and update it belongs to.
+    """One log of the trainer: a list of values with their counters.
+
+    A list of values (as in Brainstorm 0.5) in which each entry also
+    carries the epoch and update it belongs to.
 
     Monitors log from epoch 0, ``rolling_training`` from epoch 1, update
     hooks per update: plots and CSV files align the logs by these counters,
@@ -77,8 +78,11 @@ class LogEntries(list):
 
 
 def log_counters(log) -> tuple[list, list]:
-    """``(epochs, updates)`` of a log's entries; a plain list (e.g. logs
-    made by hand) counts its entries as epochs 0, 1, ...."""
+    """Return ``(epochs, updates)`` of a log's entries.
+
+    A plain list (e.g. logs made by hand) counts its entries as epochs 0,
+    1, ....
+    """
     if isinstance(log, LogEntries) and len(log.epochs) == len(log):
         return list(log.epochs), list(log.updates)
     return list(range(len(log))), [None] * len(log)
@@ -195,15 +199,18 @@ def check_number(
     include_low: bool = True,
     include_high: bool = True,
 ) -> None:
-    """Raise TrainingValidationError unless ``value`` is a finite number
-    within the given bounds.
+    """Raise TrainingValidationError unless ``value`` is a number in bounds.
+
+    The number must be finite and within the given bounds.
 
     Args:
         owner: who checks (used in the message, e.g. ``"AdamStepper"``).
         name: the argument name.
         value: the value to check.
-        low, high: bounds (None: unbounded).
-        include_low, include_high: whether the bounds themselves are allowed.
+        low: the lower bound (None: unbounded).
+        high: the upper bound (None: unbounded).
+        include_low: whether ``low`` itself is allowed.
+        include_high: whether ``high`` itself is allowed.
     """
     ok = is_number(value)
     if ok and low is not None:
