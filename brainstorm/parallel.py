@@ -289,7 +289,7 @@ def processes_of(x) -> SingleProcess | MpiProcesses:
 def communicator_of(x):
     """Return the communicator of a run on more than one process, else None.
 
-    ``x`` is anything :func:`processes_of` accepts, e.g. a
+    ``x`` is anything ``processes_of`` accepts, e.g. a
     :class:`~brainstorm.training.data_parallel.DataParallel` stepper. The
     hooks use it to aggregate figures over the ranks and to let only rank
     0 print and write files.

@@ -254,7 +254,7 @@ def gather_from_all_ranks(scores: dict, comm) -> OrderedDict:
     Args:
         scores: this rank's dict name -> list of ``(weight, value)``.
         comm: an mpi4py communicator, a processes object or None (see
-            :func:`brainstorm.parallel.processes_of`).
+            ``brainstorm.parallel.processes_of``).
     """
     joined: OrderedDict = OrderedDict()
     for rank_scores in processes_of(comm).allgather(
@@ -281,7 +281,7 @@ def aggregate_losses_and_scores(
         net: the network (for the names of its losses).
         scorers: the scorers.
         comm: for data-parallel runs, an mpi4py communicator or a
-            processes object (see :func:`brainstorm.parallel.processes_of`;
+            processes object (see ``brainstorm.parallel.processes_of``;
             None: a single process): the lists of all its ranks are joined
             first (see
             :func:`gather_from_all_ranks`), so the result is the figure

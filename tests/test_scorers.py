@@ -222,3 +222,44 @@ def test_scores_of_a_real_network_do_not_depend_on_batching():
     assert batched['Accuracy'] == pytest.approx(whole['Accuracy'])
     assert batched['total_loss'] == pytest.approx(whole['total_loss'],
                                                   rel=1e-5)
+
+
+# ------------------------------------------------------------ processes ---
+
+
+class TwoRanks:
+    """Rank 0 of 2; rank 1 gathered ``other``."""
+
+    def __init__(self, other):
+        self.other = other
+
+    def Get_rank(self):
+        return 0
+
+    def Get_size(self):
+        return 2
+
+    def allgather(self, obj):
+        return [obj, self.other]
+
+
+def test_aggregate_over_processes_joins_the_ranks_lists():
+    from brainstorm.parallel import MpiProcesses, SingleProcess
+    from brainstorm.scorers import batch_size_of, gather_from_all_ranks
+
+    net = make_net(np.array([[[.9, .1]]]), np.array([[[0]]]),
+                   np.array([[[1.0]]]), [('total_loss', 1.0)])
+    mine = {'total_loss': [(1, 1.0)], 'Accuracy': [(1, 1.0)]}
+    other = {'total_loss': [(3, 5.0)], 'Accuracy': [(3, 0.0)]}
+    for comm in (TwoRanks(other), MpiProcesses(TwoRanks(other))):
+        results = aggregate_losses_and_scores(mine, net, [Accuracy()],
+                                              comm=comm)
+        assert results['total_loss'] == pytest.approx((1 + 15) / 4)
+        assert results['Accuracy'] == pytest.approx(1 / 4)
+    for single in (None, SingleProcess()):
+        results = aggregate_losses_and_scores(mine, net, [Accuracy()],
+                                              comm=single)
+        assert results == OrderedDict([('total_loss', 1.0),
+                                       ('Accuracy', 1.0)])
+    assert gather_from_all_ranks(mine, None) == mine
+    assert batch_size_of(net) == 1

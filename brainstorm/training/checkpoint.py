@@ -7,7 +7,7 @@ epoch and every random state, of every rank in a data-parallel run) and
 writes it; :func:`load_checkpoint` reads it back into a new trainer and
 network; :func:`check_resume` and :func:`apply_resume` put the remaining
 state back when training continues. The HDF5 file format itself is in
-:mod:`brainstorm.training.checkpoint_file`, whose names are also
+``brainstorm.training.checkpoint_file``, whose names are also
 importable from here.
 """
 
@@ -328,9 +328,9 @@ def load_checkpoint(filename: str, trusted: bool, trainer_class) -> tuple:
     """Recreate a trainer and its network from a checkpoint file.
 
     The whole file is checked before anything is built (see
-    :meth:`Trainer.from_checkpoint <brainstorm.training.trainer.Trainer.
-    from_checkpoint>`, which calls this). The rest of the state is put
-    back by :func:`apply_resume` when training continues.
+    :meth:`~brainstorm.training.trainer.Trainer.from_checkpoint`, which
+    calls this). The rest of the state is put back by
+    :func:`apply_resume` when training continues.
 
     Args:
         filename: the checkpoint file.

@@ -233,7 +233,7 @@ class DataParallel(Describable):
 
     @property
     def processes(self):
-        """The processes of the run (see :func:`brainstorm.parallel.processes_of`)."""
+        """The processes of the run (see ``brainstorm.parallel.processes_of``)."""
         return processes_of(self.comm)
 
     @property

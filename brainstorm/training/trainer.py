@@ -215,7 +215,7 @@ class Trainer(Describable):
         Args:
             hook: a :class:`~brainstorm.hooks.Hook` such as
                 ``StopAfterEpoch(5)``, or an object that acts like one
-                (see :mod:`brainstorm.training.hook_check`).
+                (see ``brainstorm.training.hook_check``).
 
         Raises:
             TrainingValidationError: (a ValueError) if a hook of the same

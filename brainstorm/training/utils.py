@@ -138,7 +138,7 @@ def check_lengths_agree(processes, training_data_iter) -> None:
 
     Args:
         processes: the processes of the run (see
-            :func:`brainstorm.parallel.processes_of`).
+            ``brainstorm.parallel.processes_of``).
         training_data_iter: this rank's training iterator.
 
     Raises:
