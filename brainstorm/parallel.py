@@ -158,10 +158,9 @@ class SingleProcess:
         """Return a context manager that does nothing (no watchdog)."""
         return contextlib.nullcontext()
 
-    @contextlib.contextmanager
     def training(self, describe=None):
-        """Mark a training run (nothing to tell other processes)."""
-        yield
+        """Return a context manager that does nothing (nobody to tell)."""
+        return contextlib.nullcontext()
 
     def __repr__(self):
         return 'SingleProcess()'
