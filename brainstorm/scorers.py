@@ -17,15 +17,23 @@ import numpy as np
 
 from brainstorm.arguments import Arg, Optional, Real, Str
 from brainstorm.describable import Describable
+from brainstorm.parallel import processes_of
 from brainstorm.utils import (
     TrainingValidationError,
     ValidationError,
     flatten_all_but_last,
 )
 
-__all__ = ['Scorer', 'Accuracy', 'Hamming', 'MeanSquaredError',
-           'gather_losses_and_scores', 'aggregate_losses_and_scores',
-           'gather_from_all_ranks']
+__all__ = [
+    'Scorer',
+    'Accuracy',
+    'Hamming',
+    'MeanSquaredError',
+    'gather_losses_and_scores',
+    'aggregate_losses_and_scores',
+    'gather_from_all_ranks',
+    'batch_size_of',
+]
 
 
 class Scorer(Describable):
@@ -45,19 +53,27 @@ class Scorer(Describable):
         'out_name': Arg(Str(), default=''),
         'targets_name': Arg(Str(nonempty=True), default='targets'),
         'mask_name': Arg(Str(), default=''),
-        'name': Arg(Optional(Str(nonempty=True)), default=None,
-                    attr='__name__'),
+        'name': Arg(Optional(Str(nonempty=True)), default=None, attr='__name__'),
     }
 
-    def __init__(self, out_name: str = '', targets_name: str = 'targets',
-                 mask_name: str = '', name: str | None = None):
+    def __init__(
+        self,
+        out_name: str = '',
+        targets_name: str = 'targets',
+        mask_name: str = '',
+        name: str | None = None,
+    ):
         self.out_name = out_name
         self.targets_name = targets_name
         self.mask_name = mask_name
         self.__name__ = name if name is not None else type(self).__name__
 
-    def __call__(self, true_labels: np.ndarray, predicted: np.ndarray,
-                 mask: np.ndarray | None = None) -> float:
+    def __call__(
+        self,
+        true_labels: np.ndarray,
+        predicted: np.ndarray,
+        mask: np.ndarray | None = None,
+    ) -> float:
         """Return the summed score of one batch.
 
         Args:
@@ -95,6 +111,7 @@ class Accuracy(Scorer):
     """
 
     def __call__(self, true_labels, predicted, mask=None):
+        """Return the summed score of one batch (see :meth:`Scorer.__call__`)."""
         if predicted.shape[1] > 1:
             predicted = predicted.argmax(axis=1).reshape(-1, 1)
         if true_labels.shape[1] > 1:
@@ -118,17 +135,24 @@ class Hamming(Scorer):
 
     __arguments__ = {'threshold': Arg(Real(), default=0.5)}
 
-    def __init__(self, threshold: float = 0.5, out_name: str = '',
-                 targets_name: str = 'targets', mask_name: str = '',
-                 name: str | None = None):
+    def __init__(
+        self,
+        threshold: float = 0.5,
+        out_name: str = '',
+        targets_name: str = 'targets',
+        mask_name: str = '',
+        name: str | None = None,
+    ):
         super().__init__(out_name, targets_name, mask_name, name)
         self.threshold = threshold
 
     def __call__(self, true_labels, predicted, mask=None):
+        """Return the summed score of one batch (see :meth:`Scorer.__call__`)."""
         if true_labels.shape != predicted.shape:
             raise ValidationError(
                 f'{self.__name__}: targets and predictions must have the same '
-                f'shape. Received: {true_labels.shape} and {predicted.shape}')
+                f'shape. Received: {true_labels.shape} and {predicted.shape}'
+            )
         bits = (predicted >= self.threshold) == (true_labels >= 0.5)
         per_row = bits.mean(axis=1, keepdims=True)
         return float(_apply_mask(per_row, mask).sum())
@@ -138,21 +162,29 @@ class MeanSquaredError(Scorer):
     """Half the summed squared error per row, averaged over the rows."""
 
     def __call__(self, true_labels, predicted, mask=None):
+        """Return the summed score of one batch (see :meth:`Scorer.__call__`)."""
         errors = (true_labels - predicted) ** 2
         return float(0.5 * _apply_mask(errors, mask).sum())
 
 
 # --------------------------------------------------------------- helpers ---
 
-def _get_batch_size(net) -> int:
-    """B of the current batch: from the buffer manager if the network has
-    one, else from the shape of the first Input output ``(T, B, ...)``."""
+
+def batch_size_of(net) -> int:
+    """Return B of the current batch of ``net``.
+
+    Read from the buffer manager if the network has one, else from the
+    shape of the first Input output ``(T, B, ...)``.
+    """
     manager = getattr(net, 'buffer_manager', None)
     batch_size = getattr(manager, 'batch_size', None)
     if batch_size is not None:
         return int(batch_size)
     outputs = net.buffer['Input']['outputs']
     return int(outputs[0].shape[1])
+
+
+_get_batch_size = batch_size_of  # the name before it was public
 
 
 def _weighted_mean(outputs: Sequence[tuple[float, float]]) -> float:
@@ -164,9 +196,14 @@ def _weighted_mean(outputs: Sequence[tuple[float, float]]) -> float:
     return float((pairs[:, 0] * pairs[:, 1]).sum() / total_weight)
 
 
-def gather_losses_and_scores(net, scorers: Iterable[Scorer], scores: dict,
-                             out_name: str = '', targets_name: str = 'targets',
-                             mask_name: str = '') -> None:
+def gather_losses_and_scores(
+    net,
+    scorers: Iterable[Scorer],
+    scores: dict,
+    out_name: str = '',
+    targets_name: str = 'targets',
+    mask_name: str = '',
+) -> None:
     """Append the losses and scores of the current batch to ``scores``.
 
     Call after a forward pass. For each entry of ``net.get_loss_values()``
@@ -182,7 +219,7 @@ def gather_losses_and_scores(net, scorers: Iterable[Scorer], scores: dict,
         targets_name: targets name used for scorers without their own.
         mask_name: mask name used for scorers without their own.
     """
-    batch_size = _get_batch_size(net)
+    batch_size = batch_size_of(net)
     for name, loss in net.get_loss_values().items():
         scores.setdefault(name, []).append((batch_size, loss))
     for scorer in scorers:
@@ -190,10 +227,12 @@ def gather_losses_and_scores(net, scorers: Iterable[Scorer], scores: dict,
         if not path:
             raise ValidationError(
                 f'{scorer.__name__}: no output to score. Set out_name on the '
-                'scorer, pass out_name, or set net.output_name')
+                'scorer, pass out_name, or set net.output_name'
+            )
         predicted = flatten_all_but_last(net.get(path))
         true_labels = flatten_all_but_last(
-            net.get_input(scorer.targets_name or targets_name))
+            net.get_input(scorer.targets_name or targets_name)
+        )
         mask_path = scorer.mask_name or mask_name
         if mask_path:
             mask = flatten_all_but_last(net.get_input(mask_path))
@@ -202,29 +241,36 @@ def gather_losses_and_scores(net, scorers: Iterable[Scorer], scores: dict,
             mask = None
             weight = predicted.shape[0]
         scores.setdefault(scorer.__name__, []).append(
-            (weight, scorer(true_labels, predicted, mask)))
+            (weight, scorer(true_labels, predicted, mask))
+        )
 
 
 def gather_from_all_ranks(scores: dict, comm) -> OrderedDict:
-    """The ``(weight, value)`` lists of all MPI ranks, joined name by name
-    in rank order (every rank receives the same result).
+    """Return the ``(weight, value)`` lists of all ranks, joined by name.
+
+    The lists are joined name by name in rank order; every rank receives
+    the same result.
 
     Args:
         scores: this rank's dict name -> list of ``(weight, value)``.
-        comm: an mpi4py communicator.
+        comm: an mpi4py communicator, a processes object or None (see
+            ``brainstorm.parallel.processes_of``).
     """
     joined: OrderedDict = OrderedDict()
-    for rank_scores in comm.allgather(
-            {name: [(float(w), float(v)) for w, v in pairs]
-             for name, pairs in scores.items()}):
+    for rank_scores in processes_of(comm).allgather(
+        {
+            name: [(float(w), float(v)) for w, v in pairs]
+            for name, pairs in scores.items()
+        }
+    ):
         for name, pairs in rank_scores.items():
             joined.setdefault(name, []).extend(pairs)
     return joined
 
 
-def aggregate_losses_and_scores(scores: dict, net,
-                                scorers: Iterable[Scorer],
-                                comm=None) -> OrderedDict:
+def aggregate_losses_and_scores(
+    scores: dict, net, scorers: Iterable[Scorer], comm=None
+) -> OrderedDict:
     """Combine gathered ``(weight, value)`` lists into one value each.
 
     Losses (the names of ``net.get_loss_values()``) become batch-size
@@ -234,20 +280,20 @@ def aggregate_losses_and_scores(scores: dict, net,
         scores: dict name -> list of ``(weight, value)``.
         net: the network (for the names of its losses).
         scorers: the scorers.
-        comm: for data-parallel runs, an mpi4py communicator: the lists of
-            all its ranks are joined first (see
+        comm: for data-parallel runs, an mpi4py communicator or a
+            processes object (see ``brainstorm.parallel.processes_of``;
+            None: a single process): the lists of all its ranks are joined
+            first (see
             :func:`gather_from_all_ranks`), so the result is the figure
             over all their data, the same on every rank.
 
     Returns:
         An OrderedDict: losses first, then the scorers in order.
     """
-    if comm is not None:
-        scores = gather_from_all_ranks(scores, comm)
+    scores = gather_from_all_ranks(scores, comm)
     results = OrderedDict()
     for name in net.get_loss_values():
         results[name] = _weighted_mean(scores.get(name, []))
     for scorer in scorers:
-        results[scorer.__name__] = scorer.aggregate(
-            scores.get(scorer.__name__, []))
+        results[scorer.__name__] = scorer.aggregate(scores.get(scorer.__name__, []))
     return results

@@ -28,8 +28,9 @@ class FakeNet:
         self.losses = losses
         self.output_name = output_name
         names = list(inputs)
-        input_view = BufferView(['outputs'], [
-            BufferView(names, [inputs[n] for n in names])])
+        input_view = BufferView(
+            ['outputs'], [BufferView(names, [inputs[n] for n in names])]
+        )
         self.buffer = BufferView(['Input'], [input_view])
 
     def get(self, path):
@@ -44,6 +45,7 @@ class FakeNet:
 
 # ---------------------------------------------------------------- basics ---
 
+
 def test_scorer_names_and_defaults():
     sc = Accuracy()
     assert sc.__name__ == 'Accuracy'
@@ -53,10 +55,16 @@ def test_scorer_names_and_defaults():
     assert named.out_name == 'Out.outputs.default'
 
 
-@pytest.mark.parametrize('scorer', [
-    Accuracy(), Accuracy(out_name='A.outputs.default', name='acc'),
-    Hamming(threshold=0.7, mask_name='mask'), MeanSquaredError(name='mse')],
-    ids=lambda s: s.__name__)
+@pytest.mark.parametrize(
+    'scorer',
+    [
+        Accuracy(),
+        Accuracy(out_name='A.outputs.default', name='acc'),
+        Hamming(threshold=0.7, mask_name='mask'),
+        MeanSquaredError(name='mse'),
+    ],
+    ids=lambda s: s.__name__,
+)
 def test_description_round_trip(scorer):
     description = json.loads(json.dumps(get_description(scorer)))
     recreated = create_from_description(description)
@@ -80,10 +88,12 @@ def test_aggregate_is_weighted_sum_ratio():
 
 # --------------------------------------------------------------- values ---
 
+
 def test_accuracy_argmax_and_mask():
     labels = np.array([[0], [1], [2], [1]])
-    predicted = np.array([[.9, .1, 0], [.2, .7, .1], [.5, .4, .1],
-                          [.1, .1, .8]])
+    predicted = np.array(
+        [[0.9, 0.1, 0], [0.2, 0.7, 0.1], [0.5, 0.4, 0.1], [0.1, 0.1, 0.8]]
+    )
     sc = Accuracy()
     assert sc(labels, predicted) == 2.0
     mask = np.array([[1], [0], [1], [1]])
@@ -105,8 +115,7 @@ def test_hamming_fraction_of_bits_per_row():
     # row 0: bits (1,1,1,0) vs (1,0,1,0) -> 3/4; row 1: 3/4
     assert sc(labels, predicted) == pytest.approx(1.5)
     assert sc(labels, predicted, np.array([[1], [0]])) == pytest.approx(0.75)
-    assert Hamming(threshold=0.95)(labels, predicted) == pytest.approx(
-        0.5 + 0.0)
+    assert Hamming(threshold=0.95)(labels, predicted) == pytest.approx(0.5 + 0.0)
     with pytest.raises(ValidationError, match='Hamming'):
         sc(labels[:, :2], predicted)
 
@@ -122,12 +131,21 @@ def test_mean_squared_error_is_half_sum_of_squares():
 
 # ------------------------------------------------- gather and aggregate ---
 
+
 def make_net(predicted, targets, mask, losses):
-    return FakeNet(inputs={'default': np.zeros(targets.shape[:2] + (3,)),
-                           'targets': targets, 'mask': mask},
-                   outputs={'Out.outputs.default': predicted,
-                            'Other.outputs.default': 1 - predicted},
-                   losses=losses, output_name='Out.outputs.default')
+    return FakeNet(
+        inputs={
+            'default': np.zeros(targets.shape[:2] + (3,)),
+            'targets': targets,
+            'mask': mask,
+        },
+        outputs={
+            'Out.outputs.default': predicted,
+            'Other.outputs.default': 1 - predicted,
+        },
+        losses=losses,
+        output_name='Out.outputs.default',
+    )
 
 
 def test_gather_and_aggregate_over_batches():
@@ -138,23 +156,31 @@ def test_gather_and_aggregate_over_batches():
     mse = MeanSquaredError()
     scorers = [accuracy, masked, other]
     # batch 1: T=2, B=2 -> 4 rows, 3 of them correct
-    predicted = np.array([[[.9, .1], [.2, .8]], [[.3, .7], [.6, .4]]])
+    predicted = np.array([[[0.9, 0.1], [0.2, 0.8]], [[0.3, 0.7], [0.6, 0.4]]])
     targets = np.array([[[0], [1]], [[1], [1]]])
     mask = np.array([[[1], [1]], [[0], [1]]], dtype=float)
-    net1 = make_net(predicted, targets, mask,
-                    [('Loss', 2.0), ('total_loss', 2.0)])
+    net1 = make_net(predicted, targets, mask, [('Loss', 2.0), ('total_loss', 2.0)])
     gather_losses_and_scores(net1, scorers, scores)
     # batch 2: T=1, B=1 -> 1 row, correct
-    net2 = make_net(np.array([[[.1, .9]]]), np.array([[[1]]]),
-                    np.array([[[1.0]]]), [('Loss', 5.0), ('total_loss', 5.0)])
+    net2 = make_net(
+        np.array([[[0.1, 0.9]]]),
+        np.array([[[1]]]),
+        np.array([[[1.0]]]),
+        [('Loss', 5.0), ('total_loss', 5.0)],
+    )
     gather_losses_and_scores(net2, scorers, scores)
     assert scores['total_loss'] == [(2, 2.0), (1, 5.0)]
     assert scores['Accuracy'] == [(4, 3.0), (1, 1.0)]
     assert scores['masked_accuracy'] == [(3.0, 2.0), (1.0, 1.0)]
     assert scores['other'] == [(4, 1.0), (1, 0.0)]
     results = aggregate_losses_and_scores(scores, net2, scorers)
-    assert list(results) == ['Loss', 'total_loss', 'Accuracy',
-                             'masked_accuracy', 'other']
+    assert list(results) == [
+        'Loss',
+        'total_loss',
+        'Accuracy',
+        'masked_accuracy',
+        'other',
+    ]
     assert results['total_loss'] == pytest.approx((2 * 2 + 5) / 3)
     assert results['Loss'] == results['total_loss']
     assert results['Accuracy'] == pytest.approx(4 / 5)
@@ -162,17 +188,26 @@ def test_gather_and_aggregate_over_batches():
     assert results['other'] == pytest.approx(1 / 5)
     # default names given to gather are used when a scorer has none
     more = {}
-    gather_losses_and_scores(net1, [mse], more,
-                             out_name='Other.outputs.default',
-                             mask_name='mask')
-    errors = 0.5 * ((targets.reshape(4, 1) - (1 - predicted).reshape(4, 2))
-                    ** 2 * mask.reshape(4, 1)).sum()
+    gather_losses_and_scores(
+        net1, [mse], more, out_name='Other.outputs.default', mask_name='mask'
+    )
+    errors = (
+        0.5
+        * (
+            (targets.reshape(4, 1) - (1 - predicted).reshape(4, 2)) ** 2
+            * mask.reshape(4, 1)
+        ).sum()
+    )
     assert more['MeanSquaredError'] == [(3.0, pytest.approx(errors))]
 
 
 def test_gather_without_any_output_name_fails_clearly():
-    net = make_net(np.zeros((1, 1, 2)), np.zeros((1, 1, 1)),
-                   np.ones((1, 1, 1)), [('total_loss', 0.0)])
+    net = make_net(
+        np.zeros((1, 1, 2)),
+        np.zeros((1, 1, 1)),
+        np.ones((1, 1, 1)),
+        [('total_loss', 0.0)],
+    )
     net.output_name = None
     with pytest.raises(ValidationError, match='Accuracy: no output to score'):
         gather_losses_and_scores(net, [Accuracy()], {})
@@ -180,18 +215,22 @@ def test_gather_without_any_output_name_fails_clearly():
 
 # ------------------------------------------------------ with a real net ---
 
+
 def make_real_net():
     from brainstorm.layers import FullyConnected, Input, Loss, SoftmaxCE
     from brainstorm.structure.network import Network
+
     inp = Input(out_shapes={'default': ('T', 'B', 3), 'targets': ('T', 'B', 1)})
     out = SoftmaxCE(name='Out')
-    inp - 'default' >> FullyConnected(4, name='Hid', activation='linear') \
+    (
+        inp - 'default'
+        >> FullyConnected(4, name='Hid', activation='linear')
         >> 'default' - out
+    )
     inp - 'targets' >> 'targets' - out
     out - 'loss' >> Loss()
     net = Network.from_layer(out)
-    net.initialize(1.0, Hid={'W': [[1.0, 0, 0], [0, 1, 0], [0, 0, 1],
-                                   [-1, -1, -1]]})
+    net.initialize(1.0, Hid={'W': [[1.0, 0, 0], [0, 1, 0], [0, 0, 1], [-1, -1, -1]]})
     net.output_name = 'Out.outputs.predictions'
     return net
 
@@ -207,6 +246,7 @@ def evaluate(net, iterator, scorers):
 
 def test_scores_of_a_real_network_do_not_depend_on_batching():
     from brainstorm.data_iterators import Minibatches, Undivided
+
     net = make_real_net()
     rnd = np.random.RandomState(1)
     x = rnd.randn(2, 7, 3)
@@ -220,5 +260,46 @@ def test_scores_of_a_real_network_do_not_depend_on_batching():
     batched = evaluate(net, Minibatches(3, default=x, targets=t), scorers)
     assert list(batched) == ['total_loss', 'Accuracy']
     assert batched['Accuracy'] == pytest.approx(whole['Accuracy'])
-    assert batched['total_loss'] == pytest.approx(whole['total_loss'],
-                                                  rel=1e-5)
+    assert batched['total_loss'] == pytest.approx(whole['total_loss'], rel=1e-5)
+
+
+# ------------------------------------------------------------ processes ---
+
+
+class TwoRanks:
+    """Rank 0 of 2; rank 1 gathered ``other``."""
+
+    def __init__(self, other):
+        self.other = other
+
+    def Get_rank(self):
+        return 0
+
+    def Get_size(self):
+        return 2
+
+    def allgather(self, obj):
+        return [obj, self.other]
+
+
+def test_aggregate_over_processes_joins_the_ranks_lists():
+    from brainstorm.parallel import MpiProcesses, SingleProcess
+    from brainstorm.scorers import batch_size_of, gather_from_all_ranks
+
+    net = make_net(
+        np.array([[[0.9, 0.1]]]),
+        np.array([[[0]]]),
+        np.array([[[1.0]]]),
+        [('total_loss', 1.0)],
+    )
+    mine = {'total_loss': [(1, 1.0)], 'Accuracy': [(1, 1.0)]}
+    other = {'total_loss': [(3, 5.0)], 'Accuracy': [(3, 0.0)]}
+    for comm in (TwoRanks(other), MpiProcesses(TwoRanks(other))):
+        results = aggregate_losses_and_scores(mine, net, [Accuracy()], comm=comm)
+        assert results['total_loss'] == pytest.approx((1 + 15) / 4)
+        assert results['Accuracy'] == pytest.approx(1 / 4)
+    for single in (None, SingleProcess()):
+        results = aggregate_losses_and_scores(mine, net, [Accuracy()], comm=single)
+        assert results == OrderedDict([('total_loss', 1.0), ('Accuracy', 1.0)])
+    assert gather_from_all_ranks(mine, None) == mine
+    assert batch_size_of(net) == 1

@@ -1,364 +1,518 @@
-"""Checkpoint files: everything needed to continue a training run exactly.
+"""Checkpoints of a training run: writing them, reading them, resuming.
 
-A checkpoint is one HDF5 file (attributes ``info`` and
-``format = b'Checkpoint file v1.0'``) holding
-
-* ``network``: the network description (UTF-8 JSON) and ``parameters``,
-* ``trainer``: the trainer description (stepper, hooks, scorers; JSON),
-* ``progress``: counters, logs and the position inside the current epoch
-  (JSON),
-* ``stepper/``: the stepper state (velocities, moments, step counts),
-* ``hooks/<i>/``: the state of hooks that keep one (attribute ``name``),
-* ``random/``: the states of ``global_rnd``, the network's and the
-  handler's random states, and of every data iterator (following the
-  ``.iter`` chain of wrappers). A data-parallel run also stores every
-  rank's states in ``random/ranks/<rank>/`` (same layout).
-
-Every group and dataset carries a SHA-256 checksum attribute (``sha256``)
-that is verified on load. Files are written under a temporary name and
-moved into place, so an interrupted write never damages the previous
-checkpoint.
+:func:`save_checkpoint` gathers what a running
+:class:`~brainstorm.training.trainer.Trainer` needs to continue exactly
+(parameters, stepper and hook states, counters, logs, the position in the
+epoch and every random state, of every rank in a data-parallel run) and
+writes it; :func:`load_checkpoint` reads it back into a new trainer and
+network; :func:`check_resume` and :func:`apply_resume` put the remaining
+state back when training continues. The HDF5 file format itself is in
+``brainstorm.training.checkpoint_file``, whose names are also
+importable from here.
 """
 
 from __future__ import annotations
 
+import importlib.machinery
 import json
+import os
+import re
+from collections import OrderedDict
 
-import numpy as np
+from brainstorm.describable import create_from_description, get_description
+from brainstorm.handlers.base_handler import first_use_owner, peek_random_state
+from brainstorm.randomness import global_rnd
+from brainstorm.structure.network import _build_from_file, check_stored_sizes
+from brainstorm.training.checkpoint_file import (
+    CHECKPOINT_FORMAT,
+    check_random_state,
+    get_random_state,
+    iterator_chain,
+    read_checkpoint,
+    set_random_state,
+    write_checkpoint,
+)
+from brainstorm.training.utils import LogEntries, log_counters
+from brainstorm.utils import TrainingValidationError
 
-from brainstorm.describable import get_description
-from brainstorm.utils import (
-    CheckedReader,
-    TrainingValidationError,
-    ValidationError,
-    add_checksums,
-    get_brainstorm_info,
-    open_hdf5,
-    write_atomically,
+__all__ = [
+    'CHECKPOINT_FORMAT',
+    'write_checkpoint',
+    'read_checkpoint',
+    'get_random_state',
+    'set_random_state',
+    'check_random_state',
+    'iterator_chain',
+    'iterator_states',
+    'save_checkpoint',
+    'load_checkpoint',
+    'check_resume',
+    'apply_resume',
+    'check_restored_path',
+]
+
+
+# ----------------------------------------------------------- paths ----
+
+# file names Python (or site) would import or run from a folder on sys.path
+_IMPORTABLE_SUFFIXES = frozenset(
+    suffix.lower() for suffix in importlib.machinery.all_suffixes()
+) | {
+    '.py',
+    '.pyc',
+    '.pyo',
+    '.pyw',
+    '.pyd',
+    '.so',
+    '.pth',
+    '.pyz',
+    '.zip',
+    '.egg',
+    '.whl',
+}
+_IMPORTABLE_NAMES = frozenset(
+    {'sitecustomize', 'usercustomize', '__init__', '__main__', '__pycache__'}
 )
 
-__all__ = ['CHECKPOINT_FORMAT', 'write_checkpoint', 'read_checkpoint',
-           'get_random_state', 'set_random_state', 'check_random_state',
-           'iterator_chain']
 
-CHECKPOINT_FORMAT = b'Checkpoint file v1.0'
-_MT_KEYS = 624  # words in a Mersenne Twister state
+def check_restored_path(owner: str, filename, folders=()) -> None:
+    """Check a file name that a hook restored from a file will write to.
 
-
-# ------------------------------------------------------------- helpers ----
-
-def iterator_chain(iterator) -> list:
-    """The iterator followed by every iterator it wraps (via ``.iter``)."""
-    chain: list = []
-    while iterator is not None and all(iterator is not c for c in chain):
-        chain.append(iterator)
-        iterator = getattr(iterator, 'iter', None)
-    return chain
-
-
-def get_random_state(rnd) -> dict:
-    """A RandomState's full state (and seed) as a dict of plain values."""
-    name, keys, pos, has_gauss, cached = rnd.get_state()
-    seed = rnd.get_seed() if hasattr(rnd, 'get_seed') else 0
-    return {'name': str(name), 'keys': np.asarray(keys, dtype=np.uint32),
-            'pos': int(pos), 'has_gauss': int(has_gauss),
-            'cached_gaussian': float(cached), 'seed': int(seed)}
-
-
-def set_random_state(rnd, state: dict) -> None:
-    """Restore a state made by :func:`get_random_state`.
-
-    Raises:
-        TrainingValidationError: for a malformed state (see
-            :func:`check_random_state`).
-    """
-    check_random_state(state, 'set_random_state')
-    rnd.set_state((state['name'], np.asarray(state['keys'], dtype=np.uint32),
-                   int(state['pos']), int(state['has_gauss']),
-                   float(state['cached_gaussian'])))
-    if hasattr(rnd, '_seed'):
-        rnd._seed = int(state['seed'])
-
-
-def _json_bytes(obj, what: str, filename: str) -> np.ndarray:
-    try:
-        text = json.dumps(get_description(obj))
-    except (TypeError, ValueError) as err:
-        raise TrainingValidationError(
-            f"Checkpoint '{filename}': the {what} cannot be stored: {err}") \
-            from None
-    return np.frombuffer(text.encode('utf-8'), dtype=np.uint8)
-
-
-def _write_arrays(group, arrays: dict) -> None:
-    for key, value in arrays.items():
-        group.create_dataset(key, data=np.asarray(value))
-
-
-def _write_random(group, state: dict) -> None:
-    group.create_dataset('keys', data=state['keys'])
-    for key in ('name', 'pos', 'has_gauss', 'cached_gaussian', 'seed'):
-        group.attrs[key] = state[key]
-
-
-def _write_random_states(f, random_states: dict, name: str = 'random'
-                         ) -> None:
-    random = f.create_group(name)
-    for key in ('global', 'network', 'handler'):
-        if random_states.get(key) is not None:
-            _write_random(random.create_group(key), random_states[key])
-    iterators = random.create_group('iterators')
-    for name, chain in random_states['iterators'].items():
-        group = iterators.create_group(name)
-        group.attrs['length'] = len(chain)
-        for i, state in enumerate(chain):
-            if state is not None:
-                _write_random(group.create_group(str(i)), state)
-    if random_states.get('ranks') is not None:
-        ranks = random.create_group('ranks')
-        ranks.attrs['length'] = len(random_states['ranks'])
-        for rank, states in enumerate(random_states['ranks']):
-            _write_random_states(ranks, states, str(rank))
-
-
-# --------------------------------------------------------------- write ----
-
-def write_checkpoint(filename: str, network_description: dict,
-                     parameters: np.ndarray, trainer_description: dict,
-                     progress: dict, stepper_state: dict, hook_states: dict,
-                     random_states: dict) -> None:
-    """Write a checkpoint file atomically.
+    The path (relative paths taken from the working folder, symbolic links
+    resolved) must lead inside the current working folder or one of
+    ``folders``, have no hidden (``.``) part below that folder, and not
+    name a file Python would import (``*.py``, ``*.pyc``, ``*.so``,
+    ``*.pth``, ``sitecustomize``...).
 
     Args:
-        filename: the file to (over)write.
-        network_description: ``get_description(net)``.
-        parameters: the flat parameter array (NumPy).
-        trainer_description: ``get_description(trainer)``.
-        progress: JSON-able dict of counters, logs and epoch position.
-        stepper_state: name -> array (``stepper.get_state()``).
-        hook_states: hook name -> (name -> array); stored in groups
-            ``hooks/<index>`` with the hook name as attribute ``name``.
-        random_states: ``{'global': s, 'network': s, 'handler': s or None,
-            'iterators': {name: [s or None, ...]}}`` with states from
-            :func:`get_random_state`; data-parallel runs add ``'ranks'``: a
-            list with one such dict per rank.
+        owner: names the hook, for messages.
+        filename: the restored path.
+        folders: further folders writes may go to (the checkpoint's).
 
     Raises:
-        TrainingValidationError: if something cannot be stored. The previous
-            file (if any) is untouched whenever writing fails.
+        TrainingValidationError: naming ``owner``, the path and the rule.
     """
-    import h5py
 
-    def write(tmp):
-        with h5py.File(tmp, 'w') as f:
-            f.attrs['info'] = np.bytes_(get_brainstorm_info())
-            f.attrs['format'] = np.bytes_(CHECKPOINT_FORMAT)
-            f.create_dataset('network', data=_json_bytes(
-                network_description, 'network description', filename))
-            f.create_dataset('parameters', data=np.asarray(parameters))
-            f.create_dataset('trainer', data=_json_bytes(
-                trainer_description, 'trainer description', filename))
-            f.create_dataset('progress', data=_json_bytes(
-                progress, 'logs', filename))
-            _write_arrays(f.create_group('stepper'), stepper_state)
-            hooks = f.create_group('hooks')
-            for i, (name, state) in enumerate(hook_states.items()):
-                if state:
-                    group = hooks.create_group(str(i))
-                    group.attrs['name'] = name
-                    _write_arrays(group, state)
-            _write_random_states(f, random_states)
-            add_checksums(f)
-
-    write_atomically(filename, write)
-
-
-# ---------------------------------------------------------------- read ----
-
-def _attribute(group, key: str, reader):
-    try:
-        value = group.attrs[key]
-    except KeyError:
-        reader.fail(group.name, f'attribute {key!r} is missing.')
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def _read_json(reader, key: str):
-    raw = reader.array(key)
-    if not isinstance(raw, np.ndarray) or raw.dtype != np.uint8 or \
-            raw.ndim != 1:
-        reader.fail(key, 'expected UTF-8 JSON as a 1-d uint8 dataset. '
-                    f'Received: {type(raw).__name__} '
-                    f'{getattr(raw, "dtype", "")}')
-    try:
-        return json.loads(raw.tobytes().decode('utf-8'))
-    except (UnicodeDecodeError, ValueError, RecursionError) as err:
-        reader.fail(key, f'it is not UTF-8 JSON ({err}).')
-
-
-def _read_arrays(reader, path: str) -> dict:
-    group = reader.group(path)
-    result = {}
-    for key in group:
-        value = reader.array(f'{path}/{key}')
-        if isinstance(value, np.generic):
-            value = np.asarray(value)
-        if not isinstance(value, np.ndarray) or \
-                value.dtype.kind not in 'biuf':
-            reader.fail(f'{path}/{key}', 'expected a numeric array. '
-                        f'Received: {type(value).__name__}')
-        result[key] = value
-    return result
-
-
-def check_random_state(state: dict, where: str) -> None:
-    """Check a state for :func:`set_random_state` before NumPy sees it
-    (NumPy trusts it: a bad position crashes the interpreter).
-
-    Raises:
-        TrainingValidationError: naming ``where`` and the bad entry.
-    """
-    def bad(entry, expected):
+    def refuse(rule: str):
         raise TrainingValidationError(
-            f'{where}: random state entry {entry!r} must be {expected}. '
-            f'Received: {state.get(entry)!r}')
+            f'{owner}: refusing to write to {filename!r}: {rule}. If you '
+            'wrote this file yourself, load it with trusted=True, or replace '
+            'the hook.'
+        )
 
-    if state.get('name') != 'MT19937':
-        bad('name', "'MT19937'")
-    keys = state.get('keys')
-    if not isinstance(keys, np.ndarray) or keys.dtype != np.uint32 or \
-            keys.shape != (_MT_KEYS,):
-        raise TrainingValidationError(
-            f"{where}: random state entry 'keys' must be a uint32 array of "
-            f'shape ({_MT_KEYS},). Received: '
-            f'{getattr(keys, "dtype", type(keys).__name__)} '
-            f'{getattr(keys, "shape", "")}')
-    for entry, low, high in (('pos', 0, _MT_KEYS), ('has_gauss', 0, 1),
-                             ('seed', 0, 2 ** 32 - 1)):
-        value = state.get(entry)
-        if isinstance(value, (bool, np.bool_)) or \
-                not isinstance(value, (int, np.integer)) or \
-                not low <= value <= high:
-            bad(entry, f'an int in [{low}, {high}]')
-    cached = state.get('cached_gaussian')
-    if isinstance(cached, (bool, np.bool_)) or not isinstance(
-            cached, (int, float, np.integer, np.floating)) or \
-            not np.isfinite(cached):
-        bad('cached_gaussian', 'a finite float')
+    if not isinstance(filename, str) or not filename or '\0' in filename:
+        refuse('a file name must be a non-empty str')
+    name = re.split(r'[\\/]', filename)[-1].lower()
+    if (
+        any(name.endswith(suffix) for suffix in _IMPORTABLE_SUFFIXES)
+        or name.split('.')[0] in _IMPORTABLE_NAMES
+    ):
+        refuse('it names a file Python could import')
+    target = os.path.realpath(filename)
+    roots = [os.path.realpath(folder) for folder in (os.getcwd(), *folders)]
+    for root in roots:
+        if os.path.commonpath([root, target]) == root and target != root:
+            below = os.path.relpath(target, root).split(os.sep)
+            if any(part.startswith('.') for part in below):
+                refuse('it names a hidden file or folder')
+            return
+    refuse(f"it leads outside the working folder and the checkpoint's folder {roots}")
 
 
-def _read_random(reader, path: str) -> dict:
-    group = reader.group(path)
-    state = {'keys': reader.array(f'{path}/keys')}
-    for key in ('name', 'pos', 'has_gauss', 'cached_gaussian', 'seed'):
-        state[key] = _attribute(group, key, reader)
-    check_random_state(state, f"Checkpoint '{reader.filename}', '{path}'")
-    return state
+# ---------------------------------------------------------- values ----
 
 
-def _read_length(group, reader) -> int:
-    length = _attribute(group, 'length', reader)
-    # a length beyond the members present is refused below anyway; bound it
-    # so a crafted number cannot make a huge list
-    if isinstance(length, (bool, np.bool_)) or \
-            not isinstance(length, (int, np.integer)) or \
-            not 0 <= length <= len(group) + 64:
-        reader.fail(group.name, 'attribute length must be a small int. '
-                    f'Received: {length!r}')
-    return int(length)
+def _jsonable(value):
+    return json.loads(json.dumps(get_description(value)))
 
 
-def _read_random_states(reader, path: str, depth: int = 0) -> dict:
-    random = reader.group(path)
-    random_states: dict = {key: (_read_random(reader, f'{path}/{key}')
-                           if key in random else None)
-                                 for key in ('global', 'network', 'handler')}
-    for key in ('global', 'network'):
-        if random_states[key] is None:
-            reader.fail(f'{path}/{key}', 'the random state is missing.')
-    iterators = {}
-    iterators_path = f'{path}/iterators'
-    for name in reader.group(iterators_path):
-        group = reader.group(f'{iterators_path}/{name}')
-        length = _read_length(group, reader)
-        iterators[name] = [_read_random(reader, f'{iterators_path}/{name}/{i}')
-                           if str(i) in group else None
-                           for i in range(length)]
-    random_states['iterators'] = iterators
-    if 'ranks' in random:
-        if depth:
-            reader.fail(f'{path}/ranks', 'ranks do not nest.')
-        ranks = reader.group(f'{path}/ranks')
-        random_states['ranks'] = [
-            _read_random_states(reader, f'{path}/ranks/{rank}', depth + 1)
-            for rank in range(_read_length(ranks, reader))]
-    return random_states
+def _ordered(value):
+    if isinstance(value, dict):
+        return OrderedDict((k, _ordered(v)) for k, v in value.items())
+    return value
 
 
-def read_checkpoint(filename: str) -> dict:
-    """Read a checkpoint file.
+def _log_counter_tree(logs):
+    """Return the logs' tree with ``[epochs, updates]`` in place of each log."""
+    if isinstance(logs, dict):
+        return {key: _log_counter_tree(value) for key, value in logs.items()}
+    return [list(part) for part in log_counters(logs)]
 
-    Every entry is checked before it is used: checksums (files written
-    since checksums exist), that no dataset claims more data than the file
-    holds, and the random states (see :func:`check_random_state`). Sizes
-    against the network are checked by :meth:`Trainer.from_checkpoint`.
+
+def _with_counters(logs, counters):
+    """Return logs read from a checkpoint as LogEntries with their counters."""
+    if isinstance(logs, dict):
+        return OrderedDict(
+            (
+                key,
+                _with_counters(
+                    value,
+                    (counters or {}).get(key) if isinstance(counters, dict) else None,
+                ),
+            )
+            for key, value in logs.items()
+        )
+    if (
+        isinstance(counters, list)
+        and len(counters) == 2
+        and all(len(c) == len(logs) for c in counters)
+    ):
+        return LogEntries(logs, *counters)
+    return LogEntries(logs)
+
+
+def iterator_states(named_data_iters) -> dict:
+    """Return the random states of every iterator and those it wraps.
+
+    Args:
+        named_data_iters: name -> data iterator.
 
     Returns:
-        dict with the keys ``network``, ``parameters``, ``trainer``,
-        ``progress``, ``stepper_state``, ``hook_states`` and
-        ``random_states`` (see :func:`write_checkpoint`).
+        name -> list with the state of each iterator of the chain (None for
+        one without a random state).
+    """
+    return {
+        name: [
+            get_random_state(it.rnd) if getattr(it, 'rnd', None) is not None else None
+            for it in iterator_chain(it0)
+        ]
+        for name, it0 in named_data_iters.items()
+    }
+
+
+# ----------------------------------------------------------- write ----
+
+
+def _random_states(run) -> dict:
+    states = iterator_states(run.named_data_iters)
+    if not run.epoch_complete:
+        states.update(run.epoch_start_iterator_states)
+    # the handler's state only if it was drawn already: reading
+    # handler.rnd would draw its seed from global_rnd now, and the run
+    # with checkpoints would differ from the one without
+    handler_rnd = peek_random_state(run.net.handler)
+    return {
+        'global': get_random_state(global_rnd),
+        'network': get_random_state(run.net.rnd),
+        'handler': get_random_state(handler_rnd) if handler_rnd is not None else None,
+        'iterators': states,
+    }
+
+
+def _progress(trainer, run, logs, epoch_scores) -> dict:
+    return {
+        'current_epoch_nr': trainer.current_epoch_nr,
+        'current_update_nr': trainer.current_update_nr,
+        'started': trainer._started or len(trainer._initial_done) == 2,
+        'initial_done': list(trainer._initial_done),
+        'logs': logs,
+        'log_counters': _log_counter_tree(trainer.logs),
+        'epoch_complete': run.epoch_complete,
+        'batches_done': run.batches_done,
+        'epoch_scores': epoch_scores,
+    }
+
+
+def save_checkpoint(trainer, run, filename: str) -> None:
+    """Write a checkpoint of a running training.
+
+    In a data-parallel run every rank calls it: rank 0 gathers the random
+    states and partial epoch figures of all ranks and writes the file, the
+    others wait until it is written.
+
+    Args:
+        trainer: the trainer whose :meth:`train` runs.
+        run: what the trainer knows about the running ``train`` (network,
+            iterators, position in the epoch, processes).
+        filename: the file to (over)write.
 
     Raises:
-        TrainingValidationError: if the file is missing, not a checkpoint,
-            damaged or inconsistent, naming the file and the entry.
+        TrainingValidationError: if the logs or anything else cannot be
+            stored (the previous file is then untouched).
     """
-    f, fmt = open_hdf5(filename, TrainingValidationError, 'checkpoint')
-    with f:
-        try:
-            return _read_checkpoint(f, fmt, filename)
-        except ValidationError:
-            raise
-        except Exception as err:  # whatever h5py or NumPy raise
-            raise TrainingValidationError(
-                f"Checkpoint '{filename}' is corrupt: "
-                f'{type(err).__name__}: {err}') from None
-
-
-def _read_checkpoint(f, fmt, filename: str) -> dict:
-    required = ('network', 'parameters', 'trainer', 'progress', 'stepper',
-                'hooks', 'random')
-    missing = [key for key in required if key not in f]
-    if not isinstance(fmt, bytes) or fmt != CHECKPOINT_FORMAT or missing:
+    random_states = _random_states(run)
+    try:
+        logs = _jsonable(trainer.logs)
+        epoch_scores = _jsonable(run.epoch_scores)
+    except (TypeError, ValueError) as err:
         raise TrainingValidationError(
-            f"'{filename}' is not a brainstorm checkpoint: expected format "
-            f'{CHECKPOINT_FORMAT!r} and entries {list(required)}. Received '
-            f'format {fmt!r}, missing {missing}.')
-    reader = CheckedReader(f, filename, TrainingValidationError, 'Checkpoint')
-    hook_states = {}
-    for key in reader.group('hooks'):
-        group = reader.group(f'hooks/{key}')
-        name = _attribute(group, 'name', reader)
-        if not isinstance(name, str) or name in hook_states:
-            reader.fail(f'hooks/{key}', 'attribute name must be a str '
-                        f'naming one hook. Received: {name!r}')
-        hook_states[name] = _read_arrays(reader, f'hooks/{key}')
-    parameters = reader.array('parameters')
-    if not isinstance(parameters, np.ndarray) or parameters.ndim != 1 or \
-            parameters.dtype.kind != 'f':
-        reader.fail('parameters', 'expected a 1-d float array. Received: '
-                    f'{getattr(parameters, "dtype", type(parameters))} '
-                    f'{getattr(parameters, "shape", "")}')
-    data = {
-        'network': _read_json(reader, 'network'),
-        'parameters': parameters,
-        'trainer': _read_json(reader, 'trainer'),
-        'progress': _read_json(reader, 'progress'),
-        'stepper_state': _read_arrays(reader, 'stepper'),
-        'hook_states': hook_states,
-        'random_states': _read_random_states(reader, 'random'),
-    }
-    for key in ('network', 'trainer', 'progress'):
-        if not isinstance(data[key], dict):
-            reader.fail(key, 'expected a JSON object. Received: '
-                        f'{type(data[key]).__name__}')
-    return data
+            f"Checkpoint '{filename}': the logs cannot be stored: {err}"
+        ) from None
+    processes = run.processes
+    # each rank has its own random states and partial epoch figures; rank
+    # 0 stores them all (and its own as the defaults)
+    gathered = processes.gather((random_states, epoch_scores), root=0)
+    if not processes.is_root:
+        processes.barrier()  # returns once rank 0 has written the file
+        return
+    progress = _progress(trainer, run, logs, epoch_scores)
+    if processes.size > 1:
+        # the per-rank entries exist only in files of data-parallel runs
+        random_states = dict(random_states, ranks=[states for states, _ in gathered])
+        progress['rank_epoch_scores'] = [scores for _, scores in gathered]
+    hook_states = OrderedDict()
+    for name, hook in trainer.hooks.items():
+        get_state = getattr(hook, 'get_state', None)
+        if get_state is not None:
+            hook_states[name] = get_state()
+    net = run.net
+    write_checkpoint(
+        filename,
+        get_description(net),
+        net.get('parameters'),
+        get_description(trainer),
+        progress,
+        trainer.stepper.get_state(),
+        hook_states,
+        random_states,
+    )
+    processes.barrier()
+
+
+# ------------------------------------------------------------ read ----
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _check_progress(progress: dict, where: str) -> None:
+    """Check the types of a checkpoint's progress entries."""
+
+    def bad(key, expected):
+        raise TrainingValidationError(
+            f"{where} is corrupt: progress entry '{key}' must be {expected}. "
+            f'Received: {progress.get(key)!r:.200}'
+        )
+
+    for key in ('current_epoch_nr', 'current_update_nr', 'batches_done'):
+        if not _is_count(progress.get(key)):
+            bad(key, 'an int >= 0')
+    for key in ('started', 'epoch_complete'):
+        if not isinstance(progress.get(key), bool):
+            bad(key, 'a bool')
+    for key in ('logs', 'epoch_scores'):
+        if not isinstance(progress.get(key), dict):
+            bad(key, 'a dict')
+    if 'rank_epoch_scores' in progress and not (
+        isinstance(progress['rank_epoch_scores'], list)
+        and all(isinstance(s, dict) for s in progress['rank_epoch_scores'])
+    ):
+        bad('rank_epoch_scores', 'a list of dicts')
+
+
+def _create_trainer(description, trainer_class, where: str):
+    try:
+        trainer = create_from_description(description, expected=trainer_class)
+    except Exception as err:  # a crafted description may break anything
+        raise TrainingValidationError(
+            f'{where} is corrupt: cannot recreate the trainer '
+            f'({type(err).__name__}: {err}).'
+        ) from None
+    if not isinstance(trainer, trainer_class):
+        raise TrainingValidationError(f'{where} does not hold a Trainer.')
+    return trainer
+
+
+def _check_hook_paths(trainer, filename: str, where: str) -> None:
+    folder = os.path.dirname(os.path.abspath(filename))
+    for name, hook in trainer.hooks.items():
+        path = getattr(hook, 'filename', None)
+        if path is not None:
+            check_restored_path(
+                f"{where}: hook '{name}' ({type(hook).__name__})", path, [folder]
+            )
+
+
+def load_checkpoint(filename: str, trusted: bool, trainer_class) -> tuple:
+    """Recreate a trainer and its network from a checkpoint file.
+
+    The whole file is checked before anything is built (see
+    :meth:`~brainstorm.training.trainer.Trainer.from_checkpoint`, which
+    calls this). The rest of the state is put back by
+    :func:`apply_resume` when training continues.
+
+    Args:
+        filename: the checkpoint file.
+        trusted: keep the stored file names of hooks unchecked.
+        trainer_class: the class the stored trainer must be an instance of.
+
+    Returns:
+        ``(trainer, net)``.
+
+    Raises:
+        TrainingValidationError: if the file is missing, damaged,
+            inconsistent or not a checkpoint, or (unless ``trusted``) a
+            hook would write outside the working folder or to a file
+            Python would import.
+    """
+    where = f"Checkpoint '{filename}'"
+    data = read_checkpoint(filename)
+    parameters = data['parameters']
+    # sizes before memory: nothing is built before this passes
+    check_stored_sizes(
+        data['network'], int(parameters.shape[0]), where, TrainingValidationError
+    )
+    progress = data['progress']
+    _check_progress(progress, where)
+    trainer = _create_trainer(data['trainer'], trainer_class, where)
+    if not trusted:
+        _check_hook_paths(trainer, filename, where)
+    net = _build_from_file(
+        data['network'], parameters, filename, TrainingValidationError, 'Checkpoint'
+    )
+    trainer.current_epoch_nr = int(progress['current_epoch_nr'])
+    trainer.current_update_nr = int(progress['current_update_nr'])
+    trainer._started = bool(progress['started'])
+    trainer._initial_done = tuple(
+        progress.get('initial_done', ('update', 'epoch') if trainer._started else ())
+    )
+    trainer.logs = _with_counters(
+        _ordered(progress['logs']), progress.get('log_counters')
+    )
+    data['filename'] = filename
+    data['architecture'] = _jsonable(net.architecture)
+    trainer._resume = data  # put back by apply_resume when train() runs
+    return trainer, net
+
+
+# ---------------------------------------------------------- resume ----
+
+
+def check_resume(resume: dict, net, named_data_iters) -> None:
+    """Check that ``train`` got the network and iterators of the checkpoint.
+
+    Args:
+        resume: what :func:`load_checkpoint` read.
+        net: the network passed to ``train``.
+        named_data_iters: the iterators passed to ``train``, by name.
+
+    Raises:
+        TrainingValidationError: for another network or other iterator
+            names.
+    """
+    filename = resume['filename']
+    if (
+        _jsonable(net.architecture) != resume['architecture']
+        or tuple(net.buffer.parameters.shape) != resume['parameters'].shape
+    ):
+        raise TrainingValidationError(
+            f"Checkpoint '{filename}' belongs to another network: "
+            'train() must get the network returned by '
+            'Trainer.from_checkpoint (or one with the same architecture).'
+        )
+    saved = set(resume['random_states']['iterators'])
+    if saved != set(named_data_iters):
+        raise TrainingValidationError(
+            f"Checkpoint '{filename}' was written with data iterators "
+            f'{sorted(saved)}; train() received {sorted(named_data_iters)}'
+            '. Pass the same names to continue exactly.'
+        )
+
+
+def _restore_stepper_and_hooks(trainer, resume: dict, filename: str) -> None:
+    try:
+        trainer.stepper.set_state(resume['stepper_state'])
+    except Exception as err:  # a damaged state may break anything
+        raise TrainingValidationError(
+            f"Checkpoint '{filename}': cannot restore the stepper state "
+            f'({type(err).__name__}: {err})'
+        ) from None
+    for name, state in resume['hook_states'].items():
+        hook = trainer.hooks.get(name)
+        if hook is None or not hasattr(hook, 'set_state'):
+            raise TrainingValidationError(
+                f"Checkpoint '{filename}' holds a state for hook '{name}'"
+                f', which the trainer does not have (hooks: '
+                f'{list(trainer.hooks)}).'
+            )
+        try:
+            hook.set_state(state)
+        except Exception as err:
+            raise TrainingValidationError(
+                f"Checkpoint '{filename}': cannot restore the state of "
+                f"hook '{name}' ({type(err).__name__}: {err})"
+            ) from None
+
+
+def _states_of_this_rank(resume: dict, processes, filename: str) -> tuple:
+    """Return (random states, epoch figures) stored for this process."""
+    states = resume['random_states']
+    progress = resume['progress']
+    if 'ranks' not in states:
+        return states, progress['epoch_scores']
+    size = processes.size
+    if len(states['ranks']) != size:
+        raise TrainingValidationError(
+            f"Checkpoint '{filename}' was written by a data-parallel "
+            f'run on {len(states["ranks"])} processes; it can only '
+            f'continue on as many (this run has {size}).'
+        )
+    scores = progress.get('rank_epoch_scores')
+    if not isinstance(scores, list) or len(scores) != size:
+        raise TrainingValidationError(
+            f"Checkpoint '{filename}' is corrupt: it holds random "
+            f'states of {size} ranks but epoch figures of '
+            f'{len(scores) if isinstance(scores, list) else 0}.'
+        )
+    return states['ranks'][processes.rank], scores[processes.rank]
+
+
+def _restore_iterators(states: dict, named_data_iters, filename: str) -> None:
+    for name, chain_states in states['iterators'].items():
+        chain = iterator_chain(named_data_iters[name])
+        if len(chain) != len(chain_states):
+            raise TrainingValidationError(
+                f"Checkpoint '{filename}': data iterator '{name}' wraps "
+                f'{len(chain) - 1} iterators, the saved one wrapped '
+                f'{len(chain_states) - 1}. Build it the same way.'
+            )
+        for iterator, state in zip(chain, chain_states):
+            if state is not None and getattr(iterator, 'rnd', None) is not None:
+                set_random_state(iterator.rnd, state)
+
+
+def _restore_network_random(states: dict, net) -> None:
+    # the handler first: reading handler.rnd may draw a seed from
+    # global_rnd, which is restored last
+    if states['handler'] is not None:
+        handler_rnd = getattr(net.handler, 'rnd', None)
+        if handler_rnd is not None:
+            set_random_state(handler_rnd, states['handler'])
+    elif first_use_owner(net.handler) is not None:
+        # not drawn yet when the checkpoint was written: draw it from
+        # global_rnd when first needed, as the recorded run did
+        first_use_owner(net.handler).rnd = None
+    set_random_state(net.rnd, states['network'])
+    set_random_state(global_rnd, states['global'])
+
+
+def apply_resume(trainer, resume: dict, run) -> None:
+    """Put the state of a checkpoint back when ``train`` continues it.
+
+    Restores the stepper and hook states, the random states of this
+    process (its rank's, in a data-parallel run) and the position in the
+    epoch into ``run``.
+
+    Args:
+        trainer: the trainer made by :func:`load_checkpoint`.
+        resume: what :func:`load_checkpoint` read.
+        run: what the trainer knows about the running ``train``.
+
+    Raises:
+        TrainingValidationError: if a state cannot be restored or the run
+            has another number of processes or other iterators.
+    """
+    filename = resume['filename']
+    _restore_stepper_and_hooks(trainer, resume, filename)
+    states, epoch_scores = _states_of_this_rank(resume, run.processes, filename)
+    _restore_iterators(states, run.named_data_iters, filename)
+    _restore_network_random(states, run.net)
+    progress = resume['progress']
+    run.epoch_complete = bool(progress['epoch_complete'])
+    run.batches_done = int(progress['batches_done'])
+    run.epoch_scores = _ordered(epoch_scores)
+    if not run.epoch_complete:
+        run.epoch_start_iterator_states = {
+            'training_data_iter': states['iterators']['training_data_iter']
+        }

@@ -20,8 +20,13 @@ from brainstorm.describable import Describable
 from brainstorm.training.utils import check_int, check_number
 from brainstorm.utils import TrainingValidationError
 
-__all__ = ['Linear', 'Exponential', 'MultiStep', 'DecreaseAfterEpoch',
-           'CosineWithWarmup']
+__all__ = [
+    'Linear',
+    'Exponential',
+    'MultiStep',
+    'DecreaseAfterEpoch',
+    'CosineWithWarmup',
+]
 
 
 def _count(epoch_nr: int, update_nr: int, timescale: str) -> int:
@@ -30,22 +35,32 @@ def _count(epoch_nr: int, update_nr: int, timescale: str) -> int:
     if timescale == 'update':
         return update_nr
     raise TrainingValidationError(
-        f"Schedules need timescale 'epoch' or 'update'. Received: "
-        f'{timescale!r}')
+        f"Schedules need timescale 'epoch' or 'update'. Received: {timescale!r}"
+    )
 
 
 class Schedule(Describable):
     """Base class of all schedules."""
 
-    def __call__(self, epoch_nr: int, update_nr: int, timescale: str,
-                 interval: int, net, stepper, logs: dict) -> float:
+    def __call__(
+        self,
+        epoch_nr: int,
+        update_nr: int,
+        timescale: str,
+        interval: int,
+        net,
+        stepper,
+        logs: dict,
+    ) -> float:
         """Return the value for the current point of training."""
         raise NotImplementedError
 
 
 class Linear(Schedule):
-    """Change linearly from ``initial_value`` to ``final_value`` in
-    ``num_changes`` changes, then stay at ``final_value``.
+    """Change linearly from ``initial_value`` to ``final_value``.
+
+    The value changes in ``num_changes`` changes, then stays at
+    ``final_value``.
 
     Value: ``final_value`` if ``k > num_changes``, else
     ``initial_value + (final_value - initial_value) * k / num_changes``.
@@ -62,8 +77,7 @@ class Linear(Schedule):
         'num_changes': Arg(Int(1)),
     }
 
-    def __init__(self, initial_value: float, final_value: float,
-                 num_changes: int):
+    def __init__(self, initial_value: float, final_value: float, num_changes: int):
         check_number('Linear', 'initial_value', initial_value)
         check_number('Linear', 'final_value', final_value)
         check_int('Linear', 'num_changes', num_changes, low=1)
@@ -71,18 +85,19 @@ class Linear(Schedule):
         self.final_value = final_value
         self.num_changes = num_changes
 
-    def __call__(self, epoch_nr, update_nr, timescale, interval, net,
-                 stepper, logs):
+    def __call__(self, epoch_nr, update_nr, timescale, interval, net, stepper, logs):
+        """Return the value at this point of training (see the class)."""
         k = _count(epoch_nr, update_nr, timescale) // interval
         if k > self.num_changes:
             return self.final_value
-        return self.initial_value + (self.final_value - self.initial_value) \
-            * k / self.num_changes
+        return (
+            self.initial_value
+            + (self.final_value - self.initial_value) * k / self.num_changes
+        )
 
 
 class Exponential(Schedule):
-    """Multiply by ``factor`` at each change, clipped to
-    ``[minimum, maximum]``.
+    """Multiply by ``factor`` at each change, clipped to ``[minimum, maximum]``.
 
     Value: ``clip(initial_value * factor ** k, minimum, maximum)``.
 
@@ -102,16 +117,25 @@ class Exponential(Schedule):
 
     __default_values__ = {'minimum': -math.inf, 'maximum': math.inf}
 
-    def __init__(self, initial_value: float, factor: float,
-                 minimum: float = -math.inf, maximum: float = math.inf):
+    def __init__(
+        self,
+        initial_value: float,
+        factor: float,
+        minimum: float = -math.inf,
+        maximum: float = math.inf,
+    ):
         check_number('Exponential', 'initial_value', initial_value)
         check_number('Exponential', 'factor', factor)
-        if not isinstance(minimum, (int, float)) or \
-                not isinstance(maximum, (int, float)) or minimum > maximum:
+        if (
+            not isinstance(minimum, (int, float))
+            or not isinstance(maximum, (int, float))
+            or minimum > maximum
+        ):
             raise TrainingValidationError(
                 'Exponential: minimum and maximum must be numbers with '
                 f'minimum <= maximum. Received: minimum={minimum!r}, '
-                f'maximum={maximum!r}')
+                f'maximum={maximum!r}'
+            )
         self.initial_value = initial_value
         self.factor = factor
         self.minimum = minimum
@@ -122,18 +146,21 @@ class Exponential(Schedule):
             raise TrainingValidationError(
                 'Exponential: minimum must not be greater than maximum. '
                 f'Received: minimum={self.minimum!r}, '
-                f'maximum={self.maximum!r}')
+                f'maximum={self.maximum!r}'
+            )
 
-    def __call__(self, epoch_nr, update_nr, timescale, interval, net,
-                 stepper, logs):
+    def __call__(self, epoch_nr, update_nr, timescale, interval, net, stepper, logs):
+        """Return the value at this point of training (see the class)."""
         k = _count(epoch_nr, update_nr, timescale) // interval
-        value = self.initial_value * self.factor ** k
+        value = self.initial_value * self.factor**k
         return min(max(value, self.minimum), self.maximum)
 
 
 class MultiStep(Schedule):
-    """Piecewise constant: ``values[i]`` once the count reaches
-    ``steps[i]``, ``initial_value`` before the first step.
+    """Piecewise constant values at given counts.
+
+    ``values[i]`` once the count reaches ``steps[i]``, ``initial_value``
+    before the first step.
 
     Args:
         initial_value: value before ``steps[0]``.
@@ -160,12 +187,14 @@ class MultiStep(Schedule):
             raise TrainingValidationError(
                 'MultiStep: steps and values must have the same length. '
                 f'Received {len(steps)} steps {steps} and {len(values)} '
-                f'values {values}')
+                f'values {values}'
+            )
         for step in steps:
             check_int('MultiStep', 'steps[i]', step, low=0)
         if any(b <= a for a, b in zip(steps, steps[1:])):
             raise TrainingValidationError(
-                f'MultiStep: steps must be increasing. Received: {steps}')
+                f'MultiStep: steps must be increasing. Received: {steps}'
+            )
         for value in values:
             check_number('MultiStep', 'values[i]', value)
         self.initial_value = initial_value
@@ -174,18 +203,19 @@ class MultiStep(Schedule):
 
     def __validate__(self) -> None:
         steps, values = self.steps, self.values
-        if len(steps) != len(values) or any(
-                b <= a for a, b in zip(steps, steps[1:])):
+        if len(steps) != len(values) or any(b <= a for a, b in zip(steps, steps[1:])):
             raise TrainingValidationError(
                 'MultiStep: steps must be increasing and as many as values. '
-                f'Received: steps={steps}, values={values}')
+                f'Received: steps={steps}, values={values}'
+            )
 
-    def __call__(self, epoch_nr, update_nr, timescale, interval, net,
-                 stepper, logs):
+    def __call__(self, epoch_nr, update_nr, timescale, interval, net, stepper, logs):
+        """Return the value at this point of training (see the class)."""
         if interval != 1:
             raise TrainingValidationError(
                 'MultiStep: the hook using it must have interval=1 (the '
-                f'steps are counts). Received: interval={interval!r}')
+                f'steps are counts). Received: interval={interval!r}'
+            )
         c = _count(epoch_nr, update_nr, timescale)
         index = int(np.searchsorted(self.steps, c, side='right'))
         if index == 0:
@@ -214,8 +244,8 @@ class DecreaseAfterEpoch(Schedule):
         self.initial_value = initial_value
         self.T = T
 
-    def __call__(self, epoch_nr, update_nr, timescale, interval, net,
-                 stepper, logs):
+    def __call__(self, epoch_nr, update_nr, timescale, interval, net, stepper, logs):
+        """Return the value at this point of training (see the class)."""
         return self.initial_value * self.T / max(epoch_nr + 1, self.T)
 
 
@@ -244,12 +274,16 @@ class CosineWithWarmup(Schedule):
         'warmup_start': Arg(Real(), default=0.0),
     }
 
-    __default_values__ = {'final_value': 0.0, 'warmup_changes': 0,
-                          'warmup_start': 0.0}
+    __default_values__ = {'final_value': 0.0, 'warmup_changes': 0, 'warmup_start': 0.0}
 
-    def __init__(self, initial_value: float, num_changes: int,
-                 final_value: float = 0.0, warmup_changes: int = 0,
-                 warmup_start: float = 0.0):
+    def __init__(
+        self,
+        initial_value: float,
+        num_changes: int,
+        final_value: float = 0.0,
+        warmup_changes: int = 0,
+        warmup_start: float = 0.0,
+    ):
         name = 'CosineWithWarmup'
         check_number(name, 'initial_value', initial_value)
         check_number(name, 'final_value', final_value)
@@ -267,16 +301,23 @@ class CosineWithWarmup(Schedule):
             raise TrainingValidationError(
                 'CosineWithWarmup: num_changes must be greater than '
                 f'warmup_changes. Received: num_changes={self.num_changes}, '
-                f'warmup_changes={self.warmup_changes}')
+                f'warmup_changes={self.warmup_changes}'
+            )
 
-    def __call__(self, epoch_nr, update_nr, timescale, interval, net,
-                 stepper, logs):
+    def __call__(self, epoch_nr, update_nr, timescale, interval, net, stepper, logs):
+        """Return the value at this point of training (see the class)."""
         k = _count(epoch_nr, update_nr, timescale) // interval
         if k < self.warmup_changes:
-            return self.warmup_start + (self.initial_value -
-                                        self.warmup_start) \
-                * k / self.warmup_changes
-        p = min((k - self.warmup_changes) /
-                (self.num_changes - self.warmup_changes), 1.0)
-        return self.final_value + (self.initial_value - self.final_value) \
-            * (1.0 + math.cos(math.pi * p)) / 2.0
+            return (
+                self.warmup_start
+                + (self.initial_value - self.warmup_start) * k / self.warmup_changes
+            )
+        p = min(
+            (k - self.warmup_changes) / (self.num_changes - self.warmup_changes), 1.0
+        )
+        return (
+            self.final_value
+            + (self.initial_value - self.final_value)
+            * (1.0 + math.cos(math.pi * p))
+            / 2.0
+        )

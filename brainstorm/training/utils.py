@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Iterator
 
 import numpy as np
 
-from brainstorm.utils import TrainingValidationError
+from brainstorm.data_iterators import DataIterator
+from brainstorm.utils import IteratorValidationError, TrainingValidationError
 
-__all__ = ['run_network', 'LogEntries']
+__all__ = [
+    'run_network',
+    'LogEntries',
+    'log_counters',
+    'add_log',
+    'format_result',
+    'check_data_iterators',
+    'check_lengths_agree',
+]
 
 
 def run_network(net, iterator, all_inputs: bool = True) -> Iterator[int]:
@@ -30,17 +40,21 @@ def run_network(net, iterator, all_inputs: bool = True) -> Iterator[int]:
         >>> for i in run_network(net, data):  # doctest: +SKIP
         ...     net.forward_pass()
     """
-    from brainstorm.data_iterators import DataIterator
-    batches = iterator(handler=net.handler) \
-        if isinstance(iterator, DataIterator) else iterator
+    batches = (
+        iterator(handler=net.handler)
+        if isinstance(iterator, DataIterator)
+        else iterator
+    )
     for i, data in enumerate(batches):
         net.provide_external_data(data, all_inputs=all_inputs)
         yield i
 
 
 class LogEntries(list):
-    """One log of the trainer: a list of values (as in Brainstorm 0.5), in
-    which each entry also carries the epoch and update it belongs to.
+    """One log of the trainer: a list of values with their counters.
+
+    A list of values (as in Brainstorm 0.5) in which each entry also
+    carries the epoch and update it belongs to.
 
     Monitors log from epoch 0, ``rolling_training`` from epoch 1, update
     hooks per update: plots and CSV files align the logs by these counters,
@@ -53,13 +67,10 @@ class LogEntries(list):
 
     def __init__(self, values=(), epochs=None, updates=None):
         super().__init__(values)
-        self.epochs = list(epochs) if epochs is not None else \
-            list(range(len(self)))
-        self.updates = list(updates) if updates is not None else \
-            [None] * len(self)
+        self.epochs = list(epochs) if epochs is not None else list(range(len(self)))
+        self.updates = list(updates) if updates is not None else [None] * len(self)
 
-    def append_at(self, value, epoch: int | None,
-                  update: int | None) -> None:
+    def append_at(self, value, epoch: int | None, update: int | None) -> None:
         """Append ``value`` logged at ``epoch`` and ``update``."""
         self.append(value)
         self.epochs.append(epoch)
@@ -67,34 +78,139 @@ class LogEntries(list):
 
 
 def log_counters(log) -> tuple[list, list]:
-    """``(epochs, updates)`` of a log's entries; a plain list (e.g. logs
-    made by hand) counts its entries as epochs 0, 1, ...."""
+    """Return ``(epochs, updates)`` of a log's entries.
+
+    A plain list (e.g. logs made by hand) counts its entries as epochs 0,
+    1, ....
+    """
     if isinstance(log, LogEntries) and len(log.epochs) == len(log):
         return list(log.epochs), list(log.updates)
     return list(range(len(log))), [None] * len(log)
 
 
+def add_log(
+    logs: dict, name: str, value, epoch: int | None = None, update: int | None = None
+) -> None:
+    """Log ``value`` under ``name`` in ``logs``.
+
+    Dicts nest; other values are appended to a list (a :class:`LogEntries`,
+    which keeps the epoch and update of each entry).
+
+    Raises:
+        TrainingValidationError: if ``name`` holds a list where a dict is
+            logged, or the other way round.
+    """
+    if isinstance(value, dict):
+        sub = logs.setdefault(name, OrderedDict())
+        if not isinstance(sub, dict):
+            raise TrainingValidationError(
+                f"Cannot log a dict under '{name}': it already holds a list of values."
+            )
+        for key, inner in value.items():
+            add_log(sub, key, inner, epoch, update)
+    else:
+        entries = logs.setdefault(name, LogEntries())
+        if not isinstance(entries, list):
+            raise TrainingValidationError(
+                f"Cannot log a value under '{name}': it already holds a dict "
+                f'with keys {list(entries)}.'
+            )
+        if isinstance(entries, LogEntries):
+            entries.append_at(value, epoch, update)
+        else:
+            entries.append(value)
+
+
+def format_result(result, prefix: str = '') -> list:
+    """Return the lines ``'name.sub: value'`` that print a hook's result."""
+    if isinstance(result, dict):
+        lines = []
+        for key, value in result.items():
+            lines.extend(format_result(value, f'{prefix}{key}.'))
+        return lines
+    if isinstance(result, float):
+        return [f'{prefix[:-1]}: {result:.6g}']
+    return [f'{prefix[:-1]}: {result}']
+
+
+def check_lengths_agree(processes, training_data_iter) -> None:
+    """Check that all ranks make the same number of steps per epoch.
+
+    Args:
+        processes: the processes of the run (see
+            ``brainstorm.parallel.processes_of``).
+        training_data_iter: this rank's training iterator.
+
+    Raises:
+        IteratorValidationError: if the ranks' iterators differ in length.
+    """
+    with processes.guarded('the check of the iterator lengths'):
+        lengths = processes.allgather(getattr(training_data_iter, 'length', None))
+    if len(set(lengths)) > 1:
+        raise IteratorValidationError(
+            'Trainer: in data-parallel training every rank must make the '
+            'same number of updates per epoch, but the training '
+            f'iterators of the ranks have lengths {lengths}. Build them '
+            'the same way on every rank and split the data with '
+            'brainstorm.data_iterators.Shard.'
+        )
+
+
+def check_data_iterators(net, named_data_iters) -> None:
+    """Check that each iterator provides exactly the network's input names.
+
+    Raises:
+        IteratorValidationError: naming the iterator and both sets of names.
+    """
+    expected = set(net.layers['Input'].out_shapes)
+    for name, iterator in named_data_iters.items():
+        shapes = getattr(iterator, 'data_shapes', None)
+        if shapes is None or not callable(iterator):
+            raise IteratorValidationError(
+                f"Data iterator '{name}' must be a DataIterator. Received: {iterator!r}"
+            )
+        if set(shapes) != expected:
+            raise IteratorValidationError(
+                f"Data iterator '{name}' provides data "
+                f"{sorted(shapes)}, but the network's Input layer has "
+                f'outputs {sorted(expected)}: the names must be the same.'
+            )
+
+
 # ----------------------------------------------------- argument checking ---
+
 
 def is_number(value) -> bool:
     """True for finite real numbers (ints, floats, NumPy scalars), not bools."""
     numbers = (int, float, np.integer, np.floating)
-    return (isinstance(value, numbers) and not isinstance(value, bool)
-            and math.isfinite(value))
+    return (
+        isinstance(value, numbers)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+    )
 
 
-def check_number(owner: str, name: str, value, low: float | None = None,
-                 high: float | None = None, include_low: bool = True,
-                 include_high: bool = True) -> None:
-    """Raise TrainingValidationError unless ``value`` is a finite number
-    within the given bounds.
+def check_number(
+    owner: str,
+    name: str,
+    value,
+    low: float | None = None,
+    high: float | None = None,
+    include_low: bool = True,
+    include_high: bool = True,
+) -> None:
+    """Raise TrainingValidationError unless ``value`` is a number in bounds.
+
+    The number must be finite and within the given bounds.
 
     Args:
         owner: who checks (used in the message, e.g. ``"AdamStepper"``).
         name: the argument name.
         value: the value to check.
-        low, high: bounds (None: unbounded).
-        include_low, include_high: whether the bounds themselves are allowed.
+        low: the lower bound (None: unbounded).
+        high: the upper bound (None: unbounded).
+        include_low: whether ``low`` itself is allowed.
+        include_high: whether ``high`` itself is allowed.
     """
     ok = is_number(value)
     if ok and low is not None:
@@ -105,19 +221,25 @@ def check_number(owner: str, name: str, value, low: float | None = None,
         if low is None and high is None:
             expected = 'a finite number'
         else:
-            left = ('[' if include_low else '(') + \
-                (str(low) if low is not None else '-inf')
-            right = (str(high) if high is not None else 'inf') + \
-                (']' if include_high else ')')
+            left = ('[' if include_low else '(') + (
+                str(low) if low is not None else '-inf'
+            )
+            right = (str(high) if high is not None else 'inf') + (
+                ']' if include_high else ')'
+            )
             expected = f'a number in {left}, {right}'
         raise TrainingValidationError(
-            f'{owner}: {name} must be {expected}. Received: {name}={value!r}')
+            f'{owner}: {name} must be {expected}. Received: {name}={value!r}'
+        )
 
 
 def check_int(owner: str, name: str, value, low: int = 0) -> None:
     """Raise TrainingValidationError unless ``value`` is an int >= ``low``."""
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) \
-            or value < low:
+    if (
+        not isinstance(value, (int, np.integer))
+        or isinstance(value, bool)
+        or value < low
+    ):
         raise TrainingValidationError(
-            f'{owner}: {name} must be an int >= {low}. Received: '
-            f'{name}={value!r}')
+            f'{owner}: {name} must be an int >= {low}. Received: {name}={value!r}'
+        )

@@ -22,8 +22,7 @@ from brainstorm.training.steppers import MomentumStepper
 from tests.training.mpi_worker import blob_net
 from tests.training.nets import blob_data
 
-SCENARIOS = ('return', 'exit', 'caught', 'uncaught', 'short', 'killed',
-             'stuck')
+SCENARIOS = ('return', 'exit', 'caught', 'uncaught', 'short', 'killed', 'stuck')
 FAULT_UPDATE = 6  # in epoch 2 (4 updates per epoch)
 
 
@@ -68,8 +67,7 @@ class ShortOnRank1(DataIterator):
     def __call__(self, handler=None):
         self.passes += 1
         for i, batch in enumerate(self.iter(handler=handler)):
-            if self.rank == 1 and self.passes == 2 and \
-                    i == self.length - 1:
+            if self.rank == 1 and self.passes == 2 and i == self.length - 1:
                 mark(self.outdir)
                 return
             yield batch
@@ -77,11 +75,11 @@ class ShortOnRank1(DataIterator):
 
 def main(scenario: str, outdir: str) -> None:
     from mpi4py import MPI
+
     rank = MPI.COMM_WORLD.Get_rank()
     bs.global_rnd.set_seed(1)
     data = blob_data(32, seed=1)
-    trainer = Trainer(DataParallel(MomentumStepper(0.1), timeout=8),
-                      verbose=False)
+    trainer = Trainer(DataParallel(MomentumStepper(0.1), timeout=8), verbose=False)
     if scenario in ('exit', 'caught', 'uncaught', 'killed', 'stuck'):
         trainer.add_hook(Fault(scenario, outdir))
     trainer.add_hook(StopAfterEpoch(1 if scenario == 'return' else 1000))

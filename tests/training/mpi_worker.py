@@ -52,9 +52,11 @@ def blob_net(seed):
     from brainstorm.layers import FullyConnected
     from brainstorm.structure.network import Network
     from brainstorm.tools import get_in_out_layers
+
     inp, proj = get_in_out_layers('classification', 4, 3)
-    net = Network.from_layer(inp >> FullyConnected(6, activation='tanh',
-                                                   name='Hid') >> proj)
+    net = Network.from_layer(
+        inp >> FullyConnected(6, activation='tanh', name='Hid') >> proj
+    )
     net.set_handler(NumpyHandler(np.float64, seed=seed))
     net.initialize(Gaussian(0.5), seed=seed)
     net.output_name = 'Output.outputs.predictions'
@@ -64,8 +66,10 @@ def blob_net(seed):
 def blob_split():
     """Training and validation data from the same three clusters."""
     data = blob_data(TRAIN_SIZE + VALID_SIZE, seed=1)
-    return ({name: d[:, :TRAIN_SIZE] for name, d in data.items()},
-            {name: d[:, TRAIN_SIZE:] for name, d in data.items()})
+    return (
+        {name: d[:, :TRAIN_SIZE] for name, d in data.items()},
+        {name: d[:, TRAIN_SIZE:] for name, d in data.items()},
+    )
 
 
 def equivalence_run(parallel: bool, rank: int = 0, epochs: int = 3):
@@ -77,16 +81,18 @@ def equivalence_run(parallel: bool, rank: int = 0, epochs: int = 3):
     valid_iter = Minibatches(VALID_BATCH_SIZE, shuffle=False, **valid)
     # rank 1 starts from other parameters: DataParallel broadcasts rank 0's
     net = blob_net(seed=3 + rank)
-    stepper = MultiStepper({'Hid': AdamStepper(0.02),
-                            'default': MomentumStepper(0.3, 0.5)})
+    stepper = MultiStepper(
+        {'Hid': AdamStepper(0.02), 'default': MomentumStepper(0.3, 0.5)}
+    )
     if parallel:
         train_iter, valid_iter = Shard(train_iter), Shard(valid_iter)
         stepper = DataParallel(stepper)
     trainer = Trainer(stepper, verbose=False)
     trainer.train_scorers = [Accuracy()]
     trainer.add_hook(MonitorScores('valid', [Accuracy()], name='validation'))
-    trainer.add_hook(ModifyStepperAttribute(
-        Exponential(0.3, 0.8), 'steppers.default.learning_rate'))
+    trainer.add_hook(
+        ModifyStepperAttribute(Exponential(0.3, 0.8), 'steppers.default.learning_rate')
+    )
     trainer.add_hook(StopAfterEpoch(epochs))
     trainer.train(net, train_iter, valid=valid_iter)
     return net.get('parameters'), trainer.logs
@@ -100,8 +106,10 @@ def batchnorm_run(parallel: bool, learning_rate: float = 0.1):
     normalised what) and two ranks must reproduce one process exactly."""
     bs.global_rnd.set_seed(5)
     rnd = np.random.RandomState(0)
-    data = {'default': rnd.randn(1, TRAIN_SIZE, 3) * 2 + 1,
-            'targets': rnd.randint(0, 2, (1, TRAIN_SIZE, 1))}
+    data = {
+        'default': rnd.randn(1, TRAIN_SIZE, 3) * 2 + 1,
+        'targets': rnd.randint(0, 2, (1, TRAIN_SIZE, 1)),
+    }
     train_iter = Minibatches(BATCH_SIZE, shuffle=True, **data)
     stepper = MomentumStepper(learning_rate, 0.5)
     if parallel:
@@ -120,22 +128,21 @@ def checkpoint_iterators():
     train, valid = blob_split()
     base = Minibatches(BATCH_SIZE, shuffle=True, **train)
     valid = Minibatches(VALID_BATCH_SIZE, shuffle=True, **valid)
-    return (AddGaussianNoise(Shard(base), {'default': 0.3}),
-            {'valid': Shard(valid)})
+    return (AddGaussianNoise(Shard(base), {'default': 0.3}), {'valid': Shard(valid)})
 
 
 def checkpoint_run(epochs, filename=None, stop_at=None):
     """Dropout, shuffling, noise and stateful steppers on every rank."""
     bs.global_rnd.set_seed(123)
     net = dropout_net(seed=7, dtype=np.float64)
-    stepper = DataParallel(MultiStepper({
-        'Hid1': AdamStepper(0.01), 'default': MomentumStepper(0.1, 0.9)}))
+    stepper = DataParallel(
+        MultiStepper({'Hid1': AdamStepper(0.01), 'default': MomentumStepper(0.1, 0.9)})
+    )
     trainer = Trainer(stepper, verbose=False)
     trainer.train_scorers = [Accuracy()]
     trainer.add_hook(MonitorScores('valid', [Accuracy()], name='validation'))
     if filename is not None:
-        trainer.add_hook(SaveCheckpoint(filename, timescale='update',
-                                        interval=stop_at))
+        trainer.add_hook(SaveCheckpoint(filename, timescale='update', interval=stop_at))
         trainer.add_hook(StopAtUpdate(stop_at))
     trainer.add_hook(StopAfterEpoch(epochs))
     train_iter, named = checkpoint_iterators()
@@ -180,9 +187,11 @@ def stop_run(rank: int):
     trainer.add_hook(StopOnRank(1, 5))
     trainer.add_hook(MonitorLoss('valid', name='validation'))
     trainer.add_hook(StopAfterEpoch(1000))
-    trainer.train(blob_net(seed=1),
-                  Shard(Minibatches(BATCH_SIZE, shuffle=False, **train)),
-                  valid=Shard(Minibatches(VALID_BATCH_SIZE, **valid)))
+    trainer.train(
+        blob_net(seed=1),
+        Shard(Minibatches(BATCH_SIZE, shuffle=False, **train)),
+        valid=Shard(Minibatches(VALID_BATCH_SIZE, **valid)),
+    )
     return trainer
 
 
@@ -196,13 +205,15 @@ def failing_run(kind: str, rank: int):
     if kind == 'exception':
         trainer.add_hook(FailOnRank(1, 2))
     trainer.add_hook(StopAfterEpoch(1000))
-    trainer.train(blob_net(seed=1),
-                  Shard(Minibatches(BATCH_SIZE, shuffle=False,
-                                    check_finite=False, **data)))
+    trainer.train(
+        blob_net(seed=1),
+        Shard(Minibatches(BATCH_SIZE, shuffle=False, check_finite=False, **data)),
+    )
 
 
 def main(scenario: str, outdir: str) -> None:
     from mpi4py import MPI
+
     rank = MPI.COMM_WORLD.Get_rank()
     results = {}
     logs = {}
@@ -223,8 +234,9 @@ def main(scenario: str, outdir: str) -> None:
         logs = resumed.logs
     elif scenario == 'stop':
         trainer = stop_run(rank)
-        results['counts'] = np.array([trainer.current_epoch_nr,
-                                      trainer.current_update_nr])
+        results['counts'] = np.array(
+            [trainer.current_epoch_nr, trainer.current_update_nr]
+        )
         logs = trainer.logs
     elif scenario in ('exception', 'nan'):
         failing_run(scenario, rank)

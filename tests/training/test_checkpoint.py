@@ -15,7 +15,7 @@ from brainstorm.hooks import (
     StopAfterEpoch,
 )
 from brainstorm.scorers import Accuracy
-from brainstorm.training import Trainer
+from brainstorm.training import Trainer, checkpoint_file
 from brainstorm.training import checkpoint as checkpoint_module
 from brainstorm.training.steppers import (
     AdamStepper,
@@ -30,8 +30,9 @@ def iterators(seed=5):
     """Shuffled, noisy training batches and shuffled validation batches."""
     train = blob_data(40, seed=1)
     valid = blob_data(20, seed=2)
-    train_iter = AddGaussianNoise(Minibatches(8, shuffle=True, **train),
-                                  {'default': 0.3})
+    train_iter = AddGaussianNoise(
+        Minibatches(8, shuffle=True, **train), {'default': 0.3}
+    )
     valid_iter = Minibatches(7, shuffle=True, **valid)
     return train_iter, {'valid': valid_iter}
 
@@ -40,20 +41,25 @@ def make_run(epochs, filename=None, timescale='epoch', interval=1):
     """A seeded run with dropout, shuffling, noise and stateful steppers."""
     bs.global_rnd.set_seed(123)
     net = dropout_net(seed=7, dtype=np.float64)
-    stepper = MultiStepper({'Hid1': AdamStepper(0.01),
-                            'default': MomentumStepper(0.1, 0.9)})
+    stepper = MultiStepper(
+        {'Hid1': AdamStepper(0.01), 'default': MomentumStepper(0.1, 0.9)}
+    )
     trainer = Trainer(stepper, verbose=False)
     trainer.train_scorers = [Accuracy()]
     trainer.add_hook(MonitorLoss('valid', name='validation'))
-    trainer.add_hook(SaveBestNetwork('validation.total_loss',
-                                     criterion='min'))
-    trainer.add_hook(ReduceOnPlateau('validation.total_loss',
-                                     attr_name='steppers.default.'
-                                     'learning_rate', patience=0,
-                                     factor=0.5))
+    trainer.add_hook(SaveBestNetwork('validation.total_loss', criterion='min'))
+    trainer.add_hook(
+        ReduceOnPlateau(
+            'validation.total_loss',
+            attr_name='steppers.default.learning_rate',
+            patience=0,
+            factor=0.5,
+        )
+    )
     if filename is not None:
-        trainer.add_hook(SaveCheckpoint(filename, timescale=timescale,
-                                        interval=interval))
+        trainer.add_hook(
+            SaveCheckpoint(filename, timescale=timescale, interval=interval)
+        )
     trainer.add_hook(StopAfterEpoch(epochs))
     train_iter, named = iterators()
     return trainer, net, train_iter, named
@@ -145,6 +151,7 @@ def test_checkpoint_at_epoch_zero(tmp_path):
 
 # ------------------------------------------------------------ atomicity ---
 
+
 def test_crash_during_write_keeps_previous_checkpoint(tmp_path, monkeypatch):
     filename = str(tmp_path / 'safe.ckpt')
     trainer, net, train_iter, named = make_run(1, filename)
@@ -153,7 +160,8 @@ def test_crash_during_write_keeps_previous_checkpoint(tmp_path, monkeypatch):
 
     def crash(*args, **kwargs):
         raise RuntimeError('killed while writing')
-    monkeypatch.setattr(checkpoint_module, '_write_random_states', crash)
+
+    monkeypatch.setattr(checkpoint_file, '_write_random_states', crash)
     trainer.hooks['StopAfterEpoch'].max_epochs = 2
     with pytest.raises(RuntimeError, match='killed while writing'):
         trainer.train(net, train_iter, **named)
@@ -180,6 +188,7 @@ def test_save_checkpoint_outside_training_is_an_error(tmp_path):
 
 # ------------------------------------------------------------ bad input ---
 
+
 def test_corrupt_and_foreign_files(tmp_path):
     garbage = tmp_path / 'garbage.ckpt'
     garbage.write_bytes(b'not an hdf5 file at all')
@@ -189,8 +198,7 @@ def test_corrupt_and_foreign_files(tmp_path):
         Trainer.from_checkpoint(str(tmp_path / 'nothing.ckpt'))
     network_file = str(tmp_path / 'net.hdf5')
     xor_net().save_as_hdf5(network_file)
-    with pytest.raises(TrainingValidationError,
-                       match='not a brainstorm checkpoint'):
+    with pytest.raises(TrainingValidationError, match='not a brainstorm checkpoint'):
         Trainer.from_checkpoint(network_file)
 
 
@@ -200,7 +208,7 @@ def test_truncated_checkpoint(tmp_path):
     trainer.train(net, train_iter, **named)
     data = open(filename, 'rb').read()
     with open(filename, 'wb') as f:
-        f.write(data[:len(data) // 2])
+        f.write(data[: len(data) // 2])
     with pytest.raises(TrainingValidationError, match='cut.ckpt'):
         Trainer.from_checkpoint(filename)
 
@@ -231,11 +239,62 @@ def test_resume_needs_the_same_iterator_names(tmp_path):
 def test_hook_state_with_any_name(tmp_path):
     filename = str(tmp_path / 'names.ckpt')
     trainer, net, train_iter, named = make_run(1, filename)
-    trainer.add_hook(SaveBestNetwork('validation.total_loss', name='best/a.b',
-                                     criterion='min'))
+    trainer.add_hook(
+        SaveBestNetwork('validation.total_loss', name='best/a.b', criterion='min')
+    )
     trainer.train(net, train_iter, **named)
     resumed, _ = Trainer.from_checkpoint(filename)
     assert 'best/a.b' in resumed._resume['hook_states']
     np.testing.assert_array_equal(
         resumed._resume['hook_states']['best/a.b']['parameters'],
-        trainer.hooks['best/a.b'].parameters)
+        trainer.hooks['best/a.b'].parameters,
+    )
+
+
+# ------------------------------------------------------ module layout -----
+
+
+def test_file_format_names_stay_importable_from_checkpoint():
+    from brainstorm.training import checkpoint_file
+
+    for name in (
+        'CHECKPOINT_FORMAT',
+        'write_checkpoint',
+        'read_checkpoint',
+        'get_random_state',
+        'set_random_state',
+        'check_random_state',
+        'iterator_chain',
+    ):
+        assert getattr(checkpoint_module, name) is getattr(checkpoint_file, name)
+
+
+@pytest.mark.parametrize(
+    'path', ['../x.csv', '/etc/x.csv', 'a/.git/x', 'x.py', 'sitecustomize.txt', '']
+)
+def test_check_restored_path_refuses_unsafe_paths(path, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TrainingValidationError, match="hook 'h': refusing"):
+        checkpoint_module.check_restored_path("hook 'h'", path)
+
+
+def test_check_restored_path_accepts_the_checkpoint_folder(tmp_path, monkeypatch):
+    run = tmp_path / 'run'
+    run.mkdir()
+    monkeypatch.chdir(tmp_path)
+    checkpoint_module.check_restored_path('h', 'logs.csv')
+    monkeypatch.chdir(run)
+    with pytest.raises(TrainingValidationError):
+        checkpoint_module.check_restored_path('h', str(tmp_path / 'x.csv'))
+    checkpoint_module.check_restored_path('h', str(tmp_path / 'x.csv'), [str(tmp_path)])
+
+
+def test_save_checkpoint_outside_train_is_refused(tmp_path):
+    trainer = Trainer(bs.training.SgdStepper(), verbose=False)
+    with pytest.raises(TrainingValidationError, match='only possible during'):
+        trainer.save_checkpoint(str(tmp_path / 'x.ckpt'))
+
+
+def test_from_checkpoint_refuses_a_non_bool_trusted(tmp_path):
+    with pytest.raises(TrainingValidationError, match='trusted must be a bool'):
+        Trainer.from_checkpoint(str(tmp_path / 'x.ckpt'), trusted=1)

@@ -86,6 +86,7 @@ class FakeGatherComm:
 
 # ------------------------------------------------------- without MPI ----
 
+
 def train_xor(stepper, steps=6):
     net = xor_net(seed=2)
     stepper.start(net)
@@ -97,8 +98,9 @@ def train_xor(stepper, steps=6):
 
 def test_size_one_communicator_is_the_wrapped_stepper():
     plain = train_xor(MomentumStepper(0.3, 0.9))
-    wrapped = train_xor(DataParallel(MomentumStepper(0.3, 0.9),
-                                     comm=SingleProcessComm()))
+    wrapped = train_xor(
+        DataParallel(MomentumStepper(0.3, 0.9), comm=SingleProcessComm())
+    )
     np.testing.assert_array_equal(wrapped, plain)
 
 
@@ -119,24 +121,30 @@ class TwinComm(SingleProcessComm):
 
 @pytest.mark.parametrize('make_net', [xor_net, batchnorm_net])
 def test_twin_ranks_train_like_one_process_also_through_host_copies(
-        monkeypatch, make_net):
+    monkeypatch, make_net
+):
     """Twin ranks must train exactly like one process, also on a handler
     whose arrays are not NumPy arrays (DebugHandler, like a GPU): their
     parameters, gradients and running statistics go through host copies
     for MPI."""
     from brainstorm.handlers import DebugHandler, NumpyHandler
     from brainstorm.training import data_parallel
+
     monkeypatch.setattr(data_parallel, 'abort_on_exception', lambda c: None)
-    monkeypatch.setattr(DataParallel, '_mpi_in_place',
-                        staticmethod(lambda: 'IN_PLACE'))
+    monkeypatch.setattr(DataParallel, '_mpi_in_place', staticmethod(lambda: 'IN_PLACE'))
     rnd = np.random.RandomState(0)
-    data = {'default': rnd.randn(1, 6, 3 if make_net is batchnorm_net else 2),
-            'targets': rnd.randint(0, 2, (1, 6, 1))}
+    data = {
+        'default': rnd.randn(1, 6, 3 if make_net is batchnorm_net else 2),
+        'targets': rnd.randint(0, 2, (1, 6, 1)),
+    }
     results = []
     for stepper, handler in [
-            (MomentumStepper(0.3, 0.9), NumpyHandler(np.float64)),
-            (DataParallel(MomentumStepper(0.3, 0.9), comm=TwinComm()),
-             DebugHandler(NumpyHandler(np.float64)))]:
+        (MomentumStepper(0.3, 0.9), NumpyHandler(np.float64)),
+        (
+            DataParallel(MomentumStepper(0.3, 0.9), comm=TwinComm()),
+            DebugHandler(NumpyHandler(np.float64)),
+        ),
+    ]:
         net = make_net(seed=2)
         net.set_handler(handler)
         stepper.start(net)
@@ -149,9 +157,11 @@ def test_twin_ranks_train_like_one_process_also_through_host_copies(
 
 def test_size_one_multistepper_state_round_trips():
     def make():
-        return DataParallel(MultiStepper({'Hid': AdamStepper(0.01),
-                                          'default': MomentumStepper(0.1)}),
-                            comm=SingleProcessComm())
+        return DataParallel(
+            MultiStepper({'Hid': AdamStepper(0.01), 'default': MomentumStepper(0.1)}),
+            comm=SingleProcessComm(),
+        )
+
     stepper = make()
     train_xor(stepper, 3)
     state = stepper.get_state()
@@ -163,8 +173,9 @@ def test_size_one_multistepper_state_round_trips():
 
 
 def test_attributes_reach_the_wrapped_stepper():
-    inner = MultiStepper({'Hid': AdamStepper(0.01),
-                          'default': MomentumStepper(0.1, 0.9)})
+    inner = MultiStepper(
+        {'Hid': AdamStepper(0.01), 'default': MomentumStepper(0.1, 0.9)}
+    )
     stepper = DataParallel(inner, comm=SingleProcessComm())
     stepper.clip_norm = 5.0
     assert inner.clip_norm == 5.0
@@ -178,14 +189,16 @@ def test_attributes_reach_the_wrapped_stepper():
 
 
 def test_schedules_change_the_wrapped_stepper_in_training():
-    inner = MultiStepper({'Hid': AdamStepper(0.01),
-                          'default': MomentumStepper(0.1, 0.9)})
-    trainer = Trainer(DataParallel(inner, comm=SingleProcessComm()),
-                      verbose=False)
-    trainer.add_hook(ModifyStepperAttribute(
-        Exponential(0.1, 0.5), 'steppers.default.learning_rate'))
-    trainer.add_hook(ModifyStepperAttribute(Exponential(0.4, 0.5),
-                                            'clip_norm', name='clip'))
+    inner = MultiStepper(
+        {'Hid': AdamStepper(0.01), 'default': MomentumStepper(0.1, 0.9)}
+    )
+    trainer = Trainer(DataParallel(inner, comm=SingleProcessComm()), verbose=False)
+    trainer.add_hook(
+        ModifyStepperAttribute(Exponential(0.1, 0.5), 'steppers.default.learning_rate')
+    )
+    trainer.add_hook(
+        ModifyStepperAttribute(Exponential(0.4, 0.5), 'clip_norm', name='clip')
+    )
     trainer.add_hook(StopAfterEpoch(2))
     trainer.train(xor_net(), Minibatches(2, **xor_data()))
     assert inner.steppers['default'].learning_rate == pytest.approx(0.025)
@@ -193,8 +206,7 @@ def test_schedules_change_the_wrapped_stepper_in_training():
 
 
 def test_json_round_trip():
-    stepper = DataParallel(MomentumStepper(0.2, momentum=0.5),
-                           check_finite=False)
+    stepper = DataParallel(MomentumStepper(0.2, momentum=0.5), check_finite=False)
     copy = roundtrip(stepper)
     assert isinstance(copy, DataParallel)
     assert copy.check_finite is False
@@ -225,28 +237,41 @@ def test_rejects_a_non_bool_check_finite():
 
 def test_communicator_of():
     assert communicator_of(MomentumStepper()) is None
-    assert communicator_of(DataParallel(MomentumStepper(),
-                                        comm=SingleProcessComm())) is None
+    assert (
+        communicator_of(DataParallel(MomentumStepper(), comm=SingleProcessComm()))
+        is None
+    )
     comm = FakeGatherComm([{}])
-    assert communicator_of(DataParallel(MomentumStepper(), comm=comm)) \
-        is comm
+    assert communicator_of(DataParallel(MomentumStepper(), comm=comm)) is comm
 
 
 def test_missing_mpi4py_raises_an_import_error_naming_the_extra(monkeypatch):
     from brainstorm import optional, parallel
+
     monkeypatch.setattr(parallel, 'has_mpi4py', False)
-    monkeypatch.setattr(parallel, 'mpi4py_mock',
-                        optional.MissingDependencyMock(optional._missing(
-                            'mpi4py', 'mpi', ImportError('no mpi4py'))))
+    monkeypatch.setattr(
+        parallel,
+        'mpi4py_mock',
+        optional.MissingDependencyMock(
+            optional._missing('mpi4py', 'mpi', ImportError('no mpi4py'))
+        ),
+    )
     stepper = DataParallel(MomentumStepper())
     with pytest.raises(ImportError, match=r"pip install 'brainstorm-nn\[mpi\]'"):
         _ = stepper.comm
 
 
 def test_mpi_world_size_reads_the_launcher_environment(monkeypatch):
-    for name in ('PMI_SIZE', 'OMPI_COMM_WORLD_SIZE', 'PMIX_SIZE',
-                 'MV2_COMM_WORLD_SIZE', 'PMI_RANK', 'OMPI_COMM_WORLD_RANK',
-                 'PMIX_RANK', 'MV2_COMM_WORLD_RANK'):
+    for name in (
+        'PMI_SIZE',
+        'OMPI_COMM_WORLD_SIZE',
+        'PMIX_SIZE',
+        'MV2_COMM_WORLD_SIZE',
+        'PMI_RANK',
+        'OMPI_COMM_WORLD_RANK',
+        'PMIX_RANK',
+        'MV2_COMM_WORLD_RANK',
+    ):
         monkeypatch.delenv(name, raising=False)
     assert (mpi_world_size(), mpi_world_rank()) == (1, 0)
     monkeypatch.setenv('OMPI_COMM_WORLD_SIZE', '3')
@@ -260,11 +285,20 @@ def test_mpi_world_size_reads_the_launcher_environment(monkeypatch):
 def run_python(code):
     """Run ``code`` in a fresh interpreter without an MPI launcher's
     variables; return its stdout."""
-    env = {name: value for name, value in os.environ.items()
-           if not name.startswith(('PMI_', 'PMIX_', 'OMPI_', 'MV2_'))}
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(('PMI_', 'PMIX_', 'OMPI_', 'MV2_'))
+    }
     env['PYTHONPATH'] = str(ROOT)
-    done = subprocess.run([sys.executable, '-c', code], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=MPI_TIMEOUT)
+    done = subprocess.run(
+        [sys.executable, '-c', code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=MPI_TIMEOUT,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -287,17 +321,22 @@ print((shard.rank, shard.size), len(trainer.logs['MonitorLoss']['total_loss']),
 
 def test_brainstorm_trains_without_mpi4py():
     blocked = "import sys; sys.modules['mpi4py'] = None\n"
-    assert run_python(blocked + TRAIN_WITHOUT_MPI).split() == \
-        ['(0,', '1)', '3', 'False', 'False']
+    assert run_python(blocked + TRAIN_WITHOUT_MPI).split() == [
+        '(0,',
+        '1)',
+        '3',
+        'False',
+        'False',
+    ]
 
 
 @pytest.mark.skipif(not has_mpi4py, reason='needs mpi4py')
 def test_single_process_training_does_not_initialise_mpi():
-    assert run_python(TRAIN_WITHOUT_MPI).split() == \
-        ['(0,', '1)', '3', 'True', 'False']
+    assert run_python(TRAIN_WITHOUT_MPI).split() == ['(0,', '1)', '3', 'True', 'False']
 
 
 # ------------------------------------------------- rank 0 writes, prints ----
+
 
 class RankComm(SingleProcessComm):
     """Rank ``rank`` of 2; no collective may be called."""
@@ -321,25 +360,26 @@ def test_only_rank_0_prints_and_writes_files(tmp_path, capsys, rank):
         SaveLogsCSV,
         SaveNetwork,
     )
+
     stepper = DataParallel(MomentumStepper(), comm=RankComm(rank))
     net = xor_net()
     net.provide_external_data(xor_data())
     net.forward_pass()
     logs = {'validation': {'loss': [1.0, 0.5]}}
     bar = io.StringIO()
-    hooks = [SaveNetwork(str(tmp_path / 'net.h5')),
-             SaveBestNetwork('validation.loss', str(tmp_path / 'best.h5'),
-                             criterion='min'),
-             SaveLogs(str(tmp_path / 'logs.h5')),
-             SaveLogsCSV(str(tmp_path / 'logs.csv')),
-             ProgressBar(file=bar, force=True),
-             StopAfterEpoch(1, verbose=True)]
+    hooks = [
+        SaveNetwork(str(tmp_path / 'net.h5')),
+        SaveBestNetwork('validation.loss', str(tmp_path / 'best.h5'), criterion='min'),
+        SaveLogs(str(tmp_path / 'logs.h5')),
+        SaveLogsCSV(str(tmp_path / 'logs.csv')),
+        ProgressBar(file=bar, force=True),
+        StopAfterEpoch(1, verbose=True),
+    ]
     iterators = {'training_data_iter': Minibatches(2, **xor_data())}
     for hook in hooks:
         hook.start(net, stepper, True, iterators)
         try:
-            hook(epoch_nr=1, update_nr=1, net=net, stepper=stepper,
-                 logs=logs)
+            hook(epoch_nr=1, update_nr=1, net=net, stepper=stepper, logs=logs)
         except StopIteration:
             pass
     written = sorted(path.name for path in tmp_path.iterdir())
@@ -356,19 +396,24 @@ def test_only_rank_0_prints_and_writes_files(tmp_path, capsys, rank):
 
 # ------------------------------------------------------------- Shard ----
 
+
 def sample_ids(iterator):
     return [batch['default'][0, :, 0].tolist() for batch in iterator()]
 
 
 def numbered(n):
-    return {'default': np.arange(n, dtype=float).reshape(1, n, 1),
-            'targets': np.zeros((1, n, 1))}
+    return {
+        'default': np.arange(n, dtype=float).reshape(1, n, 1),
+        'targets': np.zeros((1, n, 1)),
+    }
 
 
 def test_shard_splits_each_global_batch_contiguously():
     data = numbered(11)
-    parts = [sample_ids(Shard(Minibatches(4, shuffle=False, **data),
-                              rank=r, size=2)) for r in range(2)]
+    parts = [
+        sample_ids(Shard(Minibatches(4, shuffle=False, **data), rank=r, size=2))
+        for r in range(2)
+    ]
     assert parts[0] == [[0, 1], [4, 5], [8]]
     assert parts[1] == [[2, 3], [6, 7], [9, 10]]
 
@@ -393,8 +438,10 @@ def test_ranks_cover_a_shuffled_epoch_exactly_once():
 
 
 def test_shard_gives_empty_parts_when_a_batch_is_smaller_than_size():
-    parts = [sample_ids(Shard(Minibatches(3, shuffle=False, **numbered(4)),
-                              rank=r, size=3)) for r in range(3)]
+    parts = [
+        sample_ids(Shard(Minibatches(3, shuffle=False, **numbered(4)), rank=r, size=3))
+        for r in range(3)
+    ]
     assert [p[1] for p in parts] == [[], [], [3]]
 
 
@@ -406,18 +453,22 @@ def test_shard_defaults_to_a_single_process(monkeypatch):
     assert shard.bounds(4) == (0, 4)
 
 
-@pytest.mark.parametrize('kwargs', [{'rank': 2, 'size': 2},
-                                    {'rank': -1, 'size': 2},
-                                    {'rank': 0, 'size': 0},
-                                    {'rank': 0.5, 'size': 2}])
+@pytest.mark.parametrize(
+    'kwargs',
+    [
+        {'rank': 2, 'size': 2},
+        {'rank': -1, 'size': 2},
+        {'rank': 0, 'size': 0},
+        {'rank': 0.5, 'size': 2},
+    ],
+)
 def test_shard_rejects_bad_ranks(kwargs):
     with pytest.raises(IteratorValidationError, match='Shard'):
         Shard(Minibatches(4, **numbered(6)), **kwargs)
 
 
 def test_shard_json_round_trip():
-    shard = Shard(Minibatches(4, shuffle=False, **numbered(6)), rank=1,
-                  size=2)
+    shard = Shard(Minibatches(4, shuffle=False, **numbered(6)), rank=1, size=2)
     copy = roundtrip(shard)
     assert (copy.rank, copy.size) == (1, 2)
     assert sample_ids(copy) == [[2, 3], [5]]
@@ -425,15 +476,19 @@ def test_shard_json_round_trip():
 
 # ------------------------------------------------ joining the figures ----
 
+
 def test_figures_are_joined_from_sums_and_counts():
     net = xor_net()
     scorers = [Accuracy()]
-    everything = {'total_loss': [(4, 0.5), (2, 2.0), (3, 1.0)],
-                  'Accuracy': [(4, 3.0), (2, 0.0), (3, 3.0)]}
+    everything = {
+        'total_loss': [(4, 0.5), (2, 2.0), (3, 1.0)],
+        'Accuracy': [(4, 3.0), (2, 0.0), (3, 3.0)],
+    }
     rank0 = {k: v[:1] for k, v in everything.items()}
     rank1 = {k: v[1:] for k, v in everything.items()}
-    joined = aggregate_losses_and_scores(rank0, net, scorers,
-                                         comm=FakeGatherComm([rank1]))
+    joined = aggregate_losses_and_scores(
+        rank0, net, scorers, comm=FakeGatherComm([rank1])
+    )
     single = aggregate_losses_and_scores(everything, net, scorers)
     assert joined == single
     # not the mean of the ranks' means
@@ -442,8 +497,9 @@ def test_figures_are_joined_from_sums_and_counts():
 
 
 def test_gather_from_all_ranks_keeps_names_missing_on_a_rank():
-    joined = gather_from_all_ranks({'a': [(1, 2.0)]},
-                                   FakeGatherComm([{'b': [(2, 1.0)]}]))
+    joined = gather_from_all_ranks(
+        {'a': [(1, 2.0)]}, FakeGatherComm([{'b': [(2, 1.0)]}])
+    )
     assert joined == OrderedDict([('a', [(1.0, 2.0)]), ('b', [(2.0, 1.0)])])
 
 
@@ -452,27 +508,33 @@ def test_checkpoint_file_keeps_the_random_states_of_every_rank(tmp_path):
     from brainstorm.training.checkpoint import get_random_state
 
     def states(seed):
-        return {'global': get_random_state(RandomState(seed)),
-                'network': get_random_state(RandomState(seed + 1)),
-                'handler': None,
-                'iterators': {'training_data_iter': [
-                    get_random_state(RandomState(seed + 2)), None]}}
+        return {
+            'global': get_random_state(RandomState(seed)),
+            'network': get_random_state(RandomState(seed + 1)),
+            'handler': None,
+            'iterators': {
+                'training_data_iter': [get_random_state(RandomState(seed + 2)), None]
+            },
+        }
+
     random_states = dict(states(1), ranks=[states(1), states(10)])
     filename = str(tmp_path / 'ranks.ckpt')
     checkpoint_module.write_checkpoint(
-        filename, {}, np.zeros(3), {}, {}, {}, {}, random_states)
+        filename, {}, np.zeros(3), {}, {}, {}, {}, random_states
+    )
     read = checkpoint_module.read_checkpoint(filename)['random_states']
     assert len(read['ranks']) == 2
     assert read['ranks'][1]['global']['seed'] == 10
     np.testing.assert_array_equal(
         read['ranks'][1]['iterators']['training_data_iter'][0]['keys'],
-        random_states['ranks'][1]['iterators']['training_data_iter'][0][
-            'keys'])
+        random_states['ranks'][1]['iterators']['training_data_iter'][0]['keys'],
+    )
     assert read['ranks'][0]['handler'] is None
     assert read['ranks'][1]['iterators']['training_data_iter'][1] is None
 
 
 # --------------------------------------------------- with mpiexec -n 2 ----
+
 
 def find_mpiexec():
     local = Path(sys.executable).parent / 'mpiexec'
@@ -483,7 +545,8 @@ def find_mpiexec():
 
 needs_mpi = pytest.mark.skipif(
     not has_mpi4py or find_mpiexec() is None,
-    reason="needs mpi4py and mpiexec (pip install 'brainstorm-nn[mpi]')")
+    reason="needs mpi4py and mpiexec (pip install 'brainstorm-nn[mpi]')",
+)
 
 
 def run_ranks(scenario, outdir, expect_success=True, timeout=None):
@@ -492,22 +555,34 @@ def run_ranks(scenario, outdir, expect_success=True, timeout=None):
     timeout = timeout or MPI_TIMEOUT
     env = dict(os.environ)
     env['PYTHONPATH'] = os.pathsep.join(
-        [str(ROOT)] + [p for p in [env.get('PYTHONPATH')] if p])
+        [str(ROOT)] + [p for p in [env.get('PYTHONPATH')] if p]
+    )
     env['OMP_NUM_THREADS'] = env['OPENBLAS_NUM_THREADS'] = '1'
-    command = [find_mpiexec(), '-n', '2', sys.executable, '-m',
-               'tests.training.mpi_worker', scenario, str(outdir)]
+    command = [
+        find_mpiexec(),
+        '-n',
+        '2',
+        sys.executable,
+        '-m',
+        'tests.training.mpi_worker',
+        scenario,
+        str(outdir),
+    ]
     try:
-        done = subprocess.run(command, cwd=ROOT, env=env,
-                              capture_output=True, text=True,
-                              timeout=timeout)
+        done = subprocess.run(
+            command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+        )
     except subprocess.TimeoutExpired as err:
-        pytest.fail(f'mpiexec -n 2 ({scenario}) did not end within '
-                    f'{timeout} s: a rank hangs. Output: {err.stdout!r} '
-                    f'{err.stderr!r}')
+        pytest.fail(
+            f'mpiexec -n 2 ({scenario}) did not end within '
+            f'{timeout} s: a rank hangs. Output: {err.stdout!r} '
+            f'{err.stderr!r}'
+        )
     if expect_success:
         assert done.returncode == 0, (
             f'mpiexec -n 2 ({scenario}) failed with {done.returncode}:\n'
-            f'{done.stdout}\n{done.stderr}')
+            f'{done.stdout}\n{done.stderr}'
+        )
     results = []
     for rank in range(2):
         npz = outdir / f'rank{rank}.npz'
@@ -523,8 +598,9 @@ def assert_logs_close(logs, reference, path=''):
         if isinstance(value, dict):
             assert_logs_close(logs[key], value, f'{path}{key}.')
         else:
-            np.testing.assert_allclose(logs[key], value, rtol=1e-12,
-                                       atol=1e-14, err_msg=path + key)
+            np.testing.assert_allclose(
+                logs[key], value, rtol=1e-12, atol=1e-14, err_msg=path + key
+            )
 
 
 @pytest.fixture(scope='module')
@@ -534,8 +610,7 @@ def equivalence_results(tmp_path_factory):
 
 
 @needs_mpi
-def test_two_ranks_train_like_one_process_on_the_global_batches(
-        equivalence_results):
+def test_two_ranks_train_like_one_process_on_the_global_batches(equivalence_results):
     (rank0, logs0), (rank1, logs1) = equivalence_results
     # every rank holds bit-identical parameters
     np.testing.assert_array_equal(rank0['parameters'], rank1['parameters'])
@@ -543,15 +618,13 @@ def test_two_ranks_train_like_one_process_on_the_global_batches(
     parameters, _ = equivalence_run(parallel=False)
     # the last global batch holds 3 samples: 1 on rank 0, 2 on rank 1
     assert TRAIN_SIZE % BATCH_SIZE == 3
-    np.testing.assert_allclose(rank0['parameters'], parameters, rtol=1e-10,
-                               atol=1e-13)
+    np.testing.assert_allclose(rank0['parameters'], parameters, rtol=1e-10, atol=1e-13)
     initial, _ = equivalence_run(parallel=False, epochs=0)
     assert np.abs(parameters - initial).max() > 0.1
 
 
 @needs_mpi
-def test_running_statistics_stay_identical_on_all_ranks(
-        equivalence_results):
+def test_running_statistics_stay_identical_on_all_ranks(equivalence_results):
     (rank0, _), (rank1, _) = equivalence_results
     np.testing.assert_array_equal(rank0['batchnorm'], rank1['batchnorm'])
     _, single_mu = batchnorm_run(parallel=False)
@@ -562,8 +635,7 @@ def test_running_statistics_stay_identical_on_all_ranks(
 
 
 @needs_mpi
-def test_running_mean_is_weighted_per_sample_like_one_process(
-        equivalence_results):
+def test_running_mean_is_weighted_per_sample_like_one_process(equivalence_results):
     """With fixed parameters, BatchNorm's running mean after two ranks
     (uneven last batch: 1 and 2 samples) equals one process to 1e-12.
     (Guards against: averaging the ranks' running statistics per rank
@@ -574,21 +646,17 @@ def test_running_mean_is_weighted_per_sample_like_one_process(
     np.testing.assert_array_equal(rank0['mu_frozen'], rank1['mu_frozen'])
     _, single_mu = batchnorm_run(parallel=False, learning_rate=0.0)
     assert np.abs(single_mu).min() > 0.05, 'the running mean must move'
-    np.testing.assert_allclose(rank0['mu_frozen'], single_mu, rtol=1e-12,
-                               atol=1e-12)
+    np.testing.assert_allclose(rank0['mu_frozen'], single_mu, rtol=1e-12, atol=1e-12)
 
 
 @needs_mpi
-def test_validation_scores_on_two_ranks_equal_one_process(
-        equivalence_results):
+def test_validation_scores_on_two_ranks_equal_one_process(equivalence_results):
     (_, logs0), _ = equivalence_results
     _, logs = equivalence_run(parallel=False)
     reference = json.loads(json.dumps(bs.get_description(logs)))
     assert_logs_close(logs0['validation'], reference['validation'])
-    assert logs0['validation']['Accuracy'] == \
-        reference['validation']['Accuracy']
-    assert_logs_close(logs0['rolling_training'],
-                      reference['rolling_training'])
+    assert logs0['validation']['Accuracy'] == reference['validation']['Accuracy']
+    assert_logs_close(logs0['rolling_training'], reference['rolling_training'])
 
 
 @needs_mpi
@@ -603,21 +671,21 @@ def test_two_rank_checkpoint_resumes_like_an_uninterrupted_run(tmp_path):
     ranks = stored['random_states']['ranks']
     assert len(ranks) == 2
     # dropout and noise draw differently on the two ranks
-    assert not np.array_equal(ranks[0]['handler']['keys'],
-                              ranks[1]['handler']['keys'])
+    assert not np.array_equal(ranks[0]['handler']['keys'], ranks[1]['handler']['keys'])
     # it cannot continue exactly on another number of processes
     resumed, net = Trainer.from_checkpoint(str(tmp_path / 'run.ckpt'))
     resumed.stepper._comm = SingleProcessComm()
     train_iter, named = checkpoint_iterators()
-    with pytest.raises(TrainingValidationError,
-                       match='on 2 processes; it can only continue on as '
-                             r'many \(this run has 1\)'):
+    with pytest.raises(
+        TrainingValidationError,
+        match='on 2 processes; it can only continue on as '
+        r'many \(this run has 1\)',
+    ):
         resumed.train(net, train_iter, **named)
 
 
 @needs_mpi
-def test_a_stop_asked_on_one_rank_stops_all_ranks_and_only_rank_0_prints(
-        tmp_path):
+def test_a_stop_asked_on_one_rank_stops_all_ranks_and_only_rank_0_prints(tmp_path):
     done, ((rank0, logs0), (rank1, logs1)) = run_ranks('stop', tmp_path)
     # 4 updates per epoch: rank 1 asks to stop at update 5, in epoch 2; no
     # rank goes on into an Allreduce the other never joins
@@ -634,22 +702,26 @@ def test_a_stop_asked_on_one_rank_stops_all_ranks_and_only_rank_0_prints(
 
 
 @needs_mpi
-@pytest.mark.parametrize('scenario, message', [
-    ('exception', 'RuntimeError: deliberate failure on rank 1'),
-    ('nan', 'FloatingPointError: DataParallel: rank 1 of 2: the gradients '
-            'of this step are not finite')])
-def test_a_failure_on_rank_1_ends_both_processes(tmp_path, scenario,
-                                                 message):
+@pytest.mark.parametrize(
+    'scenario, message',
+    [
+        ('exception', 'RuntimeError: deliberate failure on rank 1'),
+        (
+            'nan',
+            'FloatingPointError: DataParallel: rank 1 of 2: the gradients '
+            'of this step are not finite',
+        ),
+    ],
+)
+def test_a_failure_on_rank_1_ends_both_processes(tmp_path, scenario, message):
     # "within seconds": the job ends in about 1 s; the other rank would
     # otherwise wait in a collective for ever (generous bound for CI load)
-    done, results = run_ranks(scenario, tmp_path, expect_success=False,
-                              timeout=20)
+    done, results = run_ranks(scenario, tmp_path, expect_success=False, timeout=20)
     assert done.returncode != 0
     assert results == []
     output = done.stdout + done.stderr
     assert message in output
-    assert 'uncaught' in output and 'on rank 1 of 2; aborting all ranks' \
-        in output
+    assert 'uncaught' in output and 'on rank 1 of 2; aborting all ranks' in output
 
 
 def test_a_shard_takes_no_seed_from_the_global_random_state():
@@ -672,11 +744,25 @@ def test_mnist_example_runs_on_two_ranks_and_only_rank_0_reports(tmp_path):
     env = dict(os.environ, OMP_NUM_THREADS='1', OPENBLAS_NUM_THREADS='1')
     save = tmp_path / 'best.hdf5'
     done = subprocess.run(
-        [find_mpiexec(), '-n', '2', sys.executable,
-         str(ROOT / 'examples' / 'mnist_pi.py'), '--epochs', '1',
-         '--limit', '100', '--save', str(save)],
-        cwd=tmp_path, env=env, capture_output=True, text=True,
-        timeout=MPI_TIMEOUT)
+        [
+            find_mpiexec(),
+            '-n',
+            '2',
+            sys.executable,
+            str(ROOT / 'examples' / 'mnist_pi.py'),
+            '--epochs',
+            '1',
+            '--limit',
+            '100',
+            '--save',
+            str(save),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=MPI_TIMEOUT,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert 'Data-parallel on 2 processes' in done.stdout
     assert done.stdout.count('Epoch 1 ---') == 1

@@ -21,32 +21,44 @@ COMMAND_TIMEOUT = 180
 EXPECTED = {
     'return': 'rank 1 of 2 left training: its process ended (rank 1)',
     'exit': 'rank 1 of 2 left training: SystemExit: 0',
-    'caught': 'rank 1 of 2 left training: RuntimeError: deliberate failure '
-              'on rank 1',
+    'caught': 'rank 1 of 2 left training: RuntimeError: deliberate failure on rank 1',
     'uncaught': 'RuntimeError: deliberate failure on rank 1',
     'short': 'rank 1: the training iterator yielded 3 batches in epoch 2, '
-             'but its length is 4',
+    'but its length is 4',
     # nothing is left on rank 1 to speak and the launcher (MPICH's Hydra)
     # ends rank 0 at once, naming the killed process by its id
     'killed': None,
     # rank 1 hangs in a hook: rank 0's collective call times out (the
     # worker sets DataParallel(timeout=8), leaving 12 s for the rest)
-    'stuck': 'rank 0 of 2 waited more than 8 s in the stop decision after '
-             'the hooks',
+    'stuck': 'rank 0 of 2 waited more than 8 s in the stop decision after the hooks',
 }
 
 
 def run_scenario(scenario, outdir):
     env = dict(os.environ)
     env['PYTHONPATH'] = os.pathsep.join(
-        [str(ROOT)] + [p for p in [env.get('PYTHONPATH')] if p])
+        [str(ROOT)] + [p for p in [env.get('PYTHONPATH')] if p]
+    )
     env['OMP_NUM_THREADS'] = env['OPENBLAS_NUM_THREADS'] = '1'
-    command = [find_mpiexec(), '-n', '2', sys.executable, '-m',
-               'tests.training.mpi_fault_worker', scenario, str(outdir)]
+    command = [
+        find_mpiexec(),
+        '-n',
+        '2',
+        sys.executable,
+        '-m',
+        'tests.training.mpi_fault_worker',
+        scenario,
+        str(outdir),
+    ]
     try:
-        done = subprocess.run(command, cwd=ROOT, env=env,
-                              capture_output=True, text=True,
-                              timeout=COMMAND_TIMEOUT)
+        done = subprocess.run(
+            command,
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_TIMEOUT,
+        )
     except subprocess.TimeoutExpired as err:
         pytest.fail(f'mpiexec -n 2 ({scenario}) hangs: {err.stderr!r}')
     return done, time.time()
@@ -65,8 +77,9 @@ def test_rank_1_leaving_ends_both_ranks_within_seconds(tmp_path, scenario):
     if EXPECTED[scenario] is not None:
         assert EXPECTED[scenario] in output
         # the rank that ends the job says so, naming the one that left
-        assert 'ending all 2 ranks' in output or \
-            'on rank 1 of 2; aborting all ranks' in output
+        assert (
+            'ending all 2 ranks' in output
+            or 'on rank 1 of 2; aborting all ranks' in output
+        )
     else:
-        assert f'PID {pid} ' in output and 'Killed (signal 9)' in output, \
-            output
+        assert f'PID {pid} ' in output and 'Killed (signal 9)' in output, output

@@ -46,8 +46,14 @@ def data(kind, scale=1.0, n=64):
     return {'default': x, 'targets': y}
 
 
-def probe(stepper, kind='classification', scale=1.0, batchnorm=False,
-          witness=True, **trainer_kwargs):
+def probe(
+    stepper,
+    kind='classification',
+    scale=1.0,
+    batchnorm=False,
+    witness=True,
+    **trainer_kwargs,
+):
     """Train a small net on the default handler for up to 50 epochs."""
     bs.global_rnd.set_seed(3)
     inp, out = bs.tools.get_in_out_layers(kind, 10, 3)
@@ -57,8 +63,7 @@ def probe(stepper, kind='classification', scale=1.0, batchnorm=False,
     net = bs.Network.from_layer(hidden >> out)
     net.initialize(bs.initializers.Gaussian(0.1))
     trainer = bs.Trainer(stepper, verbose=False, **trainer_kwargs)
-    witnesses = [FiniteWitness('update'), FiniteWitness('epoch')] \
-        if witness else []
+    witnesses = [FiniteWitness('update'), FiniteWitness('epoch')] if witness else []
     for hook in witnesses:
         trainer.add_hook(hook)
     trainer.add_hook(StopAfterEpoch(50))
@@ -69,15 +74,16 @@ def probe(stepper, kind='classification', scale=1.0, batchnorm=False,
 PROBES = {
     'sgd_lr_1e3': dict(stepper=lambda: steppers.SgdStepper(1e3)),
     'momentum_lr_1e6': dict(
-        stepper=lambda: steppers.MomentumStepper(1e6, momentum=0.9)),
-    'inputs_x1e6': dict(stepper=lambda: steppers.SgdStepper(0.1),
-                        scale=1e6),
-    'sigmoid_ce_lr_1e8': dict(stepper=lambda: steppers.SgdStepper(1e8),
-                              kind='multi-label'),
-    'batchnorm_lr_1e8': dict(stepper=lambda: steppers.SgdStepper(1e8),
-                             batchnorm=True),
-    'regression_lr_1e3': dict(stepper=lambda: steppers.SgdStepper(1e3),
-                              kind='regression'),
+        stepper=lambda: steppers.MomentumStepper(1e6, momentum=0.9)
+    ),
+    'inputs_x1e6': dict(stepper=lambda: steppers.SgdStepper(0.1), scale=1e6),
+    'sigmoid_ce_lr_1e8': dict(
+        stepper=lambda: steppers.SgdStepper(1e8), kind='multi-label'
+    ),
+    'batchnorm_lr_1e8': dict(stepper=lambda: steppers.SgdStepper(1e8), batchnorm=True),
+    'regression_lr_1e3': dict(
+        stepper=lambda: steppers.SgdStepper(1e3), kind='regression'
+    ),
     'adam_lr_1e6': dict(stepper=lambda: steppers.AdamStepper(1e6)),
     'rmsprop_lr_1e6': dict(stepper=lambda: steppers.RMSPropStepper(1e6)),
 }
@@ -113,8 +119,10 @@ def test_hooks_never_see_the_broken_network():
     update = int(str(info.value).split('update ')[1].split()[0])
     # the witness ran at updates 0 .. update-1, never at the failing one
     assert witness.calls == update == trainer.current_update_nr
-    assert not np.isfinite(net.get('parameters')).all() or \
-        np.abs(net.get('parameters')).max() > 1e7
+    assert (
+        not np.isfinite(net.get('parameters')).all()
+        or np.abs(net.get('parameters')).max() > 1e7
+    )
 
 
 def test_nan_loss_names_the_loss():
@@ -127,11 +135,11 @@ def test_nan_loss_names_the_loss():
     trainer.add_hook(StopAfterEpoch(2))
     d = data('regression')
     d['targets'][0, 40, 1] = np.nan
-    with np.errstate(all='ignore'), pytest.raises(NonFiniteError,
-                                                  match='the training loss '
-                                                  'is nan') as info:
-        trainer.train(net, Minibatches(16, shuffle=False, check_finite=False,
-                                       **d))
+    with (
+        np.errstate(all='ignore'),
+        pytest.raises(NonFiniteError, match='the training loss is nan') as info,
+    ):
+        trainer.train(net, Minibatches(16, shuffle=False, check_finite=False, **d))
     assert 'at update 3 ' in str(info.value)
     assert 'last finite training loss' in str(info.value)
     # the data fed the NaN in: the Input layer's targets output holds it
@@ -140,21 +148,28 @@ def test_nan_loss_names_the_loss():
 
 def test_check_can_be_turned_off():
     with np.errstate(all='ignore'):
-        trainer, net, _ = probe(steppers.SgdStepper(1e3), witness=False,
-                                check_finite=False)
+        trainer, net, _ = probe(
+            steppers.SgdStepper(1e3), witness=False, check_finite=False
+        )
     assert trainer.current_epoch_nr == 50
     assert not np.isfinite(net.get('parameters')).all()
     with np.errstate(all='ignore'):
-        trainer, net, _ = probe(steppers.AdamStepper(1e6), witness=False,
-                                max_abs_parameter=None)
+        trainer, net, _ = probe(
+            steppers.AdamStepper(1e6), witness=False, max_abs_parameter=None
+        )
     assert trainer.current_epoch_nr == 50
     assert np.abs(net.get('parameters')).max() > 1e7
 
 
-@pytest.mark.parametrize('kwargs', [{'check_finite': 1},
-                                    {'max_abs_parameter': 0},
-                                    {'max_abs_parameter': 'big'},
-                                    {'max_abs_parameter': True}])
+@pytest.mark.parametrize(
+    'kwargs',
+    [
+        {'check_finite': 1},
+        {'max_abs_parameter': 0},
+        {'max_abs_parameter': 'big'},
+        {'max_abs_parameter': True},
+    ],
+)
 def test_bad_check_arguments(kwargs):
     name = next(iter(kwargs))
     with pytest.raises(TrainingValidationError, match=name):
@@ -166,8 +181,7 @@ def test_stop_on_nan_is_not_quiet(capsys):
     inp, out = bs.tools.get_in_out_layers('classification', 10, 3)
     net = bs.Network.from_layer(inp >> FullyConnected(20, name='Hid') >> out)
     net.initialize(bs.initializers.Gaussian(0.1))
-    trainer = bs.Trainer(steppers.SgdStepper(1e3), verbose=False,
-                         check_finite=False)
+    trainer = bs.Trainer(steppers.SgdStepper(1e3), verbose=False, check_finite=False)
     trainer.add_hook(StopOnNan(timescale='update', verbose=False))
     trainer.add_hook(StopAfterEpoch(50))
     with np.errstate(all='ignore'):
@@ -183,11 +197,16 @@ def test_iterators_check_data_once(bad, iterator):
     d = data('regression')
     d['default'] = d['default'].copy()
     d['default'][0, 7, 2] = bad
-    make = (lambda **kw: Undivided(**kw)) if iterator == 'Undivided' else \
-        (lambda **kw: Minibatches(4, **kw))
-    with pytest.raises(IteratorValidationError,
-                       match=rf"{iterator}: data 'default' holds NaN or "
-                       r'infinite values \(the first at index \(0, 7, 2\)'):
+    make = (
+        (lambda **kw: Undivided(**kw))
+        if iterator == 'Undivided'
+        else (lambda **kw: Minibatches(4, **kw))
+    )
+    with pytest.raises(
+        IteratorValidationError,
+        match=rf"{iterator}: data 'default' holds NaN or "
+        r'infinite values \(the first at index \(0, 7, 2\)',
+    ):
         make(**d)
     it = make(check_finite=False, **d)  # the opt-out for huge data
     assert it.length >= 1
@@ -196,19 +215,24 @@ def test_iterators_check_data_once(bad, iterator):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.one_of(st.just(float('nan')),
-                 # float32 (the handler's type) must not round it to an id
-                 st.floats(0, 2.99).filter(
-                     lambda v: abs(v - round(v)) > 1e-3)))
+@given(
+    st.one_of(
+        st.just(float('nan')),
+        # float32 (the handler's type) must not round it to an id
+        st.floats(0, 2.99).filter(lambda v: abs(v - round(v)) > 1e-3),
+    )
+)
 def test_softmax_ce_targets_must_be_whole_class_ids(target):
     bs.global_rnd.set_seed(1)
     inp, out = bs.tools.get_in_out_layers('classification', 2, 3)
     net = bs.Network.from_layer(inp >> FullyConnected(4, name='H') >> out)
     net.initialize(bs.initializers.Gaussian(0.1))
-    net.provide_external_data({'default': np.ones((1, 2, 2)),
-                               'targets': np.array([[[1.0], [target]]])})
-    with pytest.raises(NetworkValidationError,
-                       match=r"SoftmaxCE 'Output'.*whole numbers in \[0, 3\)"):
+    net.provide_external_data(
+        {'default': np.ones((1, 2, 2)), 'targets': np.array([[[1.0], [target]]])}
+    )
+    with pytest.raises(
+        NetworkValidationError, match=r"SoftmaxCE 'Output'.*whole numbers in \[0, 3\)"
+    ):
         net.forward_pass()
 
 
@@ -216,6 +240,7 @@ def test_check_works_through_the_handler_interface():
     """Handlers other than NumpyHandler (here a DebugHandler, whose arrays
     are not NumPy arrays) are checked with the handler's own ops."""
     from brainstorm.handlers import DebugHandler, NumpyHandler
+
     bs.global_rnd.set_seed(3)
     inp, out = bs.tools.get_in_out_layers('classification', 10, 3)
     net = bs.Network.from_layer(inp >> FullyConnected(20, name='Hid') >> out)
@@ -223,6 +248,8 @@ def test_check_works_through_the_handler_interface():
     net.initialize(bs.initializers.Gaussian(0.1))
     trainer = bs.Trainer(steppers.SgdStepper(1e3), verbose=False)
     trainer.add_hook(StopAfterEpoch(50))
-    with np.errstate(all='ignore'), pytest.raises(
-            NonFiniteError, match="layer 'Hid', buffer 'parameters.W'"):
+    with (
+        np.errstate(all='ignore'),
+        pytest.raises(NonFiniteError, match="layer 'Hid', buffer 'parameters.W'"),
+    ):
         trainer.train(net, Minibatches(16, **data('classification')))

@@ -20,16 +20,20 @@ def values(schedule, counts, timescale='epoch', interval=1):
     result = []
     for c in counts:
         epoch, update = (c, 1000 + c) if timescale == 'epoch' else (99, c)
-        result.append(schedule(epoch, update, timescale, interval, None, None,
-                               {}))
+        result.append(schedule(epoch, update, timescale, interval, None, None, {}))
     return result
 
 
 def test_linear():
     schedule = Linear(1.0, 0.0, 4)
     assert values(schedule, range(7)) == [1.0, 0.75, 0.5, 0.25, 0.0, 0.0, 0.0]
-    assert values(schedule, [0, 1, 2, 3, 4], 'update', interval=2) == \
-        [1.0, 1.0, 0.75, 0.75, 0.5]
+    assert values(schedule, [0, 1, 2, 3, 4], 'update', interval=2) == [
+        1.0,
+        1.0,
+        0.75,
+        0.75,
+        0.5,
+    ]
 
 
 def test_exponential_clips():
@@ -59,27 +63,32 @@ def test_decrease_after_epoch():
 
 
 def test_cosine_with_warmup():
-    schedule = CosineWithWarmup(1.0, num_changes=6, final_value=0.1,
-                                warmup_changes=2, warmup_start=0.0)
+    schedule = CosineWithWarmup(
+        1.0, num_changes=6, final_value=0.1, warmup_changes=2, warmup_start=0.0
+    )
     got = values(schedule, range(8))
-    expected = [0.0, 0.5] + [0.1 + 0.9 * (1 + math.cos(math.pi * p)) / 2
-                             for p in (0, 0.25, 0.5, 0.75, 1, 1)]
+    expected = [0.0, 0.5] + [
+        0.1 + 0.9 * (1 + math.cos(math.pi * p)) / 2 for p in (0, 0.25, 0.5, 0.75, 1, 1)
+    ]
     assert got == pytest.approx(expected)
-    assert values(CosineWithWarmup(2.0, 4), [0, 2, 4, 9]) == \
-        pytest.approx([2.0, 1.0, 0.0, 0.0])
+    assert values(CosineWithWarmup(2.0, 4), [0, 2, 4, 9]) == pytest.approx(
+        [2.0, 1.0, 0.0, 0.0]
+    )
 
 
-@pytest.mark.parametrize('make, message', [
-    (lambda: MultiStep(1.0, [1, 2], [0.1]), 'same length'),
-    (lambda: MultiStep(1.0, [3, 2], [0.1, 0.2]), 'increasing'),
-    (lambda: MultiStep(1.0, [1.5], [0.1]), 'steps'),
-    (lambda: Linear(1.0, 0.0, 0), 'num_changes'),
-    (lambda: Exponential(1.0, 0.5, minimum=2, maximum=1), 'minimum'),
-    (lambda: DecreaseAfterEpoch(1.0, 0), 'T'),
-    (lambda: CosineWithWarmup(1.0, num_changes=2, warmup_changes=2),
-     'num_changes'),
-    (lambda: Linear('a', 0.0, 3), 'initial_value'),
-])
+@pytest.mark.parametrize(
+    'make, message',
+    [
+        (lambda: MultiStep(1.0, [1, 2], [0.1]), 'same length'),
+        (lambda: MultiStep(1.0, [3, 2], [0.1, 0.2]), 'increasing'),
+        (lambda: MultiStep(1.0, [1.5], [0.1]), 'steps'),
+        (lambda: Linear(1.0, 0.0, 0), 'num_changes'),
+        (lambda: Exponential(1.0, 0.5, minimum=2, maximum=1), 'minimum'),
+        (lambda: DecreaseAfterEpoch(1.0, 0), 'T'),
+        (lambda: CosineWithWarmup(1.0, num_changes=2, warmup_changes=2), 'num_changes'),
+        (lambda: Linear('a', 0.0, 3), 'initial_value'),
+    ],
+)
 def test_bad_arguments(make, message):
     with pytest.raises(TrainingValidationError, match=message):
         make()
@@ -90,11 +99,18 @@ def test_bad_timescale():
         Linear(1.0, 0.0, 2)(1, 1, 'day', 1, None, None, {})
 
 
-@pytest.mark.parametrize('schedule', [
-    Linear(0.1, 0.01, 10), Exponential(0.1, 0.9), Exponential(1, 2, 0, 5),
-    MultiStep(0.1, [10, 20], [0.01, 0.001]), DecreaseAfterEpoch(0.1, 5),
-    CosineWithWarmup(0.1, 100, warmup_changes=5),
-], ids=lambda s: type(s).__name__)
+@pytest.mark.parametrize(
+    'schedule',
+    [
+        Linear(0.1, 0.01, 10),
+        Exponential(0.1, 0.9),
+        Exponential(1, 2, 0, 5),
+        MultiStep(0.1, [10, 20], [0.01, 0.001]),
+        DecreaseAfterEpoch(0.1, 5),
+        CosineWithWarmup(0.1, 100, warmup_changes=5),
+    ],
+    ids=lambda s: type(s).__name__,
+)
 def test_description_round_trip(schedule):
     copy = roundtrip(schedule)
     assert bs.get_description(copy) == bs.get_description(schedule)

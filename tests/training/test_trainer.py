@@ -38,6 +38,7 @@ def blob_net():
     from brainstorm.layers import FullyConnected
     from brainstorm.structure.network import Network
     from brainstorm.tools import get_in_out_layers
+
     inp, proj = get_in_out_layers('classification', 4, 3)
     net = Network.from_layer(inp >> FullyConnected(5, name='Hid') >> proj)
     net.initialize(Gaussian(0.3), seed=2)
@@ -52,11 +53,18 @@ def test_hooks_run_at_count_zero_then_per_update_and_epoch():
     trainer.add_hook(Recorder('ep', 'epoch', calls=calls))
     trainer.add_hook(StopAfterEpoch(2))
     trainer.train(blob_net(), blob_iter())
-    assert calls == [('update', 0, 0), ('epoch', 0, 0),
-                     ('update', 1, 1), ('update', 1, 2), ('update', 1, 3),
-                     ('epoch', 1, 3),
-                     ('update', 2, 4), ('update', 2, 5), ('update', 2, 6),
-                     ('epoch', 2, 6)]
+    assert calls == [
+        ('update', 0, 0),
+        ('epoch', 0, 0),
+        ('update', 1, 1),
+        ('update', 1, 2),
+        ('update', 1, 3),
+        ('epoch', 1, 3),
+        ('update', 2, 4),
+        ('update', 2, 5),
+        ('update', 2, 6),
+        ('epoch', 2, 6),
+    ]
     assert (trainer.current_epoch_nr, trainer.current_update_nr) == (2, 6)
 
 
@@ -67,8 +75,13 @@ def test_intervals():
     trainer.add_hook(Recorder('ep', 'epoch', interval=2, calls=calls))
     trainer.add_hook(StopAfterEpoch(3))
     trainer.train(blob_net(), blob_iter())
-    assert calls == [('update', 0, 0), ('epoch', 0, 0), ('update', 2, 4),
-                     ('epoch', 2, 6), ('update', 3, 8)]
+    assert calls == [
+        ('update', 0, 0),
+        ('epoch', 0, 0),
+        ('update', 2, 4),
+        ('epoch', 2, 6),
+        ('update', 3, 8),
+    ]
 
 
 def test_stop_at_count_zero_trains_nothing():
@@ -135,7 +148,8 @@ def test_rolling_training_is_the_weighted_mean_of_batch_losses():
         sizes.append(net.buffer_manager.batch_size)
     expected = np.dot(losses, sizes) / np.sum(sizes)
     assert trainer.logs['rolling_training']['total_loss'] == [
-        pytest.approx(expected, rel=1e-6)]
+        pytest.approx(expected, rel=1e-6)
+    ]
 
 
 def test_forward_stepper_in_trainer_leaves_parameters():
@@ -159,8 +173,7 @@ def test_second_train_call_continues_counting():
     trainer.train(net, blob_iter())
     trainer.hooks['StopAfterEpoch'].max_epochs = 3
     trainer.train(net, blob_iter())
-    assert calls == [('epoch', 0, 0), ('epoch', 1, 3), ('epoch', 2, 6),
-                     ('epoch', 3, 9)]
+    assert calls == [('epoch', 0, 0), ('epoch', 1, 3), ('epoch', 2, 6), ('epoch', 3, 9)]
     assert (trainer.current_epoch_nr, trainer.current_update_nr) == (3, 9)
     # without raising the limit, another call trains one more epoch
     trainer.train(net, blob_iter())
@@ -169,6 +182,7 @@ def test_second_train_call_continues_counting():
 
 def test_weight_modifiers_are_applied_after_each_update():
     from brainstorm.value_modifiers import ClipValues
+
     net = blob_net()
     net.set_weight_modifiers(Hid={'W': ClipValues(-0.01, 0.01)})
     trainer = Trainer(SgdStepper(1.0), verbose=False)
@@ -208,6 +222,7 @@ def test_evaluate_logs_into_results():
 
 
 # ------------------------------------------------------------------ hooks ---
+
 
 def test_add_hook_priorities_and_duplicates():
     trainer = Trainer(SgdStepper())
@@ -259,12 +274,14 @@ def test_verbose_hooks_print_results(capsys):
 
 # -------------------------------------------------------------- iterators ---
 
+
 def test_iterator_names_must_match_the_inputs():
     trainer = Trainer(SgdStepper(), verbose=False)
     data = blob_data(10)
     bad = Minibatches(5, inputs=data['default'], targets=data['targets'])
-    with pytest.raises(IteratorValidationError,
-                       match=r"'training_data_iter' provides data \['inputs'"):
+    with pytest.raises(
+        IteratorValidationError, match=r"'training_data_iter' provides data \['inputs'"
+    ):
         trainer.train(blob_net(), bad)
     with pytest.raises(IteratorValidationError, match="'valid'"):
         trainer.train(blob_net(), blob_iter(), valid=bad)
@@ -289,13 +306,13 @@ def test_bad_stepper():
 
 # ------------------------------------------------------------ description ---
 
+
 def test_description_round_trip():
     trainer = Trainer(SgdStepper(0.2), verbose=False)
     trainer.add_hook(StopAfterEpoch(3, name='stop'))
     trainer.add_hook(MonitorLoss('valid', name='validation', interval=2))
     trainer.train_scorers = [Accuracy()]
-    trainer.train(xor_net(), undivided(xor_data()),
-                  valid=undivided(xor_data()))
+    trainer.train(xor_net(), undivided(xor_data()), valid=undivided(xor_data()))
     description = bs.get_description(trainer)
     assert description['verbose'] is False
     assert [h['priority'] for h in description['hooks'].values()] == [1, 2]
@@ -317,8 +334,10 @@ def test_description_omits_default_verbose_and_reorders_hooks():
     assert 'verbose' not in description
     text = json.dumps(description)
     loaded = json.loads(text)
-    loaded['hooks'] = {'renamed': loaded['hooks']['second'],
-                       'first': loaded['hooks']['first']}
+    loaded['hooks'] = {
+        'renamed': loaded['hooks']['second'],
+        'first': loaded['hooks']['first'],
+    }
     copy = bs.create_from_description(loaded)
     assert list(copy.hooks) == ['first', 'renamed']
     assert copy.hooks['renamed'].__name__ == 'renamed'
@@ -355,23 +374,26 @@ def test_rolling_training_restarts_each_epoch():
 
         def __call__(self, epoch_nr, update_nr, net, stepper, logs):
             if update_nr > 0:
-                self.seen.append((epoch_nr,
-                                  net.get_loss_values()['total_loss'],
-                                  net.buffer_manager.batch_size))
+                self.seen.append(
+                    (
+                        epoch_nr,
+                        net.get_loss_values()['total_loss'],
+                        net.buffer_manager.batch_size,
+                    )
+                )
 
     recorder = BatchLosses()
     trainer = Trainer(SgdStepper(0.5), verbose=False)
     trainer.add_hook(recorder)
     trainer.add_hook(StopAfterEpoch(3))
-    trainer.train(blob_net(), Minibatches(12, shuffle=False,
-                                          **blob_data(30)))
+    trainer.train(blob_net(), Minibatches(12, shuffle=False, **blob_data(30)))
     expected = []
     for epoch in (1, 2, 3):
-        rows = [(loss, size) for e, loss, size in recorder.seen
-                if e == epoch]
+        rows = [(loss, size) for e, loss, size in recorder.seen if e == epoch]
         assert [size for _, size in rows] == [12, 12, 6]
         losses, sizes = zip(*rows)
         expected.append(np.dot(losses, sizes) / np.sum(sizes))
     assert len(set(np.round(expected, 6))) == 3, 'losses must change'
-    np.testing.assert_allclose(trainer.logs['rolling_training']['total_loss'],
-                               expected, rtol=1e-6)
+    np.testing.assert_allclose(
+        trainer.logs['rolling_training']['total_loss'], expected, rtol=1e-6
+    )
