@@ -1,5 +1,8 @@
-"""Kept for tools that still call ``python setup.py``; all metadata lives in
-pyproject.toml."""
+"""Kept for tools that still call ``python setup.py``.
+
+All metadata lives in pyproject.toml.
+"""
+
 from setuptools import setup
 
 setup()

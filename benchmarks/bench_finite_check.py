@@ -43,6 +43,7 @@ def cpu_model() -> str:
 def measure(workload: str, repeats: int) -> tuple[float, float, float]:
     """Median seconds of a step, the loss check and the parameter check."""
     from brainstorm.training.trainer import Trainer, _FiniteCheck
+
     net, data, stepper = build_brainstorm(workload)
     check = _FiniteCheck(net, 1e7)
     trainer = Trainer(stepper, verbose=False)
@@ -60,35 +61,46 @@ def measure(workload: str, repeats: int) -> tuple[float, float, float]:
             steps.append(t1 - t0)
             losses.append(t2 - t1)
             parameters.append(t3 - t2)
-    return (statistics.median(steps), statistics.median(losses),
-            statistics.median(parameters))
+    return (
+        statistics.median(steps),
+        statistics.median(losses),
+        statistics.median(parameters),
+    )
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--workloads', nargs='+', default=['mlp'],
-                        choices=['mlp', 'lstm', 'cnn'])
+    parser.add_argument(
+        '--workloads', nargs='+', default=['mlp'], choices=['mlp', 'lstm', 'cnn']
+    )
     parser.add_argument('--repeats', type=int, default=200)
     parser.add_argument('--rounds', type=int, default=5)
     args = parser.parse_args(argv)
-    print(f'CPU: {cpu_model()} ({os.cpu_count()} logical cores); Python '
-          f'{platform.python_version()}')
+    print(
+        f'CPU: {cpu_model()} ({os.cpu_count()} logical cores); Python '
+        f'{platform.python_version()}'
+    )
     for workload in args.workloads:
         loss_ratios, parameter_ratios = [], []
         for _ in range(args.rounds):
             step, loss, parameters = measure(workload, args.repeats)
             loss_ratios.append(loss / step)
             parameter_ratios.append(parameters / step)
-            print(f'{workload}: step {step * 1e3:.3f} ms, loss check '
-                  f'{loss * 1e6:.1f} us ({100 * loss / step:.2f}%), '
-                  f'parameter check {parameters * 1e6:.1f} us '
-                  f'({100 * parameters / step:.2f}%)')
-        for what, ratios in (('loss check (every update)', loss_ratios),
-                             ('parameter check (when hooks are due)',
-                              parameter_ratios)):
-            print(f'{workload}: {what}: median over {args.rounds} rounds '
-                  f'{100 * statistics.median(ratios):.2f}% of a step (range '
-                  f'{100 * min(ratios):.2f}-{100 * max(ratios):.2f}%)')
+            print(
+                f'{workload}: step {step * 1e3:.3f} ms, loss check '
+                f'{loss * 1e6:.1f} us ({100 * loss / step:.2f}%), '
+                f'parameter check {parameters * 1e6:.1f} us '
+                f'({100 * parameters / step:.2f}%)'
+            )
+        for what, ratios in (
+            ('loss check (every update)', loss_ratios),
+            ('parameter check (when hooks are due)', parameter_ratios),
+        ):
+            print(
+                f'{workload}: {what}: median over {args.rounds} rounds '
+                f'{100 * statistics.median(ratios):.2f}% of a step (range '
+                f'{100 * min(ratios):.2f}-{100 * max(ratios):.2f}%)'
+            )
     pressure = cpu_pressure()
     if pressure is not None:
         print(f'CPU pressure after the run: {pressure:.0f}%')

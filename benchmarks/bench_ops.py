@@ -36,7 +36,7 @@ def feature_slice(shape, extra: int = 64):
     are a slice of a wider row, like a layer's view of a network buffer."""
     features = int(np.prod(shape[1:]))
     wide = RND.rand(shape[0], features + extra).astype(np.float32)
-    return wide[:, extra // 2:extra // 2 + features].reshape(shape)
+    return wide[:, extra // 2 : extra // 2 + features].reshape(shape)
 
 
 def dense(*shape):
@@ -58,38 +58,76 @@ def gemm_cases(h):
     """``(name, shape text, flops, func)`` for the GEMMs of the workloads."""
     cases = []
 
-    def add(name, m, k, n, out_view=False, accumulate=False,
-            transa=False, transb=True):
+    def add(name, m, k, n, out_view=False, accumulate=False, transa=False, transb=True):
         a = dense(k, m) if transa else dense(m, k)
         b = dense(n, k) if transb else dense(k, n)
         out = feature_slice((m, n)) if out_view else dense(m, n)
         op = h.dot_add_mm if accumulate else h.dot_mm
-        cases.append((name, f'{m}x{k} . {k}x{n}', 2 * m * k * n,
-                      lambda: op(a, b, out, transa=transa, transb=transb)))
+        cases.append(
+            (
+                name,
+                f'{m}x{k} . {k}x{n}',
+                2 * m * k * n,
+                lambda: op(a, b, out, transa=transa, transb=transb),
+            )
+        )
 
     add('dot_mm mlp hidden', 100, 1200, 1200, out_view=True)
     add('dot_mm mlp first', 100, 784, 1200, out_view=True)
-    add('dot_add_mm mlp dx', 100, 1200, 1200, out_view=True,
-        accumulate=True, transb=False)
-    add('dot_add_mm mlp dW', 1200, 100, 1200, accumulate=True, transa=True,
-        transb=False)
+    add(
+        'dot_add_mm mlp dx',
+        100,
+        1200,
+        1200,
+        out_view=True,
+        accumulate=True,
+        transb=False,
+    )
+    add(
+        'dot_add_mm mlp dW', 1200, 100, 1200, accumulate=True, transa=True, transb=False
+    )
     add('dot_mm lstm inputs (1 gate)', 1600, 205, 512, out_view=True)
     add('dot_mm lstm inputs (4 gates)', 1600, 205, 2048, out_view=True)
-    add('dot_add_mm lstm recurrent (1 gate)', 32, 512, 512, out_view=True,
-        accumulate=True)
-    add('dot_add_mm lstm recurrent (4 gates)', 32, 512, 2048, out_view=True,
-        accumulate=True)
-    add('dot_add_mm lstm dR (1 gate)', 512, 1600, 512, accumulate=True,
-        transa=True, transb=False)
+    add(
+        'dot_add_mm lstm recurrent (1 gate)',
+        32,
+        512,
+        512,
+        out_view=True,
+        accumulate=True,
+    )
+    add(
+        'dot_add_mm lstm recurrent (4 gates)',
+        32,
+        512,
+        2048,
+        out_view=True,
+        accumulate=True,
+    )
+    add(
+        'dot_add_mm lstm dR (1 gate)',
+        512,
+        1600,
+        512,
+        accumulate=True,
+        transa=True,
+        transb=False,
+    )
     return cases
 
 
 # (name, N, H, W, C, filters) of the cifar10_cnn convolutions (5x5, pad 2)
-CONVOLUTIONS = [('conv1', 100, 32, 32, 3, 32), ('conv2', 100, 15, 15, 32, 32),
-                ('conv3', 100, 7, 7, 32, 64)]
+CONVOLUTIONS = [
+    ('conv1', 100, 32, 32, 3, 32),
+    ('conv2', 100, 15, 15, 32, 32),
+    ('conv3', 100, 7, 7, 32, 64),
+]
 # (name, N, H, W, C) of its max poolings (3x3, stride 2)
-POOLINGS = [('pool1', 100, 32, 32, 32), ('pool2', 100, 15, 15, 32),
-            ('pool3', 100, 7, 7, 64)]
+POOLINGS = [
+    ('pool1', 100, 32, 32, 32),
+    ('pool2', 100, 15, 15, 32),
+    ('pool3', 100, 7, 7, 64),
+]
 
 
 def conv_pool_cases(h):
@@ -102,19 +140,39 @@ def conv_pool_cases(h):
         dw, db = np.zeros_like(weights), np.zeros_like(bias)
         flops = 2 * n * height * width * f * 25 * c
         shape = f'{n}x{height}x{width}x{c} * {f}x5x5'
-        cases.append((f'conv2d_forward_batch {name}', shape, flops,
-                      lambda x=x, w=weights, b=bias, y=y:
-                      h.conv2d_forward_batch(x, w, b, y, 2, (1, 1))))
-        cases.append((f'conv2d_backward_batch {name}', shape, 2 * flops,
-                      lambda x=x, w=weights, dx=dx, dy=dy, dw=dw, db=db:
-                      h.conv2d_backward_batch(x, w, 2, (1, 1), dx, dy, dw,
-                                              db)))
+        cases.append(
+            (
+                f'conv2d_forward_batch {name}',
+                shape,
+                flops,
+                lambda x=x, w=weights, b=bias, y=y: h.conv2d_forward_batch(
+                    x, w, b, y, 2, (1, 1)
+                ),
+            )
+        )
+        cases.append(
+            (
+                f'conv2d_backward_batch {name}',
+                shape,
+                2 * flops,
+                lambda x=x, w=weights, dx=dx, dy=dy, dw=dw, db=db: (
+                    h.conv2d_backward_batch(x, w, 2, (1, 1), dx, dy, dw, db)
+                ),
+            )
+        )
         if name == 'conv1':  # fed by the data: steppers skip its deltas
-            cases.append((
-                f'conv2d_backward_batch {name} no dx', shape, flops,
-                lambda x=x, w=weights, dx=dx, dy=dy, dw=dw, db=db:
-                h.conv2d_backward_batch(x, w, 2, (1, 1), dx, dy, dw, db,
-                                        skip_in_deltas=True)))
+            cases.append(
+                (
+                    f'conv2d_backward_batch {name} no dx',
+                    shape,
+                    flops,
+                    lambda x=x, w=weights, dx=dx, dy=dy, dw=dw, db=db: (
+                        h.conv2d_backward_batch(
+                            x, w, 2, (1, 1), dx, dy, dw, db, skip_in_deltas=True
+                        )
+                    ),
+                )
+            )
         if height * width < MIN_CELLS_TO_KEEP_COLUMNS:
             continue
         # the receptive fields kept in a layer internal ('columns'), as
@@ -122,31 +180,67 @@ def conv_pool_cases(h):
         # the data, too)
         cols = feature_slice((n, height, width, 25 * c))
         h.conv2d_forward_batch(x, weights, bias, y, 2, (1, 1), columns=cols)
-        cases.append((f'conv2d_forward_batch {name} kept', shape, flops,
-                      lambda x=x, w=weights, b=bias, y=y, cols=cols:
-                      h.conv2d_forward_batch(x, w, b, y, 2, (1, 1),
-                                             columns=cols)))
-        cases.append((f'conv2d_backward_batch {name} kept no dx', shape,
-                      flops, lambda x=x, w=weights, dx=dx, dy=dy, dw=dw,
-                      db=db, cols=cols:
-                      h.conv2d_backward_batch(x, w, 2, (1, 1), dx, dy, dw,
-                                              db, columns=cols,
-                                              skip_in_deltas=True)))
+        cases.append(
+            (
+                f'conv2d_forward_batch {name} kept',
+                shape,
+                flops,
+                lambda x=x, w=weights, b=bias, y=y, cols=cols: h.conv2d_forward_batch(
+                    x, w, b, y, 2, (1, 1), columns=cols
+                ),
+            )
+        )
+        cases.append(
+            (
+                f'conv2d_backward_batch {name} kept no dx',
+                shape,
+                flops,
+                lambda x=x, w=weights, dx=dx, dy=dy, dw=dw, db=db, cols=cols: (
+                    h.conv2d_backward_batch(
+                        x,
+                        w,
+                        2,
+                        (1, 1),
+                        dx,
+                        dy,
+                        dw,
+                        db,
+                        columns=cols,
+                        skip_in_deltas=True,
+                    )
+                ),
+            )
+        )
     for name, n, height, width, c in POOLINGS:
         oh, ow = (height - 3) // 2 + 1, (width - 3) // 2 + 1
-        x, dx = feature_slice((n, height, width, c)), feature_slice(
-            (n, height, width, c))
+        x, dx = (
+            feature_slice((n, height, width, c)),
+            feature_slice((n, height, width, c)),
+        )
         y, argmax = feature_slice((n, oh, ow, c)), feature_slice((n, oh, ow, c))
         dy = feature_slice((n, oh, ow, c))
         shape = f'{n}x{height}x{width}x{c} -> {oh}x{ow}'
         h.maxpool2d_forward_batch(x, (3, 3), y, 0, (2, 2), argmax)
-        cases.append((f'maxpool2d_forward_batch {name}', shape, 0,
-                      lambda x=x, y=y, a=argmax:
-                      h.maxpool2d_forward_batch(x, (3, 3), y, 0, (2, 2), a)))
-        cases.append((f'maxpool2d_backward_batch {name}', shape, 0,
-                      lambda x=x, y=y, a=argmax, dx=dx, dy=dy:
-                      h.maxpool2d_backward_batch(x, (3, 3), y, 0, (2, 2), a,
-                                                 dx, dy)))
+        cases.append(
+            (
+                f'maxpool2d_forward_batch {name}',
+                shape,
+                0,
+                lambda x=x, y=y, a=argmax: h.maxpool2d_forward_batch(
+                    x, (3, 3), y, 0, (2, 2), a
+                ),
+            )
+        )
+        cases.append(
+            (
+                f'maxpool2d_backward_batch {name}',
+                shape,
+                0,
+                lambda x=x, y=y, a=argmax, dx=dx, dy=dy: h.maxpool2d_backward_batch(
+                    x, (3, 3), y, 0, (2, 2), a, dx, dy
+                ),
+            )
+        )
     return cases
 
 
@@ -154,17 +248,13 @@ def elementwise_cases(h):
     cases = []
     y, dy = feature_slice((100, 1200)), feature_slice((100, 1200))
     cases.append(('rel', '100x1200', 0, lambda: h.rel(y, y)))
-    cases.append(('rel_deriv', '100x1200', 0,
-                  lambda: h.rel_deriv(y, y, dy, dy)))
+    cases.append(('rel_deriv', '100x1200', 0, lambda: h.rel_deriv(y, y, dy, dy)))
     g, dg = feature_slice((32, 512)), feature_slice((32, 512))
     cases.append(('sigmoid', '32x512', 0, lambda: h.sigmoid(g, g)))
-    cases.append(('sigmoid_deriv', '32x512', 0,
-                  lambda: h.sigmoid_deriv(g, g, dg, dg)))
+    cases.append(('sigmoid_deriv', '32x512', 0, lambda: h.sigmoid_deriv(g, g, dg, dg)))
     cases.append(('tanh', '32x512', 0, lambda: h.tanh(g, g)))
-    cases.append(('mult_add_tt', '32x512', 0,
-                  lambda: h.mult_add_tt(g, dg, dg)))
-    params, grads, velocity = dense(2_400_000), dense(2_400_000), dense(
-        2_400_000)
+    cases.append(('mult_add_tt', '32x512', 0, lambda: h.mult_add_tt(g, dg, dg)))
+    params, grads, velocity = dense(2_400_000), dense(2_400_000), dense(2_400_000)
 
     def momentum():
         h.mult_st(0.9, velocity, velocity)
@@ -185,32 +275,37 @@ def lstm_step_cases(repeats: int):
     stepper.run()
     times = time_layers(net, stepper, max(3, repeats // 10))
     steps = data['default'].shape[0]
-    return [(f'lstm step {phase}', '32x205 -> 512',
-             times[f'Lstm.{phase}'] / steps) for phase in ('forward',
-                                                           'backward')]
+    return [
+        (f'lstm step {phase}', '32x205 -> 512', times[f'Lstm.{phase}'] / steps)
+        for phase in ('forward', 'backward')
+    ]
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--repeats', type=int, default=50)
-    parser.add_argument('--filter', default='',
-                        help='only ops whose name contains this text')
+    parser.add_argument(
+        '--filter', default='', help='only ops whose name contains this text'
+    )
     args = parser.parse_args(argv)
     h = NumpyHandler(np.float32)
     rows = []
-    for name, shape, flops, func in (gemm_cases(h) + conv_pool_cases(h)
-                                     + elementwise_cases(h)):
+    for name, shape, flops, func in (
+        gemm_cases(h) + conv_pool_cases(h) + elementwise_cases(h)
+    ):
         if args.filter in name:
             rows.append((name, shape, flops) + time_op(func, args.repeats))
     if args.filter in 'lstm step forward backward':
-        rows += [(name, shape, 0, seconds, seconds) for name, shape, seconds
-                 in lstm_step_cases(args.repeats)]
-    print(f'{"op":<38} {"shape":<26} {"median ms":>9} {"min ms":>8} '
-          f'{"GFLOP/s":>7}')
+        rows += [
+            (name, shape, 0, seconds, seconds)
+            for name, shape, seconds in lstm_step_cases(args.repeats)
+        ]
+    print(f'{"op":<38} {"shape":<26} {"median ms":>9} {"min ms":>8} {"GFLOP/s":>7}')
     for name, shape, flops, median, fastest in rows:
         rate = f'{flops / median / 1e9:7.1f}' if flops else ''
-        print(f'{name:<38} {shape:<26} {median * 1e3:9.3f} '
-              f'{fastest * 1e3:8.3f} {rate:>7}')
+        print(
+            f'{name:<38} {shape:<26} {median * 1e3:9.3f} {fastest * 1e3:8.3f} {rate:>7}'
+        )
     return 0
 
 

@@ -48,11 +48,16 @@ import time
 
 WORKLOADS = ('mlp', 'lstm', 'cnn')
 WARMUP_STEPS = 3
-BLAS_VARIABLES = ('OPENBLAS_CORETYPE', 'OPENBLAS_L2_SIZE',
-                  'OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS')
+BLAS_VARIABLES = (
+    'OPENBLAS_CORETYPE',
+    'OPENBLAS_L2_SIZE',
+    'OPENBLAS_NUM_THREADS',
+    'OMP_NUM_THREADS',
+)
 
 
 # ------------------------------------------------------------ brainstorm ---
+
 
 def build_brainstorm(workload: str):
     """The brainstorm network, its data and a started MomentumStepper.
@@ -73,30 +78,39 @@ def build_brainstorm(workload: str):
     if workload == 'mlp':
         inp, out = get_in_out_layers('classification', 784, 10)
         net = Network.from_layer(
-            inp >> layers.FullyConnected(1200, activation='rel')
-            >> layers.FullyConnected(1200, activation='rel') >> out)
-        data = {'default': rnd.rand(1, 100, 784).astype(np.float32),
-                'targets': rnd.randint(0, 10, (1, 100, 1)).astype(np.float32)}
+            inp
+            >> layers.FullyConnected(1200, activation='rel')
+            >> layers.FullyConnected(1200, activation='rel')
+            >> out
+        )
+        data = {
+            'default': rnd.rand(1, 100, 784).astype(np.float32),
+            'targets': rnd.randint(0, 10, (1, 100, 1)).astype(np.float32),
+        }
     elif workload == 'lstm':
         inp, out = get_in_out_layers('classification', 205, 205)
         net = Network.from_layer(inp >> layers.Lstm(512) >> out)
         x = np.zeros((50, 32, 205), np.float32)
         ids = rnd.randint(0, 205, (50, 32))
         x[np.arange(50)[:, None], np.arange(32)[None, :], ids] = 1
-        data = {'default': x,
-                'targets': rnd.randint(0, 205, (50, 32, 1)).astype(np.float32)}
+        data = {
+            'default': x,
+            'targets': rnd.randint(0, 205, (50, 32, 1)).astype(np.float32),
+        }
     else:
         inp, out = get_in_out_layers('classification', (32, 32, 3), 10)
         stack = inp
         for filters in (32, 32, 64):
-            stack = (stack
-                     >> layers.Convolution2D(filters, kernel_size=(5, 5),
-                                             padding=2)
-                     >> layers.Pooling2D(type='max', kernel_size=(3, 3),
-                                         stride=(2, 2)))
+            stack = (
+                stack
+                >> layers.Convolution2D(filters, kernel_size=(5, 5), padding=2)
+                >> layers.Pooling2D(type='max', kernel_size=(3, 3), stride=(2, 2))
+            )
         net = Network.from_layer(stack >> layers.FullyConnected(64) >> out)
-        data = {'default': rnd.rand(1, 100, 32, 32, 3).astype(np.float32),
-                'targets': rnd.randint(0, 10, (1, 100, 1)).astype(np.float32)}
+        data = {
+            'default': rnd.rand(1, 100, 32, 32, 3).astype(np.float32),
+            'targets': rnd.randint(0, 10, (1, 100, 1)).astype(np.float32),
+        }
     net.set_handler(NumpyHandler(np.float32))
     net.initialize(Gaussian(0.01))
     stepper = MomentumStepper(learning_rate=0.01, momentum=0.9)
@@ -126,8 +140,9 @@ def time_layers(net, stepper, repeats: int) -> dict:
     """Median seconds of each layer's forward and backward pass and of the
     stepper's update, running the steps of ``stepper.run`` one by one."""
     names = [name for name in net.layers if name != 'Input']
-    parts = {f'{name}.{phase}': [] for phase in ('forward', 'backward')
-             for name in names}
+    parts = {
+        f'{name}.{phase}': [] for phase in ('forward', 'backward') for name in names
+    }
     parts['stepper update'] = []
     for _ in range(repeats):
         net.buffer_manager.apply_context(None)
@@ -153,6 +168,7 @@ def time_layers(net, stepper, repeats: int) -> dict:
 
 # --------------------------------------------------------------- PyTorch ---
 
+
 def time_torch(workload: str, repeats: int) -> dict:
     """Median step time of the same workload in PyTorch eager mode."""
     import torch
@@ -170,9 +186,13 @@ def time_torch(workload: str, repeats: int) -> dict:
             return self.projection(self.lstm(x)[0])
 
     if workload == 'mlp':
-        net = nn.Sequential(nn.Linear(784, 1200), nn.ReLU(),
-                            nn.Linear(1200, 1200), nn.ReLU(),
-                            nn.Linear(1200, 10))
+        net = nn.Sequential(
+            nn.Linear(784, 1200),
+            nn.ReLU(),
+            nn.Linear(1200, 1200),
+            nn.ReLU(),
+            nn.Linear(1200, 10),
+        )
         x, y = torch.rand(100, 784), torch.randint(0, 10, (100,))
     elif workload == 'lstm':
         net = LstmNet()
@@ -182,10 +202,18 @@ def time_torch(workload: str, repeats: int) -> dict:
     else:
         modules = []
         for in_channels, filters in ((3, 32), (32, 32), (32, 64)):
-            modules += [nn.Conv2d(in_channels, filters, 5, padding=2),
-                        nn.ReLU(), nn.MaxPool2d(3, 2)]
-        net = nn.Sequential(*modules, nn.Flatten(), nn.Linear(64 * 3 * 3, 64),
-                            nn.ReLU(), nn.Linear(64, 10))
+            modules += [
+                nn.Conv2d(in_channels, filters, 5, padding=2),
+                nn.ReLU(),
+                nn.MaxPool2d(3, 2),
+            ]
+        net = nn.Sequential(
+            *modules,
+            nn.Flatten(),
+            nn.Linear(64 * 3 * 3, 64),
+            nn.ReLU(),
+            nn.Linear(64, 10),
+        )
         x, y = torch.rand(100, 3, 32, 32), torch.randint(0, 10, (100,))
     optimizer = torch.optim.SGD(net.parameters(), lr=0.001, momentum=0.9)
     loss_function = nn.CrossEntropyLoss()
@@ -209,6 +237,7 @@ def time_torch(workload: str, repeats: int) -> dict:
 
 # ---------------------------------------------------------------- driver ---
 
+
 def blas_kernel() -> str:
     """The OpenBLAS kernel NumPy uses (needs threadpoolctl), else '?'."""
     try:
@@ -218,14 +247,15 @@ def blas_kernel() -> str:
         return '?'
     for info in threadpool_info():
         if info.get('user_api') == 'blas':
-            return (f"{info.get('internal_api')} {info.get('version')} "
-                    f"{info.get('architecture')}, "
-                    f"{info.get('num_threads')} threads")
+            return (
+                f'{info.get("internal_api")} {info.get("version")} '
+                f'{info.get("architecture")}, '
+                f'{info.get("num_threads")} threads'
+            )
     return '?'
 
 
-def run_worker(framework: str, workload: str, repeats: int,
-               per_layer: bool) -> None:
+def run_worker(framework: str, workload: str, repeats: int, per_layer: bool) -> None:
     """Measure one pair in this process and print the result as JSON."""
     if framework == 'brainstorm':
         result = time_brainstorm(workload, repeats, per_layer)
@@ -233,8 +263,7 @@ def run_worker(framework: str, workload: str, repeats: int,
         result = time_torch(workload, repeats)
     # ru_maxrss is in KiB on Linux (bytes on macOS)
     scale = 1 if sys.platform == 'darwin' else 1024
-    result['peak_rss'] = resource.getrusage(
-        resource.RUSAGE_SELF).ru_maxrss * scale
+    result['peak_rss'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
     result['median'] = statistics.median(result['times'])
     print(json.dumps(result))
 
@@ -250,18 +279,23 @@ def cpu_pressure() -> float | None:
     return float(first[1].split('=')[1])
 
 
-def measure(framework: str, workload: str, repeats: int,
-            per_layer: bool) -> dict:
+def measure(framework: str, workload: str, repeats: int, per_layer: bool) -> dict:
     """Run one worker subprocess and return its JSON result (with the CPU
     pressure seen when it ended: other programs competing for the cores)."""
-    command = [sys.executable, os.path.abspath(__file__), '--worker',
-               framework, workload, '--repeats', str(repeats)]
+    command = [
+        sys.executable,
+        os.path.abspath(__file__),
+        '--worker',
+        framework,
+        workload,
+        '--repeats',
+        str(repeats),
+    ]
     if per_layer:
         command.append('--layers')
     completed = subprocess.run(command, capture_output=True, text=True)
     if completed.returncode != 0:
-        raise RuntimeError(f'{framework} {workload} failed:\n'
-                           f'{completed.stderr}')
+        raise RuntimeError(f'{framework} {workload} failed:\n{completed.stderr}')
     result = json.loads(completed.stdout.strip().splitlines()[-1])
     result['cpu_pressure'] = cpu_pressure()
     return result
@@ -270,8 +304,14 @@ def measure(framework: str, workload: str, repeats: int,
 def torch_version() -> str | None:
     """PyTorch's version in a subprocess (None if not installed)."""
     completed = subprocess.run(
-        [sys.executable, '-c', 'import torch; print(torch.__version__, '
-         'torch.get_num_threads())'], capture_output=True, text=True)
+        [
+            sys.executable,
+            '-c',
+            'import torch; print(torch.__version__, torch.get_num_threads())',
+        ],
+        capture_output=True,
+        text=True,
+    )
     if completed.returncode != 0:
         return None
     version, threads = completed.stdout.split()
@@ -281,9 +321,11 @@ def torch_version() -> str | None:
 def print_header(torch_info: str | None) -> None:
     import numpy
 
-    print(f'machine: {platform.machine()} {platform.processor() or ""} '
-          f'{os.cpu_count()} cpus; Python {platform.python_version()}; '
-          f'NumPy {numpy.__version__}')
+    print(
+        f'machine: {platform.machine()} {platform.processor() or ""} '
+        f'{os.cpu_count()} cpus; Python {platform.python_version()}; '
+        f'NumPy {numpy.__version__}'
+    )
     print(f'NumPy BLAS: {blas_kernel()}')
     if torch_info:
         print(f'PyTorch: {torch_info}')
@@ -292,39 +334,52 @@ def print_header(torch_info: str | None) -> None:
             print(f'{name}={os.environ[name]}')
     for name in BLAS_VARIABLES[:2]:
         if name in os.environ:
-            print(f'warning: {name} is set; it changes OpenBLAS kernels or '
-                  'blocking (unset it for comparable figures)')
+            print(
+                f'warning: {name} is set; it changes OpenBLAS kernels or '
+                'blocking (unset it for comparable figures)'
+            )
 
 
 def megabytes(n_bytes: float) -> str:
-    return f'{n_bytes / 2 ** 20:.0f}'
+    return f'{n_bytes / 2**20:.0f}'
 
 
 def summarize(runs: list[dict]) -> tuple[float, str, float]:
     """Median over rounds, the range of the round medians, peak RSS."""
     medians = [run['median'] for run in runs]
-    spread = (f'{min(medians) * 1e3:.1f}-{max(medians) * 1e3:.1f}'
-              if len(medians) > 1 else '')
-    return (statistics.median(medians), spread,
-            max(run['peak_rss'] for run in runs))
+    spread = (
+        f'{min(medians) * 1e3:.1f}-{max(medians) * 1e3:.1f}' if len(medians) > 1 else ''
+    )
+    return (statistics.median(medians), spread, max(run['peak_rss'] for run in runs))
 
 
 def parse_arguments(argv):
     """The command line: what to time, how often, and what to print."""
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('--compare-torch', action='store_true',
-                        help='also time the PyTorch equivalents')
-    parser.add_argument('--repeats', type=int, default=20,
-                        help='timed steps per measurement (default 20)')
-    parser.add_argument('--rounds', type=int, default=1,
-                        help='measurements per pair, alternating '
-                             'frameworks (default 1)')
-    parser.add_argument('--workloads', nargs='+', choices=WORKLOADS,
-                        default=list(WORKLOADS))
-    parser.add_argument('--layers', action='store_true',
-                        help="print brainstorm's per-layer times")
-    parser.add_argument('--worker', nargs=2, metavar=('FRAMEWORK', 'WORKLOAD'),
-                        help=argparse.SUPPRESS)
+    parser.add_argument(
+        '--compare-torch', action='store_true', help='also time the PyTorch equivalents'
+    )
+    parser.add_argument(
+        '--repeats',
+        type=int,
+        default=20,
+        help='timed steps per measurement (default 20)',
+    )
+    parser.add_argument(
+        '--rounds',
+        type=int,
+        default=1,
+        help='measurements per pair, alternating frameworks (default 1)',
+    )
+    parser.add_argument(
+        '--workloads', nargs='+', choices=WORKLOADS, default=list(WORKLOADS)
+    )
+    parser.add_argument(
+        '--layers', action='store_true', help="print brainstorm's per-layer times"
+    )
+    parser.add_argument(
+        '--worker', nargs=2, metavar=('FRAMEWORK', 'WORKLOAD'), help=argparse.SUPPRESS
+    )
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.rounds < 1:
         parser.error('--repeats and --rounds must be positive')
@@ -338,13 +393,17 @@ def print_table(results, workloads, torch_info) -> None:
         columns += ['torch ms', 'range', 'peak MiB', 'ratio', 'memory ratio']
     rows = [columns]
     for workload in workloads:
-        bs_time, bs_spread, bs_rss = summarize(
-            results['brainstorm', workload])
+        bs_time, bs_spread, bs_rss = summarize(results['brainstorm', workload])
         row = [workload, f'{bs_time * 1e3:.1f}', bs_spread, megabytes(bs_rss)]
         if torch_info:
             th_time, th_spread, th_rss = summarize(results['torch', workload])
-            row += [f'{th_time * 1e3:.1f}', th_spread, megabytes(th_rss),
-                    f'{bs_time / th_time:.2f}', f'{bs_rss / th_rss:.2f}']
+            row += [
+                f'{th_time * 1e3:.1f}',
+                th_spread,
+                megabytes(th_rss),
+                f'{bs_time / th_time:.2f}',
+                f'{bs_rss / th_rss:.2f}',
+            ]
         rows.append(row)
     widths = [max(len(row[i]) for row in rows) for i in range(len(columns))]
     for row in rows:
@@ -353,26 +412,30 @@ def print_table(results, workloads, torch_info) -> None:
 
 def print_pressure(results) -> None:
     """Warn when other tasks competed for the cores during the runs."""
-    pressures = [run['cpu_pressure'] for runs in results.values()
-                 for run in runs if run['cpu_pressure'] is not None]
+    pressures = [
+        run['cpu_pressure']
+        for runs in results.values()
+        for run in runs
+        if run['cpu_pressure'] is not None
+    ]
     if pressures:
-        print(f'\nCPU pressure (share of time other tasks waited for a core, '
-              f'10 s average) after the measurements: {min(pressures):.0f}-'
-              f'{max(pressures):.0f}%; above a few percent the machine is '
-              'shared and the figures are not comparable.')
+        print(
+            f'\nCPU pressure (share of time other tasks waited for a core, '
+            f'10 s average) after the measurements: {min(pressures):.0f}-'
+            f'{max(pressures):.0f}%; above a few percent the machine is '
+            'shared and the figures are not comparable.'
+        )
 
 
 def print_layer_times(results, workloads) -> None:
     """brainstorm's per-layer medians of the last round."""
     for workload in workloads:
         runs = results['brainstorm', workload]
-        print(f'\n{workload}: brainstorm per-layer median ms '
-              '(last round)')
+        print(f'\n{workload}: brainstorm per-layer median ms (last round)')
         layer_times = runs[-1]['layers']
         total = sum(layer_times.values())
         for key, seconds in layer_times.items():
-            print(f'  {key:<40} {seconds * 1e3:8.2f}  '
-                  f'{100 * seconds / total:5.1f}%')
+            print(f'  {key:<40} {seconds * 1e3:8.2f}  {100 * seconds / total:5.1f}%')
         print(f'  {"sum":<40} {total * 1e3:8.2f}')
 
 
@@ -386,16 +449,23 @@ def main(argv=None) -> int:
     if args.compare_torch and torch_info is None:
         parser.error('--compare-torch needs PyTorch installed')
     print_header(torch_info)
-    print(f'median step time of {args.repeats} steps after {WARMUP_STEPS} '
-          f'warm-up steps; {args.rounds} round(s)\n')
+    print(
+        f'median step time of {args.repeats} steps after {WARMUP_STEPS} '
+        f'warm-up steps; {args.rounds} round(s)\n'
+    )
     frameworks = ['brainstorm'] + (['torch'] if torch_info else [])
     results = {(f, w): [] for f in frameworks for w in args.workloads}
     for _ in range(args.rounds):
         for workload in args.workloads:
             for framework in frameworks:
-                results[framework, workload].append(measure(
-                    framework, workload, args.repeats,
-                    args.layers and framework == 'brainstorm'))
+                results[framework, workload].append(
+                    measure(
+                        framework,
+                        workload,
+                        args.repeats,
+                        args.layers and framework == 'brainstorm',
+                    )
+                )
     print_table(results, args.workloads, torch_info)
     print_pressure(results)
     if args.layers:

@@ -25,9 +25,20 @@ import numpy as np
 
 from brainstorm.utils import ValidationError
 
-__all__ = ['DataFormatError', 'DownloadError', 'get_data_dir', 'find_source',
-           'md5sum', 'download', 'load_cifar_pickle', 'write_hdf5_atomically',
-           'check_sizes', 'write_split', 'make_parser', 'run_script']
+__all__ = [
+    'DataFormatError',
+    'DownloadError',
+    'get_data_dir',
+    'find_source',
+    'md5sum',
+    'download',
+    'load_cifar_pickle',
+    'write_hdf5_atomically',
+    'check_sizes',
+    'write_split',
+    'make_parser',
+    'run_script',
+]
 
 DOWNLOAD_TIMEOUT_S = 60
 
@@ -42,6 +53,7 @@ class DownloadError(OSError):
 
 # ---------------------------------------------------------------- sources ---
 
+
 def get_data_dir(output_dir: str | None = None) -> Path:
     """The folder data files go to.
 
@@ -54,8 +66,7 @@ def get_data_dir(output_dir: str | None = None) -> Path:
     return Path(output_dir)
 
 
-def find_source(source: str | os.PathLike, names: Sequence[str],
-                what: str) -> Path:
+def find_source(source: str | os.PathLike, names: Sequence[str], what: str) -> Path:
     """Resolve ``source`` to one existing file.
 
     Args:
@@ -78,13 +89,17 @@ def find_source(source: str | os.PathLike, names: Sequence[str],
                     return candidate
         raise DataFormatError(
             f"Source folder '{path}': expected {what} (one of {list(names)}) "
-            f'in it. Received: a folder without any of them')
-    raise DataFormatError(f"Source '{path}': expected an existing file or "
-                          f'folder with {what}. Received: a path that does '
-                          f'not exist')
+            f'in it. Received: a folder without any of them'
+        )
+    raise DataFormatError(
+        f"Source '{path}': expected an existing file or "
+        f'folder with {what}. Received: a path that does '
+        f'not exist'
+    )
 
 
 # --------------------------------------------------------------- download ---
+
 
 def md5sum(path: str | os.PathLike) -> str:
     """Hex MD5 digest of a file, read in blocks."""
@@ -95,8 +110,9 @@ def md5sum(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
-def download(urls: Sequence[str], target: str | os.PathLike,
-             md5: str | None = None) -> Path:
+def download(
+    urls: Sequence[str], target: str | os.PathLike, md5: str | None = None
+) -> Path:
     """Download a file, trying each URL in turn, unless it is already there.
 
     An existing ``target`` with the right checksum is reused. The download
@@ -119,8 +135,10 @@ def download(urls: Sequence[str], target: str | os.PathLike,
     problems = []
     for url in urls:
         try:
-            with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as r, \
-                    open(partial, 'wb') as f:
+            with (
+                urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as r,
+                open(partial, 'wb') as f,
+            ):
                 shutil.copyfileobj(r, f, 1 << 20)
         except (urllib.error.URLError, OSError, ValueError) as err:
             problems.append(f'{url}: {err}')
@@ -133,8 +151,10 @@ def download(urls: Sequence[str], target: str | os.PathLike,
     partial.unlink(missing_ok=True)
     raise DownloadError(
         f"Could not download '{target.name}' ("
-        + '; '.join(problems) + '). Download it yourself and pass its path '
-        'with --source PATH.')
+        + '; '.join(problems)
+        + '). Download it yourself and pass its path '
+        'with --source PATH.'
+    )
 
 
 # ---------------------------------------------------------- CIFAR pickles ---
@@ -155,13 +175,11 @@ class _ArrayOnlyUnpickler(pickle.Unpickler):
         if (module, name) not in _ALLOWED_GLOBALS:
             raise pickle.UnpicklingError(f'refusing to load {module}.{name}')
         if module == 'numpy.core.multiarray':  # Python 2 era name
-            module = 'numpy._core.multiarray' if hasattr(np, '_core') \
-                else module
+            module = 'numpy._core.multiarray' if hasattr(np, '_core') else module
         return super().find_class(module, name)
 
 
-def load_cifar_pickle(data: bytes, name: str,
-                      keys: Sequence[str]) -> dict[str, object]:
+def load_cifar_pickle(data: bytes, name: str, keys: Sequence[str]) -> dict[str, object]:
     """Read one CIFAR batch pickle (written by Python 2, keys are bytes).
 
     Only containers and NumPy arrays are loaded: a pickle referring to any
@@ -181,12 +199,15 @@ def load_cifar_pickle(data: bytes, name: str,
     try:
         batch = _ArrayOnlyUnpickler(io.BytesIO(data), encoding='bytes').load()
     except Exception as err:  # a corrupt pickle can raise almost anything
-        raise DataFormatError(f"CIFAR batch '{name}': expected a pickled "
-                              f'dict. Received: unreadable data ({err})') \
-            from err
+        raise DataFormatError(
+            f"CIFAR batch '{name}': expected a pickled "
+            f'dict. Received: unreadable data ({err})'
+        ) from err
     if not isinstance(batch, dict):
-        raise DataFormatError(f"CIFAR batch '{name}': expected a pickled dict. "
-                              f'Received: {type(batch).__name__}')
+        raise DataFormatError(
+            f"CIFAR batch '{name}': expected a pickled dict. "
+            f'Received: {type(batch).__name__}'
+        )
     result = {}
     for key in keys:
         if key.encode() in batch:
@@ -196,14 +217,17 @@ def load_cifar_pickle(data: bytes, name: str,
         else:
             raise DataFormatError(
                 f"CIFAR batch '{name}': expected the key {key!r}. Received: "
-                f'keys {sorted(str(k) for k in batch)}')
+                f'keys {sorted(str(k) for k in batch)}'
+            )
     return result
 
 
 # ------------------------------------------------------------------- HDF5 ---
 
-def write_hdf5_atomically(output_file: str | os.PathLike,
-                          write: Callable[[h5py.File], None]) -> Path:
+
+def write_hdf5_atomically(
+    output_file: str | os.PathLike, write: Callable[[h5py.File], None]
+) -> Path:
     """Create an HDF5 file via ``write(f)``; no half-written file on failure.
 
     The file is written as ``<output_file>.part`` and renamed when complete.
@@ -227,14 +251,17 @@ def check_sizes(**sizes: int) -> None:
         ValidationError: naming the first bad size.
     """
     for name, size in sizes.items():
-        if (not isinstance(size, (int, np.integer)) or isinstance(size, bool)
-                or size <= 0):
-            raise ValidationError(f'{name} must be a positive int. '
-                                  f'Received: {name}={size!r}')
+        if (
+            not isinstance(size, (int, np.integer))
+            or isinstance(size, bool)
+            or size <= 0
+        ):
+            raise ValidationError(
+                f'{name} must be a positive int. Received: {name}={size!r}'
+            )
 
 
-def write_split(group: h5py.Group, inputs: np.ndarray,
-                targets: np.ndarray) -> None:
+def write_split(group: h5py.Group, inputs: np.ndarray, targets: np.ndarray) -> None:
     """Store one split as the datasets ``default`` and ``targets``."""
     group.create_dataset('default', data=inputs)
     group.create_dataset('targets', data=targets)
@@ -242,8 +269,10 @@ def write_split(group: h5py.Group, inputs: np.ndarray,
 
 # ------------------------------------------------------------ command line ---
 
-def make_parser(description: str, sizes: dict[str, int],
-                size_help: str) -> argparse.ArgumentParser:
+
+def make_parser(
+    description: str, sizes: dict[str, int], size_help: str
+) -> argparse.ArgumentParser:
     """Command line shared by the scripts.
 
     Args:
@@ -253,27 +282,37 @@ def make_parser(description: str, sizes: dict[str, int],
         size_help: what the sizes count (``'images'``, ``'characters'``).
     """
     parser = argparse.ArgumentParser(
-        description=description,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument(
-        '--source', metavar='PATH',
+        '--source',
+        metavar='PATH',
         help='local copy of the original data (archive or folder); '
-             'without it the data is downloaded into the output folder')
+        'without it the data is downloaded into the output folder',
+    )
     parser.add_argument(
-        '--output-dir', metavar='DIR',
+        '--output-dir',
+        metavar='DIR',
         help='where to write the HDF5 file '
-             '(default: $BRAINSTORM_DATA_DIR, else the current folder)')
+        '(default: $BRAINSTORM_DATA_DIR, else the current folder)',
+    )
     for name, default in sizes.items():
         parser.add_argument(
-            f'--{name}-size', type=int, default=default, metavar='N',
+            f'--{name}-size',
+            type=int,
+            default=default,
+            metavar='N',
             help=f'number of {name} {size_help} (default: {default}; '
-                 f'change it only for a non-standard source)')
+            f'change it only for a non-standard source)',
+        )
     return parser
 
 
-def run_script(main: Callable[[argparse.Namespace, Path], Path],
-               parser: argparse.ArgumentParser,
-               argv: Sequence[str] | None = None) -> Path:
+def run_script(
+    main: Callable[[argparse.Namespace, Path], Path],
+    parser: argparse.ArgumentParser,
+    argv: Sequence[str] | None = None,
+) -> Path:
     """Parse ``argv``, run ``main(args, data_dir)`` and report the result.
 
     Expected failures (bad source, no network) end the program with exit

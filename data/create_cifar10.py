@@ -62,8 +62,9 @@ IMAGE_SHAPE = (32, 32, 3)
 CHUNK = 5000  # images standardised at a time, to bound float64 temporaries
 
 
-def read_members(source: str | Path, archive_name: str,
-                 members: Sequence[str]) -> dict[str, bytes]:
+def read_members(
+    source: str | Path, archive_name: str, members: Sequence[str]
+) -> dict[str, bytes]:
     """The raw bytes of the named batch files.
 
     Args:
@@ -78,32 +79,38 @@ def read_members(source: str | Path, archive_name: str,
     path = Path(source)
     if path.is_dir():
         if not (path / archive_name).is_file():
-            return {name: find_source(path, [name], f"'{archive_name}' or "
-                                      f"the CIFAR batch '{name}'").read_bytes()
-                    for name in members}
+            return {
+                name: find_source(
+                    path, [name], f"'{archive_name}' or the CIFAR batch '{name}'"
+                ).read_bytes()
+                for name in members
+            }
         path = path / archive_name
     elif not path.exists():
-        raise DataFormatError(f"Source '{path}': expected '{archive_name}' "
-                              'or a folder. Received: a path that does not '
-                              'exist')
+        raise DataFormatError(
+            f"Source '{path}': expected '{archive_name}' "
+            'or a folder. Received: a path that does not '
+            'exist'
+        )
     try:
         with tarfile.open(path) as tar:
-            files = {Path(m.name).name: m for m in tar.getmembers()
-                     if m.isfile()}
+            files = {Path(m.name).name: m for m in tar.getmembers() if m.isfile()}
             missing = [name for name in members if name not in files]
             if missing:
                 raise DataFormatError(
                     f"CIFAR archive '{path}': expected the batches "
-                    f'{list(members)}. Received: an archive without {missing}')
-            return {name: tar.extractfile(files[name]).read()
-                    for name in members}
+                    f'{list(members)}. Received: an archive without {missing}'
+                )
+            return {name: tar.extractfile(files[name]).read() for name in members}
     except (tarfile.TarError, OSError, EOFError, zlib.error) as err:
-        raise DataFormatError(f"CIFAR archive '{path}': expected a readable "
-                              f'tar archive. Received: {err}') from err
+        raise DataFormatError(
+            f"CIFAR archive '{path}': expected a readable tar archive. Received: {err}"
+        ) from err
 
 
-def read_batches(raw: dict[str, bytes], label_key: str,
-                 nr_classes: int) -> tuple[np.ndarray, np.ndarray]:
+def read_batches(
+    raw: dict[str, bytes], label_key: str, nr_classes: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Parse and concatenate CIFAR batches in the given order.
 
     Args:
@@ -122,19 +129,27 @@ def read_batches(raw: dict[str, bytes], label_key: str,
         batch = load_cifar_pickle(data, name, ('data', label_key))
         pixels = np.asarray(batch['data'])
         targets = np.asarray(batch[label_key])
-        if (pixels.ndim != 2 or pixels.shape[1] != np.prod(IMAGE_SHAPE)
-                or pixels.dtype != np.uint8):
+        if (
+            pixels.ndim != 2
+            or pixels.shape[1] != np.prod(IMAGE_SHAPE)
+            or pixels.dtype != np.uint8
+        ):
             raise DataFormatError(
                 f"CIFAR batch '{name}': expected 'data' as uint8 rows of "
                 f'{np.prod(IMAGE_SHAPE)} values. Received: {pixels.dtype} '
-                f'shape {pixels.shape}')
-        if (targets.shape != (len(pixels),) or targets.dtype.kind not in 'iu'
-                or targets.min(initial=0) < 0
-                or targets.max(initial=0) >= nr_classes):
+                f'shape {pixels.shape}'
+            )
+        if (
+            targets.shape != (len(pixels),)
+            or targets.dtype.kind not in 'iu'
+            or targets.min(initial=0) < 0
+            or targets.max(initial=0) >= nr_classes
+        ):
             raise DataFormatError(
                 f"CIFAR batch '{name}': expected {len(pixels)} integer "
                 f"'{label_key}' in 0-{nr_classes - 1}. Received: "
-                f'{targets.dtype} shape {targets.shape}')
+                f'{targets.dtype} shape {targets.shape}'
+            )
         # rows are channel-major (3, 32, 32) planes; we store channels last
         images.append(pixels.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1))
         labels.append(targets.astype(np.uint8))
@@ -149,18 +164,17 @@ def standardization_stats(images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """
     total = np.zeros(images.shape[1:])
     for start in range(0, len(images), CHUNK):
-        total += images[start:start + CHUNK].sum(axis=0, dtype=np.float64)
+        total += images[start : start + CHUNK].sum(axis=0, dtype=np.float64)
     mean = total / len(images)
     squares = np.zeros(images.shape[1:])
     for start in range(0, len(images), CHUNK):
-        squares += ((images[start:start + CHUNK] - mean) ** 2).sum(axis=0)
+        squares += ((images[start : start + CHUNK] - mean) ** 2).sum(axis=0)
     std = np.sqrt(squares / len(images))
     std[std == 0] = 1.0
     return mean.astype(np.float32), std.astype(np.float32)
 
 
-def standardize(images: np.ndarray, mean: np.ndarray,
-                std: np.ndarray) -> np.ndarray:
+def standardize(images: np.ndarray, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
     """``(images - mean) / std`` as float32 with a leading time axis.
 
     Returns:
@@ -169,15 +183,21 @@ def standardize(images: np.ndarray, mean: np.ndarray,
     result = np.empty((1, *images.shape), dtype=np.float32)
     mean, std = mean.astype(np.float64), std.astype(np.float64)
     for start in range(0, len(images), CHUNK):
-        result[0, start:start + CHUNK] = (
-            (images[start:start + CHUNK] - mean) / std)
+        result[0, start : start + CHUNK] = (images[start : start + CHUNK] - mean) / std
     return result
 
 
-def convert_cifar(raw_training: dict[str, bytes], raw_test: dict[str, bytes],
-                  output_file: str | Path, label_key: str, nr_classes: int,
-                  description: str, training_size: int, validation_size: int,
-                  test_size: int) -> Path:
+def convert_cifar(
+    raw_training: dict[str, bytes],
+    raw_test: dict[str, bytes],
+    output_file: str | Path,
+    label_key: str,
+    nr_classes: int,
+    description: str,
+    training_size: int,
+    validation_size: int,
+    test_size: int,
+) -> Path:
     """Write a CIFAR HDF5 file from the raw training and test batches.
 
     Shared by CIFAR-10 and CIFAR-100; see the module docstring for the
@@ -188,16 +208,17 @@ def convert_cifar(raw_training: dict[str, bytes], raw_test: dict[str, bytes],
         DataFormatError: the batches are malformed or have other sizes.
     """
     full_size = training_size + validation_size
-    train_images, train_labels = read_batches(raw_training, label_key,
-                                              nr_classes)
+    train_images, train_labels = read_batches(raw_training, label_key, nr_classes)
     test_images, test_labels = read_batches(raw_test, label_key, nr_classes)
-    for what, raw, images, size in [('training', raw_training, train_images,
-                                     full_size),
-                                    ('test', raw_test, test_images, test_size)]:
+    for what, raw, images, size in [
+        ('training', raw_training, train_images, full_size),
+        ('test', raw_test, test_images, test_size),
+    ]:
         if len(images) != size:
             raise DataFormatError(
                 f'CIFAR {what} batches {list(raw)}: expected {size} images '
-                f'in all. Received: {len(images)}')
+                f'in all. Received: {len(images)}'
+            )
     mean, std = standardization_stats(train_images[:training_size])
     train_inputs = standardize(train_images, mean, std)
     train_targets = train_labels.reshape(1, -1, 1)
@@ -208,21 +229,23 @@ def convert_cifar(raw_training: dict[str, bytes], raw_test: dict[str, bytes],
         f.attrs['description'] = description
         f.attrs['mean'] = mean
         f.attrs['std'] = std
-        for name, part in [('normalized_split/training',
-                            slice(0, training_size)),
-                           ('normalized_split/validation',
-                            slice(training_size, full_size)),
-                           ('normalized_full/training', slice(0, full_size))]:
-            write_split(f.create_group(name), train_inputs[:, part],
-                        train_targets[:, part])
+        for name, part in [
+            ('normalized_split/training', slice(0, training_size)),
+            ('normalized_split/validation', slice(training_size, full_size)),
+            ('normalized_full/training', slice(0, full_size)),
+        ]:
+            write_split(
+                f.create_group(name), train_inputs[:, part], train_targets[:, part]
+            )
         for name in ('normalized_split/test', 'normalized_full/test'):
             write_split(f.create_group(name), test_inputs, test_targets)
 
     return write_hdf5_atomically(output_file, write)
 
 
-def describe(title: str, classes: str, training_size: int,
-             validation_size: int, test_size: int) -> str:
+def describe(
+    title: str, classes: str, training_size: int, validation_size: int, test_size: int
+) -> str:
     """The ``description`` attribute of a CIFAR file."""
     full = training_size + validation_size
     return f"""\
@@ -243,9 +266,13 @@ normalized_full/test: the {test_size} test images
 """
 
 
-def convert(source: str | Path, output_file: str | Path,
-            training_size: int = 40_000, validation_size: int = 10_000,
-            test_size: int = 10_000) -> Path:
+def convert(
+    source: str | Path,
+    output_file: str | Path,
+    training_size: int = 40_000,
+    validation_size: int = 10_000,
+    test_size: int = 10_000,
+) -> Path:
     """Convert the CIFAR-10 python archive ``source`` into ``output_file``.
 
     Args:
@@ -264,31 +291,50 @@ def convert(source: str | Path, output_file: str | Path,
     Raises:
         DataFormatError: the archive is missing, corrupt or has other sizes.
     """
-    check_sizes(training_size=training_size, validation_size=validation_size,
-                test_size=test_size)
+    check_sizes(
+        training_size=training_size,
+        validation_size=validation_size,
+        test_size=test_size,
+    )
     raw = read_members(source, ARCHIVE_NAME, TRAINING_BATCHES + TEST_BATCHES)
     return convert_cifar(
         {name: raw[name] for name in TRAINING_BATCHES},
-        {name: raw[name] for name in TEST_BATCHES}, output_file,
-        'labels', 10,
-        describe('CIFAR-10', 'class id 0-9 (airplane, automobile, bird, cat, '
-                 'deer, dog, frog, horse, ship, truck)', training_size,
-                 validation_size, test_size),
-        training_size, validation_size, test_size)
+        {name: raw[name] for name in TEST_BATCHES},
+        output_file,
+        'labels',
+        10,
+        describe(
+            'CIFAR-10',
+            'class id 0-9 (airplane, automobile, bird, cat, '
+            'deer, dog, frog, horse, ship, truck)',
+            training_size,
+            validation_size,
+            test_size,
+        ),
+        training_size,
+        validation_size,
+        test_size,
+    )
 
 
 def _main(args: argparse.Namespace, data_dir: Path) -> Path:
     source = args.source
     if source is None:
         source = download([URL], data_dir / ARCHIVE_NAME, ARCHIVE_MD5)
-    return convert(source, data_dir / FILE_NAME, args.training_size,
-                   args.validation_size, args.test_size)
+    return convert(
+        source,
+        data_dir / FILE_NAME,
+        args.training_size,
+        args.validation_size,
+        args.test_size,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> Path:
     """Command line entry point; returns the path of the written file."""
-    parser = make_parser(__doc__, {'training': 40_000, 'validation': 10_000,
-                                   'test': 10_000}, 'images')
+    parser = make_parser(
+        __doc__, {'training': 40_000, 'validation': 10_000, 'test': 10_000}, 'images'
+    )
     return run_script(_main, parser, argv)
 
 

@@ -38,9 +38,13 @@ ARCHIVE_MD5 = 'eb9058c3a382ffc7106e4002c42a8d85'
 URL = 'https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz'
 
 
-def convert(source: str | Path, output_file: str | Path,
-            training_size: int = 40_000, validation_size: int = 10_000,
-            test_size: int = 10_000) -> Path:
+def convert(
+    source: str | Path,
+    output_file: str | Path,
+    training_size: int = 40_000,
+    validation_size: int = 10_000,
+    test_size: int = 10_000,
+) -> Path:
     """Convert the CIFAR-100 python archive ``source`` into ``output_file``.
 
     Args:
@@ -59,29 +63,45 @@ def convert(source: str | Path, output_file: str | Path,
     Raises:
         DataFormatError: the archive is missing, corrupt or has other sizes.
     """
-    check_sizes(training_size=training_size, validation_size=validation_size,
-                test_size=test_size)
+    check_sizes(
+        training_size=training_size,
+        validation_size=validation_size,
+        test_size=test_size,
+    )
     raw = read_members(source, ARCHIVE_NAME, ['train', 'test'])
     return convert_cifar(
-        {'train': raw['train']}, {'test': raw['test']}, output_file,
-        'fine_labels', 100,
-        describe('CIFAR-100', 'fine class id 0-99', training_size,
-                 validation_size, test_size),
-        training_size, validation_size, test_size)
+        {'train': raw['train']},
+        {'test': raw['test']},
+        output_file,
+        'fine_labels',
+        100,
+        describe(
+            'CIFAR-100', 'fine class id 0-99', training_size, validation_size, test_size
+        ),
+        training_size,
+        validation_size,
+        test_size,
+    )
 
 
 def _main(args: argparse.Namespace, data_dir: Path) -> Path:
     source = args.source
     if source is None:
         source = download([URL], data_dir / ARCHIVE_NAME, ARCHIVE_MD5)
-    return convert(source, data_dir / FILE_NAME, args.training_size,
-                   args.validation_size, args.test_size)
+    return convert(
+        source,
+        data_dir / FILE_NAME,
+        args.training_size,
+        args.validation_size,
+        args.test_size,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> Path:
     """Command line entry point; returns the path of the written file."""
-    parser = make_parser(__doc__, {'training': 40_000, 'validation': 10_000,
-                                   'test': 10_000}, 'images')
+    parser = make_parser(
+        __doc__, {'training': 40_000, 'validation': 10_000, 'test': 10_000}, 'images'
+    )
     return run_script(_main, parser, argv)
 
 

@@ -82,23 +82,26 @@ def read_text(source: str | Path) -> tuple[np.ndarray, Path]:
         DataFormatError: missing, not a zip archive, corrupt, or without
             ``enwik8``.
     """
-    path = find_source(source, [ARCHIVE_NAME, TEXT_NAME],
-                       f"'{ARCHIVE_NAME}' or '{TEXT_NAME}'")
+    path = find_source(
+        source, [ARCHIVE_NAME, TEXT_NAME], f"'{ARCHIVE_NAME}' or '{TEXT_NAME}'"
+    )
     if path.name == TEXT_NAME and not zipfile.is_zipfile(path):
         return np.fromfile(path, dtype=np.uint8), path
     try:
         with zipfile.ZipFile(path) as archive:
-            names = [n for n in archive.namelist()
-                     if n.rsplit('/', 1)[-1] == TEXT_NAME]
+            names = [n for n in archive.namelist() if n.rsplit('/', 1)[-1] == TEXT_NAME]
             if not names:
                 raise DataFormatError(
                     f"Zip archive '{path}': expected a file '{TEXT_NAME}' in "
-                    f'it. Received: {archive.namelist()[:10]}')
+                    f'it. Received: {archive.namelist()[:10]}'
+                )
             data = archive.read(names[0])
     except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as err:
-        raise DataFormatError(f"Source '{path}': expected a zip archive "
-                              f"holding '{TEXT_NAME}'. Received: a file that "
-                              f'cannot be read as one ({err})') from err
+        raise DataFormatError(
+            f"Source '{path}': expected a zip archive "
+            f"holding '{TEXT_NAME}'. Received: a file that "
+            f'cannot be read as one ({err})'
+        ) from err
     return np.frombuffer(data, dtype=np.uint8), path
 
 
@@ -114,8 +117,9 @@ def to_class_ids(text: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return unique, lookup[text]
 
 
-def lay_out(ids: np.ndarray, sequence_length: int,
-            streams: int) -> tuple[np.ndarray, np.ndarray]:
+def lay_out(
+    ids: np.ndarray, sequence_length: int, streams: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Inputs and next-byte targets of one split, in the module's layout.
 
     Args:
@@ -134,22 +138,29 @@ def lay_out(ids: np.ndarray, sequence_length: int,
     if pieces < 1:
         raise ValidationError(
             f'A split of {len(ids)} bytes is too short: expected at least '
-            f'sequence_length * streams + 1 = {per_batch + 1} bytes')
+            f'sequence_length * streams + 1 = {per_batch + 1} bytes'
+        )
     usable = pieces * per_batch
 
     def arrange(values):
         by_stream = values[:usable].reshape(streams, pieces, sequence_length)
         # [s, c, t] -> [t, c, s] -> [t, c * S + s]
         return np.ascontiguousarray(by_stream.transpose(2, 1, 0)).reshape(
-            sequence_length, pieces * streams, 1)
+            sequence_length, pieces * streams, 1
+        )
 
     return arrange(ids[:-1]), arrange(ids[1:])
 
 
-def convert(source: str | Path, output_file: str | Path,
-            training_size: int = 90_000_000, validation_size: int = 5_000_000,
-            test_size: int = 5_000_000, sequence_length: int = 100,
-            streams: int = 100) -> Path:
+def convert(
+    source: str | Path,
+    output_file: str | Path,
+    training_size: int = 90_000_000,
+    validation_size: int = 5_000_000,
+    test_size: int = 5_000_000,
+    sequence_length: int = 100,
+    streams: int = 100,
+) -> Path:
     """Convert enwik8 into ``output_file`` (layout: see the module docstring).
 
     Args:
@@ -173,27 +184,39 @@ def convert(source: str | Path, output_file: str | Path,
         ValidationError: a size is not a positive int or a split is shorter
             than one batch.
     """
-    check_sizes(training_size=training_size, validation_size=validation_size,
-                test_size=test_size, sequence_length=sequence_length,
-                streams=streams)
+    check_sizes(
+        training_size=training_size,
+        validation_size=validation_size,
+        test_size=test_size,
+        sequence_length=sequence_length,
+        streams=streams,
+    )
     text, path = read_text(source)
     total = training_size + validation_size + test_size
     if len(text) != total:
         raise DataFormatError(
             f"Text '{path}': expected {total} bytes ({training_size} + "
-            f'{validation_size} + {test_size}). Received: {len(text)} bytes')
+            f'{validation_size} + {test_size}). Received: {len(text)} bytes'
+        )
     unique, ids = to_class_ids(text)
-    bounds = {'training': (0, training_size),
-              'validation': (training_size, training_size + validation_size),
-              'test': (training_size + validation_size, total)}
-    splits = {name: lay_out(ids[start:stop], sequence_length, streams)
-              for name, (start, stop) in bounds.items()}
-    sizes = {name: (stop - start, splits[name][0].size)
-             for name, (start, stop) in bounds.items()}
+    bounds = {
+        'training': (0, training_size),
+        'validation': (training_size, training_size + validation_size),
+        'test': (training_size + validation_size, total),
+    }
+    splits = {
+        name: lay_out(ids[start:stop], sequence_length, streams)
+        for name, (start, stop) in bounds.items()
+    }
+    sizes = {
+        name: (stop - start, splits[name][0].size)
+        for name, (start, stop) in bounds.items()
+    }
 
     def write(f):
-        f.attrs['description'] = _description(sizes, len(unique),
-                                              sequence_length, streams)
+        f.attrs['description'] = _description(
+            sizes, len(unique), sequence_length, streams
+        )
         f.attrs['unique'] = unique
         for name, (inputs, targets) in splits.items():
             write_split(f.create_group(f'split/{name}'), inputs, targets)
@@ -201,12 +224,17 @@ def convert(source: str | Path, output_file: str | Path,
     return write_hdf5_atomically(output_file, write)
 
 
-def _description(sizes: dict[str, tuple[int, int]], nr_symbols: int,
-                 sequence_length: int, streams: int) -> str:
+def _description(
+    sizes: dict[str, tuple[int, int]],
+    nr_symbols: int,
+    sequence_length: int,
+    streams: int,
+) -> str:
     lines = '\n'.join(
         f'split/{name}: {used:,} input bytes of the {size:,} bytes of the '
         f'{name} part = {used // sequence_length:,} sequences'
-        for name, (size, used) in sizes.items())
+        for name, (size, used) in sizes.items()
+    )
     return f"""\
 The Hutter Prize Wikipedia text enwik8 (M. Hutter,
 http://prize.hutter1.net/), {sum(s for s, _ in sizes.values()):,} bytes,
@@ -227,15 +255,22 @@ def _main(args: argparse.Namespace, data_dir: Path) -> Path:
     source = args.source
     if source is None:
         source = download([URL], data_dir / ARCHIVE_NAME)
-    return convert(source, data_dir / FILE_NAME, args.training_size,
-                   args.validation_size, args.test_size)
+    return convert(
+        source,
+        data_dir / FILE_NAME,
+        args.training_size,
+        args.validation_size,
+        args.test_size,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> Path:
     """Command line entry point; returns the path of the written file."""
-    parser = make_parser(__doc__, {'training': 90_000_000,
-                                   'validation': 5_000_000,
-                                   'test': 5_000_000}, 'bytes')
+    parser = make_parser(
+        __doc__,
+        {'training': 90_000_000, 'validation': 5_000_000, 'test': 5_000_000},
+        'bytes',
+    )
     return run_script(_main, parser, argv)
 
 

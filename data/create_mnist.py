@@ -46,9 +46,11 @@ from _common import (
 )
 
 FILE_NAME = 'MNIST.hdf5'
-URLS = ['http://yann.lecun.com/exdb/mnist/',
-        'https://ossci-datasets.s3.amazonaws.com/mnist/',
-        'https://storage.googleapis.com/cvdf-datasets/mnist/']
+URLS = [
+    'http://yann.lecun.com/exdb/mnist/',
+    'https://ossci-datasets.s3.amazonaws.com/mnist/',
+    'https://storage.googleapis.com/cvdf-datasets/mnist/',
+]
 SOURCE_FILES = {  # name -> MD5 of the gzipped original
     'train-images-idx3-ubyte.gz': 'f68b3c2dcbeaaa9fbdd348bbdeb94873',
     'train-labels-idx1-ubyte.gz': 'd53e105ee54ea40749a09fcbcd1e9432',
@@ -81,29 +83,34 @@ def read_idx(path: str | Path, magic: int) -> np.ndarray:
         try:
             raw = gzip.decompress(raw)
         except (OSError, EOFError, zlib.error) as err:
-            raise DataFormatError(f"IDX file '{path}': expected valid gzip "
-                                  f'data. Received: {err}') from err
+            raise DataFormatError(
+                f"IDX file '{path}': expected valid gzip data. Received: {err}"
+            ) from err
     ndim = magic & 0xFF
     header_size = 4 + 4 * ndim
     if len(raw) < header_size:
-        raise DataFormatError(f"IDX file '{path}': expected a header of "
-                              f'{header_size} bytes. Received: {len(raw)} '
-                              'bytes in all')
+        raise DataFormatError(
+            f"IDX file '{path}': expected a header of "
+            f'{header_size} bytes. Received: {len(raw)} '
+            'bytes in all'
+        )
     (found,) = struct.unpack('>I', raw[:4])
     if found != magic:
-        raise DataFormatError(f"IDX file '{path}': expected magic number "
-                              f'{magic}. Received: {found}')
+        raise DataFormatError(
+            f"IDX file '{path}': expected magic number {magic}. Received: {found}"
+        )
     shape = struct.unpack(f'>{ndim}I', raw[4:header_size])
     size = int(np.prod(shape))
     if len(raw) - header_size != size:
-        raise DataFormatError(f"IDX file '{path}': expected {size} data "
-                              f'bytes for shape {shape}. Received: '
-                              f'{len(raw) - header_size}')
+        raise DataFormatError(
+            f"IDX file '{path}': expected {size} data "
+            f'bytes for shape {shape}. Received: '
+            f'{len(raw) - header_size}'
+        )
     return np.frombuffer(raw, dtype=np.uint8, offset=header_size).reshape(shape)
 
 
-def _read_pair(folder: Path, prefix: str, size: int) -> tuple[np.ndarray,
-                                                               np.ndarray]:
+def _read_pair(folder: Path, prefix: str, size: int) -> tuple[np.ndarray, np.ndarray]:
     """Images (N, 28, 28) and labels (N,) of ``train`` or ``t10k``."""
     names = {}
     for kind in ('images-idx3', 'labels-idx1'):
@@ -115,12 +122,14 @@ def _read_pair(folder: Path, prefix: str, size: int) -> tuple[np.ndarray,
         raise DataFormatError(
             f"IDX file '{names['images-idx3']}': expected {size} images of "
             f'{IMAGE_SHAPE[0]}x{IMAGE_SHAPE[1]} pixels. Received: shape '
-            f'{images.shape}')
+            f'{images.shape}'
+        )
     if labels.shape != (size,) or labels.max(initial=0) > 9:
         raise DataFormatError(
             f"IDX file '{names['labels-idx1']}': expected {size} labels in "
             f'0-9. Received: {labels.shape[0]} labels, largest '
-            f'{labels.max(initial=0)}')
+            f'{labels.max(initial=0)}'
+        )
     return images, labels
 
 
@@ -135,9 +144,13 @@ def _as_targets(labels: np.ndarray) -> np.ndarray:
     return labels.reshape(1, -1, 1).copy()
 
 
-def convert(source: str | Path, output_file: str | Path,
-            training_size: int = 50_000, validation_size: int = 10_000,
-            test_size: int = 10_000) -> Path:
+def convert(
+    source: str | Path,
+    output_file: str | Path,
+    training_size: int = 50_000,
+    validation_size: int = 10_000,
+    test_size: int = 10_000,
+) -> Path:
     """Convert the four MNIST IDX files in ``source`` into ``output_file``.
 
     Args:
@@ -156,8 +169,11 @@ def convert(source: str | Path, output_file: str | Path,
     Raises:
         DataFormatError: a source file is missing, corrupt or has other sizes.
     """
-    check_sizes(training_size=training_size, validation_size=validation_size,
-                test_size=test_size)
+    check_sizes(
+        training_size=training_size,
+        validation_size=validation_size,
+        test_size=test_size,
+    )
     source = Path(source)
     full_size = training_size + validation_size
     train_images, train_labels = _read_pair(source, 'train', full_size)
@@ -169,11 +185,13 @@ def convert(source: str | Path, output_file: str | Path,
     }
 
     def write(f):
-        f.attrs['description'] = _description(training_size, validation_size,
-                                              test_size)
+        f.attrs['description'] = _description(training_size, validation_size, test_size)
         for name, part in splits.items():
-            write_split(f.create_group(name), _as_inputs(train_images[part]),
-                        _as_targets(train_labels[part]))
+            write_split(
+                f.create_group(name),
+                _as_inputs(train_images[part]),
+                _as_targets(train_labels[part]),
+            )
         test_inputs = _as_inputs(test_images)
         test_targets = _as_targets(test_labels)
         for name in ('normalized_split/test', 'normalized_full/test'):
@@ -182,8 +200,7 @@ def convert(source: str | Path, output_file: str | Path,
     return write_hdf5_atomically(output_file, write)
 
 
-def _description(training_size: int, validation_size: int,
-                 test_size: int) -> str:
+def _description(training_size: int, validation_size: int, test_size: int) -> str:
     full = training_size + validation_size
     return f"""\
 The MNIST database of handwritten digits (Y. LeCun, C. Cortes and
@@ -208,14 +225,20 @@ def _main(args: argparse.Namespace, data_dir: Path) -> Path:
         source = data_dir
         for name, md5 in SOURCE_FILES.items():
             download([url + name for url in URLS], data_dir / name, md5)
-    return convert(source, data_dir / FILE_NAME, args.training_size,
-                   args.validation_size, args.test_size)
+    return convert(
+        source,
+        data_dir / FILE_NAME,
+        args.training_size,
+        args.validation_size,
+        args.test_size,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> Path:
     """Command line entry point; returns the path of the written file."""
-    parser = make_parser(__doc__, {'training': 50_000, 'validation': 10_000,
-                                   'test': 10_000}, 'images')
+    parser = make_parser(
+        __doc__, {'training': 50_000, 'validation': 10_000, 'test': 10_000}, 'images'
+    )
     return run_script(_main, parser, argv)
 
 

@@ -60,23 +60,33 @@ doctest_default_flags = doctest.NORMALIZE_WHITESPACE
 # are the only ones ignored.
 nitpicky = True
 nitpick_ignore = [
-    ('py:class', name) for name in [
-        'collections.OrderedDict', 'collections.abc.Iterable',
-        'collections.abc.Callable', 'os.PathLike',
+    ('py:class', name)
+    for name in [
+        'collections.OrderedDict',
+        'collections.abc.Iterable',
+        'collections.abc.Callable',
+        'os.PathLike',
         'argparse.ArgumentParser',
-        'collections.abc.Iterator', 'collections.abc.Sequence', 'abc.ABC',
-        'numpy.ndarray', 'np.ndarray', 'numpy.float32',
-        'numpy.random.mtrand.RandomState']]
+        'collections.abc.Iterator',
+        'collections.abc.Sequence',
+        'abc.ABC',
+        'numpy.ndarray',
+        'np.ndarray',
+        'numpy.float32',
+        'numpy.random.mtrand.RandomState',
+    ]
+]
 
 
 def public_bases(app, name, obj, options, bases):
     """Show a private base class (``_FileHook``) as the public classes it
     derives from: the private one is not documented."""
+
     def public(base):
-        if base.__name__.startswith('_') and base.__module__.startswith(
-                'brainstorm'):
+        if base.__name__.startswith('_') and base.__module__.startswith('brainstorm'):
             return [b for parent in base.__bases__ for b in public(parent)]
         return [base]
+
     bases[:] = list(dict.fromkeys(b for base in bases for b in public(base)))
 
 
@@ -88,6 +98,7 @@ def resolve_short_names(app, env, node, contnode):
     ``brainstorm.package.Name`` target may name an object of a submodule.
     Ambiguous or unknown targets stay unresolved (and fail the build)."""
     from sphinx.util.nodes import make_refnode
+
     if node.get('refdomain') != 'py':
         return None
     target = node['reftarget'].lstrip('~.')
@@ -110,18 +121,28 @@ def resolve_short_names(app, env, node, contnode):
     if not candidates:
         prefix, _, last = target.rpartition('.')
         if prefix.startswith('brainstorm'):
-            candidates = [name for name in objects
-                          if name.startswith(prefix + '.')
-                          and name.endswith('.' + last)]
+            candidates = [
+                name
+                for name in objects
+                if name.startswith(prefix + '.') and name.endswith('.' + last)
+            ]
         else:
-            candidates = [name for name in objects
-                          if name.startswith('brainstorm.')
-                          and name.endswith('.' + target)]
+            candidates = [
+                name
+                for name in objects
+                if name.startswith('brainstorm.') and name.endswith('.' + target)
+            ]
     if len(candidates) != 1:
         return None
     entry = objects[candidates[0]]
-    return make_refnode(app.builder, node['refdoc'], entry.docname,
-                        entry.node_id, contnode, candidates[0])
+    return make_refnode(
+        app.builder,
+        node['refdoc'],
+        entry.docname,
+        entry.node_id,
+        contnode,
+        candidates[0],
+    )
 
 
 def setup(app):

@@ -25,7 +25,8 @@ import sys
 import traceback
 
 DIRECTIVE = re.compile(
-    r'^\.\. (doctest|testcode|testoutput|code-block|code)::\s*(\S*)\s*$')
+    r'^\.\. (doctest|testcode|testoutput|code-block|code)::\s*(\S*)\s*$'
+)
 RUNNABLE = {'doctest', 'testcode', 'testoutput', 'python'}
 
 
@@ -51,8 +52,7 @@ def blocks(text: str) -> list:
         while i < len(lines) and re.match(r'^\s+:\w[\w-]*:', lines[i]):
             i += 1
         body = []
-        while i < len(lines) and (not lines[i].strip()
-                                  or lines[i].startswith(' ')):
+        while i < len(lines) and (not lines[i].strip() or lines[i].startswith(' ')):
             body.append(lines[i])
             i += 1
         content = [line for line in body if line.strip()]
@@ -77,15 +77,18 @@ def run_page(path: pathlib.Path) -> list:
         where = f'{path.name}, line {line}'
         if kind == 'doctest':
             test = parser.get_doctest(code, namespace, where, str(path), line)
-            test.globs = namespace   # DocTest copies it; the page shares one
+            test.globs = namespace  # DocTest copies it; the page shares one
             before = runner.failures
             runner.run(test, out=failures.append, clear_globs=False)
             if runner.failures != before:
                 break
         elif kind in ('testcode', 'python'):
             expected = None
-            if kind == 'testcode' and index + 1 < len(page) \
-                    and page[index + 1][0] == 'testoutput':
+            if (
+                kind == 'testcode'
+                and index + 1 < len(page)
+                and page[index + 1][0] == 'testoutput'
+            ):
                 expected = page[index + 1][1]
             printed = io.StringIO()
             try:
@@ -94,10 +97,12 @@ def run_page(path: pathlib.Path) -> list:
             except BaseException:  # noqa: BLE001 - reported, then stop
                 failures.append(f'{where}: raised\n{traceback.format_exc()}')
                 break
-            if expected is not None and \
-                    normalise(printed.getvalue()) != normalise(expected):
-                failures.append(f'{where}: printed\n{printed.getvalue()}\n'
-                                f'expected\n{expected}')
+            if expected is not None and normalise(printed.getvalue()) != normalise(
+                expected
+            ):
+                failures.append(
+                    f'{where}: printed\n{printed.getvalue()}\nexpected\n{expected}'
+                )
                 break
             if kind == 'python':
                 sys.stdout.write(printed.getvalue())

@@ -35,9 +35,11 @@ def test_run_network_accepts_iterators_and_iterables(kind):
     net = xor_net()
     data = xor_data()
     expected = _outputs_for(net, Undivided(**data))
-    batches = {'iterator': Undivided(**data),
-               'called': Undivided(**data)(handler=net.handler),
-               'list': [data]}[kind]
+    batches = {
+        'iterator': Undivided(**data),
+        'called': Undivided(**data)(handler=net.handler),
+        'list': [data],
+    }[kind]
     got = _outputs_for(net, batches)
     assert len(got) == 1
     np.testing.assert_array_equal(got[0], expected[0])
@@ -56,7 +58,7 @@ def test_05_module_paths_import_in_a_fresh_process():
     """0.5 custom-layer files import built-in layers from these module
     paths and subclass them; the paths must import in a fresh interpreter
     and give the very same classes (so the subclass is a real layer)."""
-    code = textwrap.dedent('''
+    code = textwrap.dedent("""
         import importlib
         import brainstorm as bs
         import brainstorm.structure.view_references as vr
@@ -75,9 +77,10 @@ def test_05_module_paths_import_in_a_fresh_process():
         class MyConvLayerImpl(Convolution2DLayerImpl):
             pass
         print('ok')
-    ''').replace('MODS_PLACEHOLDER', repr(OLD_MODULES))
-    result = subprocess.run([sys.executable, '-c', code],
-                            capture_output=True, text=True, timeout=120)
+    """).replace('MODS_PLACEHOLDER', repr(OLD_MODULES))
+    result = subprocess.run(
+        [sys.executable, '-c', code], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == 'ok'
 
@@ -94,8 +97,7 @@ def test_shape_mismatch_is_caught_by_except_value_error():
 def test_mismatched_inputs_are_caught_by_except_value_error():
     """0.5 raised ValueError when connecting layers with incompatible
     shapes (here a 3-d and a 5-d output into one input)."""
-    inp = bs.layers.Input(out_shapes={'a': ('T', 'B', 3),
-                                      'b': ('T', 'B', 2, 2, 1)})
+    inp = bs.layers.Input(out_shapes={'a': ('T', 'B', 3), 'b': ('T', 'B', 2, 2, 1)})
     fc = bs.layers.FullyConnected(2, name='Out')
     inp - 'a' >> fc
     inp - 'b' >> fc
@@ -118,9 +120,11 @@ def test_undescribable_value_raises_type_error():
 def test_validate_architecture_returns_true():
     """0.5's validate_architecture returned True for a valid architecture."""
     from brainstorm.structure.architecture import validate_architecture
+
     arch = bs.generate_architecture(
         bs.layers.Input(out_shapes={'default': ('T', 'B', 2)})
-        >> bs.layers.FullyConnected(2, name='Out'))
+        >> bs.layers.FullyConnected(2, name='Out')
+    )
     assert validate_architecture(arch) is True
 
 

@@ -25,8 +25,7 @@ def images(t=2, b=4, h=3, w=5, c=2, seed=0):
 
 
 def collect(iterator, handler=None):
-    return [{k: v.copy() for k, v in batch.items()} for batch in
-            iterator(handler)]
+    return [{k: v.copy() for k, v in batch.items()} for batch in iterator(handler)]
 
 
 def walk(iterator):
@@ -37,16 +36,17 @@ def walk(iterator):
 
 # ----------------------------------------------------------- validation ---
 
+
 def test_data_needs_three_dimensions():
-    with pytest.raises(IteratorValidationError,
-                       match=r"Undivided: data 'x'.*3 dimensions.*\(4, 2\)"):
+    with pytest.raises(
+        IteratorValidationError, match=r"Undivided: data 'x'.*3 dimensions.*\(4, 2\)"
+    ):
         Undivided(x=np.zeros((4, 2)))
 
 
 @pytest.mark.parametrize('klass', [Undivided, Minibatches])
 def test_unequal_time_or_batch_sizes(klass):
-    with pytest.raises(IteratorValidationError,
-                       match=rf"{klass.__name__}.*'a'.*'b'"):
+    with pytest.raises(IteratorValidationError, match=rf"{klass.__name__}.*'a'.*'b'"):
         klass(a=np.zeros((2, 3, 1)), b=np.zeros((2, 4, 1)))
     with pytest.raises(IteratorValidationError, match='same time'):
         klass(a=np.zeros((2, 3, 1)), b=np.zeros((3, 3, 1)))
@@ -63,36 +63,61 @@ def test_bad_batch_size(batch_size):
         Minibatches(batch_size=batch_size, x=np.zeros((1, 3, 1)))
 
 
-@pytest.mark.parametrize('factory, pattern', [
-    (lambda it: AddGaussianNoise(it, {'nope': 1.0}),
-     r"AddGaussianNoise: std_dict names unknown data 'nope'"),
-    (lambda it: AddGaussianNoise(it, {'default': 1.0}, {'targets': 0.0}),
-     r'AddGaussianNoise: mean_dict and std_dict'),
-    (lambda it: AddGaussianNoise(it, {'default': -1.0}),
-     r"AddGaussianNoise: std_dict\['default'\]"),
-    (lambda it: AddSaltNPepper(it, {'default': 1.5}),
-     r"AddSaltNPepper: prob_dict\['default'\]"),
-    (lambda it: AddSaltNPepper(it, {'default': 0.1}, {'targets': 0.5}),
-     r"AddSaltNPepper: ratio_dict names 'targets'"),
-    (lambda it: Flip(it, {'targets': 0.5}), r"Flip: data 'targets'.*5-D"),
-    (lambda it: Flip(it, {'x': 0.5}), r"Flip: prob_dict names unknown.*'x'"),
-    (lambda it: OneHot(it, {'targets': 3.0}),
-     r"OneHot: vocab_size_dict\['targets'\] must be a positive int"),
-    (lambda it: OneHot(it, {'default': 3}),
-     r"OneHot: data 'default' must have size 1"),
-    (lambda it: MultiHot(it, {'targets': '3'}),
-     r"MultiHot: vocab_size_dict\['targets'\]"),
-    (lambda it: Pad(it, {'default': -1}), r"Pad: size_dict\['default'\]"),
-    (lambda it: Pad(it, {'targets': 1}), r"Pad: data 'targets'"),
-    (lambda it: Pad(it, {'default': 1}, {'targets': 1.0}),
-     r"Pad: value_dict names"),
-    (lambda it: RandomCrop(it, {'default': (4, 2)}),
-     r"RandomCrop: crop \(4, 2\) for data 'default' is larger.*\(3, 5\)"),
-    (lambda it: RandomCrop(it, {'default': 3}), r"RandomCrop: shape_dict"),
-    (lambda it: RandomCrop(it, {'missing': (1, 1)}), r"RandomCrop.*missing"),
-    (lambda it: AddGaussianNoise([1, 2], {'default': 1.0}),
-     r'AddGaussianNoise: iter must be a DataIterator'),
-])
+@pytest.mark.parametrize(
+    'factory, pattern',
+    [
+        (
+            lambda it: AddGaussianNoise(it, {'nope': 1.0}),
+            r"AddGaussianNoise: std_dict names unknown data 'nope'",
+        ),
+        (
+            lambda it: AddGaussianNoise(it, {'default': 1.0}, {'targets': 0.0}),
+            r'AddGaussianNoise: mean_dict and std_dict',
+        ),
+        (
+            lambda it: AddGaussianNoise(it, {'default': -1.0}),
+            r"AddGaussianNoise: std_dict\['default'\]",
+        ),
+        (
+            lambda it: AddSaltNPepper(it, {'default': 1.5}),
+            r"AddSaltNPepper: prob_dict\['default'\]",
+        ),
+        (
+            lambda it: AddSaltNPepper(it, {'default': 0.1}, {'targets': 0.5}),
+            r"AddSaltNPepper: ratio_dict names 'targets'",
+        ),
+        (lambda it: Flip(it, {'targets': 0.5}), r"Flip: data 'targets'.*5-D"),
+        (lambda it: Flip(it, {'x': 0.5}), r"Flip: prob_dict names unknown.*'x'"),
+        (
+            lambda it: OneHot(it, {'targets': 3.0}),
+            r"OneHot: vocab_size_dict\['targets'\] must be a positive int",
+        ),
+        (
+            lambda it: OneHot(it, {'default': 3}),
+            r"OneHot: data 'default' must have size 1",
+        ),
+        (
+            lambda it: MultiHot(it, {'targets': '3'}),
+            r"MultiHot: vocab_size_dict\['targets'\]",
+        ),
+        (lambda it: Pad(it, {'default': -1}), r"Pad: size_dict\['default'\]"),
+        (lambda it: Pad(it, {'targets': 1}), r"Pad: data 'targets'"),
+        (
+            lambda it: Pad(it, {'default': 1}, {'targets': 1.0}),
+            r'Pad: value_dict names',
+        ),
+        (
+            lambda it: RandomCrop(it, {'default': (4, 2)}),
+            r"RandomCrop: crop \(4, 2\) for data 'default' is larger.*\(3, 5\)",
+        ),
+        (lambda it: RandomCrop(it, {'default': 3}), r'RandomCrop: shape_dict'),
+        (lambda it: RandomCrop(it, {'missing': (1, 1)}), r'RandomCrop.*missing'),
+        (
+            lambda it: AddGaussianNoise([1, 2], {'default': 1.0}),
+            r'AddGaussianNoise: iter must be a DataIterator',
+        ),
+    ],
+)
 def test_wrapper_validation(factory, pattern):
     base = Undivided(default=images(), targets=np.zeros((2, 4, 1)))
     with pytest.raises(IteratorValidationError, match=pattern):
@@ -100,6 +125,7 @@ def test_wrapper_validation(factory, pattern):
 
 
 # ------------------------------------------------------------ Undivided ---
+
 
 def test_undivided_yields_all_data_once_without_exposing_it():
     x = np.arange(24.0).reshape(2, 4, 3)
@@ -129,6 +155,7 @@ def test_noise_does_not_accumulate_across_passes():
 
 # ---------------------------------------------------------- Minibatches ---
 
+
 def test_minibatches_content_and_length():
     x = np.arange(10.0).reshape(1, 10, 1)
     y = np.arange(10, 20.0).reshape(1, 10, 1)
@@ -138,9 +165,17 @@ def test_minibatches_content_and_length():
     assert it.seq_lens is None
     batches = list(it())
     assert [b['default'].ravel().tolist() for b in batches] == [
-        [0, 1, 2], [3, 4, 5], [6, 7, 8], [9]]
+        [0, 1, 2],
+        [3, 4, 5],
+        [6, 7, 8],
+        [9],
+    ]
     assert [b['targets'].ravel().tolist() for b in batches] == [
-        [10, 11, 12], [13, 14, 15], [16, 17, 18], [19]]
+        [10, 11, 12],
+        [13, 14, 15],
+        [16, 17, 18],
+        [19],
+    ]
 
 
 def test_minibatches_shuffle_permutes_batch_order_per_pass():
@@ -148,7 +183,7 @@ def test_minibatches_shuffle_permutes_batch_order_per_pass():
     it = Minibatches(batch_size=2, shuffle=True, default=x)
     it.rnd.set_seed(3)
     passes = [[tuple(b['default'].ravel()) for b in it()] for _ in range(4)]
-    expected = sorted(tuple(x.ravel()[i:i + 2]) for i in range(0, 12, 2))
+    expected = sorted(tuple(x.ravel()[i : i + 2]) for i in range(0, 12, 2))
     for batches in passes:
         assert sorted(batches) == expected
     assert len({tuple(p) for p in passes}) > 1
@@ -168,8 +203,7 @@ def test_minibatches_large_data_is_never_copied():
     targets = np.zeros((1, 60000, 1), dtype=np.float32)
     tracemalloc.start()
     try:
-        it = Minibatches(batch_size=100, shuffle=True, default=data,
-                         targets=targets)
+        it = Minibatches(batch_size=100, shuffle=True, default=data, targets=targets)
         count = 0
         for batch in it():
             assert batch['default'].shape == (1, 100, 784)
@@ -207,11 +241,11 @@ def test_minibatches_cut_keeps_at_least_one_step():
 
 def test_minibatches_cut_by_explicit_lengths_and_unknown_name():
     x = np.arange(12.0).reshape(4, 3, 1)
-    it = Minibatches(batch_size=1, shuffle=False, cut_according_to=[1, 4, 2],
-                     default=x)
+    it = Minibatches(batch_size=1, shuffle=False, cut_according_to=[1, 4, 2], default=x)
     assert [b['default'].shape[0] for b in it()] == [1, 4, 2]
-    it = Minibatches(batch_size=1, shuffle=False,
-                     cut_according_to='not_there', default=x)
+    it = Minibatches(
+        batch_size=1, shuffle=False, cut_according_to='not_there', default=x
+    )
     assert it.seq_lens is None
     assert [b['default'].shape[0] for b in it()] == [4, 4, 4]
     with pytest.raises(IteratorValidationError, match='cut_according_to'):
@@ -222,22 +256,38 @@ def test_minibatches_cut_by_explicit_lengths_and_unknown_name():
 
 # ------------------------------------------------------------- wrappers ---
 
+
 def test_wrappers_keep_inner_iterator_in_iter():
-    base = Minibatches(batch_size=2, default=images(), targets=np.zeros(
-        (2, 4, 1)))
-    it = RandomCrop(Pad(Flip(AddSaltNPepper(AddGaussianNoise(
-        base, {'default': 0.1}), {'default': 0.1}), {'default': 0.5}),
-        {'default': 1}), {'default': (2, 2)})
+    base = Minibatches(batch_size=2, default=images(), targets=np.zeros((2, 4, 1)))
+    it = RandomCrop(
+        Pad(
+            Flip(
+                AddSaltNPepper(
+                    AddGaussianNoise(base, {'default': 0.1}), {'default': 0.1}
+                ),
+                {'default': 0.5},
+            ),
+            {'default': 1},
+        ),
+        {'default': (2, 2)},
+    )
     assert [type(i).__name__ for i in walk(it)] == [
-        'RandomCrop', 'Pad', 'Flip', 'AddSaltNPepper', 'AddGaussianNoise',
-        'Minibatches']
+        'RandomCrop',
+        'Pad',
+        'Flip',
+        'AddSaltNPepper',
+        'AddGaussianNoise',
+        'Minibatches',
+    ]
     assert it.length == base.length == 2
 
 
 def test_checkpointing_random_states_reproduces_passes():
     x = images(b=6)
-    it = Flip(AddGaussianNoise(Minibatches(batch_size=2, default=x),
-                               {'default': 0.5}), {'default': 0.5})
+    it = Flip(
+        AddGaussianNoise(Minibatches(batch_size=2, default=x), {'default': 0.5}),
+        {'default': 0.5},
+    )
     for i, sub in enumerate(walk(it)):
         sub.rnd.set_seed(i + 1)
     collect(it)
@@ -254,8 +304,9 @@ def test_checkpointing_random_states_reproduces_passes():
 
 def test_add_gaussian_noise_values():
     x = np.full((1, 1000, 4), 5.0, dtype=np.float32)
-    it = AddGaussianNoise(Undivided(default=x, other=x), {'default': 2.0},
-                          {'default': 1.0})
+    it = AddGaussianNoise(
+        Undivided(default=x, other=x), {'default': 2.0}, {'default': 1.0}
+    )
     batch = next(it())
     noisy = batch['default']
     assert noisy.dtype == np.float32
@@ -267,8 +318,9 @@ def test_add_gaussian_noise_values():
 
 def test_add_salt_n_pepper_values():
     x = np.full((1, 1000, 10), 0.5)
-    it = AddSaltNPepper(Minibatches(batch_size=1000, default=x),
-                        {'default': 0.4}, {'default': 0.25})
+    it = AddSaltNPepper(
+        Minibatches(batch_size=1000, default=x), {'default': 0.4}, {'default': 0.25}
+    )
     out = next(it())['default']
     assert set(np.unique(out)) == {0.0, 0.5, 1.0}
     assert abs((out != 0.5).mean() - 0.4) < 0.02
@@ -288,18 +340,16 @@ def test_flip_mirrors_samples_and_never_changes_the_source():
     for _ in range(3):
         for k, batch in enumerate(it()):
             out = batch['default']
-            source = original[:, k * 20:(k + 1) * 20]
+            source = original[:, k * 20 : (k + 1) * 20]
             for i in range(20):
                 if np.array_equal(out[:, i], source[:, i]):
                     continue
-                np.testing.assert_array_equal(out[:, i],
-                                              source[:, i, :, ::-1])
+                np.testing.assert_array_equal(out[:, i], source[:, i, :, ::-1])
                 flipped_count += 1
     np.testing.assert_array_equal(x, original)
     assert 30 < flipped_count < 90
     always = Flip(Undivided(default=x), {'default': 1.0})
-    np.testing.assert_array_equal(next(always())['default'],
-                                  original[:, :, :, ::-1])
+    np.testing.assert_array_equal(next(always())['default'], original[:, :, :, ::-1])
     never = Flip(Undivided(default=x), {'default': 0.0})
     np.testing.assert_array_equal(next(never())['default'], original)
 
@@ -310,8 +360,7 @@ def test_one_hot_values_and_shapes():
     assert it.data_shapes == {'targets': (2, 2, 3)}
     out = next(it())['targets']
     assert out.dtype == bool
-    np.testing.assert_array_equal(out, [[[1, 0, 0], [0, 0, 1]],
-                                        [[0, 1, 0], [0, 1, 0]]])
+    np.testing.assert_array_equal(out, [[[1, 0, 0], [0, 0, 1]], [[0, 1, 0], [0, 1, 0]]])
     bad = OneHot(Undivided(targets=ids + 2), {'targets': 3})
     with pytest.raises(IteratorValidationError, match=r"OneHot: data 'targets'"):
         next(bad())
@@ -353,9 +402,12 @@ def test_random_crop_values_and_shapes():
     assert out.shape == (2, 50, 2, 3, 2) and out.dtype == np.float64
     corners = set()
     for i in range(50):
-        matches = [(top, left) for top in range(3) for left in range(3)
-                   if np.array_equal(out[:, i], x[:, i, top:top + 2,
-                                                  left:left + 3])]
+        matches = [
+            (top, left)
+            for top in range(3)
+            for left in range(3)
+            if np.array_equal(out[:, i], x[:, i, top : top + 2, left : left + 3])
+        ]
         assert len(matches) == 1
         corners.add(matches[0])
     # all 9 corners, including the last ones, are drawn
@@ -366,10 +418,10 @@ def test_random_crop_values_and_shapes():
 
 def test_wrapper_data_shapes_reflect_changes():
     base = Undivided(default=images(h=6, w=6), targets=np.zeros((2, 4, 1)))
-    it = OneHot(RandomCrop(Pad(base, {'default': 1}), {'default': (5, 4)}),
-                {'targets': 7})
-    assert it.data_shapes == {'default': (2, 4, 5, 4, 2),
-                              'targets': (2, 4, 7)}
+    it = OneHot(
+        RandomCrop(Pad(base, {'default': 1}), {'default': (5, 4)}), {'targets': 7}
+    )
+    assert it.data_shapes == {'default': (2, 4, 5, 4, 2), 'targets': (2, 4, 7)}
     batch = next(it())
     assert {k: v.shape for k, v in batch.items()} == it.data_shapes
 
@@ -383,13 +435,17 @@ def test_base_iterator_is_abstract():
 
 def _iterator_zoo():
     """Every iterator of the SPEC on small data, as (name, factory)."""
+
     def data():
         rnd = np.random.RandomState(3)
-        return {'default': rnd.rand(2, 6, 4, 5, 1),
-                'targets': rnd.randint(0, 3, (2, 6, 1))}
+        return {
+            'default': rnd.rand(2, 6, 4, 5, 1),
+            'targets': rnd.randint(0, 3, (2, 6, 1)),
+        }
 
     def mb():
         return Minibatches(2, shuffle=True, **data())
+
     return [
         ('Undivided', lambda: Undivided(**data())),
         ('Minibatches', mb),
@@ -403,12 +459,14 @@ def _iterator_zoo():
     ]
 
 
-@pytest.mark.parametrize('name, make', _iterator_zoo(),
-                         ids=[n for n, _ in _iterator_zoo()])
+@pytest.mark.parametrize(
+    'name, make', _iterator_zoo(), ids=[n for n, _ in _iterator_zoo()]
+)
 def test_iterator_description_round_trips_through_json(name, make):
     import json
 
     from brainstorm.describable import create_from_description, get_description
+
     original = make()
     text = json.dumps(get_description(original))
     recreated = create_from_description(json.loads(text))
@@ -419,10 +477,13 @@ def test_iterator_description_round_trips_through_json(name, make):
     inner_a, inner_b = original, recreated
     while inner_a is not None:
         inner_b.rnd.set_state(inner_a.rnd.get_state())
-        inner_a, inner_b = getattr(inner_a, 'iter', None), \
-            getattr(inner_b, 'iter', None)
+        inner_a, inner_b = (
+            getattr(inner_a, 'iter', None),
+            getattr(inner_b, 'iter', None),
+        )
     for a, b in zip(original(), recreated()):
         assert a.keys() == b.keys()
         for key in a:
-            np.testing.assert_allclose(np.asarray(a[key], dtype=float),
-                                       np.asarray(b[key], dtype=float))
+            np.testing.assert_allclose(
+                np.asarray(a[key], dtype=float), np.asarray(b[key], dtype=float)
+            )

@@ -32,8 +32,12 @@ create_cifar10 = importlib.import_module('create_cifar10')
 create_hutter = importlib.import_module('create_hutter')
 
 not_positive_ints = st.one_of(
-    st.integers(max_value=0), st.floats(allow_nan=True), st.booleans(),
-    st.text(max_size=3), st.just([1]))
+    st.integers(max_value=0),
+    st.floats(allow_nan=True),
+    st.booleans(),
+    st.text(max_size=3),
+    st.just([1]),
+)
 
 
 @pytest.fixture(autouse=True)
@@ -44,19 +48,21 @@ def no_data_dir(monkeypatch):
 
 # ------------------------------------------------ files made by the scripts ---
 
+
 def make_mnist(folder: pathlib.Path) -> pathlib.Path:
     """MNIST.hdf5 of 20 training, 10 validation and 10 test images."""
     rng = np.random.default_rng(1)
     source = folder / 'mnist_source'
     source.mkdir(parents=True)
     for prefix, n in [('train', 30), ('t10k', 10)]:
-        for kind, magic, shape in [('images-idx3', 2051, (n, 28, 28)),
-                                   ('labels-idx1', 2049, (n,))]:
+        for kind, magic, shape in [
+            ('images-idx3', 2051, (n, 28, 28)),
+            ('labels-idx1', 2049, (n,)),
+        ]:
             array = rng.integers(0, 10 if magic == 2049 else 256, shape)
             raw = struct.pack(f'>I{len(shape)}I', magic, *shape)
             raw += array.astype(np.uint8).tobytes()
-            (source / f'{prefix}-{kind}-ubyte.gz').write_bytes(
-                gzip.compress(raw))
+            (source / f'{prefix}-{kind}-ubyte.gz').write_bytes(gzip.compress(raw))
     return create_mnist.convert(source, folder / 'MNIST.hdf5', 20, 10, 10)
 
 
@@ -67,11 +73,12 @@ def make_cifar10(folder: pathlib.Path) -> pathlib.Path:
     source.mkdir(parents=True)
     names = [f'data_batch_{i}' for i in range(1, 6)] + ['test_batch']
     for name, n in zip(names, [6, 6, 6, 6, 6, 10]):
-        batch = {b'data': rng.integers(0, 256, (n, 3072)).astype(np.uint8),
-                 b'labels': [int(i) for i in rng.integers(0, 10, n)]}
+        batch = {
+            b'data': rng.integers(0, 256, (n, 3072)).astype(np.uint8),
+            b'labels': [int(i) for i in rng.integers(0, 10, n)],
+        }
         (source / name).write_bytes(pickle.dumps(batch, protocol=2))
-    return create_cifar10.convert(source, folder / 'CIFAR-10.hdf5', 20, 10,
-                                  10)
+    return create_cifar10.convert(source, folder / 'CIFAR-10.hdf5', 20, 10, 10)
 
 
 def make_hutter(folder: pathlib.Path) -> tuple[pathlib.Path, bytes]:
@@ -81,8 +88,15 @@ def make_hutter(folder: pathlib.Path) -> tuple[pathlib.Path, bytes]:
     text = alphabet[rng.integers(0, len(alphabet), 1600)].tobytes()
     folder.mkdir(parents=True, exist_ok=True)
     (folder / 'enwik8').write_bytes(text)
-    path = create_hutter.convert(folder / 'enwik8', folder / 'HutterPrize.hdf5',
-                                 1000, 300, 300, sequence_length=7, streams=4)
+    path = create_hutter.convert(
+        folder / 'enwik8',
+        folder / 'HutterPrize.hdf5',
+        1000,
+        300,
+        300,
+        sequence_length=7,
+        streams=4,
+    )
     return path, text
 
 
@@ -91,17 +105,19 @@ def read(path, group):
         return f[group]['default'][()], f[group]['targets'][()]
 
 
-@pytest.mark.parametrize('load, make, group, name', [
-    (datasets.load_mnist, make_mnist, 'normalized_split', 'mnist'),
-    (datasets.load_cifar10, make_cifar10, 'normalized_split', 'cifar10'),
-])
+@pytest.mark.parametrize(
+    'load, make, group, name',
+    [
+        (datasets.load_mnist, make_mnist, 'normalized_split', 'mnist'),
+        (datasets.load_cifar10, make_cifar10, 'normalized_split', 'cifar10'),
+    ],
+)
 def test_image_files_are_read_as_written(tmp_path, load, make, group, name):
     path = make(tmp_path)
     data = load(tmp_path)
     assert data.name == name and data.nr_classes == 10
     assert data.origin.endswith(f'from {path}')
-    for part, arrays in [('training', data.training),
-                         ('validation', data.validation)]:
+    for part, arrays in [('training', data.training), ('validation', data.validation)]:
         expected = read(path, f'{group}/{part}')
         assert len(arrays) == 2
         for got, want in zip(arrays, expected):
@@ -125,8 +141,7 @@ def test_hutter_file_is_read_as_written_and_batches_continue(tmp_path):
     data = datasets.load_hutter(str(tmp_path), streams=99)  # file keeps its 4
     assert data.name == 'hutter'
     assert data.nr_classes == len(set(text)) == 14
-    for part, arrays in [('training', data.training),
-                         ('validation', data.validation)]:
+    for part, arrays in [('training', data.training), ('validation', data.validation)]:
         for got, want in zip(arrays, read(path, f'split/{part}')):
             np.testing.assert_array_equal(got, want)
     inputs, targets = data.training
@@ -143,17 +158,39 @@ def test_read_split_reads_other_parts(tmp_path):
 
 # ------------------------------------------------------------- fallbacks ---
 
-@pytest.mark.parametrize('load, name, words', [
-    (datasets.load_mnist, 'digits',
-     ['MNIST.hdf5 not found', '8x8 handwritten digits bundled with '
-      'scikit-learn', 'data/create_mnist.py']),
-    (datasets.load_cifar10, 'digits',
-     ['CIFAR-10.hdf5 not found', 'upscaled from 8x8 to 32x32 pixels',
-      'data/create_cifar10.py']),
-    (datasets.load_hutter, 'python_text',
-     ['HutterPrize.hdf5 not found', 'pydoc_data.topics',
-      'data/create_hutter.py']),
-])
+
+@pytest.mark.parametrize(
+    'load, name, words',
+    [
+        (
+            datasets.load_mnist,
+            'digits',
+            [
+                'MNIST.hdf5 not found',
+                '8x8 handwritten digits bundled with scikit-learn',
+                'data/create_mnist.py',
+            ],
+        ),
+        (
+            datasets.load_cifar10,
+            'digits',
+            [
+                'CIFAR-10.hdf5 not found',
+                'upscaled from 8x8 to 32x32 pixels',
+                'data/create_cifar10.py',
+            ],
+        ),
+        (
+            datasets.load_hutter,
+            'python_text',
+            [
+                'HutterPrize.hdf5 not found',
+                'pydoc_data.topics',
+                'data/create_hutter.py',
+            ],
+        ),
+    ],
+)
 def test_missing_files_fall_back_and_say_so(tmp_path, load, name, words):
     data = load(tmp_path)
     assert data.name == name
@@ -184,6 +221,7 @@ def test_digits_split_scale_and_the_previous_shuffle():
     assert set(np.unique(y_va)) == set(range(10))
     # the same split as the examples made with bs.tools before
     from sklearn.datasets import load_digits
+
     digits = load_digits()
     x = (digits.images / 16.0).astype(np.float32).reshape((1, -1, 8, 8, 1))
     y = digits.target.astype(np.uint8).reshape((1, -1, 1))
@@ -199,7 +237,8 @@ def test_upscaled_digits_are_blocks_standardised_on_training_only():
     assert x_tr.shape == (1, 1437, 32, 32, 1) and x_va.shape[1] == 360
     image = x_tr[0, 5, :, :, 0]
     np.testing.assert_array_equal(
-        image, np.repeat(np.repeat(image[::4, ::4], 4, axis=0), 4, axis=1))
+        image, np.repeat(np.repeat(image[::4, ::4], 4, axis=0), 4, axis=1)
+    )
     assert abs(float(x_tr.mean(dtype=np.float64))) < 1e-5
     assert float(x_tr.std(dtype=np.float64)) == pytest.approx(1.0, rel=1e-5)
     # validation images use the training statistics, not their own
@@ -231,12 +270,13 @@ def test_python_text_is_english_laid_out_in_streams():
 
 # ------------------------------------------------------------ to_streams ---
 
+
 def test_to_streams_lets_each_batch_continue_the_previous_one():
     ids = np.arange(3 * 2 * 100 + 7)
     inputs, targets = datasets.to_streams(ids, streams=2)
     assert inputs.shape == targets.shape == (100, 6, 1)
     np.testing.assert_array_equal(targets, inputs + 1)
-    batches = [inputs[:, k * 2:(k + 1) * 2, 0] for k in range(3)]
+    batches = [inputs[:, k * 2 : (k + 1) * 2, 0] for k in range(3)]
     for b in range(2):
         stream = np.concatenate([batch[:, b] for batch in batches])
         # stream b is one contiguous piece of the text
@@ -244,8 +284,7 @@ def test_to_streams_lets_each_batch_continue_the_previous_one():
     assert batches[0][0, 1] - batches[0][0, 0] == 300
 
 
-@given(streams=st.integers(1, 6), length=st.integers(1, 9),
-       extra=st.integers(0, 60))
+@given(streams=st.integers(1, 6), length=st.integers(1, 9), extra=st.integers(0, 60))
 @settings(max_examples=60, deadline=None)
 def test_to_streams_keeps_the_text_in_order(streams, length, extra):
     ids = np.arange(streams * length + 1 + extra)
@@ -270,39 +309,49 @@ def test_to_streams_rejects_a_text_too_short_or_not_ids():
 
 # ------------------------------------------------------------- bad input ---
 
+
 @given(value=not_positive_ints)
 @settings(max_examples=40, deadline=None)
 def test_bad_counts_are_named(value):
-    calls = [('load_digits', 'scale', lambda: datasets.load_digits(scale=value)),
-             ('load_python_text', 'streams',
-              lambda: datasets.load_python_text(streams=value)),
-             ('load_python_text', 'sequence_length',
-              lambda: datasets.load_python_text(sequence_length=value)),
-             ('load_hutter', 'streams',
-              lambda: datasets.load_hutter(streams=value)),
-             ('to_streams', 'streams',
-              lambda: datasets.to_streams(np.arange(9), value, 2)),
-             ('Dataset.limit', 'size',
-              lambda: datasets.load_digits().limit(value))]
+    calls = [
+        ('load_digits', 'scale', lambda: datasets.load_digits(scale=value)),
+        (
+            'load_python_text',
+            'streams',
+            lambda: datasets.load_python_text(streams=value),
+        ),
+        (
+            'load_python_text',
+            'sequence_length',
+            lambda: datasets.load_python_text(sequence_length=value),
+        ),
+        ('load_hutter', 'streams', lambda: datasets.load_hutter(streams=value)),
+        ('to_streams', 'streams', lambda: datasets.to_streams(np.arange(9), value, 2)),
+        ('Dataset.limit', 'size', lambda: datasets.load_digits().limit(value)),
+    ]
     for owner, name, call in calls:
         with pytest.raises(ValidationError) as error:
             call()
-        assert str(error.value) == (f'{owner}: {name} must be a positive int. '
-                                    f'Received: {name}={value!r}')
+        assert str(error.value) == (
+            f'{owner}: {name} must be a positive int. Received: {name}={value!r}'
+        )
 
 
 @given(value=st.one_of(st.integers(), st.floats(), st.lists(st.text())))
 @settings(max_examples=20, deadline=None)
 def test_a_data_dir_that_is_no_path_is_named(value):
-    with pytest.raises(DatasetValidationError,
-                       match='data_dir must be a folder') as error:
+    with pytest.raises(
+        DatasetValidationError, match='data_dir must be a folder'
+    ) as error:
         datasets.load_mnist(value)
     assert repr(value) in str(error.value)
 
 
 def test_standardize_must_be_a_bool():
-    with pytest.raises(DatasetValidationError, match='standardize must be a '
-                       "bool. Received: standardize='yes'"):
+    with pytest.raises(
+        DatasetValidationError,
+        match="standardize must be a bool. Received: standardize='yes'",
+    ):
         datasets.load_digits(standardize='yes')
 
 
@@ -312,13 +361,20 @@ def test_a_corrupt_file_is_an_error_not_a_silent_fallback(tmp_path):
         datasets.load_mnist(tmp_path)
 
 
-@pytest.mark.parametrize('damage, message', [
-    (lambda f: f.__delitem__('normalized_split/validation'),
-     "group 'normalized_split/validation'.*Received: no such group"),
-    (lambda f: f.__delitem__('normalized_split/training/targets'),
-     r"expected the datasets 'default' and 'targets'. Received: members "
-     r"\['default'\]"),
-])
+@pytest.mark.parametrize(
+    'damage, message',
+    [
+        (
+            lambda f: f.__delitem__('normalized_split/validation'),
+            "group 'normalized_split/validation'.*Received: no such group",
+        ),
+        (
+            lambda f: f.__delitem__('normalized_split/training/targets'),
+            r"expected the datasets 'default' and 'targets'. Received: members "
+            r"\['default'\]",
+        ),
+    ],
+)
 def test_missing_parts_are_named(tmp_path, damage, message):
     path = make_mnist(tmp_path)
     with h5py.File(path, 'a') as f:
@@ -328,17 +384,22 @@ def test_missing_parts_are_named(tmp_path, damage, message):
     assert str(path) in str(error.value)
 
 
-@pytest.mark.parametrize('inputs, targets, message', [
-    (np.zeros((1, 4, 2), np.float32), np.zeros((1, 5, 1), np.uint8), 'same T'),
-    (np.zeros((1, 4, 2), np.float32), np.zeros((1, 4, 2), np.uint8), 'same T'),
-    (np.zeros((1, 4, 2), np.float32), np.zeros((1, 4, 1)), 'integer'),
-    (np.zeros((4, 2), np.float32), np.zeros((4, 1), np.uint8), 'T, N'),
-    (np.zeros((1, 0, 2), np.float32), np.zeros((1, 0, 1), np.uint8), 'N > 0'),
-    (np.zeros((1, 4, 2), np.float32), np.full((1, 4, 1), 10, np.uint8),
-     r'targets in \[0, 10\). Received: values from 10 to 10'),
-])
-def test_arrays_in_another_layout_are_named(tmp_path, inputs, targets,
-                                            message):
+@pytest.mark.parametrize(
+    'inputs, targets, message',
+    [
+        (np.zeros((1, 4, 2), np.float32), np.zeros((1, 5, 1), np.uint8), 'same T'),
+        (np.zeros((1, 4, 2), np.float32), np.zeros((1, 4, 2), np.uint8), 'same T'),
+        (np.zeros((1, 4, 2), np.float32), np.zeros((1, 4, 1)), 'integer'),
+        (np.zeros((4, 2), np.float32), np.zeros((4, 1), np.uint8), 'T, N'),
+        (np.zeros((1, 0, 2), np.float32), np.zeros((1, 0, 1), np.uint8), 'N > 0'),
+        (
+            np.zeros((1, 4, 2), np.float32),
+            np.full((1, 4, 1), 10, np.uint8),
+            r'targets in \[0, 10\). Received: values from 10 to 10',
+        ),
+    ],
+)
+def test_arrays_in_another_layout_are_named(tmp_path, inputs, targets, message):
     with h5py.File(tmp_path / 'CIFAR-10.hdf5', 'w') as f:
         for part in ('training', 'validation'):
             group = f.create_group(f'normalized_split/{part}')
@@ -346,8 +407,7 @@ def test_arrays_in_another_layout_are_named(tmp_path, inputs, targets,
     with pytest.raises(DatasetValidationError, match=message) as error:
         datasets.load_cifar10(tmp_path)
     assert 'CIFAR-10.hdf5' in str(error.value)
-    assert str(inputs.shape) in str(error.value) or 'values' in str(
-        error.value)
+    assert str(inputs.shape) in str(error.value) or 'values' in str(error.value)
 
 
 def test_hutter_file_needs_its_vocabulary(tmp_path):
@@ -355,8 +415,9 @@ def test_hutter_file_needs_its_vocabulary(tmp_path):
     with h5py.File(path, 'a') as f:
         unique = f.attrs['unique']
         f.attrs['unique'] = unique[:3]
-    with pytest.raises(DatasetValidationError,
-                       match=r"split/training'.*targets in \[0, 3\)"):
+    with pytest.raises(
+        DatasetValidationError, match=r"split/training'.*targets in \[0, 3\)"
+    ):
         datasets.load_hutter(tmp_path)
     with h5py.File(path, 'a') as f:
         del f.attrs['unique']
@@ -366,12 +427,14 @@ def test_hutter_file_needs_its_vocabulary(tmp_path):
 
 # ------------------------------------------------------- Dataset, options ---
 
+
 def test_limit_keeps_the_first_samples_as_views():
     data = datasets.load_digits()
     small = data.limit(50)
     assert small.name == data.name and small.origin == data.origin
-    for got, full in zip(small.training + small.validation,
-                         data.training + data.validation):
+    for got, full in zip(
+        small.training + small.validation, data.training + data.validation
+    ):
         assert got.shape[1] == 50 and np.shares_memory(got, full)
         np.testing.assert_array_equal(got, full[:, :50])
     assert data.limit(None) is data
@@ -379,8 +442,7 @@ def test_limit_keeps_the_first_samples_as_views():
 
 
 def test_data_arguments(tmp_path):
-    parser = datasets.add_data_arguments(argparse.ArgumentParser(),
-                                         'MNIST.hdf5')
+    parser = datasets.add_data_arguments(argparse.ArgumentParser(), 'MNIST.hdf5')
     args = parser.parse_args([])
     assert args.data_dir is None and args.limit is None
     args = parser.parse_args(['--data-dir', str(tmp_path), '--limit', '7'])
@@ -393,23 +455,23 @@ def test_data_arguments_reject_a_limit_that_is_no_count(limit, capsys):
     parser = datasets.add_data_arguments(argparse.ArgumentParser(), 'x.hdf5')
     with pytest.raises(SystemExit):
         parser.parse_args(['--limit', limit])
-    assert f"expected a positive int. Received: '{limit}'" in \
-        capsys.readouterr().err
+    assert f"expected a positive int. Received: '{limit}'" in capsys.readouterr().err
 
 
-SETTINGS = {'mnist': {'epochs': 500, 'learning_rate': 0.1, 'clip': None},
-            'digits': {'epochs': 60, 'learning_rate': 1, 'clip': 5.0}}
-DESCRIPTIONS = {'epochs': 'epochs', 'learning_rate': 'step size',
-                'clip': 'clip at'}
+SETTINGS = {
+    'mnist': {'epochs': 500, 'learning_rate': 0.1, 'clip': None},
+    'digits': {'epochs': 60, 'learning_rate': 1, 'clip': 5.0},
+}
+DESCRIPTIONS = {'epochs': 'epochs', 'learning_rate': 'step size', 'clip': 'clip at'}
 
 
 def test_settings_arguments_list_the_defaults_per_data_set():
-    parser = datasets.add_settings_arguments(argparse.ArgumentParser(),
-                                             SETTINGS, DESCRIPTIONS)
+    parser = datasets.add_settings_arguments(
+        argparse.ArgumentParser(), SETTINGS, DESCRIPTIONS
+    )
     text = ' '.join(parser.format_help().split())
     assert '--epochs EPOCHS epochs (mnist: 500, digits: 60)' in text
-    assert '--learning-rate LEARNING_RATE step size (mnist: 0.1, digits: 1)' \
-        in text
+    assert '--learning-rate LEARNING_RATE step size (mnist: 0.1, digits: 1)' in text
     assert 'clip at (mnist: None, digits: 5.0)' in text
     args = parser.parse_args([])
     assert (args.epochs, args.learning_rate, args.clip) == (None, None, None)
@@ -421,40 +483,60 @@ def test_settings_arguments_list_the_defaults_per_data_set():
 
 
 def test_choose_settings_takes_the_data_sets_defaults_and_the_options():
-    parser = datasets.add_settings_arguments(argparse.ArgumentParser(),
-                                             SETTINGS, DESCRIPTIONS)
+    parser = datasets.add_settings_arguments(
+        argparse.ArgumentParser(), SETTINGS, DESCRIPTIONS
+    )
     args = parser.parse_args(['--epochs', '3'])
     assert datasets.choose_settings(args, SETTINGS, 'digits') == {
-        'epochs': 3, 'learning_rate': 1, 'clip': 5.0}
+        'epochs': 3,
+        'learning_rate': 1,
+        'clip': 5.0,
+    }
     assert datasets.choose_settings(args, SETTINGS, 'mnist') == {
-        'epochs': 3, 'learning_rate': 0.1, 'clip': None}
+        'epochs': 3,
+        'learning_rate': 0.1,
+        'clip': None,
+    }
     # an option of value 0 is given, not missing
     args = parser.parse_args(['--clip', '0'])
     assert datasets.choose_settings(args, SETTINGS, 'mnist')['clip'] == 0.0
-    with pytest.raises(DatasetValidationError,
-                       match=r"expected a data set of \['digits', 'mnist'\]. "
-                             r"Received: 'cifar10'"):
+    with pytest.raises(
+        DatasetValidationError,
+        match=r"expected a data set of \['digits', 'mnist'\]. "
+        r"Received: 'cifar10'",
+    ):
         datasets.choose_settings(args, SETTINGS, 'cifar10')
 
 
-@pytest.mark.parametrize('defaults, descriptions, message', [
-    ({}, DESCRIPTIONS, 'the same settings for every data set'),
-    ({'a': {'epochs': 1}, 'b': {'size': 2}}, {'epochs': '', 'size': ''},
-     'the same settings for every data set'),
-    ({'a': {'epochs': 1}}, {}, "Received none for 'epochs'"),
-])
-def test_settings_arguments_reject_inconsistent_settings(defaults,
-                                                         descriptions,
-                                                         message):
+@pytest.mark.parametrize(
+    'defaults, descriptions, message',
+    [
+        ({}, DESCRIPTIONS, 'the same settings for every data set'),
+        (
+            {'a': {'epochs': 1}, 'b': {'size': 2}},
+            {'epochs': '', 'size': ''},
+            'the same settings for every data set',
+        ),
+        ({'a': {'epochs': 1}}, {}, "Received none for 'epochs'"),
+    ],
+)
+def test_settings_arguments_reject_inconsistent_settings(
+    defaults, descriptions, message
+):
     with pytest.raises(DatasetValidationError, match=message):
-        datasets.add_settings_arguments(argparse.ArgumentParser(), defaults,
-                                        descriptions)
+        datasets.add_settings_arguments(
+            argparse.ArgumentParser(), defaults, descriptions
+        )
 
 
 # ------------------------------------------------------------ dependencies ---
 
-@pytest.mark.parametrize('module', sorted(
-    (ROOT / 'brainstorm' / 'datasets').glob('*.py')), ids=lambda p: p.name)
+
+@pytest.mark.parametrize(
+    'module',
+    sorted((ROOT / 'brainstorm' / 'datasets').glob('*.py')),
+    ids=lambda p: p.name,
+)
 def test_datasets_depends_only_on_low_level_modules(module):
     tree = ast.parse(module.read_text())
     top_level = set()
@@ -463,10 +545,19 @@ def test_datasets_depends_only_on_low_level_modules(module):
             top_level.add(node.module)
         elif isinstance(node, ast.Import):
             top_level.update(alias.name for alias in node.names)
-    top_level = {name for name in top_level
-                 if not name.startswith('brainstorm.datasets.')}
-    allowed = {'argparse', 'os', 'typing', 'h5py', 'numpy', 'brainstorm.utils',
-               'brainstorm.data_iterators', 'brainstorm.randomness'}
+    top_level = {
+        name for name in top_level if not name.startswith('brainstorm.datasets.')
+    }
+    allowed = {
+        'argparse',
+        'os',
+        'typing',
+        'h5py',
+        'numpy',
+        'brainstorm.utils',
+        'brainstorm.data_iterators',
+        'brainstorm.randomness',
+    }
     assert top_level <= allowed, top_level - allowed
     for function in ast.walk(tree):
         if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -474,8 +565,7 @@ def test_datasets_depends_only_on_low_level_modules(module):
                 if isinstance(node, ast.ImportFrom):
                     assert not node.module.startswith('brainstorm'), node.module
                 if isinstance(node, ast.Import):
-                    assert not any(a.name.startswith('brainstorm')
-                                   for a in node.names)
+                    assert not any(a.name.startswith('brainstorm') for a in node.names)
 
 
 def test_public_names_are_exported_and_documented():

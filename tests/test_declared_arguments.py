@@ -59,29 +59,50 @@ from brainstorm.utils import DescriptionError, ValidationError, get_inheritors
 # declarations.
 _INT_DATA = {'a': np.zeros((1, 2, 1))}
 OVERRIDES = {
-    'MultiHot': lambda: {'iter': bs.data_iterators.Undivided(**_INT_DATA),
-                         'vocab_size_dict': {'a': 3}},
-    'OneHot': lambda: {'iter': bs.data_iterators.Undivided(**_INT_DATA),
-                       'vocab_size_dict': {'a': 3}},
-    'Pad': lambda: {'iter': bs.data_iterators.Undivided(
-        a=np.zeros((1, 2, 3, 3, 1))), 'size_dict': {'a': 1}},
-    'Shard': lambda: {'iter': bs.data_iterators.Undivided(
-        a=np.zeros((1, 2, 1))), 'rank': 0, 'size': 1},
+    'MultiHot': lambda: {
+        'iter': bs.data_iterators.Undivided(**_INT_DATA),
+        'vocab_size_dict': {'a': 3},
+    },
+    'OneHot': lambda: {
+        'iter': bs.data_iterators.Undivided(**_INT_DATA),
+        'vocab_size_dict': {'a': 3},
+    },
+    'Pad': lambda: {
+        'iter': bs.data_iterators.Undivided(a=np.zeros((1, 2, 3, 3, 1))),
+        'size_dict': {'a': 1},
+    },
+    'Shard': lambda: {
+        'iter': bs.data_iterators.Undivided(a=np.zeros((1, 2, 1))),
+        'rank': 0,
+        'size': 1,
+    },
     'Minibatches': lambda: {'a': np.zeros((1, 2, 1))},
-    'Flip': lambda: {'iter': bs.data_iterators.Undivided(
-        a=np.zeros((1, 2, 3, 3, 1))), 'prob_dict': {'a': 0.5}},
+    'Flip': lambda: {
+        'iter': bs.data_iterators.Undivided(a=np.zeros((1, 2, 3, 3, 1))),
+        'prob_dict': {'a': 0.5},
+    },
     'Undivided': lambda: {'a': np.zeros((1, 2, 1))},
     'ClipValues': lambda: {},
     'Uniform': lambda: {},
     'CosineWithWarmup': lambda: {'initial_value': 1.0, 'num_changes': 2},
-    'MultiStep': lambda: {'initial_value': 1.0, 'steps': [1],
-                          'values': [0.5]},
+    'MultiStep': lambda: {'initial_value': 1.0, 'steps': [1], 'values': [0.5]},
 }
 
 # Classes that cannot be built here (no GPU) or are abstract bases.
-NOT_BUILT = {'PyCudaHandler', 'Hook', 'Scorer', 'Schedule', 'Initializer',
-             'DataIterator', 'TrainingStepper', 'ValueModifier',
-             'GradientModifier', 'Handler', 'Seedable', 'Network'}
+NOT_BUILT = {
+    'PyCudaHandler',
+    'Hook',
+    'Scorer',
+    'Schedule',
+    'Initializer',
+    'DataIterator',
+    'TrainingStepper',
+    'ValueModifier',
+    'GradientModifier',
+    'Handler',
+    'Seedable',
+    'Network',
+}
 
 
 def library_classes():
@@ -145,6 +166,7 @@ def assert_names(err, name):
 
 # ------------------------------------------------------- constructors -----
 
+
 def constructor_cases():
     cases = []
     for cls in CLASSES:
@@ -152,17 +174,33 @@ def constructor_cases():
             for bad in arg.check.invalid_examples:
                 if bad is None and arg.default is None:
                     continue  # None is the documented default
-                cases.append(pytest.param(
-                    cls, name, bad, id=f'{cls.__name__}-{name}-{_ids(bad)}'))
+                cases.append(
+                    pytest.param(
+                        cls, name, bad, id=f'{cls.__name__}-{name}-{_ids(bad)}'
+                    )
+                )
     return cases
 
 
 def test_the_suite_covers_every_public_declared_class():
     names = {c.__name__ for c in CLASSES}
-    for expected in ('SaveBestNetwork', 'MonitorScores', 'ProgressBar',
-                     'Trainer', 'Minibatches', 'NumpyHandler', 'AdamStepper',
-                     'Linear', 'Gaussian', 'ClipValues', 'Accuracy',
-                     'DataParallel', 'DebugHandler', 'Shard', 'MultiStepper'):
+    for expected in (
+        'SaveBestNetwork',
+        'MonitorScores',
+        'ProgressBar',
+        'Trainer',
+        'Minibatches',
+        'NumpyHandler',
+        'AdamStepper',
+        'Linear',
+        'Gaussian',
+        'ClipValues',
+        'Accuracy',
+        'DataParallel',
+        'DebugHandler',
+        'Shard',
+        'MultiStepper',
+    ):
         assert expected in names
 
 
@@ -187,16 +225,25 @@ def test_each_invalid_argument_is_refused_at_construction(cls, name, bad):
     assert cls.__name__ in str(info.value)
 
 
-@pytest.mark.parametrize('cls', [c for c in CLASSES if not any(
-    p.kind is p.VAR_KEYWORD
-    for p in inspect.signature(c.__init__).parameters.values())],
-    ids=lambda c: c.__name__)
+@pytest.mark.parametrize(
+    'cls',
+    [
+        c
+        for c in CLASSES
+        if not any(
+            p.kind is p.VAR_KEYWORD
+            for p in inspect.signature(c.__init__).parameters.values()
+        )
+    ],
+    ids=lambda c: c.__name__,
+)
 def test_unknown_keyword_is_pythons_type_error(cls):
     with pytest.raises(TypeError, match='no_such_argument'):
         cls(**base_kwargs(cls), no_such_argument=1)
 
 
 # ------------------------------------------------------- descriptions -----
+
 
 def _description(cls) -> dict:
     return json.loads(json.dumps(get_description(cls(**base_kwargs(cls)))))
@@ -209,8 +256,7 @@ def test_every_describable_round_trips(cls):
         # ArrayInitializer describes itself as its array (as in 0.5)
         assert create_from_description(description) == description
         return
-    restored = create_from_description(copy.deepcopy(description),
-                                       expected=cls)
+    restored = create_from_description(copy.deepcopy(description), expected=cls)
     assert type(restored) is cls
     assert json.loads(json.dumps(get_description(restored))) == description
 
@@ -236,13 +282,15 @@ def _kind_samples():
         'Scorer': get_description(bs.scorers.Accuracy()),
         'Handler': get_description(bs.handlers.NumpyHandler()),
         'DataIterator': get_description(
-            bs.data_iterators.Undivided(a=np.zeros((1, 1, 1)))),
+            bs.data_iterators.Undivided(a=np.zeros((1, 1, 1)))
+        ),
         'Trainer': get_description(bs.Trainer(bs.training.SgdStepper())),
     }
 
 
 def _is_kind(sample_type: str, kind) -> bool:
     from brainstorm.describable import _find_describable_class
+
     kinds = kind if isinstance(kind, tuple) else (kind,)
     return issubclass(_find_describable_class(sample_type), kinds)
 
@@ -255,8 +303,12 @@ def description_cases():
         if not isinstance(description, dict):
             continue  # described as a plain value (ArrayInitializer)
         label = cls.__name__
-        for key, value in (('no_such_key', 1), ('_private', 1),
-                           ('__class__', 'Trainer'), ('__dict__', {})):
+        for key, value in (
+            ('no_such_key', 1),
+            ('_private', 1),
+            ('__class__', 'Trainer'),
+            ('__dict__', {}),
+        ):
             bad = dict(description, **{key: value})
             cases.append(pytest.param(bad, cls, key, id=f'{label}+{key}'))
         for key, (_name, arg) in _described_args(cls, description).items():
@@ -270,16 +322,18 @@ def description_cases():
                 if _accepts(arg, value, described):
                     continue  # e.g. JSON made the int key 3 a str
                 bad = dict(description, **{key: described})
-                cases.append(pytest.param(
-                    bad, cls, key, id=f'{label}.{key}={_ids(value)}'))
+                cases.append(
+                    pytest.param(bad, cls, key, id=f'{label}.{key}={_ids(value)}')
+                )
             # an @type of the wrong kind where this attribute stands
             kind = arg.check.kind
             for sample_type, sample in samples.items():
                 if kind is not None and _is_kind(sample['@type'], kind):
                     continue
                 bad = dict(description, **{key: sample})
-                cases.append(pytest.param(
-                    bad, cls, key, id=f'{label}.{key}=@{sample_type}'))
+                cases.append(
+                    pytest.param(bad, cls, key, id=f'{label}.{key}=@{sample_type}')
+                )
     return cases
 
 
@@ -308,16 +362,29 @@ def test_a_description_of_the_wrong_kind_at_the_top_is_refused():
 
 # --------------------------------------------------------- entry points ---
 
+
 def _entry_points():
     from brainstorm.structure.network import Network
     from brainstorm.training.trainer import Trainer
-    points = [bs.tools.get_in_out_layers, bs.tools.create_net_from_spec,
-              bs.tools.shuffle_data, bs.tools.split, Network.initialize,
-              Network.set_handler, Network.save_as_hdf5,
-              Trainer.add_hook, Trainer.train, Trainer.evaluate,
-              bs.tools.evaluate, bs.tools.extract, bs.tools.extract_and_save,
-              bs.tools.get_network_info, bs.tools.print_network_info,
-              bs.tools.draw_network]
+
+    points = [
+        bs.tools.get_in_out_layers,
+        bs.tools.create_net_from_spec,
+        bs.tools.shuffle_data,
+        bs.tools.split,
+        Network.initialize,
+        Network.set_handler,
+        Network.save_as_hdf5,
+        Trainer.add_hook,
+        Trainer.train,
+        Trainer.evaluate,
+        bs.tools.evaluate,
+        bs.tools.extract,
+        bs.tools.extract_and_save,
+        bs.tools.get_network_info,
+        bs.tools.print_network_info,
+        bs.tools.draw_network,
+    ]
     for point in points:
         assert hasattr(point, '__arguments__'), point
     return points
@@ -328,31 +395,45 @@ def _small_net():
     return bs.Network.from_layer(inp >> out)
 
 
+# valid keyword arguments of the entry points that need no objects built
+_PLAIN_ENTRIES = {
+    'get_in_out_layers': {'task_type': 'classification', 'in_shape': 3, 'out_shape': 2},
+    'create_net_from_spec': {
+        'task_type': 'classification',
+        'in_shape': 3,
+        'out_shape': 2,
+        'spec': 'F4',
+    },
+    'shuffle_data': {'seed': 1},
+    'split': {'ratios': (1, 1)},
+}
+
+
 def _entry_base(point):
     """(callable, kwargs) of a valid call of ``point``."""
     name = point.__qualname__
-    if name == 'get_in_out_layers':
-        return point, {'task_type': 'classification', 'in_shape': 3,
-                       'out_shape': 2}
-    if name == 'create_net_from_spec':
-        return point, {'task_type': 'classification', 'in_shape': 3,
-                       'out_shape': 2, 'spec': 'F4'}
-    if name == 'shuffle_data':
-        return point, {'seed': 1}
-    if name == 'split':
-        return point, {'ratios': (1, 1)}
+    if name in _PLAIN_ENTRIES:
+        return point, dict(_PLAIN_ENTRIES[name])
     if name == 'Network.initialize':
         net = _small_net()
         return net.initialize, {'default_or_init_dict': 0.1, 'seed': 1}
     if name == 'Network.set_handler':
         return _small_net().set_handler, {
-            'new_handler': bs.handlers.NumpyHandler(np.float64)}
+            'new_handler': bs.handlers.NumpyHandler(np.float64)
+        }
     if name == 'Network.save_as_hdf5':
         return _small_net().save_as_hdf5, {'filename': 'net.h5'}
-    data = bs.data_iterators.Undivided(default=np.zeros((1, 2, 3)),
-                                       targets=np.zeros((1, 2, 1)))
-    if name in ('evaluate', 'extract', 'extract_and_save',
-                'get_network_info', 'print_network_info', 'draw_network'):
+    data = bs.data_iterators.Undivided(
+        default=np.zeros((1, 2, 3)), targets=np.zeros((1, 2, 1))
+    )
+    if name in (
+        'evaluate',
+        'extract',
+        'extract_and_save',
+        'get_network_info',
+        'print_network_info',
+        'draw_network',
+    ):
         net = _small_net()
         net.initialize(0.1)
         kwargs = {'network': net}
@@ -364,15 +445,17 @@ def _entry_base(point):
             kwargs['file_name'] = 'out.h5'
         if name == 'evaluate':
             kwargs['scorers'] = [
-                bs.scorers.Accuracy(out_name='Output.outputs.predictions')]
+                bs.scorers.Accuracy(out_name='Output.outputs.predictions')
+            ]
         return point, kwargs
     trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
     if name == 'Trainer.add_hook':
         return trainer.add_hook, {'hook': bs.hooks.StopAfterEpoch(0)}
     net = _small_net()
     net.initialize(0.1)
-    data = bs.data_iterators.Undivided(default=np.zeros((1, 2, 3)),
-                                       targets=np.zeros((1, 2, 1)))
+    data = bs.data_iterators.Undivided(
+        default=np.zeros((1, 2, 3)), targets=np.zeros((1, 2, 1))
+    )
     trainer.add_hook(bs.hooks.StopAfterEpoch(0))
     if name == 'Trainer.train':
         return trainer.train, {'net': net, 'training_data_iter': data}
@@ -386,15 +469,19 @@ def entry_cases():
             for bad in arg.check.invalid_examples:
                 if bad is None and arg.default is None:
                     continue
-                cases.append(pytest.param(
-                    point, name, bad,
-                    id=f'{point.__qualname__}-{name}-{_ids(bad)}'))
+                cases.append(
+                    pytest.param(
+                        point, name, bad, id=f'{point.__qualname__}-{name}-{_ids(bad)}'
+                    )
+                )
     return cases
 
 
-@pytest.mark.parametrize('point', [p for p in _entry_points()
-                                   if p.__qualname__ != 'draw_network'],
-                         ids=lambda p: p.__qualname__)
+@pytest.mark.parametrize(
+    'point',
+    [p for p in _entry_points() if p.__qualname__ != 'draw_network'],
+    ids=lambda p: p.__qualname__,
+)
 def test_entry_point_base_call_works(point, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # save_as_hdf5, extract_and_save write here
     function, kwargs = _entry_base(point)
@@ -402,8 +489,9 @@ def test_entry_point_base_call_works(point, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize('point, name, bad', entry_cases())
-def test_each_invalid_entry_point_argument_is_refused(point, name, bad,
-                                                      tmp_path, monkeypatch):
+def test_each_invalid_entry_point_argument_is_refused(
+    point, name, bad, tmp_path, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     function, kwargs = _entry_base(point)
     if name.startswith('*'):
@@ -420,8 +508,10 @@ def test_each_invalid_entry_point_argument_is_refused(point, name, bad,
 
 # ---------------------------------------------------------------- layers ---
 
+
 def layer_cases():
     from brainstorm.layers.base_layer import Layer
+
     cases = []
     for impl in sorted(get_inheritors(Layer), key=lambda c: c.__name__):
         if not impl.__module__.startswith('brainstorm.'):
@@ -432,20 +522,25 @@ def layer_cases():
         required = {
             p.name: impl.declared_kwargs[p.name].constraint.example
             for p in inspect.signature(factory).parameters.values()
-            if p.default is p.empty and p.name in impl.declared_kwargs}
+            if p.default is p.empty and p.name in impl.declared_kwargs
+        }
         for name, kwarg in impl.declared_kwargs.items():
             for bad in kwarg.constraint.invalid_examples:
                 if bad is None and kwarg.default is None:
                     continue
-                cases.append(pytest.param(
-                    factory, dict(required, **{name: bad}), name,
-                    id=f'{impl.get_type_name()}-{name}-{_ids(bad)}'))
+                cases.append(
+                    pytest.param(
+                        factory,
+                        dict(required, **{name: bad}),
+                        name,
+                        id=f'{impl.get_type_name()}-{name}-{_ids(bad)}',
+                    )
+                )
     return cases
 
 
 @pytest.mark.parametrize('factory, kwargs, name', layer_cases())
-def test_each_invalid_layer_argument_is_refused_by_the_factory(factory,
-                                                               kwargs, name):
+def test_each_invalid_layer_argument_is_refused_by_the_factory(factory, kwargs, name):
     named = 'name' in inspect.signature(factory).parameters
     with pytest.raises(ValidationError) as info:
         if named:
@@ -457,16 +552,23 @@ def test_each_invalid_layer_argument_is_refused_by_the_factory(factory,
 
 
 def test_the_generated_suite_has_at_least_1000_cases():
-    total = (len(constructor_cases()) + len(description_cases())
-             + len(entry_cases()) + len(layer_cases()))
+    total = (
+        len(constructor_cases())
+        + len(description_cases())
+        + len(entry_cases())
+        + len(layer_cases())
+    )
     assert total >= 1000, total
 
 
 # ---------------------------------------------- not a description at all ---
 
-@pytest.mark.parametrize('value', [os, (1, 2), {1, 2}, object(), b'x',
-                                   np.zeros(2), 1j, {'a': (1,)}, [os]],
-                         ids=_ids)
+
+@pytest.mark.parametrize(
+    'value',
+    [os, (1, 2), {1, 2}, object(), b'x', np.zeros(2), 1j, {'a': (1,)}, [os]],
+    ids=_ids,
+)
 def test_create_from_description_of_a_non_description_is_a_type_error(value):
     """Brainstorm 0.5 raised TypeError for values that are no description;
     the error is also in the library's family."""
@@ -477,59 +579,109 @@ def test_create_from_description_of_a_non_description_is_a_type_error(value):
 
 # ------------------------------------------- the examples of the reports ---
 
+
 def _trainer():
     return bs.Trainer(bs.training.SgdStepper(), verbose=False)
 
 
 REPORTED = [
-    ('SaveBestNetwork-log_name', lambda: bs.hooks.SaveBestNetwork(log_name=5),
-     'log_name'),
-    ('MonitorScores-scorers', lambda: bs.hooks.MonitorScores('v', scorers=5),
-     'scorers'),
+    (
+        'SaveBestNetwork-log_name',
+        lambda: bs.hooks.SaveBestNetwork(log_name=5),
+        'log_name',
+    ),
+    (
+        'MonitorScores-scorers',
+        lambda: bs.hooks.MonitorScores('v', scorers=5),
+        'scorers',
+    ),
     ('ProgressBar-file', lambda: bs.hooks.ProgressBar(file='x'), 'file'),
-    ('Trainer-stepper-class', lambda: bs.Trainer(bs.training.SgdStepper),
-     'stepper'),
+    ('Trainer-stepper-class', lambda: bs.Trainer(bs.training.SgdStepper), 'stepper'),
     ('add_hook-lambda', lambda: _trainer().add_hook(lambda *a: None), 'hook'),
-    ('initialize-seed', lambda: _small_net().initialize(0.1, seed='x'),
-     'seed'),
-    ('FullyConnected-huge', lambda: layers.FullyConnected(10 ** 40), 'size'),
-    ('in-out-same-names', lambda: bs.tools.get_in_out_layers(
-        'classification', 3, 2, data_name='x', targets_name='x'),
-     'targets_name'),
-    ('in-out-bad-task', lambda: bs.tools.get_in_out_layers('nope', 3, 2),
-     'task_type'),
-    ('Minibatches-shuffle', lambda: bs.data_iterators.Minibatches(
-        shuffle='no', a=np.zeros((1, 2, 1))), 'shuffle'),
+    ('initialize-seed', lambda: _small_net().initialize(0.1, seed='x'), 'seed'),
+    ('FullyConnected-huge', lambda: layers.FullyConnected(10**40), 'size'),
+    (
+        'in-out-same-names',
+        lambda: bs.tools.get_in_out_layers(
+            'classification', 3, 2, data_name='x', targets_name='x'
+        ),
+        'targets_name',
+    ),
+    ('in-out-bad-task', lambda: bs.tools.get_in_out_layers('nope', 3, 2), 'task_type'),
+    (
+        'Minibatches-shuffle',
+        lambda: bs.data_iterators.Minibatches(shuffle='no', a=np.zeros((1, 2, 1))),
+        'shuffle',
+    ),
     ('Loss-importance', lambda: layers.Loss(importance=-1), 'importance'),
-    ('ragged', lambda: bs.data_iterators.Undivided(a=[[[1.0]], [[1.0, 2.0]]]),
-     "'a'"),
-    ('masked', lambda: bs.data_iterators.Undivided(
-        a=np.ma.masked_array(np.zeros((1, 2, 1)), mask=True)), "'a'"),
-    ('handler-dtype-object', lambda: bs.handlers.NumpyHandler(object),
-     'dtype'),
-    ('description-dtype-object', lambda: create_from_description(
-        {'@type': 'NumpyHandler', 'dtype': 'object'}), 'dtype'),
-    ('description-timescale-day', lambda: create_from_description(
-        {'@type': 'StopAfterEpoch', 'max_epochs': 3, 'timescale': 'day'}),
-     'timescale'),
-    ('description-interval-0', lambda: create_from_description(
-        {'@type': 'StopAfterEpoch', 'max_epochs': 3, 'interval': 0}),
-     'interval'),
-    ('description-hook-as-modifier', lambda: create_from_description(
-        {'@type': 'Network', 'architecture': _small_net().architecture,
-         'weight_modifiers': {'default': get_description(
-             bs.hooks.StopAfterEpoch(1))}}), 'StopAfterEpoch'),
-    ('description-trainer-as-handler', lambda: create_from_description(
-        {'@type': 'Network', 'architecture': _small_net().architecture,
-         'handler': get_description(_trainer())}), 'Trainer'),
-    ('description-trainer-as-hook', lambda: create_from_description(
-        dict(get_description(_trainer()), hooks={
-            'x': get_description(bs.training.SgdStepper())})), 'SgdStepper'),
+    ('ragged', lambda: bs.data_iterators.Undivided(a=[[[1.0]], [[1.0, 2.0]]]), "'a'"),
+    (
+        'masked',
+        lambda: bs.data_iterators.Undivided(
+            a=np.ma.masked_array(np.zeros((1, 2, 1)), mask=True)
+        ),
+        "'a'",
+    ),
+    ('handler-dtype-object', lambda: bs.handlers.NumpyHandler(object), 'dtype'),
+    (
+        'description-dtype-object',
+        lambda: create_from_description({'@type': 'NumpyHandler', 'dtype': 'object'}),
+        'dtype',
+    ),
+    (
+        'description-timescale-day',
+        lambda: create_from_description(
+            {'@type': 'StopAfterEpoch', 'max_epochs': 3, 'timescale': 'day'}
+        ),
+        'timescale',
+    ),
+    (
+        'description-interval-0',
+        lambda: create_from_description(
+            {'@type': 'StopAfterEpoch', 'max_epochs': 3, 'interval': 0}
+        ),
+        'interval',
+    ),
+    (
+        'description-hook-as-modifier',
+        lambda: create_from_description(
+            {
+                '@type': 'Network',
+                'architecture': _small_net().architecture,
+                'weight_modifiers': {
+                    'default': get_description(bs.hooks.StopAfterEpoch(1))
+                },
+            }
+        ),
+        'StopAfterEpoch',
+    ),
+    (
+        'description-trainer-as-handler',
+        lambda: create_from_description(
+            {
+                '@type': 'Network',
+                'architecture': _small_net().architecture,
+                'handler': get_description(_trainer()),
+            }
+        ),
+        'Trainer',
+    ),
+    (
+        'description-trainer-as-hook',
+        lambda: create_from_description(
+            dict(
+                get_description(_trainer()),
+                hooks={'x': get_description(bs.training.SgdStepper())},
+            )
+        ),
+        'SgdStepper',
+    ),
 ]
 
 
-@pytest.mark.parametrize('action, culprit',
-                         [pytest.param(a, c, id=i) for i, a, c in REPORTED])
+@pytest.mark.parametrize(
+    'action, culprit', [pytest.param(a, c, id=i) for i, a, c in REPORTED]
+)
 def test_reported_examples_are_refused_naming_the_argument(action, culprit):
     with pytest.raises(ValidationError) as info:
         action()
@@ -537,8 +689,7 @@ def test_reported_examples_are_refused_naming_the_argument(action, culprit):
 
 
 def test_numpy_integers_are_accepted_as_sizes():
-    inp, out = bs.tools.get_in_out_layers('classification', np.int64(3),
-                                          np.int64(2))
+    inp, out = bs.tools.get_in_out_layers('classification', np.int64(3), np.int64(2))
     net = bs.Network.from_layer(inp >> out)
     assert net.layers['Input'].out_shapes['default'].feature_shape == (3,)
 
@@ -564,15 +715,18 @@ def test_declaration_listing_is_machine_readable():
 def test_restoring_runs_in_a_fresh_process():
     """A checkpoint-style description with a bad hook is refused in a fresh
     process (no state from the test session)."""
-    code = ('import brainstorm as bs\n'
-            'from brainstorm.describable import create_from_description\n'
-            'try:\n'
-            "    create_from_description({'@type': 'Trainer', 'stepper': "
-            "{'@type': 'SgdStepper'}, 'hooks': {'x': {'@type': 'Gaussian'}}})\n"
-            'except bs.utils.ValidationError as err:\n'
-            '    print(type(err).__name__, err)\n')
-    result = subprocess.run([sys.executable, '-c', code], capture_output=True,
-                            text=True, timeout=60)
+    code = (
+        'import brainstorm as bs\n'
+        'from brainstorm.describable import create_from_description\n'
+        'try:\n'
+        "    create_from_description({'@type': 'Trainer', 'stepper': "
+        "{'@type': 'SgdStepper'}, 'hooks': {'x': {'@type': 'Gaussian'}}})\n"
+        'except bs.utils.ValidationError as err:\n'
+        '    print(type(err).__name__, err)\n'
+    )
+    result = subprocess.run(
+        [sys.executable, '-c', code], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     assert 'DescriptionError' in result.stdout
     assert 'Gaussian' in result.stdout and 'hooks' in result.stdout
@@ -584,32 +738,71 @@ CROSS = [
     ({'@type': 'ClipValues', 'low': 2.0, 'high': 1.0}, 'low'),
     ({'@type': 'Uniform', 'low': 1.0, 'high': 0.5}, 'low'),
     ({'@type': 'Uniform', 'low': 1.0, 'high': None}, 'high'),
-    ({'@type': 'Exponential', 'initial_value': 1.0, 'factor': 0.5,
-      'minimum': 2.0, 'maximum': 1.0}, 'minimum'),
-    ({'@type': 'MultiStep', 'initial_value': 1.0, 'steps': [2, 1],
-      'values': [0.5, 0.1]}, 'steps'),
-    ({'@type': 'MultiStep', 'initial_value': 1.0, 'steps': [1],
-      'values': [0.5, 0.1]}, 'values'),
-    ({'@type': 'CosineWithWarmup', 'initial_value': 1.0, 'num_changes': 2,
-      'warmup_changes': 2}, 'warmup_changes'),
-    ({'@type': 'MultiStepper', 'steppers': {'a': {
-        '@type': 'MultiStepper', 'steppers': {'b': {'@type': 'SgdStepper'}}}}},
-     'MultiStepper'),
+    (
+        {
+            '@type': 'Exponential',
+            'initial_value': 1.0,
+            'factor': 0.5,
+            'minimum': 2.0,
+            'maximum': 1.0,
+        },
+        'minimum',
+    ),
+    (
+        {
+            '@type': 'MultiStep',
+            'initial_value': 1.0,
+            'steps': [2, 1],
+            'values': [0.5, 0.1],
+        },
+        'steps',
+    ),
+    (
+        {
+            '@type': 'MultiStep',
+            'initial_value': 1.0,
+            'steps': [1],
+            'values': [0.5, 0.1],
+        },
+        'values',
+    ),
+    (
+        {
+            '@type': 'CosineWithWarmup',
+            'initial_value': 1.0,
+            'num_changes': 2,
+            'warmup_changes': 2,
+        },
+        'warmup_changes',
+    ),
+    (
+        {
+            '@type': 'MultiStepper',
+            'steppers': {
+                'a': {
+                    '@type': 'MultiStepper',
+                    'steppers': {'b': {'@type': 'SgdStepper'}},
+                }
+            },
+        },
+        'MultiStepper',
+    ),
 ]
 
 
-@pytest.mark.parametrize('description, culprit', CROSS,
-                         ids=[d['@type'] + '-' + c for d, c in CROSS])
-def test_checks_between_arguments_also_run_when_restoring(description,
-                                                          culprit):
+@pytest.mark.parametrize(
+    'description, culprit', CROSS, ids=[d['@type'] + '-' + c for d, c in CROSS]
+)
+def test_checks_between_arguments_also_run_when_restoring(description, culprit):
     with pytest.raises(ValidationError) as info:
         create_from_description(description)
     assert_names(info.value, culprit)
 
 
 def test_shard_rank_beyond_size_is_refused_when_restoring():
-    shard = bs.data_iterators.Shard(bs.data_iterators.Undivided(
-        a=np.zeros((1, 2, 1))), rank=0, size=2)
+    shard = bs.data_iterators.Shard(
+        bs.data_iterators.Undivided(a=np.zeros((1, 2, 1))), rank=0, size=2
+    )
     description = get_description(shard)
     description['rank'] = 2
     with pytest.raises(ValidationError, match='rank'):
@@ -618,41 +811,43 @@ def test_shard_rank_beyond_size_is_refused_when_restoring():
 
 # ------------------------------------------------------------- Network ---
 
+
 def _network_description():
     net = _small_net()
     net.initialize({'default': bs.initializers.Gaussian(0.1)}, seed=1)
-    net.set_weight_modifiers({'Output_projection': bs.value_modifiers
-                              .ClipValues(-1, 1)})
+    net.set_weight_modifiers(
+        {'Output_projection': bs.value_modifiers.ClipValues(-1, 1)}
+    )
     net.set_gradient_modifiers(bs.value_modifiers.L2Decay(0.1))
     return json.loads(json.dumps(get_description(net)))
 
 
 def test_network_description_round_trips():
     description = _network_description()
-    net = create_from_description(copy.deepcopy(description),
-                                  expected=bs.Network)
+    net = create_from_description(copy.deepcopy(description), expected=bs.Network)
     assert json.loads(json.dumps(get_description(net))) == description
 
 
 def network_cases():
     cases = []
-    expected = {'handler': 'Handler', 'initializers': 'Initializer',
-                'weight_modifiers': 'ValueModifier',
-                'gradient_modifiers': 'ValueModifier'}
+    expected = {
+        'handler': 'Handler',
+        'initializers': 'Initializer',
+        'weight_modifiers': 'ValueModifier',
+        'gradient_modifiers': 'ValueModifier',
+    }
     for key, kind in expected.items():
         for sample_type, sample in _kind_samples().items():
             if sample_type == kind:
                 continue
             value = sample if key == 'handler' else {'default': sample}
-            cases.append(pytest.param(key, value, sample['@type'],
-                                      id=f'{key}=@{sample_type}'))
-    cases.append(pytest.param('no_such_key', 1, 'no_such_key',
-                              id='unknown-key'))
+            cases.append(
+                pytest.param(key, value, sample['@type'], id=f'{key}=@{sample_type}')
+            )
+    cases.append(pytest.param('no_such_key', 1, 'no_such_key', id='unknown-key'))
     cases.append(pytest.param('__class__', 'x', '__class__', id='dunder'))
-    cases.append(pytest.param('output_name', 5, 'output_name',
-                              id='output_name=5'))
-    cases.append(pytest.param('handler', 'NumpyHandler', 'handler',
-                              id='handler=str'))
+    cases.append(pytest.param('output_name', 5, 'output_name', id='output_name=5'))
+    cases.append(pytest.param('handler', 'NumpyHandler', 'handler', id='handler=str'))
     return cases
 
 
@@ -667,11 +862,12 @@ def test_bad_network_descriptions_are_refused(key, value, culprit):
 
 def test_one_dimensional_arrays_pass_where_lists_go():
     it = bs.data_iterators.Minibatches(
-        cut_according_to=np.array([1, 1]), shuffle=False,
-        a=np.zeros((1, 2, 1)))
+        cut_according_to=np.array([1, 1]), shuffle=False, a=np.zeros((1, 2, 1))
+    )
     assert list(it.seq_lens) == [1, 1]
-    schedule = bs.training.schedules.MultiStep(1.0, np.array([1, 2]),
-                                               np.array([0.5, 0.1]))
+    schedule = bs.training.schedules.MultiStep(
+        1.0, np.array([1, 2]), np.array([0.5, 0.1])
+    )
     assert schedule.steps == [1, 2]
 
 
@@ -679,7 +875,9 @@ def test_a_masked_array_fed_to_a_network_is_refused():
     """Its mask would be dropped silently."""
     net = _small_net()
     net.initialize(0.1)
-    data = {'default': np.ma.masked_array(np.zeros((1, 2, 3)), mask=True),
-            'targets': np.zeros((1, 2, 1))}
+    data = {
+        'default': np.ma.masked_array(np.zeros((1, 2, 3)), mask=True),
+        'targets': np.zeros((1, 2, 1)),
+    }
     with pytest.raises(ValidationError, match="'default'.*masked"):
         net.provide_external_data(data)

@@ -77,6 +77,7 @@ def round_trip(obj):
 
 # -------------------------------------------------------- get_description ---
 
+
 @pytest.mark.parametrize('value', [None, True, False, 0, -3, 1.5, 'text', ''])
 def test_scalars_describe_themselves(value):
     assert get_description(value) == value
@@ -98,10 +99,11 @@ def test_numpy_bools_become_python_bools():
 def test_containers():
     assert get_description((1, 2)) == [1, 2]
     assert get_description([1, (2, 3)]) == [1, [2, 3]]
-    assert get_description({'a': (1,), 'b': {'c': None}}) == \
-        {'a': [1], 'b': {'c': None}}
-    assert get_description(np.arange(6).reshape(2, 3)) == [[0, 1, 2],
-                                                           [3, 4, 5]]
+    assert get_description({'a': (1,), 'b': {'c': None}}) == {
+        'a': [1],
+        'b': {'c': None},
+    }
+    assert get_description(np.arange(6).reshape(2, 3)) == [[0, 1, 2], [3, 4, 5]]
 
 
 def test_describable_object():
@@ -112,13 +114,14 @@ def test_describable_object():
 
 def test_nested_describables():
     d = get_description(DescPlain(DescPlain('x'), {'k': DescPlain(2.5)}))
-    assert d == {'@type': 'DescPlain',
-                 'a': {'@type': 'DescPlain', 'a': 'x', 'b': 2},
-                 'b': {'k': {'@type': 'DescPlain', 'a': 2.5, 'b': 2}}}
+    assert d == {
+        '@type': 'DescPlain',
+        'a': {'@type': 'DescPlain', 'a': 'x', 'b': 2},
+        'b': {'k': {'@type': 'DescPlain', 'a': 2.5, 'b': 2}},
+    }
 
 
-@pytest.mark.parametrize('value', [object(), {1, 2}, b'bytes', 1j,
-                                   lambda x: x])
+@pytest.mark.parametrize('value', [object(), {1, 2}, b'bytes', 1j, lambda x: x])
 def test_undescribable_values_raise_type_error(value):
     with pytest.raises(TypeError, match=type(value).__name__):
         get_description(value)
@@ -139,18 +142,20 @@ def test_undescribed_members_are_left_out():
 def test_default_values_are_left_out_when_equal():
     assert get_description(DescWithDefaults()) == {'@type': 'DescWithDefaults'}
     assert get_description(DescWithDefaults(scale=2.0)) == {
-        '@type': 'DescWithDefaults', 'scale': 2.0}
+        '@type': 'DescWithDefaults',
+        'scale': 2.0,
+    }
 
 
 def test_class_attributes_merge_along_the_mro():
     child = DescChild()
     assert get_description(child) == {'@type': 'DescChild', 'value': 3}
     child.mode = 'slow'
-    assert get_description(child) == {'@type': 'DescChild', 'value': 3,
-                                      'mode': 'slow'}
+    assert get_description(child) == {'@type': 'DescChild', 'value': 3, 'mode': 'slow'}
 
 
 # ------------------------------------------------ create_from_description ---
+
 
 def test_round_trip_plain():
     obj = round_trip(DescPlain(1, b=[3, 4]))
@@ -217,8 +222,7 @@ def test_nested_round_trip():
 
 
 def test_plain_containers_and_scalars():
-    assert create_from_description({'a': [1, {'b': None}]}) == \
-        {'a': [1, {'b': None}]}
+    assert create_from_description({'a': [1, {'b': None}]}) == {'a': [1, {'b': None}]}
     assert create_from_description(5) == 5
     assert create_from_description('s') == 's'
     assert create_from_description(None) is None
@@ -231,5 +235,6 @@ def test_unknown_type_raises_type_error_naming_it():
 
 def test_builtin_describables_are_found_at_any_depth():
     from brainstorm.initializers import Gaussian
+
     obj = create_from_description({'x': [get_description(Gaussian(0.3))]})
     assert type(obj['x'][0]) is Gaussian

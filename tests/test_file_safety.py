@@ -58,11 +58,13 @@ from tests.training.nets import xor_data, xor_net
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PEAK_MEMORY_MB = 500
 
-pytestmark = pytest.mark.skipif(not hasattr(os, 'fork'),
-                                reason='the attack runner forks (POSIX)')
+pytestmark = pytest.mark.skipif(
+    not hasattr(os, 'fork'), reason='the attack runner forks (POSIX)'
+)
 
 
 # ------------------------------------------------------ legitimate files --
+
 
 def iterators():
     """The training and validation iterators of the legitimate run."""
@@ -74,14 +76,16 @@ def make_trainer():
     """A run using every hook that writes files or changes the stepper."""
     trainer = Trainer(MomentumStepper(0.1, 0.9), verbose=False)
     trainer.add_hook(MonitorLoss('valid', name='validation'))
-    trainer.add_hook(SaveBestNetwork('validation.total_loss',
-                                     filename='best.hdf5', criterion='min'))
+    trainer.add_hook(
+        SaveBestNetwork('validation.total_loss', filename='best.hdf5', criterion='min')
+    )
     trainer.add_hook(SaveNetwork('net.hdf5'))
     trainer.add_hook(SaveLogs('logs.hdf5'))
     trainer.add_hook(SaveLogsCSV('logs.csv'))
     trainer.add_hook(ModifyStepperAttribute(Linear(0.1, 0.01, 4)))
-    trainer.add_hook(ReduceOnPlateau('validation.total_loss',
-                                     attr_name='momentum', patience=0))
+    trainer.add_hook(
+        ReduceOnPlateau('validation.total_loss', attr_name='momentum', patience=0)
+    )
     trainer.add_hook(ProgressBar(force=True))
     trainer.add_hook(SaveCheckpoint('run.ckpt'))
     trainer.add_hook(StopAfterEpoch(1))
@@ -110,15 +114,19 @@ def legit(tmp_path_factory):
 
 # ------------------------------------------------------------- crafting --
 
+
 def edit_json(key):
     """An edit of the JSON dataset ``key`` by ``change(dict)``."""
+
     def wrap(change):
         def edit(f, case):
             data = json.loads(f[key][()].tobytes())
             change(data, case)
             del f[key]
             f[key] = np.frombuffer(json.dumps(data).encode(), dtype=np.uint8)
+
         return edit
+
     return wrap
 
 
@@ -126,12 +134,14 @@ def hook_attr(hook, attr, value):
     @edit_json('trainer')
     def edit(data, case):
         data['hooks'][hook][attr] = value(case) if callable(value) else value
+
     return edit
 
 
 def random_attr(attr, value, group='random/global'):
     def edit(f, case):
         f[group].attrs[attr] = value
+
     return edit
 
 
@@ -143,23 +153,30 @@ def random_keys(value):
     def edit(f, case):
         del f['random/global/keys']
         f['random/global/keys'] = value
+
     return edit
 
 
 def claim(key, shape, dtype):
     """Replace dataset ``key`` by one claiming ``shape`` but storing
     nothing (HDF5 fills unwritten chunks when read)."""
+
     def edit(f, case):
         del f[key]
         f.create_dataset(key, shape=shape, dtype=dtype, chunks=(1 << 16,))
+
     return edit
 
 
 def architecture(change):
     def edit(data, case):
-        arch = data['architecture'] if 'architecture' in data else \
-            data['network']['architecture']
+        arch = (
+            data['architecture']
+            if 'architecture' in data
+            else data['network']['architecture']
+        )
         change(arch)
+
     return edit
 
 
@@ -189,13 +206,16 @@ def external_link(f, case):
 
 
 def trainer_handler(data, case):
-    data['handler'] = {'@type': 'Trainer', 'stepper': {
-        '@type': 'SgdStepper', 'learning_rate': 0.1}}
+    data['handler'] = {
+        '@type': 'Trainer',
+        'stepper': {'@type': 'SgdStepper', 'learning_rate': 0.1},
+    }
 
 
 def weight_modifier_hook(data, case):
-    data['weight_modifiers'] = {'Hid': {'W': [
-        {'@type': 'SaveLogsCSV', 'filename': 'x.csv'}]}}
+    data['weight_modifiers'] = {
+        'Hid': {'W': [{'@type': 'SaveLogsCSV', 'filename': 'x.csv'}]}
+    }
 
 
 def outside(name):
@@ -220,97 +240,197 @@ def strip_checksums(f) -> None:
 # name -> (file, edit, checksums)
 ATTACKS = {
     # arbitrary file writes
-    'csv-absolute-path': ('run.ckpt', hook_attr(
-        'SaveLogsCSV', 'filename', outside('authorized_keys')), REHASH),
-    'csv-parent-path': ('run.ckpt', hook_attr(
-        'SaveLogsCSV', 'filename', '../outside/log.csv'), REHASH),
-    'csv-home-ssh': ('run.ckpt', hook_attr(
-        'SaveLogsCSV', 'filename',
-        lambda case: str(case['home'] / '.ssh' / 'authorized_keys')), REHASH),
-    'csv-hidden-file': ('run.ckpt', hook_attr(
-        'SaveLogsCSV', 'filename', '.bashrc'), REHASH),
-    'logs-through-symlink': ('run.ckpt', hook_attr(
-        'SaveLogs', 'filename', 'link/logs.hdf5'), REHASH),
-    'checkpoint-absolute-path': ('run.ckpt', hook_attr(
-        'SaveCheckpoint', 'filename', outside('run.ckpt')), REHASH),
-    'best-network-absolute-path': ('run.ckpt', hook_attr(
-        'SaveBestNetwork', 'filename', outside('best.hdf5')), REHASH),
+    'csv-absolute-path': (
+        'run.ckpt',
+        hook_attr('SaveLogsCSV', 'filename', outside('authorized_keys')),
+        REHASH,
+    ),
+    'csv-parent-path': (
+        'run.ckpt',
+        hook_attr('SaveLogsCSV', 'filename', '../outside/log.csv'),
+        REHASH,
+    ),
+    'csv-home-ssh': (
+        'run.ckpt',
+        hook_attr(
+            'SaveLogsCSV',
+            'filename',
+            lambda case: str(case['home'] / '.ssh' / 'authorized_keys'),
+        ),
+        REHASH,
+    ),
+    'csv-hidden-file': (
+        'run.ckpt',
+        hook_attr('SaveLogsCSV', 'filename', '.bashrc'),
+        REHASH,
+    ),
+    'logs-through-symlink': (
+        'run.ckpt',
+        hook_attr('SaveLogs', 'filename', 'link/logs.hdf5'),
+        REHASH,
+    ),
+    'checkpoint-absolute-path': (
+        'run.ckpt',
+        hook_attr('SaveCheckpoint', 'filename', outside('run.ckpt')),
+        REHASH,
+    ),
+    'best-network-absolute-path': (
+        'run.ckpt',
+        hook_attr('SaveBestNetwork', 'filename', outside('best.hdf5')),
+        REHASH,
+    ),
     # code execution
-    'csv-writes-tqdm-module': ('run.ckpt', hook_attr(
-        'SaveLogsCSV', 'filename', 'tqdm.py'), REHASH),
-    'network-writes-sitecustomize': ('run.ckpt', hook_attr(
-        'SaveNetwork', 'filename', 'sitecustomize.py'), REHASH),
-    'network-writes-pth': ('run.ckpt', hook_attr(
-        'SaveNetwork', 'filename', 'evil.pth'), REHASH),
-    'logs-write-extension-module': ('run.ckpt', hook_attr(
-        'SaveLogs', 'filename', 'tqdm.cpython-311-x86_64-linux-gnu.so'),
-        REHASH),
+    'csv-writes-tqdm-module': (
+        'run.ckpt',
+        hook_attr('SaveLogsCSV', 'filename', 'tqdm.py'),
+        REHASH,
+    ),
+    'network-writes-sitecustomize': (
+        'run.ckpt',
+        hook_attr('SaveNetwork', 'filename', 'sitecustomize.py'),
+        REHASH,
+    ),
+    'network-writes-pth': (
+        'run.ckpt',
+        hook_attr('SaveNetwork', 'filename', 'evil.pth'),
+        REHASH,
+    ),
+    'logs-write-extension-module': (
+        'run.ckpt',
+        hook_attr('SaveLogs', 'filename', 'tqdm.cpython-311-x86_64-linux-gnu.so'),
+        REHASH,
+    ),
     # arbitrary attribute writes
-    'schedule-dunder-path': ('run.ckpt', hook_attr(
-        'ModifyStepperAttribute', 'attr_name',
-        '__class__.__init__.__globals__.sys.path'), REHASH),
-    'schedule-dunder-name': ('run.ckpt', hook_attr(
-        'ModifyStepperAttribute', 'attr_name', '__class__'), REHASH),
-    'plateau-private-attribute': ('run.ckpt', hook_attr(
-        'ReduceOnPlateau', 'attr_name', '_parts'), REHASH),
-    'plateau-other-object': ('run.ckpt', hook_attr(
-        'ReduceOnPlateau', 'attr_name', 'net.handler.dtype'), REHASH),
+    'schedule-dunder-path': (
+        'run.ckpt',
+        hook_attr(
+            'ModifyStepperAttribute',
+            'attr_name',
+            '__class__.__init__.__globals__.sys.path',
+        ),
+        REHASH,
+    ),
+    'schedule-dunder-name': (
+        'run.ckpt',
+        hook_attr('ModifyStepperAttribute', 'attr_name', '__class__'),
+        REHASH,
+    ),
+    'plateau-private-attribute': (
+        'run.ckpt',
+        hook_attr('ReduceOnPlateau', 'attr_name', '_parts'),
+        REHASH,
+    ),
+    'plateau-other-object': (
+        'run.ckpt',
+        hook_attr('ReduceOnPlateau', 'attr_name', 'net.handler.dtype'),
+        REHASH,
+    ),
     # interpreter crash
-    'random-position-huge': ('run.ckpt', random_attr(
-        'pos', 10 ** 6, SHUFFLE_STATE), REHASH),
-    'random-position-negative': ('run.ckpt', random_attr(
-        'pos', -7, SHUFFLE_STATE), REHASH),
-    'random-global-position-huge': ('run.ckpt', random_attr(
-        'pos', 10 ** 6), REHASH),
+    'random-position-huge': (
+        'run.ckpt',
+        random_attr('pos', 10**6, SHUFFLE_STATE),
+        REHASH,
+    ),
+    'random-position-negative': (
+        'run.ckpt',
+        random_attr('pos', -7, SHUFFLE_STATE),
+        REHASH,
+    ),
+    'random-global-position-huge': ('run.ckpt', random_attr('pos', 10**6), REHASH),
     'random-has-gauss': ('run.ckpt', random_attr('has_gauss', 3), REHASH),
-    'random-cached-nan': ('run.ckpt', random_attr(
-        'cached_gaussian', float('nan')), REHASH),
+    'random-cached-nan': (
+        'run.ckpt',
+        random_attr('cached_gaussian', float('nan')),
+        REHASH,
+    ),
     'random-name': ('run.ckpt', random_attr('name', 'PCG64'), REHASH),
-    'random-keys-short': ('run.ckpt', random_keys(
-        np.zeros(10, dtype=np.uint32)), REHASH),
+    'random-keys-short': (
+        'run.ckpt',
+        random_keys(np.zeros(10, dtype=np.uint32)),
+        REHASH,
+    ),
     'random-keys-float': ('run.ckpt', random_keys(np.zeros(624)), REHASH),
     # memory blow-up
-    'checkpoint-architecture-blow-up': ('run.ckpt', edit_json('network')(
-        architecture(blow_up)), REHASH),
-    'network-architecture-blow-up': ('net.hdf5', edit_json('description')(
-        architecture(blow_up)), REHASH),
-    'checkpoint-parameters-claim-8GB': ('run.ckpt', claim(
-        'parameters', (10 ** 9,), np.float64), STRIP),
-    'network-parameters-claim-8GB': ('net.hdf5', claim(
-        'parameters', (10 ** 9,), np.float64), STRIP),
-    'checkpoint-progress-claims-2GB': ('run.ckpt', claim(
-        'progress', (1 << 31,), np.uint8), STRIP),
-    'network-description-claims-2GB': ('net.hdf5', claim(
-        'description', (1 << 31,), np.uint8), STRIP),
+    'checkpoint-architecture-blow-up': (
+        'run.ckpt',
+        edit_json('network')(architecture(blow_up)),
+        REHASH,
+    ),
+    'network-architecture-blow-up': (
+        'net.hdf5',
+        edit_json('description')(architecture(blow_up)),
+        REHASH,
+    ),
+    'checkpoint-parameters-claim-8GB': (
+        'run.ckpt',
+        claim('parameters', (10**9,), np.float64),
+        STRIP,
+    ),
+    'network-parameters-claim-8GB': (
+        'net.hdf5',
+        claim('parameters', (10**9,), np.float64),
+        STRIP,
+    ),
+    'checkpoint-progress-claims-2GB': (
+        'run.ckpt',
+        claim('progress', (1 << 31,), np.uint8),
+        STRIP,
+    ),
+    'network-description-claims-2GB': (
+        'net.hdf5',
+        claim('description', (1 << 31,), np.uint8),
+        STRIP,
+    ),
     # silent corruption and raw errors
     'checkpoint-parameter-changed': ('run.ckpt', change_parameter, KEEP),
     'network-parameter-changed': ('net.hdf5', change_parameter, KEEP),
     'random-state-not-a-group': ('run.ckpt', dataset_not_group, REHASH),
     'progress-in-another-file': ('run.ckpt', external_link, STRIP),
-    'progress-counter-not-an-int': ('run.ckpt', edit_json('progress')(
-        lambda d, case: d.update(current_update_nr='ten')), REHASH),
+    'progress-counter-not-an-int': (
+        'run.ckpt',
+        edit_json('progress')(lambda d, case: d.update(current_update_nr='ten')),
+        REHASH,
+    ),
 }
 
 # objects nobody asked for: refusing these is the job of the checks in
 # describable.create_from_description (an @type of the expected kind,
 # constructor checks on restore), which land separately
 RESTORE_VALIDATION = {
-    'checkpoint-trainer-as-handler': ('run.ckpt', edit_json('network')(
-        trainer_handler), REHASH),
-    'network-trainer-as-handler': ('net.hdf5', edit_json('description')(
-        trainer_handler), REHASH),
-    'network-hook-as-weight-modifier': ('net.hdf5', edit_json(
-        'description')(weight_modifier_hook), REHASH),
-    'hook-timescale-day': ('run.ckpt', hook_attr(
-        'StopAfterEpoch', 'timescale', 'day'), REHASH),
-    'hook-interval-zero': ('run.ckpt', hook_attr(
-        'StopAfterEpoch', 'interval', 0), REHASH),
-    'handler-dtype-object': ('run.ckpt', edit_json('network')(
-        lambda d, case: d['handler'].update(dtype='object')), REHASH),
+    'checkpoint-trainer-as-handler': (
+        'run.ckpt',
+        edit_json('network')(trainer_handler),
+        REHASH,
+    ),
+    'network-trainer-as-handler': (
+        'net.hdf5',
+        edit_json('description')(trainer_handler),
+        REHASH,
+    ),
+    'network-hook-as-weight-modifier': (
+        'net.hdf5',
+        edit_json('description')(weight_modifier_hook),
+        REHASH,
+    ),
+    'hook-timescale-day': (
+        'run.ckpt',
+        hook_attr('StopAfterEpoch', 'timescale', 'day'),
+        REHASH,
+    ),
+    'hook-interval-zero': (
+        'run.ckpt',
+        hook_attr('StopAfterEpoch', 'interval', 0),
+        REHASH,
+    ),
+    'handler-dtype-object': (
+        'run.ckpt',
+        edit_json('network')(lambda d, case: d['handler'].update(dtype='object')),
+        REHASH,
+    ),
 }
 
 
-RUNNER = r'''
+RUNNER = r"""
 import json, os, resource, signal, sys
 cases = json.load(open(sys.argv[1]))
 import brainstorm as bs
@@ -369,22 +489,22 @@ for case in cases:
         json.dump(result, f)
     os._exit(0)
 json.dump(cases, open(sys.argv[1], 'w'))
-'''
+"""
 
 
 def tree(folder: pathlib.Path, skip: set) -> set:
     """All paths below ``folder``, except below the folders in ``skip``."""
     found = set()
     for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames[:] = [d for d in dirnames
-                       if pathlib.Path(dirpath, d) not in skip]
-        found |= {str(pathlib.Path(dirpath, n).relative_to(folder))
-                  for n in filenames + dirnames}
+        dirnames[:] = [d for d in dirnames if pathlib.Path(dirpath, d) not in skip]
+        found |= {
+            str(pathlib.Path(dirpath, n).relative_to(folder))
+            for n in filenames + dirnames
+        }
     return found
 
 
-def run_attacks(attacks: dict, legit: pathlib.Path, root: pathlib.Path
-                ) -> dict:
+def run_attacks(attacks: dict, legit: pathlib.Path, root: pathlib.Path) -> dict:
     """Craft every attack's file in its own working folder and run the
     user flow on each in a fresh interpreter; return name -> result."""
     home, outside_folder = root / 'home', root / 'outside'
@@ -397,9 +517,14 @@ def run_attacks(attacks: dict, legit: pathlib.Path, root: pathlib.Path
         works.add(work)
         shutil.copy(legit / filename, work / filename)
         os.symlink(outside_folder, work / 'link')
-        case = {'name': name, 'file': filename, 'work': str(work),
-                'home': home, 'outside': outside_folder,
-                'result': str(root / f'result-{name}.json')}
+        case = {
+            'name': name,
+            'file': filename,
+            'work': str(work),
+            'home': home,
+            'outside': outside_folder,
+            'result': str(root / f'result-{name}.json'),
+        }
         with h5py.File(work / filename, 'r+') as f:
             edit(f, case)
             if checksums == REHASH:
@@ -411,23 +536,33 @@ def run_attacks(attacks: dict, legit: pathlib.Path, root: pathlib.Path
     cases_file = root / 'cases.json'
     cases_file.write_text(json.dumps(cases))
     env = dict(os.environ, HOME=str(home), PYTHONPATH=str(ROOT))
-    done = subprocess.run([sys.executable, '-c', RUNNER, str(cases_file)],
-                          cwd=root, env=env, capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        [sys.executable, '-c', RUNNER, str(cases_file)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
-    appeared = tree(root, works) - before - {
-        f'result-{c["name"]}.json' for c in cases} - {'cases.json'}
+    appeared = (
+        tree(root, works)
+        - before
+        - {f'result-{c["name"]}.json' for c in cases}
+        - {'cases.json'}
+    )
     assert appeared == set(), f'files outside the working folders: {appeared}'
     results = {}
     for case in json.loads(cases_file.read_text()):
         name = case['name']
         assert case['status'] == 0, (
-            f'{name}: the child process died (wait status {case["status"]})')
+            f'{name}: the child process died (wait status {case["status"]})'
+        )
         result = json.loads(pathlib.Path(case['result']).read_text())
         work = pathlib.Path(case['work'])
         result['importable'] = sorted(
-            p.name for p in work.iterdir()
-            if p.suffix in ('.py', '.pth', '.pyc', '.so'))
+            p.name for p in work.iterdir() if p.suffix in ('.py', '.pth', '.pyc', '.so')
+        )
         results[name] = result
     return results
 
@@ -458,8 +593,10 @@ def test_the_legitimate_files_resume_and_load(legit, tmp_path):
     """The same runner on the untouched files: training continues, files
     are written inside the working folder only, ProgressBar's tqdm comes
     from the installed package."""
-    attacks = {'legit-checkpoint': ('run.ckpt', lambda f, c: None, KEEP),
-               'legit-network': ('net.hdf5', lambda f, c: None, KEEP)}
+    attacks = {
+        'legit-checkpoint': ('run.ckpt', lambda f, c: None, KEEP),
+        'legit-network': ('net.hdf5', lambda f, c: None, KEEP),
+    }
     results = run_attacks(attacks, legit, tmp_path)
     for name, result in results.items():
         assert result['outcome'] == 'loaded', (name, result)
@@ -477,8 +614,8 @@ def test_objects_nobody_asked_for_are_refused(legit, tmp_path):
 
 # --------------------------------------------------------- trusted files --
 
-def test_trusted_keeps_the_paths_of_your_own_checkpoint(legit, tmp_path,
-                                                        monkeypatch):
+
+def test_trusted_keeps_the_paths_of_your_own_checkpoint(legit, tmp_path, monkeypatch):
     target = tmp_path / 'elsewhere' / 'logs.csv'
     target.parent.mkdir()
     work = tmp_path / 'work'
@@ -488,8 +625,9 @@ def test_trusted_keeps_the_paths_of_your_own_checkpoint(legit, tmp_path,
         hook_attr('SaveLogsCSV', 'filename', str(target))(f, {})
         add_checksums(f)
     monkeypatch.chdir(work)
-    with pytest.raises(TrainingValidationError,
-                       match=r"run.ckpt.*SaveLogsCSV.*outside"):
+    with pytest.raises(
+        TrainingValidationError, match=r'run.ckpt.*SaveLogsCSV.*outside'
+    ):
         Trainer.from_checkpoint('run.ckpt')
     trainer, net = Trainer.from_checkpoint('run.ckpt', trusted=True)
     trainer.hooks['ProgressBar'].force = False
@@ -500,8 +638,7 @@ def test_trusted_keeps_the_paths_of_your_own_checkpoint(legit, tmp_path,
         Trainer.from_checkpoint('run.ckpt', trusted='yes')
 
 
-def test_absolute_paths_into_the_checkpoint_folder_resume(legit, tmp_path,
-                                                          monkeypatch):
+def test_absolute_paths_into_the_checkpoint_folder_resume(legit, tmp_path, monkeypatch):
     """A run that saved under absolute names next to its checkpoint
     resumes from another working folder."""
     run = tmp_path / 'run'
@@ -518,28 +655,42 @@ def test_absolute_paths_into_the_checkpoint_folder_resume(legit, tmp_path,
     assert trainer.hooks['SaveLogsCSV'].filename == str(run / 'logs.csv')
 
 
-@pytest.mark.parametrize('path', [
-    'a/../../x.csv', '/etc/x.csv', 'runs/.git/hooks/pre-commit', 'x.PY',
-    'usercustomize.csv', 'pkg/__init__.txt', 'x.pyc', 'lib.abi3.so', '',
-    'nul\0l.csv'])
+@pytest.mark.parametrize(
+    'path',
+    [
+        'a/../../x.csv',
+        '/etc/x.csv',
+        'runs/.git/hooks/pre-commit',
+        'x.PY',
+        'usercustomize.csv',
+        'pkg/__init__.txt',
+        'x.pyc',
+        'lib.abi3.so',
+        '',
+        'nul\0l.csv',
+    ],
+)
 def test_restored_paths_that_are_refused(path, tmp_path, monkeypatch):
     from brainstorm.hooks import check_restored_path
+
     monkeypatch.chdir(tmp_path)
     with pytest.raises(TrainingValidationError, match='refusing'):
         check_restored_path('hook', path)
 
 
-@pytest.mark.parametrize('path', ['logs.csv', 'runs/net.hdf5',
-                                  'runs/../logs.h5', 'python.log'])
+@pytest.mark.parametrize(
+    'path', ['logs.csv', 'runs/net.hdf5', 'runs/../logs.h5', 'python.log']
+)
 def test_restored_paths_that_are_accepted(path, tmp_path, monkeypatch):
     from brainstorm.hooks import check_restored_path
+
     monkeypatch.chdir(tmp_path)
     check_restored_path('hook', path)
 
 
 # ----------------------------------------------------------- bit flips ----
 
-FLIP_RUNNER = r'''
+FLIP_RUNNER = r"""
 import json, sys
 import numpy as np
 from brainstorm.describable import get_description
@@ -595,20 +746,33 @@ for bit in rnd.choice(len(original) * 8, int(flips), replace=False):
     else:
         counts['changed'].append(int(bit))
 json.dump(counts, open(out, 'w'))
-'''
+"""
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('filename, kind', [('run.ckpt', 'checkpoint'),
-                                            ('net.hdf5', 'network')])
-def test_single_bit_flips_are_refused_or_harmless(legit, tmp_path, filename,
-                                                  kind):
+@pytest.mark.parametrize(
+    'filename, kind', [('run.ckpt', 'checkpoint'), ('net.hdf5', 'network')]
+)
+def test_single_bit_flips_are_refused_or_harmless(legit, tmp_path, filename, kind):
     shutil.copy(legit / filename, tmp_path / filename)
     out = tmp_path / 'counts.json'
     done = subprocess.run(
-        [sys.executable, '-c', FLIP_RUNNER, str(tmp_path / filename), kind,
-         '320', '12', str(out)], cwd=tmp_path, capture_output=True,
-        text=True, timeout=600, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        [
+            sys.executable,
+            '-c',
+            FLIP_RUNNER,
+            str(tmp_path / filename),
+            kind,
+            '320',
+            '12',
+            str(out),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     counts = json.loads(out.read_text())
     assert counts['changed'] == [], counts
@@ -626,13 +790,15 @@ def test_a_file_without_checksums_still_loads(legit, tmp_path):
     net = Network.from_hdf5(str(tmp_path / 'old.hdf5'))
     np.testing.assert_array_equal(
         net.get('parameters'),
-        Network.from_hdf5(str(legit / 'net.hdf5')).get('parameters'))
+        Network.from_hdf5(str(legit / 'net.hdf5')).get('parameters'),
+    )
 
 
 def test_a_missing_checksum_in_a_checked_file_is_refused(legit, tmp_path):
     shutil.copy(legit / 'net.hdf5', tmp_path / 'n.hdf5')
     with h5py.File(tmp_path / 'n.hdf5', 'r+') as f:
         del f['parameters'].attrs['sha256']
-    with pytest.raises(NetworkValidationError,
-                       match=r"n.hdf5.*'parameters'.*no checksum"):
+    with pytest.raises(
+        NetworkValidationError, match=r"n.hdf5.*'parameters'.*no checksum"
+    ):
         Network.from_hdf5(str(tmp_path / 'n.hdf5'))

@@ -57,8 +57,8 @@ def json_round_trip(obj):
 
 # ---------------------------------------------------------- descriptions ---
 
-@pytest.mark.parametrize('init', all_initializers(),
-                         ids=lambda i: type(i).__name__)
+
+@pytest.mark.parametrize('init', all_initializers(), ids=lambda i: type(i).__name__)
 def test_description_round_trip_gives_equivalent_initializer(init):
     recreated = json_round_trip(init)
     assert type(recreated) is type(init)
@@ -82,11 +82,13 @@ def test_array_initializer_describes_as_plain_list():
     init = ArrayInitializer([[1, 2], [3, 4]])
     assert get_description(init) == [[1, 2], [3, 4]]
     recreated = json_round_trip(init)
-    np.testing.assert_array_equal(evaluate_initializer(recreated, (2, 2)),
-                                  [[1, 2], [3, 4]])
+    np.testing.assert_array_equal(
+        evaluate_initializer(recreated, (2, 2)), [[1, 2], [3, 4]]
+    )
 
 
 # ---------------------------------------------------------------- values ---
+
 
 def test_array_initializer_returns_a_copy_of_the_array():
     array = np.arange(6.0).reshape(2, 3)
@@ -103,8 +105,7 @@ def test_array_initializer_shape_mismatch_raises():
 
 
 def test_gaussian_statistics():
-    values = evaluate_initializer(Gaussian(std=2.0, mean=3.0), (200, 100),
-                                  seed=1)
+    values = evaluate_initializer(Gaussian(std=2.0, mean=3.0), (200, 100), seed=1)
     assert abs(values.mean() - 3.0) < 0.05
     assert abs(values.std() - 2.0) < 0.05
 
@@ -118,10 +119,16 @@ def test_uniform_symmetric_and_explicit_range():
     assert abs(values.mean() - 3.5) < 0.05
 
 
-@pytest.mark.parametrize('scale, factor', [('rel', math.sqrt(6)),
-                                           ('tanh', math.sqrt(3)),
-                                           ('sigmoid', 4 * math.sqrt(3)),
-                                           ('linear', 1.0), (2.5, 2.5)])
+@pytest.mark.parametrize(
+    'scale, factor',
+    [
+        ('rel', math.sqrt(6)),
+        ('tanh', math.sqrt(3)),
+        ('sigmoid', 4 * math.sqrt(3)),
+        ('linear', 1.0),
+        (2.5, 2.5),
+    ],
+)
 def test_dense_sqrt_fan_in_bounds(scale, factor):
     shape = (50, 4, 5)
     values = evaluate_initializer(DenseSqrtFanIn(scale), shape, seed=2)
@@ -131,10 +138,15 @@ def test_dense_sqrt_fan_in_bounds(scale, factor):
     assert np.abs(values).max() > 0.95 * bound
 
 
-@pytest.mark.parametrize('scale, factor', [('rel', math.sqrt(12)),
-                                           ('tanh', math.sqrt(6)),
-                                           ('sigmoid', 4 * math.sqrt(6)),
-                                           ('linear', 1.0)])
+@pytest.mark.parametrize(
+    'scale, factor',
+    [
+        ('rel', math.sqrt(12)),
+        ('tanh', math.sqrt(6)),
+        ('sigmoid', 4 * math.sqrt(6)),
+        ('linear', 1.0),
+    ],
+)
 def test_dense_sqrt_fan_in_out_bounds(scale, factor):
     shape = (30, 70)
     values = evaluate_initializer(DenseSqrtFanInOut(scale), shape, seed=2)
@@ -204,8 +216,7 @@ def test_random_walk_uses_sqrt_n():
 def test_random_walk_small_rel_uses_six():
     values = evaluate_initializer(RandomWalk('rel'), (4, 4), seed=6)
     rnd = np.random.RandomState(6)
-    expected = (math.sqrt(2) * math.exp(1.2 / 3.6) * rnd.normal(size=(4, 4))
-                / 2)
+    expected = math.sqrt(2) * math.exp(1.2 / 3.6) * rnd.normal(size=(4, 4)) / 2
     np.testing.assert_allclose(values, expected)
 
 
@@ -215,8 +226,7 @@ def test_random_walk_needs_square():
 
 
 def test_sparse_inputs_keeps_connections_per_column():
-    values = evaluate_initializer(SparseInputs(1.0, connections=3), (10, 7),
-                                  seed=8)
+    values = evaluate_initializer(SparseInputs(1.0, connections=3), (10, 7), seed=8)
     np.testing.assert_array_equal((values != 0).sum(axis=0), [3] * 7)
     assert set(np.unique(values)) == {0.0, 1.0}
     # several columns differ in which rows they keep
@@ -224,17 +234,16 @@ def test_sparse_inputs_keeps_connections_per_column():
 
 
 def test_sparse_outputs_keeps_connections_per_row():
-    values = evaluate_initializer(SparseOutputs(Gaussian(1.0), connections=4),
-                                  (6, 9), seed=8)
+    values = evaluate_initializer(
+        SparseOutputs(Gaussian(1.0), connections=4), (6, 9), seed=8
+    )
     np.testing.assert_array_equal((values != 0).sum(axis=1), [4] * 6)
 
 
 def test_sparse_initializers_work_on_more_dimensions():
-    values = evaluate_initializer(SparseOutputs(1.0, connections=5),
-                                  (3, 2, 4), seed=8)
+    values = evaluate_initializer(SparseOutputs(1.0, connections=5), (3, 2, 4), seed=8)
     np.testing.assert_array_equal((values != 0).reshape(3, 8).sum(1), [5] * 3)
-    values = evaluate_initializer(SparseInputs(1.0, connections=2),
-                                  (3, 2, 4), seed=8)
+    values = evaluate_initializer(SparseInputs(1.0, connections=2), (3, 2, 4), seed=8)
     np.testing.assert_array_equal((values != 0).reshape(3, 8).sum(0), [2] * 8)
 
 
@@ -264,8 +273,9 @@ def test_sparse_initializers_too_few_units():
 
 
 def test_lstm_opt_init_blocks():
-    init = LstmOptInit(input_block=1.0, input_gate=2.0, forget_gate=3.0,
-                       output_gate=Gaussian(0.1))
+    init = LstmOptInit(
+        input_block=1.0, input_gate=2.0, forget_gate=3.0, output_gate=Gaussian(0.1)
+    )
     values = evaluate_initializer(init, (12, 5), seed=9)
     np.testing.assert_array_equal(values[0:3], 1.0)
     np.testing.assert_array_equal(values[3:6], 2.0)
@@ -273,25 +283,26 @@ def test_lstm_opt_init_blocks():
     assert values[9:].std() > 0.01
     bias = evaluate_initializer(init, (8,), seed=9)
     np.testing.assert_array_equal(bias[:6], [1, 1, 2, 2, 3, 3])
-    np.testing.assert_array_equal(
-        evaluate_initializer(init, (12, 5), seed=9), values)
+    np.testing.assert_array_equal(evaluate_initializer(init, (12, 5), seed=9), values)
     with pytest.raises(InitializationError, match='divisible by 4'):
         init((6, 5))
 
 
 # ------------------------------------------------- evaluate_initializer ---
 
+
 def test_evaluate_initializer_constants():
     result = evaluate_initializer(3, (2, 2))
     assert result.dtype == np.float64
     np.testing.assert_array_equal(result, np.full((2, 2), 3.0))
-    np.testing.assert_array_equal(evaluate_initializer(0.5, (3,)), [.5] * 3)
+    np.testing.assert_array_equal(evaluate_initializer(0.5, (3,)), [0.5] * 3)
 
 
 def test_evaluate_initializer_lists_and_arrays():
     np.testing.assert_array_equal(evaluate_initializer([1, 2], (2,)), [1, 2])
     np.testing.assert_array_equal(
-        evaluate_initializer(np.ones((2, 1)), (2, 1)), np.ones((2, 1)))
+        evaluate_initializer(np.ones((2, 1)), (2, 1)), np.ones((2, 1))
+    )
 
 
 def test_evaluate_initializer_seed_reproducible():
@@ -306,10 +317,10 @@ def test_evaluate_initializer_seed_reproducible():
 def test_evaluate_initializer_fallback():
     result = evaluate_initializer(Identity(), (4,), fallback=0.5)
     np.testing.assert_array_equal(result, [0.5] * 4)
-    with_seed = evaluate_initializer(EchoState(), (3,), fallback=Gaussian(),
-                                     seed=3)
+    with_seed = evaluate_initializer(EchoState(), (3,), fallback=Gaussian(), seed=3)
     np.testing.assert_array_equal(
-        with_seed, evaluate_initializer(Gaussian(), (3,), seed=3))
+        with_seed, evaluate_initializer(Gaussian(), (3,), seed=3)
+    )
     with pytest.raises(InitializationError):
         evaluate_initializer(Identity(), (4,))
 
@@ -327,22 +338,26 @@ def test_base_initializer_is_abstract():
 
 # ------------------------------------------------------- argument checks ---
 
-@pytest.mark.parametrize('factory, pattern', [
-    (lambda: Uniform(0.5, 0.1), r'Uniform: low must be smaller.*low=0.5'),
-    (lambda: Uniform(0.0), r'Uniform: low must be smaller'),
-    (lambda: Uniform('a'), r'Uniform: low must be a finite number'),
-    (lambda: Gaussian(-1.0), r'Gaussian: std must be .*>= 0.*std=-1.0'),
-    (lambda: Gaussian(mean=float('nan')), r'Gaussian: mean'),
-    (lambda: DenseSqrtFanIn('relu'), r"DenseSqrtFanIn: scale must be.*'relu'"),
-    (lambda: DenseSqrtFanInOut('x'), r'DenseSqrtFanInOut: scale'),
-    (lambda: EchoState(0), r'EchoState: spectral_radius must be > 0'),
-    (lambda: Identity(std=-0.1), r'Identity: std'),
-    (lambda: Orthogonal('big'), r'Orthogonal: scale'),
-    (lambda: RandomWalk('tanh'), r'RandomWalk: act_func'),
-    (lambda: SparseInputs(1.0, connections=0), r'SparseInputs: connections'),
-    (lambda: SparseOutputs('x'), r'SparseOutputs: sub_initializer'),
-    (lambda: LstmOptInit(forget_gate='1'), r'LstmOptInit: forget_gate'),
-])
+
+@pytest.mark.parametrize(
+    'factory, pattern',
+    [
+        (lambda: Uniform(0.5, 0.1), r'Uniform: low must be smaller.*low=0.5'),
+        (lambda: Uniform(0.0), r'Uniform: low must be smaller'),
+        (lambda: Uniform('a'), r'Uniform: low must be a finite number'),
+        (lambda: Gaussian(-1.0), r'Gaussian: std must be .*>= 0.*std=-1.0'),
+        (lambda: Gaussian(mean=float('nan')), r'Gaussian: mean'),
+        (lambda: DenseSqrtFanIn('relu'), r"DenseSqrtFanIn: scale must be.*'relu'"),
+        (lambda: DenseSqrtFanInOut('x'), r'DenseSqrtFanInOut: scale'),
+        (lambda: EchoState(0), r'EchoState: spectral_radius must be > 0'),
+        (lambda: Identity(std=-0.1), r'Identity: std'),
+        (lambda: Orthogonal('big'), r'Orthogonal: scale'),
+        (lambda: RandomWalk('tanh'), r'RandomWalk: act_func'),
+        (lambda: SparseInputs(1.0, connections=0), r'SparseInputs: connections'),
+        (lambda: SparseOutputs('x'), r'SparseOutputs: sub_initializer'),
+        (lambda: LstmOptInit(forget_gate='1'), r'LstmOptInit: forget_gate'),
+    ],
+)
 def test_bad_arguments_raise_validation_error(factory, pattern):
     with pytest.raises(ValidationError, match=pattern):
         factory()
@@ -350,9 +365,11 @@ def test_bad_arguments_raise_validation_error(factory, pattern):
 
 # ------------------------------------------------------ with a real net ---
 
+
 def make_net():
     from brainstorm.layers import FullyConnected, Input
     from brainstorm.structure.network import Network
+
     inp = Input(out_shapes={'default': ('T', 'B', 20)})
     return Network.from_layer(inp >> FullyConnected(16, name='Hid'))
 
@@ -360,21 +377,20 @@ def make_net():
 def test_network_initialized_with_uniform_reloads(tmp_path):
     # Note fix: 0.5 could not load a network initialised with Uniform.
     from brainstorm.structure.network import Network
+
     net = make_net()
     net.initialize(Uniform(0.3), seed=5)
     filename = str(tmp_path / 'net.hdf5')
     net.save_as_hdf5(filename)
     loaded = Network.from_hdf5(filename)
-    np.testing.assert_array_equal(loaded.get('parameters'),
-                                  net.get('parameters'))
+    np.testing.assert_array_equal(loaded.get('parameters'), net.get('parameters'))
     weights = loaded.get('Hid.parameters.W')
     assert np.abs(weights).max() < 0.3 and weights.std() > 0.1
 
 
 def test_network_initialization_with_sparse_initializers_is_seeded():
     nets = [make_net() for _ in range(3)]
-    init = {'default': SparseInputs(Gaussian(), connections=4),
-            'fallback': 0.0}
+    init = {'default': SparseInputs(Gaussian(), connections=4), 'fallback': 0.0}
     for net, global_seed, seed in zip(nets, [0, 1, 0], [42, 42, 43]):
         np.random.seed(global_seed)  # the global NumPy state must not matter
         net.initialize(init, seed=seed)
@@ -393,27 +409,32 @@ def test_lstm_opt_init_initializes_each_gate_of_an_lstm():
     from brainstorm.handlers import NumpyHandler
     from brainstorm.initializers import LstmOptInit
     from brainstorm.layers import ClockworkLstm, Input, Lstm
+
     net = bs.Network.from_layer(
-        Input(out_shapes={'default': ('T', 'B', 3)}) >> Lstm(4, name='L'))
+        Input(out_shapes={'default': ('T', 'B', 3)}) >> Lstm(4, name='L')
+    )
     net.set_handler(NumpyHandler(np.float64))
-    net.initialize({'L': LstmOptInit(input_block=1.0, input_gate=2.0,
-                                     forget_gate=3.0, output_gate=4.0)})
+    net.initialize(
+        {
+            'L': LstmOptInit(
+                input_block=1.0, input_gate=2.0, forget_gate=3.0, output_gate=4.0
+            )
+        }
+    )
     values = {'z': 1.0, 'i': 2.0, 'f': 3.0, 'o': 4.0}
     params = net.buffer.L.parameters
     checked = 0
     for pname in net.layers['L'].parameter_shapes:
-        np.testing.assert_array_equal(params[pname], values[pname[1]],
-                                      err_msg=pname)
+        np.testing.assert_array_equal(params[pname], values[pname[1]], err_msg=pname)
         checked += 1
     assert checked == 15  # W, R, b for four gates and three peepholes
 
     cw = bs.Network.from_layer(
-        Input(out_shapes={'default': ('T', 'B', 3)})
-        >> ClockworkLstm(4, name='C'))
+        Input(out_shapes={'default': ('T', 'B', 3)}) >> ClockworkLstm(4, name='C')
+    )
     # ClockworkLstm is an Lstm; its untrained 'timing' keeps its own values
     cw.initialize({'C': LstmOptInit(1.0, 2.0, 3.0, 4.0)})
     np.testing.assert_array_equal(cw.buffer.C.parameters['bf'], 3.0)
     np.testing.assert_array_equal(cw.buffer.C.parameters['Ri'], 2.0)
-    with pytest.raises(bs.utils.ValidationError,
-                       match="'timing'.*no gate"):
+    with pytest.raises(bs.utils.ValidationError, match="'timing'.*no gate"):
         LstmOptInit(1.0).select_for(cw.layers['C'], 'timing')

@@ -38,6 +38,7 @@ NAMED_CLASS = re.compile(r'^(brainstorm(?:\.\w+)*):\w+$')
 
 # ---- the documented order ---------------------------------------------------
 
+
 def table_rows(text: str) -> list[tuple[str, str, str]]:
     """The body rows (level, part, description) of the first simple table
     after the layering anchor, split at the columns of its border."""
@@ -50,7 +51,8 @@ def table_rows(text: str) -> list[tuple[str, str, str]]:
     columns = [m.span() for m in re.finditer(r'=+', lines[top])]
     assert len(columns) == 3, (
         f'{DOC}:{top + 1}: the layering table must have three columns '
-        f'(Level, Part, What lives there); found {len(columns)}')
+        f'(Level, Part, What lives there); found {len(columns)}'
+    )
     header = [lines[top + 1][a:b].strip() for a, b in columns[:2]]
     assert header == ['Level', 'Part'], f'{DOC}:{top + 2}: header {header}'
 
@@ -83,13 +85,15 @@ def documented_levels() -> dict[str, int]:
         level, part = int(level_text), match.group(1)
         assert level >= previous, (
             f'{where}: the table lists levels from the bottom (0) up; '
-            f'level {level} comes after level {previous}')
+            f'level {level} comes after level {previous}'
+        )
         assert part not in levels, f'{where}: {part} is listed twice'
         levels[part] = previous = level
     return levels
 
 
 # ---- the package as it is on disk -------------------------------------------
+
 
 def module_name(path: pathlib.Path, root: pathlib.Path = ROOT) -> str:
     parts = path.relative_to(root).with_suffix('').parts
@@ -106,8 +110,11 @@ def part_of(module: str) -> str:
 
 
 def package_files(root: pathlib.Path = ROOT) -> list[pathlib.Path]:
-    return sorted(path for path in (root / 'brainstorm').rglob('*.py')
-                  if '__pycache__' not in path.parts)
+    return sorted(
+        path
+        for path in (root / 'brainstorm').rglob('*.py')
+        if '__pycache__' not in path.parts
+    )
 
 
 def existing_parts(root: pathlib.Path = ROOT) -> set[str]:
@@ -115,9 +122,9 @@ def existing_parts(root: pathlib.Path = ROOT) -> set[str]:
 
 
 class Import(NamedTuple):
-    path: str          # relative to the repository root
+    path: str  # relative to the repository root
     line: int
-    module: str        # the brainstorm module imported
+    module: str  # the brainstorm module imported
     function: str | None  # the function it is imported in, if any
     by_name: str | None = None  # the 'module:Class' string naming a class
 
@@ -130,7 +137,7 @@ def imported_modules(node: ast.AST, here: str, is_package: bool) -> list[str]:
             return [node.module or '']
         # a relative import counts from the file's package
         package = here.split('.') if is_package else here.split('.')[:-1]
-        base = package[:len(package) - (node.level - 1)]
+        base = package[: len(package) - (node.level - 1)]
         return ['.'.join(base + ([node.module] if node.module else []))]
     return []
 
@@ -140,8 +147,11 @@ def scan(path: pathlib.Path, root: pathlib.Path = ROOT) -> list[Import]:
     here = module_name(path, root)
     tree = ast.parse(path.read_text(), str(path))
     enclosing: dict[int, str] = {}  # id(node) -> innermost function name
-    functions = [node for node in ast.walk(tree)
-                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    functions = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
     # outer functions first, so that inner ones overwrite with their name
     for function in sorted(functions, key=lambda f: (f.lineno, f.col_offset)):
         for node in ast.walk(function):
@@ -157,8 +167,11 @@ def scan(path: pathlib.Path, root: pathlib.Path = ROOT) -> list[Import]:
             modules, by_name = ([match.group(1)] if match else []), node.value
         for module in modules:
             if module == 'brainstorm' or module.startswith('brainstorm.'):
-                found.append(Import(relative, node.lineno, module,
-                                    enclosing.get(id(node)), by_name))
+                found.append(
+                    Import(
+                        relative, node.lineno, module, enclosing.get(id(node)), by_name
+                    )
+                )
     return sorted(found, key=lambda i: (i.path, i.line, i.module))
 
 
@@ -170,8 +183,7 @@ def owner(imp: Import) -> str:
     return part_of(module_name(ROOT / imp.path))
 
 
-def downward_violations(imports: list[Import],
-                        levels: dict[str, int]) -> list[str]:
+def downward_violations(imports: list[Import], levels: dict[str, int]) -> list[str]:
     """One message per import that does not go to a lower level."""
     found = []
     for imp in imports:
@@ -180,27 +192,37 @@ def downward_violations(imports: list[Import],
             continue  # unplaced parts fail test_every_part_is_placed
         if levels[target] < levels[source]:
             continue
-        what = (f'names the class {imp.by_name!r}' if imp.by_name
-                else f'imports {imp.module}')
-        relation = ('the same level' if levels[target] == levels[source]
-                    else 'a higher level')
-        found.append(f'{imp.path}:{imp.line}: {source} (level '
-                     f'{levels[source]}) {what}, of {target} (level '
-                     f'{levels[target]}): {relation}')
+        what = (
+            f'names the class {imp.by_name!r}'
+            if imp.by_name
+            else f'imports {imp.module}'
+        )
+        relation = (
+            'the same level' if levels[target] == levels[source] else 'a higher level'
+        )
+        found.append(
+            f'{imp.path}:{imp.line}: {source} (level '
+            f'{levels[source]}) {what}, of {target} (level '
+            f'{levels[target]}): {relation}'
+        )
     return found
 
 
 # ---- the tests ---------------------------------------------------------------
 
+
 def test_no_brainstorm_import_inside_a_function():
-    inner = [f'{imp.path}:{imp.line}: {owner(imp)} imports {imp.module} '
-             f'inside {imp.function}()'
-             for imp in all_imports()
-             if imp.function is not None and imp.by_name is None]
+    inner = [
+        f'{imp.path}:{imp.line}: {owner(imp)} imports {imp.module} '
+        f'inside {imp.function}()'
+        for imp in all_imports()
+        if imp.function is not None and imp.by_name is None
+    ]
     assert inner == [], (
         f'{len(inner)} import(s) of brainstorm modules inside functions '
         '(move them to the top of the file; docs/internals.rst, "Layering"):'
-        '\n' + '\n'.join(inner))
+        '\n' + '\n'.join(inner)
+    )
 
 
 def test_imports_go_to_a_lower_level():
@@ -209,8 +231,8 @@ def test_imports_go_to_a_lower_level():
     wrong = downward_violations(statements, documented_levels())
     assert wrong == [], (
         f'{len(wrong)} import(s) against the layering of docs/internals.rst '
-        '(a part imports only parts on a strictly lower level):\n'
-        + '\n'.join(wrong))
+        '(a part imports only parts on a strictly lower level):\n' + '\n'.join(wrong)
+    )
 
 
 def test_classes_named_by_strings_go_to_a_lower_level():
@@ -219,7 +241,8 @@ def test_classes_named_by_strings_go_to_a_lower_level():
     assert wrong == [], (
         f'{len(wrong)} class(es) named by a string against the layering of '
         'docs/internals.rst (importing by name is still importing):\n'
-        + '\n'.join(wrong))
+        + '\n'.join(wrong)
+    )
 
 
 def test_every_part_is_placed():
@@ -227,7 +250,8 @@ def test_every_part_is_placed():
     missing = sorted(existing_parts() - set(levels))
     assert missing == [], (
         f'parts of brainstorm/ missing from the layering table in {DOC}: '
-        f'{missing}; give each a level and a line on what lives there')
+        f'{missing}; give each a level and a line on what lives there'
+    )
 
 
 def test_every_listed_part_exists():
@@ -235,13 +259,16 @@ def test_every_listed_part_exists():
     stale = sorted(listed - existing_parts())
     assert stale == [], (
         f'the layering table in {DOC} lists parts that brainstorm/ does not '
-        f'have: {stale}')
+        f'have: {stale}'
+    )
 
 
 def test_no_part_is_both_a_module_and_a_package():
-    both = sorted(path.stem for path in PACKAGE.glob('*.py')
-                  if (PACKAGE / path.stem).is_dir()
-                  and any((PACKAGE / path.stem).rglob('*.py')))
+    both = sorted(
+        path.stem
+        for path in PACKAGE.glob('*.py')
+        if (PACKAGE / path.stem).is_dir() and any((PACKAGE / path.stem).rglob('*.py'))
+    )
     assert both == [], f'{both}: both name.py and name/ exist in brainstorm/'
 
 
@@ -267,7 +294,8 @@ def test_table_parser_reads_rows_and_continuations():
     assert table_rows(TABLE) == [
         ('0', '``brainstorm.a``', 'the bottom'),
         ('1', '``brainstorm.b``', 'one, with a long description'),
-        ('1', '``brainstorm.c``', 'a peer of b')]
+        ('1', '``brainstorm.c``', 'a peer of b'),
+    ]
 
 
 def test_the_documented_table_is_read_in_full():
@@ -283,25 +311,38 @@ def test_part_of_treats_a_module_and_a_package_alike():
     assert part_of('brainstorm.hooks') == 'brainstorm.hooks'
     assert part_of('brainstorm.hooks.saving') == 'brainstorm.hooks'
     assert part_of('brainstorm') == 'brainstorm'
-    assert module_name(ROOT / 'brainstorm' / 'hooks' / '__init__.py') == \
-        'brainstorm.hooks'
-    assert module_name(ROOT / 'brainstorm' / 'hooks' / 'saving.py') == \
-        'brainstorm.hooks.saving'
+    assert (
+        module_name(ROOT / 'brainstorm' / 'hooks' / '__init__.py') == 'brainstorm.hooks'
+    )
+    assert (
+        module_name(ROOT / 'brainstorm' / 'hooks' / 'saving.py')
+        == 'brainstorm.hooks.saving'
+    )
 
 
 def test_parts_are_found_whether_modules_or_packages(tmp_path):
-    for name in ['__init__.py', 'utils.py', 'hooks/__init__.py',
-                 'hooks/saving.py', 'structure/network.py', 'new_part.py',
-                 'training/__pycache__/trainer.py']:
+    for name in [
+        '__init__.py',
+        'utils.py',
+        'hooks/__init__.py',
+        'hooks/saving.py',
+        'structure/network.py',
+        'new_part.py',
+        'training/__pycache__/trainer.py',
+    ]:
         (tmp_path / 'brainstorm' / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / 'brainstorm' / name).write_text('')
     assert existing_parts(tmp_path) == {
-        'brainstorm', 'brainstorm.utils', 'brainstorm.hooks',
-        'brainstorm.structure', 'brainstorm.new_part'}
+        'brainstorm',
+        'brainstorm.utils',
+        'brainstorm.hooks',
+        'brainstorm.structure',
+        'brainstorm.new_part',
+    }
 
 
 def test_scan_finds_every_kind_of_import(tmp_path):
-    source = '''\
+    source = """\
 import os
 import brainstorm.utils
 from brainstorm.layers import base_layer
@@ -320,7 +361,7 @@ class C:
     def method(self):
         def inner():
             import brainstorm
-'''
+"""
     package = tmp_path / 'brainstorm' / 'training'
     package.mkdir(parents=True)
     (package / 'mod.py').write_text(source)
@@ -332,24 +373,33 @@ class C:
         (5, 'brainstorm', None, None),
         (6, 'brainstorm.hooks', None, 'brainstorm.hooks:Hook'),
         (11, 'brainstorm.structure.network', 'f', None),
-        (18, 'brainstorm', 'inner', None)]
-    assert all(i.path == str(pathlib.Path('brainstorm', 'training', 'mod.py'))
-               for i in found)
+        (18, 'brainstorm', 'inner', None),
+    ]
+    assert all(
+        i.path == str(pathlib.Path('brainstorm', 'training', 'mod.py')) for i in found
+    )
 
 
 def test_violations_name_file_line_parts_and_levels():
-    levels = {'brainstorm.utils': 1, 'brainstorm.optional': 1,
-              'brainstorm.training': 5, 'brainstorm.hooks': 6}
+    levels = {
+        'brainstorm.utils': 1,
+        'brainstorm.optional': 1,
+        'brainstorm.training': 5,
+        'brainstorm.hooks': 6,
+    }
     imports = [
-        Import('brainstorm/training/trainer.py', 7, 'brainstorm.hooks.saving',
-               None),
+        Import('brainstorm/training/trainer.py', 7, 'brainstorm.hooks.saving', None),
         Import('brainstorm/utils.py', 3, 'brainstorm.optional', None),
-        Import('brainstorm/hooks/saving.py', 9, 'brainstorm.training.trainer',
-               None),
-        Import('brainstorm/training/steppers.py', 4, 'brainstorm.training.utils',
-               None),
-        Import('brainstorm/training/trainer.py', 12, 'brainstorm.hooks',
-               None, 'brainstorm.hooks:Hook')]
+        Import('brainstorm/hooks/saving.py', 9, 'brainstorm.training.trainer', None),
+        Import('brainstorm/training/steppers.py', 4, 'brainstorm.training.utils', None),
+        Import(
+            'brainstorm/training/trainer.py',
+            12,
+            'brainstorm.hooks',
+            None,
+            'brainstorm.hooks:Hook',
+        ),
+    ]
     assert downward_violations(imports, levels) == [
         'brainstorm/training/trainer.py:7: brainstorm.training (level 5) '
         'imports brainstorm.hooks.saving, of brainstorm.hooks (level 6): '
@@ -358,4 +408,5 @@ def test_violations_name_file_line_parts_and_levels():
         'brainstorm.optional, of brainstorm.optional (level 1): the same level',
         'brainstorm/training/trainer.py:12: brainstorm.training (level 5) '
         "names the class 'brainstorm.hooks:Hook', of brainstorm.hooks (level 6): "
-        'a higher level']
+        'a higher level',
+    ]

@@ -40,11 +40,10 @@ def test_trainer_messages_are_captured_with_caplog(caplog, capsys):
     assert 'talker >> x: 0.5' in messages
     assert HEADER in messages
     # results and headers come from the trainer, Hook.message from the hooks
-    assert {r.name for r in records} == {'brainstorm.training',
-                                         'brainstorm.hooks'}
-    assert [r.name for r in records
-            if r.getMessage().startswith('StopAfterEpoch >>')] == \
-        ['brainstorm.hooks']
+    assert {r.name for r in records} == {'brainstorm.training', 'brainstorm.hooks'}
+    assert [
+        r.name for r in records if r.getMessage().startswith('StopAfterEpoch >>')
+    ] == ['brainstorm.hooks']
     assert {r.levelno for r in records} == {logging.INFO}
     # the console shows exactly the logged messages, one per line, on stdout
     out, err = capsys.readouterr()
@@ -69,15 +68,14 @@ def test_hook_failure_is_logged_as_an_error(caplog, capsys):
     trainer.add_hook(MonitorLoss('missing', name='val_monitor'))
     with pytest.raises(KeyError):
         trainer.train(xor_net(), xor_iter())
-    errors = [r for r in brainstorm_records(caplog)
-              if r.levelno == logging.ERROR]
+    errors = [r for r in brainstorm_records(caplog) if r.levelno == logging.ERROR]
     assert len(errors) == 1
     assert "'val_monitor'" in errors[0].getMessage()
     assert errors[0].name == 'brainstorm.training'
     assert "'val_monitor'" in capsys.readouterr().err
 
 
-TRAIN = textwrap.dedent('''
+TRAIN = textwrap.dedent("""
     import numpy as np
     import brainstorm as bs
 
@@ -98,20 +96,23 @@ TRAIN = textwrap.dedent('''
     trainer.add_hook(bs.hooks.StopAfterEpoch(1, verbose=False))
     trainer.train(net, bs.data_iterators.Minibatches(2, default=x,
                                                      targets=t))
-''')
+""")
 
-EXPECTED = (f'{"-" * 30} Epoch 0 {"-" * 30}\n'
-            'talker >> epoch 0\n'
-            'talker >> x: 0.5\n'
-            f'{"-" * 30} Epoch 1 {"-" * 30}\n'
-            'talker >> epoch 1\n'
-            'talker >> x: 0.5\n')
+EXPECTED = (
+    f'{"-" * 30} Epoch 0 {"-" * 30}\n'
+    'talker >> epoch 0\n'
+    'talker >> x: 0.5\n'
+    f'{"-" * 30} Epoch 1 {"-" * 30}\n'
+    'talker >> epoch 1\n'
+    'talker >> x: 0.5\n'
+)
 
 
 def run_fresh(before: str = '', after_import: str = ''):
     code = before + '\nimport brainstorm\n' + after_import + '\n' + TRAIN
-    result = subprocess.run([sys.executable, '-c', code],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, '-c', code], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout, result.stderr
 
@@ -121,24 +122,34 @@ def test_fresh_process_verbose_output_is_plain_lines_on_stdout():
 
 
 def test_fresh_process_silenced_by_level():
-    out, err = run_fresh(after_import='import logging\n'
-                         "logging.getLogger('brainstorm')"
-                         '.setLevel(logging.WARNING)')
+    out, err = run_fresh(
+        after_import='import logging\n'
+        "logging.getLogger('brainstorm')"
+        '.setLevel(logging.WARNING)'
+    )
     assert (out, err) == ('', '')
 
 
 def test_fresh_process_redirected_with_dict_config(tmp_path):
     log_file = tmp_path / 'train.log'
     config = {
-        'version': 1, 'disable_existing_loggers': False,
+        'version': 1,
+        'disable_existing_loggers': False,
         'formatters': {'f': {'format': '%(name)s %(levelname)s %(message)s'}},
-        'handlers': {'file': {'class': 'logging.FileHandler',
-                              'filename': str(log_file), 'formatter': 'f'}},
-        'loggers': {'brainstorm': {'handlers': ['file'], 'level': 'INFO',
-                                   'propagate': False}},
+        'handlers': {
+            'file': {
+                'class': 'logging.FileHandler',
+                'filename': str(log_file),
+                'formatter': 'f',
+            }
+        },
+        'loggers': {
+            'brainstorm': {'handlers': ['file'], 'level': 'INFO', 'propagate': False}
+        },
     }
-    out, err = run_fresh(after_import='import logging.config\n'
-                         f'logging.config.dictConfig({config!r})')
+    out, err = run_fresh(
+        after_import=f'import logging.config\nlogging.config.dictConfig({config!r})'
+    )
     assert (out, err) == ('', '')
     lines = log_file.read_text().splitlines()
     assert lines == [
@@ -147,25 +158,30 @@ def test_fresh_process_redirected_with_dict_config(tmp_path):
         'brainstorm.training INFO talker >> x: 0.5',
         f'brainstorm.training INFO {"-" * 30} Epoch 1 {"-" * 30}',
         'brainstorm.hooks INFO talker >> epoch 1',
-        'brainstorm.training INFO talker >> x: 0.5']
+        'brainstorm.training INFO talker >> x: 0.5',
+    ]
 
 
 def test_fresh_process_configured_before_import_is_respected(tmp_path):
     # a level and handler set before brainstorm is imported stay as they are
-    out, err = run_fresh(before='import logging, sys\n'
-                         "logger = logging.getLogger('brainstorm')\n"
-                         'logger.setLevel(logging.INFO)\n'
-                         'logger.addHandler(logging.StreamHandler(sys.stderr))')
+    out, err = run_fresh(
+        before='import logging, sys\n'
+        "logger = logging.getLogger('brainstorm')\n"
+        'logger.setLevel(logging.INFO)\n'
+        'logger.addHandler(logging.StreamHandler(sys.stderr))'
+    )
     assert (out, err) == ('', EXPECTED)
 
 
 def test_fresh_process_root_configuration_after_clearing_the_console():
     # the README's recipe: basicConfig for the root logger, brainstorm's
     # console handler removed, so every message appears once, formatted
-    out, err = run_fresh(after_import='import logging, sys\n'
-                         "logging.getLogger('brainstorm').handlers.clear()\n"
-                         'logging.basicConfig(stream=sys.stdout, '
-                         "format='%(name)s: %(message)s')")
+    out, err = run_fresh(
+        after_import='import logging, sys\n'
+        "logging.getLogger('brainstorm').handlers.clear()\n"
+        'logging.basicConfig(stream=sys.stdout, '
+        "format='%(name)s: %(message)s')"
+    )
     assert err == ''
     assert out.splitlines() == [
         f'brainstorm.training: {"-" * 30} Epoch 0 {"-" * 30}',
@@ -173,4 +189,5 @@ def test_fresh_process_root_configuration_after_clearing_the_console():
         'brainstorm.training: talker >> x: 0.5',
         f'brainstorm.training: {"-" * 30} Epoch 1 {"-" * 30}',
         'brainstorm.hooks: talker >> epoch 1',
-        'brainstorm.training: talker >> x: 0.5']
+        'brainstorm.training: talker >> x: 0.5',
+    ]

@@ -48,29 +48,31 @@ def mlp():
     inp, out = get_in_out_layers('classification', 48, 40)
     stack = inp
     for activation in ('rel', 'tanh', 'sigmoid', 'el', 'linear'):
-        stack = stack >> FullyConnected(256, activation=activation,
-                                        name=f'Fc_{activation}')
-    return Network.from_layer(stack >> out), {
-        'default': (T, B, 48), 'targets': 40}
+        stack = stack >> FullyConnected(
+            256, activation=activation, name=f'Fc_{activation}'
+        )
+    return Network.from_layer(stack >> out), {'default': (T, B, 48), 'targets': 40}
 
 
 def recurrent():
     inp, out = get_in_out_layers('classification', 48, 40)
-    net = Network.from_layer(inp >> Lstm(256) >> Recurrent(256, activation='tanh')
-                             >> out)
+    net = Network.from_layer(
+        inp >> Lstm(256) >> Recurrent(256, activation='tanh') >> out
+    )
     return net, {'default': (T, B, 48), 'targets': 40}
 
 
 def cnn():
     inp, out = get_in_out_layers('classification', (24, 24, 3), 40)
     net = Network.from_layer(
-        inp >> Convolution2D(16, kernel_size=(3, 3), padding=1)
+        inp
+        >> Convolution2D(16, kernel_size=(3, 3), padding=1)
         >> Pooling2D(kernel_size=(3, 3), type='max', stride=(2, 2))
-        >> Convolution2D(16, kernel_size=(3, 3), padding=1,
-                         activation='tanh')
-        >> Pooling2D(kernel_size=(2, 2), type='avg', stride=(1, 1),
-                     padding=1)
-        >> FullyConnected(40) >> out)
+        >> Convolution2D(16, kernel_size=(3, 3), padding=1, activation='tanh')
+        >> Pooling2D(kernel_size=(2, 2), type='avg', stride=(1, 1), padding=1)
+        >> FullyConnected(40)
+        >> out
+    )
     return net, {'default': (1, B // 2, 24, 24, 3), 'targets': 40}
 
 
@@ -119,20 +121,19 @@ def test_no_allocating_handler_op_is_called_in_a_step(trained):
     net.forward_pass(training_pass=True)
     net.backward_pass()
     stepper.run()
-    assert net.handler.calls == Counter(), \
+    assert net.handler.calls == Counter(), (
         f'allocating ops called during a training step: {net.handler.calls}'
+    )
 
 
 def test_buffers_keep_identity_and_memory(trained):
     net, stepper, data = trained
-    before = {path: (id(a), pointer(a))
-              for path, a in all_arrays(net.buffer).items()}
+    before = {path: (id(a), pointer(a)) for path, a in all_arrays(net.buffer).items()}
     velocity = stepper._parts[0].state['velocity']
     velocity_before = (id(velocity), pointer(velocity))
     net.provide_external_data(data)
     stepper.run()
-    after = {path: (id(a), pointer(a))
-             for path, a in all_arrays(net.buffer).items()}
+    after = {path: (id(a), pointer(a)) for path, a in all_arrays(net.buffer).items()}
     changed = sorted(p for p in before if before[p] != after[p])
     assert not changed, f'buffers replaced during a step: {changed}'
     velocity = stepper._parts[0].state['velocity']
@@ -150,6 +151,7 @@ def test_a_step_makes_no_large_temporaries(trained):
         peak = tracemalloc.get_traced_memory()[1] - base
     finally:
         tracemalloc.stop()
-    assert peak < PEAK_LIMIT, \
-        (f'a training step allocated up to {peak} bytes at once; the limit '
-         f'is {PEAK_LIMIT} bytes')
+    assert peak < PEAK_LIMIT, (
+        f'a training step allocated up to {peak} bytes at once; the limit '
+        f'is {PEAK_LIMIT} bytes'
+    )

@@ -26,8 +26,10 @@ def text_files():
     yield ROOT / 'HISTORY.rst'
     for folder in SEARCHED:
         for path in sorted((ROOT / folder).rglob('*')):
-            if path.suffix in {'.py', '.rst', '.md', '.txt'} and \
-                    '_build' not in path.parts:
+            if (
+                path.suffix in {'.py', '.rst', '.md', '.txt'}
+                and '_build' not in path.parts
+            ):
                 yield path
 
 
@@ -57,14 +59,14 @@ def test_install_hint_names_the_distribution():
 
 @pytest.mark.parametrize('extra', ['mpi', 'plot', 'pycuda'])
 def test_hinted_extras_exist(extra):
-    extras = importlib.metadata.metadata(__distribution__).get_all(
-        'Provides-Extra')
+    extras = importlib.metadata.metadata(__distribution__).get_all('Provides-Extra')
     assert extra in extras
 
 
 def test_missing_dependency_messages_use_the_hint():
     from brainstorm.handlers.pycuda_handler import INSTALL_HINT
     from brainstorm.optional import _missing
+
     err = _missing('mpi4py', 'mpi', ImportError('No module named mpi4py'))
     assert install_hint('mpi') in str(err)
     assert install_hint('pycuda') in INSTALL_HINT
@@ -72,8 +74,11 @@ def test_missing_dependency_messages_use_the_hint():
 
 def test_version_is_single_sourced():
     # the installed metadata's version comes from brainstorm/__about__.py
-    assert importlib.metadata.version(__distribution__) == \
-        brainstorm.__version__ == '1.0.0'
+    assert (
+        importlib.metadata.version(__distribution__)
+        == brainstorm.__version__
+        == '1.0.0'
+    )
     pyproject = (ROOT / 'pyproject.toml').read_text()
     assert re.search(r'^dynamic = \["version"\]$', pyproject, flags=re.M)
     assert not re.search(r'^version = "', pyproject, flags=re.M)
@@ -85,15 +90,18 @@ def test_metadata_has_classifiers_and_no_placeholder_urls():
     assert any(c.startswith('Development Status ::') for c in classifiers)
     assert any(c.startswith('Intended Audience ::') for c in classifiers)
     assert any(c.startswith('Operating System ::') for c in classifiers)
-    versions = {c.rsplit(' ', 1)[1] for c in classifiers
-                if re.fullmatch(r'Programming Language :: Python :: 3\.\d+',
-                                c)}
+    versions = {
+        c.rsplit(' ', 1)[1]
+        for c in classifiers
+        if re.fullmatch(r'Programming Language :: Python :: 3\.\d+', c)
+    }
     # the Python versions claimed are those tox tests
     tox = (ROOT / 'tox.ini').read_text()
     tested = {f'3.{minor}' for minor in re.findall(r'\bpy3(\d+)\b', tox)}
     assert versions == tested
-    assert min(versions, key=lambda v: int(v.split('.')[1])) == \
-        meta['Requires-Python'].lstrip('>=')
+    assert min(versions, key=lambda v: int(v.split('.')[1])) == meta[
+        'Requires-Python'
+    ].lstrip('>=')
     assert meta.get_all('Project-URL') is None
     assert meta.get('Home-page') is None
     assert brainstorm.__about__.__url__ == ''
@@ -109,10 +117,10 @@ LINK_TARGET = re.compile(r'`[^`<]*<([^>`]+)>`_')
 def test_readme_links_work_where_the_readme_is_shown_alone():
     # PyPI shows README.rst without the repository: a relative target such
     # as docs/quickstart.rst leads nowhere there
-    assert LINK_TARGET.findall('a `quickstart <docs/quickstart.rst>`_') == \
-        ['docs/quickstart.rst']
+    assert LINK_TARGET.findall('a `quickstart <docs/quickstart.rst>`_') == [
+        'docs/quickstart.rst'
+    ]
     text = (ROOT / 'README.rst').read_text()
-    relative = [t for t in LINK_TARGET.findall(text)
-                if not re.match(r'https?://', t)]
+    relative = [t for t in LINK_TARGET.findall(text) if not re.match(r'https?://', t)]
     assert relative == []
     assert not re.search(r'^\.\. (image|figure|include)::', text, flags=re.M)

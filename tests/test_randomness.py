@@ -30,8 +30,9 @@ def test_same_seed_same_numbers():
     a, b = RandomState(42), RandomState(42)
     np.testing.assert_array_equal(a.randn(5), b.randn(5))
     assert a.get_seed() == 42
-    np.testing.assert_array_equal(RandomState(42).rand(3),
-                                  np.random.RandomState(42).rand(3))
+    np.testing.assert_array_equal(
+        RandomState(42).rand(3), np.random.RandomState(42).rand(3)
+    )
 
 
 def test_different_seeds_differ():
@@ -130,6 +131,7 @@ def test_default_handler_follows_a_later_global_seed():
     drawn from global_rnd when first needed after the latest set_seed."""
     from brainstorm.handlers import NumpyHandler, default_handler
     from brainstorm.handlers.base_handler import peek_random_state
+
     draws = []
     for _ in range(2):
         global_rnd.set_seed(17)
@@ -146,6 +148,7 @@ def test_default_handler_follows_a_later_global_seed():
 def test_peeking_does_not_draw_from_global_rnd():
     from brainstorm.handlers import NumpyHandler
     from brainstorm.handlers.base_handler import peek_random_state
+
     handler = NumpyHandler()
     global_rnd.set_seed(5)
     before = global_rnd.get_state()[1].copy()

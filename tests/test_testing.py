@@ -14,13 +14,16 @@ SPEC = {'time_steps': 2, 'batch_size': 2}
 
 class CopyLayerImpl(Layer):
     """y = x, correct."""
+
     expected_inputs = {'default': StructureTemplate('T', 'B', '...')}
 
     def setup(self, kwargs, in_shapes):
         s = in_shapes['default']
-        return (OrderedDict(default=s), OrderedDict(),
-                OrderedDict(tmp=BufferStructure(*s.shape,
-                                                is_backward_only=True)))
+        return (
+            OrderedDict(default=s),
+            OrderedDict(),
+            OrderedDict(tmp=BufferStructure(*s.shape, is_backward_only=True)),
+        )
 
     def forward_pass(self, buffers, training_pass=True):
         self.handler.copy_to(buffers.inputs.default, buffers.outputs.default)
@@ -28,8 +31,11 @@ class CopyLayerImpl(Layer):
     def backward_pass(self, buffers):
         _h = self.handler
         _h.copy_to(buffers.output_deltas.default, buffers.internals.tmp)
-        _h.add_tt(buffers.input_deltas.default, buffers.internals.tmp,
-                  buffers.input_deltas.default)
+        _h.add_tt(
+            buffers.input_deltas.default,
+            buffers.internals.tmp,
+            buffers.input_deltas.default,
+        )
 
 
 class StaleBackwardLayerImpl(CopyLayerImpl):
@@ -39,16 +45,16 @@ class StaleBackwardLayerImpl(CopyLayerImpl):
         _h = self.handler
         tmp = buffers.internals.tmp
         _h.add_tt(tmp, buffers.output_deltas.default, tmp)
-        _h.add_tt(buffers.input_deltas.default, tmp,
-                  buffers.input_deltas.default)
+        _h.add_tt(buffers.input_deltas.default, tmp, buffers.input_deltas.default)
 
 
 class OverwritingLayerImpl(CopyLayerImpl):
     """Overwrites its input deltas instead of adding to them."""
 
     def backward_pass(self, buffers):
-        self.handler.copy_to(buffers.output_deltas.default,
-                             buffers.input_deltas.default)
+        self.handler.copy_to(
+            buffers.output_deltas.default, buffers.input_deltas.default
+        )
 
 
 class StaleForwardLayerImpl(CopyLayerImpl):
@@ -61,22 +67,25 @@ class StaleForwardLayerImpl(CopyLayerImpl):
 
 class ScaleLayerImpl(Layer):
     """y = x * w per feature; overwrites its gradient, correctly."""
+
     expected_inputs = {'default': StructureTemplate('T', 'B', 'F')}
     overwrites_gradients = True
 
     def setup(self, kwargs, in_shapes):
         s = in_shapes['default']
         n = s.feature_size
-        return (OrderedDict(default=s), OrderedDict(w=BufferStructure(n)),
-                OrderedDict(tmp=BufferStructure('T', 'B', n,
-                                                is_backward_only=True)))
+        return (
+            OrderedDict(default=s),
+            OrderedDict(w=BufferStructure(n)),
+            OrderedDict(tmp=BufferStructure('T', 'B', n, is_backward_only=True)),
+        )
 
     def forward_pass(self, buffers, training_pass=True):
         x, y = buffers.inputs.default, buffers.outputs.default
         n = x.shape[2]
-        self.handler.mult_mv(flatten_time(x),
-                             buffers.parameters.w.reshape((1, n)),
-                             flatten_time(y))
+        self.handler.mult_mv(
+            flatten_time(x), buffers.parameters.w.reshape((1, n)), flatten_time(y)
+        )
 
     def _gradient(self, buffers, tmp, dw):
         self.handler.sum_t(tmp, 0, dw)
@@ -106,12 +115,15 @@ def test_a_correct_layer_passes():
     run_layer_tests(instantiate_layer(ScaleLayerImpl, {'default': (3,)}), SPEC)
 
 
-@pytest.mark.parametrize('layer_class, message', [
-    (StaleBackwardLayerImpl, 'previous contents of backward internals'),
-    (OverwritingLayerImpl, 'overwritten instead of added'),
-    (StaleForwardLayerImpl, 'does not match finite differences'),
-    (FalselyOverwritingLayerImpl, 'or of the gradients'),
-])
+@pytest.mark.parametrize(
+    'layer_class, message',
+    [
+        (StaleBackwardLayerImpl, 'previous contents of backward internals'),
+        (OverwritingLayerImpl, 'overwritten instead of added'),
+        (StaleForwardLayerImpl, 'does not match finite differences'),
+        (FalselyOverwritingLayerImpl, 'or of the gradients'),
+    ],
+)
 def test_buggy_layers_fail_with_a_named_error(layer_class, message):
     layer = instantiate_layer(layer_class, {'default': (3,)})
     with pytest.raises(LayerTestError, match=message) as info:

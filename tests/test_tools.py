@@ -25,33 +25,43 @@ from tests.training.nets import xor_data, xor_net
 
 
 def layer_types(net):
-    return [type(layer).__name__[:-len('LayerImpl')]
-            for layer in net.layers.values()]
+    return [type(layer).__name__[: -len('LayerImpl')] for layer in net.layers.values()]
 
 
 # ----------------------------------------------------- get_in_out_layers ---
+
 
 def test_get_in_out_layers_classification():
     inp, proj = get_in_out_layers('classification', (4,), 3, mask_name='mask')
     net = bs.Network.from_layer(inp >> proj)
     assert net.layers['Input'].out_shapes['targets'].shape == ('T', 'B', 1)
     assert net.layers['Input'].out_shapes['mask'].shape == ('T', 'B', 1)
-    assert layer_types(net) == ['Input', 'FullyConnected', 'SoftmaxCE',
-                                'Mask', 'Loss']
+    assert layer_types(net) == ['Input', 'FullyConnected', 'SoftmaxCE', 'Mask', 'Loss']
 
 
 # --------------------------------------------------- create_net_from_spec ---
 
+
 def test_create_net_from_spec_layers_and_arguments():
-    net = create_net_from_spec('classification', 5, 3,
-                               'Fs8 D.2 R6 Lt4 B F|l7 D')
+    net = create_net_from_spec('classification', 5, 3, 'Fs8 D.2 R6 Lt4 B F|l7 D')
     assert layer_types(net) == [
-        'Input', 'FullyConnected', 'Dropout', 'Recurrent', 'Lstm',
-        'BatchNorm', 'FullyConnected', 'Dropout', 'FullyConnected',
-        'SoftmaxCE', 'Loss']
+        'Input',
+        'FullyConnected',
+        'Dropout',
+        'Recurrent',
+        'Lstm',
+        'BatchNorm',
+        'FullyConnected',
+        'Dropout',
+        'FullyConnected',
+        'SoftmaxCE',
+        'Loss',
+    ]
     layers = list(net.layers.values())
-    assert (layers[1].activation, layers[1].out_shapes['default'].shape[-1]) \
-        == ('sigmoid', 8)
+    assert (layers[1].activation, layers[1].out_shapes['default'].shape[-1]) == (
+        'sigmoid',
+        8,
+    )
     assert layers[2].drop_prob == 0.2 and layers[7].drop_prob == 0.5
     assert layers[3].activation == 'tanh' and layers[4].activation == 'tanh'
     assert layers[6].activation == 'linear'
@@ -59,8 +69,9 @@ def test_create_net_from_spec_layers_and_arguments():
 
 
 def test_create_net_from_spec_images():
-    net = create_net_from_spec('classification', (8, 8, 2), 4,
-                               'C6:3p1s1 Pa2s2 Cl4:3 P2')
+    net = create_net_from_spec(
+        'classification', (8, 8, 2), 4, 'C6:3p1s1 Pa2s2 Cl4:3 P2'
+    )
     conv1, pool1, conv2, pool2 = list(net.layers.values())[1:5]
     assert conv1.out_shapes['default'].shape[2:] == (8, 8, 6)
     assert conv1.activation == 'rel'
@@ -84,8 +95,9 @@ def test_create_net_from_spec_initialization():
     assert 0 < np.std(bias) < 0.3  # Gaussian fallback
 
 
-@pytest.mark.parametrize('spec', ['F', 'X10', 'F10 Q', 'Fx10', 'C4', 'D2x',
-                                  'P', 'C4:3q1', 'B3', 'f10'])
+@pytest.mark.parametrize(
+    'spec', ['F', 'X10', 'F10 Q', 'Fx10', 'C4', 'D2x', 'P', 'C4:3q1', 'B3', 'f10']
+)
 def test_create_net_from_spec_bad_specs(spec):
     with pytest.raises(NetworkValidationError, match='create_net_from_spec'):
         create_net_from_spec('classification', 5, 3, spec)
@@ -93,18 +105,17 @@ def test_create_net_from_spec_bad_specs(spec):
 
 # --------------------------------------------------------------- evaluate ---
 
+
 def test_evaluate_matches_a_manual_pass():
     net = xor_net()
-    result = evaluate(net, Minibatches(2, shuffle=False, **xor_data()),
-                      [Accuracy()])
+    result = evaluate(net, Minibatches(2, shuffle=False, **xor_data()), [Accuracy()])
     net.provide_external_data(xor_data())
     net.forward_pass()
     predictions = net.get('Output.outputs.predictions')[0]
     accuracy = np.mean(predictions.argmax(1) == xor_data()['targets'][0, :, 0])
     assert list(result) == ['total_loss', 'Accuracy']
     assert result['Accuracy'] == pytest.approx(accuracy)
-    assert result['total_loss'] == pytest.approx(
-        net.get_loss_values()['total_loss'])
+    assert result['total_loss'] == pytest.approx(net.get_loss_values()['total_loss'])
 
 
 def test_evaluate_uses_inference_passes():
@@ -112,15 +123,19 @@ def test_evaluate_uses_inference_passes():
     net = xor_net()
     forward = net.forward_pass
     net.forward_pass = lambda training_pass=False, context=None: (
-        passes.append(training_pass), forward(training_pass, context))
+        passes.append(training_pass),
+        forward(training_pass, context),
+    )
     evaluate(net, Undivided(**xor_data()))
     assert passes == [False]
 
 
 # ---------------------------------------------------------------- extract ---
 
+
 def sequence_net():
     from brainstorm.layers import FullyConnected
+
     inp, proj = get_in_out_layers('regression', 2, 3)
     net = bs.Network.from_layer(inp >> FullyConnected(4, name='Hid') >> proj)
     net.initialize(bs.initializers.Gaussian(0.5), seed=1)
@@ -139,25 +154,34 @@ def test_extract_concatenates_batches():
     net = sequence_net()
     data = sequences()
     data.pop('mask')
-    result = extract(net, Minibatches(4, shuffle=False, **data),
-                     ['Hid.outputs.default', 'Hid.parameters.W'])
+    result = extract(
+        net,
+        Minibatches(4, shuffle=False, **data),
+        ['Hid.outputs.default', 'Hid.parameters.W'],
+    )
     net.provide_external_data(data)
     net.forward_pass()
-    np.testing.assert_allclose(result['Hid.outputs.default'],
-                               net.get('Hid.outputs.default'), rtol=1e-6)
+    np.testing.assert_allclose(
+        result['Hid.outputs.default'], net.get('Hid.outputs.default'), rtol=1e-6
+    )
     assert result['Hid.outputs.default'].shape == (5, 6, 4)
-    np.testing.assert_array_equal(result['Hid.parameters.W'],
-                                  net.get('Hid.parameters.W'))
-    single = extract(net, Undivided(default=data['default']),
-                     'Hid.outputs.default')
+    np.testing.assert_array_equal(
+        result['Hid.parameters.W'], net.get('Hid.parameters.W')
+    )
+    single = extract(net, Undivided(default=data['default']), 'Hid.outputs.default')
     assert single['Hid.outputs.default'].shape == (5, 6, 4)
 
 
 def test_extract_pads_shorter_batches():
     net = sequence_net()
     data = sequences()
-    iterator = Minibatches(3, shuffle=False, cut_according_to='mask',
-                           default=data['default'], mask=data['mask'])
+    iterator = Minibatches(
+        3,
+        shuffle=False,
+        cut_according_to='mask',
+        default=data['default'],
+        mask=data['mask'],
+    )
     result = extract(net, iterator, 'Hid.outputs.default')['Hid.outputs.default']
     assert result.shape == (5, 6, 4)
     assert not result[3:, :3].any()
@@ -170,10 +194,16 @@ def test_extract_and_save_grows_time_and_batch(tmp_path):
     net = sequence_net()
     data = sequences()
     filename = str(tmp_path / 'buffers.hdf5')
-    iterator = Minibatches(3, shuffle=False, cut_according_to='mask',
-                           default=data['default'], mask=data['mask'])
-    extract_and_save(net, iterator, ['Hid.outputs.default',
-                                     'Hid.parameters.bias'], filename)
+    iterator = Minibatches(
+        3,
+        shuffle=False,
+        cut_according_to='mask',
+        default=data['default'],
+        mask=data['mask'],
+    )
+    extract_and_save(
+        net, iterator, ['Hid.outputs.default', 'Hid.parameters.bias'], filename
+    )
     expected = extract(net, iterator, 'Hid.outputs.default')
     with h5py.File(filename, 'r') as f:
         assert f.attrs['format'] == b'Buffers file v1.0'
@@ -183,13 +213,14 @@ def test_extract_and_save_grows_time_and_batch(tmp_path):
 
 
 def test_extract_unknown_buffer():
-    with pytest.raises(NetworkValidationError, match="Unknown buffer"):
+    with pytest.raises(NetworkValidationError, match='Unknown buffer'):
         extract(sequence_net(), Undivided(**xor_data()), 'Nope.outputs.x')
     with pytest.raises(NetworkValidationError, match='view'):
         extract(sequence_net(), Undivided(**xor_data()), 'Hid.outputs')
 
 
 # -------------------------------------------------------------- inspection ---
+
 
 def test_network_info():
     net = xor_net(hidden=5)
@@ -213,29 +244,36 @@ def test_print_network_info(capsys):
 
 def test_draw_network_without_graphviz(tmp_path, monkeypatch):
     monkeypatch.setattr(tools.inspection.shutil, 'which', lambda name: None)
-    with pytest.warns(UserWarning,
-                      match="Graphviz's 'dot' program was not found"):
+    with pytest.warns(UserWarning, match="Graphviz's 'dot' program was not found"):
         result = draw_network(xor_net(), str(tmp_path / 'net.png'))
     assert result == str(tmp_path / 'net.dot')
     text = open(result).read()
     assert text.startswith('digraph network {')
-    assert '"Hid" -> "Output_projection" [label="default -> default"];' \
-        in text
+    assert '"Hid" -> "Output_projection" [label="default -> default"];' in text
     assert '"Input" -> "Output" [label="targets -> targets"];' in text
 
 
 def test_draw_network_with_graphviz(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(tools.inspection.shutil, 'which', lambda name: '/usr/bin/dot')
-    monkeypatch.setattr(tools.inspection.subprocess, 'run',
-                        lambda args, check: calls.append(args))
+    monkeypatch.setattr(
+        tools.inspection.subprocess, 'run', lambda args, check: calls.append(args)
+    )
     result = draw_network(xor_net(), str(tmp_path / 'net.svg'))
     assert result == str(tmp_path / 'net.svg')
-    assert calls == [['/usr/bin/dot', '-Tsvg', str(tmp_path / 'net.dot'),
-                      '-o', str(tmp_path / 'net.svg')]]
+    assert calls == [
+        [
+            '/usr/bin/dot',
+            '-Tsvg',
+            str(tmp_path / 'net.dot'),
+            '-o',
+            str(tmp_path / 'net.svg'),
+        ]
+    ]
 
 
 # -------------------------------------------------------------------- data ---
+
 
 def test_shuffle_data():
     a = np.arange(10).reshape(1, 10, 1)
@@ -258,28 +296,33 @@ def test_split():
     assert n1 is None and n2 is None
     parts = split(a, ratios=(1, 1, 1))
     assert [p[0].shape[1] for p in parts] == [3, 4, 3]
-    assert np.concatenate([p[0] for p in parts], axis=1).ravel().tolist() == \
-        list(range(10))
+    assert np.concatenate([p[0] for p in parts], axis=1).ravel().tolist() == list(
+        range(10)
+    )
     with pytest.raises(ValidationError, match='ratios'):
         split(a, ratios=(1, 0))
 
 
 @pytest.mark.parametrize('layer', ['Lstm', 'Recurrent'])
-def test_extract_returns_only_the_data_time_steps_of_context_layers(
-        layer, tmp_path):
+def test_extract_returns_only_the_data_time_steps_of_context_layers(layer, tmp_path):
     """0.5 semantics: extract gives exactly the data's time steps. (Guards
     against: returning the context slot as a trailing zero row, which with
     batches of different lengths landed in the middle of the padded
     output.) Each sequence must equal a run of the network on it alone."""
     from brainstorm import layers
+
     inp, proj = get_in_out_layers('regression', 2, 3)
-    net = bs.Network.from_layer(
-        inp >> getattr(layers, layer)(4, name='Rec') >> proj)
+    net = bs.Network.from_layer(inp >> getattr(layers, layer)(4, name='Rec') >> proj)
     net.set_handler(bs.handlers.NumpyHandler(np.float64))
     net.initialize(bs.initializers.Gaussian(0.5), seed=1)
     data = sequences()
-    iterator = Minibatches(3, shuffle=False, cut_according_to='mask',
-                           default=data['default'], mask=data['mask'])
+    iterator = Minibatches(
+        3,
+        shuffle=False,
+        cut_according_to='mask',
+        default=data['default'],
+        mask=data['mask'],
+    )
     name = 'Rec.outputs.default'
     result = extract(net, iterator, name)[name]
     assert result.shape == (5, 6, 4)
@@ -289,9 +332,9 @@ def test_extract_returns_only_the_data_time_steps_of_context_layers(
         np.testing.assert_array_equal(f[name][()], result)
     for b in range(6):
         steps = 3 if b < 3 else 5
-        net.provide_external_data({'default': data['default'][:steps,
-                                                              b:b + 1]},
-                                  all_inputs=False)
+        net.provide_external_data(
+            {'default': data['default'][:steps, b : b + 1]}, all_inputs=False
+        )
         net.forward_pass()
         alone = net.get(name)[:steps, 0]
         np.testing.assert_allclose(result[:steps, b], alone, rtol=1e-12)

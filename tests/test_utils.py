@@ -27,9 +27,16 @@ from brainstorm.utils import (
 
 # ------------------------------------------------------------------ errors ---
 
-@pytest.mark.parametrize('error', [NetworkValidationError, LayerValidationError,
-                                   IteratorValidationError,
-                                   StructureValidationError])
+
+@pytest.mark.parametrize(
+    'error',
+    [
+        NetworkValidationError,
+        LayerValidationError,
+        IteratorValidationError,
+        StructureValidationError,
+    ],
+)
 def test_validation_errors_share_one_base(error):
     assert issubclass(error, ValidationError)
     assert issubclass(error, Exception)
@@ -43,8 +50,12 @@ def test_initialization_error_is_not_a_validation_error():
 
 
 def test_validation_error_subclasses_are_distinct():
-    subclasses = [NetworkValidationError, LayerValidationError,
-                  IteratorValidationError, StructureValidationError]
+    subclasses = [
+        NetworkValidationError,
+        LayerValidationError,
+        IteratorValidationError,
+        StructureValidationError,
+    ]
     for a in subclasses:
         for b in subclasses:
             assert issubclass(a, b) == (a is b)
@@ -52,15 +63,33 @@ def test_validation_error_subclasses_are_distinct():
 
 # ------------------------------------------------------------------- names ---
 
-@pytest.mark.parametrize('name', ['Input', 'Hid1', '_private', 'a', 'A_2',
-                                  'lstm_layer_3', 'Default', 'fallback_1'])
+
+@pytest.mark.parametrize(
+    'name',
+    ['Input', 'Hid1', '_private', 'a', 'A_2', 'lstm_layer_3', 'Default', 'fallback_1'],
+)
 def test_valid_layer_names(name):
     assert is_valid_layer_name(name)
 
 
-@pytest.mark.parametrize('name', ['default', 'fallback', '', '1abc', 'a b',
-                                  'a.b', 'a-b', 'a@b', '..x', None, 3, b'abc',
-                                  ['a']])
+@pytest.mark.parametrize(
+    'name',
+    [
+        'default',
+        'fallback',
+        '',
+        '1abc',
+        'a b',
+        'a.b',
+        'a-b',
+        'a@b',
+        '..x',
+        None,
+        3,
+        b'abc',
+        ['a'],
+    ],
+)
 def test_invalid_layer_names(name):
     assert not is_valid_layer_name(name)
 
@@ -70,6 +99,7 @@ def test_name_blacklist():
 
 
 # ------------------------------------------------------------------- paths ---
+
 
 def test_get_by_path_follows_dots():
     d = {'a': {'b': {'c': 5}}, 'x': 1}
@@ -100,16 +130,19 @@ def test_get_by_path_works_on_buffer_views():
         get_by_path(root, 'L.nope')
 
 
-@pytest.mark.parametrize('parts, expected', [
-    (('L', 'outputs', '..parameters.W'), 'L.parameters.W'),
-    (('L.outputs.default',), 'L.outputs.default'),
-    (('a', 'b', 'c'), 'a.b.c'),
-    (('a.b', 'c.d'), 'a.b.c.d'),
-    (('a', 'b', '....c'), 'c'),
-    (('a', 'b', '..', 'c'), 'a.c'),
-    (('L', '..internals.Ha'), 'internals.Ha'),
-    (('a', '', 'b'), 'a.b'),
-])
+@pytest.mark.parametrize(
+    'parts, expected',
+    [
+        (('L', 'outputs', '..parameters.W'), 'L.parameters.W'),
+        (('L.outputs.default',), 'L.outputs.default'),
+        (('a', 'b', 'c'), 'a.b.c'),
+        (('a.b', 'c.d'), 'a.b.c.d'),
+        (('a', 'b', '....c'), 'c'),
+        (('a', 'b', '..', 'c'), 'a.c'),
+        (('L', '..internals.Ha'), 'internals.Ha'),
+        (('a', '', 'b'), 'a.b'),
+    ],
+)
 def test_get_normalized_path(parts, expected):
     assert get_normalized_path(*parts) == expected
 
@@ -121,6 +154,7 @@ def test_flatten_keys():
 
 
 # ------------------------------------------------------------------ shapes ---
+
 
 def feature_slice(T, B, F, start, stop, *features):
     """A view like the time-sized buffers of a network: a feature slice of
@@ -159,7 +193,7 @@ def test_flatten_features():
 
 
 def test_flatten_all_but_last():
-    a = np.arange(24.).reshape(2, 3, 4)
+    a = np.arange(24.0).reshape(2, 3, 4)
     flat = flatten_all_but_last(a)
     assert flat.shape == (6, 4)
     assert np.shares_memory(flat, a)
@@ -174,7 +208,7 @@ def test_flatten_all_but_last_refuses_a_copy_with_several_feature_axes():
 
 
 def test_reshape_view_refuses_to_copy():
-    a = np.arange(24.).reshape(4, 6)[:, 1:5]
+    a = np.arange(24.0).reshape(4, 6)[:, 1:5]
     with pytest.raises(ValueError, match=r'\(4, 4\)'):
         reshape_view(a.T, (16,))
     with pytest.raises(ValueError):
@@ -182,7 +216,7 @@ def test_reshape_view_refuses_to_copy():
 
 
 def test_reshape_view_shares_memory():
-    a = np.arange(12.)
+    a = np.arange(12.0)
     r = reshape_view(a, (3, np.int64(4)))
     assert r.shape == (3, 4)
     r[1, 1] = 100
@@ -196,6 +230,7 @@ def test_reshape_view_wrong_size_raises_value_error():
 
 
 # -------------------------------------------------------------------- misc ---
+
 
 def test_get_inheritors_is_transitive():
     class A:
@@ -224,6 +259,7 @@ def test_open_hdf5_reads_the_format_and_names_unreadable_files(tmp_path):
     import h5py
 
     from brainstorm.utils import NetworkValidationError, open_hdf5
+
     for kind, value in (('str', 'fmt-1'), ('bytes', np.bytes_(b'fmt-1'))):
         name = str(tmp_path / f'{kind}.h5')
         with h5py.File(name, 'w') as f:
@@ -232,19 +268,22 @@ def test_open_hdf5_reads_the_format_and_names_unreadable_files(tmp_path):
         with f:
             assert fmt == b'fmt-1'
     (tmp_path / 'text.h5').write_text('not HDF5')
-    with pytest.raises(NetworkValidationError,
-                       match=r"Cannot read network file '.*text\.h5': it is "
-                             'missing or not an HDF5 file'):
-        open_hdf5(str(tmp_path / 'text.h5'), NetworkValidationError,
-                  'network file')
+    with pytest.raises(
+        NetworkValidationError,
+        match=r"Cannot read network file '.*text\.h5': it is "
+        'missing or not an HDF5 file',
+    ):
+        open_hdf5(str(tmp_path / 'text.h5'), NetworkValidationError, 'network file')
 
 
 # ------------------------------------------------------ write_atomically ---
+
 
 def _write_text(text):
     def write(tmp):
         with open(tmp, 'w') as f:
             f.write(text)
+
     return write
 
 
@@ -253,6 +292,7 @@ def test_write_atomically_honours_the_umask_and_keeps_modes(tmp_path):
     import stat
 
     from brainstorm.utils import write_atomically
+
     old = os.umask(0o027)
     try:
         write_atomically(str(tmp_path / 'a.txt'), _write_text('a'))
@@ -272,15 +312,17 @@ def test_a_killed_write_leaves_a_temporary_the_next_write_removes(tmp_path):
     import os
     import subprocess
     import sys
+
     target = tmp_path / 'net.hdf5'
-    code = ('import os, signal, sys\n'
-            'from brainstorm.utils import write_atomically\n'
-            'def write(tmp):\n'
-            '    open(tmp, "w").write("half")\n'
-            '    os.kill(os.getpid(), signal.SIGKILL)\n'
-            'write_atomically(sys.argv[1], write)\n')
-    done = subprocess.run([sys.executable, '-c', code, str(target)],
-                          timeout=120)
+    code = (
+        'import os, signal, sys\n'
+        'from brainstorm.utils import write_atomically\n'
+        'def write(tmp):\n'
+        '    open(tmp, "w").write("half")\n'
+        '    os.kill(os.getpid(), signal.SIGKILL)\n'
+        'write_atomically(sys.argv[1], write)\n'
+    )
+    done = subprocess.run([sys.executable, '-c', code, str(target)], timeout=120)
     assert done.returncode == -9
     left = [p.name for p in tmp_path.iterdir()]
     assert len(left) == 1 and left[0].startswith('.net.hdf5.brainstorm-')
@@ -288,9 +330,11 @@ def test_a_killed_write_leaves_a_temporary_the_next_write_removes(tmp_path):
     alive = tmp_path / f'.net.hdf5.brainstorm-{os.getppid()}-0000.tmp'
     alive.write_text('busy')
     from brainstorm.utils import write_atomically
+
     write_atomically(str(target), _write_text('whole'))
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        [alive.name, 'net.hdf5'])
+        [alive.name, 'net.hdf5']
+    )
     assert target.read_text() == 'whole'
 
 
@@ -298,6 +342,7 @@ def test_writing_through_a_symlink_replaces_its_target(tmp_path):
     import os
 
     from brainstorm.utils import write_atomically
+
     (tmp_path / 'store').mkdir()
     real = tmp_path / 'store' / 'logs.csv'
     real.write_text('old')
@@ -309,18 +354,19 @@ def test_writing_through_a_symlink_replaces_its_target(tmp_path):
     assert sorted(os.listdir(tmp_path / 'store')) == ['logs.csv']
 
 
-def test_write_atomically_syncs_the_file_and_its_folder(tmp_path,
-                                                        monkeypatch):
+def test_write_atomically_syncs_the_file_and_its_folder(tmp_path, monkeypatch):
     import os
     import stat
 
     from brainstorm.utils import write_atomically
+
     synced = []
     real_fsync = os.fsync
 
     def fsync(fd):
         synced.append(stat.S_ISDIR(os.fstat(fd).st_mode))
         real_fsync(fd)
+
     monkeypatch.setattr(os, 'fsync', fsync)
     write_atomically(str(tmp_path / 'x'), _write_text('x'))
     assert synced == [False, True]

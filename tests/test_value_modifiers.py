@@ -47,13 +47,19 @@ def apply_gradient(handler, modifier, parameters, gradients):
 
 
 def all_modifiers():
-    return [ClipValues(-0.5, 2.0), ConstrainL2Norm(1.5),
-            MaskValues(np.array([[1.0, 0.0], [0.0, 1.0]])),
-            FreezeValues(), FreezeValues(np.ones((2, 2))), L1Decay(0.1),
-            L2Decay(0.01)]
+    return [
+        ClipValues(-0.5, 2.0),
+        ConstrainL2Norm(1.5),
+        MaskValues(np.array([[1.0, 0.0], [0.0, 1.0]])),
+        FreezeValues(),
+        FreezeValues(np.ones((2, 2))),
+        L1Decay(0.1),
+        L2Decay(0.01),
+    ]
 
 
 # ---------------------------------------------------------------- basics ---
+
 
 def test_names_and_repr():
     mod = ClipValues()
@@ -66,8 +72,7 @@ def test_names_and_repr():
     assert isinstance(MaskValues([1]), ValueModifier)
 
 
-@pytest.mark.parametrize('modifier', all_modifiers(),
-                         ids=lambda m: type(m).__name__)
+@pytest.mark.parametrize('modifier', all_modifiers(), ids=lambda m: type(m).__name__)
 def test_description_round_trip(modifier):
     modifier.layer_name, modifier.view_name = 'L', 'W'
     description = json.loads(json.dumps(get_description(modifier)))
@@ -82,11 +87,12 @@ def test_description_round_trip(modifier):
     if isinstance(modifier, GradientModifier):
         np.testing.assert_array_equal(
             apply_gradient(h, recreated, values, grads)[1],
-            apply_gradient(h, copy.deepcopy(modifier), values, grads)[1])
+            apply_gradient(h, copy.deepcopy(modifier), values, grads)[1],
+        )
     else:
         np.testing.assert_array_equal(
-            apply(h, recreated, values),
-            apply(h, copy.deepcopy(modifier), values))
+            apply(h, recreated, values), apply(h, copy.deepcopy(modifier), values)
+        )
 
 
 def test_base_classes_are_abstract():
@@ -97,21 +103,25 @@ def test_base_classes_are_abstract():
         GradientModifier()(h, h.zeros((1,)), h.zeros((1,)))
 
 
-@pytest.mark.parametrize('factory, pattern', [
-    (lambda: ClipValues(1.0, -1.0), r'ClipValues: low must not be greater'),
-    (lambda: ClipValues('a'), r'ClipValues: low'),
-    (lambda: ConstrainL2Norm(0), r'ConstrainL2Norm: limit must be .* > 0'),
-    (lambda: ConstrainL2Norm(float('inf')), r'ConstrainL2Norm: limit'),
-    (lambda: L1Decay(-1.0), r'L1Decay: factor .*>= 0.*factor=-1.0'),
-    (lambda: L2Decay(None), r'L2Decay: factor'),
-    (lambda: MaskValues(['a', 'b']), r'MaskValues: mask must be a numeric array'),
-])
+@pytest.mark.parametrize(
+    'factory, pattern',
+    [
+        (lambda: ClipValues(1.0, -1.0), r'ClipValues: low must not be greater'),
+        (lambda: ClipValues('a'), r'ClipValues: low'),
+        (lambda: ConstrainL2Norm(0), r'ConstrainL2Norm: limit must be .* > 0'),
+        (lambda: ConstrainL2Norm(float('inf')), r'ConstrainL2Norm: limit'),
+        (lambda: L1Decay(-1.0), r'L1Decay: factor .*>= 0.*factor=-1.0'),
+        (lambda: L2Decay(None), r'L2Decay: factor'),
+        (lambda: MaskValues(['a', 'b']), r'MaskValues: mask must be a numeric array'),
+    ],
+)
 def test_bad_arguments(factory, pattern):
     with pytest.raises(ValidationError, match=pattern):
         factory()
 
 
 # ---------------------------------------------------------------- values ---
+
 
 def test_clip_values(handler):
     result = apply(handler, ClipValues(-0.5, 2.0), [[-3.0, 0.1], [2.5, 1.9]])
@@ -122,10 +132,14 @@ def test_clip_values(handler):
 
 def test_constrain_l2_norm(handler):
     # Note fix: 0.5 used raw array operations; this runs on DebugHandler too.
-    values = np.array([[3.0, 4.0, 0.0],     # norm 5 -> rescaled to 2
-                       [1.0, 1.0, 1.0],     # norm sqrt 3 -> unchanged
-                       [0.0, 0.0, 0.0],     # norm 0 -> unchanged
-                       [0.0, -2.0, 0.0]])   # norm 2 == limit -> unchanged
+    values = np.array(
+        [
+            [3.0, 4.0, 0.0],  # norm 5 -> rescaled to 2
+            [1.0, 1.0, 1.0],  # norm sqrt 3 -> unchanged
+            [0.0, 0.0, 0.0],  # norm 0 -> unchanged
+            [0.0, -2.0, 0.0],
+        ]
+    )  # norm 2 == limit -> unchanged
     result = apply(handler, ConstrainL2Norm(2.0), values)
     expected = values.copy()
     expected[0] = [1.2, 1.6, 0.0]
@@ -140,11 +154,12 @@ def test_constrain_l2_norm_on_tensors_and_vectors(handler):
     np.testing.assert_allclose(norms, [10.0, 10.0])
     np.testing.assert_allclose(
         result.reshape(2, -1),
-        values.reshape(2, -1) * 10 / np.sqrt(
-            (values.reshape(2, -1) ** 2).sum(1, keepdims=True)))
+        values.reshape(2, -1)
+        * 10
+        / np.sqrt((values.reshape(2, -1) ** 2).sum(1, keepdims=True)),
+    )
     bias = np.array([30.0, 40.0])
-    np.testing.assert_array_equal(apply(handler, ConstrainL2Norm(1.0), bias),
-                                  bias)
+    np.testing.assert_array_equal(apply(handler, ConstrainL2Norm(1.0), bias), bias)
 
 
 def test_mask_values(handler):
@@ -177,24 +192,33 @@ def test_freeze_values_with_given_weights(handler):
 
 
 def test_l1_decay(handler):
-    params, grads = apply_gradient(handler, L1Decay(0.1),
-                                   [[2.0, -3.0, 0.0]], [[1.0, 1.0, 1.0]])
+    params, grads = apply_gradient(
+        handler, L1Decay(0.1), [[2.0, -3.0, 0.0]], [[1.0, 1.0, 1.0]]
+    )
     np.testing.assert_allclose(grads, [[1.1, 0.9, 1.0]])
     np.testing.assert_array_equal(params, [[2.0, -3.0, 0.0]])
 
 
 def test_l2_decay(handler):
-    params, grads = apply_gradient(handler, L2Decay(0.5),
-                                   [[2.0, -3.0, 0.0]], [[1.0, 1.0, 1.0]])
+    params, grads = apply_gradient(
+        handler, L2Decay(0.5), [[2.0, -3.0, 0.0]], [[1.0, 1.0, 1.0]]
+    )
     np.testing.assert_allclose(grads, [[2.0, -0.5, 1.0]])
     np.testing.assert_array_equal(params, [[2.0, -3.0, 0.0]])
 
 
 # -------------------------------------------------------- scratch memory ---
 
-@pytest.mark.parametrize('modifier, created', [
-    (ConstrainL2Norm(1.0), 3), (MaskValues(np.ones((3, 4))), 1),
-    (FreezeValues(), 1), (ClipValues(), 0)])
+
+@pytest.mark.parametrize(
+    'modifier, created',
+    [
+        (ConstrainL2Norm(1.0), 3),
+        (MaskValues(np.ones((3, 4))), 1),
+        (FreezeValues(), 1),
+        (ClipValues(), 0),
+    ],
+)
 def test_value_modifiers_allocate_once(modifier, created):
     h = CountingHandler()
     view = h.create_from_numpy(np.ones((3, 4)))
@@ -225,25 +249,28 @@ def test_new_handler_gets_new_scratch_and_copies_drop_it():
     assert second.allocations == 2  # the view and the mask
     for clone in (copy.deepcopy(mod), pickle.loads(pickle.dumps(mod))):
         assert clone._buffers is None and clone._handler is None
-        np.testing.assert_array_equal(apply(first, clone, [5.0, 6.0]),
-                                      [0.0, 6.0])
+        np.testing.assert_array_equal(apply(first, clone, [5.0, 6.0]), [0.0, 6.0])
 
 
 # ------------------------------------------------------ with a real net ---
 
+
 def test_modifiers_in_a_network_under_the_debug_handler():
     from brainstorm.layers import FullyConnected, Input
     from brainstorm.structure.network import Network
+
     inp = Input(out_shapes={'default': ('T', 'B', 3)})
     net = Network.from_layer(inp >> FullyConnected(2, name='Hid'))
     net.set_handler(DebugHandler(NumpyHandler(np.float64)))
     weights = np.array([[3.0, 4.0, 0.0], [0.1, 0.2, 0.2]])
     net.initialize({'Hid': {'W': weights, 'bias': [5.0, -5.0]}})
-    net.set_weight_modifiers(Hid={'W': ConstrainL2Norm(1.0),
-                                  'bias': ClipValues(-2.0, 2.0)})
+    net.set_weight_modifiers(
+        Hid={'W': ConstrainL2Norm(1.0), 'bias': ClipValues(-2.0, 2.0)}
+    )
     net.apply_weight_modifiers()
-    np.testing.assert_allclose(net.get('Hid.parameters.W'),
-                               [[0.6, 0.8, 0.0], [0.1, 0.2, 0.2]])
+    np.testing.assert_allclose(
+        net.get('Hid.parameters.W'), [[0.6, 0.8, 0.0], [0.1, 0.2, 0.2]]
+    )
     np.testing.assert_array_equal(net.get('Hid.parameters.bias'), [2, -2])
     installed = net.weight_modifiers['Hid']['W'][0]
     assert repr(installed) == '<Hid.W.ConstrainL2Norm>'

@@ -41,7 +41,6 @@ from brainstorm.hooks.monitoring import (
     MonitorLoss,
     MonitorScores,
 )
-from brainstorm.hooks.paths import check_restored_path
 from brainstorm.hooks.saving import (
     LOGS_FILE_FORMAT,
     SaveBestNetwork,
@@ -58,6 +57,7 @@ from brainstorm.hooks.stopping import (
     StopOnNan,
     StopOnSigQuit,
 )
+from brainstorm.training.checkpoint import check_restored_path
 
 __all__ = [
     'Hook',

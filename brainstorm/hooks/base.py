@@ -21,10 +21,7 @@ from brainstorm.arguments import (
     Str,
 )
 from brainstorm.describable import Describable
-from brainstorm.training.data_parallel import (
-    communicator_of,
-    is_root_process,
-)
+from brainstorm.parallel import processes_of
 from brainstorm.training.utils import check_int
 from brainstorm.utils import (
     TrainingValidationError,
@@ -99,7 +96,7 @@ class Hook(Describable):
         'priority': Arg(Int(0), state=True),
     }
 
-    __undescribed__ = {'run_verbosity': None, 'comm': None}
+    __undescribed__ = {'run_verbosity': None, 'comm': None, 'processes': None}
     __default_values__ = {'timescale': 'epoch', 'interval': 1, 'verbose': None}
 
     # the trainer writes a checkpoint after a call including such a hook
@@ -130,15 +127,18 @@ class Hook(Describable):
         self.verbose = verbose
         self.run_verbosity: bool | None = None
         self.comm = None
+        self.processes = processes_of(None)
 
     def start(self, net, stepper, verbose: bool, named_data_iters: dict) -> None:
         """Prepare for a run; the trainer calls it before training.
 
-        Sets ``comm`` and ``run_verbosity`` (False on the ranks other than
+        Sets ``processes`` (see :func:`brainstorm.parallel.processes_of`),
+        its communicator ``comm`` and ``run_verbosity`` (False on the ranks other than
         0). Subclasses check their arguments against the network, stepper
         and data iterators here, and call this method first.
         """
-        self.comm = communicator_of(stepper)
+        self.processes = processes_of(stepper)
+        self.comm = self.processes.comm
         self.run_verbosity = (
             verbose if self.verbose is None else self.verbose
         ) and self.is_root
@@ -149,7 +149,7 @@ class Hook(Describable):
 
         True, except on the ranks other than 0 of a data-parallel run.
         """
-        return is_root_process(getattr(self, 'comm', None))
+        return processes_of(getattr(self, 'comm', None)).is_root
 
     def message(self, msg: str) -> None:
         """Print ``"<name> >> msg"`` if the hook is verbose."""

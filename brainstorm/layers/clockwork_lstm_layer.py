@@ -8,8 +8,9 @@ from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.construction import ConstructionWrapper
 
 
-def ClockworkLstm(size: int, activation: str = 'tanh',
-                  name: str | None = None) -> ConstructionWrapper:
+def ClockworkLstm(
+    size: int, activation: str = 'tanh', name: str | None = None
+) -> ConstructionWrapper:
     """An :func:`~brainstorm.layers.Lstm` with clockwork timing.
 
     Cell ``i`` computes the Lstm step only at time steps ``t`` with
@@ -40,13 +41,13 @@ def ClockworkLstm(size: int, activation: str = 'tanh',
         parameters as :func:`~brainstorm.layers.Lstm`, then
         ``timing (size,)``.
     """
-    return ConstructionWrapper.create(ClockworkLstmLayerImpl, name=name,
-                                      size=size, activation=activation)
+    return ConstructionWrapper.create(
+        ClockworkLstmLayerImpl, name=name, size=size, activation=activation
+    )
 
 
 class ClockworkLstmLayerImpl(LstmLayerImpl):
-    """The implementation of :func:`ClockworkLstm`: the Lstm passes with a
-    clock.
+    """The implementation of :func:`ClockworkLstm`: Lstm passes with a clock.
 
     Adds the parameter ``timing`` and the internals ``inactive`` and
     ``timing_rows`` (as Clockwork) and ``carry``, a backward scratch array
@@ -57,18 +58,23 @@ class ClockworkLstmLayerImpl(LstmLayerImpl):
     computes_no_gradients_for = ('timing',)
 
     def setup(self, kwargs, in_shapes):
+        """The Lstm's buffers plus ``timing`` and the clock internals."""
         outputs, parameters, internals = super().setup(kwargs, in_shapes)
         parameters['timing'] = BufferStructure(self.size)
         internals.update(clock_internals(self.size))
         # scratch for the delta an inactive cell passes back to Ca[t - 1]
-        internals['carry'] = BufferStructure('B', self.size,
-                                             is_backward_only=True)
+        internals['carry'] = BufferStructure('B', self.size, is_backward_only=True)
         return outputs, parameters, internals
 
     def _clock_forward(self, buffers, time_steps: int):
         inactive = buffers.internals.inactive
-        compute_inactive(self.handler, buffers.parameters.timing,
-                         buffers.internals.timing_rows, inactive, time_steps)
+        compute_inactive(
+            self.handler,
+            buffers.parameters.timing,
+            buffers.internals.timing_rows,
+            inactive,
+            time_steps,
+        )
         return inactive
 
     def _clock_backward(self, buffers):

@@ -32,8 +32,21 @@ from brainstorm.training.steppers import (
 )
 from brainstorm.training.trainer import Trainer
 
-__all__ = ['Trainer', 'SgdStepper', 'MomentumStepper', 'NesterovStepper',
-           'RMSPropStepper', 'AdamStepper', 'AdamWStepper', 'MultiStepper',
-           'ForwardStepper', 'TrainingStepper', 'Linear', 'Exponential',
-           'MultiStep', 'DecreaseAfterEpoch', 'CosineWithWarmup',
-           'DataParallel']
+__all__ = [
+    'Trainer',
+    'SgdStepper',
+    'MomentumStepper',
+    'NesterovStepper',
+    'RMSPropStepper',
+    'AdamStepper',
+    'AdamWStepper',
+    'MultiStepper',
+    'ForwardStepper',
+    'TrainingStepper',
+    'Linear',
+    'Exponential',
+    'MultiStep',
+    'DecreaseAfterEpoch',
+    'CosineWithWarmup',
+    'DataParallel',
+]

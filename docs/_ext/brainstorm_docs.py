@@ -26,27 +26,34 @@ BUILT_IN_PREFIX = 'brainstorm.layers.'
 
 # ---- layer reference ------------------------------------------------------
 
+
 def _literal(value) -> str:
     return f'``{value!r}``'
 
 
 def _shape(shape) -> str:
-    return f"``{tuple(shape)!r}``"
+    return f'``{tuple(shape)!r}``'
 
 
 def _shapes_line(title: str, shapes: dict | None) -> list:
     if not shapes:
         return [f'* {title}: none']
-    return [f'* {title}: ' + ', '.join(f'``{name}`` {_shape(shape)}'
-                                       for name, shape in shapes.items())]
+    return [
+        f'* {title}: '
+        + ', '.join(f'``{name}`` {_shape(shape)}' for name, shape in shapes.items())
+    ]
 
 
 def built_in_layers() -> list:
     """:func:`describe_layers` entries of the layers shipped with
     brainstorm (custom layers imported elsewhere are left out)."""
     from brainstorm.layers.base_layer import describe_layers
-    return [entry for entry in describe_layers()
-            if entry['module'].startswith(BUILT_IN_PREFIX)]
+
+    return [
+        entry
+        for entry in describe_layers()
+        if entry['module'].startswith(BUILT_IN_PREFIX)
+    ]
 
 
 def layer_reference_lines(entries: list) -> list:
@@ -56,31 +63,46 @@ def layer_reference_lines(entries: list) -> list:
         title = entry['type']
         lines += [title, '-' * len(title), '']
         lines += [f'.. autofunction:: {entry["module"]}.{entry["type"]}', '']
-        lines += [f'Implementation: ``{entry["module"]}.{entry["class"]}``',
-                  '']
+        lines += [f'Implementation: ``{entry["module"]}.{entry["class"]}``', '']
         kwargs = entry['kwargs']
         if kwargs:
-            lines += ['.. list-table:: Arguments (checked when the layer is '
-                      'created)',
-                      '   :header-rows: 1', '   :widths: 15 35 15 35', '',
-                      '   * - name', '     - must be', '     - default',
-                      '     - meaning']
+            lines += [
+                '.. list-table:: Arguments (checked when the layer is created)',
+                '   :header-rows: 1',
+                '   :widths: 15 35 15 35',
+                '',
+                '   * - name',
+                '     - must be',
+                '     - default',
+                '     - meaning',
+            ]
             for name, kwarg in kwargs.items():
-                default = 'required' if kwarg['required'] else \
-                    _literal(kwarg['default'])
+                default = (
+                    'required' if kwarg['required'] else _literal(kwarg['default'])
+                )
                 expected = kwarg['expected'] or 'any value'
-                lines += [f'   * - ``{name}``', f'     - {expected}',
-                          f'     - {default}',
-                          f'     - {kwarg["description"] or "-"}']
+                lines += [
+                    f'   * - ``{name}``',
+                    f'     - {expected}',
+                    f'     - {default}',
+                    f'     - {kwarg["description"] or "-"}',
+                ]
             lines += ['']
         lines += ['Buffers:', '']
-        lines += ['* inputs (templates): ' + ', '.join(
-            f'``{name}`` {_shape(template)}'
-            for name, template in entry['inputs'].items())
-            if entry['inputs'] else '* inputs: none']
+        lines += [
+            '* inputs (templates): '
+            + ', '.join(
+                f'``{name}`` {_shape(template)}'
+                for name, template in entry['inputs'].items()
+            )
+            if entry['inputs']
+            else '* inputs: none'
+        ]
         if entry.get('example_inputs'):
-            example = ', '.join(f'``{name}`` {_shape(shape)}' for name, shape
-                                in entry['example_inputs'].items())
+            example = ', '.join(
+                f'``{name}`` {_shape(shape)}'
+                for name, shape in entry['example_inputs'].items()
+            )
             lines += [f'* for example inputs {example}:', '']
             for title in ('outputs', 'parameters', 'internals'):
                 lines += ['  ' + _shapes_line(title, entry[title])[0]]
@@ -99,15 +121,14 @@ class LayerReference(SphinxDirective):
             self.env.note_dependency(entry['module'].replace('.', '/') + '.py')
         container = nodes.section()
         container.document = self.state.document
-        content = StringList(layer_reference_lines(entries),
-                             source='<layer-reference>')
+        content = StringList(layer_reference_lines(entries), source='<layer-reference>')
         nested_parse_with_titles(self.state, content, container)
         return container.children
 
 
 # ---- layout example -------------------------------------------------------
 
-SEED_NETWORK_SOURCE = '''\
+SEED_NETWORK_SOURCE = """\
 inputs = Input(out_shapes={'input_data': ('T', 'B', 4),
                            'targets': ('T', 'B', 10)})
 mse = SquaredError(name='Mse')
@@ -115,7 +136,7 @@ mse = SquaredError(name='Mse')
  >> FullyConnected(10, name='OutLayer') >> mse)
 inputs - 'targets' >> 'targets' - mse
 mse - 'loss' >> Loss()
-net = Network.from_layer(mse)'''
+net = Network.from_layer(mse)"""
 
 
 def seed_network():
@@ -129,9 +150,15 @@ def seed_network():
         SquaredError,
     )
     from brainstorm.structure.network import Network
-    namespace = {'Input': Input, 'SquaredError': SquaredError,
-                 'Recurrent': Recurrent, 'FullyConnected': FullyConnected,
-                 'Loss': Loss, 'Network': Network}
+
+    namespace = {
+        'Input': Input,
+        'SquaredError': SquaredError,
+        'Recurrent': Recurrent,
+        'FullyConnected': FullyConnected,
+        'Loss': Loss,
+        'Network': Network,
+    }
     exec(SEED_NETWORK_SOURCE, namespace)
     return namespace['net']
 
@@ -140,13 +167,13 @@ def format_layout(node: dict, indent: int = 0) -> str:
     """A layout dict as Python source: one array node per line."""
     pad = ' ' * indent
     if node.get('@type') == 'array':
-        return '{' + ', '.join(f'{key!r}: {value!r}'
-                               for key, value in node.items()) + '}'
+        return (
+            '{' + ', '.join(f'{key!r}: {value!r}' for key, value in node.items()) + '}'
+        )
     items = []
     for key, value in node.items():
         if isinstance(value, dict):
-            items.append(f'{pad}    {key!r}: '
-                         f'{format_layout(value, indent + 4)}')
+            items.append(f'{pad}    {key!r}: {format_layout(value, indent + 4)}')
         else:
             items.append(f'{pad}    {key!r}: {value!r}')
     if len(items) <= 2 and all(not isinstance(v, dict) for v in node.values()):
@@ -161,11 +188,15 @@ class LayoutExample(SphinxDirective):
 
     def run(self):
         net = seed_network()
-        source = ('# the network\n' + SEED_NETWORK_SOURCE
-                  + '\n\n# net.layout\n' + format_layout(net.layout)
-                  + '\n\n# net.buffer_manager.sizes (feature size of the '
-                  'constant, batch-sized and time-sized buffer)\n'
-                  + repr(list(net.buffer_manager.sizes)))
+        source = (
+            '# the network\n'
+            + SEED_NETWORK_SOURCE
+            + '\n\n# net.layout\n'
+            + format_layout(net.layout)
+            + '\n\n# net.buffer_manager.sizes (feature size of the '
+            'constant, batch-sized and time-sized buffer)\n'
+            + repr(list(net.buffer_manager.sizes))
+        )
         block = nodes.literal_block(source, source)
         block['language'] = 'python'
         return [block]
@@ -174,5 +205,4 @@ class LayoutExample(SphinxDirective):
 def setup(app):
     app.add_directive('layer-reference', LayerReference)
     app.add_directive('layout-example', LayoutExample)
-    return {'version': '1.0', 'parallel_read_safe': True,
-            'parallel_write_safe': True}
+    return {'version': '1.0', 'parallel_read_safe': True, 'parallel_write_safe': True}

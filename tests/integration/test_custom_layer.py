@@ -71,8 +71,9 @@ def user_module(tmp_path_factory):
 
 def test_custom_layer_passes_the_public_layer_tests(user_module):
     for spec in get_test_configurations():
-        layer = instantiate_layer(user_module.ScaledSquareLayerImpl,
-                                  {'default': (3,)}, factor=0.7)
+        layer = instantiate_layer(
+            user_module.ScaledSquareLayerImpl, {'default': (3,)}, factor=0.7
+        )
         run_layer_tests(layer, spec)
 
 
@@ -84,7 +85,7 @@ def test_a_wrong_custom_layer_fails_the_public_layer_tests(user_module):
             _h.mult_add_tt(x, buffers.output_deltas.default, dx)  # missing 2f
 
     layer = instantiate_layer(WrongLayerImpl, {'default': (3,)}, factor=0.7)
-    with pytest.raises(LayerTestError, match="WrongLayerImpl.*input delta"):
+    with pytest.raises(LayerTestError, match='WrongLayerImpl.*input delta'):
         run_layer_tests(layer, {'time_steps': 2, 'batch_size': 3})
 
 
@@ -99,8 +100,12 @@ def test_custom_layer_trains_in_a_network(user_module, tmp_path):
     x = rnd.randn(1, 200, 4)
     targets = (x[0, :, 0] * x[0, :, 1] > 0).astype(float).reshape(1, 200, 1)
     inp, out = get_in_out_layers('classification', 4, 2)
-    net = Network.from_layer(inp >> FullyConnected(8, activation='linear')
-                             >> user_module.ScaledSquare(0.5) >> out)
+    net = Network.from_layer(
+        inp
+        >> FullyConnected(8, activation='linear')
+        >> user_module.ScaledSquare(0.5)
+        >> out
+    )
     net.set_handler(NumpyHandler(np.float64))
     net.initialize(Gaussian(0.5), seed=3)
     data = {'default': x, 'targets': targets}
@@ -122,5 +127,4 @@ def test_custom_layer_trains_in_a_network(user_module, tmp_path):
     filename = str(tmp_path / 'custom.hdf5')
     net.save_as_hdf5(filename)
     loaded = Network.from_hdf5(filename)
-    assert type(loaded.layers['ScaledSquare']).__name__ == \
-        'ScaledSquareLayerImpl'
+    assert type(loaded.layers['ScaledSquare']).__name__ == 'ScaledSquareLayerImpl'

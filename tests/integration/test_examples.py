@@ -27,11 +27,17 @@ def run_example(name: str, *args: str, cwd) -> str:
     env = dict(os.environ)
     env.pop('BRAINSTORM_DATA_DIR', None)
     result = subprocess.run(
-        [sys.executable, str(EXAMPLES / name), *args], cwd=cwd, env=env,
-        capture_output=True, text=True, timeout=300)
+        [sys.executable, str(EXAMPLES / name), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, (
         f'{name} {" ".join(args)} failed with exit code {result.returncode}:'
-        f'\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}')
+        f'\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}'
+    )
     return result.stdout
 
 
@@ -43,8 +49,7 @@ def percentage(pattern: str, output: str) -> float:
 
 @pytest.mark.slow
 def test_mnist_pi_runs_on_the_digits(tmp_path):
-    out = run_example('mnist_pi.py', '--epochs', '10', '--limit', '600',
-                      cwd=tmp_path)
+    out = run_example('mnist_pi.py', '--epochs', '10', '--limit', '600', cwd=tmp_path)
     assert 'handwritten digits bundled with scikit-learn' in out
     assert '600 training and 360 validation images of 8x8 pixels' in out
     # a short run already learns (94 % measured; chance is 10 %)
@@ -55,8 +60,16 @@ def test_mnist_pi_runs_on_the_digits(tmp_path):
 
 @pytest.mark.slow
 def test_cifar10_cnn_runs_on_upscaled_digits(tmp_path):
-    out = run_example('cifar10_cnn.py', '--epochs', '6', '--limit', '600',
-                      '--save', 'best.hdf5', cwd=tmp_path)
+    out = run_example(
+        'cifar10_cnn.py',
+        '--epochs',
+        '6',
+        '--limit',
+        '600',
+        '--save',
+        'best.hdf5',
+        cwd=tmp_path,
+    )
     assert 'upscaled from 8x8 to 32x32 pixels' in out
     assert 'of shape (32, 32, 1)' in out
     best = percentage(r'Validation accuracy: ([\d.]+)% \(best', out)
@@ -66,8 +79,9 @@ def test_cifar10_cnn_runs_on_upscaled_digits(tmp_path):
 
 @pytest.mark.slow
 def test_custom_layer_passes_the_layer_tests_and_trains(tmp_path):
-    out = run_example('custom_layer.py', '--epochs', '10', '--limit', '600',
-                      cwd=tmp_path)
+    out = run_example(
+        'custom_layer.py', '--epochs', '10', '--limit', '600', cwd=tmp_path
+    )
     assert 'Square passed run_layer_tests in 10 configurations.' in out
     best = percentage(r'Validation accuracy: ([\d.]+)% \(best', out)
     assert best >= 0.8  # 92.8 % measured
@@ -75,19 +89,38 @@ def test_custom_layer_passes_the_layer_tests_and_trains(tmp_path):
 
 @pytest.mark.slow
 def test_hutter_lstm_runs_on_the_help_topics(tmp_path):
-    out = run_example('hutter_lstm.py', '--epochs', '1', '--limit', '200',
-                      '--size', '16', cwd=tmp_path)
+    out = run_example(
+        'hutter_lstm.py',
+        '--epochs',
+        '1',
+        '--limit',
+        '200',
+        '--size',
+        '16',
+        cwd=tmp_path,
+    )
     assert 'pydoc_data.topics' in out
-    entropy = float(re.search(r'Unigram entropy of the validation text: '
-                              r'([\d.]+) bits', out).group(1))
-    loss = float(re.search(r'Validation loss: ([\d.]+) bits per character '
-                           r'\(best', out).group(1))
+    entropy = float(
+        re.search(
+            r'Unigram entropy of the validation text: '
+            r'([\d.]+) bits',
+            out,
+        ).group(1)
+    )
+    loss = float(
+        re.search(
+            r'Validation loss: ([\d.]+) bits per character '
+            r'\(best',
+            out,
+        ).group(1)
+    )
     assert 3.5 < entropy < 5.5  # English text
     assert 0 < loss < 10
     assert (tmp_path / 'hutter_lstm_best.hdf5').exists()
 
 
 # ---- the examples' helpers, in-process ---------------------------------
+
 
 @pytest.fixture
 def examples_path(monkeypatch):
@@ -98,6 +131,7 @@ def test_validation_with_context_equals_one_long_sequence(examples_path):
     import hutter_lstm
 
     import brainstorm as bs
+
     rnd = np.random.RandomState(1)
     ids = rnd.randint(0, 5, size=2 * 2 * 100 + 1)
     x, y = bs.datasets.to_streams(ids, streams=2)
@@ -109,8 +143,9 @@ def test_validation_with_context_equals_one_long_sequence(examples_path):
         return (ids_ == np.arange(5)).astype(np.float64)
 
     getter = bs.data_iterators.OneHot(
-        bs.data_iterators.Minibatches(2, shuffle=False, default=x,
-                                      targets=y), {'default': 5})
+        bs.data_iterators.Minibatches(2, shuffle=False, default=x, targets=y),
+        {'default': 5},
+    )
     hook = hutter_lstm.MonitorLossWithContext('valid')
     hook.start(net, None, False, {'valid': getter})
     result = hook(epoch_nr=1, update_nr=0, net=net, stepper=None, logs={})
@@ -118,8 +153,7 @@ def test_validation_with_context_equals_one_long_sequence(examples_path):
     # the two batches of 100 steps read as one sequence of 200 steps
     long_x = np.concatenate([x[:, 0:2], x[:, 2:4]])
     long_y = np.concatenate([y[:, 0:2], y[:, 2:4]])
-    net.provide_external_data({'default': one_hot(long_x),
-                               'targets': long_y})
+    net.provide_external_data({'default': one_hot(long_x), 'targets': long_y})
     net.forward_pass()
     expected = net.get_loss_values()['total_loss'] / 200 / math.log(2)
     assert result['bits_per_character'] == pytest.approx(expected, rel=1e-9)

@@ -23,55 +23,110 @@ from brainstorm.structure.network import Network
 from brainstorm.testing import instantiate_layer, set_up_layer
 
 #: The SPEC's Lstm parameters and forward internals, in order.
-LSTM_PARAMETERS = ['Wz', 'Wi', 'Wf', 'Wo', 'pi', 'pf', 'po', 'Rz', 'Ri', 'Rf',
-                   'Ro', 'bz', 'bi', 'bf', 'bo']
+LSTM_PARAMETERS = [
+    'Wz',
+    'Wi',
+    'Wf',
+    'Wo',
+    'pi',
+    'pf',
+    'po',
+    'Rz',
+    'Ri',
+    'Rf',
+    'Ro',
+    'bz',
+    'bi',
+    'bf',
+    'bo',
+]
 LSTM_INTERNALS = ['Za', 'Zb', 'Ia', 'Ib', 'Fa', 'Fb', 'Oa', 'Ob', 'Ca', 'Cb']
 
 LONG_CONFIGURATIONS = [(1, 1), (5, 1), (7, 3)]
 
 LAYER_SPECS = [
-    dict(id='Lstm', layer_class=LstmLayerImpl, in_shapes={'default': (3,)},
-         kwargs={'size': 4}, activation=True),
-    dict(id='Lstm-multidim', layer_class=LstmLayerImpl,
-         in_shapes={'default': (2, 3)}, kwargs={'size': 3}, activation=True),
-    dict(id='Lstm-default-size', layer_class=LstmLayerImpl,
-         in_shapes={'default': (3,)}, kwargs={},
-         configurations=LONG_CONFIGURATIONS),
+    dict(
+        id='Lstm',
+        layer_class=LstmLayerImpl,
+        in_shapes={'default': (3,)},
+        kwargs={'size': 4},
+        activation=True,
+    ),
+    dict(
+        id='Lstm-multidim',
+        layer_class=LstmLayerImpl,
+        in_shapes={'default': (2, 3)},
+        kwargs={'size': 3},
+        activation=True,
+    ),
+    dict(
+        id='Lstm-default-size',
+        layer_class=LstmLayerImpl,
+        in_shapes={'default': (3,)},
+        kwargs={},
+        configurations=LONG_CONFIGURATIONS,
+    ),
 ]
 
 TIMING = {'timing': [1, 2, 3, 1]}
 
 LAYER_SPECS += [
-    dict(id='Clockwork', layer_class=ClockworkLayerImpl,
-         in_shapes={'default': (3,)}, kwargs={'size': 4}, activation=True,
-         spec={'inits': TIMING}),
-    dict(id='Clockwork-long', layer_class=ClockworkLayerImpl,
-         in_shapes={'default': (2, 3)}, kwargs={'size': 4},
-         spec={'inits': TIMING}, configurations=LONG_CONFIGURATIONS),
-    dict(id='Clockwork-every-step', layer_class=ClockworkLayerImpl,
-         in_shapes={'default': (3,)}, kwargs={'size': 2},
-         spec={'inits': {'timing': [1, 1]}}, configurations=[(3, 2)]),
-    dict(id='ClockworkLstm', layer_class=ClockworkLstmLayerImpl,
-         in_shapes={'default': (3,)}, kwargs={'size': 4}, activation=True,
-         spec={'inits': TIMING}),
-    dict(id='ClockworkLstm-long', layer_class=ClockworkLstmLayerImpl,
-         in_shapes={'default': (2, 3)}, kwargs={'size': 4},
-         spec={'inits': TIMING}, configurations=LONG_CONFIGURATIONS),
+    dict(
+        id='Clockwork',
+        layer_class=ClockworkLayerImpl,
+        in_shapes={'default': (3,)},
+        kwargs={'size': 4},
+        activation=True,
+        spec={'inits': TIMING},
+    ),
+    dict(
+        id='Clockwork-long',
+        layer_class=ClockworkLayerImpl,
+        in_shapes={'default': (2, 3)},
+        kwargs={'size': 4},
+        spec={'inits': TIMING},
+        configurations=LONG_CONFIGURATIONS,
+    ),
+    dict(
+        id='Clockwork-every-step',
+        layer_class=ClockworkLayerImpl,
+        in_shapes={'default': (3,)},
+        kwargs={'size': 2},
+        spec={'inits': {'timing': [1, 1]}},
+        configurations=[(3, 2)],
+    ),
+    dict(
+        id='ClockworkLstm',
+        layer_class=ClockworkLstmLayerImpl,
+        in_shapes={'default': (3,)},
+        kwargs={'size': 4},
+        activation=True,
+        spec={'inits': TIMING},
+    ),
+    dict(
+        id='ClockworkLstm-long',
+        layer_class=ClockworkLstmLayerImpl,
+        in_shapes={'default': (2, 3)},
+        kwargs={'size': 4},
+        spec={'inits': TIMING},
+        configurations=LONG_CONFIGURATIONS,
+    ),
 ]
 
 
 # ------------------------------------------ helpers for the layer tests ---
 
+
 def sigmoid(a):
-    return 1. / (1. + np.exp(-a))
+    return 1.0 / (1.0 + np.exp(-a))
 
 
 ACTIVATION_FUNCTIONS = {
     'sigmoid': sigmoid,
     'tanh': np.tanh,
-    'rel': lambda a: np.maximum(a, 0.),
+    'rel': lambda a: np.maximum(a, 0.0),
     'linear': lambda a: a,
-    'el': lambda a: np.where(a > 0, a, np.expm1(np.minimum(a, 0.))),
+    'el': lambda a: np.where(a > 0, a, np.expm1(np.minimum(a, 0.0))),
 }
 
 
@@ -104,8 +159,7 @@ def lstm_reference(x, p, y0, c0, activation='tanh', timing=None):
     ys, cs, y_prev, c_prev = [], [], y0, c0
 
     def gate(name, t):
-        return x[t] @ p['W' + name].T + y_prev @ p['R' + name].T + \
-            p['b' + name]
+        return x[t] @ p['W' + name].T + y_prev @ p['R' + name].T + p['b' + name]
 
     for t in range(x.shape[0]):
         z = g(gate('z', t))
@@ -122,8 +176,9 @@ def lstm_reference(x, p, y0, c0, activation='tanh', timing=None):
     return np.array(ys), np.array(cs)
 
 
-def run_with_context(layer_class, timing, activation, T=7, B=2, size=5,
-                     params=None, seed=3) -> dict:
+def run_with_context(
+    layer_class, timing, activation, T=7, B=2, size=5, params=None, seed=3
+) -> dict:
     """One forward pass of a recurrent layer on ``(2, 3)`` input features
     with a random context: ``y0`` in the output's context slot and, for a
     layer with a cell state ``Ca``, ``c0`` in its context slot.
@@ -140,10 +195,10 @@ def run_with_context(layer_class, timing, activation, T=7, B=2, size=5,
         The parameters by name, plus ``x``, ``y`` (the T steps), ``y0``
         and, with a cell state, ``Ca`` (the T steps) and ``c0``.
     """
-    layer = instantiate_layer(layer_class, {'default': (2, 3)}, size=size,
-                              activation=activation)
-    spec = {'time_steps': T, 'batch_size': B, 'seed': seed,
-            'inits': dict(params or {})}
+    layer = instantiate_layer(
+        layer_class, {'default': (2, 3)}, size=size, activation=activation
+    )
+    spec = {'time_steps': T, 'batch_size': B, 'seed': seed, 'inits': dict(params or {})}
     if timing is not None:
         spec['inits']['timing'] = timing
     buffers, manager = set_up_layer(layer, spec)
@@ -156,8 +211,7 @@ def run_with_context(layer_class, timing, activation, T=7, B=2, size=5,
         result['c0'] = rnd.randn(B, size)
         h.set_from_numpy(buffers.internals.Ca[T], result['c0'])
     layer.forward_pass(buffers)
-    result.update((n, h.get_numpy_copy(a))
-                  for n, a in buffers.parameters.items())
+    result.update((n, h.get_numpy_copy(a)) for n, a in buffers.parameters.items())
     result['x'] = h.get_numpy_copy(buffers.inputs.default)
     result['y'] = h.get_numpy_copy(buffers.outputs.default)[:T]
     if cell_state:
@@ -168,8 +222,7 @@ def run_with_context(layer_class, timing, activation, T=7, B=2, size=5,
 def regression_net(layer, n_in=3, n_out=4, handler=None):
     """``Input >> layer >> SquaredError >> Loss`` in float64; ``layer``
     must have ``n_out`` units."""
-    inp = Input(out_shapes={'default': ('T', 'B', n_in),
-                            'targets': ('T', 'B', n_out)})
+    inp = Input(out_shapes={'default': ('T', 'B', n_in), 'targets': ('T', 'B', n_out)})
     error = SquaredError(name='Error')
     inp >> layer >> error
     inp - 'targets' >> 'targets' - error
@@ -181,8 +234,7 @@ def regression_net(layer, n_in=3, n_out=4, handler=None):
 
 def regression_data(T, B, n_in=3, n_out=4, seed=0):
     rnd = np.random.RandomState(seed)
-    return {'default': rnd.randn(T, B, n_in),
-            'targets': rnd.randn(T, B, n_out)}
+    return {'default': rnd.randn(T, B, n_in), 'targets': rnd.randn(T, B, n_out)}
 
 
 def gradient_error_with_context(net, skip=(), eps=1e-6):
@@ -205,7 +257,7 @@ def gradient_error_with_context(net, skip=(), eps=1e-6):
     for path in skip:
         lname, pname = path.split('.')
         start, stop = net.layout[lname]['parameters'][pname]['@slice']
-        mask[start - offset:stop - offset] = False
+        mask[start - offset : stop - offset] = False
 
     def loss(values):
         net.handler.set_from_numpy(net.buffer.parameters, values)

@@ -24,16 +24,20 @@ def numpy_batch_norm(x, gamma, beta, epsilon):
 
 
 def make_layer(features, T, B, seed=3, **kwargs):
-    layer = instantiate_layer(BatchNormLayerImpl, {'default': features},
-                              **kwargs)
+    layer = instantiate_layer(BatchNormLayerImpl, {'default': features}, **kwargs)
     rnd = np.random.RandomState(seed)
     channels = features[-1]
-    spec = {'time_steps': T, 'batch_size': B,
-            'default': rnd.randn(T, B, *features) * 2.0 + 1.5,
-            'inits': {'gamma': rnd.randn(channels),
-                      'beta': rnd.randn(channels),
-                      'mu': rnd.randn(channels),
-                      'sigma': rnd.rand(channels) + 0.5}}
+    spec = {
+        'time_steps': T,
+        'batch_size': B,
+        'default': rnd.randn(T, B, *features) * 2.0 + 1.5,
+        'inits': {
+            'gamma': rnd.randn(channels),
+            'beta': rnd.randn(channels),
+            'mu': rnd.randn(channels),
+            'sigma': rnd.rand(channels) + 0.5,
+        },
+    }
     buffers, manager = set_up_layer(layer, spec)
     return layer, buffers, manager, spec
 
@@ -44,28 +48,37 @@ def get(layer, array):
 
 @pytest.mark.parametrize('features', [(3,), (2, 3, 4), (5, 2)])
 def test_training_pass_matches_numpy_and_updates_running_statistics(features):
-    layer, buffers, _, spec = make_layer(features, 3, 4, decay=0.8,
-                                         epsilon=1e-3)
+    layer, buffers, _, spec = make_layer(features, 3, 4, decay=0.8, epsilon=1e-3)
     inits = spec['inits']
     layer.forward_pass(buffers, training_pass=True)
 
     expected, mean, sigma_b, x_hat = numpy_batch_norm(
-        spec['default'], inits['gamma'], inits['beta'], 1e-3)
-    np.testing.assert_allclose(get(layer, buffers.outputs.default), expected,
-                               rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(get(layer, buffers.internals.sigma_b), sigma_b,
-                               rtol=1e-12)
-    np.testing.assert_allclose(get(layer, buffers.internals.x_hat), x_hat,
-                               rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(get(layer, buffers.internals.centered),
-                               spec['default'] - mean, rtol=1e-10,
-                               atol=1e-12)
+        spec['default'], inits['gamma'], inits['beta'], 1e-3
+    )
+    np.testing.assert_allclose(
+        get(layer, buffers.outputs.default), expected, rtol=1e-10, atol=1e-12
+    )
+    np.testing.assert_allclose(
+        get(layer, buffers.internals.sigma_b), sigma_b, rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        get(layer, buffers.internals.x_hat), x_hat, rtol=1e-10, atol=1e-12
+    )
+    np.testing.assert_allclose(
+        get(layer, buffers.internals.centered),
+        spec['default'] - mean,
+        rtol=1e-10,
+        atol=1e-12,
+    )
     # the TRUE running mean (0.5 stored its negation)
-    np.testing.assert_allclose(get(layer, buffers.parameters.mu),
-                               0.8 * inits['mu'] + 0.2 * mean, rtol=1e-12)
-    np.testing.assert_allclose(get(layer, buffers.parameters.sigma),
-                               0.8 * inits['sigma'] + 0.2 * sigma_b,
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        get(layer, buffers.parameters.mu), 0.8 * inits['mu'] + 0.2 * mean, rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        get(layer, buffers.parameters.sigma),
+        0.8 * inits['sigma'] + 0.2 * sigma_b,
+        rtol=1e-12,
+    )
 
 
 @pytest.mark.parametrize('features', [(3,), (2, 3, 4)])
@@ -75,14 +88,15 @@ def test_inference_pass_uses_running_statistics(features):
     layer.forward_pass(buffers, training_pass=False)
 
     x_hat = (spec['default'] - inits['mu']) / inits['sigma']
-    np.testing.assert_allclose(get(layer, buffers.outputs.default),
-                               inits['gamma'] * x_hat + inits['beta'],
-                               rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        get(layer, buffers.outputs.default),
+        inits['gamma'] * x_hat + inits['beta'],
+        rtol=1e-10,
+        atol=1e-12,
+    )
     # inference leaves the running statistics alone
-    np.testing.assert_array_equal(get(layer, buffers.parameters.mu),
-                                  inits['mu'])
-    np.testing.assert_array_equal(get(layer, buffers.parameters.sigma),
-                                  inits['sigma'])
+    np.testing.assert_array_equal(get(layer, buffers.parameters.mu), inits['mu'])
+    np.testing.assert_array_equal(get(layer, buffers.parameters.sigma), inits['sigma'])
 
 
 def test_backward_pass_matches_the_formula():
@@ -100,20 +114,20 @@ def test_backward_pass_matches_the_formula():
     dgamma = (dy * x_hat).sum(axis=axes)
     dbeta = dy.sum(axis=axes)
     dx = gamma / sigma_b * (dy - x_hat * dgamma / m - dbeta / m)
-    np.testing.assert_allclose(get(layer, buffers.gradients.gamma), dgamma,
-                               rtol=1e-10)
-    np.testing.assert_allclose(get(layer, buffers.gradients.beta), dbeta,
-                               rtol=1e-10)
-    np.testing.assert_allclose(get(layer, buffers.input_deltas.default), dx,
-                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(get(layer, buffers.gradients.gamma), dgamma, rtol=1e-10)
+    np.testing.assert_allclose(get(layer, buffers.gradients.beta), dbeta, rtol=1e-10)
+    np.testing.assert_allclose(
+        get(layer, buffers.input_deltas.default), dx, rtol=1e-9, atol=1e-12
+    )
     assert np.all(get(layer, buffers.gradients.mu) == 0)
     assert np.all(get(layer, buffers.gradients.sigma) == 0)
 
 
 def bn_net():
     inp = Input({'default': ('T', 'B', 3)})
-    net = Network.from_layer(inp >> FullyConnected(4, name='Hid')
-                             >> BatchNorm(name='Bn'))
+    net = Network.from_layer(
+        inp >> FullyConnected(4, name='Hid') >> BatchNorm(name='Bn')
+    )
     net.set_handler(NumpyHandler(np.float64))
     return net
 
@@ -127,15 +141,18 @@ def test_running_mean_converges_to_the_data_mean():
     net.provide_external_data({'default': data})
     for _ in range(40):
         net.forward_pass(training_pass=True)
-    np.testing.assert_allclose(net.get('Bn.parameters.mu'),
-                               data.reshape(-1, 2).mean(axis=0), rtol=1e-8)
-    np.testing.assert_allclose(net.get('Bn.parameters.sigma'),
-                               data.reshape(-1, 2).std(axis=0), rtol=1e-5)
+    np.testing.assert_allclose(
+        net.get('Bn.parameters.mu'), data.reshape(-1, 2).mean(axis=0), rtol=1e-8
+    )
+    np.testing.assert_allclose(
+        net.get('Bn.parameters.sigma'), data.reshape(-1, 2).std(axis=0), rtol=1e-5
+    )
     # so inference normalises the data as training did
     training_output = net.get('Bn.outputs.default')
     net.forward_pass(training_pass=False)
-    np.testing.assert_allclose(net.get('Bn.outputs.default'), training_output,
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        net.get('Bn.outputs.default'), training_output, rtol=1e-5, atol=1e-6
+    )
 
 
 def test_initialize_leaves_running_statistics_at_zero_and_one():
@@ -159,17 +176,14 @@ def test_running_statistics_are_not_trained_nor_modified():
     mask = net.handler.get_numpy_copy(net.trainable_mask)
     layout = net.layout['Bn']['parameters']
     offset = net.layout['parameters']['@slice'][0]
-    for name, trainable in [('gamma', 1), ('beta', 1), ('mu', 0),
-                            ('sigma', 0)]:
+    for name, trainable in [('gamma', 1), ('beta', 1), ('mu', 0), ('sigma', 0)]:
         start, stop = layout[name]['@slice']
-        assert np.all(mask[start - offset:stop - offset] == trainable), name
+        assert np.all(mask[start - offset : stop - offset] == trainable), name
 
 
 def test_layer_declares_its_untrained_parameters():
-    assert BatchNormLayerImpl.untrained_parameters == {'mu': 0.0,
-                                                       'sigma': 1.0}
-    assert set(BatchNormLayerImpl.computes_no_gradients_for) == {'mu',
-                                                                 'sigma'}
+    assert BatchNormLayerImpl.untrained_parameters == {'mu': 0.0, 'sigma': 1.0}
+    assert set(BatchNormLayerImpl.computes_no_gradients_for) == {'mu', 'sigma'}
 
 
 def test_shapes_follow_the_spec():
@@ -184,14 +198,17 @@ def test_shapes_follow_the_spec():
     assert (layer.decay, layer.epsilon) == (0.9, 1e-5)
 
 
-@pytest.mark.parametrize('kwargs, message', [
-    ({'decay': 1.5}, r'decay must be a float in \[0, 1\]'),
-    ({'decay': -0.1}, 'decay must be'),
-    ({'epsilon': 0.0}, r'epsilon must be a float in \(0, inf\)'),
-    ({'epsilon': -1e-5}, 'epsilon must be'),
-    ({'epsilon': 'small'}, 'epsilon must be'),
-    ({'momentum': 0.9}, 'unexpected argument'),
-])
+@pytest.mark.parametrize(
+    'kwargs, message',
+    [
+        ({'decay': 1.5}, r'decay must be a float in \[0, 1\]'),
+        ({'decay': -0.1}, 'decay must be'),
+        ({'epsilon': 0.0}, r'epsilon must be a float in \(0, inf\)'),
+        ({'epsilon': -1e-5}, 'epsilon must be'),
+        ({'epsilon': 'small'}, 'epsilon must be'),
+        ({'momentum': 0.9}, 'unexpected argument'),
+    ],
+)
 def test_bad_arguments_raise_layer_validation_errors(kwargs, message):
     with pytest.raises(LayerValidationError, match=message):
         instantiate_layer(BatchNormLayerImpl, {'default': (3,)}, **kwargs)
@@ -215,9 +232,9 @@ def test_works_on_non_contiguous_image_slices_in_a_network():
     assert not net.buffer.Bn.inputs.default.flags.c_contiguous
     net.forward_pass(training_pass=True)
     expected, mean, _, _ = numpy_batch_norm(
-        x, net.get('Bn.parameters.gamma'), net.get('Bn.parameters.beta'),
-        1e-5)
-    np.testing.assert_allclose(net.get('Bn.outputs.default'), expected,
-                               rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(net.get('Bn.parameters.mu'), 0.1 * mean,
-                               rtol=1e-12)
+        x, net.get('Bn.parameters.gamma'), net.get('Bn.parameters.beta'), 1e-5
+    )
+    np.testing.assert_allclose(
+        net.get('Bn.outputs.default'), expected, rtol=1e-10, atol=1e-12
+    )
+    np.testing.assert_allclose(net.get('Bn.parameters.mu'), 0.1 * mean, rtol=1e-12)

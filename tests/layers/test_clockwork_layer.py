@@ -23,10 +23,13 @@ TIMING = [1, 2, 3, 4, 1]
 
 
 def test_parameters_and_outputs_follow_the_spec():
-    layer = instantiate_layer(ClockworkLayerImpl, {'default': (2, 3)},
-                              size=5)
+    layer = instantiate_layer(ClockworkLayerImpl, {'default': (2, 3)}, size=5)
     assert [(n, s.shape) for n, s in layer.parameter_shapes.items()] == [
-        ('W', (5, 6)), ('R', (5, 5)), ('bias', (5,)), ('timing', (5,))]
+        ('W', (5, 6)),
+        ('R', (5, 5)),
+        ('bias', (5,)),
+        ('timing', (5,)),
+    ]
     assert list(layer.internal_shapes)[:3] == ['Ha', 'dHa', 'dHb']
     out = layer.out_shapes['default']
     assert out.shape == ('T', 'B', 5) and out.context_size == 1
@@ -39,17 +42,19 @@ def test_size_defaults_to_the_flattened_input_size():
     assert layer.out_shapes['default'].shape == ('T', 'B', 6)
 
 
-@pytest.mark.parametrize('kwargs, match', [
-    ({'size': 0}, 'size must be a positive int. Received: size=0'),
-    ({'size': 4, 'activation': 'softmax'}, 'activation must be one of'),
-])
+@pytest.mark.parametrize(
+    'kwargs, match',
+    [
+        ({'size': 0}, 'size must be a positive int. Received: size=0'),
+        ({'size': 4, 'activation': 'softmax'}, 'activation must be one of'),
+    ],
+)
 def test_invalid_arguments_are_rejected(kwargs, match):
     with pytest.raises(LayerValidationError, match=match):
         instantiate_layer(ClockworkLayerImpl, {'default': (3,)}, **kwargs)
 
 
-@pytest.mark.parametrize('activation', ['tanh', 'sigmoid', 'rel', 'linear',
-                                        'el'])
+@pytest.mark.parametrize('activation', ['tanh', 'sigmoid', 'rel', 'linear', 'el'])
 def test_forward_pass_matches_numpy_with_a_context(activation):
     r = run_with_context(ClockworkLayerImpl, TIMING, activation)
     expected = recurrent_reference(r['x'], r, r['y0'], activation, TIMING)
@@ -71,27 +76,24 @@ def test_units_keep_their_output_between_ticks():
 
 def test_timing_one_is_a_recurrent_layer():
     r = run_with_context(ClockworkLayerImpl, [1] * 5, 'tanh')
-    recurrent = run_with_context(RecurrentLayerImpl, None, 'tanh',
-                                 params={n: r[n] for n in ('W', 'R', 'bias')})
-    np.testing.assert_allclose(r['y'], recurrent['y'], rtol=1e-12,
-                               atol=1e-14)
+    recurrent = run_with_context(
+        RecurrentLayerImpl, None, 'tanh', params={n: r[n] for n in ('W', 'R', 'bias')}
+    )
+    np.testing.assert_allclose(r['y'], recurrent['y'], rtol=1e-12, atol=1e-14)
 
 
 def test_timing_is_initialized_to_one_and_never_trained():
     net = regression_net(Clockwork(4, name='Clockwork'))
     net.initialize(Gaussian(0.5), seed=1)
-    np.testing.assert_array_equal(net.get('Clockwork.parameters.timing'),
-                                  np.ones(4))
+    np.testing.assert_array_equal(net.get('Clockwork.parameters.timing'), np.ones(4))
     mask = net.handler.get_numpy_copy(net.trainable_mask)
     start, stop = net.layout['Clockwork']['parameters']['timing']['@slice']
     offset = net.layout['parameters']['@slice'][0]
-    assert not mask[start - offset:stop - offset].any()
+    assert not mask[start - offset : stop - offset].any()
     assert mask.sum() == mask.size - 4
 
-    net.initialize({'Clockwork': {'timing': [1, 2, 4, 8]},
-                    'default': Gaussian(0.5)})
-    np.testing.assert_array_equal(net.get('Clockwork.parameters.timing'),
-                                  [1, 2, 4, 8])
+    net.initialize({'Clockwork': {'timing': [1, 2, 4, 8]}, 'default': Gaussian(0.5)})
+    np.testing.assert_array_equal(net.get('Clockwork.parameters.timing'), [1, 2, 4, 8])
     net.provide_external_data(regression_data(9, 2))
     net.forward_pass()
     net.backward_pass()
@@ -101,6 +103,7 @@ def test_timing_is_initialized_to_one_and_never_trained():
 
 def test_gradients_are_exact_with_a_context():
     net = regression_net(Clockwork(4, name='Clockwork'))
-    net.initialize({'Clockwork': {'timing': [1, 2, 3, 1]},
-                    'default': Gaussian(0.5)}, seed=2)
+    net.initialize(
+        {'Clockwork': {'timing': [1, 2, 3, 1]}, 'default': Gaussian(0.5)}, seed=2
+    )
     assert gradient_error_with_context(net, skip=['Clockwork.timing']) < 1e-7

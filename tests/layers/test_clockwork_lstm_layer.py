@@ -25,8 +25,7 @@ TIMING = [1, 2, 3, 4, 1]
 
 
 def test_parameters_and_internals_follow_the_spec():
-    layer = instantiate_layer(ClockworkLstmLayerImpl, {'default': (2, 3)},
-                              size=5)
+    layer = instantiate_layer(ClockworkLstmLayerImpl, {'default': (2, 3)}, size=5)
     assert list(layer.parameter_shapes) == LSTM_PARAMETERS + ['timing']
     assert layer.parameter_shapes['timing'].shape == (5,)
     assert layer.parameter_shapes['Wz'].shape == (5, 6)
@@ -37,12 +36,10 @@ def test_parameters_and_internals_follow_the_spec():
     assert layer.untrained_parameters == {'timing': 1.0}
 
 
-@pytest.mark.parametrize('activation', ['tanh', 'sigmoid', 'rel', 'linear',
-                                        'el'])
+@pytest.mark.parametrize('activation', ['tanh', 'sigmoid', 'rel', 'linear', 'el'])
 def test_forward_pass_matches_numpy_with_a_context(activation):
     r = run_with_context(ClockworkLstmLayerImpl, TIMING, activation)
-    y_ref, c_ref = lstm_reference(r['x'], r, r['y0'], r['c0'], activation,
-                                  TIMING)
+    y_ref, c_ref = lstm_reference(r['x'], r, r['y0'], r['c0'], activation, TIMING)
     np.testing.assert_allclose(r['y'], y_ref, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(r['Ca'], c_ref, rtol=1e-10, atol=1e-12)
 
@@ -62,21 +59,20 @@ def test_inactive_cells_keep_output_and_cell_state():
 
 def test_timing_one_is_an_lstm():
     r = run_with_context(ClockworkLstmLayerImpl, [1] * 5, 'tanh')
-    lstm = run_with_context(LstmLayerImpl, None, 'tanh',
-                            params={n: r[n] for n in LSTM_PARAMETERS})
+    lstm = run_with_context(
+        LstmLayerImpl, None, 'tanh', params={n: r[n] for n in LSTM_PARAMETERS}
+    )
     np.testing.assert_allclose(r['y'], lstm['y'], rtol=1e-12, atol=1e-14)
 
 
 def clockwork_lstm_net():
     net = regression_net(ClockworkLstm(4, name='Cwl'))
-    net.initialize({'Cwl': {'timing': [1, 2, 3, 1]},
-                    'default': Gaussian(0.5)}, seed=2)
+    net.initialize({'Cwl': {'timing': [1, 2, 3, 1]}, 'default': Gaussian(0.5)}, seed=2)
     return net
 
 
 def test_gradients_are_exact_with_a_context():
-    assert gradient_error_with_context(clockwork_lstm_net(),
-                                       skip=['Cwl.timing']) < 1e-7
+    assert gradient_error_with_context(clockwork_lstm_net(), skip=['Cwl.timing']) < 1e-7
 
 
 def test_backward_pass_leaves_forward_internals_alone():
@@ -89,8 +85,9 @@ def test_backward_pass_leaves_forward_internals_alone():
     outputs = net.get('Cwl.outputs.default')
     net.backward_pass()
     for name in names:
-        np.testing.assert_array_equal(net.get(f'Cwl.internals.{name}'),
-                                      before[name], err_msg=name)
+        np.testing.assert_array_equal(
+            net.get(f'Cwl.internals.{name}'), before[name], err_msg=name
+        )
     np.testing.assert_array_equal(net.get('Cwl.outputs.default'), outputs)
     assert not net.get('Cwl.gradients.timing').any()
 
@@ -98,7 +95,8 @@ def test_backward_pass_leaves_forward_internals_alone():
 def test_timing_is_initialized_to_one():
     net = regression_net(ClockworkLstm(4, name='Cwl'))
     net.initialize(Gaussian(0.5), seed=1)
-    np.testing.assert_array_equal(net.get('Cwl.parameters.timing'),
-                                  np.ones(4))
-    assert net.handler.get_numpy_copy(net.trainable_mask).sum() == \
-        net.get('parameters').size - 4
+    np.testing.assert_array_equal(net.get('Cwl.parameters.timing'), np.ones(4))
+    assert (
+        net.handler.get_numpy_copy(net.trainable_mask).sum()
+        == net.get('parameters').size - 4
+    )

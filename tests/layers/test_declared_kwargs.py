@@ -19,8 +19,11 @@ def _violations():
             for bad in kwarg.constraint.invalid_examples:
                 if bad is None and kwarg.default is None:
                     continue  # None means "decided by the layer" here
-                cases.append(pytest.param(
-                    entry, name, bad, id=f'{cls.get_type_name()}-{name}-{bad!r}'))
+                cases.append(
+                    pytest.param(
+                        entry, name, bad, id=f'{cls.get_type_name()}-{name}-{bad!r}'
+                    )
+                )
     return cases
 
 
@@ -38,15 +41,19 @@ def test_each_declared_constraint_violated_once(entry, name, bad):
 
 def test_constructor_functions_validate_at_construction():
     from brainstorm.layers import FullyConnected
-    with pytest.raises(LayerValidationError,
-                       match=r"FullyConnected 'Hid1': size must be a positive "
-                             r"int or a tuple of positive ints\. Received: "
-                             r"size=-3"):
+
+    with pytest.raises(
+        LayerValidationError,
+        match=r"FullyConnected 'Hid1': size must be a positive "
+        r'int or a tuple of positive ints\. Received: '
+        r'size=-3',
+    ):
         FullyConnected(-3, name='Hid1')
 
 
 def test_unexpected_kwargs_are_named():
     from brainstorm.layers.fully_connected_layer import FullyConnectedLayerImpl
+
     with pytest.raises(LayerValidationError, match="unexpected.*'sise'"):
         instantiate_layer(FullyConnectedLayerImpl, {'default': (3,)}, sise=3)
 
@@ -72,13 +79,18 @@ def test_describe_layers_includes_user_defined_layers():
 
     class ScaleByLayerImpl(Layer):
         """Multiply by a constant."""
+
         expected_inputs = {'default': StructureTemplate('T', 'B', '...')}
-        declared_kwargs = {'factor': Kwarg(FloatIn(), default=2.0,
-                                           description='the constant')}
+        declared_kwargs = {
+            'factor': Kwarg(FloatIn(), default=2.0, description='the constant')
+        }
 
         def setup(self, kwargs, in_shapes):
-            return (OrderedDict(default=in_shapes['default']), OrderedDict(),
-                    OrderedDict())
+            return (
+                OrderedDict(default=in_shapes['default']),
+                OrderedDict(),
+                OrderedDict(),
+            )
 
     described = {d['type']: d for d in describe_layers()}
     assert described['ScaleBy']['kwargs']['factor']['default'] == 2.0

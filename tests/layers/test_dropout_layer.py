@@ -13,10 +13,12 @@ from brainstorm.utils import LayerValidationError
 
 
 def run(drop_prob, features=(50, 4), T=3, B=5, training_pass=True, seed=2):
-    layer = instantiate_layer(DropoutLayerImpl, {'default': features},
-                              drop_prob=drop_prob)
-    buffers, manager = set_up_layer(layer, {'time_steps': T, 'batch_size': B,
-                                            'seed': seed})
+    layer = instantiate_layer(
+        DropoutLayerImpl, {'default': features}, drop_prob=drop_prob
+    )
+    buffers, manager = set_up_layer(
+        layer, {'time_steps': T, 'batch_size': B, 'seed': seed}
+    )
     h = layer.handler
     h.rnd.set_seed(seed)
     layer.forward_pass(buffers, training_pass=training_pass)
@@ -24,11 +26,13 @@ def run(drop_prob, features=(50, 4), T=3, B=5, training_pass=True, seed=2):
     dy = np.random.RandomState(seed + 1).randn(T, B, *features)
     h.set_from_numpy(buffers.output_deltas.default, dy)
     layer.backward_pass(buffers)
-    return {'x': h.get_numpy_copy(buffers.inputs.default),
-            'y': h.get_numpy_copy(buffers.outputs.default),
-            'mask': h.get_numpy_copy(buffers.internals.mask),
-            'dy': dy,
-            'dx': h.get_numpy_copy(buffers.input_deltas.default)}
+    return {
+        'x': h.get_numpy_copy(buffers.inputs.default),
+        'y': h.get_numpy_copy(buffers.outputs.default),
+        'mask': h.get_numpy_copy(buffers.internals.mask),
+        'dy': dy,
+        'dx': h.get_numpy_copy(buffers.input_deltas.default),
+    }
 
 
 @pytest.mark.parametrize('drop_prob', [0.2, 0.5, 0.9])
@@ -36,8 +40,7 @@ def test_training_pass_drops_and_rescales(drop_prob):
     r = run(drop_prob)
     kept = r['mask'] != 0
     # the mask holds 0 or 1/(1-p), about a fraction 1-p of it non-zero
-    np.testing.assert_allclose(r['mask'][kept], 1.0 / (1.0 - drop_prob),
-                               rtol=1e-12)
+    np.testing.assert_allclose(r['mask'][kept], 1.0 / (1.0 - drop_prob), rtol=1e-12)
     assert abs(kept.mean() - (1.0 - drop_prob)) < 0.05
     expected = np.where(kept, r['x'] / (1.0 - drop_prob), 0.0)
     np.testing.assert_allclose(r['y'], expected, rtol=1e-12, atol=0)
@@ -64,11 +67,9 @@ def test_finite_differences_catch_a_missing_rescaling():
             h.mult_st(1.0 / (1.0 - self.drop_prob), mask, mask)
 
     spec = {'time_steps': 2, 'batch_size': 3}
-    good = instantiate_layer(DropoutLayerImpl, {'default': (4,)},
-                             drop_prob=0.3)
+    good = instantiate_layer(DropoutLayerImpl, {'default': (4,)}, drop_prob=0.3)
     run_layer_tests(good, spec)
-    bad = instantiate_layer(UnscaledDropoutLayerImpl, {'default': (4,)},
-                            drop_prob=0.3)
+    bad = instantiate_layer(UnscaledDropoutLayerImpl, {'default': (4,)}, drop_prob=0.3)
     with pytest.raises(AssertionError, match='does not match finite'):
         run_layer_tests(bad, spec)
 
@@ -109,11 +110,12 @@ def test_shapes_and_defaults():
 
 @pytest.mark.parametrize('drop_prob', [1.0, -0.1, 1.5, '0.5', None])
 def test_bad_drop_prob_raises_layer_validation_error(drop_prob):
-    with pytest.raises(LayerValidationError,
-                       match=r"Dropout 'Dropout': drop_prob must be a float "
-                             r'in \[0, 1\)'):
-        instantiate_layer(DropoutLayerImpl, {'default': (3,)},
-                          drop_prob=drop_prob)
+    with pytest.raises(
+        LayerValidationError,
+        match=r"Dropout 'Dropout': drop_prob must be a float "
+        r'in \[0, 1\)',
+    ):
+        instantiate_layer(DropoutLayerImpl, {'default': (3,)}, drop_prob=drop_prob)
 
 
 def test_constructor_rejects_bad_drop_prob():

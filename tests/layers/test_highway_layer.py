@@ -19,10 +19,15 @@ def test_forward_and_backward_match_numpy(features):
     shape = (3, 2) + features
     H, x, dy = (random_data(i, *shape) for i in range(3))
     T = np.random.RandomState(3).uniform(0, 1, shape)
-    result = run_layer(HighwayLayerImpl, {'H': H, 'T': T, 'x': x},
-                       output_deltas={'default': dy}, prefill_deltas=1.0)
-    np.testing.assert_allclose(result.outputs['default'],
-                               T * H + (1 - T) * x, rtol=1e-12, atol=1e-14)
+    result = run_layer(
+        HighwayLayerImpl,
+        {'H': H, 'T': T, 'x': x},
+        output_deltas={'default': dy},
+        prefill_deltas=1.0,
+    )
+    np.testing.assert_allclose(
+        result.outputs['default'], T * H + (1 - T) * x, rtol=1e-12, atol=1e-14
+    )
     deltas = result.input_deltas
     np.testing.assert_allclose(deltas['H'], 1 + T * dy, rtol=1e-12)
     np.testing.assert_allclose(deltas['T'], 1 + (H - x) * dy, rtol=1e-12)
@@ -32,26 +37,33 @@ def test_forward_and_backward_match_numpy(features):
 
 
 def test_output_has_the_shape_of_x():
-    layer = instantiate_layer(HighwayLayerImpl,
-                              {'H': (2, 5), 'T': (2, 5), 'x': (2, 5)})
+    layer = instantiate_layer(HighwayLayerImpl, {'H': (2, 5), 'T': (2, 5), 'x': (2, 5)})
     assert layer.out_shapes['default'].shape == ('T', 'B', 2, 5)
 
 
-@pytest.mark.parametrize('shapes', [
-    {'H': (3,), 'T': (3,), 'x': (4,)},
-    {'H': (3,), 'T': (1,), 'x': (3,)},
-    {'H': (2, 3), 'T': (3, 2), 'x': (2, 3)},
-])
+@pytest.mark.parametrize(
+    'shapes',
+    [
+        {'H': (3,), 'T': (3,), 'x': (4,)},
+        {'H': (3,), 'T': (1,), 'x': (3,)},
+        {'H': (2, 3), 'T': (3, 2), 'x': (2, 3)},
+    ],
+)
 def test_inputs_of_different_shapes_are_rejected(shapes):
-    with pytest.raises(LayerValidationError,
-                       match=r"Highway 'Highway': inputs H, T and x must have"
-                             r" identical shapes"):
+    with pytest.raises(
+        LayerValidationError,
+        match=r"Highway 'Highway': inputs H, T and x must have"
+        r' identical shapes',
+    ):
         instantiate_layer(HighwayLayerImpl, shapes)
 
 
 def test_missing_input_is_rejected():
-    with pytest.raises(LayerValidationError, match=r"input 'T' is not "
-                                                   r'connected'):
+    with pytest.raises(
+        LayerValidationError,
+        match=r"input 'T' is not "
+        r'connected',
+    ):
         instantiate_layer(HighwayLayerImpl, {'H': (3,), 'x': (3,)})
 
 
@@ -68,8 +80,10 @@ def _gated_net():
         NoOp,
         SigmoidCE,
     )
-    inp = Input({'default': ('T', 'B', 3), 'mask': ('T', 'B', 1),
-                 'targets': ('T', 'B', 4)})
+
+    inp = Input(
+        {'default': ('T', 'B', 3), 'mask': ('T', 'B', 1), 'targets': ('T', 'B', 4)}
+    )
     highway = Highway(name='Hw')
     inp >> FullyConnected(4, activation='tanh', name='H') >> 'H' - highway
     inp >> FullyConnected(4, activation='sigmoid', name='G') >> 'T' - highway
@@ -84,9 +98,11 @@ def _gated_net():
     out - 'loss' >> Loss(name='L')
     highway >> L2Decay() - 'loss' >> Loss(importance=0.1, name='L2Loss')
     rnd = np.random.RandomState(0)
-    data = {'default': rnd.randn(3, 2, 3),
-            'mask': rnd.randint(0, 2, (3, 2, 1)).astype(float),
-            'targets': rnd.uniform(0, 1, (3, 2, 4))}
+    data = {
+        'default': rnd.randn(3, 2, 3),
+        'mask': rnd.randint(0, 2, (3, 2, 1)).astype(float),
+        'targets': rnd.uniform(0, 1, (3, 2, 4)),
+    }
     return inp, data
 
 
@@ -99,6 +115,7 @@ def _difference_net():
         Loss,
         SquaredDifference,
     )
+
     inp = Input({'default': ('T', 'B', 3), 'targets': ('T', 'B', 2)})
     diff = SquaredDifference()
     inp >> FullyConnected(2, activation='tanh', name='A') >> 'inputs_1' - diff
@@ -110,17 +127,18 @@ def _difference_net():
     bce >> Loss(name='BceLoss')
     diff >> L1Decay() - 'loss' >> Loss(importance=0.1, name='L1Loss')
     rnd = np.random.RandomState(1)
-    data = {'default': rnd.randn(3, 2, 3),
-            'targets': rnd.uniform(0, 1, (3, 2, 2))}
+    data = {'default': rnd.randn(3, 2, 3), 'targets': rnd.uniform(0, 1, (3, 2, 2))}
     return inp, data
 
 
-@pytest.mark.parametrize('make', [_gated_net, _difference_net],
-                         ids=['gated', 'difference'])
+@pytest.mark.parametrize(
+    'make', [_gated_net, _difference_net], ids=['gated', 'difference']
+)
 def test_network_gradients_through_the_misc_layers(make):
     from brainstorm.handlers import NumpyHandler
     from brainstorm.initializers import Gaussian
     from brainstorm.structure.network import Network
+
     inp, data = make()
     net = Network.from_layer(inp)
     net.set_handler(NumpyHandler(np.float64))

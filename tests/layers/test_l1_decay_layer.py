@@ -17,15 +17,20 @@ def test_constructor_builds_the_layer():
 def test_forward_and_backward_match_numpy(features):
     x = random_data(0, 3, 2, *features)
     dloss = random_data(1, 3, 2, 1)
-    result = run_layer(L1DecayLayerImpl, {'default': x},
-                       output_deltas={'loss': dloss}, prefill_deltas=1.0)
+    result = run_layer(
+        L1DecayLayerImpl,
+        {'default': x},
+        output_deltas={'loss': dloss},
+        prefill_deltas=1.0,
+    )
     axes = tuple(range(2, x.ndim))
-    np.testing.assert_allclose(result.outputs['loss'],
-                               np.abs(x).sum(axis=axes)[..., None],
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        result.outputs['loss'], np.abs(x).sum(axis=axes)[..., None], rtol=1e-12
+    )
     per_row = dloss.reshape((3, 2) + (1,) * len(features))
-    np.testing.assert_allclose(result.input_deltas['default'],
-                               1 + np.sign(x) * per_row, rtol=1e-12)
+    np.testing.assert_allclose(
+        result.input_deltas['default'], 1 + np.sign(x) * per_row, rtol=1e-12
+    )
 
 
 def test_shapes():

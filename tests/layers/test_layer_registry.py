@@ -32,8 +32,7 @@ from brainstorm.testing import (
 
 def _collect():
     entries = []
-    for info in sorted(pkgutil.iter_modules(_pkg.__path__),
-                       key=lambda i: i.name):
+    for info in sorted(pkgutil.iter_modules(_pkg.__path__), key=lambda i: i.name):
         if info.name.startswith('layer_specs_'):
             module = importlib.import_module(f'tests.layers.{info.name}')
             entries.extend(module.LAYER_SPECS)
@@ -45,53 +44,55 @@ def _cases():
     for entry in _collect():
         configs = entry.get('configurations')
         if configs is None:
-            configs = [(c['time_steps'], c['batch_size'], c['activation'])
-                       for c in get_test_configurations()]
+            configs = [
+                (c['time_steps'], c['batch_size'], c['activation'])
+                for c in get_test_configurations()
+            ]
         else:
             configs = [(t, b, None) for t, b in configs]
         for t, b, act in configs:
             if not entry.get('activation'):
                 act = None
-            case_id = f"{entry['id']}-T{t}-B{b}" + (f'-{act}' if act else '')
+            case_id = f'{entry["id"]}-T{t}-B{b}' + (f'-{act}' if act else '')
             cases.append(pytest.param(entry, t, b, act, id=case_id))
     return cases
 
 
-@pytest.mark.parametrize('entry, time_steps, batch_size, activation',
-                         _cases())
-def test_layer_passes_all_invariants(entry, time_steps, batch_size,
-                                     activation):
+@pytest.mark.parametrize('entry, time_steps, batch_size, activation', _cases())
+def test_layer_passes_all_invariants(entry, time_steps, batch_size, activation):
     kwargs = dict(entry.get('kwargs', {}))
     if activation:
         kwargs['activation'] = activation
-    layer = instantiate_layer(entry['layer_class'], entry['in_shapes'],
-                              **kwargs)
+    layer = instantiate_layer(entry['layer_class'], entry['in_shapes'], **kwargs)
     rnd = np.random.RandomState(7)
     spec = {'time_steps': time_steps, 'batch_size': batch_size}
     if activation:
         spec['activation'] = activation
     for key, value in entry.get('spec', {}).items():
-        spec[key] = value(time_steps, batch_size, rnd) if callable(value) \
-            else value
+        spec[key] = value(time_steps, batch_size, rnd) if callable(value) else value
     run_layer_tests(layer, spec)
 
 
 def test_registry_ids_are_unique():
     ids = [entry['id'] for entry in _collect()]
-    assert len(ids) == len(set(ids)), sorted(
-        i for i in set(ids) if ids.count(i) > 1)
+    assert len(ids) == len(set(ids)), sorted(i for i in set(ids) if ids.count(i) > 1)
 
 
 def test_registry_covers_every_builtin_layer():
     import brainstorm.layers as layers
     from brainstorm.layers.base_layer import Layer
+
     impls = set()
     for info in pkgutil.iter_modules(layers.__path__):
         if info.name.endswith('_layer') and info.name != 'base_layer':
             module = importlib.import_module(f'brainstorm.layers.{info.name}')
-            impls |= {v.__name__ for v in vars(module).values()
-                      if isinstance(v, type) and issubclass(v, Layer)
-                      and v.__module__ == module.__name__}
+            impls |= {
+                v.__name__
+                for v in vars(module).values()
+                if isinstance(v, type)
+                and issubclass(v, Layer)
+                and v.__module__ == module.__name__
+            }
     registered = {e['layer_class'].__name__ for e in _collect()}
     missing = impls - registered - {'InputLayerImpl'}
     assert impls, 'no layer modules found'

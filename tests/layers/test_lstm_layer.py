@@ -31,8 +31,9 @@ def test_parameters_internals_and_outputs_follow_the_spec():
         assert shapes['b' + gate] == (5,)
     for gate in 'ifo':
         assert shapes['p' + gate] == (1, 5)
-    assert list(layer.internal_shapes) == \
-        LSTM_INTERNALS + ['d' + n for n in LSTM_INTERNALS]
+    assert list(layer.internal_shapes) == LSTM_INTERNALS + [
+        'd' + n for n in LSTM_INTERNALS
+    ]
     for name, structure in layer.internal_shapes.items():
         assert structure.shape == ('T', 'B', 5)
         assert structure.context_size == 1
@@ -47,24 +48,26 @@ def test_size_defaults_to_the_flattened_input_size():
     assert layer.activation == 'tanh'
 
 
-@pytest.mark.parametrize('kwargs, match', [
-    ({'size': -3}, 'size must be a positive int. Received: size=-3'),
-    ({'size': 2.5}, 'size must be a positive int'),
-    ({'size': 4, 'activation': 'relu'}, 'activation must be one of'),
-    ({'size': 4, 'peepholes': False}, 'unexpected argument'),
-])
+@pytest.mark.parametrize(
+    'kwargs, match',
+    [
+        ({'size': -3}, 'size must be a positive int. Received: size=-3'),
+        ({'size': 2.5}, 'size must be a positive int'),
+        ({'size': 4, 'activation': 'relu'}, 'activation must be one of'),
+        ({'size': 4, 'peepholes': False}, 'unexpected argument'),
+    ],
+)
 def test_invalid_arguments_are_rejected(kwargs, match):
     with pytest.raises(LayerValidationError, match=match):
-        instantiate_layer(LstmLayerImpl, {'default': (3,)}, name='Lstm1',
-                          **kwargs)
+        instantiate_layer(LstmLayerImpl, {'default': (3,)}, name='Lstm1', **kwargs)
 
 
-@pytest.mark.parametrize('activation', ['tanh', 'sigmoid', 'rel', 'linear',
-                                        'el'])
+@pytest.mark.parametrize('activation', ['tanh', 'sigmoid', 'rel', 'linear', 'el'])
 def test_forward_pass_matches_numpy_with_a_context(activation):
     T, B, size = 4, 3, 5
-    layer = instantiate_layer(LstmLayerImpl, {'default': (2, 3)}, size=size,
-                              activation=activation)
+    layer = instantiate_layer(
+        LstmLayerImpl, {'default': (2, 3)}, size=size, activation=activation
+    )
     buffers, manager = set_up_layer(layer, {'time_steps': T, 'batch_size': B})
     h = manager.handler
     rnd = np.random.RandomState(3)
@@ -78,8 +81,9 @@ def test_forward_pass_matches_numpy_with_a_context(activation):
     y_ref, c_ref = lstm_reference(x, params, y0, c0, activation)
     y = h.get_numpy_copy(buffers.outputs.default)
     np.testing.assert_allclose(y[:T], y_ref, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(h.get_numpy_copy(buffers.internals.Ca)[:T],
-                               c_ref, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        h.get_numpy_copy(buffers.internals.Ca)[:T], c_ref, rtol=1e-10, atol=1e-12
+    )
     # the context itself is left alone
     np.testing.assert_array_equal(y[T], y0)
 
@@ -105,14 +109,16 @@ def test_a_context_continues_a_sequence():
     context = net.get_context()
     net.provide_external_data({k: v[2:] for k, v in data.items()})
     net.forward_pass(context=context)
-    np.testing.assert_allclose(net.get('Lstm.outputs.default')[:4], full[2:],
-                               rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(
+        net.get('Lstm.outputs.default')[:4], full[2:], rtol=1e-12, atol=1e-14
+    )
 
 
 def test_initialize_pattern_reaches_exactly_the_forget_gate_bias():
     inp = Input(out_shapes={'default': ('T', 'B', 3)})
-    net = Network.from_layer(inp >> Lstm(4, name='Lstm')
-                             >> FullyConnected(2, name='Out'))
+    net = Network.from_layer(
+        inp >> Lstm(4, name='Lstm') >> FullyConnected(2, name='Out')
+    )
     net.initialize({'Lstm*': {'bf': 1.0}, 'default': 0.0})
     np.testing.assert_array_equal(net.get('Lstm.parameters.bf'), np.ones(4))
     for name in LSTM_PARAMETERS:
@@ -129,5 +135,6 @@ def test_backward_pass_leaves_forward_internals_alone():
     internals = {n: net.get(f'Lstm.internals.{n}') for n in LSTM_INTERNALS}
     net.backward_pass()
     for name, before in internals.items():
-        np.testing.assert_array_equal(net.get(f'Lstm.internals.{name}'),
-                                      before, err_msg=name)
+        np.testing.assert_array_equal(
+            net.get(f'Lstm.internals.{name}'), before, err_msg=name
+        )

@@ -16,8 +16,9 @@ def test_constructor_builds_a_noop_layer():
 def test_forward_copies_and_backward_adds_for_multidim_features():
     x = random_data(0, 3, 2, 2, 3)
     dy = random_data(1, 3, 2, 2, 3)
-    result = run_layer(NoOpLayerImpl, {'default': x},
-                       output_deltas={'default': dy}, prefill_deltas=0.5)
+    result = run_layer(
+        NoOpLayerImpl, {'default': x}, output_deltas={'default': dy}, prefill_deltas=0.5
+    )
     np.testing.assert_array_equal(result.outputs['default'], x)
     np.testing.assert_allclose(result.input_deltas['default'], dy + 0.5)
     assert result.layer.out_shapes['default'].shape == ('T', 'B', 2, 3)

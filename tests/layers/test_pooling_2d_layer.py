@@ -36,8 +36,7 @@ def pool_reference(x, kernel, padding, stride, kind):
                             col = j * sx + v - padding
                             if 0 <= row < height and 0 <= col < width:
                                 values.append(x[b, row, col, c])
-                                indices.append((row * width + col) * channels
-                                               + c)
+                                indices.append((row * width + col) * channels + c)
                     if not values:
                         continue
                     if kind == 'avg':
@@ -59,12 +58,14 @@ def pool_backward_reference(x, dy, kernel, padding, stride, kind):
         for i in range(oh):
             for j in range(ow):
                 for c in range(channels):
-                    cells = [(i * stride[0] + u - padding,
-                              j * stride[1] + v - padding)
-                             for u in range(kernel[0])
-                             for v in range(kernel[1])]
-                    cells = [(r, q) for r, q in cells
-                             if 0 <= r < height and 0 <= q < width]
+                    cells = [
+                        (i * stride[0] + u - padding, j * stride[1] + v - padding)
+                        for u in range(kernel[0])
+                        for v in range(kernel[1])
+                    ]
+                    cells = [
+                        (r, q) for r, q in cells if 0 <= r < height and 0 <= q < width
+                    ]
                     if kind == 'avg':
                         for r, q in cells:
                             dx[b, r, q, c] += dy[b, i, j, c] / len(cells)
@@ -84,10 +85,12 @@ CASES = [
 
 
 def run_layer(kind, image, kwargs, T=2, B=3, seed=5):
-    layer = instantiate_layer(Pooling2DLayerImpl, {'default': image},
-                              type=kind, **kwargs)
-    buffers, manager = set_up_layer(layer, {'time_steps': T,
-                                            'batch_size': B, 'seed': seed})
+    layer = instantiate_layer(
+        Pooling2DLayerImpl, {'default': image}, type=kind, **kwargs
+    )
+    buffers, manager = set_up_layer(
+        layer, {'time_steps': T, 'batch_size': B, 'seed': seed}
+    )
     h = layer.handler
     layer.forward_pass(buffers, training_pass=True)
     manager.clear_backward_buffers()
@@ -96,8 +99,10 @@ def run_layer(kind, image, kwargs, T=2, B=3, seed=5):
     h.set_from_numpy(buffers.output_deltas.default, dy)
     layer.backward_pass(buffers)
     x = h.get_numpy_copy(buffers.inputs.default)
-    results = {'outputs': h.get_numpy_copy(buffers.outputs.default),
-               'input_deltas': h.get_numpy_copy(buffers.input_deltas.default)}
+    results = {
+        'outputs': h.get_numpy_copy(buffers.outputs.default),
+        'input_deltas': h.get_numpy_copy(buffers.input_deltas.default),
+    }
     if 'argmax' in buffers.internals.keys():
         results['argmax'] = h.get_numpy_copy(buffers.internals.argmax)
     return layer, x, dy, results
@@ -111,28 +116,31 @@ def test_forward_and_backward_match_explicit_loops(kind, image, kwargs):
     padding = kwargs.get('padding', 0)
     stride = kwargs.get('stride', (1, 1))
     flat_x = x.reshape((T * B,) + image)
-    expected, argmax = pool_reference(flat_x, kwargs['kernel_size'], padding,
-                                      stride, kind)
+    expected, argmax = pool_reference(
+        flat_x, kwargs['kernel_size'], padding, stride, kind
+    )
     out_shape = (T, B) + expected.shape[1:]
-    assert layer.get_shape('outputs.default') == ('T', 'B') + \
-        expected.shape[1:]
-    np.testing.assert_allclose(got['outputs'], expected.reshape(out_shape),
-                               rtol=1e-12, atol=1e-12)
+    assert layer.get_shape('outputs.default') == ('T', 'B') + expected.shape[1:]
+    np.testing.assert_allclose(
+        got['outputs'], expected.reshape(out_shape), rtol=1e-12, atol=1e-12
+    )
     if kind == 'max':
         np.testing.assert_array_equal(got['argmax'], argmax.reshape(out_shape))
     else:
         assert 'argmax' not in got
-    dx = pool_backward_reference(flat_x, dy.reshape(expected.shape),
-                                 kwargs['kernel_size'], padding, stride, kind)
+    dx = pool_backward_reference(
+        flat_x, dy.reshape(expected.shape), kwargs['kernel_size'], padding, stride, kind
+    )
     # the input deltas started at 0, so they equal dx
-    np.testing.assert_allclose(got['input_deltas'], dx.reshape(x.shape),
-                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        got['input_deltas'], dx.reshape(x.shape), rtol=1e-12, atol=1e-12
+    )
 
 
 def test_all_padding_windows_give_zero_and_argmax_minus_one():
-    _, _, _, got = run_layer('max', (3, 3, 2),
-                             {'kernel_size': (2, 2), 'padding': 2,
-                              'stride': (2, 2)})
+    _, _, _, got = run_layer(
+        'max', (3, 3, 2), {'kernel_size': (2, 2), 'padding': 2, 'stride': (2, 2)}
+    )
     # OH = (3 + 4 - 2)//2 + 1 = 3; window row 0 covers input rows -2, -1
     assert got['outputs'].shape[2:] == (3, 3, 2)
     assert np.all(got['argmax'][:, :, 0] == -1)
@@ -141,8 +149,9 @@ def test_all_padding_windows_give_zero_and_argmax_minus_one():
 
 
 def test_max_pooling_prefers_the_first_maximum_on_ties():
-    layer = instantiate_layer(Pooling2DLayerImpl, {'default': (2, 2, 1)},
-                              kernel_size=(2, 2))
+    layer = instantiate_layer(
+        Pooling2DLayerImpl, {'default': (2, 2, 1)}, kernel_size=(2, 2)
+    )
     x = np.full((1, 1, 2, 2, 1), 3.0)
     buffers, _ = set_up_layer(layer, {'default': x})
     layer.forward_pass(buffers)
@@ -150,72 +159,86 @@ def test_max_pooling_prefers_the_first_maximum_on_ties():
 
 
 def test_shapes_and_internals():
-    layer = instantiate_layer(Pooling2DLayerImpl, {'default': (7, 9, 3)},
-                              kernel_size=(3, 2), padding=1, stride=(2, 3))
+    layer = instantiate_layer(
+        Pooling2DLayerImpl,
+        {'default': (7, 9, 3)},
+        kernel_size=(3, 2),
+        padding=1,
+        stride=(2, 3),
+    )
     assert layer.type == 'max'
     assert layer.get_shape('outputs.default') == ('T', 'B', 4, 4, 3)
     assert layer.get_shape('internals.argmax') == ('T', 'B', 4, 4, 3)
     assert layer.parameter_shapes == {}
-    avg = instantiate_layer(Pooling2DLayerImpl, {'default': (7, 9, 3)},
-                            kernel_size=(3, 2), type='avg')
+    avg = instantiate_layer(
+        Pooling2DLayerImpl, {'default': (7, 9, 3)}, kernel_size=(3, 2), type='avg'
+    )
     assert avg.internal_shapes == {}
 
 
 def test_default_stride_is_one():
-    layer = instantiate_layer(Pooling2DLayerImpl, {'default': (5, 5, 1)},
-                              kernel_size=(2, 2))
+    layer = instantiate_layer(
+        Pooling2DLayerImpl, {'default': (5, 5, 1)}, kernel_size=(2, 2)
+    )
     assert layer.stride == (1, 1)
     assert layer.get_shape('outputs.default') == ('T', 'B', 4, 4, 1)
 
 
 def test_accepts_the_unused_activation_function_argument():
     architecture = {
-        'Input': {'@type': 'Input',
-                  'out_shapes': {'default': ['T', 'B', 4, 4, 1]},
-                  '@outgoing_connections': {'default': ['Pool']}},
-        'Pool': {'@type': 'Pooling2D', 'kernel_size': [2, 2], 'type': 'avg',
-                 'activation_function': 'tanh', '@outgoing_connections': {}},
+        'Input': {
+            '@type': 'Input',
+            'out_shapes': {'default': ['T', 'B', 4, 4, 1]},
+            '@outgoing_connections': {'default': ['Pool']},
+        },
+        'Pool': {
+            '@type': 'Pooling2D',
+            'kernel_size': [2, 2],
+            'type': 'avg',
+            'activation_function': 'tanh',
+            '@outgoing_connections': {},
+        },
     }
     net = Network.from_architecture(architecture)
     assert net.layers['Pool'].type == 'avg'
-    assert net.layers['Pool'].get_shape('outputs.default') == \
-        ('T', 'B', 3, 3, 1)
+    assert net.layers['Pool'].get_shape('outputs.default') == ('T', 'B', 3, 3, 1)
 
 
 def test_constructor_builds_a_network():
     inp = Input({'default': ('T', 'B', 6, 6, 2)})
-    net = Network.from_layer(inp >> Pooling2D((2, 2), stride=(2, 2),
-                                              name='Pool'))
+    net = Network.from_layer(inp >> Pooling2D((2, 2), stride=(2, 2), name='Pool'))
     assert net.architecture['Pool']['type'] == 'max'
-    assert net.layers['Pool'].get_shape('outputs.default') == \
-        ('T', 'B', 3, 3, 2)
+    assert net.layers['Pool'].get_shape('outputs.default') == ('T', 'B', 3, 3, 2)
 
 
 def test_kernel_larger_than_padded_input_is_rejected():
-    with pytest.raises(LayerValidationError,
-                       match=r"Pooling2D 'Pool': kernel_size \(4, 2\) is "
-                             r'larger than the padded input \(3, 3\)'):
-        instantiate_layer(Pooling2DLayerImpl, {'default': (3, 3, 1)},
-                          name='Pool', kernel_size=(4, 2))
+    with pytest.raises(
+        LayerValidationError,
+        match=r"Pooling2D 'Pool': kernel_size \(4, 2\) is "
+        r'larger than the padded input \(3, 3\)',
+    ):
+        instantiate_layer(
+            Pooling2DLayerImpl, {'default': (3, 3, 1)}, name='Pool', kernel_size=(4, 2)
+        )
 
 
 @pytest.mark.parametrize('features', [(5,), (4, 4)])
 def test_input_must_have_three_feature_dims(features):
     with pytest.raises(LayerValidationError, match='3 feature dimensions'):
-        instantiate_layer(Pooling2DLayerImpl, {'default': features},
-                          kernel_size=(1, 1))
+        instantiate_layer(Pooling2DLayerImpl, {'default': features}, kernel_size=(1, 1))
 
 
-@pytest.mark.parametrize('kwargs, message', [
-    ({'kernel_size': (2, 2), 'type': 'sum'}, "type must be one of 'max', "
-                                             "'avg'"),
-    ({'kernel_size': (0, 2)}, 'kernel_size must be a pair'),
-    ({'kernel_size': (2, 2), 'stride': (1, 2, 3)}, 'stride must be a pair'),
-    ({'kernel_size': (2, 2), 'padding': 1.5}, 'padding must be an int'),
-    ({}, 'kernel_size is required'),
-    ({'kernel_size': (2, 2), 'activation': 'rel'}, 'unexpected argument'),
-])
+@pytest.mark.parametrize(
+    'kwargs, message',
+    [
+        ({'kernel_size': (2, 2), 'type': 'sum'}, "type must be one of 'max', 'avg'"),
+        ({'kernel_size': (0, 2)}, 'kernel_size must be a pair'),
+        ({'kernel_size': (2, 2), 'stride': (1, 2, 3)}, 'stride must be a pair'),
+        ({'kernel_size': (2, 2), 'padding': 1.5}, 'padding must be an int'),
+        ({}, 'kernel_size is required'),
+        ({'kernel_size': (2, 2), 'activation': 'rel'}, 'unexpected argument'),
+    ],
+)
 def test_bad_arguments_raise_layer_validation_errors(kwargs, message):
     with pytest.raises(LayerValidationError, match=message):
-        instantiate_layer(Pooling2DLayerImpl, {'default': (4, 4, 1)},
-                          **kwargs)
+        instantiate_layer(Pooling2DLayerImpl, {'default': (4, 4, 1)}, **kwargs)

@@ -20,17 +20,20 @@ XOR_TARGETS = np.array([0, 1, 1, 0])
 
 def xor_data():
     """XOR as ``(1, 4, 2)`` inputs and ``(1, 4, 1)`` class ids."""
-    return {'default': XOR_INPUTS.reshape(1, 4, 2),
-            'targets': XOR_TARGETS.reshape(1, 4, 1)}
+    return {
+        'default': XOR_INPUTS.reshape(1, 4, 2),
+        'targets': XOR_TARGETS.reshape(1, 4, 1),
+    }
 
 
-def xor_net(hidden=8, activation='tanh', dtype=np.float64, seed=1,
-            handler=None, std=1.0):
+def xor_net(
+    hidden=8, activation='tanh', dtype=np.float64, seed=1, handler=None, std=1.0
+):
     """Input(2) -> FullyConnected 'Hid' -> Output_projection -> SoftmaxCE."""
     inp, proj = get_in_out_layers('classification', 2, 2)
     net = Network.from_layer(
-        inp >> FullyConnected(hidden, activation=activation, name='Hid')
-        >> proj)
+        inp >> FullyConnected(hidden, activation=activation, name='Hid') >> proj
+    )
     net.set_handler(handler or NumpyHandler(dtype, seed=seed))
     net.initialize(Gaussian(std), seed=seed)
     net.output_name = 'Output.outputs.predictions'
@@ -40,8 +43,9 @@ def xor_net(hidden=8, activation='tanh', dtype=np.float64, seed=1,
 def batchnorm_net(seed=1):
     """Input(3) -> FC 'Hid' (4) -> BatchNorm 'BN' -> projection (2)."""
     inp, proj = get_in_out_layers('classification', 3, 2)
-    net = Network.from_layer(inp >> FullyConnected(4, name='Hid')
-                             >> BatchNorm(name='BN') >> proj)
+    net = Network.from_layer(
+        inp >> FullyConnected(4, name='Hid') >> BatchNorm(name='BN') >> proj
+    )
     net.set_handler(NumpyHandler(np.float64, seed=seed))
     net.initialize(Gaussian(0.5), seed=seed)
     net.output_name = 'Output.outputs.predictions'
@@ -52,8 +56,13 @@ def dropout_net(seed=1, dtype=np.float64):
     """Input(4) -> Dropout -> FC 'Hid1' -> Dropout -> FC 'Hid2' -> out(3)."""
     inp, proj = get_in_out_layers('classification', 4, 3)
     net = Network.from_layer(
-        inp >> Dropout(0.2) >> FullyConnected(6, name='Hid1') >> Dropout(0.3)
-        >> FullyConnected(5, activation='tanh', name='Hid2') >> proj)
+        inp
+        >> Dropout(0.2)
+        >> FullyConnected(6, name='Hid1')
+        >> Dropout(0.3)
+        >> FullyConnected(5, activation='tanh', name='Hid2')
+        >> proj
+    )
     net.set_handler(NumpyHandler(dtype, seed=seed))
     net.initialize(Gaussian(0.3), seed=seed)
     net.output_name = 'Output.outputs.predictions'
@@ -81,8 +90,9 @@ class Recorder(Hook):
     """Records every call as ``(timescale, epoch_nr, update_nr)``; returns
     ``value`` (if not None) to be logged."""
 
-    def __init__(self, name=None, timescale='epoch', interval=1, value=None,
-                 calls=None):
+    def __init__(
+        self, name=None, timescale='epoch', interval=1, value=None, calls=None
+    ):
         super().__init__(name, timescale, interval)
         self.value = value
         self.calls = [] if calls is None else calls
@@ -107,8 +117,8 @@ class StopAtUpdate(Hook):
 def roundtrip(obj):
     """``obj`` described, sent through JSON and recreated."""
     import json
-    return bs.create_from_description(json.loads(json.dumps(
-        bs.get_description(obj))))
+
+    return bs.create_from_description(json.loads(json.dumps(bs.get_description(obj))))
 
 
 class CountingHandler(NumpyHandler):

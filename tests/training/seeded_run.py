@@ -50,25 +50,28 @@ def _stepper(config):
         return steppers.AdamStepper(0.01)
     if config == 'adamw':
         return steppers.AdamWStepper(0.01)
-    return steppers.MultiStepper({'Hid1': steppers.AdamStepper(0.01),
-                                  'default': steppers.MomentumStepper(0.1)})
+    return steppers.MultiStepper(
+        {'Hid1': steppers.AdamStepper(0.01), 'default': steppers.MomentumStepper(0.1)}
+    )
 
 
 SCHEDULES = {
-    'sgd': (schedules.Linear(0.1, 0.01, 6), schedules.MultiStep(
-        1.0, [1, 2], [0.5, 0.25])),
-    'momentum': (schedules.Exponential(0.1, 0.9),
-                 schedules.DecreaseAfterEpoch(1.0, 2)),
-    'nesterov': (schedules.CosineWithWarmup(0.1, 8, warmup_changes=2),
-                 schedules.Linear(1.0, 0.5, 3)),
-    'rmsprop': (schedules.MultiStep(0.01, [3, 6], [0.005, 0.002]),
-                schedules.Exponential(1.0, 0.5)),
-    'adam': (schedules.DecreaseAfterEpoch(0.01, 2),
-             schedules.CosineWithWarmup(1.0, 3)),
-    'adamw': (schedules.Linear(0.01, 0.001, 8),
-              schedules.MultiStep(1.0, [2], [0.1])),
-    'multi': (schedules.Exponential(0.1, 0.95),
-              schedules.DecreaseAfterEpoch(1.0, 1)),
+    'sgd': (
+        schedules.Linear(0.1, 0.01, 6),
+        schedules.MultiStep(1.0, [1, 2], [0.5, 0.25]),
+    ),
+    'momentum': (schedules.Exponential(0.1, 0.9), schedules.DecreaseAfterEpoch(1.0, 2)),
+    'nesterov': (
+        schedules.CosineWithWarmup(0.1, 8, warmup_changes=2),
+        schedules.Linear(1.0, 0.5, 3),
+    ),
+    'rmsprop': (
+        schedules.MultiStep(0.01, [3, 6], [0.005, 0.002]),
+        schedules.Exponential(1.0, 0.5),
+    ),
+    'adam': (schedules.DecreaseAfterEpoch(0.01, 2), schedules.CosineWithWarmup(1.0, 3)),
+    'adamw': (schedules.Linear(0.01, 0.001, 8), schedules.MultiStep(1.0, [2], [0.1])),
+    'multi': (schedules.Exponential(0.1, 0.95), schedules.DecreaseAfterEpoch(1.0, 1)),
 }
 CONFIGS = sorted(SCHEDULES)
 
@@ -77,13 +80,15 @@ class PositionCheckpoint(SaveCheckpoint):
     """A checkpoint file per position: ``u<update>`` or ``e<epoch>``."""
 
     def __init__(self, directory, timescale):
-        super().__init__(os.path.join(directory, 'x.ckpt'),
-                         name=f'ckpt_{timescale}', timescale=timescale)
+        super().__init__(
+            os.path.join(directory, 'x.ckpt'),
+            name=f'ckpt_{timescale}',
+            timescale=timescale,
+        )
         self.directory = directory
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
-        tag = f'u{update_nr}' if self.timescale == 'update' else \
-            f'e{epoch_nr}'
+        tag = f'u{update_nr}' if self.timescale == 'update' else f'e{epoch_nr}'
         self.filename = os.path.join(self.directory, f'{tag}.ckpt')
 
 
@@ -95,11 +100,13 @@ def data(n, seed):
 
 
 def iterators():
-    train = AddSaltNPepper(AddGaussianNoise(
-        Minibatches(8, shuffle=True, **data(24, 1)), {'default': 0.3}),
-        {'default': 0.1})
-    valid = AddGaussianNoise(Minibatches(5, shuffle=True, **data(10, 2)),
-                             {'default': 0.2})
+    train = AddSaltNPepper(
+        AddGaussianNoise(Minibatches(8, shuffle=True, **data(24, 1)), {'default': 0.3}),
+        {'default': 0.1},
+    )
+    valid = AddGaussianNoise(
+        Minibatches(5, shuffle=True, **data(10, 2)), {'default': 0.2}
+    )
     return train, {'valid': valid}
 
 
@@ -107,22 +114,27 @@ def run(outdir, config, seed):
     bs.global_rnd.set_seed(seed)
     inp, out = bs.tools.get_in_out_layers('classification', 4, 3)
     net = bs.Network.from_layer(
-        inp >> Dropout(0.2) >> FullyConnected(6, name='Hid1')
-        >> BatchNorm(name='BN') >> Dropout(0.3)
-        >> FullyConnected(5, activation='tanh', name='Hid2') >> out)
+        inp
+        >> Dropout(0.2)
+        >> FullyConnected(6, name='Hid1')
+        >> BatchNorm(name='BN')
+        >> Dropout(0.3)
+        >> FullyConnected(5, activation='tanh', name='Hid2')
+        >> out
+    )
     net.initialize(bs.initializers.Gaussian(0.3))
     update_schedule, epoch_schedule = SCHEDULES[config]
     stepper = _stepper(config)
-    attr = 'steppers.default.learning_rate' if config == 'multi' else \
-        'learning_rate'
+    attr = 'steppers.default.learning_rate' if config == 'multi' else 'learning_rate'
     trainer = Trainer(stepper, verbose=False)
-    trainer.add_hook(ModifyStepperAttribute(update_schedule, attr,
-                                            timescale='update',
-                                            name='lr'))
+    trainer.add_hook(
+        ModifyStepperAttribute(update_schedule, attr, timescale='update', name='lr')
+    )
     # an epoch schedule for a second attribute, logged by a monitor
     trainer.add_hook(MonitorLoss('valid', name='valid_epoch'))
-    trainer.add_hook(MonitorLoss('valid', name='valid_update',
-                                 timescale='update', interval=2))
+    trainer.add_hook(
+        MonitorLoss('valid', name='valid_update', timescale='update', interval=2)
+    )
     scale = EpochValue(epoch_schedule)
     trainer.add_hook(scale)
     trainer.add_hook(PositionCheckpoint(outdir, 'update'))
@@ -144,8 +156,7 @@ class EpochValue(bs.hooks.Hook):
         self.schedule = schedule
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
-        return float(self.schedule(epoch_nr, update_nr, 'epoch', 1, net,
-                                   stepper, logs))
+        return float(self.schedule(epoch_nr, update_nr, 'epoch', 1, net, stepper, logs))
 
 
 def resume(outdir, config):
@@ -157,33 +168,46 @@ def resume(outdir, config):
     for filename in sorted(glob.glob(os.path.join(outdir, '*.ckpt'))):
         trainer, net = Trainer.from_checkpoint(filename)
         loaded_equal = bool(np.array_equal(net.get('parameters'), final))
-        if trainer.current_epoch_nr == EPOCHS and filename.endswith(
-                f'e{EPOCHS}.ckpt'):
+        if trainer.current_epoch_nr == EPOCHS and filename.endswith(f'e{EPOCHS}.ckpt'):
             # written when StopAfterEpoch ended the run: nothing is left
-            print(json.dumps({'checkpoint': os.path.basename(filename),
-                              'params_equal': loaded_equal,
-                              'logs_equal': json.loads(json.dumps(
-                                  bs.get_description(trainer.logs))) == logs,
-                              'updates': trainer.current_update_nr}),
-                  flush=True)
+            print(
+                json.dumps(
+                    {
+                        'checkpoint': os.path.basename(filename),
+                        'params_equal': loaded_equal,
+                        'logs_equal': json.loads(
+                            json.dumps(bs.get_description(trainer.logs))
+                        )
+                        == logs,
+                        'updates': trainer.current_update_nr,
+                    }
+                ),
+                flush=True,
+            )
             continue
         for name in ('ckpt_update', 'ckpt_epoch'):
             trainer.hooks[name].directory = scratch
         train, named = iterators()
         trainer.train(net, train, **named)
-        print(json.dumps({
-            'checkpoint': os.path.basename(filename),
-            'params_equal': bool(np.array_equal(net.get('parameters'),
-                                                final)),
-            'logs_equal': json.loads(json.dumps(bs.get_description(
-                trainer.logs))) == logs,
-            'updates': trainer.current_update_nr}), flush=True)
+        print(
+            json.dumps(
+                {
+                    'checkpoint': os.path.basename(filename),
+                    'params_equal': bool(np.array_equal(net.get('parameters'), final)),
+                    'logs_equal': json.loads(
+                        json.dumps(bs.get_description(trainer.logs))
+                    )
+                    == logs,
+                    'updates': trainer.current_update_nr,
+                }
+            ),
+            flush=True,
+        )
 
 
 if __name__ == '__main__':
     mode, directory, configuration = sys.argv[1:4]
     if mode == 'run':
-        run(directory, configuration,
-            int(sys.argv[4]) if len(sys.argv) > 4 else 11)
+        run(directory, configuration, int(sys.argv[4]) if len(sys.argv) > 4 else 11)
     else:
         resume(directory, configuration)

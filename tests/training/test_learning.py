@@ -33,23 +33,30 @@ def train(net, stepper, train_iter, epochs, **named):
     return trainer
 
 
-@pytest.mark.parametrize('make, epochs', [
-    (lambda: SgdStepper(0.5), 400),
-    (lambda: MomentumStepper(0.5, 0.9), 300),
-    (lambda: NesterovStepper(0.5, 0.9), 300),
-    (lambda: RMSPropStepper(0.02), 300),
-    (lambda: AdamStepper(0.05), 300),
-    (lambda: AdamWStepper(0.05, weight_decay=0.01), 300),
-    (lambda: MultiStepper({'Hid': AdamStepper(0.05),
-                           'default': MomentumStepper(0.5, 0.9)}), 300),
-], ids=['sgd', 'momentum', 'nesterov', 'rmsprop', 'adam', 'adamw', 'multi'])
+@pytest.mark.parametrize(
+    'make, epochs',
+    [
+        (lambda: SgdStepper(0.5), 400),
+        (lambda: MomentumStepper(0.5, 0.9), 300),
+        (lambda: NesterovStepper(0.5, 0.9), 300),
+        (lambda: RMSPropStepper(0.02), 300),
+        (lambda: AdamStepper(0.05), 300),
+        (lambda: AdamWStepper(0.05, weight_decay=0.01), 300),
+        (
+            lambda: MultiStepper(
+                {'Hid': AdamStepper(0.05), 'default': MomentumStepper(0.5, 0.9)}
+            ),
+            300,
+        ),
+    ],
+    ids=['sgd', 'momentum', 'nesterov', 'rmsprop', 'adam', 'adamw', 'multi'],
+)
 def test_xor_reaches_full_accuracy(make, epochs):
     bs.global_rnd.set_seed(42)
     net = xor_net(hidden=6, dtype=np.float32, seed=3)
     data = Undivided(**xor_data())
     trainer = Trainer(make(), verbose=False)
-    trainer.add_hook(MonitorScores('xor', [Accuracy()], name='score',
-                                   interval=epochs))
+    trainer.add_hook(MonitorScores('xor', [Accuracy()], name='score', interval=epochs))
     trainer.add_hook(StopAfterEpoch(epochs))
     trainer.train(net, data, xor=data)
     assert trainer.logs['score']['Accuracy'][-1] == 1.0
@@ -99,15 +106,21 @@ def test_cnn_tells_horizontal_from_vertical_bars():
     bs.global_rnd.set_seed(3)
     inp, proj = get_in_out_layers('classification', (6, 6, 1), 2)
     net = Network.from_layer(
-        inp >> Convolution2D(4, (3, 3), padding=1, name='Conv')
+        inp
+        >> Convolution2D(4, (3, 3), padding=1, name='Conv')
         >> Pooling2D((2, 2), stride=(2, 2), name='Pool')
-        >> FullyConnected(8, name='FC') >> proj)
+        >> FullyConnected(8, name='FC')
+        >> proj
+    )
     net.set_handler(NumpyHandler(np.float32, seed=3))
     net.initialize(Gaussian(0.3), seed=4)
     net.output_name = 'Output.outputs.predictions'
     train_iter = Minibatches(20, **bars_data(80, seed=0))
     test_iter = Undivided(**bars_data(100, seed=1))
-    train(net, MultiStepper({'Conv': AdamStepper(0.02),
-                             'default': MomentumStepper(0.2, 0.9)}),
-          train_iter, 25)
+    train(
+        net,
+        MultiStepper({'Conv': AdamStepper(0.02), 'default': MomentumStepper(0.2, 0.9)}),
+        train_iter,
+        25,
+    )
     assert evaluate(net, test_iter, [Accuracy()])['Accuracy'] >= 0.95

@@ -19,9 +19,13 @@ UPDATES = 3 * EPOCHS  # 24 samples in batches of 8
 
 
 def _worker(*args):
-    result = subprocess.run([sys.executable, WORKER, *map(str, args)],
-                            capture_output=True, text=True, timeout=300,
-                            cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, WORKER, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -36,8 +40,7 @@ def test_one_seed_gives_identical_runs_in_fresh_processes(tmp_path):
     a, b, c = (np.load(d / 'final.npy') for d in dirs)
     assert a.dtype == np.float32  # the default handler computed it
     np.testing.assert_array_equal(a, b)
-    assert (dirs[0] / 'logs.json').read_text() == \
-        (dirs[1] / 'logs.json').read_text()
+    assert (dirs[0] / 'logs.json').read_text() == (dirs[1] / 'logs.json').read_text()
     assert not np.array_equal(a, c)  # the seed matters
 
 
@@ -46,14 +49,17 @@ def test_resume_from_every_position_equals_the_full_run(tmp_path, config):
     """Checkpoints at every update (0, the last one of each epoch included)
     and every epoch, each continued in a fresh process."""
     _worker('run', tmp_path, config)
-    lines = [json.loads(line) for line in
-             _worker('resume', tmp_path, config).splitlines()]
-    expected = {f'u{k}.ckpt' for k in range(UPDATES + 1)} | \
-        {f'e{k}.ckpt' for k in range(EPOCHS + 1)}
+    lines = [
+        json.loads(line) for line in _worker('resume', tmp_path, config).splitlines()
+    ]
+    expected = {f'u{k}.ckpt' for k in range(UPDATES + 1)} | {
+        f'e{k}.ckpt' for k in range(EPOCHS + 1)
+    }
     assert {line['checkpoint'] for line in lines} == expected
     for line in lines:
-        assert line['params_equal'] and line['logs_equal'] and \
-            line['updates'] == UPDATES, line
+        assert (
+            line['params_equal'] and line['logs_equal'] and line['updates'] == UPDATES
+        ), line
 
 
 @pytest.mark.slow
@@ -61,18 +67,38 @@ def test_mnist_pi_example_with_a_seed_is_reproducible(tmp_path):
     """``examples/mnist_pi.py --seed 1`` (offline digits, short run) twice:
     the same printed figures and bit-identical saved parameters."""
     import h5py
+
     outputs, parameters = [], []
     for i in range(2):
         saved = tmp_path / f'best{i}.hdf5'
         done = subprocess.run(
-            [sys.executable, os.path.join(ROOT, 'examples', 'mnist_pi.py'),
-             '--seed', '1', '--epochs', '2', '--limit', '150',
-             '--data-dir', str(tmp_path), '--save', str(saved)],
-            capture_output=True, text=True, timeout=300, cwd=tmp_path)
+            [
+                sys.executable,
+                os.path.join(ROOT, 'examples', 'mnist_pi.py'),
+                '--seed',
+                '1',
+                '--epochs',
+                '2',
+                '--limit',
+                '150',
+                '--data-dir',
+                str(tmp_path),
+                '--save',
+                str(saved),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+        )
         assert done.returncode == 0, done.stderr
-        outputs.append([line.replace(str(saved), 'FILE')
-                        for line in done.stdout.splitlines()
-                        if not line.startswith('Trained ')])
+        outputs.append(
+            [
+                line.replace(str(saved), 'FILE')
+                for line in done.stdout.splitlines()
+                if not line.startswith('Trained ')
+            ]
+        )
         with h5py.File(saved, 'r') as f:
             parameters.append(f['parameters'][()])
     assert outputs[0] == outputs[1]

@@ -33,16 +33,18 @@ STEPS = 5
 
 # ---------------------------------------------------- NumPy references ----
 
+
 def clipped(g, clip_norm):
     if clip_norm is None:
         return g
-    norm = np.sqrt(np.sum(g ** 2))
+    norm = np.sqrt(np.sum(g**2))
     return g * (clip_norm / norm) if norm > clip_norm else g
 
 
 def sgd_ref(lr, clip_norm=None):
     def step(theta, grad, state):
         return theta - lr * clipped(grad(theta), clip_norm)
+
     return step
 
 
@@ -53,6 +55,7 @@ def momentum_ref(lr, mu, scale=True):
         v = state.get('v', np.zeros_like(theta))
         state['v'] = mu * v - lr_ * grad(theta)
         return theta + state['v']
+
     return step
 
 
@@ -65,6 +68,7 @@ def nesterov_ref(lr, mu, scale=True):
         g = grad(theta)
         state['v'] = v - lr_ * g
         return theta - lr_ * g
+
     return step
 
 
@@ -74,6 +78,7 @@ def rmsprop_ref(lr, decay, eps):
         s = decay * state.get('s', np.zeros_like(theta)) + (1 - decay) * g * g
         state['s'] = s
         return theta - lr * g / (np.sqrt(s) + eps)
+
     return step
 
 
@@ -83,31 +88,40 @@ def adam_ref(lr, b1, b2, eps, weight_decay=0.0, clip_norm=None):
         t = state['t'] = state.get('t', 0) + 1
         m = state['m'] = b1 * state.get('m', 0 * theta) + (1 - b1) * g
         v = state['v'] = b2 * state.get('v', 0 * theta) + (1 - b2) * g * g
-        m_hat = m / (1 - b1 ** t)
-        v_hat = v / (1 - b2 ** t)
-        return theta - lr * weight_decay * theta - \
-            lr * m_hat / (np.sqrt(v_hat) + eps)
+        m_hat = m / (1 - b1**t)
+        v_hat = v / (1 - b2**t)
+        return theta - lr * weight_decay * theta - lr * m_hat / (np.sqrt(v_hat) + eps)
+
     return step
 
 
 CASES = [
     ('sgd', lambda: SgdStepper(0.3), sgd_ref(0.3)),
-    ('sgd-clip', lambda: SgdStepper(0.3, clip_norm=0.05),
-     sgd_ref(0.3, clip_norm=0.05)),
+    ('sgd-clip', lambda: SgdStepper(0.3, clip_norm=0.05), sgd_ref(0.3, clip_norm=0.05)),
     ('momentum', lambda: MomentumStepper(0.5, 0.9), momentum_ref(0.5, 0.9)),
-    ('momentum-unscaled', lambda: MomentumStepper(0.1, 0.8, False),
-     momentum_ref(0.1, 0.8, False)),
+    (
+        'momentum-unscaled',
+        lambda: MomentumStepper(0.1, 0.8, False),
+        momentum_ref(0.1, 0.8, False),
+    ),
     ('nesterov', lambda: NesterovStepper(0.5, 0.9), nesterov_ref(0.5, 0.9)),
-    ('nesterov-unscaled', lambda: NesterovStepper(0.1, 0.7, False),
-     nesterov_ref(0.1, 0.7, False)),
-    ('rmsprop', lambda: RMSPropStepper(0.01, 0.8, 1e-6),
-     rmsprop_ref(0.01, 0.8, 1e-6)),
-    ('adam', lambda: AdamStepper(0.01, 0.8, 0.9, 1e-6),
-     adam_ref(0.01, 0.8, 0.9, 1e-6)),
-    ('adam-clip', lambda: AdamStepper(0.01, clip_norm=0.01),
-     adam_ref(0.01, 0.9, 0.999, 1e-8, clip_norm=0.01)),
-    ('adamw', lambda: AdamWStepper(0.01, weight_decay=0.5),
-     adam_ref(0.01, 0.9, 0.999, 1e-8, weight_decay=0.5)),
+    (
+        'nesterov-unscaled',
+        lambda: NesterovStepper(0.1, 0.7, False),
+        nesterov_ref(0.1, 0.7, False),
+    ),
+    ('rmsprop', lambda: RMSPropStepper(0.01, 0.8, 1e-6), rmsprop_ref(0.01, 0.8, 1e-6)),
+    ('adam', lambda: AdamStepper(0.01, 0.8, 0.9, 1e-6), adam_ref(0.01, 0.8, 0.9, 1e-6)),
+    (
+        'adam-clip',
+        lambda: AdamStepper(0.01, clip_norm=0.01),
+        adam_ref(0.01, 0.9, 0.999, 1e-8, clip_norm=0.01),
+    ),
+    (
+        'adamw',
+        lambda: AdamWStepper(0.01, weight_decay=0.5),
+        adam_ref(0.01, 0.9, 0.999, 1e-8, weight_decay=0.5),
+    ),
 ]
 
 
@@ -121,11 +135,13 @@ def gradient_oracle(data):
         oracle.forward_pass(training_pass=True)
         oracle.backward_pass()
         return oracle.get('gradients').astype(np.float64)
+
     return grad
 
 
-@pytest.mark.parametrize('make, reference', [c[1:] for c in CASES],
-                         ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    'make, reference', [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
 def test_update_matches_numpy_formula(make, reference):
     data = xor_data()
     net = xor_net()
@@ -139,12 +155,15 @@ def test_update_matches_numpy_formula(make, reference):
         stepper.run()
         theta = reference(theta, grad, state)
         np.testing.assert_allclose(
-            net.get('parameters'), theta, rtol=1e-10, atol=1e-13,
-            err_msg=f'parameters after step {i + 1}')
+            net.get('parameters'),
+            theta,
+            rtol=1e-10,
+            atol=1e-13,
+            err_msg=f'parameters after step {i + 1}',
+        )
 
 
-@pytest.mark.parametrize('make', [c[1] for c in CASES],
-                         ids=[c[0] for c in CASES])
+@pytest.mark.parametrize('make', [c[1] for c in CASES], ids=[c[0] for c in CASES])
 def test_runs_under_debug_handler(make):
     net = xor_net(handler=DebugHandler(NumpyHandler(np.float64, seed=1)))
     stepper = make()
@@ -156,8 +175,7 @@ def test_runs_under_debug_handler(make):
     assert not np.allclose(net.get('parameters'), before)
 
 
-@pytest.mark.parametrize('make', [c[1] for c in CASES],
-                         ids=[c[0] for c in CASES])
+@pytest.mark.parametrize('make', [c[1] for c in CASES], ids=[c[0] for c in CASES])
 def test_steps_allocate_nothing(make):
     handler = CountingHandler(np.float64, seed=1)
     net = xor_net(handler=handler)
@@ -170,8 +188,7 @@ def test_steps_allocate_nothing(make):
     for _ in range(3):
         stepper.run()
     assert handler.allocations == 0
-    assert state_arrays == [id(a) for p in stepper._parts
-                            for a in p.state.values()]
+    assert state_arrays == [id(a) for p in stepper._parts for a in p.state.values()]
 
 
 def test_attributes_are_read_at_every_run():
@@ -184,8 +201,9 @@ def test_attributes_are_read_at_every_run():
     stepper.learning_rate = 0.7
     net.provide_external_data(data)
     stepper.run()
-    np.testing.assert_allclose(net.get('parameters'),
-                               theta - 0.7 * grad(theta), rtol=1e-12)
+    np.testing.assert_allclose(
+        net.get('parameters'), theta - 0.7 * grad(theta), rtol=1e-12
+    )
 
 
 def test_start_resets_state():
@@ -209,7 +227,8 @@ def test_gradient_norm_is_recorded_only_with_clipping():
     net.provide_external_data(xor_data())
     stepper.run()
     assert stepper.last_gradient_norm == pytest.approx(
-        np.linalg.norm(grad(theta)), rel=1e-12)
+        np.linalg.norm(grad(theta)), rel=1e-12
+    )
     plain = SgdStepper(0.1)
     plain.start(net)
     plain.run()
@@ -218,22 +237,31 @@ def test_gradient_norm_is_recorded_only_with_clipping():
 
 # -------------------------------------------------------- trainable mask ---
 
-@pytest.mark.parametrize('make', [
-    lambda: SgdStepper(0.5), lambda: MomentumStepper(0.5, 0.9),
-    lambda: NesterovStepper(0.5, 0.9), lambda: RMSPropStepper(0.1),
-    lambda: AdamStepper(0.1), lambda: AdamWStepper(0.1, weight_decay=0.5),
-    lambda: MultiStepper({'Hid': AdamStepper(0.1),
-                          'default': MomentumStepper(0.5, 0.9)}),
-], ids=['sgd', 'momentum', 'nesterov', 'rmsprop', 'adam', 'adamw', 'multi'])
+
+@pytest.mark.parametrize(
+    'make',
+    [
+        lambda: SgdStepper(0.5),
+        lambda: MomentumStepper(0.5, 0.9),
+        lambda: NesterovStepper(0.5, 0.9),
+        lambda: RMSPropStepper(0.1),
+        lambda: AdamStepper(0.1),
+        lambda: AdamWStepper(0.1, weight_decay=0.5),
+        lambda: MultiStepper(
+            {'Hid': AdamStepper(0.1), 'default': MomentumStepper(0.5, 0.9)}
+        ),
+    ],
+    ids=['sgd', 'momentum', 'nesterov', 'rmsprop', 'adam', 'adamw', 'multi'],
+)
 def test_untrained_parameters_are_not_changed(make):
     """BatchNorm's mu and sigma change only in the layer's forward pass,
     even when their gradients are (artificially) non-zero."""
     rnd = np.random.RandomState(3)
-    data = {'default': rnd.randn(1, 6, 3), 'targets': rnd.randint(0, 2,
-                                                                 (1, 6, 1))}
+    data = {'default': rnd.randn(1, 6, 3), 'targets': rnd.randint(0, 2, (1, 6, 1))}
     net = batchnorm_net()
-    net.set_gradient_modifiers(BN={'mu': FreezeValues(np.ones(4)),
-                                   'sigma': FreezeValues(np.ones(4))})
+    net.set_gradient_modifiers(
+        BN={'mu': FreezeValues(np.ones(4)), 'sigma': FreezeValues(np.ones(4))}
+    )
     assert set(net.gradient_modifiers['BN']) == {'mu', 'sigma'}
     after_forward = {}
     forward = net.forward_pass
@@ -242,6 +270,7 @@ def test_untrained_parameters_are_not_changed(make):
         forward(training_pass, context)
         for name in ('mu', 'sigma', 'gamma'):
             after_forward[name] = net.get(f'BN.parameters.{name}')
+
     net.forward_pass = forward_and_snapshot
     stepper = make()
     stepper.start(net)
@@ -251,13 +280,14 @@ def test_untrained_parameters_are_not_changed(make):
         # the stepper zeroed the gradients the modifier set to one
         assert net.get('BN.gradients.mu').tolist() == [0.0] * 4
         for name in ('mu', 'sigma'):
-            np.testing.assert_array_equal(net.get(f'BN.parameters.{name}'),
-                                          after_forward[name])
-    assert not np.array_equal(net.get('BN.parameters.gamma'),
-                              after_forward['gamma'])
+            np.testing.assert_array_equal(
+                net.get(f'BN.parameters.{name}'), after_forward[name]
+            )
+    assert not np.array_equal(net.get('BN.parameters.gamma'), after_forward['gamma'])
 
 
 # -------------------------------------------------------- ForwardStepper ---
+
 
 def test_forward_stepper_runs_forward_only():
     """0.5 called the nonexistent net.get_loss_value(); ours works."""
@@ -275,8 +305,9 @@ def test_forward_stepper_runs_forward_only():
 def test_forward_stepper_training_pass_flag():
     passes = []
     net = xor_net()
-    net.forward_pass = lambda training_pass=False, context=None: \
-        passes.append(training_pass)
+    net.forward_pass = lambda training_pass=False, context=None: passes.append(
+        training_pass
+    )
     for flag in (False, True):
         stepper = ForwardStepper(use_training_pass=flag)
         stepper.start(net)
@@ -286,20 +317,22 @@ def test_forward_stepper_training_pass_flag():
 
 # ----------------------------------------------------------- MultiStepper ---
 
+
 def test_multi_stepper_updates_each_part_with_its_stepper():
     data = xor_data()
     net = xor_net()
-    stepper = MultiStepper({'Hid': AdamStepper(0.01),
-                            'default': MomentumStepper(0.5, 0.9)})
+    stepper = MultiStepper(
+        {'Hid': AdamStepper(0.01), 'default': MomentumStepper(0.5, 0.9)}
+    )
     stepper.start(net)
-    assert stepper.assignment == {'Hid': 'Hid',
-                                  'Output_projection': 'default'}
+    assert stepper.assignment == {'Hid': 'Hid', 'Output_projection': 'default'}
     passes = []
     forward = net.forward_pass
 
     def counting_forward(training_pass=False, context=None):
         passes.append(training_pass)
         forward(training_pass, context)
+
     net.forward_pass = counting_forward
     grad = gradient_oracle(data)
     hid = slice(*net.layout['Hid']['parameters']['@slice'])
@@ -313,11 +346,9 @@ def test_multi_stepper_updates_each_part_with_its_stepper():
         g = grad(theta)
         new = theta.copy()
         new[hid] = adam(theta[hid], lambda _, g=g: g[hid], adam_state)
-        new[rest] = momentum(theta[rest], lambda _, g=g: g[rest],
-                             momentum_state)
+        new[rest] = momentum(theta[rest], lambda _, g=g: g[rest], momentum_state)
         theta = new
-        np.testing.assert_allclose(net.get('parameters'), theta, rtol=1e-10,
-                                   atol=1e-13)
+        np.testing.assert_allclose(net.get('parameters'), theta, rtol=1e-10, atol=1e-13)
     assert passes == [True] * STEPS
 
 
@@ -330,14 +361,16 @@ def test_multi_stepper_patterns_and_shared_steppers():
     assert set(stepper.get_state()) == set()
 
 
-@pytest.mark.parametrize('steppers, message', [
-    ({'Conv*': SgdStepper(), 'default': SgdStepper()}, "'Conv*' matches no"),
-    ({'Hid': SgdStepper(), '*': MomentumStepper()}, "'Hid' is matched by"),
-    ({'Hid': SgdStepper()}, "no stepper for layer 'Output_projection'"),
-])
+@pytest.mark.parametrize(
+    'steppers, message',
+    [
+        ({'Conv*': SgdStepper(), 'default': SgdStepper()}, "'Conv*' matches no"),
+        ({'Hid': SgdStepper(), '*': MomentumStepper()}, "'Hid' is matched by"),
+        ({'Hid': SgdStepper()}, "no stepper for layer 'Output_projection'"),
+    ],
+)
 def test_multi_stepper_bad_patterns(steppers, message):
-    with pytest.raises(TrainingValidationError, match=message.replace(
-            '*', r'\*')):
+    with pytest.raises(TrainingValidationError, match=message.replace('*', r'\*')):
         MultiStepper(steppers).start(xor_net())
 
 
@@ -351,8 +384,9 @@ def test_multi_stepper_rejects_non_steppers():
 def test_multi_stepper_global_clipping():
     data = xor_data()
     net = xor_net()
-    stepper = MultiStepper({'Hid': SgdStepper(0.1), 'default': SgdStepper(
-        0.2)}, clip_norm=0.01)
+    stepper = MultiStepper(
+        {'Hid': SgdStepper(0.1), 'default': SgdStepper(0.2)}, clip_norm=0.01
+    )
     stepper.start(net)
     theta = net.get('parameters')
     g = clipped(gradient_oracle(data)(theta), 0.01)
@@ -366,12 +400,20 @@ def test_multi_stepper_global_clipping():
 
 # ------------------------------------------------------------------ state ---
 
-@pytest.mark.parametrize('make', [
-    lambda: MomentumStepper(0.5, 0.9), lambda: NesterovStepper(0.5, 0.9),
-    lambda: RMSPropStepper(0.01), lambda: AdamWStepper(0.01),
-    lambda: MultiStepper({'Hid': AdamStepper(0.01),
-                          'default': NesterovStepper(0.5, 0.9)}),
-], ids=['momentum', 'nesterov', 'rmsprop', 'adamw', 'multi'])
+
+@pytest.mark.parametrize(
+    'make',
+    [
+        lambda: MomentumStepper(0.5, 0.9),
+        lambda: NesterovStepper(0.5, 0.9),
+        lambda: RMSPropStepper(0.01),
+        lambda: AdamWStepper(0.01),
+        lambda: MultiStepper(
+            {'Hid': AdamStepper(0.01), 'default': NesterovStepper(0.5, 0.9)}
+        ),
+    ],
+    ids=['momentum', 'nesterov', 'rmsprop', 'adamw', 'multi'],
+)
 def test_state_round_trip_continues_identically(make):
     data = xor_data()
     net_a, net_b = xor_net(), xor_net()
@@ -380,16 +422,14 @@ def test_state_round_trip_continues_identically(make):
     for _ in range(3):
         net_a.provide_external_data(data)
         stepper_a.run()
-    net_b.handler.set_from_numpy(net_b.buffer.parameters,
-                                 net_a.get('parameters'))
+    net_b.handler.set_from_numpy(net_b.buffer.parameters, net_a.get('parameters'))
     stepper_b.start(net_b)
     stepper_b.set_state(stepper_a.get_state())
     for _ in range(2):
         for net, stepper in ((net_a, stepper_a), (net_b, stepper_b)):
             net.provide_external_data(data)
             stepper.run()
-    np.testing.assert_array_equal(net_a.get('parameters'),
-                                  net_b.get('parameters'))
+    np.testing.assert_array_equal(net_a.get('parameters'), net_b.get('parameters'))
 
 
 def test_set_state_rejects_foreign_state():
@@ -412,22 +452,28 @@ def test_run_before_start_is_an_error():
 
 # ------------------------------------------------------------ validation ---
 
-@pytest.mark.parametrize('make, message', [
-    (lambda: SgdStepper(-0.1), 'learning_rate'),
-    (lambda: SgdStepper(float('nan')), 'learning_rate'),
-    (lambda: SgdStepper('0.1'), 'learning_rate'),
-    (lambda: MomentumStepper(0.1, 1.0), 'momentum'),
-    (lambda: MomentumStepper(0.1, -0.1), 'momentum'),
-    (lambda: MomentumStepper(0.1, 0.5, scale_learning_rate=1),
-     'scale_learning_rate'),
-    (lambda: NesterovStepper(0.1, 1.5), 'momentum'),
-    (lambda: RMSPropStepper(decay=1.0), 'decay'),
-    (lambda: RMSPropStepper(epsilon=0), 'epsilon'),
-    (lambda: AdamStepper(beta1=1.0), 'beta1'),
-    (lambda: AdamStepper(beta2=-0.5), 'beta2'),
-    (lambda: AdamWStepper(weight_decay=-1), 'weight_decay'),
-    (lambda: SgdStepper(clip_norm=0), 'clip_norm'),
-])
+
+@pytest.mark.parametrize(
+    'make, message',
+    [
+        (lambda: SgdStepper(-0.1), 'learning_rate'),
+        (lambda: SgdStepper(float('nan')), 'learning_rate'),
+        (lambda: SgdStepper('0.1'), 'learning_rate'),
+        (lambda: MomentumStepper(0.1, 1.0), 'momentum'),
+        (lambda: MomentumStepper(0.1, -0.1), 'momentum'),
+        (
+            lambda: MomentumStepper(0.1, 0.5, scale_learning_rate=1),
+            'scale_learning_rate',
+        ),
+        (lambda: NesterovStepper(0.1, 1.5), 'momentum'),
+        (lambda: RMSPropStepper(decay=1.0), 'decay'),
+        (lambda: RMSPropStepper(epsilon=0), 'epsilon'),
+        (lambda: AdamStepper(beta1=1.0), 'beta1'),
+        (lambda: AdamStepper(beta2=-0.5), 'beta2'),
+        (lambda: AdamWStepper(weight_decay=-1), 'weight_decay'),
+        (lambda: SgdStepper(clip_norm=0), 'clip_norm'),
+    ],
+)
 def test_bad_hyperparameters(make, message):
     with pytest.raises(ValidationError, match=message) as info:
         make()
@@ -440,20 +486,31 @@ def test_bad_hyperparameter_set_later_fails_at_run():
     stepper.start(net)
     stepper.momentum = 1.2
     net.provide_external_data(xor_data())
-    with pytest.raises(TrainingValidationError,
-                       match=r'MomentumStepper: momentum .*1\.2'):
+    with pytest.raises(
+        TrainingValidationError, match=r'MomentumStepper: momentum .*1\.2'
+    ):
         stepper.run()
 
 
 # ----------------------------------------------------------- description ---
 
-@pytest.mark.parametrize('stepper', [
-    ForwardStepper(True), SgdStepper(0.2), MomentumStepper(0.1, 0.9, False),
-    NesterovStepper(0.3, 0.5), RMSPropStepper(0.002, 0.95, 1e-7, 2.0),
-    AdamStepper(0.003, 0.8, 0.99, 1e-6), AdamWStepper(weight_decay=0.1),
-    MultiStepper({'Conv*': AdamStepper(), 'default': SgdStepper(0.01)},
-                 clip_norm=5.0),
-], ids=lambda s: type(s).__name__)
+
+@pytest.mark.parametrize(
+    'stepper',
+    [
+        ForwardStepper(True),
+        SgdStepper(0.2),
+        MomentumStepper(0.1, 0.9, False),
+        NesterovStepper(0.3, 0.5),
+        RMSPropStepper(0.002, 0.95, 1e-7, 2.0),
+        AdamStepper(0.003, 0.8, 0.99, 1e-6),
+        AdamWStepper(weight_decay=0.1),
+        MultiStepper(
+            {'Conv*': AdamStepper(), 'default': SgdStepper(0.01)}, clip_norm=5.0
+        ),
+    ],
+    ids=lambda s: type(s).__name__,
+)
 def test_description_round_trip(stepper):
     description = bs.get_description(stepper)
     json.dumps(description)
@@ -465,10 +522,15 @@ def test_description_round_trip(stepper):
 
 def test_description_matches_0_5():
     assert bs.get_description(MomentumStepper(0.1, 0.9)) == {
-        '@type': 'MomentumStepper', 'learning_rate': 0.1, 'momentum': 0.9,
-        'scale_learning_rate': True}
-    assert bs.get_description(SgdStepper()) == {'@type': 'SgdStepper',
-                                                'learning_rate': 0.1}
+        '@type': 'MomentumStepper',
+        'learning_rate': 0.1,
+        'momentum': 0.9,
+        'scale_learning_rate': True,
+    }
+    assert bs.get_description(SgdStepper()) == {
+        '@type': 'SgdStepper',
+        'learning_rate': 0.1,
+    }
 
 
 def test_recreated_stepper_trains():
@@ -489,13 +551,18 @@ def test_base_class_is_abstract():
         stepper.run()
 
 
-@pytest.mark.parametrize('make, reference', [
-    (lambda: SgdStepper(0.3, clip_norm=50.0), sgd_ref(0.3)),
-    (lambda: AdamStepper(0.01, clip_norm=50.0),
-     adam_ref(0.01, 0.9, 0.999, 1e-8)),
-    (lambda: MultiStepper({'default': SgdStepper(0.3)}, clip_norm=50.0),
-     sgd_ref(0.3)),
-], ids=['sgd', 'adam', 'multi'])
+@pytest.mark.parametrize(
+    'make, reference',
+    [
+        (lambda: SgdStepper(0.3, clip_norm=50.0), sgd_ref(0.3)),
+        (lambda: AdamStepper(0.01, clip_norm=50.0), adam_ref(0.01, 0.9, 0.999, 1e-8)),
+        (
+            lambda: MultiStepper({'default': SgdStepper(0.3)}, clip_norm=50.0),
+            sgd_ref(0.3),
+        ),
+    ],
+    ids=['sgd', 'adam', 'multi'],
+)
 def test_clip_norm_leaves_gradients_below_the_limit_alone(make, reference):
     """An update whose gradient norm is below clip_norm equals the unclipped
     formula. (Guards against: rescaling whenever norm > 0 instead of
@@ -514,5 +581,9 @@ def test_clip_norm_leaves_gradients_below_the_limit_alone(make, reference):
         stepper.run()
         theta = reference(theta, grad, state)
         np.testing.assert_allclose(
-            net.get('parameters'), theta, rtol=1e-10, atol=1e-13,
-            err_msg=f'parameters after step {i + 1}')
+            net.get('parameters'),
+            theta,
+            rtol=1e-10,
+            atol=1e-13,
+            err_msg=f'parameters after step {i + 1}',
+        )
