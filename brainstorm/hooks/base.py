@@ -132,7 +132,7 @@ class Hook(Describable):
     def start(self, net, stepper, verbose: bool, named_data_iters: dict) -> None:
         """Prepare for a run; the trainer calls it before training.
 
-        Sets ``processes`` (see :func:`brainstorm.parallel.processes_of`),
+        Sets ``processes`` (see ``brainstorm.parallel.processes_of``),
         its communicator ``comm`` and ``run_verbosity`` (False on the ranks other than
         0). Subclasses check their arguments against the network, stepper
         and data iterators here, and call this method first.
