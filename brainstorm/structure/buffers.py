@@ -314,6 +314,39 @@ class BufferManager:
                 self.buffers[2][T : T + c, :, spec.start : spec.stop],
             )
 
+    # ------------------------------------------------- copies, pickles ---
+
+    def __getstate__(self) -> dict:
+        """The state for ``copy.deepcopy`` and pickle.
+
+        The buffers and views are arrays carved out of the three flat
+        buffers; copied one by one they would no longer share memory (the
+        copy's views would not see its parameters, and training it would
+        change nothing). So only the flat buffers' contents are kept, as
+        NumPy copies, and :meth:`__setstate__` carves the views anew.
+        """
+        state = dict(self.__dict__)
+        state['_flat'] = [
+            None if flat is None else self.handler.get_numpy_copy(flat)
+            for flat in self._flat
+        ]
+        state['buffers'] = [None, None, None]
+        state['views'] = None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        """Rebuild the flat buffers on the handler and carve the views."""
+        contents = state['_flat']
+        self.__dict__.update(state)
+        h = self.handler
+        self._flat = [
+            None if array is None else h.create_from_numpy(array) for array in contents
+        ]
+        self.buffers[0] = self._flat[0]
+        T, B = self.time_size, self.batch_size
+        self.time_size = self.batch_size = None
+        self.resize(T, B)
+
     # --------------------------------------------------------- handlers ---
 
     def set_handler(self, new_handler) -> None:

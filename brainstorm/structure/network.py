@@ -115,6 +115,18 @@ class Network(Seedable):
                     ranges.append(tuple(node['@slice']))
         return ranges
 
+    def __getstate__(self) -> dict:
+        """The state for ``copy.deepcopy`` and pickle.
+
+        The BufferManager carves the copy's views anew (see
+        :meth:`BufferManager.__getstate__
+        <brainstorm.structure.buffers.BufferManager.__getstate__>`); the
+        trainable mask is a cache, made again when first needed.
+        """
+        state = dict(self.__dict__)
+        state['_trainable_mask'] = None
+        return state
+
     # ------------------------------------------------------ construction ---
 
     @classmethod

@@ -206,6 +206,26 @@ class Trainer(Describable):
         self.logs = OrderedDict()
         self.results = OrderedDict()
 
+    def __getstate__(self) -> dict:
+        """The state for ``copy.deepcopy`` and pickle, outside ``train``.
+
+        Raises:
+            TrainingValidationError: while :meth:`train` runs (from a hook,
+                say): the copy would hold a run that no loop drives. Copy
+                the network instead, or write a checkpoint
+                (:meth:`save_checkpoint`) to continue the run elsewhere.
+        """
+        if getattr(self, '_run', None) is not None:
+            raise TrainingValidationError(
+                'Trainer: cannot copy or pickle a Trainer while train() runs '
+                f'(epoch {self.current_epoch_nr}, update '
+                f'{self.current_update_nr}). Copy the network instead '
+                '(copy.deepcopy(net)), or save a checkpoint '
+                '(trainer.save_checkpoint or the SaveCheckpoint hook) and '
+                'resume it with Trainer.from_checkpoint.'
+            )
+        return dict(self.__dict__)
+
     # ------------------------------------------------------------ hooks ---
 
     @declare(hook=Arg(HookCheck()))

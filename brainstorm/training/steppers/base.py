@@ -147,6 +147,50 @@ class TrainingStepper(Describable):
             {k: np.asarray(v)[()] for k, v in state.items() if not k.startswith('part')}
         )
 
+    # ------------------------------------------------- copies, pickles ---
+
+    def __getstate__(self) -> dict:
+        """The state for ``copy.deepcopy`` and pickle.
+
+        A started stepper's parts hold views into its network's parameters
+        and gradients; copied one by one they would be arrays of their own
+        and the copy would update nothing. So each part is kept as its range
+        and its state arrays (NumPy copies), and :meth:`__setstate__` binds
+        the parts anew to the copied network.
+        """
+        state = dict(self.__dict__)
+        parts = state.pop('_parts', None)
+        if parts is not None:
+            h = self.net.handler
+            state['_parts'] = None
+            state['_copied_parts'] = [
+                (
+                    part.start,
+                    part.stop,
+                    [
+                        (key, h.get_numpy_copy(array))
+                        for key, array in part.state.items()
+                    ],
+                )
+                for part in parts
+            ]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        """Bind the copied parts to the copied network (see __getstate__)."""
+        state = dict(state)
+        copied = state.pop('_copied_parts', None)
+        self.__dict__.update(state)
+        if copied is None:
+            return
+        net = self.net
+        self._parts = []
+        for start, stop, arrays in copied:
+            part = _Part(net, start, stop)
+            for key, array in arrays:
+                part.state[key] = net.handler.create_from_numpy(array)
+            self._parts.append(part)
+
     # ------------------------------------------------------- internals ----
 
     def _bind(self, net, ranges) -> None:
