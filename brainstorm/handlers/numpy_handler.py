@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -21,7 +22,10 @@ class NumpyHandler(Handler):
     Each op writes into its output with NumPy's ``out=``. Temporaries the
     size of an operand (for ``dot_add_mm``, ``mult_add_*``, the activation
     derivatives, convolution and pooling) live in scratch buffers kept
-    between calls, so the hot path does not allocate.
+    between calls, so the hot path does not allocate. Each thread has
+    scratch buffers of its own: networks in separate threads may share
+    one handler (``brainstorm.handlers.default_handler``, say) without
+    writing into each other's temporaries.
 
     Args:
         dtype: the floating point type of all arrays.
@@ -44,8 +48,11 @@ class NumpyHandler(Handler):
         self.dtype = np.dtype(dtype).type
         self.EMPTY = np.zeros(0, dtype=self.dtype)
         self.rnd = None if seed is None else RandomState(seed)
-        self._scratch: dict = {}  # name -> flat buffer, grown to the largest use
-        self._constants: dict = {}  # index and count arrays of pooling geometries
+        # (name, dtype) -> flat buffer, grown to the largest use, per thread:
+        # see _scratch
+        # index and count arrays of pooling geometries (never written after
+        # they are made, so one copy serves every thread)
+        self._constants: dict = {}
 
     def __describe__(self) -> dict:
         """``{'@type': 'NumpyHandler', 'dtype': 'float32'}``."""
@@ -57,19 +64,40 @@ class NumpyHandler(Handler):
 
     def __getstate__(self):
         # scratch buffers and constants are caches: copies start empty
-        return {**self.__dict__, '_scratch': {}, '_constants': {}}
+        state = dict(self.__dict__)
+        state.pop('_per_thread', None)
+        state['_constants'] = {}
+        return state
+
+    @property
+    def _scratch(self) -> dict:
+        """The calling thread's scratch buffers: (name, dtype) -> flat array.
+
+        They live in a ``threading.local`` made on first use (a copy or
+        pickle of the handler leaves it out and starts afresh).
+        """
+        try:
+            return self._per_thread.scratch
+        except AttributeError:
+            pass
+        # setdefault is atomic: two threads starting at once share one local
+        per_thread = self.__dict__.setdefault('_per_thread', threading.local())
+        scratch = per_thread.scratch = {}
+        return scratch
 
     def _buffer(self, name: str, shape: tuple[int, ...], dtype=None):
         """Return a scratch array of ``shape`` with arbitrary content.
 
         Each name owns one flat buffer grown to the largest size asked for
-        (changing sizes do not pile up memory); one array per name at a time.
+        (changing sizes do not pile up memory); one array per name at a time
+        and thread.
         """
         dtype = self.dtype if dtype is None else dtype
         size = math.prod(shape)
-        flat = self._scratch.get((name, dtype))
+        scratch = self._scratch
+        flat = scratch.get((name, dtype))
         if flat is None or flat.size < size:
-            flat = self._scratch[name, dtype] = np.empty(size, dtype=dtype)
+            flat = scratch[name, dtype] = np.empty(size, dtype=dtype)
         return flat[:size].reshape(shape)
 
     def _leading(self, key, n: int, make):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import warnings
 from collections import OrderedDict
 
@@ -98,6 +99,7 @@ class Network(Seedable):
             for name, layer in layers.items()
         }
         self.handler = None
+        self._init_thread_guard()
         self.set_handler(handler or handlers.default_handler)
 
     def _overwritten_gradients(self) -> list:
@@ -122,10 +124,72 @@ class Network(Seedable):
         :meth:`BufferManager.__getstate__
         <brainstorm.structure.buffers.BufferManager.__getstate__>`); the
         trainable mask is a cache, made again when first needed.
+
+        Raises:
+            NetworkValidationError: if another thread is running the
+                network (see :meth:`_enter`).
         """
-        state = dict(self.__dict__)
+        self._enter('copy.deepcopy or pickle')
+        try:
+            state = dict(self.__dict__)
+        finally:
+            self._leave()
         state['_trainable_mask'] = None
+        for name in ('_guard', '_guard_depth', '_guard_holder'):
+            del state[name]
         return state
+
+    def __setstate__(self, state: dict) -> None:
+        """Restore a copy; it gets a thread guard of its own."""
+        self.__dict__.update(state)
+        self._init_thread_guard()
+
+    # ------------------------------------------------------- threads ------
+
+    def _init_thread_guard(self) -> None:
+        self._guard = threading.RLock()
+        self._guard_depth = 0
+        self._guard_holder: tuple | None = None
+
+    def _enter(self, what: str) -> None:
+        """Hold the network for the calling thread while it runs ``what``.
+
+        A network holds one batch and one set of activations, so it runs
+        in one thread at a time. The thread holding it may enter again
+        (a hook of ``Trainer.train`` runs passes of its own); every
+        :meth:`_enter` is matched by a :meth:`_leave`. This is a
+        non-blocking lock: no allocation, nothing waits.
+
+        Raises:
+            NetworkValidationError: if another thread holds the network,
+                naming both threads and what each one does.
+        """
+        if not self._guard.acquire(blocking=False):
+            holder = self._guard_holder
+            other = (
+                'another thread'
+                if holder is None
+                else f'thread {holder[0]!r} (in {holder[1]})'
+            )
+            raise NetworkValidationError(
+                f'{self!r}: {what} was called in thread '
+                f'{threading.current_thread().name!r} while {other} is '
+                'using this network. A network runs in one thread at a '
+                'time (it holds one batch and its activations): give each '
+                'thread its own copy (copy.deepcopy(net)), or hold a lock '
+                'of your own around each whole use (provide_external_data, '
+                'the passes, reading the results).'
+            )
+        self._guard_depth += 1
+        if self._guard_depth == 1:
+            self._guard_holder = (threading.current_thread().name, what)
+
+    def _leave(self) -> None:
+        """Release what the matching :meth:`_enter` held."""
+        self._guard_depth -= 1
+        if not self._guard_depth:
+            self._guard_holder = None
+        self._guard.release()
 
     # ------------------------------------------------------ construction ---
 
@@ -237,9 +301,13 @@ class Network(Seedable):
             NetworkValidationError: for missing names, wrong shapes or ranks,
                 inconsistent T/B, or non-numeric data.
         """
-        external_data.provide_external_data(
-            self.layers['Input'], self.buffer_manager, data, all_inputs
-        )
+        self._enter('provide_external_data')
+        try:
+            external_data.provide_external_data(
+                self.layers['Input'], self.buffer_manager, data, all_inputs
+            )
+        finally:
+            self._leave()
 
     def forward_pass(self, training_pass: bool = False, context=None) -> None:
         """Run all layers forward.
@@ -249,10 +317,14 @@ class Network(Seedable):
             context: a context from :meth:`get_context` to continue from;
                 the context slots are zeroed if None.
         """
-        self.buffer_manager.apply_context(context)
-        for name, layer in self.layers.items():
-            if name != 'Input':
-                layer.forward_pass(self.buffer[name], training_pass)
+        self._enter('forward_pass')
+        try:
+            self.buffer_manager.apply_context(context)
+            for name, layer in self.layers.items():
+                if name != 'Input':
+                    layer.forward_pass(self.buffer[name], training_pass)
+        finally:
+            self._leave()
 
     def backward_pass(self, input_deltas: bool = True) -> None:
         """Compute all deltas and gradients, then apply gradient modifiers.
@@ -265,6 +337,13 @@ class Network(Seedable):
                 data then skip those products (PyTorch does not compute
                 them either unless asked). Skipped deltas stay zero.
         """
+        self._enter('backward_pass')
+        try:
+            self._backward_pass(input_deltas)
+        finally:
+            self._leave()
+
+    def _backward_pass(self, input_deltas: bool) -> None:
         self.buffer_manager.clear_backward_buffers()
         for name, layer in reversed(self.layers.items()):
             if name == 'Input':

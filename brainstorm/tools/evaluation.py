@@ -16,6 +16,7 @@ from brainstorm.arguments import (
     Str,
     declare,
 )
+from brainstorm.data_iterators import DataIterator
 from brainstorm.scorers import (
     Scorer,
     aggregate_losses_and_scores,
@@ -87,16 +88,20 @@ def evaluate(
     """
     scorers = list(scorers)
     scores: OrderedDict = OrderedDict()
-    for _ in run_network(network, iter):
-        network.forward_pass(training_pass=False)
-        gather_losses_and_scores(
-            network,
-            scorers,
-            scores,
-            out_name=out_name,
-            targets_name=targets_name,
-            mask_name=mask_name or '',
-        )
+    network._enter('evaluate')  # the whole pass: no other thread's batches
+    try:
+        for _ in run_network(network, iter):
+            network.forward_pass(training_pass=False)
+            gather_losses_and_scores(
+                network,
+                scorers,
+                scores,
+                out_name=out_name,
+                targets_name=targets_name,
+                mask_name=mask_name or '',
+            )
+    finally:
+        network._leave()
     return aggregate_losses_and_scores(scores, network, scorers, comm=comm)
 
 
@@ -124,17 +129,26 @@ def _as_names(buffer_names) -> list:
 def _extract_batches(network, iter, names):
     """Yield ``{path: array}`` per batch after a forward pass."""
     time_sized = {name for name in names if _buffer_type(network, name) == 2}
-    for _ in run_network(network, iter, all_inputs=False):
-        network.forward_pass(training_pass=False)
-        # Layers with a context keep an extra time slot after the data's
-        # last step; only the data's time steps are results.
-        time_size = network.buffer_manager.time_size
-        yield {
-            name: network.get(name)[:time_size]
-            if name in time_sized
-            else network.get(name)
-            for name in names
-        }
+    batches = iter(handler=network.handler) if isinstance(iter, DataIterator) else iter
+    for data in batches:
+        # each batch is held from its data to its results (not across the
+        # yield: the caller may stop early)
+        network._enter('extract')
+        try:
+            network.provide_external_data(data, all_inputs=False)
+            network.forward_pass(training_pass=False)
+            # Layers with a context keep an extra time slot after the
+            # data's last step; only the data's time steps are results.
+            time_size = network.buffer_manager.time_size
+            batch = {
+                name: network.get(name)[:time_size]
+                if name in time_sized
+                else network.get(name)
+                for name in names
+            }
+        finally:
+            network._leave()
+        yield batch
 
 
 def _pad_time(array: np.ndarray, time_steps: int) -> np.ndarray:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 
 from brainstorm._logging import get_logger
@@ -224,7 +225,9 @@ class Trainer(Describable):
                 '(trainer.save_checkpoint or the SaveCheckpoint hook) and '
                 'resume it with Trainer.from_checkpoint.'
             )
-        return dict(self.__dict__)
+        state = dict(self.__dict__)
+        state.pop('_held_by', None)
+        return state
 
     # ------------------------------------------------------------ hooks ---
 
@@ -381,13 +384,42 @@ class Trainer(Describable):
         resume = self._resume
         if resume is not None:
             checkpoint.check_resume(resume, net, named_data_iters)
-        self.stepper.start(net)
-        processes = processes_of(self.stepper)
-        # data-parallel: however this rank leaves training early, the
-        # others must learn it, or they wait forever in their next
-        # collective call (see brainstorm.parallel.watchdog_of)
-        with processes.training(self._leaving_reason):
-            self._train(net, training_data_iter, named_data_iters, resume, processes)
+        # the whole run holds the trainer and the network: another thread
+        # using either meanwhile gets a clear error instead of mixing its
+        # batches and counters into this run
+        token = self._hold_for_this_thread()
+        net._enter('Trainer.train')
+        try:
+            self.stepper.start(net)
+            processes = processes_of(self.stepper)
+            # data-parallel: however this rank leaves training early, the
+            # others must learn it, or they wait forever in their next
+            # collective call (see brainstorm.parallel.watchdog_of)
+            with processes.training(self._leaving_reason):
+                self._train(
+                    net, training_data_iter, named_data_iters, resume, processes
+                )
+        finally:
+            net._leave()
+            if self.__dict__.get('_held_by') is token:
+                del self.__dict__['_held_by']
+
+    def _hold_for_this_thread(self) -> tuple:
+        """Mark the trainer as running in this thread (atomic, lock-free).
+
+        Raises:
+            TrainingValidationError: if another thread's ``train`` runs.
+        """
+        token = (threading.get_ident(), threading.current_thread().name)
+        holder = self.__dict__.setdefault('_held_by', token)
+        if holder is not token and holder[0] != token[0]:
+            raise TrainingValidationError(
+                f'Trainer: train() was called in thread {token[1]!r} while '
+                f'it runs in thread {holder[1]!r}. A Trainer (with its '
+                'stepper and hooks) drives one run at a time: give each '
+                'thread a Trainer of its own.'
+            )
+        return token
 
     def _leaving_reason(self, err: BaseException) -> str:
         return (
@@ -492,9 +524,13 @@ class Trainer(Describable):
             :attr:`results`.
         """
         check_data_iterators(net, named_data_iters)
-        self._start_hooks(net, named_data_iters)
-        self._emit_hooks(net, 'epoch', self.results)
-        self._emit_hooks(net, 'update', self.results)
+        net._enter('Trainer.evaluate')
+        try:
+            self._start_hooks(net, named_data_iters)
+            self._emit_hooks(net, 'epoch', self.results)
+            self._emit_hooks(net, 'update', self.results)
+        finally:
+            net._leave()
         return self.results
 
     # ------------------------------------------------------- checkpoints ---

@@ -124,3 +124,19 @@ def test_is_fully_finite_does_not_allocate_a_mask():
     assert peak < a.nbytes / 64, f'{peak} bytes for an operand of {a.nbytes}'
     a[500, 999] = np.nan
     assert not h.is_fully_finite(a)
+
+
+def test_each_thread_has_scratch_buffers_of_its_own():
+    """Networks in separate threads may share one handler (the default
+    handler): the temporaries of one thread's ops are not another's."""
+    import threading
+
+    h = NumpyHandler(np.float64)
+    mine = h._buffer('tmp', (4, 3))
+    theirs = []
+    thread = threading.Thread(target=lambda: theirs.append(h._buffer('tmp', (4, 3))))
+    thread.start()
+    thread.join()
+    assert not np.shares_memory(mine, theirs[0])
+    # within a thread the buffer is kept between calls (no allocation)
+    assert np.shares_memory(h._buffer('tmp', (2, 3)), mine)
