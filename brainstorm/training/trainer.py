@@ -44,6 +44,11 @@ __all__ = ['Trainer']
 _log = get_logger('training')
 
 
+#: id(trainer) -> (thread id, thread name) while its train() runs; kept
+#: here, not on the trainer, so that descriptions and checkpoints never see
+#: it (dict.setdefault claims an entry atomically)
+_RUNNING: dict = {}
+
 _FiniteCheck = FiniteCheck  # its name before it had a module of its own
 
 
@@ -225,9 +230,7 @@ class Trainer(Describable):
                 '(trainer.save_checkpoint or the SaveCheckpoint hook) and '
                 'resume it with Trainer.from_checkpoint.'
             )
-        state = dict(self.__dict__)
-        state.pop('_held_by', None)
-        return state
+        return dict(self.__dict__)
 
     # ------------------------------------------------------------ hooks ---
 
@@ -401,8 +404,8 @@ class Trainer(Describable):
                 )
         finally:
             net._leave()
-            if self.__dict__.get('_held_by') is token:
-                del self.__dict__['_held_by']
+            if _RUNNING.get(id(self)) is token:
+                del _RUNNING[id(self)]
 
     def _hold_for_this_thread(self) -> tuple:
         """Mark the trainer as running in this thread (atomic, lock-free).
@@ -411,7 +414,7 @@ class Trainer(Describable):
             TrainingValidationError: if another thread's ``train`` runs.
         """
         token = (threading.get_ident(), threading.current_thread().name)
-        holder = self.__dict__.setdefault('_held_by', token)
+        holder = _RUNNING.setdefault(id(self), token)
         if holder is not token and holder[0] != token[0]:
             raise TrainingValidationError(
                 f'Trainer: train() was called in thread {token[1]!r} while '

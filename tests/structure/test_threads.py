@@ -256,4 +256,9 @@ def test_one_trainer_shared_by_two_threads_is_refused():
         resume.set()
         worker.join(WAIT)
     assert trainer.current_update_nr == 5
-    assert '_held_by' not in trainer.__dict__
+    # released: another thread may continue the run now
+    trainer.hooks['StopAfterEpoch'].max_epochs = 2
+    run_in_threads(
+        [lambda: trainer.train(dropout_net(seed=1), minibatches(blob_data()))]
+    )
+    assert trainer.current_update_nr == 10
