@@ -63,10 +63,21 @@ class NumpyHandler(Handler):
         type(self).__init__(self, self.dtype)
 
     def __getstate__(self):
-        # scratch buffers and constants are caches: copies start empty
+        """The state for ``copy.deepcopy`` and pickle.
+
+        Scratch buffers and constants are caches: copies start without
+        them. The copy gets the random state ``rnd`` as it is now (drawn
+        from ``global_rnd`` first, if it has not been yet, as its first use
+        would) and keeps it: a network's copy draws the same dropout masks
+        as the original, in this process or another one, whatever
+        ``global_rnd`` does there (as copies of a
+        :class:`~brainstorm.handlers.pycuda_handler.PyCudaHandler` do).
+        """
         state = dict(self.__dict__)
         state.pop('_per_thread', None)
         state['_constants'] = {}
+        state['_rnd'] = self.rnd
+        state['_rnd_seedings'] = None
         return state
 
     @property

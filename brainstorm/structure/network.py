@@ -120,10 +120,9 @@ class Network(Seedable):
     def __getstate__(self) -> dict:
         """The state for ``copy.deepcopy`` and pickle.
 
-        The BufferManager carves the copy's views anew (see
-        :meth:`BufferManager.__getstate__
-        <brainstorm.structure.buffers.BufferManager.__getstate__>`); the
-        trainable mask is a cache, made again when first needed.
+        The BufferManager carves the copy's views anew (see its
+        ``__getstate__``); the trainable mask is a cache, made again when
+        first needed.
 
         Raises:
             NetworkValidationError: if another thread is running the

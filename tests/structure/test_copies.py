@@ -188,3 +188,38 @@ def test_a_network_trained_in_a_worker_process_trains(method):
     assert np.abs(trained.get('parameters') - before).max() > 1e-3
     np.testing.assert_array_equal(net.get('parameters'), before)
     np.testing.assert_array_equal(trained.get('parameters'), _train(net))
+
+
+@pytest.fixture
+def restore_global_rnd():
+    state, seed = bs.global_rnd.get_state(), bs.global_rnd.get_seed()
+    yield
+    bs.global_rnd.set_seed(seed)
+    bs.global_rnd.set_state(state)
+
+
+def default_handler_dropout_net():
+    inp, out = bs.tools.get_in_out_layers('classification', 4, 3)
+    net = bs.Network.from_layer(
+        inp >> bs.layers.Dropout(0.3) >> bs.layers.FullyConnected(6) >> out
+    )
+    assert net.handler is bs.handlers.default_handler
+    net.initialize(bs.initializers.Gaussian(0.3), seed=2)
+    return net
+
+
+@pytest.mark.parametrize('method', ['deepcopy', 'spawn'])
+def test_a_copy_on_the_unseeded_default_handler_draws_the_same_masks(
+    method, restore_global_rnd
+):
+    """The default handler draws its stream from global_rnd at first use;
+    a copy made before that first use must still draw the same masks."""
+    bs.global_rnd.set_seed(17)
+    net = default_handler_dropout_net()
+    if method == 'deepcopy':
+        trained = _train(copy.deepcopy(net))
+    else:
+        with multiprocessing.get_context('spawn').Pool(1) as pool:
+            result = pool.apply(_train_in_worker, (pickle.dumps(net),))
+        trained = pickle.loads(result).get('parameters')
+    np.testing.assert_array_equal(trained, _train(net))
