@@ -391,21 +391,24 @@ class Trainer(Describable):
         # using either meanwhile gets a clear error instead of mixing its
         # batches and counters into this run
         token = self._hold_for_this_thread()
-        net._enter('Trainer.train')
         try:
-            self.stepper.start(net)
-            processes = processes_of(self.stepper)
-            # data-parallel: however this rank leaves training early, the
-            # others must learn it, or they wait forever in their next
-            # collective call (see brainstorm.parallel.watchdog_of)
-            with processes.training(self._leaving_reason):
-                self._train(
-                    net, training_data_iter, named_data_iters, resume, processes
-                )
+            net._enter('Trainer.train')
+            try:
+                self._start_and_train(net, training_data_iter, named_data_iters, resume)
+            finally:
+                net._leave()
         finally:
-            net._leave()
             if _RUNNING.get(id(self)) is token:
                 del _RUNNING[id(self)]
+
+    def _start_and_train(self, net, training_data_iter, named_data_iters, resume):
+        self.stepper.start(net)
+        processes = processes_of(self.stepper)
+        # data-parallel: however this rank leaves training early, the
+        # others must learn it, or they wait forever in their next
+        # collective call (see brainstorm.parallel.watchdog_of)
+        with processes.training(self._leaving_reason):
+            self._train(net, training_data_iter, named_data_iters, resume, processes)
 
     def _hold_for_this_thread(self) -> tuple:
         """Mark the trainer as running in this thread (atomic, lock-free).

@@ -237,6 +237,36 @@ def test_one_network_evaluated_from_two_threads_is_refused_not_mixed():
     ) == [expected]
 
 
+def test_a_trainer_refused_a_busy_network_is_free_for_the_next_run():
+    shared = dropout_net(seed=11)
+    trainer = bs.Trainer(bs.training.SgdStepper(0.05), verbose=False)
+    trainer.add_hook(bs.hooks.StopAfterEpoch(1))
+    inside, resume = threading.Event(), threading.Event()
+
+    def paused_batches():
+        yield from minibatches(blob_data(8), shuffle=False)()
+        inside.set()
+        assert resume.wait(WAIT)
+
+    worker = threading.Thread(
+        target=lambda: bs.tools.evaluate(shared, paused_batches()), daemon=True
+    )
+    worker.start()
+    try:
+        assert inside.wait(WAIT)
+        with pytest.raises(NetworkValidationError, match='Trainer.train was called'):
+            trainer.train(shared, minibatches(blob_data()))
+    finally:
+        resume.set()
+        worker.join(WAIT)
+    # the refusal held neither the trainer nor the network
+    run_in_threads(
+        [lambda: trainer.train(dropout_net(seed=1), minibatches(blob_data()))]
+    )
+    assert trainer.current_epoch_nr == 1
+    bs.tools.evaluate(shared, minibatches(blob_data(8)))
+
+
 def test_one_trainer_shared_by_two_threads_is_refused():
     inside, resume = threading.Event(), threading.Event()
     trainer = bs.Trainer(bs.training.SgdStepper(0.05), verbose=False)
