@@ -6,15 +6,36 @@ import numpy as np
 
 from brainstorm.arguments import SEED, Arg, Optional
 from brainstorm.describable import Describable
+from brainstorm.utils import ValidationError
 
 __all__ = ['RandomState', 'Seedable', 'global_rnd']
+
+
+def _checked_seed(seed) -> int:
+    """``seed`` as an int, if it is one NumPy accepts (in ``[0, 2**32 - 1]``).
+
+    Raises:
+        ValidationError: for anything else (floats, strings, bools, ints out
+            of range), which NumPy would truncate, convert or refuse with
+            its own message.
+    """
+    try:
+        return SEED.normalize(seed)
+    except ValueError:
+        raise ValidationError(
+            f'RandomState: seed must be {SEED.expected}. Received: seed={seed!r}'
+        ) from None
 
 
 class RandomState(np.random.RandomState):
     """A NumPy ``RandomState`` that remembers its seed and makes child seeds.
 
     Args:
-        seed: an int in ``seed_range``; drawn from :data:`global_rnd` if None.
+        seed: an int in ``[0, 2**32 - 1]`` (the seeds it makes itself lie in
+            ``seed_range``); drawn from :data:`global_rnd` if None.
+
+    Raises:
+        ValidationError: for a seed that is no such int.
     """
 
     seed_range = (0, 1000000000)
@@ -25,7 +46,7 @@ class RandomState(np.random.RandomState):
     def __init__(self, seed: int | None = None):
         if seed is None:
             seed = global_rnd.generate_seed()
-        self._seed = int(seed)
+        self._seed = _checked_seed(seed)
         super().__init__(self._seed)
 
     # narrower than NumPy's seed(): brainstorm seeds are single ints
@@ -36,8 +57,13 @@ class RandomState(np.random.RandomState):
         self.set_seed(seed)
 
     def set_seed(self, seed: int) -> None:
-        """Reseed with ``seed``."""
-        self._seed = int(seed)
+        """Reseed with ``seed``.
+
+        Raises:
+            ValidationError: for a seed that is not an int in
+                ``[0, 2**32 - 1]`` (the state is left as it was).
+        """
+        self._seed = _checked_seed(seed)
         super().seed(self._seed)
         self.seedings += 1
 

@@ -157,3 +157,151 @@ def test_peeking_does_not_draw_from_global_rnd():
     assert peek_random_state(handler) is None
     assert peek_random_state(handler) is not handler.rnd  # drawn now
     assert peek_random_state(handler) is handler.rnd
+
+
+# ------------------------------------------------ rules at their edges ---
+
+DUPLICATES = {
+    'pickle': lambda rnd: pickle.loads(pickle.dumps(rnd)),
+    'deepcopy': copy.deepcopy,
+    'copy': copy.copy,
+}
+
+
+@pytest.mark.parametrize('duplicate', sorted(DUPLICATES))
+@pytest.mark.parametrize('draws', [0, 1, 2, 3])
+def test_a_copy_continues_the_stream_cached_gaussian_included(duplicate, draws):
+    """Normal draws come in pairs: after an odd number of them one is
+    cached in the state (``has_gauss``, ``cached_gaussian``), and a copy
+    must draw it next, as the original does."""
+    rnd = RandomState(8)
+    rnd.randn(draws)
+    state = rnd.get_state()
+    assert state[3] == draws % 2  # has_gauss
+    clone = DUPLICATES[duplicate](rnd)
+    assert type(clone) is RandomState and clone is not rnd
+    assert clone.get_seed() == 8
+    clone_state = clone.get_state()
+    assert clone_state[0] == state[0]
+    np.testing.assert_array_equal(clone_state[1], state[1])
+    assert clone_state[2:] == state[2:]
+    # the original's own continuation, not another copy's
+    np.testing.assert_array_equal(clone.randn(5), rnd.randn(5))
+    np.testing.assert_array_equal(clone.rand(3), rnd.rand(3))
+
+
+def test_a_restored_state_holds_the_cached_gaussian():
+    from brainstorm.randomness import _restore_random_state
+
+    rnd = RandomState(3)
+    rnd.randn(1)
+    restored = _restore_random_state(3, rnd.get_state())
+    assert restored.get_state()[3] == 1
+    assert restored.get_state()[4] == rnd.get_state()[4]
+    assert restored.randn() == rnd.randn()
+
+
+def test_reseeding_drops_the_cached_gaussian():
+    rnd = RandomState(4)
+    rnd.randn(3)
+    rnd.set_seed(4)
+    assert rnd.get_state()[3] == 0
+    np.testing.assert_array_equal(rnd.randn(3), RandomState(4).randn(3))
+    rnd.randn(1)
+    rnd.reset()
+    assert rnd.get_state()[3] == 0
+    np.testing.assert_array_equal(rnd.randn(3), RandomState(4).randn(3))
+
+
+def test_generated_seeds_are_numpys_draws_in_the_seed_range():
+    """generate_seed is randint over seed_range, low included, high not."""
+    low, high = RandomState.seed_range
+    reference = np.random.RandomState(12)
+    rnd = RandomState(12)
+    assert [rnd.generate_seed() for _ in range(5)] == [
+        int(reference.randint(low, high)) for _ in range(5)
+    ]
+    assert RandomState(12).create_random_state().get_seed() == int(
+        np.random.RandomState(12).randint(low, high)
+    )
+
+
+@pytest.mark.parametrize('seed', [0, 1, 2**32 - 1, np.int64(7), np.uint32(9)])
+def test_every_int_seed_numpy_accepts_is_accepted(seed):
+    for rnd in (RandomState(seed), RandomState(1)):
+        rnd.set_seed(seed)
+        assert rnd.get_seed() == int(seed) and type(rnd.get_seed()) is int
+        np.testing.assert_array_equal(
+            rnd.rand(3), np.random.RandomState(int(seed)).rand(3)
+        )
+    assert RandomState(1).create_random_state(seed).get_seed() == int(seed)
+
+
+@pytest.mark.parametrize('seed', [1.5, 2.0, '5', True, -1, 2**32, [3]])
+def test_a_seed_that_is_no_int_in_range_is_refused(seed):
+    from brainstorm.utils import ValidationError
+
+    attempts = {
+        'RandomState(seed)': lambda: RandomState(seed),
+        'set_seed': lambda: RandomState(1).set_seed(seed),
+        'seed': lambda: RandomState(1).seed(seed),
+        'create_random_state': lambda: RandomState(1).create_random_state(seed),
+        'Seedable': lambda: Seedable(seed=seed),
+    }
+    for name, attempt in attempts.items():
+        with pytest.raises(ValidationError) as info:
+            attempt()
+        message = str(info.value)
+        assert 'seed' in message and 'an int in [0, 4294967295]' in message, name
+        assert repr(seed) in message, name
+
+
+def test_a_refused_seed_leaves_the_state_alone():
+    rnd = RandomState(6)
+    rnd.randn(1)
+    before = rnd.get_state()
+    with pytest.raises(ValueError):
+        rnd.set_seed(-1)
+    assert rnd.get_seed() == 6
+    assert rnd.get_state()[2:] == before[2:]
+    np.testing.assert_array_equal(rnd.get_state()[1], before[1])
+
+
+def test_set_seed_and_seed_count_the_seedings():
+    """Handlers redraw their first-use random state when global_rnd's
+    count changes: every set_seed and seed changes it, by one."""
+    rnd = RandomState(1)
+    start = rnd.seedings
+    rnd.set_seed(2)
+    assert rnd.seedings == start + 1
+    rnd.seed(3)
+    assert rnd.seedings == start + 2
+    rnd.seed()
+    assert rnd.seedings == start + 3
+    rnd.reset()
+    rnd.randn(2)
+    assert rnd.seedings == start + 3
+
+
+def test_seed_none_reseeds_from_global_rnd(restore_global_rnd):
+    global_rnd.set_seed(21)
+    expected = RandomState(21).generate_seed()
+    rnd = RandomState(1)
+    rnd.seed()
+    assert rnd.get_seed() == expected
+    rnd.seed(None)
+    assert rnd.get_seed() != expected
+    np.testing.assert_array_equal(
+        rnd.rand(2), np.random.RandomState(rnd.get_seed()).rand(2)
+    )
+
+
+def test_the_seed_of_a_seedable_is_not_described_nor_restored():
+    """``seed`` only seeds the new state: a description carries no seed,
+    and one that claims a seed is refused instead of being ignored."""
+    from brainstorm.utils import DescriptionError
+
+    recreated = create_from_description({'@type': 'Seedable'})
+    assert not hasattr(recreated, 'seed')
+    with pytest.raises(DescriptionError, match="'seed'"):
+        create_from_description({'@type': 'Seedable', 'seed': 5})
