@@ -132,6 +132,19 @@ def test_a_started_stepper_copied_with_its_network_steps_the_copy():
     assert np.abs(twin.get('parameters') - before).max() > 1e-4
 
 
+@pytest.mark.parametrize('how', sorted(_copies()))
+def test_a_stepper_copied_before_start_is_not_started(how):
+    twin = _copies()[how](bs.training.AdamStepper(0.01))
+    with pytest.raises(TrainingValidationError, match=r'call start\(net\)'):
+        twin.run()
+    net = xor_net()
+    twin.start(net)
+    net.provide_external_data(xor_data())
+    before = net.get('parameters')
+    twin.run()
+    assert np.abs(net.get('parameters') - before).max() > 1e-4
+
+
 def test_a_trainer_and_network_copied_after_training_continue_alike():
     net = xor_net()
     trainer = bs.Trainer(bs.training.AdamStepper(0.05), verbose=False)

@@ -159,7 +159,7 @@ class TrainingStepper(Describable):
         the parts anew to the copied network.
         """
         state = dict(self.__dict__)
-        parts = state.pop('_parts', None)
+        parts = state.get('_parts')
         if parts is not None:
             h = self.net.handler
             state['_parts'] = None
