@@ -43,6 +43,7 @@ class NumpyHandler(Handler):
     array_type = np.ndarray
     context = 'numpy'
     rnd = FirstUseRandomState()
+    _per_thread: threading.local  # made on first use, see _scratch
 
     def __init__(self, dtype=np.float32, seed: int | None = None):
         self.dtype = np.dtype(dtype).type
