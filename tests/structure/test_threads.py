@@ -292,3 +292,93 @@ def test_one_trainer_shared_by_two_threads_is_refused():
         [lambda: trainer.train(dropout_net(seed=1), minibatches(blob_data()))]
     )
     assert trainer.current_update_nr == 10
+
+
+FRESH_PROCESS_SCRIPT = r"""
+import sys
+import threading
+
+import numpy as np
+
+import brainstorm as bs
+
+sys.setswitchinterval(1e-6)  # threads interleave op by op
+rnd = np.random.RandomState(0)
+x, y = rnd.randn(1, 80, 4), rnd.randint(0, 3, (1, 80, 1))
+
+
+def batches():
+    return bs.data_iterators.Minibatches(10, shuffle=False, default=x, targets=y)
+
+
+def make(seed):
+    inp, out = bs.tools.get_in_out_layers('classification', 4, 3)
+    net = bs.Network.from_layer(
+        inp >> bs.layers.FullyConnected(32, activation='tanh') >> out)
+    net.initialize(bs.initializers.Gaussian(0.3), seed=seed)
+    return net
+
+
+def train(net):
+    trainer = bs.Trainer(bs.training.MomentumStepper(0.05, 0.9), verbose=False)
+    trainer.add_hook(bs.hooks.StopAfterEpoch(5))
+    trainer.train(net, batches())
+    return net.get('parameters')
+
+
+alone = [train(make(seed)) for seed in range(3)]
+nets = [make(seed) for seed in range(3)]
+together = [None] * 3
+threads = [threading.Thread(target=lambda i=i: together.__setitem__(i, train(nets[i])))
+           for i in range(3)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+print('own networks equal:', all(np.array_equal(a, b) for a, b in zip(alone, together)))
+
+shared = make(7)
+expected = bs.tools.evaluate(shared, batches())
+inside, resume, results = threading.Event(), threading.Event(), []
+
+
+def paused():
+    for i, batch in enumerate(batches()()):
+        if i == 2:
+            inside.set()
+            resume.wait(30)
+        yield batch
+
+
+worker = threading.Thread(
+    target=lambda: results.append(bs.tools.evaluate(shared, paused())))
+worker.start()
+inside.wait(30)
+try:
+    bs.tools.evaluate(shared, batches())
+except bs.utils.NetworkValidationError as err:
+    print('shared network:', type(err).__name__)
+resume.set()
+worker.join()
+print('first thread exact:', results == [expected])
+"""
+
+
+def test_threads_in_a_fresh_process():
+    """The user's view: a fresh interpreter, the default handler, the
+    public API."""
+    import subprocess
+
+    result = subprocess.run(
+        [sys.executable, '-c', FRESH_PROCESS_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=str(__import__('pathlib').Path(__file__).resolve().parents[2]),
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        'own networks equal: True',
+        'shared network: NetworkValidationError',
+        'first thread exact: True',
+    ], result.stdout + result.stderr
