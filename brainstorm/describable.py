@@ -182,11 +182,15 @@ def _set_missing_defaults(
 ) -> None:
     """Give each declared attribute absent from ``description`` its default.
 
+    Attributes set from ``__default_values__`` or ``__undescribed__`` count
+    as present. Declared state (``Arg(state=True)``) is no exception: an
+    object restored without it would fail later.
+
     Raises:
         DescriptionError: for a missing attribute that has no default.
     """
     for key, (_name, arg) in by_attr.items():
-        if key in description or arg.state or key in instance.__dict__:
+        if key in description or key in instance.__dict__:
             continue
         if arg.default is REQUIRED:
             raise DescriptionError(
