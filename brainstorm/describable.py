@@ -99,10 +99,13 @@ class Describable:
         its own ``__arguments__`` (and every class of the library) accepts
         no other key; a user's subclass without own declarations also
         accepts undeclared keys. Dunder keys are refused unless declared,
-        and private ``_x`` keys of declaring classes too.
+        and private ``_x`` keys of declaring classes too. A declared
+        attribute missing from the description (declared state included)
+        gets its declared default.
 
         Raises:
-            DescriptionError: for unknown, private or dunder keys, and a
+            DescriptionError: for unknown, private or dunder keys, a
+                missing declared attribute without a default, and a
                 nested ``@type`` of the wrong kind.
             ValidationError: (the class's own) for a value its declaration
                 refuses.
