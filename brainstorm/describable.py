@@ -99,10 +99,13 @@ class Describable:
         its own ``__arguments__`` (and every class of the library) accepts
         no other key; a user's subclass without own declarations also
         accepts undeclared keys. Dunder keys are refused unless declared,
-        and private ``_x`` keys of declaring classes too.
+        and private ``_x`` keys of declaring classes too. A declared
+        attribute missing from the description (declared state included)
+        gets its declared default.
 
         Raises:
-            DescriptionError: for unknown, private or dunder keys, and a
+            DescriptionError: for unknown, private or dunder keys, a
+                missing declared attribute without a default, and a
                 nested ``@type`` of the wrong kind.
             ValidationError: (the class's own) for a value its declaration
                 refuses.
@@ -182,11 +185,15 @@ def _set_missing_defaults(
 ) -> None:
     """Give each declared attribute absent from ``description`` its default.
 
+    Attributes set from ``__default_values__`` or ``__undescribed__`` count
+    as present. Declared state (``Arg(state=True)``) is no exception: an
+    object restored without it would fail later.
+
     Raises:
         DescriptionError: for a missing attribute that has no default.
     """
     for key, (_name, arg) in by_attr.items():
-        if key in description or arg.state or key in instance.__dict__:
+        if key in description or key in instance.__dict__:
             continue
         if arg.default is REQUIRED:
             raise DescriptionError(
