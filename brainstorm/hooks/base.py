@@ -22,6 +22,7 @@ from brainstorm.arguments import (
 )
 from brainstorm.describable import Describable
 from brainstorm.parallel import processes_of
+from brainstorm.scorers import _LogKey
 from brainstorm.training.utils import check_int
 from brainstorm.utils import (
     TrainingValidationError,
@@ -73,7 +74,8 @@ class Hook(Describable):
 
     Args:
         name: the hook's name (key in ``trainer.hooks`` and ``logs``);
-            default: the class name.
+            default: the class name. No ``'.'`` in it: log names are
+            dotted paths.
         timescale: ``'epoch'`` or ``'update'``.
         interval: call every ``interval`` epochs/updates (int >= 1).
         verbose: whether to print; None follows the trainer.
@@ -89,7 +91,7 @@ class Hook(Describable):
     """
 
     __arguments__ = {
-        'name': Arg(Optional(Str(nonempty=True)), default=None, attr='__name__'),
+        'name': Arg(Optional(_LogKey()), default=None, attr='__name__'),
         'timescale': Arg(Choice('epoch', 'update'), default='epoch'),
         'interval': Arg(Int(1), default=1),
         'verbose': Arg(Optional(Bool()), default=None),
