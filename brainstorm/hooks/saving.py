@@ -47,7 +47,9 @@ class SaveBestNetwork(Hook):
     """Save the network whenever a log reaches a new best value.
 
     The last entry of the log must be strictly better than all earlier
-    ones. Without ``filename`` the parameters are kept in memory
+    finite ones; NaN and infinite entries are never the best (nor saved).
+    The log must hold numbers (else TrainingValidationError naming the
+    hook). Without ``filename`` the parameters are kept in memory
     (``self.parameters``).
 
     Args:
@@ -91,12 +93,12 @@ class SaveBestNetwork(Hook):
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
         """Save or keep the network if the last log entry is a new best."""
-        log = self._get_log(logs, self.log_name, epoch_nr)
+        log = self._get_number_log(logs, self.log_name, epoch_nr)
         if not log:
             return None
         value = log[-1]
-        earlier = [v for v in log[:-1] if not math.isnan(v)]
-        if math.isnan(value):
+        earlier = [v for v in log[:-1] if math.isfinite(v)]
+        if not math.isfinite(value):
             return None
         if earlier:
             best = min(earlier) if self.criterion == 'min' else max(earlier)
