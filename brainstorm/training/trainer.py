@@ -75,7 +75,8 @@ class Trainer(Describable):
             or a parameter is NaN or infinite, or a parameter's magnitude
             exceeds ``max_abs_parameter``. The loss is checked after every
             update, the parameters before hooks run (one dot product over
-            them; costs in ``benchmarks/README.md``).
+            them; costs in ``benchmarks/README.md``). Each training batch
+            is checked too (see ``Network.provide_external_data``).
         max_abs_parameter: the largest parameter magnitude accepted by the
             check (None: no limit). Steppers that normalise their steps
             (Adam, RMSProp) diverge with finite values and, through the
@@ -423,7 +424,7 @@ class Trainer(Describable):
         for i, data in enumerate(training_data_iter(handler=net.handler)):
             if i < skip:
                 continue
-            net.provide_external_data(data)
+            net.provide_external_data(data, check_finite=run.finite_check is not None)
             self.current_update_nr += 1
             self.stepper.run()
             gather_losses_and_scores(net, self.train_scorers, run.epoch_scores)
