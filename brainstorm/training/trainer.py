@@ -435,6 +435,13 @@ class Trainer(Describable):
             if self._emit_hooks(net, 'update', self.logs):
                 stop = True
                 break
+        if not run.batches_done:
+            # the empty-data rule: a loss of 0.0 over no data is no result
+            raise IteratorValidationError(
+                f"Trainer: the training iterator ('training_data_iter', "
+                f'{type(training_data_iter).__name__}) yielded no batch in '
+                f'epoch {self.current_epoch_nr}: there is nothing to train on.'
+            )
         length = getattr(training_data_iter, 'length', None)
         if (
             run.processes.size > 1
