@@ -269,3 +269,40 @@ def test_the_trainer_checks_each_batch_unless_check_finite_is_off():
     with np.errstate(all='ignore'):
         trainer.train(_net(), _Batches(x, y))
     assert trainer.current_update_nr == 1
+
+
+# -------------------------------------------------------- what it costs ---
+
+
+def test_numpy_parameters_take_the_numpy_fast_path(monkeypatch):
+    """With a NumpyHandler the square norm is one np.dot of the flat
+    parameters: no handler op and no copy."""
+    net = _net()
+    check = FiniteCheck(net, 1e7)
+    assert check._numpy
+    for op in ('dot_mm', 'get_numpy_copy'):
+        monkeypatch.setattr(
+            net.handler, op, lambda *a, **k: pytest.fail('handler op called')
+        )
+    params = net.buffer.parameters
+    assert check._square_norm() == pytest.approx(float(np.dot(params, params)))
+    check.check_parameters(TRAINER, 1)
+
+
+def test_other_handlers_take_the_handler_path():
+    net = _net(DebugHandler(NumpyHandler(np.float32)))
+    assert not FiniteCheck(net, 1e7)._numpy
+
+
+def test_at_exactly_the_limit_the_layers_are_not_searched(monkeypatch):
+    """Square norm == max_abs ** 2: nothing can be wrong (every value is at
+    most the norm), so the slow search does not run."""
+    net = _net()
+    net.initialize(0.0)
+    _set(net, 'Hid', 'parameters', 'W', (0, 0), 8.0)
+    check = FiniteCheck(net, 8.0)
+    assert check._square_norm() == check.limit == 64.0
+    monkeypatch.setattr(
+        check, '_locate', lambda loss_first=False: pytest.fail('layers searched')
+    )
+    check.check_parameters(TRAINER, 1)
