@@ -546,10 +546,12 @@ def run_mutant(module, source, stat, mutant, tests, timeout) -> str:
         os.remove(_backup_path(module))
     if result.returncode == 0:
         return 'survived'
-    if result.returncode in (4, 5):  # usage error or nothing collected
+    # usage error or nothing collected; but a test module that fails to
+    # import under the mutant (it ran before the mutation) is a kill
+    output = result.stdout.decode()
+    if result.returncode in (4, 5) and 'ERROR collecting' not in output:
         raise RuntimeError(
-            f'pytest could not run the tests of {mutant.ident}:\n'
-            + result.stdout.decode()[-2000:]
+            f'pytest could not run the tests of {mutant.ident}:\n' + output[-2000:]
         )
     return 'killed'
 
