@@ -15,12 +15,11 @@ from brainstorm.arguments import Arg, Bool, Choice, Int, Real, Str
 from brainstorm.hooks.base import (
     _NAMES,
     Hook,
-    _check_criterion,
     _describe_entry,
     _log,
     _names_list,
 )
-from brainstorm.training.utils import check_int, check_number
+from brainstorm.training.utils import check_int
 
 __all__ = [
     'EarlyStopper',
@@ -42,7 +41,8 @@ class EarlyStopper(Hook):
 
     Args:
         log_name: dotted path of the log to watch.
-        patience: number of entries without improvement allowed.
+        patience: number of entries without improvement allowed (>= 1;
+            0 would stop at every call).
         criterion: ``'min'`` or ``'max'``.
         name, timescale, interval, verbose: see :class:`Hook`.
 
@@ -70,9 +70,8 @@ class EarlyStopper(Hook):
         interval: int = 1,
         verbose: bool | None = None,
     ):
+        # log_name, patience and criterion are checked as declared above
         super().__init__(name, timescale, interval, verbose)
-        _check_criterion('EarlyStopper', criterion)
-        check_int('EarlyStopper', 'patience', patience, low=0)
         self.log_name = log_name
         self.patience = patience
         self.criterion = criterion
@@ -171,9 +170,8 @@ class StopAfterThresholdReached(Hook):
         interval: int = 1,
         verbose: bool | None = None,
     ):
+        # log_name, threshold and criterion are checked as declared above
         super().__init__(name, timescale, interval, verbose)
-        _check_criterion('StopAfterThresholdReached', criterion)
-        check_number('StopAfterThresholdReached', 'threshold', threshold)
         self.log_name = log_name
         self.threshold = threshold
         self.criterion = criterion

@@ -1,0 +1,175 @@
+"""The rules of the stopping hooks and SaveBestNetwork at their edges.
+
+Declared arguments and their defaults, the bounds of thresholds, which
+entry and which loss StopOnNan looks at, and what the hooks say when they
+stop (found by mutation testing, tools/mutation.py).
+"""
+
+import inspect
+import logging
+import math
+
+import numpy as np
+import pytest
+
+import brainstorm as bs
+from brainstorm.arguments import REQUIRED, declared_arguments
+from brainstorm.describable import create_from_description
+from brainstorm.hooks import (
+    EarlyStopper,
+    SaveBestNetwork,
+    StopAfterThresholdReached,
+    StopOnNan,
+)
+from brainstorm.training.utils import LogEntries
+from brainstorm.utils import TrainingValidationError
+
+HOOKS = [EarlyStopper, StopAfterThresholdReached, StopOnNan, SaveBestNetwork]
+
+
+def _logs(**entries):
+    return {'validation': {k: LogEntries(v) for k, v in entries.items()}}
+
+
+@pytest.mark.parametrize('cls', HOOKS)
+def test_declared_defaults_are_the_signature_defaults(cls):
+    """A description without a key restores the same value as a call
+    without the argument."""
+    parameters = inspect.signature(cls.__init__).parameters
+    checked = 0
+    for name, arg in declared_arguments(cls).items():
+        if name in parameters and arg.default is not REQUIRED:
+            assert arg.default == parameters[name].default, name
+            checked += 1
+    assert checked >= 2
+
+
+def test_the_defaults():
+    stopper = EarlyStopper('validation.total_loss')
+    assert (stopper.patience, stopper.criterion) == (1, 'min')
+    restored = create_from_description(
+        {'@type': 'EarlyStopper', 'log_name': 'validation.total_loss'}
+    )
+    assert (restored.patience, restored.criterion) == (1, 'min')
+    nan = create_from_description({'@type': 'StopOnNan'})
+    assert nan.check_parameters is True and nan.check_training_loss is True
+    assert StopOnNan().check_parameters is True
+    assert StopOnNan().check_training_loss is True
+    assert StopAfterThresholdReached('a', 1).criterion == 'min'
+    assert SaveBestNetwork('a').criterion == 'max'
+    assert SaveBestNetwork('a').filename is None
+
+
+@pytest.mark.parametrize(
+    'make, message',
+    [
+        (lambda: EarlyStopper('x', patience=0), 'patience must be a positive int'),
+        (lambda: EarlyStopper('x', criterion='mean'), 'criterion must be one of'),
+        (lambda: EarlyStopper(''), 'log_name must be a non-empty str'),
+        (lambda: StopAfterThresholdReached('', 1), 'log_name must be a non-empty'),
+        (lambda: StopAfterThresholdReached('x', math.nan), 'threshold must be a'),
+        (lambda: StopAfterThresholdReached('x', math.inf), 'threshold must be a'),
+        (lambda: StopAfterThresholdReached('x', 1, 'avg'), 'criterion must be'),
+        (lambda: SaveBestNetwork(''), 'log_name must be a non-empty'),
+        (lambda: SaveBestNetwork('x', criterion='best'), 'criterion must be'),
+        (lambda: SaveBestNetwork('x', filename=''), 'filename must be None or'),
+    ],
+)
+def test_bad_arguments_are_refused(make, message):
+    with pytest.raises(TrainingValidationError, match=message):
+        make()
+
+
+def test_the_smallest_patience_is_one():
+    stopper = EarlyStopper('validation.v', patience=1)
+    stopper.run_verbosity = False
+    assert stopper(1, 1, None, None, _logs(v=[1.0])) is None
+    with pytest.raises(StopIteration):
+        stopper(2, 2, None, None, _logs(v=[1.0, 1.0]))
+
+
+@pytest.mark.parametrize('criterion, values', [('min', [2.0, 1.0]), ('max', [0.0, 1.0])])
+def test_the_threshold_itself_is_reached(criterion, values):
+    hook = StopAfterThresholdReached('validation.v', 1.0, criterion=criterion)
+    hook.run_verbosity = False
+    assert hook(1, 1, None, None, _logs(v=values[:1])) is None
+    with pytest.raises(StopIteration):
+        hook(2, 2, None, None, _logs(v=values))
+    nearly = np.nextafter(1.0, values[0])
+    assert hook(2, 2, None, None, _logs(v=[values[0], nearly])) is None
+
+
+def test_the_hooks_say_why_they_stop(caplog):
+    stopper = EarlyStopper('validation.v', patience=2)
+    threshold = StopAfterThresholdReached('validation.v', 0.5)
+    for hook in (stopper, threshold):
+        hook.run_verbosity = True
+    with caplog.at_level(logging.INFO, logger='brainstorm'):
+        with pytest.raises(StopIteration):
+            stopper(3, 3, None, None, _logs(v=[1.0, 2.0, 3.0]))
+        with pytest.raises(StopIteration):
+            threshold(3, 3, None, None, _logs(v=[1.0, 0.5]))
+    text = caplog.text
+    assert "EarlyStopper >> Stopping because 'validation.v' did not improve" in text
+    assert 'for 2 checks.' in text
+    assert "reached the threshold 0.5." in text
+
+
+# ----------------------------------------------------------- StopOnNan ---
+
+
+def _net_with_loss(value):
+    inp, out = bs.tools.get_in_out_layers('regression', 2, 1)
+    net = bs.Network.from_layer(inp >> out)
+    net.initialize(0.5)
+    targets = np.full((1, 2, 1), value)
+    net.provide_external_data(
+        {'default': np.ones((1, 2, 2)), 'targets': targets}, check_finite=False
+    )
+    with np.errstate(all='ignore'):
+        net.forward_pass()
+    return net
+
+
+def test_stop_on_nan_per_update_ignores_the_loss_before_the_first_update():
+    """At update 0 no batch of this run was seen: the network's loss is
+    that of an earlier forward pass, not of training."""
+    net = _net_with_loss(math.nan)
+    hook = StopOnNan(timescale='update', check_parameters=False)
+    assert hook(0, 0, net, None, {}) is None
+    with pytest.raises(StopIteration, match='the training loss is not finite'):
+        hook(1, 1, net, None, {})
+    assert StopOnNan(timescale='update')(1, 1, _net_with_loss(0.0), None, {}) is None
+
+
+def test_stop_on_nan_per_epoch_checks_the_last_rolling_loss():
+    net = _net_with_loss(0.0)
+    hook = StopOnNan(check_parameters=False)
+    logs = {'rolling_training': {'total_loss': [math.nan, 1.0]}}
+    assert hook(2, 2, net, None, logs) is None
+    logs = {'rolling_training': {'total_loss': [1.0, math.inf]}}
+    with pytest.raises(StopIteration):
+        hook(2, 2, net, None, logs)
+    # a network with several losses logs 'total_loss' too; without
+    # rolling_training (epoch 0) there is nothing to check
+    assert hook(0, 0, net, None, {}) is None
+
+
+def test_stop_on_nan_checks_the_parameters_unless_told_not_to():
+    net = _net_with_loss(0.0)
+    params = net.buffer.parameters
+    params[1] = math.nan
+    with pytest.raises(StopIteration, match='a parameter is not finite'):
+        StopOnNan(check_training_loss=False)(1, 1, net, None, {})
+    assert StopOnNan(check_parameters=False)(1, 1, net, None, {}) is None
+
+
+def test_stop_on_nan_warns_even_when_quiet(caplog):
+    hook = StopOnNan('validation.v', check_parameters=False, check_training_loss=False)
+    hook.run_verbosity = False
+    with caplog.at_level(logging.WARNING, logger='brainstorm'):
+        with pytest.raises(StopIteration):
+            hook(1, 1, None, None, _logs(v=[math.nan]))
+    assert "StopOnNan >> Stopping because log 'validation.v' is not finite." in (
+        caplog.text
+    )
