@@ -60,24 +60,33 @@ def test_the_defaults():
     assert SaveBestNetwork('a').filename is None
 
 
+GOOD = {
+    EarlyStopper: dict(log_name='x', patience=1, criterion='max'),
+    StopAfterThresholdReached: dict(log_name='x', threshold=1, criterion='max'),
+    SaveBestNetwork: dict(log_name='x', filename='a.h5', criterion='min'),
+}
+
+
 @pytest.mark.parametrize(
-    'make, message',
+    'cls, bad, message',
     [
-        (lambda: EarlyStopper('x', patience=0), 'patience must be a positive int'),
-        (lambda: EarlyStopper('x', criterion='mean'), 'criterion must be one of'),
-        (lambda: EarlyStopper(''), 'log_name must be a non-empty str'),
-        (lambda: StopAfterThresholdReached('', 1), 'log_name must be a non-empty'),
-        (lambda: StopAfterThresholdReached('x', math.nan), 'threshold must be a'),
-        (lambda: StopAfterThresholdReached('x', math.inf), 'threshold must be a'),
-        (lambda: StopAfterThresholdReached('x', 1, 'avg'), 'criterion must be'),
-        (lambda: SaveBestNetwork(''), 'log_name must be a non-empty'),
-        (lambda: SaveBestNetwork('x', criterion='best'), 'criterion must be'),
-        (lambda: SaveBestNetwork('x', filename=''), 'filename must be None or'),
+        (EarlyStopper, dict(patience=0), 'patience must be a positive int'),
+        (EarlyStopper, dict(criterion='mean'), 'criterion must be one of'),
+        (EarlyStopper, dict(log_name=''), 'log_name must be a non-empty str'),
+        (StopAfterThresholdReached, dict(log_name=''), 'log_name must be a non-empty'),
+        (StopAfterThresholdReached, dict(threshold=math.nan), 'threshold must be a'),
+        (StopAfterThresholdReached, dict(threshold=math.inf), 'threshold must be a'),
+        (StopAfterThresholdReached, dict(criterion='avg'), 'criterion must be'),
+        (SaveBestNetwork, dict(log_name=''), 'log_name must be a non-empty'),
+        (SaveBestNetwork, dict(criterion='best'), 'criterion must be'),
+        (SaveBestNetwork, dict(filename=''), 'filename must be None or'),
     ],
 )
-def test_bad_arguments_are_refused(make, message):
+def test_bad_arguments_are_refused(cls, bad, message):
+    # a control: with good arguments the hook is made
+    assert isinstance(cls(**GOOD[cls]), cls)
     with pytest.raises(TrainingValidationError, match=message):
-        make()
+        cls(**{**GOOD[cls], **bad})
 
 
 def test_the_smallest_patience_is_one():
