@@ -182,3 +182,72 @@ def test_stop_on_nan_warns_even_when_quiet(caplog):
     assert "StopOnNan >> Stopping because log 'validation.v' is not finite." in (
         caplog.text
     )
+
+
+# ----------------------------------------------------- SaveBestNetwork ---
+
+
+class _Net:
+    def __init__(self):
+        self.saved = []
+
+    def get(self, what):
+        self.saved.append(what)
+        return np.arange(3.0)
+
+    def save_as_hdf5(self, filename):
+        self.saved.append(filename)
+
+
+@pytest.mark.parametrize(
+    'criterion, earlier, between',
+    [('min', [0.5, 0.3], 0.4), ('max', [0.5, 0.7], 0.6)],
+)
+def test_save_best_network_compares_with_the_best_not_the_worst(
+    criterion, earlier, between
+):
+    hook = SaveBestNetwork('validation.v', criterion=criterion)
+    hook.run_verbosity = False
+    net = _Net()
+    hook(3, 3, net, None, _logs(v=[*earlier, between]))
+    assert net.saved == []
+    best = min(earlier) if criterion == 'min' else max(earlier)
+    hook(3, 3, net, None, _logs(v=[*earlier, best]))  # equal: not better
+    assert net.saved == []
+    better = best - 0.1 if criterion == 'min' else best + 0.1
+    hook(3, 3, net, None, _logs(v=[*earlier, better]))
+    assert net.saved == ['parameters']
+
+
+def test_save_best_network_says_what_it_keeps(caplog, tmp_path):
+    in_memory = SaveBestNetwork('validation.v', name='best')
+    to_file = SaveBestNetwork(
+        'validation.v', filename=str(tmp_path / 'best.h5'), name='best_file'
+    )
+    for hook in (in_memory, to_file):
+        hook.run_verbosity = True
+    with caplog.at_level(logging.INFO, logger='brainstorm'):
+        in_memory(1, 1, _Net(), None, _logs(v=[0.25]))
+        to_file(1, 1, _Net(), None, _logs(v=[0.25]))
+    assert 'best >> validation.v improved to 0.25; keeping the parameters.' in (
+        caplog.text
+    )
+    assert (
+        f"best_file >> validation.v improved to 0.25; saving network to "
+        f"'{tmp_path / 'best.h5'}'." in caplog.text
+    )
+
+
+def test_save_best_network_state_round_trip():
+    hook = SaveBestNetwork('validation.v')
+    assert hook.get_state() == {}
+    hook.set_state({})
+    assert hook.parameters is None
+    hook.run_verbosity = False
+    hook(1, 1, _Net(), None, _logs(v=[0.5]))
+    state = hook.get_state()
+    np.testing.assert_array_equal(state['parameters'], np.arange(3.0))
+    other = SaveBestNetwork('validation.v')
+    other.set_state(state)
+    np.testing.assert_array_equal(other.parameters, np.arange(3.0))
+    np.testing.assert_array_equal(other.load_best_network(), np.arange(3.0))

@@ -17,7 +17,6 @@ from brainstorm.arguments import Arg, Choice, Optional, Str
 from brainstorm.hooks.base import (
     _NAMES,
     Hook,
-    _check_criterion,
     _is_better,
     _leaf_paths,
     _names_list,
@@ -84,8 +83,8 @@ class SaveBestNetwork(Hook):
         interval: int = 1,
         verbose: bool | None = None,
     ):
+        # log_name, filename and criterion are checked as declared above
         super().__init__(name, timescale, interval, verbose)
-        _check_criterion(type(self).__name__, criterion)
         self.log_name = log_name
         self.filename = filename
         self.criterion = criterion
