@@ -83,8 +83,9 @@ def test_a_monitor_on_an_empty_iterator_is_refused_naming_it():
     trainer.add_hook(bs.hooks.StopAfterEpoch(2))
     with pytest.raises(IteratorValidationError) as info:
         trainer.train(_net(), _good(), valid=Empty())
-    assert "MonitorLoss 'validation': the data iterator 'valid' yielded no batch" in str(
-        info.value
+    assert (
+        "MonitorLoss 'validation': the data iterator 'valid' yielded no batch"
+        in str(info.value)
     )
     # no 0.0 was logged for SaveBestNetwork to take as the best
     assert 'validation' not in trainer.logs
@@ -115,7 +116,7 @@ def test_training_on_an_iterator_that_yields_no_batch_is_refused():
 
 def test_the_rule_in_a_fresh_process(tmp_path):
     code = textwrap.dedent(
-        '''
+        """
         import numpy as np
         import brainstorm as bs
         inp, out = bs.tools.get_in_out_layers('classification', 2, 2)
@@ -128,7 +129,7 @@ def test_the_rule_in_a_fresh_process(tmp_path):
             print('SCORE', bs.tools.evaluate(net, data)['total_loss'])
         except bs.utils.IteratorValidationError as err:
             print('REFUSED', err)
-        '''
+        """
     )
     result = subprocess.run(
         [sys.executable, '-c', code],

@@ -63,7 +63,11 @@ def test_a_group_of_logs_is_refused_naming_hook_log_and_entries(index):
 @pytest.mark.parametrize('index', range(4))
 @pytest.mark.parametrize(
     'bad, shown',
-    [('high', "'high' (str)"), (None, 'None (NoneType)'), ({'a': 1}, "{'a': 1} (dict)")],
+    [
+        ('high', "'high' (str)"),
+        (None, 'None (NoneType)'),
+        ({'a': 1}, "{'a': 1} (dict)"),
+    ],
 )
 def test_an_entry_that_is_no_number_is_refused(index, bad, shown):
     hook = _watchers('validation.total_loss')[index]

@@ -45,7 +45,11 @@ def test_names_without_dots_still_train_and_log_where_the_path_says():
     net.initialize(0.1)
     trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
     trainer.add_hook(
-        bs.hooks.MonitorScores('valid', [bs.scorers.Accuracy(name='acc_1', out_name='Output.outputs.predictions')], name='val_x')
+        bs.hooks.MonitorScores(
+            'valid',
+            [bs.scorers.Accuracy(name='acc_1', out_name='Output.outputs.predictions')],
+            name='val_x',
+        )
     )
     trainer.add_hook(bs.hooks.SaveBestNetwork('val_x.acc_1', name='best'))
     trainer.add_hook(bs.hooks.StopAfterEpoch(2))

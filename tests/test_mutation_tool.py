@@ -152,7 +152,9 @@ def test_configured_modules_and_tests_exist(module):
         assert len(why.split()) >= 3, f'{module}: {name!r} needs a reason'
 
 
-def test_a_mutant_that_breaks_the_import_of_a_test_module_is_killed(tmp_path, monkeypatch):
+def test_a_mutant_that_breaks_the_import_of_a_test_module_is_killed(
+    tmp_path, monkeypatch
+):
     """Tests given by node id in a module that fails to import under the
     mutant (a default used at module level) make pytest exit with 4: that
     is a kill, not a failure of the runner."""

@@ -97,7 +97,9 @@ def test_the_smallest_patience_is_one():
         stopper(2, 2, None, None, _logs(v=[1.0, 1.0]))
 
 
-@pytest.mark.parametrize('criterion, values', [('min', [2.0, 1.0]), ('max', [0.0, 1.0])])
+@pytest.mark.parametrize(
+    'criterion, values', [('min', [2.0, 1.0]), ('max', [0.0, 1.0])]
+)
 def test_the_threshold_itself_is_reached(criterion, values):
     hook = StopAfterThresholdReached('validation.v', 1.0, criterion=criterion)
     hook.run_verbosity = False
@@ -121,7 +123,7 @@ def test_the_hooks_say_why_they_stop(caplog):
     text = caplog.text
     assert "EarlyStopper >> Stopping because 'validation.v' did not improve" in text
     assert 'for 2 checks.' in text
-    assert "reached the threshold 0.5." in text
+    assert 'reached the threshold 0.5.' in text
 
 
 # ----------------------------------------------------------- StopOnNan ---
@@ -233,7 +235,7 @@ def test_save_best_network_says_what_it_keeps(caplog, tmp_path):
         caplog.text
     )
     assert (
-        f"best_file >> validation.v improved to 0.25; saving network to "
+        f'best_file >> validation.v improved to 0.25; saving network to '
         f"'{tmp_path / 'best.h5'}'." in caplog.text
     )
 

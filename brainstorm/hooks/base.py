@@ -218,8 +218,7 @@ class Hook(Describable):
     def _log_error(self, log_name: str, problem: str) -> TrainingValidationError:
         """The error for a log that this hook cannot watch."""
         return TrainingValidationError(
-            f"{type(self).__name__} '{self.__name__}': the log '{log_name}' "
-            f'{problem}'
+            f"{type(self).__name__} '{self.__name__}': the log '{log_name}' {problem}"
         )
 
     def _get_log_list(self, logs: dict, log_name: str, epoch_nr: int):

@@ -149,9 +149,7 @@ class MonitorScores(MonitorLoss):
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
         """Evaluate the network on the iterator; return losses and scores."""
-        return _evaluate(
-            net, self.iter, self.scorers, comm=self.comm, who=self._who()
-        )
+        return _evaluate(net, self.iter, self.scorers, comm=self.comm, who=self._who())
 
 
 class _MonitorLayer(Hook):

@@ -22,10 +22,10 @@ from brainstorm.registry import get_layer_class
 from brainstorm.structure.buffer_structure import combine_buffer_structures
 from brainstorm.structure.construction import LayerDetails
 from brainstorm.utils import (
+    LAYER_NAME_RULE,
     LayerValidationError,
     NetworkValidationError,
     StructureValidationError,
-    LAYER_NAME_RULE,
     is_valid_layer_name,
 )
 
@@ -139,8 +139,7 @@ def _check_name(name) -> None:
     """Check that a layer name is a str following ``LAYER_NAME_RULE``."""
     if not isinstance(name, str):
         raise NetworkValidationError(
-            f'Layer names must be strings. Received: {name!r} '
-            f'({type(name).__name__})'
+            f'Layer names must be strings. Received: {name!r} ({type(name).__name__})'
         )
     if not is_valid_layer_name(name):
         raise NetworkValidationError(

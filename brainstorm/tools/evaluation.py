@@ -141,11 +141,7 @@ def _evaluate(
     scores = gather_from_all_ranks(scores, comm)
     batches = scores.get('total_loss', [])
     if not sum(weight for weight, _ in batches):
-        what = (
-            f'{len(batches)} batches, all without samples'
-            if batches
-            else 'no batch'
-        )
+        what = f'{len(batches)} batches, all without samples' if batches else 'no batch'
         raise IteratorValidationError(
             f'{who} yielded {what}: there is nothing to evaluate (a loss of '
             '0.0 over no data would look like a perfect score). Give it '

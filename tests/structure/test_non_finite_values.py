@@ -33,7 +33,12 @@ def _net():
 
 @pytest.mark.parametrize(
     'value, what',
-    [(math.nan, 'NaN'), (math.inf, 'infinite'), (-math.inf, 'infinite'), (1e39, 'range')],
+    [
+        (math.nan, 'NaN'),
+        (math.inf, 'infinite'),
+        (-math.inf, 'infinite'),
+        (1e39, 'range'),
+    ],
 )
 def test_initialize_refuses_a_non_finite_number(value, what):
     net = _net()
@@ -47,7 +52,9 @@ def test_initialize_refuses_a_non_finite_number(value, what):
 def test_initialize_refuses_nan_in_a_dict_naming_the_parameter():
     net = _net()
     before = net.get('parameters').copy()
-    with pytest.raises(NetworkValidationError, match=r'Output_projection\.bias with nan'):
+    with pytest.raises(
+        NetworkValidationError, match=r'Output_projection\.bias with nan'
+    ):
         net.initialize({'default': 0.1, 'Output_projection': {'bias': math.nan}})
     with pytest.raises(NetworkValidationError, match=r'Output_projection\.W with inf'):
         net.initialize(default=0.1, Output_projection={'W': math.inf})
@@ -165,7 +172,7 @@ def test_find_unrepresentable_edges():
 
 def test_in_a_users_own_loop_in_a_fresh_process(tmp_path):
     code = textwrap.dedent(
-        '''
+        """
         import numpy as np
         import brainstorm as bs
         inp, out = bs.tools.get_in_out_layers('classification', 2, 2)
@@ -179,7 +186,7 @@ def test_in_a_users_own_loop_in_a_fresh_process(tmp_path):
             print('NO ERROR', net.get_loss_values())
         except bs.utils.NetworkValidationError as err:
             print('REFUSED', err)
-        '''
+        """
     )
     env = dict(os.environ, PYTHONPATH=ROOT)
     result = subprocess.run(

@@ -15,15 +15,15 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-HOOK_MODULE = '''
+HOOK_MODULE = """
 import brainstorm as bs
 
 class CountingHook(bs.hooks.Hook):
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
         return None
-'''
+"""
 
-WRITE = '''
+WRITE = """
 import numpy as np
 import brainstorm as bs
 import myhooks
@@ -36,9 +36,9 @@ trainer.add_hook(bs.hooks.StopAfterEpoch(1))
 trainer.add_hook(bs.hooks.SaveCheckpoint('run.ckpt'))
 x = np.ones((1, 4, 2)); y = np.zeros((1, 4, 1))
 trainer.train(net, bs.data_iterators.Minibatches(2, default=x, targets=y))
-'''
+"""
 
-LOAD = '''
+LOAD = """
 import sys
 import brainstorm as bs
 if sys.argv[1] == 'import':
@@ -49,7 +49,7 @@ except bs.utils.TrainingValidationError as err:
     print('ERROR', err)
 else:
     print('LOADED', type(trainer.hooks['counter']).__name__)
-'''
+"""
 
 
 def _run(tmp_path, code, *args):

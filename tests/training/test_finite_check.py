@@ -148,7 +148,9 @@ def test_max_abs_is_included_and_just_beyond_it_stops(handler):
     with pytest.raises(NonFiniteError) as info:
         check.check_parameters(TRAINER, 1)
     message = str(info.value)
-    assert "layer 'Hid', buffer 'parameters.bias' (values up to 8 in magnitude" in message
+    assert (
+        "layer 'Hid', buffer 'parameters.bias' (values up to 8 in magnitude" in message
+    )
     assert 'beyond max_abs_parameter=8: training diverged' in message
 
 
@@ -215,7 +217,9 @@ def test_a_broken_parameter_found_by_norm_but_not_located_is_no_error(monkeypatc
     monkeypatch.setattr(
         check, '_locate', lambda loss_first=False: ('L', 'parameters.W', 'x')
     )
-    with pytest.raises(NonFiniteError, match="layer 'L', buffer 'parameters.W' \\(x\\)"):
+    with pytest.raises(
+        NonFiniteError, match="layer 'L', buffer 'parameters.W' \\(x\\)"
+    ):
         check.check_parameters(TRAINER, 1)
 
 
