@@ -103,7 +103,13 @@ class MonitorLoss(Hook):
         self.iter = named_data_iters[self.iter_name]
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
-        """Evaluate the network on the iterator; return the losses."""
+        """Evaluate the network on the iterator; return the losses.
+
+        Raises:
+            IteratorValidationError: naming the hook and the iterator, if
+                the iterator yields no batch or only empty ones (the
+                empty-data rule, see :func:`~brainstorm.tools.evaluate`).
+        """
         return _evaluate(net, self.iter, comm=self.comm, who=self._who())
 
     def _who(self) -> str:
