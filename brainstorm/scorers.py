@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -36,6 +37,29 @@ __all__ = [
 ]
 
 
+class _LogKey(Str):
+    """A name that becomes one key of the trainer's logs: no ``'.'`` in it.
+
+    Log names are dotted paths (``'validation.Accuracy'``), so a hook or
+    scorer named ``'a.b'`` would log values that no dotted path can name.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(nonempty=True)
+        self.expected = (
+            "a non-empty str without '.' (log names are dotted paths, so a "
+            "'.' could not be told from a nesting level)"
+        )
+        self.invalid_examples = (*self.invalid_examples, 'a.b')
+
+    def normalize(self, value: Any) -> Any:
+        """Return ``value`` if it is a non-empty str without ``'.'``."""
+        value = super().normalize(value)
+        if '.' in value:
+            raise ValueError
+        return value
+
+
 class Scorer(Describable):
     """Base class of all scorers.
 
@@ -45,7 +69,8 @@ class Scorer(Describable):
             given to :func:`gather_losses_and_scores` or ``net.output_name``.
         targets_name: name of the Input output holding the targets.
         mask_name: name of the Input output holding a mask (empty: none).
-        name: name under which the score is logged (default: class name).
+        name: name under which the score is logged (default: class name);
+            no ``'.'`` in it (log names are dotted paths).
     """
 
     __argument_error__ = TrainingValidationError
@@ -53,7 +78,7 @@ class Scorer(Describable):
         'out_name': Arg(Str(), default=''),
         'targets_name': Arg(Str(nonempty=True), default='targets'),
         'mask_name': Arg(Str(), default=''),
-        'name': Arg(Optional(Str(nonempty=True)), default=None, attr='__name__'),
+        'name': Arg(Optional(_LogKey()), default=None, attr='__name__'),
     }
 
     def __init__(

@@ -110,9 +110,25 @@ class InitializationError(Exception):
 NAME_BLACKLIST = {'default', 'fallback'}
 _IDENTIFIER = re.compile(r'^[_a-zA-Z][_a-zA-Z0-9]*$')
 
+#: The rule for layer names and layer types, as error messages state it.
+LAYER_NAME_RULE = (
+    "an ASCII identifier (letters a-z and A-Z, digits and '_', not "
+    "starting with a digit) other than 'default' and 'fallback'; "
+    'non-ASCII letters are not allowed, as in Brainstorm 0.5, because '
+    "the '*' of initializer and modifier patterns matches only these "
+    'characters'
+)
+
 
 def is_valid_layer_name(name) -> bool:
-    """True if ``name`` is a Python identifier and not a reserved word."""
+    """True if ``name`` is a valid layer name (see ``LAYER_NAME_RULE``).
+
+    That is an ASCII identifier (``[_a-zA-Z][_a-zA-Z0-9]*``, as in
+    Brainstorm 0.5) other than ``'default'`` and ``'fallback'``. Python
+    identifiers with other letters (``'名前'``) are not layer names: the
+    ``*`` of initializer and modifier patterns matches only ASCII letters,
+    digits and ``_``.
+    """
     return (
         isinstance(name, str)
         and bool(_IDENTIFIER.match(name))

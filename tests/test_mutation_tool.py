@@ -150,3 +150,33 @@ def test_configured_modules_and_tests_exist(module):
     for name, why in settings.get('equivalent', {}).items():
         assert name in names, f'{module}: no mutant named {name!r}'
         assert len(why.split()) >= 3, f'{module}: {name!r} needs a reason'
+
+
+def test_a_mutant_that_breaks_the_import_of_a_test_module_is_killed(
+    tmp_path, monkeypatch
+):
+    """Tests given by node id in a module that fails to import under the
+    mutant (a default used at module level) make pytest exit with 4: that
+    is a kill, not a failure of the runner."""
+    (tmp_path / 'pkg').mkdir()
+    (tmp_path / 'pkg' / '__init__.py').write_text('')
+    source = 'LIMIT = 1\n'
+    (tmp_path / 'pkg' / 'mod.py').write_text(source)
+    (tmp_path / 'tests_m').mkdir()
+    (tmp_path / 'tests_m' / 'test_m.py').write_text(
+        'from pkg.mod import LIMIT\n'
+        'assert LIMIT == 1\n'
+        'def test_limit():\n'
+        '    assert LIMIT == 1\n'
+    )
+    state = tmp_path / '.mutation'
+    state.mkdir()
+    monkeypatch.setattr(mutation, 'ROOT', str(tmp_path))
+    monkeypatch.setattr(mutation, 'STATE', str(state))
+    (mutant,) = [m for m in mutation.make_mutants(source) if '1 -> 0' in m.ident]
+    stat = os.stat(tmp_path / 'pkg' / 'mod.py')
+    status = mutation.run_mutant(
+        'pkg/mod.py', source, stat, mutant, ['tests_m/test_m.py::test_limit'], 60
+    )
+    assert status == 'killed'
+    assert (tmp_path / 'pkg' / 'mod.py').read_text() == source

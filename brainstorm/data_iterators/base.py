@@ -37,7 +37,8 @@ def _check_named_data(owner: str, named_data: dict) -> dict:
     """Validate the data of a base iterator and return it as arrays.
 
     NumPy arrays are kept as they are (no copy); other array-likes are
-    converted with ``np.asarray``.
+    converted with ``np.asarray``. Arrays without time steps or sequences
+    (``T == 0`` or ``B == 0``) are refused: the empty-data rule.
     """
     if not named_data:
         raise IteratorValidationError(
@@ -52,6 +53,14 @@ def _check_named_data(owner: str, named_data: dict) -> dict:
             raise IteratorValidationError(
                 f"{owner}: data '{name}' must have at least 3 dimensions "
                 f'(T, B, ...). Received: shape={data.shape}'
+            )
+        if data.shape[0] == 0 or data.shape[1] == 0:
+            raise IteratorValidationError(
+                f"{owner}: data '{name}' holds no samples (shape "
+                f'{data.shape}: {data.shape[0]} time steps, {data.shape[1]} '
+                'sequences). An iterator over no data would yield nothing '
+                'to train on or evaluate, and a loss of 0.0 over nothing '
+                'would look like a perfect score.'
             )
         if first_shape is None:
             first_name, first_shape = name, data.shape

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
+
 from brainstorm._logging import get_logger
 from brainstorm.arguments import (
     AnyOf,
@@ -22,6 +24,7 @@ from brainstorm.arguments import (
 )
 from brainstorm.describable import Describable
 from brainstorm.parallel import processes_of
+from brainstorm.scorers import _LogKey
 from brainstorm.training.utils import check_int
 from brainstorm.utils import (
     TrainingValidationError,
@@ -63,6 +66,23 @@ def _check_criterion(owner: str, criterion) -> None:
         )
 
 
+def _is_number(value) -> bool:
+    """Whether a log entry is a real number (NumPy scalars too, not bools)."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_)
+    )
+
+
+def _describe_entry(value) -> str:
+    """A short description of a log entry for error messages."""
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + '...'
+    return f'{text} ({type(value).__name__})'
+
+
 def _is_better(value, best, criterion: str) -> bool:
     """Whether ``value`` is strictly better than ``best``."""
     return value < best if criterion == 'min' else value > best
@@ -73,7 +93,8 @@ class Hook(Describable):
 
     Args:
         name: the hook's name (key in ``trainer.hooks`` and ``logs``);
-            default: the class name.
+            default: the class name. No ``'.'`` in it: log names are
+            dotted paths.
         timescale: ``'epoch'`` or ``'update'``.
         interval: call every ``interval`` epochs/updates (int >= 1).
         verbose: whether to print; None follows the trainer.
@@ -89,7 +110,7 @@ class Hook(Describable):
     """
 
     __arguments__ = {
-        'name': Arg(Optional(Str(nonempty=True)), default=None, attr='__name__'),
+        'name': Arg(Optional(_LogKey()), default=None, attr='__name__'),
         'timescale': Arg(Choice('epoch', 'update'), default='epoch'),
         'interval': Arg(Int(1), default=1),
         'verbose': Arg(Optional(Bool()), default=None),
@@ -193,6 +214,52 @@ class Hook(Describable):
                 f"'{log_name}' (epoch {epoch_nr}). Available logs: "
                 f'{_leaf_paths(logs)}'
             ) from None
+
+    def _log_error(self, log_name: str, problem: str) -> TrainingValidationError:
+        """The error for a log that this hook cannot watch."""
+        return TrainingValidationError(
+            f"{type(self).__name__} '{self.__name__}': the log '{log_name}' {problem}"
+        )
+
+    def _get_log_list(self, logs: dict, log_name: str, epoch_nr: int):
+        """The log at ``log_name`` (see :meth:`_get_log`), checked to be a list.
+
+        Raises:
+            TrainingValidationError: naming the hook and the log, if it is
+                a group of logs (a dict) or anything else but a list.
+        """
+        log = self._get_log(logs, log_name, epoch_nr)
+        if log is None or isinstance(log, list):
+            return log
+        if isinstance(log, Mapping):
+            keys = list(log)
+            example = f", e.g. '{log_name}.{keys[0]}'" if keys else ''
+            raise self._log_error(
+                log_name,
+                f'is a group of logs with the entries {keys}, not a list '
+                f'of values: name one of them{example}.',
+            )
+        raise self._log_error(
+            log_name, f'is {_describe_entry(log)}, not a list of values.'
+        )
+
+    def _get_number_log(self, logs: dict, log_name: str, epoch_nr: int):
+        """The log at ``log_name`` (see :meth:`_get_log`), a list of numbers.
+
+        Raises:
+            TrainingValidationError: naming the hook, the log and what it
+                holds, for a group of logs or an entry that is no real
+                number (NaN and inf are numbers).
+        """
+        log = self._get_log_list(logs, log_name, epoch_nr)
+        for i, value in enumerate(log or ()):
+            if not _is_number(value):
+                raise self._log_error(
+                    log_name,
+                    f'holds {_describe_entry(value)} at entry {i}, but '
+                    f'{type(self).__name__} watches a log of numbers.',
+                )
+        return log
 
     def __repr__(self):
         return f"<{type(self).__name__} '{self.__name__}'>"

@@ -101,7 +101,7 @@ class SavePlot(Hook):
 
         panels = OrderedDict()  # quantity -> [(log name, x, y)]
         for log_name in self.log_names:
-            log = self._get_log(logs, log_name, epoch_nr)
+            log = self._get_number_log(logs, log_name, epoch_nr)
             if not log:
                 continue
             epochs, updates = log_counters(log)
@@ -193,7 +193,7 @@ class BokehVisualizer(Hook):
 
         panels = OrderedDict()
         for log_name in self.log_names:
-            log = self._get_log(logs, log_name, epoch_nr)
+            log = self._get_number_log(logs, log_name, epoch_nr)
             if not log:
                 continue
             epochs, updates = log_counters(log)

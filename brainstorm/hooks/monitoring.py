@@ -17,7 +17,7 @@ import numpy as np
 from brainstorm.arguments import Arg, Check, Instance, ListOf, Str
 from brainstorm.hooks.base import Hook
 from brainstorm.scorers import Accuracy, Scorer
-from brainstorm.tools import evaluate
+from brainstorm.tools.evaluation import _evaluate
 from brainstorm.utils import TrainingValidationError, UnknownNameError
 
 __all__ = [
@@ -103,8 +103,21 @@ class MonitorLoss(Hook):
         self.iter = named_data_iters[self.iter_name]
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
-        """Evaluate the network on the iterator; return the losses."""
-        return evaluate(net, self.iter, comm=self.comm)
+        """Evaluate the network on the iterator; return the losses.
+
+        Raises:
+            IteratorValidationError: naming the hook and the iterator, if
+                the iterator yields no batch or only empty ones (the
+                empty-data rule, see :func:`~brainstorm.tools.evaluate`).
+        """
+        return _evaluate(net, self.iter, comm=self.comm, who=self._who())
+
+    def _who(self) -> str:
+        """Names the hook and its iterator in the errors of evaluation."""
+        return (
+            f"{type(self).__name__} '{self.__name__}': the data iterator "
+            f"'{self.iter_name}'"
+        )
 
 
 class MonitorScores(MonitorLoss):
@@ -142,7 +155,7 @@ class MonitorScores(MonitorLoss):
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
         """Evaluate the network on the iterator; return losses and scores."""
-        return evaluate(net, self.iter, self.scorers, comm=self.comm)
+        return _evaluate(net, self.iter, self.scorers, comm=self.comm, who=self._who())
 
 
 class _MonitorLayer(Hook):

@@ -17,7 +17,6 @@ from brainstorm.arguments import Arg, Choice, Optional, Str
 from brainstorm.hooks.base import (
     _NAMES,
     Hook,
-    _check_criterion,
     _is_better,
     _leaf_paths,
     _names_list,
@@ -47,7 +46,9 @@ class SaveBestNetwork(Hook):
     """Save the network whenever a log reaches a new best value.
 
     The last entry of the log must be strictly better than all earlier
-    ones. Without ``filename`` the parameters are kept in memory
+    finite ones; NaN and infinite entries are never the best (nor saved).
+    The log must hold numbers (else TrainingValidationError naming the
+    hook). Without ``filename`` the parameters are kept in memory
     (``self.parameters``).
 
     Args:
@@ -82,8 +83,8 @@ class SaveBestNetwork(Hook):
         interval: int = 1,
         verbose: bool | None = None,
     ):
+        # log_name, filename and criterion are checked as declared above
         super().__init__(name, timescale, interval, verbose)
-        _check_criterion(type(self).__name__, criterion)
         self.log_name = log_name
         self.filename = filename
         self.criterion = criterion
@@ -91,12 +92,12 @@ class SaveBestNetwork(Hook):
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
         """Save or keep the network if the last log entry is a new best."""
-        log = self._get_log(logs, self.log_name, epoch_nr)
+        log = self._get_number_log(logs, self.log_name, epoch_nr)
         if not log:
             return None
         value = log[-1]
-        earlier = [v for v in log[:-1] if not math.isnan(v)]
-        if math.isnan(value):
+        earlier = [v for v in log[:-1] if math.isfinite(v)]
+        if not math.isfinite(value):
             return None
         if earlier:
             best = min(earlier) if self.criterion == 'min' else max(earlier)

@@ -12,6 +12,7 @@ the steppers of a
 from __future__ import annotations
 
 import inspect
+import math
 
 import numpy as np
 
@@ -167,7 +168,8 @@ class ReduceOnPlateau(Hook):
     """Multiply a stepper attribute by ``factor`` when a log stops improving.
 
     Each new log entry that is not strictly better than the best so far
-    counts as a bad check; after more than ``patience`` bad checks in a row
+    counts as a bad check (NaN and infinite entries always do: they never
+    become the best); after more than ``patience`` bad checks in a row
     the attribute becomes ``max(value * factor, minimum)`` and the count
     starts again.
 
@@ -240,11 +242,13 @@ class ReduceOnPlateau(Hook):
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
         """Count the bad checks among new entries; reduce after too many."""
-        log = self._get_log(logs, self.log_name, epoch_nr)
+        log = self._get_number_log(logs, self.log_name, epoch_nr)
         if not log:
             return None
         for value in log[self._seen :]:
-            if self._best is None or _is_better(value, self._best, self.criterion):
+            if math.isfinite(value) and (
+                self._best is None or _is_better(value, self._best, self.criterion)
+            ):
                 self._best = value
                 self._bad_checks = 0
             else:

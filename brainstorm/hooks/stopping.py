@@ -12,8 +12,14 @@ import threading
 import numpy as np
 
 from brainstorm.arguments import Arg, Bool, Choice, Int, Real, Str
-from brainstorm.hooks.base import _NAMES, Hook, _check_criterion, _log, _names_list
-from brainstorm.training.utils import check_int, check_number
+from brainstorm.hooks.base import (
+    _NAMES,
+    Hook,
+    _describe_entry,
+    _log,
+    _names_list,
+)
+from brainstorm.training.utils import check_int
 
 __all__ = [
     'EarlyStopper',
@@ -27,11 +33,16 @@ __all__ = [
 class EarlyStopper(Hook):
     """Stop when a log has not improved for ``patience`` entries.
 
-    That is, once ``len(log) > index_of_best + patience``.
+    That is, once ``len(log) > index_of_best + patience``. The best entry
+    is the first minimum (or maximum) among the finite entries: NaN and
+    infinite entries are never the best, they count as entries without
+    improvement (index 0 is the best while no entry is finite). The log
+    must hold numbers (else TrainingValidationError naming the hook).
 
     Args:
         log_name: dotted path of the log to watch.
-        patience: number of entries without improvement allowed.
+        patience: number of entries without improvement allowed (>= 1;
+            0 would stop at every call).
         criterion: ``'min'`` or ``'max'``.
         name, timescale, interval, verbose: see :class:`Hook`.
 
@@ -59,25 +70,18 @@ class EarlyStopper(Hook):
         interval: int = 1,
         verbose: bool | None = None,
     ):
+        # log_name, patience and criterion are checked as declared above
         super().__init__(name, timescale, interval, verbose)
-        _check_criterion('EarlyStopper', criterion)
-        check_int('EarlyStopper', 'patience', patience, low=0)
         self.log_name = log_name
         self.patience = patience
         self.criterion = criterion
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
         """Stop if the best entry is more than ``patience`` entries back."""
-        log = self._get_log(logs, self.log_name, epoch_nr)
+        log = self._get_number_log(logs, self.log_name, epoch_nr)
         if not log:
             return None
-        values = np.asarray(log, dtype=float)
-        if np.isnan(values).all():
-            best = 0
-        elif self.criterion == 'min':
-            best = int(np.nanargmin(values))
-        else:
-            best = int(np.nanargmax(values))
+        best = _best_index(log, self.criterion)
         if len(log) > best + self.patience:
             self.message(
                 f"Stopping because '{self.log_name}' did not "
@@ -131,7 +135,8 @@ class StopAfterThresholdReached(Hook):
     """Stop once a log reaches a threshold.
 
     The threshold is reached when ``min(log) <= threshold`` for ``'min'``,
-    ``max(log) >= threshold`` for ``'max'``. A log missing at epoch 0 is
+    ``max(log) >= threshold`` for ``'max'``, over the finite entries (NaN
+    and infinite entries never reach it). A log missing at epoch 0 is
     fine.
 
     Args:
@@ -165,25 +170,25 @@ class StopAfterThresholdReached(Hook):
         interval: int = 1,
         verbose: bool | None = None,
     ):
+        # log_name, threshold and criterion are checked as declared above
         super().__init__(name, timescale, interval, verbose)
-        _check_criterion('StopAfterThresholdReached', criterion)
-        check_number('StopAfterThresholdReached', 'threshold', threshold)
         self.log_name = log_name
         self.threshold = threshold
         self.criterion = criterion
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
-        """Stop if the log has reached the threshold (NaN entries aside)."""
-        log = self._get_log(logs, self.log_name, epoch_nr)
+        """Stop if the log has reached the threshold (non-finite entries aside)."""
+        log = self._get_number_log(logs, self.log_name, epoch_nr)
         if not log:
             return None
         values = np.asarray(log, dtype=float)
-        if np.isnan(values).all():
+        values = values[np.isfinite(values)]
+        if not values.size:
             return None
         if self.criterion == 'min':
-            reached = np.nanmin(values) <= self.threshold
+            reached = values.min() <= self.threshold
         else:
-            reached = np.nanmax(values) >= self.threshold
+            reached = values.max() >= self.threshold
         if reached:
             self.message(
                 f"Stopping because '{self.log_name}' reached the "
@@ -191,6 +196,17 @@ class StopAfterThresholdReached(Hook):
             )
             raise StopIteration
         return None
+
+
+def _best_index(log, criterion: str) -> int:
+    """Index of the first best finite entry of ``log`` (0 if none is finite)."""
+    values = np.asarray(log, dtype=float)
+    finite = np.isfinite(values)
+    if not finite.any():
+        return 0
+    if criterion == 'min':
+        return int(np.argmin(np.where(finite, values, np.inf)))
+    return int(np.argmax(np.where(finite, values, -np.inf)))
 
 
 def _all_finite(value) -> bool:
@@ -247,6 +263,26 @@ class StopOnNan(Hook):
         self.check_parameters = check_parameters
         self.check_training_loss = check_training_loss
 
+    def _finite_entry(self, log_name: str, value) -> bool:
+        """Whether a number or numeric array is finite.
+
+        Raises:
+            TrainingValidationError: naming the hook and the log, for an
+                entry that is neither (a str, a dict, None...).
+        """
+        if not isinstance(value, (str, bytes, dict)) and value is not None:
+            try:
+                values = np.asarray(value, dtype=float)
+            except (TypeError, ValueError):
+                pass
+            else:
+                return bool(np.all(np.isfinite(values)))
+        raise self._log_error(
+            log_name,
+            f'ends with {_describe_entry(value)}, but StopOnNan checks '
+            'numbers and numeric arrays.',
+        )
+
     def _stop(self, what: str):
         """Warn that ``what`` is not finite and stop."""
         # never quiet: a run ending early for this reason must be seen
@@ -258,8 +294,8 @@ class StopOnNan(Hook):
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
         """Stop if a checked log, a parameter or the loss is not finite."""
         for log_name in self.logs_to_check:
-            log = self._get_log(logs, log_name, epoch_nr)
-            if log and not _all_finite(log[-1]):
+            log = self._get_log_list(logs, log_name, epoch_nr)
+            if log and not self._finite_entry(log_name, log[-1]):
                 self._stop(f"log '{log_name}'")
         if self.check_parameters and not net.handler.is_fully_finite(
             net.buffer.parameters

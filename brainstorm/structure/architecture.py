@@ -22,6 +22,7 @@ from brainstorm.registry import get_layer_class
 from brainstorm.structure.buffer_structure import combine_buffer_structures
 from brainstorm.structure.construction import LayerDetails
 from brainstorm.utils import (
+    LAYER_NAME_RULE,
     LayerValidationError,
     NetworkValidationError,
     StructureValidationError,
@@ -122,6 +123,9 @@ def validate_architecture(architecture) -> bool:
             f'An architecture must be a dict of layer names to layer '
             f'descriptions. Received: {type(architecture).__name__}'
         )
+    for name in architecture:
+        # every name first: later checks sort and print the layer names
+        _check_name(name)
     for name, entry in architecture.items():
         _check_entry(name, entry)
         for out_name, targets in _checked_outgoing(name, entry).items():
@@ -131,15 +135,20 @@ def validate_architecture(architecture) -> bool:
     return True
 
 
-def _check_entry(name, entry) -> None:
-    """Check a layer's name, that its entry is a dict, and its ``@type``."""
+def _check_name(name) -> None:
+    """Check that a layer name is a str following ``LAYER_NAME_RULE``."""
     if not isinstance(name, str):
-        raise NetworkValidationError(f'Layer names must be strings. Received: {name!r}')
+        raise NetworkValidationError(
+            f'Layer names must be strings. Received: {name!r} ({type(name).__name__})'
+        )
     if not is_valid_layer_name(name):
         raise NetworkValidationError(
-            f'Invalid layer name {name!r}: must be a Python identifier '
-            "other than 'default' and 'fallback'."
+            f'Invalid layer name {name!r}: a layer name must be {LAYER_NAME_RULE}.'
         )
+
+
+def _check_entry(name, entry) -> None:
+    """Check that a layer's entry is a dict, and its ``@type``."""
     if not isinstance(entry, dict):
         raise NetworkValidationError(
             f"Layer '{name}': description must be a dict. Received: "
@@ -152,7 +161,10 @@ def _check_entry(name, entry) -> None:
             f'type. Received: {layer_type!r}'
         )
     if not is_valid_layer_name(layer_type):
-        raise NetworkValidationError(f"Layer '{name}': invalid '@type' {layer_type!r}.")
+        raise NetworkValidationError(
+            f"Layer '{name}': invalid '@type' {layer_type!r}: a layer type "
+            f'must be {LAYER_NAME_RULE}.'
+        )
 
 
 def _checked_outgoing(name: str, entry: dict) -> dict:

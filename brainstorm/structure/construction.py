@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import itertools
 
-from brainstorm.utils import NetworkValidationError, is_valid_layer_name
+from brainstorm.utils import (
+    LAYER_NAME_RULE,
+    NetworkValidationError,
+    is_valid_layer_name,
+)
 
 __all__ = ['UniquelyNamed', 'LayerDetails', 'ConstructionWrapper']
 
@@ -83,13 +87,13 @@ class LayerDetails(UniquelyNamed):
     ):
         if not is_valid_layer_name(layer_type):
             raise NetworkValidationError(
-                f'Invalid layer type {layer_type!r}: must be a Python '
-                "identifier other than 'default' and 'fallback'."
+                f'Invalid layer type {layer_type!r}: a layer type must be '
+                f'{LAYER_NAME_RULE}.'
             )
         if name is not None and not is_valid_layer_name(name):
             raise NetworkValidationError(
-                f'{layer_type}: invalid layer name {name!r}. A name must be a '
-                "Python identifier other than 'default' and 'fallback'."
+                f'{layer_type}: invalid layer name {name!r}. A layer name '
+                f'must be {LAYER_NAME_RULE}.'
             )
         super().__init__(name or layer_type)
         self.layer_type = layer_type

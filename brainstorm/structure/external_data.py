@@ -12,7 +12,12 @@ import numpy as np
 
 from brainstorm.utils import NetworkValidationError
 
-__all__ = ['MissingInputError', 'provide_external_data', 'check_data']
+__all__ = [
+    'MissingInputError',
+    'provide_external_data',
+    'check_data',
+    'find_unrepresentable',
+]
 
 
 class MissingInputError(NetworkValidationError, KeyError):
@@ -23,7 +28,11 @@ class MissingInputError(NetworkValidationError, KeyError):
 
 
 def provide_external_data(
-    input_layer, buffer_manager, data: dict, all_inputs: bool = True
+    input_layer,
+    buffer_manager,
+    data: dict,
+    all_inputs: bool = True,
+    check_finite: bool = True,
 ) -> None:
     """Put a batch of data into the Input layer's outputs.
 
@@ -33,19 +42,30 @@ def provide_external_data(
         data: input name -> array of shape ``(T, B, *features)`` (or
             ``(B, *features)`` for batch-sized inputs).
         all_inputs: if False, inputs missing from ``data`` are skipped.
+        check_finite: refuse NaN, infinite values and values the handler's
+            dtype cannot hold (e.g. float64 beyond the float32 range), see
+            :func:`find_unrepresentable`; False skips the check.
 
     Raises:
         NetworkValidationError: for missing names, wrong shapes or ranks,
-            inconsistent T/B, or non-numeric data.
+            inconsistent T/B, non-numeric data, or (with ``check_finite``)
+            a value that is not finite in the handler's dtype.
     """
     if not hasattr(data, 'items'):
         raise NetworkValidationError(
             f'Data must be a dict of input names to arrays. Received: '
             f'{type(data).__name__}'
         )
+    if not isinstance(check_finite, (bool, np.bool_)):
+        raise NetworkValidationError(
+            f'check_finite must be a bool. Received: check_finite={check_finite!r}'
+        )
     arrays = _collect_arrays(input_layer.out_shapes, data, all_inputs)
     if not arrays:
         return
+    if check_finite:
+        for name, array in arrays.items():
+            _check_finite_input(buffer_manager.handler, name, array)
     time_size, batch_size = _time_and_batch_size(input_layer.out_shapes, arrays)
     buffer_manager.resize(time_size if time_size is not None else 1, batch_size)
     h = buffer_manager.handler
@@ -55,6 +75,62 @@ def provide_external_data(
             h.set_from_numpy(outputs[name], array)
         else:
             h.copy_to(array, outputs[name])
+
+
+def find_unrepresentable(array: np.ndarray, dtype) -> tuple | None:
+    """The first value of ``array`` that is not finite once cast to ``dtype``.
+
+    NaN, inf and values beyond the range of ``dtype`` (a float64 1e39
+    becomes inf in float32) count. The usual case costs one ``max`` and
+    one ``min`` of the array: NaN propagates through both, and the cast
+    of the extremes is exactly the cast of every value that overflows.
+    Only when they fail is the array searched.
+
+    Args:
+        array: a NumPy array of numbers or bools.
+        dtype: the float dtype the values are stored in.
+
+    Returns:
+        None if every value is finite in ``dtype``, else ``(index, value,
+        what)``: the index (a tuple) and value of the first bad one and a
+        description (``'NaN'``, ``'an infinite value'`` or ``'a value
+        beyond the float32 range (...)'``).
+    """
+    if not array.size or array.dtype == np.bool_:
+        return None
+    with np.errstate(over='ignore', invalid='ignore'):
+        extremes = np.array([array.max(), array.min()]).astype(dtype)
+        if np.isfinite(extremes).all():
+            return None
+        bad = ~np.isfinite(array.astype(dtype))
+    index = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), array.shape))
+    value = array[index].item()
+    if np.isnan(value):
+        what = 'NaN'
+    elif np.isinf(value):
+        what = 'an infinite value'
+    else:
+        what = (
+            f'a value beyond the {np.dtype(dtype).name} range (largest '
+            f'{float(np.finfo(dtype).max):.6g})'
+        )
+    return index, value, what
+
+
+def _check_finite_input(handler, name: str, array) -> None:
+    """Raise NetworkValidationError if ``array`` holds a bad value."""
+    if not isinstance(array, np.ndarray):
+        if handler.is_fully_finite(array):
+            return
+        array = handler.get_numpy_copy(array)
+    found = find_unrepresentable(array, handler.dtype)
+    if found is not None:
+        index, value, what = found
+        raise NetworkValidationError(
+            f"Input '{name}': the data holds {what} at index {index}: "
+            f'{value!r}. Clean the data, or pass check_finite=False to '
+            'skip this check.'
+        )
 
 
 def _collect_arrays(out_shapes: dict, data: dict, all_inputs: bool) -> dict:

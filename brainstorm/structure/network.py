@@ -42,6 +42,12 @@ NETWORK_FILE_FORMAT = network_io.NETWORK_FILE_FORMAT
 check_stored_sizes = network_io.check_stored_sizes
 
 
+def _short_repr(value) -> str:
+    """``repr(value)``, cut to 60 characters (initializers in messages)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + '...'
+
+
 class Network(Seedable):
     """A network of layers over three flat buffers.
 
@@ -288,22 +294,35 @@ class Network(Seedable):
 
     # -------------------------------------------------------- running ------
 
-    def provide_external_data(self, data: dict, all_inputs: bool = True):
+    def provide_external_data(
+        self, data: dict, all_inputs: bool = True, check_finite: bool = True
+    ):
         """Put a batch of data into the Input layer's outputs.
 
         Args:
             data: input name -> array of shape ``(T, B, *features)`` (or
                 ``(B, *features)`` for batch-sized inputs).
             all_inputs: if False, inputs missing from ``data`` are skipped.
+            check_finite: refuse NaN, inf and values beyond the range of
+                the handler's dtype (e.g. float64 data beyond float32's);
+                one ``max`` and one ``min`` per array. False skips it (as
+                ``check_finite=False`` of the data iterators and the
+                trainer).
 
         Raises:
             NetworkValidationError: for missing names, wrong shapes or ranks,
-                inconsistent T/B, or non-numeric data.
+                inconsistent T/B, non-numeric data, or (with
+                ``check_finite``) a value that is not finite in the
+                handler's dtype, naming the input, its index and value.
         """
         self._enter('provide_external_data')
         try:
             external_data.provide_external_data(
-                self.layers['Input'], self.buffer_manager, data, all_inputs
+                self.layers['Input'],
+                self.buffer_manager,
+                data,
+                all_inputs,
+                check_finite,
             )
         finally:
             self._leave()
@@ -486,6 +505,14 @@ class Network(Seedable):
             raise NetworkValidationError(
                 f'Initializer for {where} produced shape '
                 f'{array.shape}, expected {shape}.'
+            )
+        bad = external_data.find_unrepresentable(array, self.handler.dtype)
+        if bad is not None:
+            index, value, what = bad
+            raise NetworkValidationError(
+                f'Initializing {where} with {_short_repr(init)}: it produced '
+                f'{what} at index {index} ({value!r}); parameters must be '
+                'finite.'
             )
         self.handler.set_from_numpy(view, array)
 

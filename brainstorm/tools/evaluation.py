@@ -20,12 +20,14 @@ from brainstorm.data_iterators import DataIterator
 from brainstorm.scorers import (
     Scorer,
     aggregate_losses_and_scores,
+    gather_from_all_ranks,
     gather_losses_and_scores,
 )
 from brainstorm.structure.layout import get_buffer_type
 from brainstorm.structure.network import Network
 from brainstorm.training.utils import run_network
 from brainstorm.utils import (
+    IteratorValidationError,
     NetworkValidationError,
     get_brainstorm_info,
     get_by_path,
@@ -73,6 +75,10 @@ def evaluate(
         OrderedDict: the losses (batch-size weighted means), then the
         scores.
 
+    Raises:
+        IteratorValidationError: if ``iter`` yields no batch or only empty
+            batches (the empty-data rule: no figure over no data).
+
     Example:
         >>> import numpy as np
         >>> import brainstorm as bs
@@ -85,6 +91,41 @@ def evaluate(
         ...                            out_name='Output.outputs.predictions')
         >>> round(scores['total_loss'], 4)  # ln 2 per sample, averaged
         0.6931
+    """
+    return _evaluate(
+        network,
+        iter,
+        scorers,
+        out_name,
+        targets_name,
+        mask_name,
+        comm=comm,
+        who=f'evaluate: the data iterator {_short(iter)}',
+    )
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + '...'
+
+
+def _evaluate(
+    network,
+    iter,
+    scorers=(),
+    out_name: str = '',
+    targets_name: str = 'targets',
+    mask_name: str | None = None,
+    *,
+    comm=None,
+    who: str,
+) -> OrderedDict:
+    """:func:`evaluate` with ``who`` (naming the iterator) in its errors.
+
+    Raises:
+        IteratorValidationError: if the iterator yields no batch, or only
+            batches without samples (on all ranks together): the
+            empty-data rule.
     """
     scorers = list(scorers)
     scores: OrderedDict = OrderedDict()
@@ -102,7 +143,16 @@ def evaluate(
             )
     finally:
         network._leave()
-    return aggregate_losses_and_scores(scores, network, scorers, comm=comm)
+    scores = gather_from_all_ranks(scores, comm)
+    batches = scores.get('total_loss', [])
+    if not sum(weight for weight, _ in batches):
+        what = f'{len(batches)} batches, all without samples' if batches else 'no batch'
+        raise IteratorValidationError(
+            f'{who} yielded {what}: there is nothing to evaluate (a loss of '
+            '0.0 over no data would look like a perfect score). Give it '
+            'data, or leave it out.'
+        )
+    return aggregate_losses_and_scores(scores, network, scorers)
 
 
 def _buffer_type(network, path: str) -> int:

@@ -19,7 +19,11 @@ import os
 import re
 from collections import OrderedDict
 
-from brainstorm.describable import create_from_description, get_description
+from brainstorm.describable import (
+    _find_describable_class,
+    create_from_description,
+    get_description,
+)
 from brainstorm.handlers.base_handler import first_use_owner, peek_random_state
 from brainstorm.randomness import global_rnd
 from brainstorm.structure.network import _build_from_file, check_stored_sizes
@@ -33,7 +37,7 @@ from brainstorm.training.checkpoint_file import (
     write_checkpoint,
 )
 from brainstorm.training.utils import LogEntries, log_counters
-from brainstorm.utils import TrainingValidationError
+from brainstorm.utils import DescriptionError, TrainingValidationError
 
 __all__ = [
     'CHECKPOINT_FORMAT',
@@ -301,7 +305,38 @@ def _check_progress(progress: dict, where: str) -> None:
         bad('rank_epoch_scores', 'a list of dicts')
 
 
+def _unknown_classes(description, path: str = '') -> list:
+    """``(path, class name)`` of each ``@type`` no Describable class has.
+
+    Such a class is defined in a module that was not imported yet (a
+    user's own hook, stepper or scorer).
+    """
+    found = []
+    if isinstance(description, dict):
+        name = description.get('@type')
+        if isinstance(name, str):
+            try:
+                _find_describable_class(name)
+            except DescriptionError:
+                found.append((path or 'trainer', name))
+        for key, value in description.items():
+            found.extend(_unknown_classes(value, f'{path}.{key}' if path else str(key)))
+    elif isinstance(description, list):
+        for i, value in enumerate(description):
+            found.extend(_unknown_classes(value, f'{path}[{i}]'))
+    return found
+
+
 def _create_trainer(description, trainer_class, where: str):
+    unknown = _unknown_classes(description)
+    if unknown:
+        listed = ', '.join(f"'{name}' (at {path})" for path, name in unknown)
+        raise TrainingValidationError(
+            f'{where} names classes that are not known in this process: '
+            f'{listed}. If they are your own classes (hooks, steppers, '
+            'scorers...), import the modules that define them before '
+            'calling Trainer.from_checkpoint.'
+        )
     try:
         trainer = create_from_description(description, expected=trainer_class)
     except Exception as err:  # a crafted description may break anything

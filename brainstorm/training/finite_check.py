@@ -54,11 +54,14 @@ class FiniteCheck:
         params = self.net.buffer.parameters
         if not params.size:
             return 0.0
-        if self._numpy:
-            return float(np.dot(params, params))
-        h = self.net.handler
-        h.dot_mm(self._flat, self._flat, self._out, transb=True)
-        return float(h.get_numpy_copy(self._out).ravel()[0])
+        # huge finite values may overflow the sum: then the layers are
+        # searched, which tells them from a real problem
+        with np.errstate(over='ignore', invalid='ignore'):
+            if self._numpy:
+                return float(np.dot(params, params))
+            h = self.net.handler
+            h.dot_mm(self._flat, self._flat, self._out, transb=True)
+            return float(h.get_numpy_copy(self._out).ravel()[0])
 
     def check_loss(self, trainer, update_nr: int) -> None:
         """After every update: the training loss (a few microseconds)."""
@@ -70,7 +73,9 @@ class FiniteCheck:
     def check_parameters(self, trainer, update_nr: int) -> None:
         """Before hooks run: the parameters (one read of all of them)."""
         square = self._square_norm()
-        if not square <= self.limit and self._locate() is not None:
+        # math.isfinite: without a limit (inf), an inf square must fail too
+        ok = math.isfinite(square) and square <= self.limit
+        if not ok and self._locate() is not None:
             self._fail(trainer, update_nr, None)
 
     def _locate(self, loss_first: bool = False):

@@ -81,7 +81,8 @@ class Trainer(Describable):
             or a parameter is NaN or infinite, or a parameter's magnitude
             exceeds ``max_abs_parameter``. The loss is checked after every
             update, the parameters before hooks run (one dot product over
-            them; costs in ``benchmarks/README.md``).
+            them; costs in ``benchmarks/README.md``). Each training batch
+            is checked too (see ``Network.provide_external_data``).
         max_abs_parameter: the largest parameter magnitude accepted by the
             check (None: no limit). Steppers that normalise their steps
             (Adam, RMSProp) diverge with finite values and, through the
@@ -481,7 +482,7 @@ class Trainer(Describable):
         for i, data in enumerate(training_data_iter(handler=net.handler)):
             if i < skip:
                 continue
-            net.provide_external_data(data)
+            net.provide_external_data(data, check_finite=run.finite_check is not None)
             self.current_update_nr += 1
             self.stepper.run()
             gather_losses_and_scores(net, self.train_scorers, run.epoch_scores)
@@ -492,6 +493,13 @@ class Trainer(Describable):
             if self._emit_hooks(net, 'update', self.logs):
                 stop = True
                 break
+        if not run.batches_done:
+            # the empty-data rule: a loss of 0.0 over no data is no result
+            raise IteratorValidationError(
+                f"Trainer: the training iterator ('training_data_iter', "
+                f'{type(training_data_iter).__name__}) yielded no batch in '
+                f'epoch {self.current_epoch_nr}: there is nothing to train on.'
+            )
         length = getattr(training_data_iter, 'length', None)
         if (
             run.processes.size > 1

@@ -22,7 +22,9 @@ __all__ = [
 ]
 
 
-def run_network(net, iterator, all_inputs: bool = True) -> Iterator[int]:
+def run_network(
+    net, iterator, all_inputs: bool = True, check_finite: bool = True
+) -> Iterator[int]:
     """Provide each batch of ``iterator`` to ``net``, one at a time.
 
     A generator: after each batch has been given to the network (with
@@ -35,6 +37,9 @@ def run_network(net, iterator, all_inputs: bool = True) -> Iterator[int]:
             any iterable of data dicts, e.g. ``data(handler=net.handler)``
             or a list of batches (as Brainstorm 0.5 accepted).
         all_inputs: if False, inputs missing from the data are skipped.
+        check_finite: check each batch for NaN, inf and values beyond the
+            handler's dtype (see
+            :meth:`~brainstorm.structure.network.Network.provide_external_data`).
 
     Example:
         >>> for i in run_network(net, data):  # doctest: +SKIP
@@ -46,7 +51,9 @@ def run_network(net, iterator, all_inputs: bool = True) -> Iterator[int]:
         else iterator
     )
     for i, data in enumerate(batches):
-        net.provide_external_data(data, all_inputs=all_inputs)
+        net.provide_external_data(
+            data, all_inputs=all_inputs, check_finite=check_finite
+        )
         yield i
 
 

@@ -240,14 +240,14 @@ def test_hook_state_with_any_name(tmp_path):
     filename = str(tmp_path / 'names.ckpt')
     trainer, net, train_iter, named = make_run(1, filename)
     trainer.add_hook(
-        SaveBestNetwork('validation.total_loss', name='best/a.b', criterion='min')
+        SaveBestNetwork('validation.total_loss', name='best/a_b', criterion='min')
     )
     trainer.train(net, train_iter, **named)
     resumed, _ = Trainer.from_checkpoint(filename)
-    assert 'best/a.b' in resumed._resume['hook_states']
+    assert 'best/a_b' in resumed._resume['hook_states']
     np.testing.assert_array_equal(
-        resumed._resume['hook_states']['best/a.b']['parameters'],
-        trainer.hooks['best/a.b'].parameters,
+        resumed._resume['hook_states']['best/a_b']['parameters'],
+        trainer.hooks['best/a_b'].parameters,
     )
 
 

@@ -125,8 +125,14 @@ def test_hooks_never_see_the_broken_network():
     )
 
 
-def test_nan_loss_names_the_loss():
-    """A NaN loss with finite parameters (a NaN target of a regression)."""
+def test_nan_data_is_refused_at_its_batch():
+    """A NaN target of a regression, in an iterator that skipped its check.
+
+    The trainer checks each batch as it is given to the network (see
+    ``Network.provide_external_data``), before the NaN reaches the loss;
+    the NaN loss itself is located by ``FiniteCheck`` (see
+    tests/training/test_finite_check.py).
+    """
     bs.global_rnd.set_seed(3)
     inp, out = bs.tools.get_in_out_layers('regression', 10, 3)
     net = bs.Network.from_layer(inp >> FullyConnected(5, name='Hid') >> out)
@@ -135,15 +141,11 @@ def test_nan_loss_names_the_loss():
     trainer.add_hook(StopAfterEpoch(2))
     d = data('regression')
     d['targets'][0, 40, 1] = np.nan
-    with (
-        np.errstate(all='ignore'),
-        pytest.raises(NonFiniteError, match='the training loss is nan') as info,
-    ):
+    with pytest.raises(NetworkValidationError) as info:
         trainer.train(net, Minibatches(16, shuffle=False, check_finite=False, **d))
-    assert 'at update 3 ' in str(info.value)
-    assert 'last finite training loss' in str(info.value)
-    # the data fed the NaN in: the Input layer's targets output holds it
-    assert "layer 'Input', buffer 'outputs.targets'" in str(info.value)
+    # sample 40 is sample 8 of the third batch
+    assert "Input 'targets': the data holds NaN at index (0, 8, 1)" in str(info.value)
+    assert trainer.current_update_nr == 2
 
 
 def test_check_can_be_turned_off():
@@ -227,8 +229,10 @@ def test_softmax_ce_targets_must_be_whole_class_ids(target):
     inp, out = bs.tools.get_in_out_layers('classification', 2, 3)
     net = bs.Network.from_layer(inp >> FullyConnected(4, name='H') >> out)
     net.initialize(bs.initializers.Gaussian(0.1))
+    # check_finite=False: the NaN must reach the layer's own check
     net.provide_external_data(
-        {'default': np.ones((1, 2, 2)), 'targets': np.array([[[1.0], [target]]])}
+        {'default': np.ones((1, 2, 2)), 'targets': np.array([[[1.0], [target]]])},
+        check_finite=False,
     )
     with pytest.raises(
         NetworkValidationError, match=r"SoftmaxCE 'Output'.*whole numbers in \[0, 3\)"
