@@ -38,6 +38,7 @@ __all__ = [
     'communicator_of',
     'is_root_process',
     'abort_on_exception',
+    'protect_job',
     'announce_leaving',
     'guarded',
     'watchdog_of',
@@ -354,6 +355,47 @@ def abort_on_exception(comm=None) -> None:
     _abort_installed.append(comm)
 
 
+def _is_mpi4py(comm) -> bool:
+    return type(comm).__module__.startswith('mpi4py')
+
+
+def protect_job(comm=None, timeout: float | None = None) -> bool:
+    """Make sure that no failure of this rank leaves the others waiting.
+
+    Called when a data-parallel run is set up (a
+    :class:`~brainstorm.training.data_parallel.DataParallel` stepper is
+    made), long before training starts: a rank may still fail before it
+    reaches ``train()``, e.g. when its data iterator refuses its data, while
+    the other ranks already wait in the parameter broadcast. For an mpi4py
+    communicator of two or more processes it installs
+    :func:`abort_on_exception` (an uncaught exception prints its rank and
+    reason and aborts the job) and starts the watchdog (see
+    :func:`watchdog_of`), which tells the others when this process ends
+    and ends this rank when it waits for one that is gone.
+
+    Args:
+        comm: the communicator; None means ``MPI.COMM_WORLD`` if the
+            process was started by an MPI launcher with two or more
+            processes (read from the environment; without a launcher or
+            without mpi4py nothing happens and MPI is not initialised).
+        timeout: the watchdog's limit for collective calls (see
+            :func:`watchdog_of`).
+
+    Returns:
+        Whether the job is now protected (False for a single process or a
+        stand-in communicator that is not mpi4py's).
+    """
+    if comm is None:
+        if not has_mpi4py or mpi_world_size() < 2:
+            return False
+        comm = world_communicator()
+    if not _is_mpi4py(comm) or comm.Get_size() < 2:
+        return False
+    abort_on_exception(comm)
+    watchdog_of(comm, timeout)
+    return True
+
+
 _LEAVE_TAG = 31337  # point-to-point messages announcing that a rank leaves
 _watchdogs: dict = {}  # id(comm) -> _Watchdog
 
@@ -517,7 +559,7 @@ def watchdog_of(comm, timeout: float | None = None):
     """
     watchdog = _watchdogs.get(id(comm))
     if watchdog is None:
-        if not type(comm).__module__.startswith('mpi4py'):
+        if not _is_mpi4py(comm):
             # a stand-in communicator (tests): no MPI, no thread
             watchdog = _watchdogs[id(comm)] = _NullWatchdog()
         else:

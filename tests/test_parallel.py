@@ -4,6 +4,11 @@ Without MPI: SingleProcess, processes_of for every kind of argument, and
 MpiProcesses over a stand-in communicator that records its calls.
 """
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from brainstorm import parallel
@@ -17,6 +22,8 @@ from brainstorm.parallel import (
 from brainstorm.training import DataParallel
 from brainstorm.training import data_parallel as data_parallel_module
 from brainstorm.training.steppers import MomentumStepper, SgdStepper
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class RecordingComm:
@@ -223,3 +230,45 @@ def test_guarded_without_a_watchdog_does_nothing():
 def test_world_communicator_keeps_a_given_communicator():
     comm = RecordingComm()
     assert parallel.world_communicator(comm) is comm
+
+
+# ------------------------------------------------------------- protect_job ----
+
+
+def test_protect_job_leaves_single_processes_and_stand_ins_alone(monkeypatch):
+    for name in parallel._SIZE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    hook = sys.excepthook
+    assert parallel.protect_job() is False
+    assert parallel.protect_job(RecordingComm(rank=1, size=2)) is False
+    assert parallel.protect_job(SizeOneComm()) is False
+    DataParallel(SgdStepper(), comm=RecordingComm(rank=0, size=2))
+    assert sys.excepthook is hook
+
+
+def test_a_data_parallel_stepper_without_launcher_does_not_touch_mpi():
+    """Made in a fresh process without ``mpiexec``: MPI is not initialised
+    and no exception hook is installed."""
+    code = (
+        'import sys\n'
+        'from brainstorm.training import DataParallel, SgdStepper\n'
+        'hook = sys.excepthook\n'
+        'DataParallel(SgdStepper())\n'
+        "print('mpi4py.MPI' in sys.modules, sys.excepthook is hook)\n"
+    )
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(('PMI_', 'PMIX_', 'OMPI_', 'MV2_'))
+    }
+    env['PYTHONPATH'] = str(ROOT)
+    done = subprocess.run(
+        [sys.executable, '-c', code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ['False', 'True']

@@ -45,6 +45,7 @@ from brainstorm.parallel import (
     mpi_world_rank,
     mpi_world_size,
     processes_of,
+    protect_job,
     watchdog_of,
     world_communicator,
 )
@@ -122,6 +123,12 @@ class DataParallel(Describable):
     of each rank's local batch: there is no synchronised batch
     normalisation. Its running mean follows the mean of the global batch;
     its running deviation is the weighted mean of the ranks' deviations.)
+
+    Made under an MPI launcher with two or more processes (or given such
+    an mpi4py communicator), it installs :func:`abort_on_exception` and
+    starts the watchdog at once: a rank that fails after this, also before
+    ``train()`` (e.g. its data iterator refuses its data), ends the whole
+    job with a message naming it instead of leaving the others waiting.
 
     With a communicator of size 1 it *is* the wrapped stepper (no MPI
     calls). With more processes, :meth:`start` also
@@ -202,6 +209,22 @@ class DataParallel(Describable):
         self._sizes: Any = None
         self._maintained: Any = None
         self._maintained_values: Any = None
+        self._protect()
+
+    def __init_from_description__(self, description: dict) -> None:
+        """Protect the job as :meth:`__init__` does (see :meth:`_protect`)."""
+        self._protect()
+
+    def _protect(self) -> None:
+        """From now on no failure of this rank leaves the others waiting.
+
+        Under an MPI launcher with two or more processes, an uncaught
+        exception (e.g. a data iterator refusing this rank's data before
+        ``train()``) aborts the job naming this rank, and the watchdog
+        tells the others when this process ends (see
+        ``brainstorm.parallel.protect_job``).
+        """
+        protect_job(self._comm, getattr(self, 'timeout', 600.0))
 
     # ---------------------------------------------- attribute forwarding ---
 

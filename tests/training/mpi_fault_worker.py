@@ -22,7 +22,17 @@ from brainstorm.training.steppers import MomentumStepper
 from tests.training.mpi_worker import blob_net
 from tests.training.nets import blob_data
 
-SCENARIOS = ('return', 'exit', 'caught', 'uncaught', 'short', 'killed', 'stuck')
+SCENARIOS = (
+    'return',
+    'exit',
+    'caught',
+    'uncaught',
+    'short',
+    'killed',
+    'stuck',
+    'before_train',
+    'before_train_exit',
+)
 FAULT_UPDATE = 6  # in epoch 2 (4 updates per epoch)
 
 
@@ -79,6 +89,24 @@ def main(scenario: str, outdir: str) -> None:
     rank = MPI.COMM_WORLD.Get_rank()
     bs.global_rnd.set_seed(1)
     data = blob_data(32, seed=1)
+    if scenario.startswith('before_train'):
+        # the stepper exists (default timeout: 600 s), then rank 1's
+        # iterator refuses its data; rank 0 goes on into the parameter
+        # broadcast of DataParallel.start
+        trainer = Trainer(DataParallel(MomentumStepper(0.1)), verbose=False)
+        if rank == 1:
+            data['default'][0, 3, 1] = float('nan')
+            mark(outdir)
+        try:
+            train = Shard(Minibatches(8, shuffle=False, **data))
+        except ValueError as err:
+            if scenario == 'before_train_exit':
+                # the script handles the error and ends its process
+                print(f'rank {rank}: {err}', flush=True)
+                sys.exit(3)
+            raise
+        trainer.train(blob_net(seed=1), train)
+        return
     trainer = Trainer(DataParallel(MomentumStepper(0.1), timeout=8), verbose=False)
     if scenario in ('exit', 'caught', 'uncaught', 'killed', 'stuck'):
         trainer.add_hook(Fault(scenario, outdir))

@@ -1,4 +1,5 @@
 """No MPI fault hangs: however rank 1 leaves data-parallel training early,
+or fails after its DataParallel stepper exists but before ``train()``,
 both ranks of ``mpiexec -n 2`` end within seconds, with a message naming
 the rank and the reason."""
 
@@ -31,6 +32,12 @@ EXPECTED = {
     # rank 1 hangs in a hook: rank 0's collective call times out (the
     # worker sets DataParallel(timeout=8), leaving 12 s for the rest)
     'stuck': 'rank 0 of 2 waited more than 8 s in the stop decision after the hooks',
+    # rank 1 fails before train(), after its DataParallel exists (its
+    # iterator refuses its data); rank 0 waits in the parameter broadcast
+    # with the default timeout (600 s)
+    'before_train': "IteratorValidationError: Minibatches: data 'default' holds NaN",
+    # the same error, handled by the script, which then ends its process
+    'before_train_exit': 'rank 1 of 2 left training: its process ended (rank 1)',
 }
 
 
