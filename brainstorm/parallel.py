@@ -194,25 +194,34 @@ class MpiProcesses:
         """Whether this process (rank 0) prints and writes files."""
         return self.rank == 0
 
+    # Each collective is watched by the watchdog (see :func:`guarded`);
+    # inside a block its caller guards under a more telling name, that
+    # name is kept.
+
     def allgather(self, obj) -> list:
         """Return every rank's ``obj``, in rank order, on every rank."""
-        return self.comm.allgather(obj)
+        with guarded(self.comm, 'an allgather'):
+            return self.comm.allgather(obj)
 
     def gather(self, obj, root: int = 0):
         """Return every rank's ``obj`` on ``root``; None on the others."""
-        return self.comm.gather(obj, root=root)
+        with guarded(self.comm, 'a gather'):
+            return self.comm.gather(obj, root=root)
 
     def allreduce_sum(self, x):
         """Return the sum of ``x`` over all ranks, on every rank."""
-        return self.comm.allreduce(x)  # mpi4py's default operation is SUM
+        with guarded(self.comm, 'an allreduce'):
+            return self.comm.allreduce(x)  # mpi4py's default operation is SUM
 
     def bcast(self, obj, root: int = 0):
         """Return ``root``'s ``obj`` on every rank."""
-        return self.comm.bcast(obj, root=root)
+        with guarded(self.comm, 'a broadcast'):
+            return self.comm.bcast(obj, root=root)
 
     def barrier(self) -> None:
         """Wait until every rank has called it."""
-        self.comm.Barrier()
+        with guarded(self.comm, 'a barrier'):
+            self.comm.Barrier()
 
     def guarded(self, what: str):
         """Return a context manager marking the collective call ``what``.
@@ -359,7 +368,7 @@ def _is_mpi4py(comm) -> bool:
     return type(comm).__module__.startswith('mpi4py')
 
 
-def protect_job(comm=None, timeout: float | None = None) -> bool:
+def protect_job(comm=None, timeout: float | None = 600.0) -> bool:
     """Make sure that no failure of this rank leaves the others waiting.
 
     Called when a data-parallel run is set up (a
@@ -378,8 +387,8 @@ def protect_job(comm=None, timeout: float | None = None) -> bool:
             process was started by an MPI launcher with two or more
             processes (read from the environment; without a launcher or
             without mpi4py nothing happens and MPI is not initialised).
-        timeout: the watchdog's limit for collective calls (see
-            :func:`watchdog_of`).
+        timeout: the watchdog's limit for collective calls in seconds
+            (None: no limit); it replaces the current one.
 
     Returns:
         Whether the job is now protected (False for a single process or a
@@ -392,7 +401,7 @@ def protect_job(comm=None, timeout: float | None = None) -> bool:
     if not _is_mpi4py(comm) or comm.Get_size() < 2:
         return False
     abort_on_exception(comm)
-    watchdog_of(comm, timeout)
+    watchdog_of(comm).timeout = timeout
     return True
 
 
@@ -421,7 +430,7 @@ class _Watchdog:
     blocked in MPI calls that could otherwise never return.
     """
 
-    def __init__(self, comm, timeout: float | None):
+    def __init__(self, comm, timeout: float | None, start: bool = True):
         self.comm = comm
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
         self.timeout = timeout
@@ -434,8 +443,9 @@ class _Watchdog:
         self._thread = threading.Thread(
             target=self._run, daemon=True, name='brainstorm-mpi-watchdog'
         )
-        self._thread.start()
-        atexit.register(self._at_exit)
+        if start:  # (tests drive an unstarted one by hand)
+            self._thread.start()
+            atexit.register(self._at_exit)
 
     def _receive(self, MPI, status) -> bool:
         """Record announcements of leaving ranks; False once MPI is gone."""
@@ -457,28 +467,35 @@ class _Watchdog:
         while not self._stop.wait(0.05):
             if not self._receive(MPI, status):
                 return
-            # a rank that left during training is missed by any rank still
-            # training; one whose process ended after training only by a
-            # rank waiting for it in a collective call (it may just have
-            # finished first)
-            if self.gone is not None and (
-                self.collective is not None or (self.training and self.gone[2])
-            ):
-                source, reason, _ = self.gone
-                self._abort(f'rank {source} of {self.size} left training: {reason}')
-            collective = self.collective
-            if (
-                collective is not None
-                and self.timeout is not None
-                and time.monotonic() - collective[1] > self.timeout
-            ):
-                self._abort(
-                    f'rank {self.rank} of {self.size} waited more than '
-                    f'{self.timeout:g} s in {collective[0]}: another rank '
-                    'left training without a word (killed, or it never '
-                    'reached this call) or hangs (DataParallel(timeout=...) '
-                    'sets this limit)'
-                )
+            verdict = self.verdict(time.monotonic())
+            if verdict is not None:
+                self._abort(verdict)
+
+    def verdict(self, now: float) -> str | None:
+        """Return why this rank must end the job at time ``now``, or None."""
+        # a rank that left during training is missed by any rank still
+        # training; one whose process ended after training only by a rank
+        # waiting for it in a collective call (it may just have finished
+        # first)
+        collective = self.collective
+        if self.gone is not None and (
+            collective is not None or (self.training and self.gone[2])
+        ):
+            source, reason, _ = self.gone
+            return f'rank {source} of {self.size} left training: {reason}'
+        if (
+            collective is not None
+            and self.timeout is not None
+            and now - collective[1] > self.timeout
+        ):
+            return (
+                f'rank {self.rank} of {self.size} waited more than '
+                f'{self.timeout:g} s in {collective[0]}: another rank '
+                'left training without a word (killed, or it never '
+                'reached this call) or hangs (DataParallel(timeout=...) '
+                'sets this limit)'
+            )
+        return None
 
     def _abort(self, message: str) -> None:
         try:
@@ -493,7 +510,15 @@ class _Watchdog:
 
     @contextlib.contextmanager
     def guard(self, what: str):
-        """Mark a collective call ``what`` while the block runs."""
+        """Mark a collective call ``what`` while the block runs.
+
+        Inside a block that is guarded already, the outer call's name and
+        start time stay. When the block ends, the call is over: neither
+        the time limit nor a rank that leaves afterwards ends the job.
+        """
+        if self.collective is not None:
+            yield
+            return
         self.collective = (what, time.monotonic())
         try:
             yield
@@ -563,8 +588,8 @@ def watchdog_of(comm, timeout: float | None = None):
             # a stand-in communicator (tests): no MPI, no thread
             watchdog = _watchdogs[id(comm)] = _NullWatchdog()
         else:
-            watchdog = _watchdogs[id(comm)] = _Watchdog(comm, timeout)
-    elif timeout is not None:
+            watchdog = _watchdogs[id(comm)] = _Watchdog(comm, None)
+    if timeout is not None:
         watchdog.timeout = timeout
     return watchdog
 

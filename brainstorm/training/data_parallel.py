@@ -280,7 +280,9 @@ class DataParallel(Describable):
             self.stepper.start(net)
             return
         abort_on_exception(comm)
-        watchdog = watchdog_of(comm, getattr(self, 'timeout', 600.0))
+        watchdog = watchdog_of(comm)
+        # also None (no limit), which watchdog_of(comm, None) would keep
+        watchdog.timeout = getattr(self, 'timeout', 600.0)
         with watchdog.guard('the parameter broadcast of DataParallel.start'):
             _on_host(
                 net.handler,
