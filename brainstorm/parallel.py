@@ -405,6 +405,9 @@ def protect_job(comm=None, timeout: float | None = 600.0) -> bool:
     return True
 
 
+#: seconds a rank's process waits at its end for the other ranks' last
+#: messages (see ``_Watchdog._wait_for_farewells``)
+EXIT_WAIT = 1.0
 _LEAVE_TAG = 31337  # point-to-point messages announcing that a rank leaves
 _watchdogs: dict = {}  # id(comm) -> _Watchdog
 
@@ -438,6 +441,7 @@ class _Watchdog:
         self.collective: tuple | None = None  # (what, monotonic start) while in one
         self.gone: tuple | None = None  # (rank, reason, during) of a rank that left
         self._requests: list = []
+        self._heard: set = set()  # ranks whose announcement was received
         self._announced = False
         self._stop = threading.Event()
         self._thread = threading.Thread(
@@ -455,6 +459,7 @@ class _Watchdog:
             ):
                 source = status.Get_source()
                 during, reason = self.comm.recv(source=source, tag=_LEAVE_TAG)
+                self._heard.add(source)
                 if self.gone is None:
                     self.gone = (source, reason, during)
         except Exception:  # MPI finalised under us at exit
@@ -558,6 +563,30 @@ class _Watchdog:
             pass
         self._stop.set()
         self._thread.join(1.0)
+        try:
+            self._wait_for_farewells(mpi_module(), EXIT_WAIT)
+        except Exception:  # MPI already finalised
+            pass
+
+    def _wait_for_farewells(self, MPI, seconds: float) -> None:
+        """Before MPI is finalised: wait up to ``seconds`` for the others.
+
+        That is, until every other rank's announcement has been received
+        and this rank's own have been delivered. Ranks that end together
+        would otherwise finalise MPI while these messages are in flight,
+        which MPICH sometimes answers by killing the job (seen with three
+        ranks). A rank that goes on working is not waited for longer.
+        """
+        status = MPI.Status()
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            if not self._receive(MPI, status):
+                return
+            if len(self._heard) >= self.size - 1 and MPI.Request.Testall(
+                self._requests
+            ):
+                return
+            time.sleep(0.01)
 
 
 class _NullWatchdog:

@@ -290,6 +290,13 @@ class FakeMPI:
         def Get_source(self):
             return self.source
 
+    class Request:
+        delivered = True
+
+        @classmethod
+        def Testall(cls, requests):
+            return cls.delivered
+
 
 class MessageComm(RecordingComm):
     """A stand-in with point-to-point messages and Abort: ``inbox`` holds
@@ -488,8 +495,16 @@ def test_abort_aborts_also_when_printing_fails(monkeypatch, own_watchdogs):
     assert comm.aborted == [1]
 
 
+@pytest.fixture
+def fake_mpi(monkeypatch):
+    """``mpi_module()`` returns FakeMPI (MPI is never initialised here)."""
+    monkeypatch.setattr(parallel, 'mpi_module', lambda: FakeMPI)
+    monkeypatch.setattr(FakeMPI.Request, 'delivered', True)
+    return FakeMPI
+
+
 @pytest.mark.parametrize('training', [0, 1])
-def test_at_exit_tells_the_others_that_the_process_ended(training):
+def test_at_exit_tells_the_others_that_the_process_ended(training, fake_mpi):
     comm = MessageComm(rank=2, size=3)
     watchdog = unstarted(comm)
     watchdog.training = training
@@ -500,7 +515,7 @@ def test_at_exit_tells_the_others_that_the_process_ended(training):
     assert watchdog._stop.is_set()
 
 
-def test_at_exit_after_mpi_is_finalised_is_silent():
+def test_at_exit_after_mpi_is_finalised_is_silent(fake_mpi):
     comm = MessageComm()
 
     def finalised(*args, **kwargs):
@@ -748,3 +763,44 @@ def test_data_parallel_start_sets_its_time_limit_none_included(
     assert watchdog.timeout == 7
     stepper.start(xor_net())
     assert watchdog.timeout is None
+
+
+def test_at_exit_waits_for_the_others_farewells(fake_mpi, monkeypatch):
+    """Ranks ending together each read the others' last messages (and see
+    their own delivered) before MPI is finalised, but wait no longer than
+    EXIT_WAIT for a rank that goes on."""
+    tag = parallel._LEAVE_TAG
+    clock = [0.0]
+    monkeypatch.setattr(parallel.time, 'monotonic', lambda: clock[0])
+    monkeypatch.setattr(
+        parallel.time, 'sleep', lambda s: clock.__setitem__(0, clock[0] + s)
+    )
+    monkeypatch.setattr(parallel, 'EXIT_WAIT', 1.0)
+    arrivals = {0.3: (0, tag, (False, 'a')), 0.5: (2, tag, (False, 'b'))}
+    comm = MessageComm(rank=1, size=3)
+    probe = comm.Iprobe
+
+    def arriving(**kwargs):
+        for when, message in list(arrivals.items()):
+            if clock[0] >= when:
+                comm.inbox.append(message)
+                del arrivals[when]
+        return probe(**kwargs)
+
+    comm.Iprobe = arriving
+    watchdog = unstarted(comm)
+    watchdog._at_exit()
+    assert watchdog._heard == {0, 2}
+    assert 0.5 <= clock[0] < 0.53  # returned once both were heard
+    assert [dest for _, dest, _ in comm.sent] == [0, 2]
+    # nobody answers: it gives up after EXIT_WAIT seconds
+    clock[0] = 0.0
+    silent = unstarted(MessageComm(rank=1, size=3))
+    silent._at_exit()
+    assert 1.0 <= clock[0] < 1.02
+    # all heard but its own messages not delivered yet: it waits for them
+    clock[0] = 0.0
+    FakeMPI.Request.delivered = False
+    late = MessageComm(rank=0, size=2, inbox=[(1, tag, (False, 'x'))])
+    unstarted(late)._at_exit()
+    assert 1.0 <= clock[0] < 1.02

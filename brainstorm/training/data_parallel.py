@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from brainstorm.arguments import Arg, Bool, Instance
+from brainstorm.data_iterators import Shard
 from brainstorm.describable import Describable
 from brainstorm.parallel import (
     abort_on_exception,
@@ -79,6 +80,15 @@ def _on_host(handler, array, collective) -> None:
         values = np.ascontiguousarray(handler.get_numpy_copy(array))
         collective(values)
         handler.set_from_numpy(array, values)
+
+
+def _reseed_state(rnd, rank: int) -> None:
+    """Reseed ``rnd`` on ranks > 0 from its seed and the rank."""
+    if rank == 0 or rnd is None or not hasattr(rnd, 'set_seed'):
+        return
+    seed = int(rnd.get_seed()) if hasattr(rnd, 'get_seed') else 0
+    derived = np.random.SeedSequence([seed, rank]).generate_state(1)[0]
+    rnd.set_seed(int(derived) % 1000000000)
 
 
 class _SynchronizedNetwork:
@@ -167,6 +177,7 @@ class DataParallel(Describable):
     __undescribed__ = {
         '_comm': None,
         '_reseeded': None,
+        '_reseeded_iterators': [],
         '_sizes': None,
         '_maintained': None,
         '_maintained_values': None,
@@ -205,6 +216,7 @@ class DataParallel(Describable):
         self.timeout = timeout
         self._comm = comm
         self._reseeded = None
+        self._reseeded_iterators: list = []
         # set by start(net)
         self._sizes: Any = None
         self._maintained: Any = None
@@ -295,6 +307,37 @@ class DataParallel(Describable):
         self.stepper.start(net)
         self.stepper.net = _SynchronizedNetwork(net, self)
 
+    def reseed_iterators(self, iterators) -> None:
+        """Give each rank its own random streams in the iterators above a Shard.
+
+        Every rank builds its iterators from the same seeds, so an
+        augmentation wrapped around a :class:`~brainstorm.data_iterators.Shard`
+        (e.g. ``AddGaussianNoise``) would draw the same noise on every rank.
+        On ranks > 0 the random state of each iterator between the top and
+        the Shard is reseeded (once per iterator, from its seed and the
+        rank, like the handler's in :meth:`start`). The Shard and what it
+        wraps keep their streams: the ranks must shuffle alike. Iterators
+        without a Shard are left alone. :class:`~brainstorm.training.Trainer`
+        calls it at the start of ``train``.
+
+        Args:
+            iterators: the data iterators of the run.
+        """
+        if self.size == 1:
+            return
+        rank = self.rank
+        for iterator in iterators:
+            above = []
+            while iterator is not None and not isinstance(iterator, Shard):
+                above.append(iterator)
+                iterator = getattr(iterator, 'iter', None)
+            if iterator is None:
+                continue
+            for owner in above:
+                if not any(owner is done for done in self._reseeded_iterators):
+                    _reseed_state(getattr(owner, 'rnd', None), rank)
+                    self._reseeded_iterators.append(owner)
+
     def run(self) -> None:
         """Run one step of the wrapped stepper, gradients summed over ranks.
 
@@ -323,18 +366,9 @@ class DataParallel(Describable):
         reseeded once per network, so a second ``train`` call continues
         them.
         """
-        rank = self.comm.Get_rank()
-        rnd = getattr(net.handler, 'rnd', None)
-        if (
-            rank == 0
-            or rnd is None
-            or not hasattr(rnd, 'set_seed')
-            or self._reseeded is net
-        ):
+        if self._reseeded is net:
             return
-        seed = int(rnd.get_seed()) if hasattr(rnd, 'get_seed') else 0
-        derived = np.random.SeedSequence([seed, rank]).generate_state(1)[0]
-        rnd.set_seed(int(derived) % 1000000000)
+        _reseed_state(getattr(net.handler, 'rnd', None), self.comm.Get_rank())
         self._reseeded = net
 
     def _find_maintained_parameters(self, net) -> None:

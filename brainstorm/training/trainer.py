@@ -362,6 +362,9 @@ class Trainer(Describable):
         if resume is not None:
             checkpoint.check_resume(resume, net, named_data_iters)
         self.stepper.start(net)
+        if isinstance(self.stepper, DataParallel):
+            # each rank its own augmentation noise (checkpoints restore it)
+            self.stepper.reseed_iterators(named_data_iters.values())
         processes = processes_of(self.stepper)
         # data-parallel: however this rank leaves training early, the
         # others must learn it, or they wait forever in their next

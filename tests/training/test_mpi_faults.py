@@ -90,3 +90,18 @@ def test_rank_1_leaving_ends_both_ranks_within_seconds(tmp_path, scenario):
         )
     else:
         assert f'PID {pid} ' in output and 'Killed (signal 9)' in output, output
+
+
+@needs_mpi
+def test_a_rank_ending_normally_after_training_aborts_nobody(tmp_path):
+    """The watchdog forgets a finished collective call: rank 1's process
+    ends after training while rank 0 works on for five times the time
+    limit (0.2 s) without a collective call; rank 0 is neither aborted for
+    the rank that left nor for the limit, and the job succeeds."""
+    done, _ = run_scenario('finished', tmp_path)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert (tmp_path / 'finished.txt').read_text() == (
+        "(1, 'its process ended (rank 1)', False)"
+    )
+    assert 'ending all' not in output and 'aborting' not in output
