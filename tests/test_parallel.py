@@ -72,7 +72,8 @@ class SizeOneComm(RecordingComm):
 
 
 def test_single_process_is_rank_0_of_1_without_communicator():
-    single = SingleProcess()
+    single = processes_of(None)
+    assert isinstance(single, SingleProcess)
     assert (single.rank, single.size, single.is_root, single.comm) == (
         0,
         1,
@@ -82,7 +83,7 @@ def test_single_process_is_rank_0_of_1_without_communicator():
 
 
 def test_single_process_collectives_are_identities():
-    single = SingleProcess()
+    single = processes_of(None)
     obj = {'a': [1, 2]}
     assert single.allgather(obj) == [obj]
     assert single.allgather(obj)[0] is obj
@@ -500,6 +501,7 @@ def fake_mpi(monkeypatch):
     """``mpi_module()`` returns FakeMPI (MPI is never initialised here)."""
     monkeypatch.setattr(parallel, 'mpi_module', lambda: FakeMPI)
     monkeypatch.setattr(FakeMPI.Request, 'delivered', True)
+    monkeypatch.setattr(parallel, 'EXIT_WAIT', 0.05)  # nobody answers here
     return FakeMPI
 
 
@@ -804,3 +806,135 @@ def test_at_exit_waits_for_the_others_farewells(fake_mpi, monkeypatch):
     late = MessageComm(rank=0, size=2, inbox=[(1, tag, (False, 'x'))])
     unstarted(late)._at_exit()
     assert 1.0 <= clock[0] < 1.02
+
+
+# --------------------------------------------------------- further edges ----
+
+
+def test_mpi_module_without_mpi4py_names_the_extra(monkeypatch):
+    from brainstorm import optional
+
+    monkeypatch.setattr(parallel, 'has_mpi4py', False)
+    monkeypatch.setitem(sys.modules, 'mpi4py', None)
+    monkeypatch.setattr(
+        parallel,
+        'mpi4py_mock',
+        optional.MissingDependencyMock(
+            optional._missing('mpi4py', 'mpi', ImportError('no mpi4py'))
+        ),
+    )
+    with pytest.raises(ImportError, match=r"pip install 'brainstorm-nn\[mpi\]'"):
+        parallel.mpi_module()
+    with pytest.raises(ImportError, match=r"brainstorm-nn\[mpi\]"):
+        parallel.world_communicator()
+
+
+def test_mpi_processes_broadcast_from_rank_0_by_default():
+    comm = RecordingComm(rank=1, size=2, other='root')
+    assert MpiProcesses(comm).bcast('mine') == 'root'
+    assert comm.calls == [('bcast', 'mine', 0)]
+
+
+def test_mpi_processes_training_reason_defaults_to_type_and_message(monkeypatch):
+    told = []
+    monkeypatch.setattr(
+        parallel, 'announce_leaving', lambda c, reason: told.append(reason)
+    )
+    with pytest.raises(KeyError), MpiProcesses(RecordingComm()).training():
+        raise KeyError('k')
+    assert told == ["KeyError: 'k'"]
+
+
+def test_a_communicator_has_both_get_rank_and_get_size():
+    comm = RecordingComm(rank=1, size=2)
+
+    class HalfComm:
+        """Only Get_rank, and the real communicator as ``comm``."""
+
+        def __init__(self):
+            self.comm = comm
+
+        def Get_rank(self):
+            return 0
+
+    assert processes_of(HalfComm()).comm is comm
+
+    class NotCallable:
+        Get_rank = Get_size = 3
+        comm = None
+
+    assert isinstance(processes_of(NotCallable()), SingleProcess)
+
+
+def test_a_new_watchdog_is_idle_and_its_thread_a_daemon():
+    comm = MessageComm(rank=1, size=3)
+    watchdog = WATCHDOG(comm, 4.0, start=False)
+    assert (watchdog.rank, watchdog.size, watchdog.timeout) == (1, 3, 4.0)
+    assert watchdog.training == 0
+    assert watchdog.collective is None and watchdog.gone is None
+    assert watchdog._heard == set() and watchdog._requests == []
+    # a thread that would keep the process from ending must not be
+    assert watchdog._thread.daemon
+    assert watchdog._thread.name == 'brainstorm-mpi-watchdog'
+    assert not watchdog._thread.is_alive()
+    watchdog.gone = (0, 'RuntimeError: r (rank 0)', True)
+    assert watchdog.verdict(1e9) is None  # not training, no collective
+
+
+class EventLog:
+    """A stderr stand-in and recorder of sleeps and Abort calls."""
+
+    def __init__(self, monkeypatch, comm):
+        self.events = []
+        monkeypatch.setattr(sys, 'stderr', self)
+        monkeypatch.setattr(
+            parallel.time, 'sleep', lambda s: self.events.append(('sleep', s))
+        )
+        comm.Abort = lambda code: self.events.append(('Abort', code))
+
+    def write(self, text):
+        self.events.append(('write', text))
+
+    def flush(self):
+        self.events.append(('flush',))
+
+
+def test_abort_writes_flushes_and_waits_before_aborting(monkeypatch):
+    """The message must reach the launcher before Abort ends the process."""
+    comm = MessageComm(rank=0, size=2)
+    log = EventLog(monkeypatch, comm)
+    unstarted(comm)._abort('why')
+    assert log.events == [
+        ('write', '[rank 0] brainstorm: why; ending all 2 ranks.\n'),
+        ('flush',),
+        ('sleep', 0.5),
+        ('Abort', 1),
+    ]
+
+
+def test_abort_hook_writes_flushes_and_waits_before_aborting(
+    own_excepthook, monkeypatch
+):
+    comm = MessageComm(rank=1, size=2)
+    parallel.abort_on_exception(comm)
+    log = EventLog(monkeypatch, comm)
+    sys.excepthook(*raised(ValueError('v')))
+    assert [event[0] for event in log.events] == ['write', 'flush', 'sleep', 'Abort']
+    assert log.events[2:] == [('sleep', 0.5), ('Abort', 1)]
+    assert log.events[0][1].startswith('[rank 1] brainstorm: uncaught ValueError')
+
+
+def test_at_exit_stops_the_thread_and_waits_for_it(fake_mpi):
+    """The watchdog thread has stopped using MPI before MPI is finalised."""
+    watchdog = unstarted(MessageComm(rank=0, size=2))
+    stopped = []
+
+    def body():
+        watchdog._stop.wait(5)
+        threading.Event().wait(0.2)  # a last round of the loop
+        stopped.append(True)
+
+    watchdog._thread = threading.Thread(target=body)
+    watchdog._thread.start()
+    watchdog._at_exit()
+    assert stopped == [True]
