@@ -825,7 +825,7 @@ def test_mpi_module_without_mpi4py_names_the_extra(monkeypatch):
     )
     with pytest.raises(ImportError, match=r"pip install 'brainstorm-nn\[mpi\]'"):
         parallel.mpi_module()
-    with pytest.raises(ImportError, match=r"brainstorm-nn\[mpi\]"):
+    with pytest.raises(ImportError, match=r'brainstorm-nn\[mpi\]'):
         parallel.world_communicator()
 
 
@@ -938,3 +938,49 @@ def test_at_exit_stops_the_thread_and_waits_for_it(fake_mpi):
     watchdog._thread.start()
     watchdog._at_exit()
     assert stopped == [True]
+
+
+def test_watchdog_of_an_mpi4py_communicator_runs_a_thread(
+    monkeypatch, own_watchdogs, fake_mpi
+):
+    """watchdog_of starts a daemon thread and registers the exit handler;
+    the thread polls, aborts nothing while nothing is wrong, ends the job
+    once a guarded call waits too long, and stops when asked."""
+    registered = []
+    monkeypatch.setattr(parallel.atexit, 'register', registered.append)
+    comm = mpi4py_like(size=2)
+    aborted = threading.Event()
+
+    def abort(code):
+        comm.aborted.append(code)
+        aborted.set()
+
+    comm.Abort = abort
+    watchdog = parallel.watchdog_of(comm, 0.1)
+    try:
+        assert watchdog._thread.is_alive() and watchdog._thread.daemon
+        assert registered == [watchdog._at_exit]
+        assert not aborted.wait(0.4)  # 8 rounds, nothing guarded
+        with watchdog.guard('a test call'):
+            assert aborted.wait(10)
+        assert set(comm.aborted) == {1}
+    finally:
+        watchdog._stop.set()
+        watchdog._thread.join(5)
+    assert not watchdog._thread.is_alive()
+
+
+def test_the_watchdog_thread_ends_when_mpi_is_finalised(
+    monkeypatch, own_watchdogs, fake_mpi
+):
+    monkeypatch.setattr(parallel.atexit, 'register', lambda f: None)
+    comm = mpi4py_like(size=2)
+
+    def finalised(**kwargs):
+        raise RuntimeError('MPI finalised')
+
+    comm.Iprobe = finalised
+    watchdog = parallel.watchdog_of(comm)
+    watchdog._thread.join(10)
+    assert not watchdog._thread.is_alive()
+    assert not watchdog._stop.is_set()  # it ended by itself

@@ -39,6 +39,7 @@ from brainstorm.training.steppers import (
     AdamStepper,
     MomentumStepper,
     MultiStepper,
+    SgdStepper,
 )
 from brainstorm.utils import IteratorValidationError, TrainingValidationError
 from tests.training.mpi_worker import (
@@ -748,6 +749,58 @@ def test_three_ranks_draw_their_own_random_numbers_reproducibly(tmp_path):
         assert len(set(values)) == 3, (key, values)
     # rank 0 keeps the streams it was given
     assert first[0]['handler_seed'][0] == 7
+
+
+class RankOf3(SingleProcessComm):
+    """Rank ``rank`` of 3; no collective may be called."""
+
+    def __init__(self, rank):
+        self.rank = rank
+
+    def Get_rank(self):
+        return self.rank
+
+    def Get_size(self):
+        return 3
+
+
+def test_iterators_above_a_shard_get_each_rank_its_own_stream():
+    from brainstorm.data_iterators import AddGaussianNoise
+
+    def build():
+        bs.global_rnd.set_seed(3)
+        base = Minibatches(2, shuffle=True, **numbered(6))
+        shard = Shard(base, rank=0, size=3)
+        noisy = AddGaussianNoise(
+            AddGaussianNoise(shard, {'default': 1.0}), {'default': 1.0}
+        )
+        plain = AddGaussianNoise(Minibatches(2, **numbered(6)), {'default': 1.0})
+        return base, shard, noisy, plain
+
+    seeds = {}
+    for rank in (0, 1, 2):
+        base, shard, noisy, plain = build()
+        before = [it.rnd.get_seed() for it in (base, shard, noisy, noisy.iter, plain)]
+        stepper = DataParallel(SgdStepper(), comm=RankOf3(rank))
+        stepper.reseed_iterators([noisy, plain])
+        after = [it.rnd.get_seed() for it in (base, shard, noisy, noisy.iter, plain)]
+        # what the Shard wraps, the Shard itself and iterators without a
+        # Shard keep their streams
+        assert after[:2] == before[:2] and after[4] == before[4]
+        seeds[rank] = tuple(after[2:4])
+        if rank == 0:
+            assert after == before
+        else:
+            assert after[2] != before[2] and after[3] != before[3]
+        # once per iterator: a second call (a second train()) continues
+        stepper.reseed_iterators([noisy])
+        assert noisy.rnd.get_seed() == after[2]
+    assert len(set(seeds.values())) == 3
+    # on one process nothing changes
+    base, shard, noisy, plain = build()
+    seed = noisy.rnd.get_seed()
+    DataParallel(SgdStepper(), comm=SingleProcessComm()).reseed_iterators([noisy])
+    assert noisy.rnd.get_seed() == seed
 
 
 def test_a_shard_takes_no_seed_from_the_global_random_state():
