@@ -224,7 +224,7 @@ class DataParallel(Describable):
         self._protect()
 
     def __init_from_description__(self, description: dict) -> None:
-        """Protect the job as :meth:`__init__` does (see :meth:`_protect`)."""
+        """Protect the job as ``__init__`` does (see ``_protect``)."""
         self._protect()
 
     def _protect(self) -> None:
