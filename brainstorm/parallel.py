@@ -38,6 +38,7 @@ __all__ = [
     'communicator_of',
     'is_root_process',
     'abort_on_exception',
+    'protect_job',
     'announce_leaving',
     'guarded',
     'watchdog_of',
@@ -193,25 +194,34 @@ class MpiProcesses:
         """Whether this process (rank 0) prints and writes files."""
         return self.rank == 0
 
+    # Each collective is watched by the watchdog (see :func:`guarded`);
+    # inside a block its caller guards under a more telling name, that
+    # name is kept.
+
     def allgather(self, obj) -> list:
         """Return every rank's ``obj``, in rank order, on every rank."""
-        return self.comm.allgather(obj)
+        with guarded(self.comm, 'an allgather'):
+            return self.comm.allgather(obj)
 
     def gather(self, obj, root: int = 0):
         """Return every rank's ``obj`` on ``root``; None on the others."""
-        return self.comm.gather(obj, root=root)
+        with guarded(self.comm, 'a gather'):
+            return self.comm.gather(obj, root=root)
 
     def allreduce_sum(self, x):
         """Return the sum of ``x`` over all ranks, on every rank."""
-        return self.comm.allreduce(x)  # mpi4py's default operation is SUM
+        with guarded(self.comm, 'an allreduce'):
+            return self.comm.allreduce(x)  # mpi4py's default operation is SUM
 
     def bcast(self, obj, root: int = 0):
         """Return ``root``'s ``obj`` on every rank."""
-        return self.comm.bcast(obj, root=root)
+        with guarded(self.comm, 'a broadcast'):
+            return self.comm.bcast(obj, root=root)
 
     def barrier(self) -> None:
         """Wait until every rank has called it."""
-        self.comm.Barrier()
+        with guarded(self.comm, 'a barrier'):
+            self.comm.Barrier()
 
     def guarded(self, what: str):
         """Return a context manager marking the collective call ``what``.
@@ -354,6 +364,50 @@ def abort_on_exception(comm=None) -> None:
     _abort_installed.append(comm)
 
 
+def _is_mpi4py(comm) -> bool:
+    return type(comm).__module__.startswith('mpi4py')
+
+
+def protect_job(comm=None, timeout: float | None = 600.0) -> bool:
+    """Make sure that no failure of this rank leaves the others waiting.
+
+    Called when a data-parallel run is set up (a
+    :class:`~brainstorm.training.data_parallel.DataParallel` stepper is
+    made), long before training starts: a rank may still fail before it
+    reaches ``train()``, e.g. when its data iterator refuses its data, while
+    the other ranks already wait in the parameter broadcast. For an mpi4py
+    communicator of two or more processes it installs
+    :func:`abort_on_exception` (an uncaught exception prints its rank and
+    reason and aborts the job) and starts the watchdog (see
+    :func:`watchdog_of`), which tells the others when this process ends
+    and ends this rank when it waits for one that is gone.
+
+    Args:
+        comm: the communicator; None means ``MPI.COMM_WORLD`` if the
+            process was started by an MPI launcher with two or more
+            processes (read from the environment; without a launcher or
+            without mpi4py nothing happens and MPI is not initialised).
+        timeout: the watchdog's limit for collective calls in seconds
+            (None: no limit); it replaces the current one.
+
+    Returns:
+        Whether the job is now protected (False for a single process or a
+        stand-in communicator that is not mpi4py's).
+    """
+    if comm is None:
+        if not has_mpi4py or mpi_world_size() < 2:
+            return False
+        comm = world_communicator()
+    if not _is_mpi4py(comm) or comm.Get_size() < 2:
+        return False
+    abort_on_exception(comm)
+    watchdog_of(comm).timeout = timeout
+    return True
+
+
+#: seconds a rank's process waits at its end for the other ranks' last
+#: messages (see ``_Watchdog._wait_for_farewells``)
+EXIT_WAIT = 1.0
 _LEAVE_TAG = 31337  # point-to-point messages announcing that a rank leaves
 _watchdogs: dict = {}  # id(comm) -> _Watchdog
 
@@ -379,7 +433,7 @@ class _Watchdog:
     blocked in MPI calls that could otherwise never return.
     """
 
-    def __init__(self, comm, timeout: float | None):
+    def __init__(self, comm, timeout: float | None, start: bool = True):
         self.comm = comm
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
         self.timeout = timeout
@@ -387,13 +441,15 @@ class _Watchdog:
         self.collective: tuple | None = None  # (what, monotonic start) while in one
         self.gone: tuple | None = None  # (rank, reason, during) of a rank that left
         self._requests: list = []
+        self._heard: set = set()  # ranks whose announcement was received
         self._announced = False
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._run, daemon=True, name='brainstorm-mpi-watchdog'
         )
-        self._thread.start()
-        atexit.register(self._at_exit)
+        if start:  # (tests drive an unstarted one by hand)
+            self._thread.start()
+            atexit.register(self._at_exit)
 
     def _receive(self, MPI, status) -> bool:
         """Record announcements of leaving ranks; False once MPI is gone."""
@@ -403,6 +459,7 @@ class _Watchdog:
             ):
                 source = status.Get_source()
                 during, reason = self.comm.recv(source=source, tag=_LEAVE_TAG)
+                self._heard.add(source)
                 if self.gone is None:
                     self.gone = (source, reason, during)
         except Exception:  # MPI finalised under us at exit
@@ -415,28 +472,35 @@ class _Watchdog:
         while not self._stop.wait(0.05):
             if not self._receive(MPI, status):
                 return
-            # a rank that left during training is missed by any rank still
-            # training; one whose process ended after training only by a
-            # rank waiting for it in a collective call (it may just have
-            # finished first)
-            if self.gone is not None and (
-                self.collective is not None or (self.training and self.gone[2])
-            ):
-                source, reason, _ = self.gone
-                self._abort(f'rank {source} of {self.size} left training: {reason}')
-            collective = self.collective
-            if (
-                collective is not None
-                and self.timeout is not None
-                and time.monotonic() - collective[1] > self.timeout
-            ):
-                self._abort(
-                    f'rank {self.rank} of {self.size} waited more than '
-                    f'{self.timeout:g} s in {collective[0]}: another rank '
-                    'left training without a word (killed, or it never '
-                    'reached this call) or hangs (DataParallel(timeout=...) '
-                    'sets this limit)'
-                )
+            verdict = self.verdict(time.monotonic())
+            if verdict is not None:
+                self._abort(verdict)
+
+    def verdict(self, now: float) -> str | None:
+        """Return why this rank must end the job at time ``now``, or None."""
+        # a rank that left during training is missed by any rank still
+        # training; one whose process ended after training only by a rank
+        # waiting for it in a collective call (it may just have finished
+        # first)
+        collective = self.collective
+        if self.gone is not None and (
+            collective is not None or (self.training and self.gone[2])
+        ):
+            source, reason, _ = self.gone
+            return f'rank {source} of {self.size} left training: {reason}'
+        if (
+            collective is not None
+            and self.timeout is not None
+            and now - collective[1] > self.timeout
+        ):
+            return (
+                f'rank {self.rank} of {self.size} waited more than '
+                f'{self.timeout:g} s in {collective[0]}: another rank '
+                'left training without a word (killed, or it never '
+                'reached this call) or hangs (DataParallel(timeout=...) '
+                'sets this limit)'
+            )
+        return None
 
     def _abort(self, message: str) -> None:
         try:
@@ -451,7 +515,15 @@ class _Watchdog:
 
     @contextlib.contextmanager
     def guard(self, what: str):
-        """Mark a collective call ``what`` while the block runs."""
+        """Mark a collective call ``what`` while the block runs.
+
+        Inside a block that is guarded already, the outer call's name and
+        start time stay. When the block ends, the call is over: neither
+        the time limit nor a rank that leaves afterwards ends the job.
+        """
+        if self.collective is not None:
+            yield
+            return
         self.collective = (what, time.monotonic())
         try:
             yield
@@ -491,6 +563,30 @@ class _Watchdog:
             pass
         self._stop.set()
         self._thread.join(1.0)
+        try:
+            self._wait_for_farewells(mpi_module(), EXIT_WAIT)
+        except Exception:  # MPI already finalised
+            pass
+
+    def _wait_for_farewells(self, MPI, seconds: float) -> None:
+        """Before MPI is finalised: wait up to ``seconds`` for the others.
+
+        That is, until every other rank's announcement has been received
+        and this rank's own have been delivered. Ranks that end together
+        would otherwise finalise MPI while these messages are in flight,
+        which MPICH sometimes answers by killing the job (seen with three
+        ranks). A rank that goes on working is not waited for longer.
+        """
+        status = MPI.Status()
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            if not self._receive(MPI, status):
+                return
+            if len(self._heard) >= self.size - 1 and MPI.Request.Testall(
+                self._requests
+            ):
+                return
+            time.sleep(0.01)
 
 
 class _NullWatchdog:
@@ -517,12 +613,12 @@ def watchdog_of(comm, timeout: float | None = None):
     """
     watchdog = _watchdogs.get(id(comm))
     if watchdog is None:
-        if not type(comm).__module__.startswith('mpi4py'):
+        if not _is_mpi4py(comm):
             # a stand-in communicator (tests): no MPI, no thread
             watchdog = _watchdogs[id(comm)] = _NullWatchdog()
         else:
-            watchdog = _watchdogs[id(comm)] = _Watchdog(comm, timeout)
-    elif timeout is not None:
+            watchdog = _watchdogs[id(comm)] = _Watchdog(comm, None)
+    if timeout is not None:
         watchdog.timeout = timeout
     return watchdog
 

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from brainstorm.arguments import Arg, Bool, Instance
+from brainstorm.data_iterators import Shard
 from brainstorm.describable import Describable
 from brainstorm.parallel import (
     abort_on_exception,
@@ -45,6 +46,7 @@ from brainstorm.parallel import (
     mpi_world_rank,
     mpi_world_size,
     processes_of,
+    protect_job,
     watchdog_of,
     world_communicator,
 )
@@ -78,6 +80,15 @@ def _on_host(handler, array, collective) -> None:
         values = np.ascontiguousarray(handler.get_numpy_copy(array))
         collective(values)
         handler.set_from_numpy(array, values)
+
+
+def _reseed_state(rnd, rank: int) -> None:
+    """Reseed ``rnd`` on ranks > 0 from its seed and the rank."""
+    if rank == 0 or rnd is None or not hasattr(rnd, 'set_seed'):
+        return
+    seed = int(rnd.get_seed()) if hasattr(rnd, 'get_seed') else 0
+    derived = np.random.SeedSequence([seed, rank]).generate_state(1)[0]
+    rnd.set_seed(int(derived) % 1000000000)
 
 
 class _SynchronizedNetwork:
@@ -123,6 +134,12 @@ class DataParallel(Describable):
     normalisation. Its running mean follows the mean of the global batch;
     its running deviation is the weighted mean of the ranks' deviations.)
 
+    Made under an MPI launcher with two or more processes (or given such
+    an mpi4py communicator), it installs :func:`abort_on_exception` and
+    starts the watchdog at once: a rank that fails after this, also before
+    ``train()`` (e.g. its data iterator refuses its data), ends the whole
+    job with a message naming it instead of leaving the others waiting.
+
     With a communicator of size 1 it *is* the wrapped stepper (no MPI
     calls). With more processes, :meth:`start` also
 
@@ -160,6 +177,7 @@ class DataParallel(Describable):
     __undescribed__ = {
         '_comm': None,
         '_reseeded': None,
+        '_reseeded_iterators': [],
         '_sizes': None,
         '_maintained': None,
         '_maintained_values': None,
@@ -198,10 +216,27 @@ class DataParallel(Describable):
         self.timeout = timeout
         self._comm = comm
         self._reseeded = None
+        self._reseeded_iterators: list = []
         # set by start(net)
         self._sizes: Any = None
         self._maintained: Any = None
         self._maintained_values: Any = None
+        self._protect()
+
+    def __init_from_description__(self, description: dict) -> None:
+        """Protect the job as ``__init__`` does (see ``_protect``)."""
+        self._protect()
+
+    def _protect(self) -> None:
+        """From now on no failure of this rank leaves the others waiting.
+
+        Under an MPI launcher with two or more processes, an uncaught
+        exception (e.g. a data iterator refusing this rank's data before
+        ``train()``) aborts the job naming this rank, and the watchdog
+        tells the others when this process ends (see
+        ``brainstorm.parallel.protect_job``).
+        """
+        protect_job(self._comm, getattr(self, 'timeout', 600.0))
 
     # ---------------------------------------------- attribute forwarding ---
 
@@ -257,7 +292,9 @@ class DataParallel(Describable):
             self.stepper.start(net)
             return
         abort_on_exception(comm)
-        watchdog = watchdog_of(comm, getattr(self, 'timeout', 600.0))
+        watchdog = watchdog_of(comm)
+        # also None (no limit), which watchdog_of(comm, None) would keep
+        watchdog.timeout = getattr(self, 'timeout', 600.0)
         with watchdog.guard('the parameter broadcast of DataParallel.start'):
             _on_host(
                 net.handler,
@@ -269,6 +306,37 @@ class DataParallel(Describable):
         self._find_maintained_parameters(net)
         self.stepper.start(net)
         self.stepper.net = _SynchronizedNetwork(net, self)
+
+    def reseed_iterators(self, iterators) -> None:
+        """Give each rank its own random streams in the iterators above a Shard.
+
+        Every rank builds its iterators from the same seeds, so an
+        augmentation wrapped around a :class:`~brainstorm.data_iterators.Shard`
+        (e.g. ``AddGaussianNoise``) would draw the same noise on every rank.
+        On ranks > 0 the random state of each iterator between the top and
+        the Shard is reseeded (once per iterator, from its seed and the
+        rank, like the handler's in :meth:`start`). The Shard and what it
+        wraps keep their streams: the ranks must shuffle alike. Iterators
+        without a Shard are left alone. :class:`~brainstorm.training.Trainer`
+        calls it at the start of ``train``.
+
+        Args:
+            iterators: the data iterators of the run.
+        """
+        if self.size == 1:
+            return
+        rank = self.rank
+        for iterator in iterators:
+            above = []
+            while iterator is not None and not isinstance(iterator, Shard):
+                above.append(iterator)
+                iterator = getattr(iterator, 'iter', None)
+            if iterator is None:
+                continue
+            for owner in above:
+                if not any(owner is done for done in self._reseeded_iterators):
+                    _reseed_state(getattr(owner, 'rnd', None), rank)
+                    self._reseeded_iterators.append(owner)
 
     def run(self) -> None:
         """Run one step of the wrapped stepper, gradients summed over ranks.
@@ -298,18 +366,9 @@ class DataParallel(Describable):
         reseeded once per network, so a second ``train`` call continues
         them.
         """
-        rank = self.comm.Get_rank()
-        rnd = getattr(net.handler, 'rnd', None)
-        if (
-            rank == 0
-            or rnd is None
-            or not hasattr(rnd, 'set_seed')
-            or self._reseeded is net
-        ):
+        if self._reseeded is net:
             return
-        seed = int(rnd.get_seed()) if hasattr(rnd, 'get_seed') else 0
-        derived = np.random.SeedSequence([seed, rank]).generate_state(1)[0]
-        rnd.set_seed(int(derived) % 1000000000)
+        _reseed_state(getattr(net.handler, 'rnd', None), self.comm.Get_rank())
         self._reseeded = net
 
     def _find_maintained_parameters(self, net) -> None:

@@ -404,6 +404,9 @@ class Trainer(Describable):
 
     def _start_and_train(self, net, training_data_iter, named_data_iters, resume):
         self.stepper.start(net)
+        if isinstance(self.stepper, DataParallel):
+            # each rank its own augmentation noise (checkpoints restore it)
+            self.stepper.reseed_iterators(named_data_iters.values())
         processes = processes_of(self.stepper)
         # data-parallel: however this rank leaves training early, the
         # others must learn it, or they wait forever in their next

@@ -17,12 +17,24 @@ import time
 import brainstorm as bs
 from brainstorm.data_iterators import DataIterator, Minibatches, Shard
 from brainstorm.hooks import Hook, StopAfterEpoch
+from brainstorm.parallel import watchdog_of
 from brainstorm.training import DataParallel, Trainer
 from brainstorm.training.steppers import MomentumStepper
 from tests.training.mpi_worker import blob_net
 from tests.training.nets import blob_data
 
-SCENARIOS = ('return', 'exit', 'caught', 'uncaught', 'short', 'killed', 'stuck')
+SCENARIOS = (
+    'return',
+    'exit',
+    'caught',
+    'uncaught',
+    'short',
+    'killed',
+    'stuck',
+    'before_train',
+    'before_train_exit',
+    'finished',
+)
 FAULT_UPDATE = 6  # in epoch 2 (4 updates per epoch)
 
 
@@ -73,12 +85,56 @@ class ShortOnRank1(DataIterator):
             yield batch
 
 
+def finished(rank, data, outdir):
+    from mpi4py import MPI
+
+    # both ranks train one epoch and end normally; rank 1's process
+    # ends first, while rank 0 works on without collective calls for
+    # longer than a tiny time limit
+    trainer = Trainer(DataParallel(MomentumStepper(0.1)), verbose=False)
+    trainer.add_hook(StopAfterEpoch(1))
+    trainer.train(blob_net(seed=1), Shard(Minibatches(8, shuffle=False, **data)))
+    if rank == 0:
+        watchdog = watchdog_of(MPI.COMM_WORLD, 0.2)
+        deadline = time.monotonic() + 60
+        while watchdog.gone is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)  # 20 watchdog rounds, 5 times the limit
+        with open(os.path.join(outdir, 'finished.txt'), 'w') as f:
+            f.write(repr(watchdog.gone))
+    return
+
+
+def before_train(scenario, rank, data, outdir):
+    # the stepper exists (default timeout: 600 s), then rank 1's
+    # iterator refuses its data; rank 0 goes on into the parameter
+    # broadcast of DataParallel.start
+    trainer = Trainer(DataParallel(MomentumStepper(0.1)), verbose=False)
+    if rank == 1:
+        data['default'][0, 3, 1] = float('nan')
+        mark(outdir)
+    try:
+        train = Shard(Minibatches(8, shuffle=False, **data))
+    except ValueError as err:
+        if scenario == 'before_train_exit':
+            # the script handles the error and ends its process
+            print(f'rank {rank}: {err}', flush=True)
+            sys.exit(3)
+        raise
+    trainer.train(blob_net(seed=1), train)
+    return
+
+
 def main(scenario: str, outdir: str) -> None:
     from mpi4py import MPI
 
     rank = MPI.COMM_WORLD.Get_rank()
     bs.global_rnd.set_seed(1)
     data = blob_data(32, seed=1)
+    if scenario == 'finished':
+        return finished(rank, data, outdir)
+    if scenario.startswith('before_train'):
+        return before_train(scenario, rank, data, outdir)
     trainer = Trainer(DataParallel(MomentumStepper(0.1), timeout=8), verbose=False)
     if scenario in ('exit', 'caught', 'uncaught', 'killed', 'stuck'):
         trainer.add_hook(Fault(scenario, outdir))

@@ -215,6 +215,28 @@ def failing_run(kind: str, rank: int):
     )
 
 
+def random_run(epochs=2):
+    """Dropout on every rank, noise on each rank's part of the shuffled
+    batches; returns the results compared over ranks and runs."""
+    bs.global_rnd.set_seed(11)
+    data = blob_data(18, seed=2)
+    noisy = AddGaussianNoise(
+        Shard(Minibatches(6, shuffle=True, **data)), {'default': 0.3}
+    )
+    net = dropout_net(seed=7, dtype=np.float64)
+    stepper = DataParallel(MomentumStepper(0.1, 0.5))
+    trainer = Trainer(stepper, verbose=False)
+    trainer.add_hook(StopAfterEpoch(epochs))
+    trainer.train(net, noisy)
+    return {
+        'parameters': net.get('parameters'),
+        'handler_seed': np.array([net.handler.rnd.get_seed()]),
+        # what this rank's handler (dropout masks) and noise draw next
+        'handler_draws': net.handler.rnd.random_sample(8),
+        'noise_draws': noisy.rnd.random_sample(8),
+    }
+
+
 def main(scenario: str, outdir: str) -> None:
     from mpi4py import MPI
 
@@ -242,6 +264,8 @@ def main(scenario: str, outdir: str) -> None:
             [trainer.current_epoch_nr, trainer.current_update_nr]
         )
         logs = trainer.logs
+    elif scenario == 'random':
+        results = random_run()
     elif scenario in ('exception', 'nan'):
         failing_run(scenario, rank)
     else:

@@ -39,6 +39,7 @@ from brainstorm.training.steppers import (
     AdamStepper,
     MomentumStepper,
     MultiStepper,
+    SgdStepper,
 )
 from brainstorm.utils import IteratorValidationError, TrainingValidationError
 from tests.training.mpi_worker import (
@@ -549,8 +550,8 @@ needs_mpi = pytest.mark.skipif(
 )
 
 
-def run_ranks(scenario, outdir, expect_success=True, timeout=None):
-    """``mpiexec -n 2`` the worker; a hang fails through the timeout
+def run_ranks(scenario, outdir, expect_success=True, timeout=None, ranks=2):
+    """``mpiexec -n ranks`` the worker; a hang fails through the timeout
     (default ``MPI_TIMEOUT``)."""
     timeout = timeout or MPI_TIMEOUT
     env = dict(os.environ)
@@ -561,7 +562,7 @@ def run_ranks(scenario, outdir, expect_success=True, timeout=None):
     command = [
         find_mpiexec(),
         '-n',
-        '2',
+        str(ranks),
         sys.executable,
         '-m',
         'tests.training.mpi_worker',
@@ -574,17 +575,17 @@ def run_ranks(scenario, outdir, expect_success=True, timeout=None):
         )
     except subprocess.TimeoutExpired as err:
         pytest.fail(
-            f'mpiexec -n 2 ({scenario}) did not end within '
+            f'mpiexec -n {ranks} ({scenario}) did not end within '
             f'{timeout} s: a rank hangs. Output: {err.stdout!r} '
             f'{err.stderr!r}'
         )
     if expect_success:
         assert done.returncode == 0, (
-            f'mpiexec -n 2 ({scenario}) failed with {done.returncode}:\n'
+            f'mpiexec -n {ranks} ({scenario}) failed with {done.returncode}:\n'
             f'{done.stdout}\n{done.stderr}'
         )
     results = []
-    for rank in range(2):
+    for rank in range(ranks):
         npz = outdir / f'rank{rank}.npz'
         if npz.exists():
             with open(outdir / f'rank{rank}.json') as f:
@@ -722,6 +723,84 @@ def test_a_failure_on_rank_1_ends_both_processes(tmp_path, scenario, message):
     output = done.stdout + done.stderr
     assert message in output
     assert 'uncaught' in output and 'on rank 1 of 2; aborting all ranks' in output
+
+
+@needs_mpi
+def test_three_ranks_draw_their_own_random_numbers_reproducibly(tmp_path):
+    """Every rank's handler (dropout masks) and the noise added around its
+    Shard draw their own numbers; parameters stay identical on all ranks,
+    and a second run reproduces the first exactly. (Ranks 1 and 2 must
+    differ too: two ranks cannot tell "rank > 0" from "the rank".)"""
+    runs = []
+    for run in ('first', 'second'):
+        outdir = tmp_path / run
+        outdir.mkdir()
+        runs.append([r for r, _ in run_ranks('random', outdir, ranks=3)[1]])
+    first, second = runs
+    assert len(first) == len(second) == 3
+    for a, b in zip(first, second):
+        assert set(a) == set(b)
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    for rank in (1, 2):
+        np.testing.assert_array_equal(first[rank]['parameters'], first[0]['parameters'])
+    for key in ('handler_seed', 'handler_draws', 'noise_draws'):
+        values = [tuple(np.ravel(r[key])) for r in first]
+        assert len(set(values)) == 3, (key, values)
+    # rank 0 keeps the streams it was given
+    assert first[0]['handler_seed'][0] == 7
+
+
+class RankOf3(SingleProcessComm):
+    """Rank ``rank`` of 3; no collective may be called."""
+
+    def __init__(self, rank):
+        self.rank = rank
+
+    def Get_rank(self):
+        return self.rank
+
+    def Get_size(self):
+        return 3
+
+
+def test_iterators_above_a_shard_get_each_rank_its_own_stream():
+    from brainstorm.data_iterators import AddGaussianNoise
+
+    def build():
+        bs.global_rnd.set_seed(3)
+        base = Minibatches(2, shuffle=True, **numbered(6))
+        shard = Shard(base, rank=0, size=3)
+        noisy = AddGaussianNoise(
+            AddGaussianNoise(shard, {'default': 1.0}), {'default': 1.0}
+        )
+        plain = AddGaussianNoise(Minibatches(2, **numbered(6)), {'default': 1.0})
+        return base, shard, noisy, plain
+
+    seeds = {}
+    for rank in (0, 1, 2):
+        base, shard, noisy, plain = build()
+        before = [it.rnd.get_seed() for it in (base, shard, noisy, noisy.iter, plain)]
+        stepper = DataParallel(SgdStepper(), comm=RankOf3(rank))
+        stepper.reseed_iterators([noisy, plain])
+        after = [it.rnd.get_seed() for it in (base, shard, noisy, noisy.iter, plain)]
+        # what the Shard wraps, the Shard itself and iterators without a
+        # Shard keep their streams
+        assert after[:2] == before[:2] and after[4] == before[4]
+        seeds[rank] = tuple(after[2:4])
+        if rank == 0:
+            assert after == before
+        else:
+            assert after[2] != before[2] and after[3] != before[3]
+        # once per iterator: a second call (a second train()) continues
+        stepper.reseed_iterators([noisy])
+        assert noisy.rnd.get_seed() == after[2]
+    assert len(set(seeds.values())) == 3
+    # on one process nothing changes
+    base, shard, noisy, plain = build()
+    seed = noisy.rnd.get_seed()
+    DataParallel(SgdStepper(), comm=SingleProcessComm()).reseed_iterators([noisy])
+    assert noisy.rnd.get_seed() == seed
 
 
 def test_a_shard_takes_no_seed_from_the_global_random_state():

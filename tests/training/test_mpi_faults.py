@@ -1,4 +1,5 @@
 """No MPI fault hangs: however rank 1 leaves data-parallel training early,
+or fails after its DataParallel stepper exists but before ``train()``,
 both ranks of ``mpiexec -n 2`` end within seconds, with a message naming
 the rank and the reason."""
 
@@ -31,6 +32,12 @@ EXPECTED = {
     # rank 1 hangs in a hook: rank 0's collective call times out (the
     # worker sets DataParallel(timeout=8), leaving 12 s for the rest)
     'stuck': 'rank 0 of 2 waited more than 8 s in the stop decision after the hooks',
+    # rank 1 fails before train(), after its DataParallel exists (its
+    # iterator refuses its data); rank 0 waits in the parameter broadcast
+    # with the default timeout (600 s)
+    'before_train': "IteratorValidationError: Minibatches: data 'default' holds NaN",
+    # the same error, handled by the script, which then ends its process
+    'before_train_exit': 'rank 1 of 2 left training: its process ended (rank 1)',
 }
 
 
@@ -83,3 +90,18 @@ def test_rank_1_leaving_ends_both_ranks_within_seconds(tmp_path, scenario):
         )
     else:
         assert f'PID {pid} ' in output and 'Killed (signal 9)' in output, output
+
+
+@needs_mpi
+def test_a_rank_ending_normally_after_training_aborts_nobody(tmp_path):
+    """The watchdog forgets a finished collective call: rank 1's process
+    ends after training while rank 0 works on for five times the time
+    limit (0.2 s) without a collective call; rank 0 is neither aborted for
+    the rank that left nor for the limit, and the job succeeds."""
+    done, _ = run_scenario('finished', tmp_path)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert (tmp_path / 'finished.txt').read_text() == (
+        "(1, 'its process ended (rank 1)', False)"
+    )
+    assert 'ending all' not in output and 'aborting' not in output
