@@ -11,6 +11,7 @@ import ast
 import importlib.util
 import os
 import pathlib
+import subprocess
 import sys
 
 import pytest
@@ -121,12 +122,34 @@ def test_a_left_over_mutant_is_restored(tmp_path, monkeypatch):
     (tmp_path / module).write_text('x = 2\n')
     state = tmp_path / '.mutation'
     state.mkdir()
-    (state / 'original-pkg.mod.py').write_text(module + '\nx = 1\n')
+    dead = subprocess.Popen([sys.executable, '-c', 'pass'])
+    dead.wait()
+    (state / 'original-pkg.mod.py').write_text(f'{module}\n{dead.pid}\nx = 1\n')
     monkeypatch.setattr(mutation, 'ROOT', str(tmp_path))
     monkeypatch.setattr(mutation, 'STATE', str(state))
     mutation.restore_left_over()
     assert (tmp_path / module).read_text() == 'x = 1\n'
     assert not os.listdir(state)
+
+
+def test_a_running_runs_mutant_is_left_alone(tmp_path, monkeypatch):
+    module = 'pkg/mod.py'
+    (tmp_path / 'pkg').mkdir()
+    (tmp_path / module).write_text('x = 2\n')
+    state = tmp_path / '.mutation'
+    state.mkdir()
+    running = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])
+    try:
+        backup = state / 'original-pkg.mod.py'
+        backup.write_text(f'{module}\n{running.pid}\nx = 1\n')
+        monkeypatch.setattr(mutation, 'ROOT', str(tmp_path))
+        monkeypatch.setattr(mutation, 'STATE', str(state))
+        mutation.restore_left_over()
+        assert (tmp_path / module).read_text() == 'x = 2\n'
+        assert backup.exists()
+    finally:
+        running.kill()
+        running.wait()
 
 
 def test_context_names_become_node_ids():

@@ -501,15 +501,31 @@ def _backup_path(module: str) -> str:
     return os.path.join(STATE, 'original-' + module.replace('/', '.'))
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, another user's
+    return True
+
+
 def restore_left_over() -> None:
-    """Put back a module that a killed run left mutated."""
+    """Put back a module that a killed run left mutated.
+
+    The backup names the run's process; a backup of a run that is still
+    going (in another terminal) is left alone.
+    """
     if not os.path.isdir(STATE):
         return
     for name in os.listdir(STATE):
         if name.startswith('original-'):
             backup = os.path.join(STATE, name)
             with open(backup) as f:
-                module, _, source = f.read().partition('\n')
+                module, pid, source = f.read().split('\n', 2)
+            if int(pid) != os.getpid() and _alive(int(pid)):
+                continue
             with open(os.path.join(ROOT, module), 'w') as f:
                 f.write(source)
             os.remove(backup)
@@ -529,7 +545,7 @@ def run_mutant(module, source, stat, mutant, tests, timeout) -> str:
     # a modification time no other version of the file has
     fake_mtime = 1_000_000_000 + zlib.crc32(mutated.encode()) % 500_000_000
     with open(_backup_path(module), 'w') as f:
-        f.write(module + '\n' + source)
+        f.write(f'{module}\n{os.getpid()}\n{source}')
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE='1')
     cmd = [sys.executable, '-m', 'pytest', '-x', '-q', '-p', 'no:cacheprovider']
     cmd += ['-p', 'no:xdist', *tests]
@@ -724,7 +740,6 @@ def main(argv=None) -> int:
     )
     args = parser.parse_args(argv)
     os.makedirs(STATE, exist_ok=True)
-    restore_left_over()
     if args.summary:
         return summary()
     config = load_config()['module']
@@ -732,6 +747,8 @@ def main(argv=None) -> int:
     unknown = [m for m in modules if m not in config]
     if unknown:
         parser.error(f'not configured in tools/mutation.toml: {unknown}')
+    if not (args.list or args.show):
+        restore_left_over()
     for module in modules:
         with open(os.path.join(ROOT, module)) as f:
             source = f.read()
