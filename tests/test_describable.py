@@ -349,7 +349,6 @@ def test_a_missing_required_attribute_is_refused_naming_it(key):
     [
         (lambda: bs.data_iterators.Undivided(a=np.zeros((1, 2, 1))), 'data'),
         (lambda: bs.data_iterators.Undivided(a=np.zeros((1, 2, 1))), 'total_size'),
-        (lambda: bs.hooks.StopAfterEpoch(1), 'priority'),
         (lambda: bs.Trainer(bs.training.SgdStepper()), 'hooks'),
         (lambda: bs.Trainer(bs.training.SgdStepper()), 'train_scorers'),
     ],
@@ -360,6 +359,15 @@ def test_library_objects_missing_a_state_attribute_are_refused(make, key):
     del description[key]
     with pytest.raises(DescriptionError, match=f"the key '{key}' is missing"):
         create_from_description(description)
+
+
+def test_a_hook_without_priority_gets_the_constructors_priority():
+    """A hand-written hook description may leave out the priority (which
+    Trainer.add_hook sets): the hook comes back as constructed, priority 0."""
+    description = get_description(bs.hooks.StopAfterEpoch(1))
+    del description['priority']
+    assert create_from_description(description).priority == 0
+    assert bs.hooks.StopAfterEpoch(1).priority == 0
 
 
 class DescRequiredInDefaults(Describable):

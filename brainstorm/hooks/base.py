@@ -114,7 +114,7 @@ class Hook(Describable):
         'timescale': Arg(Choice('epoch', 'update'), default='epoch'),
         'interval': Arg(Int(1), default=1),
         'verbose': Arg(Optional(Bool()), default=None),
-        'priority': Arg(Int(0), state=True),
+        'priority': Arg(Int(0), default=0, state=True),
     }
 
     __undescribed__ = {'run_verbosity': None, 'comm': None, 'processes': None}
