@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict
 
 from brainstorm._logging import get_logger
@@ -57,6 +58,9 @@ class _Run:
         self.batches_done = 0
         self.epoch_scores = {}
         self.epoch_start_iterator_states = None
+        # resumed mid-epoch: the training iterators' states to go on with
+        # once the batches done are replayed
+        self.training_states_now = None
         self.finite_check = None
 
 
@@ -418,11 +422,23 @@ class Trainer(Describable):
             run.epoch_start_iterator_states = checkpoint.iterator_states(
                 {'training_data_iter': training_data_iter}
             )
-        skip = run.batches_done
+        batches = iter(training_data_iter(handler=net.handler))
+        # resumed mid-epoch: replay the batches done (the same order and
+        # draws as the recorded run), then go on with the states the
+        # recorded run had, which monitors passing over the training
+        # iterator may have advanced
+        for _ in itertools.islice(batches, run.batches_done):
+            pass
+        if run.training_states_now is not None:
+            checkpoint.set_chain_states(
+                'training_data_iter',
+                training_data_iter,
+                run.training_states_now,
+                'resumed',
+            )
+            run.training_states_now = None
         stop = False
-        for i, data in enumerate(training_data_iter(handler=net.handler)):
-            if i < skip:
-                continue
+        for data in batches:
             net.provide_external_data(data)
             self.current_update_nr += 1
             self.stepper.run()
