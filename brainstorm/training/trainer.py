@@ -240,14 +240,52 @@ class Trainer(Describable):
         )
         self.hooks[name] = hook
 
-    def _start_hooks(self, net, named_data_iters) -> None:
+    def _start_hooks(self, net, named_data_iters, started: list) -> None:
         verbose = self.verbose and processes_of(self.stepper).is_root
-        for name, hook in self.hooks.items():
+        for name, hook in list(self.hooks.items()):
+            started.append((name, hook))  # ended even if its start fails
             try:
                 hook.start(net, self.stepper, verbose, named_data_iters)
             except Exception as err:
                 self._name_hook(err, name, hook, 'start')
                 raise
+
+    def _end_hooks(self, started: list, error: BaseException | None) -> None:
+        """Call ``end`` of the started hooks, last started first.
+
+        Every hook is ended even if another's ``end`` fails. With ``error``
+        (the exception ending the run) a failing ``end`` is noted on it;
+        otherwise the first failure is raised after all were ended.
+        """
+        first = None
+        for name, hook in reversed(started):
+            end = getattr(hook, 'end', None)
+            if not callable(end):
+                continue
+            try:
+                end()
+            except Exception as err:
+                self._name_hook(err, name, hook, 'its end')
+                if error is not None and hasattr(error, 'add_note'):
+                    error.add_note(
+                        f"Hook '{name}' also failed to end: {type(err).__name__}: {err}"
+                    )
+                elif first is None:
+                    first = err
+        if first is not None and error is None:
+            raise first
+
+    def _with_hooks(self, net, named_data_iters, body):
+        """Start the hooks, run ``body()`` and end the hooks however it ends."""
+        started: list = []
+        try:
+            self._start_hooks(net, named_data_iters, started)
+            result = body()
+        except BaseException as err:
+            self._end_hooks(started, err)
+            raise
+        self._end_hooks(started, None)
+        return result
 
     def _name_hook(self, err, name, hook, when: str) -> None:
         note = (
@@ -338,6 +376,11 @@ class Trainer(Describable):
         epoch log ``'rolling_training'`` and call the ``'epoch'`` hooks;
         stop if one asked to.
 
+        However ``train`` ends (a stop request, an exception from a hook or
+        an iterator, ``KeyboardInterrupt``), it calls ``hook.end()`` of
+        every hook it started, last first, so that what hooks changed in
+        the process (a signal handler, a progress bar) is put back.
+
         A hook is due when its ``timescale`` matches and the count is a
         multiple of its ``interval``. Its non-None return value is logged
         under its name (dicts nest, other values are appended to lists);
@@ -383,7 +426,17 @@ class Trainer(Describable):
         self, net, training_data_iter, named_data_iters, resume, processes
     ) -> None:
         check_lengths_agree(processes, training_data_iter)
-        self._start_hooks(net, named_data_iters)
+        self._with_hooks(
+            net,
+            named_data_iters,
+            lambda: self._train_started(
+                net, training_data_iter, named_data_iters, resume, processes
+            ),
+        )
+
+    def _train_started(
+        self, net, training_data_iter, named_data_iters, resume, processes
+    ) -> None:
         run = _Run(net, named_data_iters, processes)
         if resume is not None:
             checkpoint.apply_resume(self, resume, run)
@@ -482,15 +535,19 @@ class Trainer(Describable):
         """Start the hooks and call them once with the current counters.
 
         ``'epoch'`` hooks are called, then ``'update'`` hooks, logging into
-        :attr:`results` instead of :attr:`logs`.
+        :attr:`results` instead of :attr:`logs`; then every hook's ``end``
+        (also if one raised).
 
         Returns:
             :attr:`results`.
         """
         check_data_iterators(net, named_data_iters)
-        self._start_hooks(net, named_data_iters)
-        self._emit_hooks(net, 'epoch', self.results)
-        self._emit_hooks(net, 'update', self.results)
+
+        def emit():
+            self._emit_hooks(net, 'epoch', self.results)
+            self._emit_hooks(net, 'update', self.results)
+
+        self._with_hooks(net, named_data_iters, emit)
         return self.results
 
     # ------------------------------------------------------- checkpoints ---
