@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import sys  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+import traceback  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 from collections import OrderedDict
 
 from brainstorm._logging import get_logger
@@ -33,6 +35,7 @@ from brainstorm.training.utils import (
     check_data_iterators,
     check_lengths_agree,
     format_result,
+    run_network,  # noqa: F401 - 0.5's tools imported it from here
 )
 from brainstorm.utils import (
     IteratorValidationError,
@@ -97,10 +100,17 @@ class Trainer(Describable):
         results: the values returned by hooks in :meth:`evaluate`.
 
     Counting: ``current_epoch_nr`` and ``current_update_nr`` start at 0 and
-    are never reset. A second call of :meth:`train` continues the run: it
-    starts the hooks again but does not repeat the emission at count 0,
-    and goes on with epoch ``current_epoch_nr + 1`` (raise e.g.
-    ``StopAfterEpoch.max_epochs`` to train longer).
+    are never reset. A second call of :meth:`train` continues the counting
+    and the logs: it starts the hooks again but does not repeat the
+    emission at count 0, and goes on with epoch ``current_epoch_nr + 1``
+    (raise e.g. ``StopAfterEpoch.max_epochs`` to train longer). Like
+    Brainstorm 0.5, every call starts the stepper again
+    (``stepper.start(net)``): its state (momentum velocities, the moment
+    estimates and step count of Adam and RMSProp) begins from zero, while
+    its attributes (a learning rate set by a schedule) keep their values.
+    To continue a run with its stepper state, write a checkpoint
+    (:class:`~brainstorm.hooks.SaveCheckpoint`) and continue it with
+    :meth:`from_checkpoint`.
 
     Data-parallel runs: with a
     :class:`~brainstorm.training.data_parallel.DataParallel` stepper on
@@ -151,6 +161,7 @@ class Trainer(Describable):
         '_resume': None,
         '_run': None,
         '_initial_done': (),
+        '_running': False,
     }
     __default_values__ = {
         'verbose': True,
@@ -198,6 +209,7 @@ class Trainer(Describable):
         self._initial_done: tuple = ()  # emissions at count 0 begun: 'update'...
         self._resume: dict | None = None
         self._run: _Run | None = None
+        self._running = False  # train() or evaluate() runs
 
     def __init_from_description__(self, description: dict) -> None:
         hooks = sorted(
@@ -221,14 +233,27 @@ class Trainer(Describable):
                 ``StopAfterEpoch(5)``, or an object that acts like one
                 (see ``brainstorm.training.hook_check``).
 
+        Hooks are added before :meth:`train` or between two calls: adding
+        one while ``train`` or :meth:`evaluate` runs (e.g. from inside
+        another hook) is refused, since it would run without having been
+        started for this run.
+
         Raises:
             TrainingValidationError: (a ValueError) if a hook of the same
-                name (``hook.__name__``) was added before.
+                name (``hook.__name__``) was added before, or if ``train``
+                or ``evaluate`` is running.
         """
         name = getattr(hook, '__name__', None)
         if not isinstance(name, str):
             raise TrainingValidationError(
                 f'Trainer.add_hook: a hook needs a __name__ (str). Received: {hook!r}'
+            )
+        if getattr(self, '_running', False):
+            raise TrainingValidationError(
+                f"Trainer.add_hook: cannot add hook '{name}' while train() or "
+                'evaluate() runs (e.g. from inside another hook): it would be '
+                'called without having been started. Add it before train(), '
+                'or between two train() calls.'
             )
         if name in self.hooks:
             raise TrainingValidationError(
@@ -278,12 +303,16 @@ class Trainer(Describable):
     def _with_hooks(self, net, named_data_iters, body):
         """Start the hooks, run ``body()`` and end the hooks however it ends."""
         started: list = []
+        running = getattr(self, '_running', False)
+        self._running = True  # add_hook refuses new hooks until the end
         try:
             self._start_hooks(net, named_data_iters, started)
             result = body()
         except BaseException as err:
+            self._running = running
             self._end_hooks(started, err)
             raise
+        self._running = running
         self._end_hooks(started, None)
         return result
 
