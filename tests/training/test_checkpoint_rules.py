@@ -498,7 +498,7 @@ def good_progress(filename):
 )
 def test_bad_progress_entries_are_refused(plain7, key, value):
     progress = good_progress(plain7)
-    ck._check_progress(progress, 'C')  # the good one passes
+    ck._check_progress(copy.deepcopy(progress), 'C')  # the good one passes
     progress[key] = value
     with pytest.raises(TrainingValidationError, match='C'):
         ck._check_progress(progress, 'C')
@@ -590,6 +590,9 @@ def test_trainer_description_must_give_a_trainer(plain7, tmp_path):
     )
     with pytest.raises(TrainingValidationError, match='expected Trainer'):
         Trainer.from_checkpoint(other)
+    plain = rewrite(good, str(tmp_path / 'd.ckpt'), lambda d: d.update(trainer={}))
+    with pytest.raises(TrainingValidationError, match='does not hold a Trainer'):
+        Trainer.from_checkpoint(plain)
     broken = rewrite(
         good,
         str(tmp_path / 'b.ckpt'),
@@ -824,3 +827,70 @@ def test_rank_entries_that_do_not_fit_are_refused(plain7, change, match):
     size = 3 if 'processes' in match else 2
     with pytest.raises(TrainingValidationError, match=match):
         ck._states_of_this_rank(data, FakeRanks(1, size), 'f')
+
+
+def test_a_refused_resume_leaves_the_random_states_alone(plain7):
+    """Iterators built another way are refused before the network's and
+    the global random states are touched."""
+    trainer, net = Trainer.from_checkpoint(plain7)
+    bs.global_rnd.set_seed(8)
+    _ = net.handler.rnd
+    train, named = iterators('plain')  # draws their seeds from global_rnd
+    before = get_random_state(global_rnd), get_random_state(net.rnd)
+    with pytest.raises(TrainingValidationError, match='wraps'):
+        trainer.train(net, train.iter, **named)
+    assert same_state(get_random_state(global_rnd), before[0])
+    assert same_state(get_random_state(net.rnd), before[1])
+
+
+@pytest.mark.parametrize('names', [('valid', 'extra'), ('extra',), ()])
+def test_resume_needs_exactly_the_saved_iterator_names(plain7, names):
+    trainer, net = Trainer.from_checkpoint(plain7)
+    for hook in ('valid', 'valid_u'):  # monitors that would refuse first
+        del trainer.hooks[hook]
+    train, named = iterators('plain')
+    given = {name: named['valid'] for name in names}
+    with pytest.raises(
+        TrainingValidationError,
+        match=r"written with data iterators \['training_data_iter', 'valid'\]",
+    ):
+        trainer.train(net, train, **given)
+
+
+def test_sizes_are_checked_before_the_network_is_built(plain7, monkeypatch):
+    """A description needing other parameters than stored is refused
+    before anything is built (a crafted one could claim any size)."""
+    built = []
+    monkeypatch.setattr(ck, '_build_from_file', lambda *a: built.append(a))
+
+    def bigger(data):
+        data['network']['architecture']['H']['size'] = 7
+
+    bad = rewrite(plain7, 'sizes.ckpt', bigger)
+    with pytest.raises(TrainingValidationError):
+        Trainer.from_checkpoint(bad)
+    assert built == []
+
+
+def test_rank_0_waits_for_the_others_only_once_the_file_is_written(tmp_path):
+    seen = []
+
+    class Ranks(FakeRanks):
+        def barrier(self):
+            seen.append(os.path.exists(name))
+            super().barrier()
+
+    class Saves(Hook):
+        def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+            if update_nr == 3:
+                run = copy.copy(trainer._run)
+                run.processes = Ranks(0, 1)
+                ck.save_checkpoint(trainer, run, name)
+
+    name = str(tmp_path / 'r.ckpt')
+    trainer, net = make_trainer('plain')
+    trainer.add_hook(Saves('saves', 'update'))
+    trainer.hooks['StopAfterEpoch'].max_epochs = 1
+    train, named = iterators('plain')
+    trainer.train(net, train, **named)
+    assert seen == [True]
