@@ -18,6 +18,10 @@ some of its data. Guarantees:
   states later reproduces the following passes exactly.
 """
 
+import math
+
+import numpy as np
+
 from brainstorm.data_iterators.augmentation import (
     AddGaussianNoise,
     AddSaltNPepper,
@@ -29,7 +33,12 @@ from brainstorm.data_iterators.base import DataIterator
 from brainstorm.data_iterators.encoding import MultiHot, OneHot
 from brainstorm.data_iterators.sharding import Shard
 from brainstorm.data_iterators.sources import Minibatches, Undivided
+from brainstorm.randomness import Seedable
+from brainstorm.utils import IteratorValidationError
 
+# math, np, Seedable and IteratorValidationError: the names Brainstorm 0.5's
+# module brainstorm/data_iterators.py imported stay importable from here
+# (tests/test_compat_05.py)
 __all__ = [
     'DataIterator',
     'Undivided',

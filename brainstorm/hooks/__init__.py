@@ -30,6 +30,16 @@ of all ranks (sums and counts, so they equal the figures of one process
 on all the data), and only rank 0 prints and writes files.
 """
 
+import math
+import signal
+import sys
+from collections import OrderedDict
+
+import h5py
+import numpy as np
+
+import brainstorm.optional as optional
+from brainstorm.describable import Describable
 from brainstorm.hooks.base import Hook
 from brainstorm.hooks.display import BokehVisualizer, ProgressBar, SavePlot
 from brainstorm.hooks.monitoring import (
@@ -57,8 +67,15 @@ from brainstorm.hooks.stopping import (
     StopOnNan,
     StopOnSigQuit,
 )
+from brainstorm.structure.network import Network
+from brainstorm.tools import evaluate
 from brainstorm.training.checkpoint import check_restored_path
+from brainstorm.utils import get_brainstorm_info, get_by_path, progress_bar
 
+# math, signal, sys, OrderedDict, h5py, np, optional, Describable, Network,
+# evaluate, get_by_path, progress_bar and get_brainstorm_info: the names
+# Brainstorm 0.5's module brainstorm/hooks.py imported stay importable from
+# here (tests/test_compat_05.py)
 __all__ = [
     'Hook',
     'SaveBestNetwork',

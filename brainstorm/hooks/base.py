@@ -164,6 +164,17 @@ class Hook(Describable):
             verbose if self.verbose is None else self.verbose
         ) and self.is_root
 
+    def end(self) -> None:
+        """Undo what :meth:`start` changed in the process; the trainer calls it.
+
+        :meth:`~brainstorm.training.trainer.Trainer.train` and
+        :meth:`~brainstorm.training.trainer.Trainer.evaluate` call it on
+        every hook they started (in reverse order) when they end, normally
+        or by an exception (``KeyboardInterrupt`` included). Hooks that
+        install something process-wide in ``start`` (a signal handler, an
+        open progress bar) restore it here. Does nothing by default.
+        """
+
     @property
     def is_root(self) -> bool:
         """Whether this process prints and writes files.

@@ -240,6 +240,21 @@ def _import_bokeh():
         )
 
 
+_BAR_CLASS: list = []
+
+
+def _bar_class():
+    """The tqdm class without its monitor thread (it would outlive training)."""
+    if not _BAR_CLASS:
+        from tqdm import tqdm
+
+        class _Bar(tqdm):
+            monitor_interval = 0
+
+        _BAR_CLASS.append(_Bar)
+    return _BAR_CLASS[0]
+
+
 class ProgressBar(Hook):
     """A tqdm progress bar per epoch, showing the running training loss.
 
@@ -316,6 +331,10 @@ class ProgressBar(Hook):
             from tqdm import tqdm  # noqa: F401
         self._close()
 
+    def end(self):
+        """Close the bar left open by a run that ended within an epoch."""
+        self._close()
+
     def _close(self):
         """Close the bar of the current epoch, if one is open."""
         if self._bar is not None:
@@ -327,11 +346,9 @@ class ProgressBar(Hook):
         """Advance the bar by one batch (a new bar at each epoch)."""
         if not self._enabled or update_nr == 0:
             return None
-        from tqdm import tqdm
-
         if self._bar is None or self._bar_epoch != epoch_nr:
             self._close()
-            self._bar = tqdm(
+            self._bar = _bar_class()(
                 total=self._length,
                 desc=f'Epoch {epoch_nr}',
                 file=self.file if self.file is not None else sys.stderr,

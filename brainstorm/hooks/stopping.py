@@ -333,7 +333,7 @@ class StopOnSigQuit(Hook):
         ['StopOnSigQuit']
     """
 
-    __undescribed__ = {'quit': False}
+    __undescribed__ = {'quit': False, '_previous': None, '_installed': False}
 
     def __init__(
         self,
@@ -344,18 +344,30 @@ class StopOnSigQuit(Hook):
     ):
         super().__init__(name, timescale, interval, verbose)
         self.quit = False
+        self._previous = None
+        self._installed = False
 
     def start(self, net, stepper, verbose, named_data_iters):
-        """Install the SIGQUIT handler."""
+        """Install the SIGQUIT handler (:meth:`end` puts the previous back)."""
         super().start(net, stepper, verbose, named_data_iters)
         self.quit = False
         if (
             hasattr(signal, 'SIGQUIT')
             and threading.current_thread() is threading.main_thread()
         ):
-            signal.signal(signal.SIGQUIT, self._receive)
+            previous = signal.signal(signal.SIGQUIT, self._receive)
+            if not self._installed:
+                self._previous = previous
+                self._installed = True
         else:
             self.message('SIGQUIT cannot be caught here; this hook is off.')
+
+    def end(self):
+        """Put back the SIGQUIT handler that was there before :meth:`start`."""
+        if self._installed:
+            signal.signal(signal.SIGQUIT, self._previous)
+            self._previous = None
+            self._installed = False
 
     def _receive(self, signum, frame):
         """The signal handler: note that SIGQUIT arrived."""

@@ -12,6 +12,9 @@ Conventions for a parameter of shape ``shape``: ``n_out = shape[0]`` and
 ``fallback`` initializer instead.
 """
 
+import numpy as np
+
+from brainstorm.describable import Describable
 from brainstorm.initializers.base import (
     ArrayInitializer,
     Initializer,
@@ -28,7 +31,12 @@ from brainstorm.initializers.dense import (
     RandomWalk,
     Uniform,
 )
+from brainstorm.randomness import Seedable
+from brainstorm.utils import InitializationError
 
+# np, Describable, Seedable and InitializationError: the names Brainstorm
+# 0.5's module brainstorm/initializers.py imported stay importable from here
+# (0.5's own tests import InitializationError so; tests/test_compat_05.py)
 __all__ = [
     'Initializer',
     'ArrayInitializer',

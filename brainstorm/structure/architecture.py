@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import warnings
 from collections import OrderedDict, namedtuple
+from copy import copy
 
 from brainstorm.describable import get_description
 from brainstorm.registry import get_layer_class
 from brainstorm.structure.buffer_structure import combine_buffer_structures
+from brainstorm.structure.construction import ConstructionWrapper as ConstructionWrapper
 from brainstorm.structure.construction import LayerDetails
 from brainstorm.utils import (
     LAYER_NAME_RULE,
@@ -28,6 +30,12 @@ from brainstorm.utils import (
     StructureValidationError,
     is_valid_layer_name,
 )
+from brainstorm.utils import get_normalized_path as get_normalized_path
+
+# ConstructionWrapper, get_normalized_path, copy and this one: names
+# Brainstorm 0.5's module imported, still importable from it (0.5 took this
+# one from brainstorm.layers.base_layer)
+get_layer_class_from_typename = get_layer_class
 
 __all__ = [
     'Connection',
@@ -98,15 +106,39 @@ def _outgoing(name: str, entry: dict) -> dict:
     return outgoing
 
 
+def collect_all_outgoing_connections(layer: dict, layer_name: str) -> list:
+    """The connections leaving one architecture entry (Brainstorm 0.5's name).
+
+    Args:
+        layer: the entry (with ``'@outgoing_connections'``).
+        layer_name: its name.
+
+    Returns:
+        a list of :data:`Connection`, in the entry's order.
+    """
+    connections = []
+    for out_name, targets in _outgoing(layer_name, layer).items():
+        for target in targets:
+            end_layer, in_name = parse_connection(target)
+            connections.append(Connection(layer_name, out_name, end_layer, in_name))
+    return connections
+
+
 def collect_all_connections(architecture: dict) -> list:
     """All connections of a (validated) architecture, sorted."""
     connections = []
     for name, entry in architecture.items():
-        for out_name, targets in _outgoing(name, entry).items():
-            for target in targets:
-                end_layer, in_name = parse_connection(target)
-                connections.append(Connection(name, out_name, end_layer, in_name))
+        connections.extend(collect_all_outgoing_connections(entry, name))
     return sorted(connections)
+
+
+def get_kwargs(layer: dict) -> dict:
+    """The arguments of an architecture entry, copied (Brainstorm 0.5's name).
+
+    All keys but ``@type`` and ``@outgoing_connections``.
+    """
+    ignored = {'@type', '@outgoing_connections'}
+    return {key: copy(value) for key, value in layer.items() if key not in ignored}
 
 
 def validate_architecture(architecture) -> bool:

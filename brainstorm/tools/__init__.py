@@ -11,8 +11,28 @@
 All of them import from here: ``from brainstorm.tools import evaluate``.
 """
 
+import h5py
+import numpy as np
+
+import brainstorm.initializers as initializers
+import brainstorm.layers as layers
+from brainstorm.scorers import aggregate_losses_and_scores, gather_losses_and_scores
+from brainstorm.structure.network import Network
 from brainstorm.tools.arrays import shuffle_data, split
-from brainstorm.tools.building import create_net_from_spec, get_in_out_layers
+from brainstorm.tools.building import (
+    B,
+    C,
+    D,
+    F,
+    L,
+    P,
+    R,
+    act_funcs,
+    create_layer,
+    create_net_from_spec,
+    get_in_out_layers,
+    trynumber,
+)
 from brainstorm.tools.evaluation import (
     BUFFERS_FILE_FORMAT,
     evaluate,
@@ -24,7 +44,12 @@ from brainstorm.tools.inspection import (
     get_network_info,
     print_network_info,
 )
+from brainstorm.training.utils import run_network
+from brainstorm.utils import get_brainstorm_info, get_by_path
 
+# the other names of Brainstorm 0.5's module brainstorm/tools.py (its imports,
+# the spec helpers F, B, D, R, L, C, P, create_layer, trynumber and
+# act_funcs) stay importable from here (tests/test_compat_05.py)
 __all__ = [
     'get_in_out_layers',
     'create_net_from_spec',

@@ -296,6 +296,72 @@ def _layer_from_token(token: str, arguments: list):
     raise _spec_error(token, arguments, 'one of the layer letters F R L B D C P')
 
 
+# Brainstorm 0.5's names for the pieces of create_net_from_spec, kept
+# importable from brainstorm.tools
+
+#: The activation letters of a spec: ``{'s': 'sigmoid', ...}``.
+act_funcs = dict(_ACTIVATIONS)
+
+
+def create_layer(layer_type: str, args: list):
+    """Return the layer of one spec token, e.g. ``create_layer('F', [100])``.
+
+    Args:
+        layer_type: the token's letter (F R L B D C P).
+        args: its arguments, e.g. ``['t', 50]`` for ``Ft50``.
+
+    Raises:
+        NetworkValidationError: for an unknown letter or bad arguments.
+    """
+    return _layer_from_token(layer_type, list(args))
+
+
+def F(args):  # 0.5's name (create_net_from_spec's letters)
+    """The layer of a spec token ``F`` (FullyConnected) with ``args``."""
+    return create_layer('F', args)
+
+
+def B(args):  # 0.5's name (create_net_from_spec's letters)
+    """The layer of a spec token ``B`` (BatchNorm) with ``args``."""
+    return create_layer('B', args)
+
+
+def D(args):  # 0.5's name (create_net_from_spec's letters)
+    """The layer of a spec token ``D`` (Dropout) with ``args``."""
+    return create_layer('D', args)
+
+
+def R(args):  # 0.5's name (create_net_from_spec's letters)
+    """The layer of a spec token ``R`` (Recurrent) with ``args``."""
+    return create_layer('R', args)
+
+
+def L(args):  # 0.5's name (create_net_from_spec's letters)
+    """The layer of a spec token ``L`` (Lstm) with ``args``."""
+    return create_layer('L', args)
+
+
+def C(args):  # 0.5's name (create_net_from_spec's letters)
+    """The layer of a spec token ``C`` (Convolution2D) with ``args``."""
+    return create_layer('C', args)
+
+
+def P(args):  # 0.5's name (create_net_from_spec's letters)
+    """The layer of a spec token ``P`` (Pooling2D) with ``args``."""
+    return create_layer('P', args)
+
+
+def trynumber(a: str):
+    """Return ``a`` as an int, else as a float, else unchanged."""
+    try:
+        return int(a)
+    except ValueError:
+        try:
+            return float(a)
+        except ValueError:
+            return a
+
+
 @declare(NetworkValidationError, **_TASK_ARGUMENTS, spec=Arg(Str()))
 def create_net_from_spec(
     task_type: str,

@@ -19,6 +19,8 @@ import os
 import re
 from collections import OrderedDict
 
+import numpy as np
+
 from brainstorm.describable import (
     _find_describable_class,
     create_from_description,
@@ -28,6 +30,7 @@ from brainstorm.handlers.base_handler import first_use_owner, peek_random_state
 from brainstorm.randomness import global_rnd
 from brainstorm.structure.network import _build_from_file, check_stored_sizes
 from brainstorm.training.checkpoint_file import (
+    _MT_KEYS,
     CHECKPOINT_FORMAT,
     check_random_state,
     get_random_state,
@@ -52,6 +55,7 @@ __all__ = [
     'load_checkpoint',
     'check_resume',
     'apply_resume',
+    'set_chain_states',
     'check_restored_path',
 ]
 
@@ -203,6 +207,47 @@ def _random_states(run) -> dict:
     }
 
 
+def _state_to_json(state):
+    if state is None:
+        return None
+    return dict(state, keys=[int(key) for key in state['keys']])
+
+
+def _state_from_json(value, where: str):
+    """Return a random state stored as JSON, checked as one read from HDF5."""
+    if value is None:
+        return None
+    keys = value.get('keys') if isinstance(value, dict) else None
+    if not (
+        isinstance(keys, list)
+        and len(keys) == _MT_KEYS
+        and all(_is_count(key) and key < 2**32 for key in keys)
+    ):
+        raise TrainingValidationError(
+            f"{where}: a random state must be a dict whose 'keys' are "
+            f'{_MT_KEYS} ints in [0, 2**32 - 1]. Received: {value!r:.200}'
+        )
+    state = dict(value, keys=np.asarray(keys, dtype=np.uint32))
+    check_random_state(state, where)
+    return state
+
+
+def _training_states_now(run):
+    """Mid-epoch: the current states of the training iterator's chain.
+
+    The file's ``iterators`` entry holds, for the training iterator, the
+    states at the start of the epoch (to replay its order of batches);
+    monitors that pass over the training iterator (per update, or under
+    a second name) draw from the same states, so the states to go on
+    with after the replay are stored as well.
+    """
+    if run.epoch_complete:
+        return None
+    training = run.named_data_iters['training_data_iter']
+    states = iterator_states({'training_data_iter': training})
+    return [_state_to_json(state) for state in states['training_data_iter']]
+
+
 def _progress(trainer, run, logs, epoch_scores) -> dict:
     return {
         'current_epoch_nr': trainer.current_epoch_nr,
@@ -235,6 +280,7 @@ def save_checkpoint(trainer, run, filename: str) -> None:
             stored (the previous file is then untouched).
     """
     random_states = _random_states(run)
+    states_now = _training_states_now(run)
     try:
         logs = _jsonable(trainer.logs)
         epoch_scores = _jsonable(run.epoch_scores)
@@ -245,15 +291,19 @@ def save_checkpoint(trainer, run, filename: str) -> None:
     processes = run.processes
     # each rank has its own random states and partial epoch figures; rank
     # 0 stores them all (and its own as the defaults)
-    gathered = processes.gather((random_states, epoch_scores), root=0)
+    gathered = processes.gather((random_states, epoch_scores, states_now), root=0)
     if not processes.is_root:
         processes.barrier()  # returns once rank 0 has written the file
         return
     progress = _progress(trainer, run, logs, epoch_scores)
+    if states_now is not None:
+        progress['training_iterator_states'] = states_now
     if processes.size > 1:
         # the per-rank entries exist only in files of data-parallel runs
-        random_states = dict(random_states, ranks=[states for states, _ in gathered])
-        progress['rank_epoch_scores'] = [scores for _, scores in gathered]
+        random_states = dict(random_states, ranks=[g[0] for g in gathered])
+        progress['rank_epoch_scores'] = [g[1] for g in gathered]
+        if states_now is not None:
+            progress['rank_training_iterator_states'] = [g[2] for g in gathered]
     hook_states = OrderedDict()
     for name, hook in trainer.hooks.items():
         get_state = getattr(hook, 'get_state', None)
@@ -303,6 +353,27 @@ def _check_progress(progress: dict, where: str) -> None:
         and all(isinstance(s, dict) for s in progress['rank_epoch_scores'])
     ):
         bad('rank_epoch_scores', 'a list of dicts')
+    if 'training_iterator_states' in progress:
+        progress['training_iterator_states'] = _chain_from_json(
+            progress['training_iterator_states'], f'{where}, progress'
+        )
+    if 'rank_training_iterator_states' in progress:
+        ranks = progress['rank_training_iterator_states']
+        if not isinstance(ranks, list):
+            bad('rank_training_iterator_states', 'a list')
+        progress['rank_training_iterator_states'] = [
+            _chain_from_json(chain, f'{where}, progress, rank {rank}')
+            for rank, chain in enumerate(ranks)
+        ]
+
+
+def _chain_from_json(chain, where: str) -> list:
+    if not isinstance(chain, list):
+        raise TrainingValidationError(
+            f"{where}: entry 'training_iterator_states' must be a list of "
+            f'random states. Received: {chain!r:.200}'
+        )
+    return [_state_from_json(state, where) for state in chain]
 
 
 def _unknown_classes(description, path: str = '') -> list:
@@ -471,11 +542,15 @@ def _restore_stepper_and_hooks(trainer, resume: dict, filename: str) -> None:
 
 
 def _states_of_this_rank(resume: dict, processes, filename: str) -> tuple:
-    """Return (random states, epoch figures) stored for this process."""
+    """Return this process's random states, epoch figures and states now."""
     states = resume['random_states']
     progress = resume['progress']
     if 'ranks' not in states:
-        return states, progress['epoch_scores']
+        return (
+            states,
+            progress['epoch_scores'],
+            progress.get('training_iterator_states'),
+        )
     size = processes.size
     if len(states['ranks']) != size:
         raise TrainingValidationError(
@@ -490,21 +565,53 @@ def _states_of_this_rank(resume: dict, processes, filename: str) -> tuple:
             f'states of {size} ranks but epoch figures of '
             f'{len(scores) if isinstance(scores, list) else 0}.'
         )
-    return states['ranks'][processes.rank], scores[processes.rank]
+    now = progress.get('rank_training_iterator_states')
+    if now is not None and len(now) != size:
+        raise TrainingValidationError(
+            f"Checkpoint '{filename}' is corrupt: it holds random "
+            f'states of {size} ranks but training iterator states of '
+            f'{len(now)}.'
+        )
+    return (
+        states['ranks'][processes.rank],
+        scores[processes.rank],
+        None if now is None else now[processes.rank],
+    )
+
+
+def set_chain_states(name: str, iterator, chain_states, filename: str) -> None:
+    """Restore the random states of an iterator and those it wraps.
+
+    Args:
+        name: the iterator's name in ``train``, for messages.
+        iterator: the outermost iterator.
+        chain_states: a state (or None) per iterator of its chain, as
+            :func:`iterator_states` returns them.
+        filename: the checkpoint, for messages.
+
+    Raises:
+        TrainingValidationError: if the chain has another length.
+    """
+    chain = iterator_chain(iterator)
+    if len(chain) != len(chain_states):
+        raise TrainingValidationError(
+            f"Checkpoint '{filename}': data iterator '{name}' wraps "
+            f'{len(chain) - 1} iterators, the saved one wrapped '
+            f'{len(chain_states) - 1}. Build it the same way.'
+        )
+    for it, state in zip(chain, chain_states):
+        if state is not None and getattr(it, 'rnd', None) is not None:
+            set_random_state(it.rnd, state)
 
 
 def _restore_iterators(states: dict, named_data_iters, filename: str) -> None:
-    for name, chain_states in states['iterators'].items():
-        chain = iterator_chain(named_data_iters[name])
-        if len(chain) != len(chain_states):
-            raise TrainingValidationError(
-                f"Checkpoint '{filename}': data iterator '{name}' wraps "
-                f'{len(chain) - 1} iterators, the saved one wrapped '
-                f'{len(chain_states) - 1}. Build it the same way.'
-            )
-        for iterator, state in zip(chain, chain_states):
-            if state is not None and getattr(iterator, 'rnd', None) is not None:
-                set_random_state(iterator.rnd, state)
+    # the training iterator last: an iterator given under two names (or
+    # wrapped by another named one) must start the epoch's replay from
+    # the training iterator's stored state
+    saved = states['iterators']
+    names = sorted(saved, key=lambda name: name == 'training_data_iter')
+    for name in names:
+        set_chain_states(name, named_data_iters[name], saved[name], filename)
 
 
 def _restore_network_random(states: dict, net) -> None:
@@ -540,7 +647,9 @@ def apply_resume(trainer, resume: dict, run) -> None:
     """
     filename = resume['filename']
     _restore_stepper_and_hooks(trainer, resume, filename)
-    states, epoch_scores = _states_of_this_rank(resume, run.processes, filename)
+    states, epoch_scores, states_now = _states_of_this_rank(
+        resume, run.processes, filename
+    )
     _restore_iterators(states, run.named_data_iters, filename)
     _restore_network_random(states, run.net)
     progress = resume['progress']
@@ -551,3 +660,12 @@ def apply_resume(trainer, resume: dict, run) -> None:
         run.epoch_start_iterator_states = {
             'training_data_iter': states['iterators']['training_data_iter']
         }
+        saved = states['iterators']['training_data_iter']
+        if states_now is not None and len(states_now) != len(saved):
+            raise TrainingValidationError(
+                f"Checkpoint '{filename}' is corrupt: it holds "
+                f'{len(saved)} epoch-start but {len(states_now)} current '
+                'random states of the training iterator.'
+            )
+        # set by the trainer once the epoch's batches done are replayed
+        run.training_states_now = states_now

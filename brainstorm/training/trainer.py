@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
+import sys  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 import threading
+import traceback  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 from collections import OrderedDict
 
 from brainstorm._logging import get_logger
@@ -33,6 +36,7 @@ from brainstorm.training.utils import (
     check_data_iterators,
     check_lengths_agree,
     format_result,
+    run_network,  # noqa: F401 - 0.5's tools imported it from here
 )
 from brainstorm.utils import (
     IteratorValidationError,
@@ -63,6 +67,9 @@ class _Run:
         self.batches_done = 0
         self.epoch_scores = {}
         self.epoch_start_iterator_states = None
+        # resumed mid-epoch: the training iterators' states to go on with
+        # once the batches done are replayed
+        self.training_states_now = None
         self.finite_check = None
 
 
@@ -100,10 +107,17 @@ class Trainer(Describable):
         results: the values returned by hooks in :meth:`evaluate`.
 
     Counting: ``current_epoch_nr`` and ``current_update_nr`` start at 0 and
-    are never reset. A second call of :meth:`train` continues the run: it
-    starts the hooks again but does not repeat the emission at count 0,
-    and goes on with epoch ``current_epoch_nr + 1`` (raise e.g.
-    ``StopAfterEpoch.max_epochs`` to train longer).
+    are never reset. A second call of :meth:`train` continues the counting
+    and the logs: it starts the hooks again but does not repeat the
+    emission at count 0, and goes on with epoch ``current_epoch_nr + 1``
+    (raise e.g. ``StopAfterEpoch.max_epochs`` to train longer). Like
+    Brainstorm 0.5, every call starts the stepper again
+    (``stepper.start(net)``): its state (momentum velocities, the moment
+    estimates and step count of Adam and RMSProp) begins from zero, while
+    its attributes (a learning rate set by a schedule) keep their values.
+    To continue a run with its stepper state, write a checkpoint
+    (:class:`~brainstorm.hooks.SaveCheckpoint`) and continue it with
+    :meth:`from_checkpoint`.
 
     Data-parallel runs: with a
     :class:`~brainstorm.training.data_parallel.DataParallel` stepper on
@@ -154,6 +168,7 @@ class Trainer(Describable):
         '_resume': None,
         '_run': None,
         '_initial_done': (),
+        '_running': False,
     }
     __default_values__ = {
         'verbose': True,
@@ -201,6 +216,7 @@ class Trainer(Describable):
         self._initial_done: tuple = ()  # emissions at count 0 begun: 'update'...
         self._resume: dict | None = None
         self._run: _Run | None = None
+        self._running = False  # train() or evaluate() runs
 
     def __init_from_description__(self, description: dict) -> None:
         hooks = sorted(
@@ -244,14 +260,27 @@ class Trainer(Describable):
                 ``StopAfterEpoch(5)``, or an object that acts like one
                 (see ``brainstorm.training.hook_check``).
 
+        Hooks are added before :meth:`train` or between two calls: adding
+        one while ``train`` or :meth:`evaluate` runs (e.g. from inside
+        another hook) is refused, since it would run without having been
+        started for this run.
+
         Raises:
             TrainingValidationError: (a ValueError) if a hook of the same
-                name (``hook.__name__``) was added before.
+                name (``hook.__name__``) was added before, or if ``train``
+                or ``evaluate`` is running.
         """
         name = getattr(hook, '__name__', None)
         if not isinstance(name, str):
             raise TrainingValidationError(
                 f'Trainer.add_hook: a hook needs a __name__ (str). Received: {hook!r}'
+            )
+        if getattr(self, '_running', False):
+            raise TrainingValidationError(
+                f"Trainer.add_hook: cannot add hook '{name}' while train() or "
+                'evaluate() runs (e.g. from inside another hook): it would be '
+                'called without having been started. Add it before train(), '
+                'or between two train() calls.'
             )
         if name in self.hooks:
             raise TrainingValidationError(
@@ -263,14 +292,56 @@ class Trainer(Describable):
         )
         self.hooks[name] = hook
 
-    def _start_hooks(self, net, named_data_iters) -> None:
+    def _start_hooks(self, net, named_data_iters, started: list) -> None:
         verbose = self.verbose and processes_of(self.stepper).is_root
-        for name, hook in self.hooks.items():
+        for name, hook in list(self.hooks.items()):
+            started.append((name, hook))  # ended even if its start fails
             try:
                 hook.start(net, self.stepper, verbose, named_data_iters)
             except Exception as err:
                 self._name_hook(err, name, hook, 'start')
                 raise
+
+    def _end_hooks(self, started: list, error: BaseException | None) -> None:
+        """Call ``end`` of the started hooks, last started first.
+
+        Every hook is ended even if another's ``end`` fails. With ``error``
+        (the exception ending the run) a failing ``end`` is noted on it;
+        otherwise the first failure is raised after all were ended.
+        """
+        first = None
+        for name, hook in reversed(started):
+            end = getattr(hook, 'end', None)
+            if not callable(end):
+                continue
+            try:
+                end()
+            except Exception as err:
+                self._name_hook(err, name, hook, 'its end')
+                if error is not None and hasattr(error, 'add_note'):
+                    error.add_note(
+                        f"Hook '{name}' also failed to end: {type(err).__name__}: {err}"
+                    )
+                elif first is None:
+                    first = err
+        if first is not None and error is None:
+            raise first
+
+    def _with_hooks(self, net, named_data_iters, body):
+        """Start the hooks, run ``body()`` and end the hooks however it ends."""
+        started: list = []
+        running = getattr(self, '_running', False)
+        self._running = True  # add_hook refuses new hooks until the end
+        try:
+            self._start_hooks(net, named_data_iters, started)
+            result = body()
+        except BaseException as err:
+            self._running = running
+            self._end_hooks(started, err)
+            raise
+        self._running = running
+        self._end_hooks(started, None)
+        return result
 
     def _name_hook(self, err, name, hook, when: str) -> None:
         note = (
@@ -361,6 +432,11 @@ class Trainer(Describable):
         epoch log ``'rolling_training'`` and call the ``'epoch'`` hooks;
         stop if one asked to.
 
+        However ``train`` ends (a stop request, an exception from a hook or
+        an iterator, ``KeyboardInterrupt``), it calls ``hook.end()`` of
+        every hook it started, last first, so that what hooks changed in
+        the process (a signal handler, a progress bar) is put back.
+
         A hook is due when its ``timescale`` matches and the count is a
         multiple of its ``interval``. Its non-None return value is logged
         under its name (dicts nest, other values are appended to lists);
@@ -441,7 +517,17 @@ class Trainer(Describable):
         self, net, training_data_iter, named_data_iters, resume, processes
     ) -> None:
         check_lengths_agree(processes, training_data_iter)
-        self._start_hooks(net, named_data_iters)
+        self._with_hooks(
+            net,
+            named_data_iters,
+            lambda: self._train_started(
+                net, training_data_iter, named_data_iters, resume, processes
+            ),
+        )
+
+    def _train_started(
+        self, net, training_data_iter, named_data_iters, resume, processes
+    ) -> None:
         run = _Run(net, named_data_iters, processes)
         if resume is not None:
             checkpoint.apply_resume(self, resume, run)
@@ -480,11 +566,23 @@ class Trainer(Describable):
             run.epoch_start_iterator_states = checkpoint.iterator_states(
                 {'training_data_iter': training_data_iter}
             )
-        skip = run.batches_done
+        batches = iter(training_data_iter(handler=net.handler))
+        # resumed mid-epoch: replay the batches done (the same order and
+        # draws as the recorded run), then go on with the states the
+        # recorded run had, which monitors passing over the training
+        # iterator may have advanced
+        for _ in itertools.islice(batches, run.batches_done):
+            pass
+        if run.training_states_now is not None:
+            checkpoint.set_chain_states(
+                'training_data_iter',
+                training_data_iter,
+                run.training_states_now,
+                'resumed',
+            )
+            run.training_states_now = None
         stop = False
-        for i, data in enumerate(training_data_iter(handler=net.handler)):
-            if i < skip:
-                continue
+        for data in batches:
             net.provide_external_data(data, check_finite=run.finite_check is not None)
             self.current_update_nr += 1
             self.stepper.run()
@@ -535,17 +633,21 @@ class Trainer(Describable):
         """Start the hooks and call them once with the current counters.
 
         ``'epoch'`` hooks are called, then ``'update'`` hooks, logging into
-        :attr:`results` instead of :attr:`logs`.
+        :attr:`results` instead of :attr:`logs`; then every hook's ``end``
+        (also if one raised).
 
         Returns:
             :attr:`results`.
         """
         check_data_iterators(net, named_data_iters)
-        net._enter('Trainer.evaluate')
-        try:
-            self._start_hooks(net, named_data_iters)
+
+        def emit():
             self._emit_hooks(net, 'epoch', self.results)
             self._emit_hooks(net, 'update', self.results)
+
+        net._enter('Trainer.evaluate')
+        try:
+            self._with_hooks(net, named_data_iters, emit)
         finally:
             net._leave()
         return self.results

@@ -25,6 +25,8 @@ def _worker(*args):
         text=True,
         timeout=300,
         cwd=ROOT,
+        # this checkout's brainstorm, not an installed one
+        env=dict(os.environ, PYTHONPATH=ROOT),
     )
     assert result.returncode == 0, result.stderr
     return result.stdout

@@ -397,3 +397,78 @@ def test_rolling_training_restarts_each_epoch():
     np.testing.assert_allclose(
         trainer.logs['rolling_training']['total_loss'], expected, rtol=1e-6
     )
+
+
+def test_second_train_call_starts_the_stepper_again_as_in_05():
+    """Documented on Trainer: counters and logs go on, the stepper state
+    (here the momentum velocity) begins from zero, its attributes stay."""
+    from brainstorm.training.steppers import MomentumStepper
+
+    seen = []
+
+    class SeesStepper(bs.hooks.Hook):
+        def start(self, net, stepper, verbose, named_data_iters):
+            super().start(net, stepper, verbose, named_data_iters)
+            seen.append(np.array(stepper.get_state()['part0.velocity']))
+
+        def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+            return None
+
+    stepper = MomentumStepper(0.1, momentum=0.9)
+    trainer = Trainer(stepper, verbose=False)
+    trainer.add_hook(SeesStepper('sees'))
+    trainer.add_hook(StopAfterEpoch(1))
+    net = blob_net()
+    trainer.train(net, blob_iter())
+    assert np.abs(stepper.get_state()['part0.velocity']).max() > 0
+    stepper.learning_rate = 0.05
+    trainer.hooks['StopAfterEpoch'].max_epochs = 2
+    trainer.train(net, blob_iter())
+    assert len(seen) == 2
+    assert not seen[1].any()  # started again: zero velocity
+    assert stepper.learning_rate == 0.05
+    assert trainer.current_epoch_nr == 2
+    assert len(trainer.logs['rolling_training']['total_loss']) == 2
+
+
+@pytest.mark.parametrize('when', ['update', 'epoch', 'start', 'evaluate'])
+def test_add_hook_while_training_is_refused_at_once(when):
+    """Adding a hook from inside a hook raises a clear error at the
+    add_hook call (it used to add an unstarted hook that failed later with
+    a TypeError); training ends with that error, and afterwards hooks can
+    be added again."""
+    attempts = []
+
+    class Adds(bs.hooks.Hook):
+        def _add(self):
+            late = MonitorLoss('training_data_iter', name='late', timescale='update')
+            try:
+                trainer.add_hook(late)
+            except TrainingValidationError as err:
+                attempts.append(str(err))
+                raise
+
+        def start(self, net, stepper, verbose, named_data_iters):
+            super().start(net, stepper, verbose, named_data_iters)
+            if when == 'start':
+                self._add()
+
+        def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+            if when == 'evaluate' or (when == 'update' and update_nr == 1):
+                self._add()
+            if when == 'epoch' and epoch_nr == 1:
+                self._add()
+
+    trainer = Trainer(SgdStepper(0.01), verbose=False)
+    trainer.add_hook(Adds('adds', 'epoch' if when == 'epoch' else 'update'))
+    trainer.add_hook(StopAfterEpoch(2))
+    net = blob_net()
+    with pytest.raises(TrainingValidationError, match="cannot add hook 'late'"):
+        if when == 'evaluate':
+            trainer.evaluate(net, training_data_iter=blob_iter())
+        else:
+            trainer.train(net, blob_iter())
+    assert len(attempts) == 1 and 'while train() or evaluate() runs' in attempts[0]
+    assert 'late' not in trainer.hooks
+    trainer.add_hook(MonitorLoss('training_data_iter', name='late'))
+    assert 'late' in trainer.hooks

@@ -23,6 +23,7 @@ Shared behaviour:
   steppers, chosen by layer-name patterns.
 """
 
+from brainstorm.describable import Describable
 from brainstorm.training.steppers.adaptive import (
     AdamStepper,
     AdamWStepper,
@@ -37,6 +38,8 @@ from brainstorm.training.steppers.sgd import (
     SgdStepper,
 )
 
+# Describable: Brainstorm 0.5's module brainstorm/training/steppers.py
+# imported it, so it stays importable from here (tests/test_compat_05.py)
 __all__ = [
     'TrainingStepper',
     'ForwardStepper',
