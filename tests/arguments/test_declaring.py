@@ -8,6 +8,8 @@ and ``__validate__`` runs once, after the outermost constructor.
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -363,3 +365,42 @@ def test_declare_default_error_and_listing():
 def test_restoring_refuses_an_undeclared_key_of_a_declaring_class():
     with pytest.raises(DescriptionError, match='unknown key'):
         create_from_description({'@type': 'Span', 'low': 1, 'middle': 2})
+
+
+# ------------------------------------------- the library's declarations ---
+
+
+def _library_constructors():
+    import brainstorm as bs  # noqa: F401
+    import brainstorm.data_iterators  # noqa: F401
+    import brainstorm.hooks  # noqa: F401
+    import brainstorm.initializers  # noqa: F401
+    import brainstorm.scorers  # noqa: F401
+    import brainstorm.training  # noqa: F401
+    import brainstorm.value_modifiers  # noqa: F401
+    from brainstorm.utils import get_inheritors
+
+    for cls in sorted(get_inheritors(Describable), key=lambda c: c.__name__):
+        if cls.__module__.startswith('brainstorm.') and declared_arguments(cls):
+            yield cls
+
+
+def test_each_declared_default_is_the_constructors_default():
+    # restoring a description that lacks a key gives the declared default,
+    # so it must be what the constructor gives when the argument is left out
+    checked = 0
+    for cls in _library_constructors():
+        parameters = inspect.signature(cls.__init__).parameters
+        for name, arg in declared_arguments(cls).items():
+            parameter = parameters.get(name)
+            if parameter is None or arg.state or name.startswith('*'):
+                continue
+            checked += 1
+            where = f'{cls.__name__}.{name}'
+            if parameter.default is parameter.empty:
+                assert arg.default is REQUIRED, where
+            else:
+                assert arg.default is not REQUIRED, where
+                assert type(arg.default) is type(parameter.default), where
+                assert arg.default == parameter.default, where
+    assert checked > 100
