@@ -40,9 +40,9 @@ from brainstorm.arguments import (
     Real,
     Str,
     Writable,
+    checks,
     declare,
 )
-from brainstorm.arguments import checks
 from brainstorm.describable import Describable, get_description
 from brainstorm.handlers.base_handler import Handler
 from brainstorm.utils import DescriptionError, ValidationError
@@ -599,9 +599,7 @@ def test_int_invalid_examples_hold_the_neighbours_of_each_bound(check):
 
 @pytest.mark.parametrize('check', REALS.values(), ids=list(REALS))
 def test_real_invalid_examples_hold_the_values_beyond_each_bound(check):
-    invalid = [
-        float(v) for v in check.invalid_examples if type(v) in (int, float)
-    ]
+    invalid = [float(v) for v in check.invalid_examples if type(v) in (int, float)]
     assert any(math.isnan(v) for v in invalid)
     if check.finite:
         assert math.inf in invalid
@@ -653,7 +651,7 @@ def test_only_a_dict_with_type_counts_as_a_description():
 
 
 def test_a_bad_item_error_says_where_it_sits_when_normalize_is_called_directly():
-    with pytest.raises(ValueError, match=r"^\[1\] must be an int in \[0, 5\]$"):
+    with pytest.raises(ValueError, match=r'^\[1\] must be an int in \[0, 5\]$'):
         ListOf(Int(0, 5)).normalize([1, 'x'])
     with pytest.raises(ValueError, match=r"^\['b'\]\[0\] must be a finite number"):
         DictOf(ListOf(Real())).normalize({'a': [1.0], 'b': [math.nan]})

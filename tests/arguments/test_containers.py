@@ -165,7 +165,9 @@ def test_list_of_invalid_examples_hold_the_empty_list_when_nonempty():
 
 def test_list_of_restores_lists_only():
     check = ListOf(Instance(BoxThing))
-    restored = check.restore([get_description(BoxThing(1)), get_description(BoxThing(2))])
+    restored = check.restore(
+        [get_description(BoxThing(1)), get_description(BoxThing(2))]
+    )
     assert [t.n for t in restored] == [1, 2]
     assert ListOf(Int()).restore([1, 2]) == [1, 2]
     for value in ('ab', 5, {'a': 1}, None):

@@ -151,12 +151,15 @@ def test_declared_arguments_merge_along_the_mro():
 
 @pytest.mark.parametrize('cls', [Span, SteppedSpan, PlainSpan])
 @pytest.mark.parametrize(
-    'kwargs, name', [({'low': -1}, 'low'), ({'high': 6}, 'high'), ({'low': True}, 'low')]
+    'kwargs, name',
+    [({'low': -1}, 'low'), ({'high': 6}, 'high'), ({'low': True}, 'low')],
 )
 def test_each_declared_constructor_argument_is_checked(cls, kwargs, name):
     with pytest.raises(TrainingValidationError) as info:
         cls(**kwargs)
-    assert str(info.value).startswith(f'{cls.__name__}: {name} must be an int in [0, 5].')
+    assert str(info.value).startswith(
+        f'{cls.__name__}: {name} must be an int in [0, 5].'
+    )
 
 
 def test_the_bounds_of_a_declared_argument_are_included():
@@ -240,7 +243,7 @@ def test_none_passes_only_where_the_default_is_none():
     with pytest.raises(TrainingValidationError):
         check_value('f', Span, 'n', maybe, 6)
     for default in (1, REQUIRED, 0):
-        with pytest.raises(TrainingValidationError, match="Received: n=None"):
+        with pytest.raises(TrainingValidationError, match='Received: n=None'):
             check_value('f', Span, 'n', Arg(Int(0, 5), default=default), None)
 
 
@@ -284,7 +287,9 @@ def test_check_value_errors_keep_the_checks_detail():
 
 
 def test_check_arguments_checks_and_normalises_declared_values_only():
-    result = check_arguments(WithState, 'WithState', {'size': np.int64(2), 'extra': 'x'})
+    result = check_arguments(
+        WithState, 'WithState', {'size': np.int64(2), 'extra': 'x'}
+    )
     assert result == {'size': 2, 'extra': 'x'}
     assert type(result['size']) is int
     # state is checked when restoring, not here
