@@ -113,7 +113,7 @@ class DictOf(Check):
         """Non-dicts, an invalid key and dicts with invalid values."""
         example = self.check.example
         bad_keys = [k for k in self.keys.invalid_examples if isinstance(k, Hashable)]
-        invalid = [5, 'x', [example], {bad_keys[0]: example}]
+        invalid = [5, 'x', [example]] + [{k: example} for k in bad_keys[:1]]
         invalid += [{self.keys.example: v} for v in self.check.invalid_examples[:2]]
         if self.nonempty:
             invalid.append({})

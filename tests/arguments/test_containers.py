@@ -159,6 +159,32 @@ def test_list_of_invalid_examples_hold_a_bad_item_among_good_ones():
         assert mixed, lists
 
 
+@pytest.mark.parametrize(
+    'check',
+    [
+        ListOf(Int(0, 5)),
+        ListOf(Int(0, 5), nonempty=True),
+        ListOf(Int(1), length=1),
+        ListOf(Int(1), length=2, as_tuple=True),
+        ListOf(Real(0, 1), length=3),
+        ListOf(ListOf(Str(), nonempty=True)),
+    ],
+)
+def test_list_of_examples(check):
+    assert accepts(check, check.example)
+    assert check.invalid_examples
+    for bad in check.invalid_examples:
+        assert refuses(check, bad), bad
+
+
+def test_dict_of_with_a_key_check_without_hashable_invalid_examples():
+    keys = Choice('no such choice', 3, None)  # its one invalid example is a list
+    check = DictOf(Int(), keys=keys)
+    assert check.normalize({3: 1}) == {3: 1}
+    for bad in check.invalid_examples:
+        assert refuses(check, bad), bad
+
+
 def test_list_of_invalid_examples_hold_the_empty_list_when_nonempty():
     assert [] in ListOf(Int(), nonempty=True).invalid_examples
 
