@@ -299,9 +299,10 @@ class Instance(Check):
 
     @property
     def invalid_examples(self) -> tuple:
-        """Values of other types, None, and the class itself."""
+        """Values of other types, None, and the class itself (those refused)."""
         kinds = self.kind if isinstance(self.kind, tuple) else (self.kind,)
-        return (5, 'x', None, kinds[0], object())
+        candidates = (5, 'x', None, kinds[0], object())
+        return tuple(v for v in candidates if not _passes(self, v))
 
     @property
     def example(self) -> object:

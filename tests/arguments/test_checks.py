@@ -571,6 +571,8 @@ ALL = {
     'Optional(Real(0, 1))': Optional(Real(0, 1)),
     'Instance': Instance(EdgeThing, example=EdgeThing),
     'Instance(tuple)': Instance((EdgeThing, OtherThing), example=OtherThing),
+    'Instance(object)': Instance(object, example=5),
+    'Instance(int)': Instance(int, example=5),
     'Callable': Callable(),
     'Writable': Writable(),
     'FloatDtype': FloatDtype(),
