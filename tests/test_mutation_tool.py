@@ -203,3 +203,65 @@ def test_a_mutant_that_breaks_the_import_of_a_test_module_is_killed(
     )
     assert status == 'killed'
     assert (tmp_path / 'pkg' / 'mod.py').read_text() == source
+
+
+def _mutant_at(line):
+    return mutation.Mutant('m', 'constant', 0, 1, '6', line, line)
+
+
+def test_tests_are_selected_by_the_lines_they_run():
+    tests = ['tests/test_a.py', 'tests/test_b.py']
+    lines = {3: {'tests/test_a.py::test_x'}, 4: {'tests/test_b.py::test_y'}}
+    assert mutation.select_tests(_mutant_at(3), lines, tests) == [
+        'tests/test_a.py::test_x'
+    ]
+    # a line no test ran here (other processes, or never): all the tests
+    assert mutation.select_tests(_mutant_at(9), lines, tests) == tests
+
+
+def test_a_line_run_at_import_selects_every_test_of_the_module():
+    # what a line makes at import or collection (a constant, a check built
+    # in a parametrize list) is used by tests that run no line of the
+    # module: only running all of its tests can notice the mutant
+    tests = ['tests/test_a.py', 'tests/test_b.py']
+    lines = {1: {'', 'tests/test_a.py::test_x'}, 3: {'tests/test_a.py::test_x'}}
+    assert mutation.select_tests(_mutant_at(1), lines, tests) == tests
+
+
+MODULE = 'LIMIT = 5\n\n\ndef double(x):\n    return 2 * x\n'
+TESTS = """\
+from pkg.mod import LIMIT, double
+
+
+def test_double():
+    assert double(3) == 6
+
+
+def test_limit():
+    assert LIMIT == 5  # runs no line of pkg/mod.py
+"""
+
+
+@pytest.mark.slow
+def test_a_mutant_of_a_constant_used_only_at_import_is_killed(tmp_path, monkeypatch):
+    for folder in ('pkg', 'tests'):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / '__init__.py').write_text('')
+    (tmp_path / 'pkg' / 'mod.py').write_text(MODULE)
+    (tmp_path / 'tests' / 'test_mod.py').write_text(TESTS)
+    state = tmp_path / '.mutation'
+    state.mkdir()
+    monkeypatch.setattr(mutation, 'ROOT', str(tmp_path))
+    monkeypatch.setattr(mutation, 'STATE', str(state))
+    monkeypatch.setattr(mutation, 'REPORTS', str(tmp_path / 'reports'))
+    results = mutation.mutate_module(
+        'pkg/mod.py', {'tests': ['tests/test_mod.py']}, only_survivors=False
+    )
+    assert results == {
+        '<module>::constant::5 -> 6::5': 'killed',
+        'double::arithmetic::* -> /::2 * x': 'killed',
+        'double::constant::2 -> 3::2': 'killed',
+    }
+    assert (tmp_path / 'pkg' / 'mod.py').read_text() == MODULE
+    report = (tmp_path / 'reports' / 'pkg.mod.txt').read_text()
+    assert 'survived: 0' in report

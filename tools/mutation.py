@@ -597,6 +597,23 @@ def save_results(results: dict) -> None:
     os.replace(path + '.new', path)
 
 
+def select_tests(mutant: Mutant, lines: dict, tests: list[str]) -> list[str]:
+    """The tests to run against ``mutant``: those that ran its lines.
+
+    All of the module's tests where a line ran at import or test collection
+    (the pseudo test ''): a test may use what was built then without running
+    a line of the module itself (a check made in a parametrize list, a
+    module constant). All of them too where no test ran the lines in this
+    process (they run only in other processes, or never).
+    """
+    covering: set[str] = set()
+    for line in range(mutant.first_line, mutant.last_line + 1):
+        covering |= lines.get(line, set())
+    if not covering or '' in covering:
+        return list(tests)
+    return sorted(covering)
+
+
 def mutate_module(module: str, settings: dict, only_survivors: bool) -> dict:
     """Run every mutant of ``module``; return its results by mutant name."""
     tests = settings['tests']
@@ -612,9 +629,6 @@ def mutate_module(module: str, settings: dict, only_survivors: bool) -> dict:
     start = time.time()
     baseline = float(lines.pop(0, {'60'}).pop())
     timeout = max(30.0, 3 * baseline + 10)
-    # lines that run at import (the pseudo test '') matter to every test
-    # that uses the module at all
-    users = set().union(*lines.values()) - {''} if lines else set()
     print(f'{module}: {len(mutants)} mutants; all its tests take {baseline:.1f} s')
     for i, mutant in enumerate(mutants, 1):
         if mutant.ident in equivalent:
@@ -623,15 +637,7 @@ def mutate_module(module: str, settings: dict, only_survivors: bool) -> dict:
         if only_survivors and previous.get(mutant.ident) == 'killed':
             current[mutant.ident] = 'killed'
             continue
-        covering: set[str] = set()
-        for line in range(mutant.first_line, mutant.last_line + 1):
-            covering |= lines.get(line, set())
-        if '' in covering and users:
-            selected = sorted(users)
-        elif not covering or '' in covering:
-            selected = tests  # runs only in other processes, or never
-        else:
-            selected = sorted(covering)
+        selected = select_tests(mutant, lines, tests)
         status = run_mutant(module, source, stat, mutant, selected, timeout)
         current[mutant.ident] = status
         mark = {'killed': '.', 'timeout': 'T', 'survived': 'S'}[status]

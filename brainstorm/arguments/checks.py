@@ -95,8 +95,9 @@ class Int(Check):
             self.expected = (
                 f'an int in [{low}, {high}]' if low is not None else f'an int <= {high}'
             )
-        self.example = low if low is not None else 0
-        invalid = [1.5, 'x', True, None, high + 1]
+        self.example = low if low is not None else min(0, high)
+        # both bools: one of them may lie inside the bounds
+        invalid = [1.5, 'x', False, True, None, high + 1]
         if low is not None:
             invalid.append(low - 1)
         self.invalid_examples = tuple(invalid)
@@ -145,7 +146,7 @@ class Real(Check):
             self.example = high - 1
         else:
             self.example = 1.0
-        invalid = ['x', float('nan'), None, True, [1.0]]
+        invalid = ['x', float('nan'), None, False, True, [1.0]]
         if finite:
             invalid.append(float('inf'))
         if math.isfinite(low):
@@ -160,19 +161,19 @@ class Real(Check):
 
     def normalize(self, value: Any) -> Any:
         """Return ``value`` as a float, refusing bools, NaN, and values out of range."""
-        if (
-            not isinstance(value, numbers.Real)
-            or isinstance(value, (bool, np.bool_))
-            or math.isnan(value)
-            or (self.finite and not math.isfinite(value))
-        ):
+        if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)):
             raise ValueError
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond the float range
+            raise ValueError('too large for a float') from None
+        if math.isnan(number) or (self.finite and not math.isfinite(number)):
+            raise ValueError
         too_low = number < self.low if self.include_low else number <= self.low
         too_high = number > self.high if self.include_high else number >= self.high
         if too_low or too_high:
             raise ValueError
-        return float(value)
+        return number
 
 
 class Bool(Check):
@@ -227,7 +228,9 @@ class Choice(Check):
         self.choices = choices
         self.expected = 'one of ' + ', '.join(repr(c) for c in choices)
         self.example = choices[0]
-        self.invalid_examples = ('no such choice', 3, None, ['a'])
+        self.invalid_examples = tuple(
+            v for v in ('no such choice', 3, None, ['a']) if not _passes(self, v)
+        )
 
     def normalize(self, value: Any) -> Any:
         """Return ``value`` if it equals one of the choices (and has its type)."""
@@ -296,9 +299,10 @@ class Instance(Check):
 
     @property
     def invalid_examples(self) -> tuple:
-        """Values of other types, None, and the class itself."""
+        """Values of other types, None, and the class itself (those refused)."""
         kinds = self.kind if isinstance(self.kind, tuple) else (self.kind,)
-        return (5, 'x', None, kinds[0], object())
+        candidates = (5, 'x', None, kinds[0], object())
+        return tuple(v for v in candidates if not _passes(self, v))
 
     @property
     def example(self) -> object:
@@ -396,7 +400,8 @@ class _At(ValueError):
     """
 
     def __init__(self, path: str, expected: str, detail: str = ''):
-        super().__init__(detail)
+        shown = f' ({detail})' if detail else ''
+        super().__init__(f'{path} must be {expected}{shown}')
         self.path, self.expected, self.detail = path, expected, detail
 
 

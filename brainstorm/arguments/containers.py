@@ -6,6 +6,7 @@ sits (``[2]``, ``['a']``) in its error message.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
@@ -50,13 +51,19 @@ class ListOf(Check):
 
     @property
     def invalid_examples(self) -> tuple:
-        """Non-lists, lists with invalid items, and lists of the wrong length."""
-        invalid = [5, 'x', {'a': self.check.example}]
-        invalid += [[v] for v in self.check.invalid_examples[:2]]
+        """Non-lists, an invalid item among valid ones, and wrong lengths.
+
+        With a fixed ``length`` n, lists of n - 1 and n + 1 valid items.
+        """
+        example = self.check.example
+        good = [example] * ((self.length or 2) - 1)
+        invalid = [5, 'x', {'a': example}]
+        invalid += [good + [v] for v in self.check.invalid_examples[:2]]
         if self.nonempty:
             invalid.append([])
         if self.length:
-            invalid.append([self.check.example] * (self.length + 1))
+            invalid.append(good)
+            invalid.append([example] * (self.length + 1))
         return tuple(invalid)
 
     @property
@@ -103,9 +110,10 @@ class DictOf(Check):
 
     @property
     def invalid_examples(self) -> tuple:
-        """Non-dicts, non-str keys and dicts with invalid values."""
+        """Non-dicts, an invalid key and dicts with invalid values."""
         example = self.check.example
-        invalid = [5, 'x', [example], {3: example}]
+        bad_keys = [k for k in self.keys.invalid_examples if isinstance(k, Hashable)]
+        invalid = [5, 'x', [example]] + [{k: example} for k in bad_keys[:1]]
         invalid += [{self.keys.example: v} for v in self.check.invalid_examples[:2]]
         if self.nonempty:
             invalid.append({})
@@ -213,8 +221,10 @@ class NumericArray(Check):
             np.array(['a', 'b']),
             np.zeros(2, dtype=object),
         ]
-        if finite:
-            invalid.append(np.full(self.example.shape, np.nan))
+        if finite:  # one NaN among finite values
+            holed = self.example.copy()
+            holed.flat[-1] = np.nan
+            invalid.append(holed)
         if min_ndim:
             invalid.append(np.ones((2,) * (min_ndim - 1)))
         self.invalid_examples = tuple(invalid)
