@@ -412,3 +412,59 @@ def test_a_folder_that_does_not_exist_is_a_file_write_error(tmp_path):
     assert info.value.errno == errno.ENOENT
     assert info.value.filename == str(target)
     assert isinstance(info.value.__cause__, FileNotFoundError)
+
+
+# ------------------------------------------------ hidden checkpoint folder --
+
+
+def test_a_checkpoint_in_a_hidden_folder_resumes(tmp_path, monkeypatch):
+    """docs/data_format.rst allows paths inside the checkpoint's own folder."""
+    from brainstorm.data_iterators import Undivided
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / '.runs').mkdir()
+    data = {'default': np.ones((1, 4, 3)), 'targets': np.zeros((1, 4, 1))}
+    trainer = bs.Trainer(bs.training.SgdStepper(0.01), verbose=False)
+    trainer.add_hook(bs.hooks.SaveLogsCSV('.runs/logs.csv'))
+    trainer.add_hook(bs.hooks.SaveCheckpoint('.runs/run.ckpt'))
+    trainer.add_hook(bs.hooks.StopAfterEpoch(1))
+    trainer.train(small_net(), Undivided(**data))
+    resumed, _ = bs.Trainer.from_checkpoint('.runs/run.ckpt')
+    assert resumed.hooks['SaveLogsCSV'].filename == '.runs/logs.csv'
+
+
+@pytest.mark.parametrize(
+    'path, accepted',
+    [
+        ('.runs/logs.csv', True),  # inside the checkpoint's (hidden) folder
+        ('.runs/sub/logs.csv', True),
+        ('.runs/.cache/logs.csv', False),  # hidden below the checkpoint's folder
+        ('.runs/sub/.x', False),
+        ('.other/logs.csv', False),  # hidden below the working folder
+        ('logs.csv', True),
+        ('.runs', False),  # the checkpoint's folder itself is no file
+        ('.runs/x.py', False),
+    ],
+)
+def test_hidden_parts_count_below_the_innermost_allowed_folder(
+    path, accepted, tmp_path, monkeypatch
+):
+    from brainstorm.training.checkpoint import check_restored_path
+
+    monkeypatch.chdir(tmp_path)
+    folders = [str(tmp_path / '.runs')]
+    if accepted:
+        check_restored_path('hook', path, folders)
+    else:
+        with pytest.raises(bs.utils.TrainingValidationError, match='refusing'):
+            check_restored_path('hook', path, folders)
+
+
+def test_a_hidden_checkpoint_folder_deeper_than_the_working_folder(tmp_path, monkeypatch):
+    from brainstorm.training.checkpoint import check_restored_path
+
+    monkeypatch.chdir(tmp_path)
+    deep = tmp_path / 'a' / '.runs'
+    check_restored_path('hook', 'a/.runs/logs.csv', [str(deep)])
+    with pytest.raises(bs.utils.TrainingValidationError, match='hidden'):
+        check_restored_path('hook', 'a/.runs/logs.csv', [])
