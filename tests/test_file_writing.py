@@ -79,6 +79,12 @@ def write(size):
     elif kind == 'plot':
         train(net, bs.hooks.SavePlot(path, ['validation.total_loss']),
               epochs=1 if size < 50 else 30)
+    elif kind == 'dataset':  # the data scripts in data/
+        import _common
+        rnd = np.random.RandomState(size)
+        _common.write_hdf5_atomically(
+            path, lambda f: f.create_dataset('x', data=rnd.rand(size * 100),
+                                              chunks=True, compression='gzip'))
     elif kind == 'dot':
         with warnings.catch_warnings():
             warnings.simplefilter('ignore')
@@ -92,7 +98,7 @@ def load():
         return bs.Network.from_hdf5(path).get('parameters').sum()
     if kind == 'checkpoint':
         return bs.Trainer.from_checkpoint(path)[1].get('parameters').sum()
-    if kind in ('extract', 'logs'):
+    if kind in ('extract', 'logs', 'dataset'):
         import h5py
         with h5py.File(path, 'r') as f:
             return sorted(f)
@@ -104,7 +110,10 @@ def digest():
         return hashlib.sha256(f.read()).hexdigest()
 
 
+root = os.getcwd()
 os.chdir(folder)
+if kind == 'dataset':
+    sys.path.insert(0, os.path.join(root, 'data'))
 write(2)
 good, before = digest(), load()
 if limit > 0:
@@ -157,6 +166,7 @@ FILES = {
     'csv': 'logs.csv',
     'plot': 'curves.png',
     'dot': 'net.dot',
+    'dataset': 'MNIST.hdf5',
 }
 LIMITS = {
     'network': 40000,
@@ -166,6 +176,7 @@ LIMITS = {
     'csv': 10,
     'plot': 3000,
     'dot': 40,
+    'dataset': 40000,
 }
 
 
@@ -209,7 +220,9 @@ def full_disk(tmp_path):
         subprocess.run(['umount', str(folder)], check=True)
 
 
-@pytest.mark.parametrize('kind', ['network', 'checkpoint', 'extract', 'csv'])
+@pytest.mark.parametrize(
+    'kind', ['network', 'checkpoint', 'extract', 'csv', 'dataset']
+)
 def test_a_full_disk_keeps_the_previous_file(kind, full_disk):
     # a text file is smaller than the space left for the others
     free = 0 if kind == 'csv' else 16384
