@@ -262,7 +262,7 @@ def test_temporaries_of_this_process_are_kept_only_while_live(tmp_path):
     [
         f'{PREFIX}1-abcd.tmpx',  # not a temporary
         f'{PREFIX}1-abcd.txt',
-        f'.y.brainstorm-1-abcd.tmp',  # another file's
+        '.y.brainstorm-1-abcd.tmp',  # another file's
         f'{PREFIX}x1-abcd.tmp',  # no pid
         f'{PREFIX}\u00b2-abcd.tmp',  # a digit that is no ASCII digit
         f'{PREFIX}-abcd.tmp',
@@ -562,11 +562,15 @@ def test_a_constant_buffer_at_its_limit_loads_and_beyond_is_refused():
     inp, out = bs.tools.get_in_out_layers('classification', 3, 2)
     description = {
         '@type': 'Network',
-        'architecture': bs.generate_architecture(inp >> bs.layers.FullyConnected(4) >> out),
+        'architecture': bs.generate_architecture(
+            inp >> bs.layers.FullyConnected(4) >> out
+        ),
     }
     from brainstorm.structure.layout import constant_size, plan_network
 
-    _, _, layout = plan_network(description['architecture'], bs.handlers.default_handler)
+    _, _, layout = plan_network(
+        description['architecture'], bs.handlers.default_handler
+    )
     n = int(layout['parameters']['@slice'][1] - layout['parameters']['@slice'][0])
     constant = constant_size(layout)
     limit = 3 * n + network_io._CONSTANT_ALLOWANCE
@@ -602,3 +606,25 @@ def test_a_network_file_written_today_has_the_documented_layout(tmp_path):
         assert json.loads(f['description'][()].tobytes()) == bs.get_description(net)
     with h5py.File(tmp_path / 'n.h5', 'r') as f:
         assert 'comment' not in f.attrs
+
+
+def test_the_temporary_is_private_hidden_and_named_after_the_file(tmp_path):
+    base = 'n' * 200 + '.hdf5'  # long names are cut to 180 characters
+    seen = []
+
+    def write(tmp):
+        seen.append((os.path.basename(tmp), stat.S_IMODE(os.stat(tmp).st_mode)))
+        open(tmp, 'w').close()
+
+    old = os.umask(0)
+    try:
+        write_atomically(tmp_path / base, write)
+    finally:
+        os.umask(old)
+    ((name, mode),) = seen
+    assert mode == 0o600  # nobody else reads it while it is written
+    prefix = f'.{"n" * 180}.brainstorm-{os.getpid()}-'
+    assert name.startswith(prefix) and name.endswith('.tmp')
+    token = name[len(prefix) : -len('.tmp')]
+    assert len(token) == 16 and set(token) <= set('0123456789abcdef')
+    assert stat.S_IMODE(os.stat(tmp_path / base).st_mode) == 0o666

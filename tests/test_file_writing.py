@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(
 
 # The child: writes a good file, then (under a limit, or on a full disk) a
 # bigger one, and reports what happened as JSON on its last line.
-CHILD = r'''
+CHILD = r"""
 import hashlib, json, os, resource, signal, sys, warnings
 import numpy as np
 import brainstorm as bs
@@ -140,7 +140,7 @@ result['same'] = digest() == good
 result['loads'] = str(load()) == str(before)
 result['leftovers'] = [n for n in os.listdir(folder) if n.endswith('.tmp')]
 print(json.dumps(result))
-'''
+"""
 
 
 def run_child(kind, path, limit, timeout=120):
@@ -220,9 +220,7 @@ def full_disk(tmp_path):
         subprocess.run(['umount', str(folder)], check=True)
 
 
-@pytest.mark.parametrize(
-    'kind', ['network', 'checkpoint', 'extract', 'csv', 'dataset']
-)
+@pytest.mark.parametrize('kind', ['network', 'checkpoint', 'extract', 'csv', 'dataset'])
 def test_a_full_disk_keeps_the_previous_file(kind, full_disk):
     # a text file is smaller than the space left for the others
     free = 0 if kind == 'csv' else 16384
@@ -232,7 +230,7 @@ def test_a_full_disk_keeps_the_previous_file(kind, full_disk):
 
 # ------------------------------------------------------------ faulty disk --
 
-FAULTY = r'''
+FAULTY = r"""
 import sys
 import h5py
 import numpy as np
@@ -275,7 +273,7 @@ except bs.utils.ValidationError as err:
     print('refused:', type(err).__name__, err)
 else:
     print('accepted')
-'''
+"""
 
 
 @pytest.mark.parametrize('kind', ['network', 'checkpoint'])
@@ -473,7 +471,9 @@ def test_hidden_parts_count_below_the_innermost_allowed_folder(
             check_restored_path('hook', path, folders)
 
 
-def test_a_hidden_checkpoint_folder_deeper_than_the_working_folder(tmp_path, monkeypatch):
+def test_a_hidden_checkpoint_folder_deeper_than_the_working_folder(
+    tmp_path, monkeypatch
+):
     from brainstorm.training.checkpoint import check_restored_path
 
     monkeypatch.chdir(tmp_path)
