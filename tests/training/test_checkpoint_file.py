@@ -223,7 +223,8 @@ def test_a_missing_rank_is_refused(tmp_path):
         (set_attr('hooks/0', 'name', 5), 'attribute name must be a str naming one'),
         (
             lambda f: f.copy(f['hooks/0'], f['hooks'], name='1'),
-            "'hooks/1': attribute name must be a str naming one hook. Received: 'keeps'",
+            "'hooks/1': attribute name must be a str naming one hook. "
+            "Received: 'keeps'",
         ),
         (lambda f: f['hooks/0'].attrs.__delitem__('name'), "'name' is missing"),
     ],
