@@ -628,3 +628,40 @@ def test_the_temporary_is_private_hidden_and_named_after_the_file(tmp_path):
     token = name[len(prefix) : -len('.tmp')]
     assert len(token) == 16 and set(token) <= set('0123456789abcdef')
     assert stat.S_IMODE(os.stat(tmp_path / base).st_mode) == 0o666
+
+
+# ------------------------------------------------- nothing left behind ----
+
+
+def open_fds():
+    return sorted(os.listdir('/proc/self/fd'))
+
+
+@linux_only
+def test_writing_leaves_no_descriptor_open_and_the_umask_as_it_was(tmp_path):
+    old = os.umask(0o077)
+    try:
+        before = open_fds()
+        write_atomically(tmp_path / 'x', text_writer('x'))
+        write_hdf5(tmp_path / 'y.h5', lambda w: w.dataset('d', [1.0]))
+        assert open_fds() == before
+        assert os.umask(0o077) == 0o077  # reading the umask gave it back
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(tmp_path / 'x').st_mode) == 0o600
+
+
+@linux_only
+def test_a_file_with_damaged_attributes_is_closed_again(tmp_path, monkeypatch):
+    unchecked_file(tmp_path / 'x.h5', lambda f: f.create_dataset('d', data=[1]))
+    before = open_fds()
+
+    def get(self, name, default=None):
+        raise OSError('damaged attribute')
+
+    monkeypatch.setattr(h5py.AttributeManager, 'get', get)
+    with pytest.raises(NetworkValidationError, match='attributes are damaged') as info:
+        utils.open_hdf5(tmp_path / 'x.h5', NetworkValidationError, 'network file')
+    # closed at once, not when the error (whose traceback holds it) is gone
+    assert info.value.__traceback__ is not None
+    assert open_fds() == before
