@@ -665,3 +665,42 @@ def test_a_file_with_damaged_attributes_is_closed_again(tmp_path, monkeypatch):
     # closed at once, not when the error (whose traceback holds it) is gone
     assert info.value.__traceback__ is not None
     assert open_fds() == before
+
+
+# ------------------------------------------------------ digest definition --
+
+
+def test_value_bytes_tell_every_kind_apart_exactly():
+    vb = utils._value_bytes
+    assert vb('a') == b'str:a'
+    assert vb('\udc80') == b'str:\xed\xb2\x80'  # lone surrogates pass
+    assert vb(b'a') == b'bytes:a' and vb(np.bytes_(b'a')) == b'bytes:a'
+    assert vb(np.array(['a', 1], dtype=object)) == b"object:['a', 1]"
+    assert vb(np.int16(3)) == b'<i2():\x03\x00'
+    assert vb(np.arange(2, dtype='>i2')) == b'>i2(2,):\x00\x00\x00\x01'
+    transposed = np.arange(4, dtype=np.uint8).reshape(2, 2).T
+    assert vb(transposed) == b'|u1(2, 2):\x00\x02\x01\x03'
+    assert vb(7) == vb(np.int64(7)) and vb(0.5) == vb(np.float64(0.5))
+
+
+def test_the_digest_is_defined_over_sorted_names_and_exact_bytes():
+    import hashlib
+
+    def sha(*parts):
+        return hashlib.sha256(b''.join(parts)).hexdigest()
+
+    group = utils._digest_of(
+        {'b': 'y', CHECKSUM_ATTRIBUTE: 'left out', 'a': np.int8(1)}, members=['n', 'm']
+    )
+    assert group == sha(
+        b'attribute\0a\0',
+        b'|i1():\x01',
+        b'attribute\0b\0',
+        b'str:y',
+        b'member\0m\0',
+        b'member\0n\0',
+    )
+    assert utils._digest_of({}, members=[]) == sha()
+    dataset = utils._digest_of({'a': 'x'}, data=np.zeros(1, np.uint8))
+    assert dataset == sha(b'attribute\0a\0', b'str:x', b'data\0', b'|u1(1,):\x00')
+    assert utils._digest_of({}, data=b'') == sha(b'data\0', b'bytes:')
