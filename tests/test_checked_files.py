@@ -704,3 +704,14 @@ def test_the_digest_is_defined_over_sorted_names_and_exact_bytes():
     dataset = utils._digest_of({'a': 'x'}, data=np.zeros(1, np.uint8))
     assert dataset == sha(b'attribute\0a\0', b'str:x', b'data\0', b'|u1(1,):\x00')
     assert utils._digest_of({}, data=b'') == sha(b'data\0', b'bytes:')
+
+
+def test_checksums_are_the_default(tmp_path):
+    writer = CheckedWriter()
+    writer.dataset('d', [1.0])
+    (tmp_path / 'x.h5').write_bytes(writer.image())
+    write_hdf5(tmp_path / 'y.h5', lambda w: w.dataset('d', [1.0]))
+    for name in ('x.h5', 'y.h5'):
+        with h5py.File(tmp_path / name, 'r') as f:
+            assert CHECKSUM_ATTRIBUTE in f.attrs
+            assert CHECKSUM_ATTRIBUTE in f['d'].attrs
