@@ -450,7 +450,6 @@ def write_atomically(filename, write) -> None:
         _fsync_file(tmp)
         os.chmod(tmp, mode)
         os.replace(tmp, target)
-        created = False
     except BaseException as err:
         if created:
             _remove_quietly(tmp)
