@@ -715,3 +715,127 @@ def test_checksums_are_the_default(tmp_path):
         with h5py.File(tmp_path / name, 'r') as f:
             assert CHECKSUM_ATTRIBUTE in f.attrs
             assert CHECKSUM_ATTRIBUTE in f['d'].attrs
+
+
+# ------------------------------------------------------- reader's rules ----
+
+
+def signed_file(path):
+    def build(writer):
+        writer.set_attribute('', 'format', np.bytes_(b'F'))
+        writer.group('g')
+        writer.dataset('g/d', np.arange(3.0))
+
+    write_hdf5(path, build)
+
+
+def reader_of(f):
+    return CheckedReader(f, 'x.h5', NetworkValidationError, 'File')
+
+
+@pytest.mark.parametrize(
+    'edit',
+    [
+        lambda f: f.attrs.__setitem__('format', np.bytes_(b'G')),
+        lambda f: f.attrs.__setitem__('extra', 1),
+        lambda f: f.create_group('added'),
+    ],
+)
+def test_the_root_is_verified_when_the_file_is_opened(edit, tmp_path):
+    signed_file(tmp_path / 'x.h5')
+    with h5py.File(tmp_path / 'x.h5', 'r+') as f:
+        edit(f)
+    with h5py.File(tmp_path / 'x.h5', 'r') as f:
+        with pytest.raises(NetworkValidationError, match="'/': its checksum does not"):
+            reader_of(f)
+
+
+@pytest.mark.parametrize(
+    'value', [np.array([b'ab', b'cd']), 5, np.float64(1.0), np.array([1, 2])]
+)
+def test_a_malformed_checksum_is_refused(value, tmp_path):
+    signed_file(tmp_path / 'x.h5')
+    with h5py.File(tmp_path / 'x.h5', 'r+') as f:
+        f['g'].attrs[CHECKSUM_ATTRIBUTE] = value
+    with h5py.File(tmp_path / 'x.h5', 'r') as f:
+        with pytest.raises(NetworkValidationError, match="'g': malformed checksum"):
+            reader_of(f).group('g')
+
+
+def test_a_checksum_stored_as_text_is_accepted(tmp_path):
+    signed_file(tmp_path / 'x.h5')
+    with h5py.File(tmp_path / 'x.h5', 'r+') as f:
+        f['g'].attrs[CHECKSUM_ATTRIBUTE] = f['g'].attrs[CHECKSUM_ATTRIBUTE].decode()
+    with h5py.File(tmp_path / 'x.h5', 'r') as f:
+        reader_of(f).group('g')
+
+
+@pytest.mark.parametrize(
+    'link, name',
+    [
+        (lambda f: h5py.SoftLink('/g/d'), 'SoftLink'),
+        (lambda f: h5py.ExternalLink('other.h5', '/g/d'), 'ExternalLink'),
+    ],
+)
+def test_links_are_refused(link, name, tmp_path):
+    signed_file(tmp_path / 'x.h5')
+    with h5py.File(tmp_path / 'x.h5', 'r+') as f:
+        f['g/link'] = link(f)
+    with h5py.File(tmp_path / 'x.h5', 'r') as f:
+        reader = CheckedReader(f, 'x.h5', NetworkValidationError, 'File')
+        with pytest.raises(
+            NetworkValidationError,
+            match=f"'g/link': expected stored data. Received: {name}",
+        ):
+            reader.array('g/link')
+
+
+def test_the_reader_names_what_it_expected(tmp_path):
+    signed_file(tmp_path / 'x.h5')
+    with h5py.File(tmp_path / 'x.h5', 'r') as f:
+        reader = reader_of(f)
+        with pytest.raises(NetworkValidationError, match="'g/d': expected a group"):
+            reader.group('g/d')
+        with pytest.raises(NetworkValidationError, match="'g': expected a dataset"):
+            reader.array('g')
+        with pytest.raises(NetworkValidationError, match="'nothing': expected a group"):
+            reader.group('nothing')
+        assert list(reader.array('g/d')) == [0.0, 1.0, 2.0]
+
+
+def test_a_refused_step_leaves_the_writer_consistent(tmp_path):
+    writer = CheckedWriter()
+    for step in (
+        lambda: writer.dataset('missing/d', [1]),
+        lambda: writer.group('missing/g'),
+    ):
+        with pytest.raises(ValueError, match='CheckedWriter: cannot create'):
+            step()
+    writer.dataset('ok', [1])
+    (tmp_path / 'x.h5').write_bytes(writer.image())
+    assert not writer.file.id.valid  # image() closes the memory file
+    with h5py.File(tmp_path / 'x.h5', 'r') as f:
+        assert list(f) == ['ok']
+        reader_of(f).array('ok')
+
+
+@pytest.mark.parametrize(
+    'value, expected',
+    [
+        (np.bytes_(b'F v1'), b'F v1'),
+        ('F v1', b'F v1'),
+        (np.int64(5), np.int64(5)),
+        (None, None),
+    ],
+)
+def test_open_hdf5_gives_the_format_as_bytes_and_anything_else_as_it_is(
+    value, expected, tmp_path
+):
+    def build(f):
+        if value is not None:
+            f.attrs['format'] = value
+
+    unchecked_file(tmp_path / 'x.h5', build)
+    f, fmt = utils.open_hdf5(tmp_path / 'x.h5', NetworkValidationError, 'file')
+    f.close()
+    assert fmt == expected and type(fmt) is type(expected)
