@@ -614,7 +614,7 @@ class CheckedWriter:
     disk), so a full disk cannot hit HDF5 half-way: :func:`write_hdf5`
     writes the finished image with plain file writes, whose errors are
     raised. The checksum of each group and dataset (see
-    :class:`CheckedReader`) is computed from the values given to this
+    ``CheckedReader``) is computed from the values given to this
     writer, never read back from the file, so a file damaged on its way to
     the disk is refused when it is read.
 
