@@ -275,3 +275,46 @@ def test_check_description_accepts_none_for_the_optional_parts():
         }
     )
     assert parts['output_name'] is None and parts['handler'] is None
+
+
+@pytest.mark.parametrize(
+    'extra, ok', [(0, True), (1 << 16, True), ((1 << 16) + 1, False)]
+)
+def test_the_constant_buffer_may_exceed_three_times_the_parameters_by_65536(
+    extra, ok, monkeypatch
+):
+    net = make_net()
+    description = bs.get_description(net)
+    n = net.get('parameters').size
+    monkeypatch.setattr(network_io, 'constant_size', lambda layout: 3 * n + extra)
+    if ok:
+        network_io.check_stored_sizes(description, n, 'F', NetworkValidationError)
+    else:
+        with pytest.raises(
+            NetworkValidationError,
+            match=rf'^F: its architecture needs a constant buffer of {3 * n + extra} '
+            rf'elements for {n} parameters \(at most {3 * n + (1 << 16)} allowed\).$',
+        ):
+            network_io.check_stored_sizes(description, n, 'F', NetworkValidationError)
+
+
+@pytest.mark.parametrize(
+    'edit, start',
+    [
+        (
+            lambda f: f.attrs.__setitem__('format', np.bytes_(b'x')),
+            "'{}' is not a brainstorm network file",
+        ),
+        (
+            lambda f: f['parameters'].attrs.__setitem__('sha256', np.bytes_(b'0')),
+            "Network file '{}' is corrupt: 'parameters': its checksum",
+        ),
+    ],
+)
+def test_the_library_error_is_raised_as_it_is_not_wrapped(edit, start, tmp_path):
+    path = tmp_path / 'n.h5'
+    crafted(path, edit, sign=False)
+    with pytest.raises(NetworkValidationError) as info:
+        Network.from_hdf5(path)
+    assert str(info.value).startswith(start.format(path))
+    assert 'NetworkValidationError' not in str(info.value)
