@@ -449,3 +449,13 @@ def test_the_iterator_chain_follows_iter_and_stops_at_a_cycle():
     assert iterator_chain(a) == [a]
     assert iterator_chain(None) == []
     assert iterator_chain(object.__new__(object)) != []
+
+
+def test_the_library_error_is_raised_as_it_is_not_wrapped(tmp_path):
+    path = crafted(tmp_path, set_attr('random/global', 'pos', 9999))
+    with pytest.raises(TrainingValidationError) as info:
+        read_checkpoint(path)
+    assert str(info.value).startswith(
+        f"Checkpoint '{path}', 'random/global': random state entry 'pos' must be"
+    )
+    assert 'is corrupt: TrainingValidationError' not in str(info.value)
