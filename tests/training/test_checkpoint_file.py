@@ -17,7 +17,12 @@ from brainstorm.training.checkpoint_file import (
     set_random_state,
     write_checkpoint,
 )
-from brainstorm.utils import CHECKSUM_ATTRIBUTE, TrainingValidationError, add_checksums
+from brainstorm.utils import (
+    CHECKSUM_ATTRIBUTE,
+    TrainingValidationError,
+    add_checksums,
+    get_brainstorm_info,
+)
 
 
 def state(seed=1):
@@ -107,6 +112,7 @@ def test_the_file_layout(tmp_path):
     write(tmp_path / 'c.h5')
     with h5py.File(tmp_path / 'c.h5', 'r') as f:
         assert f.attrs['format'] == CHECKPOINT_FORMAT
+        assert f.attrs['info'] == get_brainstorm_info()
         assert sorted(f) == [
             'hooks',
             'network',
@@ -417,8 +423,12 @@ def test_a_random_state_is_restored_exactly_with_its_cached_gaussian_and_seed():
     plain = np.random.RandomState(0)
     set_random_state(plain, saved)  # no seed to set on NumPy's own
     assert plain.standard_normal() == expected[0]
+    before = plain.get_state()
     with pytest.raises(TrainingValidationError, match="set_random_state: .*'pos'"):
         set_random_state(plain, dict(saved, pos=900))
+    # a refused state is refused before NumPy sees it: the generator is as it was
+    after = plain.get_state()
+    assert after[2] == before[2] and np.array_equal(after[1], before[1])
 
 
 def test_get_random_state_gives_plain_values():
