@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 
 import numpy as np
 
@@ -20,6 +21,7 @@ __all__ = [
     'DescriptionError',
     'DatasetValidationError',
     'InitializationError',
+    'FileWriteError',
     'NAME_BLACKLIST',
     'is_valid_layer_name',
     'get_by_path',
@@ -33,6 +35,8 @@ __all__ = [
     'get_inheritors',
     'progress_bar',
     'write_atomically',
+    'write_hdf5',
+    'CheckedWriter',
     'get_brainstorm_info',
 ]
 
@@ -96,6 +100,22 @@ class DescriptionError(ValidationError, TypeError):
 
 class DatasetValidationError(ValidationError):
     """A data set file is missing or not in the layout of the data scripts."""
+
+
+class FileWriteError(OSError):
+    """A file could not be written (full disk, file-size limit, no permission).
+
+    Raised by every writer of brainstorm (network files, checkpoints, the
+    files of hooks, :func:`~brainstorm.tools.extract_and_save`). Its
+    message and ``filename`` name the file, ``errno`` is the operating
+    system's error number where there is one, and the error it comes from
+    is its ``__cause__``. The file keeps what it held before the write
+    (nothing is written over it), and no temporary file is left behind.
+    """
+
+    def __str__(self) -> str:
+        """The message (it names the file), without OSError's decorations."""
+        return str(self.strerror) if self.strerror is not None else super().__str__()
 
 
 class InitializationError(Exception):
@@ -292,11 +312,36 @@ def _current_umask() -> int:
     return mask
 
 
+#: The temporary files this process is writing now (full paths). A thread's
+#: cleanup of stale temporaries keeps these, so two threads writing to one
+#: path never delete each other's files.
+_LIVE_TEMPORARIES: set = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether process ``pid`` may still exist (False only if it surely does not)."""
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):
+        # PermissionError: it exists, owned by another user; a number
+        # beyond any pid cannot be checked, so its file is left alone
+        return True
+    return True
+
+
 def _remove_stale_temporaries(directory: str, prefix: str) -> None:
     """Remove temporary files of ``prefix`` whose writing process is gone.
 
     A process killed while writing leaves its temporary file behind; the
-    next write to the same path cleans up after it.
+    next write to the same path cleans up after it. Temporaries of another
+    live process (of any user), and those this process is writing now (in
+    any thread), are kept; this process's other temporaries are left over
+    from a failed cleanup and are removed.
     """
     import os
 
@@ -308,67 +353,142 @@ def _remove_stale_temporaries(directory: str, prefix: str) -> None:
         if not name.startswith(prefix) or not name.endswith('.tmp'):
             continue
         pid_text = name[len(prefix) :].split('-', 1)[0]
-        if not pid_text.isdigit():
+        if not (pid_text.isascii() and pid_text.isdigit()):
             continue
+        path = os.path.join(directory, name)
         pid = int(pid_text)
         if pid == os.getpid():
-            alive = False  # a write of this process that did not clean up
+            with _LIVE_LOCK:
+                alive = path in _LIVE_TEMPORARIES
         else:
-            try:
-                os.kill(pid, 0)
-                alive = True
-            except ProcessLookupError:
-                alive = False
-            except OSError:
-                alive = True  # exists, owned by someone else
+            alive = _process_alive(pid)
         if not alive:
-            try:
-                os.remove(os.path.join(directory, name))
-            except OSError:
-                pass
+            _remove_quietly(path)
 
 
-def write_atomically(filename: str, write) -> None:
-    """Write a file so that a crash never leaves it half-written.
+def _remove_quietly(path: str) -> None:
+    import os
+
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def as_file_name(filename, owner: str = 'write', error: type = TypeError) -> str:
+    """``filename`` (a str or ``os.PathLike``) as a non-empty str.
+
+    Args:
+        filename: the name given by the user.
+        owner: names the function, for messages.
+        error: the error to raise for anything else.
+
+    Raises:
+        error: for bytes, an empty name, a name with a NUL character or
+            anything that is not a path.
+    """
+    import os
+
+    try:
+        name = os.fspath(filename)
+    except TypeError:
+        name = None
+    if not isinstance(name, str) or not name or '\0' in name:
+        raise error(
+            f'{owner}: a file name must be a non-empty str or os.PathLike '
+            f'(without NUL characters). Received: {filename!r}'
+        )
+    return name
+
+
+def _write_error(filename: str, err: BaseException) -> FileWriteError:
+    """The library's error for a failed write of ``filename``."""
+    number = err.errno if isinstance(err, OSError) else None
+    reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+    error = FileWriteError(
+        number,
+        f"Cannot write '{filename}': {reason} ({type(err).__name__}). "
+        'The file keeps its previous content.',
+    )
+    error.filename = filename
+    return error
+
+
+def write_atomically(filename, write) -> None:
+    """Write a file so that a crash or a failed write never damages it.
 
     Calls ``write(tmp_name)`` for a temporary file in the same folder, flushes
     it to disk, moves it over ``filename`` in one step and flushes the folder.
     If anything fails, the temporary file is removed and an existing
     ``filename`` is left untouched; a temporary file left by a killed
-    process is removed by the next write to the same path.
+    process is removed by the next write to the same path. Threads may
+    write to the same path at once: the last move wins, and each file is
+    whole.
 
     A new file gets the permissions of the umask (``0o666 & ~umask``, like
     ``open``); a replaced file keeps its permissions. If ``filename`` is a
     symbolic link, the link is kept and the file it points to is replaced.
+
+    Args:
+        filename: the file, a str or ``os.PathLike``.
+        write: called with the temporary file's name; it writes and closes
+            the file (errors must be raised, not swallowed).
+
+    Raises:
+        FileWriteError: if the operating system refuses a step (a full
+            disk, a file-size limit, no permission, ...), naming the file.
+            Errors of ``write`` other than ``OSError`` and ``RuntimeError``
+            (HDF5's) are raised as they are.
     """
     import os
     import secrets
 
+    filename = as_file_name(filename, 'write_atomically')
     # follow a symlink: replacing the link itself would turn it into a
     # regular file and leave its target stale
     target = os.path.realpath(filename)
     directory, base = os.path.split(target)
     prefix = f'.{base[:180]}.brainstorm-'
     _remove_stale_temporaries(directory, prefix)
+    tmp = os.path.join(directory, f'{prefix}{os.getpid()}-{secrets.token_hex(8)}.tmp')
+    with _LIVE_LOCK:
+        _LIVE_TEMPORARIES.add(tmp)
+    created = False
     try:
-        mode = os.stat(target).st_mode & 0o7777
-    except FileNotFoundError:
-        mode = 0o666 & ~_current_umask()
-    tmp = os.path.join(directory, f'{prefix}{os.getpid()}-{secrets.token_hex(4)}.tmp')
-    # O_EXCL: never write into a file (or through a link) someone else made
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    os.close(fd)
-    try:
+        try:
+            mode = os.stat(target).st_mode & 0o7777
+        except FileNotFoundError:
+            mode = 0o666 & ~_current_umask()
+        # O_EXCL: never write into a file (or through a link) someone else made
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        created = True
         write(tmp)
-        with open(tmp, 'rb+') as handle:
-            os.fsync(handle.fileno())
+        _fsync_file(tmp)
         os.chmod(tmp, mode)
         os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    except BaseException as err:
+        if created:
+            _remove_quietly(tmp)
+        if isinstance(err, (OSError, RuntimeError)) and not isinstance(
+            err, FileWriteError
+        ):
+            raise _write_error(filename, err) from err
         raise
+    finally:
+        with _LIVE_LOCK:
+            _LIVE_TEMPORARIES.discard(tmp)
     _fsync_directory(directory)
+
+
+def _fsync_file(name: str) -> None:
+    """Flush a written file's data to the disk (errors are raised)."""
+    import os
+
+    fd = os.open(name, os.O_RDWR)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _fsync_directory(directory: str) -> None:
@@ -446,34 +566,53 @@ def _value_bytes(value) -> bytes:
     )
 
 
+def _digest_of(attributes: dict, members=None, data=None) -> str:
+    """SHA-256 of an HDF5 object from its parts.
+
+    Args:
+        attributes: name -> value (a ``sha256`` entry is left out).
+        members: the member names of a group (None for a dataset).
+        data: the content of a dataset.
+    """
+    import hashlib
+
+    h = hashlib.sha256()
+    for name in sorted(attributes):
+        if name != CHECKSUM_ATTRIBUTE:
+            h.update(b'attribute\0' + name.encode() + b'\0')
+            h.update(_value_bytes(attributes[name]))
+    if members is not None:
+        for name in sorted(members):
+            h.update(b'member\0' + name.encode() + b'\0')
+    else:
+        h.update(b'data\0' + _value_bytes(data))
+    return h.hexdigest()
+
+
 def _digest(obj, data=None) -> str:
-    """SHA-256 of an HDF5 object.
+    """SHA-256 of an HDF5 object as the file holds it.
 
     It covers the attributes (but the checksum), the names of the members
     (groups) or the content (datasets, given as ``data`` when already read).
     """
-    import hashlib
-
     import h5py
 
-    h = hashlib.sha256()
-    for name in sorted(obj.attrs):
-        if name != CHECKSUM_ATTRIBUTE:
-            h.update(b'attribute\0' + name.encode() + b'\0')
-            h.update(_value_bytes(obj.attrs[name]))
+    attributes = {
+        name: obj.attrs[name] for name in obj.attrs if name != CHECKSUM_ATTRIBUTE
+    }
     if isinstance(obj, h5py.Group):
-        for name in sorted(obj):
-            h.update(b'member\0' + name.encode() + b'\0')
-    else:
-        h.update(b'data\0' + _value_bytes(obj[()] if data is None else data))
-    return h.hexdigest()
+        return _digest_of(attributes, members=list(obj))
+    return _digest_of(attributes, data=obj[()] if data is None else data)
 
 
 def add_checksums(f) -> None:
     """Give every group and dataset of an open h5py file a checksum attribute.
 
-    The checksum is a SHA-256 digest (see :class:`CheckedReader`). Call it
-    last, once everything is written; the file must be writable.
+    The checksums cover what the file holds now, as read back from it, so
+    they cannot tell a damaged write from the intended one: brainstorm's
+    writers use :class:`CheckedWriter`, whose checksums cover what was
+    meant to be written. This function re-signs a file that was changed on
+    purpose (tests, tools). The file must be writable.
     """
     import h5py
 
@@ -482,6 +621,124 @@ def add_checksums(f) -> None:
     for obj in objects:
         if isinstance(obj, (h5py.Group, h5py.Dataset)):
             obj.attrs[CHECKSUM_ATTRIBUTE] = np.bytes_(_digest(obj).encode())
+
+
+class CheckedWriter:
+    """Builds an HDF5 file in memory, with checksums of what was meant.
+
+    The file is made by HDF5 in memory (its ``core`` driver, nothing on
+    disk), so a full disk cannot hit HDF5 half-way: :func:`write_hdf5`
+    writes the finished image with plain file writes, whose errors are
+    raised. The checksum of each group and dataset (see
+    ``CheckedReader``) is computed from the values given to this
+    writer, never read back from the file, so a file damaged on its way to
+    the disk is refused when it is read.
+
+    Paths name groups and datasets from the root without a leading ``/``
+    (``''`` is the root); a parent group must be created before its members.
+    The arrays given must not change until :meth:`image` returns. Without
+    checksums, ``file`` (the open h5py file) may also be filled directly.
+
+    Args:
+        checksums: give every group and dataset a checksum attribute.
+    """
+
+    def __init__(self, checksums: bool = True):
+        import os
+        import secrets
+
+        import h5py
+
+        self.checksums = checksums
+        # a unique name: HDF5 refuses two open files of one name
+        name = f'brainstorm-{os.getpid()}-{secrets.token_hex(8)}.h5'
+        self.file = h5py.File(name, 'w', driver='core', backing_store=False)
+        self._attributes: dict = {'': {}}
+        self._members: dict = {'': []}
+        self._data: dict = {}
+
+    def _add(self, path: str) -> None:
+        parent, _, name = path.rpartition('/')
+        if parent not in self._members or not name or path in self._attributes:
+            raise ValueError(f'CheckedWriter: cannot create {path!r}')
+        self._members[parent].append(name)
+        self._attributes[path] = {}
+
+    def set_attribute(self, path: str, name: str, value) -> None:
+        """Set attribute ``name`` of the group or dataset at ``path``."""
+        if path not in self._attributes or name == CHECKSUM_ATTRIBUTE:
+            raise ValueError(f'CheckedWriter: cannot set {name!r} of {path!r}')
+        self.file[path or '/'].attrs[name] = value
+        self._attributes[path][name] = value
+
+    def group(self, path: str) -> str:
+        """Create the group ``path`` and return its path."""
+        self._add(path)
+        self.file.create_group(path)
+        self._members[path] = []
+        return path
+
+    def dataset(self, path: str, data, **options) -> str:
+        """Create the dataset ``path`` holding ``data`` and return its path.
+
+        ``options`` go to h5py's ``create_dataset`` (e.g. compression).
+        """
+        array = np.asarray(data)
+        self._add(path)
+        self.file.create_dataset(path, data=array, **options)
+        self._data[path] = array
+        return path
+
+    def image(self) -> bytes:
+        """Add the checksums, close the file and return its bytes."""
+        if self.checksums:
+            for path, attributes in self._attributes.items():
+                if path in self._data:
+                    digest = _digest_of(attributes, data=self._data[path])
+                else:
+                    digest = _digest_of(attributes, members=self._members[path])
+                self.file[path or '/'].attrs[CHECKSUM_ATTRIBUTE] = np.bytes_(
+                    digest.encode()
+                )
+        self.file.flush()
+        image = self.file.id.get_file_image()
+        self.close()
+        return image
+
+    def close(self) -> None:
+        """Close the in-memory file (nothing is written anywhere)."""
+        if self.file.id.valid:
+            self.file.close()
+
+
+def write_hdf5(filename, build, checksums: bool = True) -> None:
+    """Write an HDF5 file atomically; a failed write never damages ``filename``.
+
+    ``build(writer)`` fills a :class:`CheckedWriter`; the finished file is
+    then written under a temporary name and moved into place
+    (:func:`write_atomically`).
+
+    Args:
+        filename: the file, a str or ``os.PathLike``.
+        build: called with the writer.
+        checksums: give every group and dataset a checksum.
+
+    Raises:
+        FileWriteError: if the file cannot be written (disk full, file-size
+            limit, ...), naming it; the file keeps its previous content.
+    """
+    writer = CheckedWriter(checksums)
+    try:
+        build(writer)
+        image = writer.image()
+    finally:
+        writer.close()
+
+    def write(tmp):
+        with open(tmp, 'wb') as handle:
+            handle.write(image)
+
+    write_atomically(filename, write)
 
 
 class CheckedReader:

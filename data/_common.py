@@ -23,7 +23,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from brainstorm.utils import ValidationError
+from brainstorm.utils import ValidationError, write_atomically
 
 __all__ = [
     'DataFormatError',
@@ -230,18 +230,85 @@ def write_hdf5_atomically(
 ) -> Path:
     """Create an HDF5 file via ``write(f)``; no half-written file on failure.
 
-    The file is written as ``<output_file>.part`` and renamed when complete.
+    The file is written under a temporary name, synced and renamed when
+    complete (``brainstorm.utils.write_atomically``): a full disk or a
+    file-size limit raises ``FileWriteError`` naming the file and leaves
+    no file. HDF5 writes through :class:`_RecordingFile`, which keeps a
+    write error for after the file is closed.
     """
     output_file = Path(output_file)
     output_file.parent.mkdir(parents=True, exist_ok=True)
-    partial = output_file.with_name(output_file.name + '.part')
-    try:
-        with h5py.File(partial, 'w') as f:
-            write(f)
-        os.replace(partial, output_file)
-    finally:
-        partial.unlink(missing_ok=True)
+
+    def write_file(tmp):
+        with open(tmp, 'r+b', buffering=0) as raw:
+            handle = _RecordingFile(raw)
+            f = h5py.File(handle, 'w')
+            try:
+                write(f)
+            finally:
+                f.close()
+        if handle.error is not None:
+            raise handle.error
+
+    write_atomically(output_file, write_file)
     return output_file
+
+
+class _RecordingFile(io.RawIOBase):
+    """A file for h5py that records its first write error instead of raising it.
+
+    HDF5 loses an error raised while it flushes its caches (printing
+    "Exception ignored in ... __dealloc__") and the process may then crash
+    at exit. So a failed write is recorded and reported as done; HDF5 goes
+    on unaware, and the caller raises ``error`` once the file is closed.
+    """
+
+    def __init__(self, raw):
+        super().__init__()
+        self.raw = raw
+        self.error: OSError | None = None
+
+    def write(self, data):
+        """Write ``data``; after a failure, record it and write nothing more."""
+        if self.error is None:
+            try:
+                return self.raw.write(data)
+            except OSError as err:
+                self.error = err
+        return len(data)
+
+    def readinto(self, buffer):
+        """Read into ``buffer``."""
+        return self.raw.readinto(buffer)
+
+    def seek(self, offset, whence=io.SEEK_SET):
+        """Move the position."""
+        return self.raw.seek(offset, whence)
+
+    def tell(self):
+        """The position."""
+        return self.raw.tell()
+
+    def truncate(self, size=None):
+        """Resize the file (a failure is recorded like a write's)."""
+        if self.error is None:
+            try:
+                return self.raw.truncate(size)
+            except OSError as err:
+                self.error = err
+        return size
+
+    def readable(self):
+        """Yes."""
+        return True
+
+    def writable(self):
+        """Yes."""
+        return True
+
+    def seekable(self):
+        """Yes."""
+        return True
 
 
 def check_sizes(**sizes: int) -> None:

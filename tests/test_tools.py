@@ -1,5 +1,8 @@
 """brainstorm.tools: network building, evaluation, extraction, inspection."""
 
+import pathlib
+import subprocess
+
 import h5py
 import numpy as np
 import pytest
@@ -20,7 +23,7 @@ from brainstorm.tools import (
     shuffle_data,
     split,
 )
-from brainstorm.utils import NetworkValidationError, ValidationError
+from brainstorm.utils import FileWriteError, NetworkValidationError, ValidationError
 from tests.training.nets import xor_data, xor_net
 
 
@@ -255,21 +258,36 @@ def test_draw_network_without_graphviz(tmp_path, monkeypatch):
 
 def test_draw_network_with_graphviz(tmp_path, monkeypatch):
     calls = []
+
+    def run(args, **kwargs):
+        calls.append(args)
+        pathlib.Path(args[-1]).write_text('<svg/>')
+        return subprocess.CompletedProcess(args, 0, '', '')
+
     monkeypatch.setattr(tools.inspection.shutil, 'which', lambda name: '/usr/bin/dot')
-    monkeypatch.setattr(
-        tools.inspection.subprocess, 'run', lambda args, check: calls.append(args)
-    )
-    result = draw_network(xor_net(), str(tmp_path / 'net.svg'))
+    monkeypatch.setattr(tools.inspection.subprocess, 'run', run)
+    result = draw_network(xor_net(), tmp_path / 'net.svg')
     assert result == str(tmp_path / 'net.svg')
-    assert calls == [
-        [
-            '/usr/bin/dot',
-            '-Tsvg',
-            str(tmp_path / 'net.dot'),
-            '-o',
-            str(tmp_path / 'net.svg'),
-        ]
-    ]
+    assert len(calls) == 1
+    assert calls[0][:4] == ['/usr/bin/dot', '-Tsvg', str(tmp_path / 'net.dot'), '-o']
+    # rendered into a temporary file of the same folder, then moved
+    assert pathlib.Path(calls[0][4]).parent == tmp_path
+    assert (tmp_path / 'net.svg').read_text() == '<svg/>'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['net.dot', 'net.svg']
+
+
+def test_a_failing_dot_keeps_the_previous_drawing(tmp_path, monkeypatch):
+    def run(args, **kwargs):
+        pathlib.Path(args[-1]).write_text('half')
+        return subprocess.CompletedProcess(args, 1, '', 'out of memory')
+
+    (tmp_path / 'net.svg').write_text('previous')
+    monkeypatch.setattr(tools.inspection.shutil, 'which', lambda name: '/usr/bin/dot')
+    monkeypatch.setattr(tools.inspection.subprocess, 'run', run)
+    with pytest.raises(FileWriteError, match='net.svg.*dot failed: out of memory'):
+        draw_network(xor_net(), str(tmp_path / 'net.svg'))
+    assert (tmp_path / 'net.svg').read_text() == 'previous'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['net.dot', 'net.svg']
 
 
 # -------------------------------------------------------------------- data ---

@@ -221,6 +221,29 @@ class Str(Check):
         return str(value)
 
 
+class FileName(Check):
+    """A file name: a non-empty str or ``os.PathLike`` (such as ``pathlib.Path``).
+
+    It is normalised to a str, so descriptions (JSON) can hold it. Bytes
+    names and names with a NUL character are refused.
+    """
+
+    expected = 'a file name (a non-empty str or os.PathLike)'
+    example = 'a.h5'
+    invalid_examples = (5, None, b'a.h5', '', 'a\0b', ['a'])
+
+    def normalize(self, value: Any) -> Any:
+        """Return ``os.fspath(value)`` if it is a non-empty str without NUL."""
+        import os
+
+        if not isinstance(value, (str, os.PathLike)):
+            raise ValueError
+        name = os.fspath(value)
+        if not isinstance(name, str) or not name or '\0' in name:
+            raise ValueError
+        return name
+
+
 class Choice(Check):
     """One of a fixed set of values (compared by type and value)."""
 

@@ -13,10 +13,14 @@ import numpy as np
 
 import brainstorm.optional as optional
 from brainstorm.__about__ import install_hint
-from brainstorm.arguments import Arg, Bool, Optional, Str, Writable
+from brainstorm.arguments import Arg, Bool, FileName, Optional, Writable
 from brainstorm.hooks.base import _NAMES, Hook, _names_list
 from brainstorm.training.utils import log_counters
-from brainstorm.utils import TrainingValidationError, write_atomically
+from brainstorm.utils import (
+    TrainingValidationError,
+    as_file_name,
+    write_atomically,
+)
 
 __all__ = ['ProgressBar', 'SavePlot', 'BokehVisualizer']
 
@@ -55,7 +59,7 @@ class SavePlot(Hook):
     """
 
     __arguments__ = {
-        'filename': Arg(Str(nonempty=True)),
+        'filename': Arg(FileName()),
         'log_names': Arg(_NAMES),
     }
 
@@ -145,7 +149,7 @@ class BokehVisualizer(Hook):
 
     __arguments__ = {
         'log_names': Arg(_NAMES),
-        'filename': Arg(Str(nonempty=True), default='bokeh_visualizer.html'),
+        'filename': Arg(FileName(), default='bokeh_visualizer.html'),
     }
 
     def __init__(
@@ -164,12 +168,9 @@ class BokehVisualizer(Hook):
                 'BokehVisualizer: log_names must name at least one log. '
                 f'Received: {log_names!r}'
             )
-        if not isinstance(filename, str) or not filename:
-            raise TrainingValidationError(
-                'BokehVisualizer: filename must be a non-empty str. '
-                f'Received: {filename!r}'
-            )
-        self.filename = filename
+        self.filename = as_file_name(
+            filename, 'BokehVisualizer', TrainingValidationError
+        )
 
     def start(self, net, stepper, verbose, named_data_iters):
         """Check that bokeh is installed.

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from brainstorm.arguments import Arg, Choice, Optional, Str
+from brainstorm.arguments import Arg, Choice, FileName, Optional, Str
 from brainstorm.hooks.base import (
     _NAMES,
     Hook,
@@ -25,8 +25,10 @@ from brainstorm.structure.network import Network
 from brainstorm.training.utils import log_counters
 from brainstorm.utils import (
     TrainingValidationError,
+    as_file_name,
     get_brainstorm_info,
     write_atomically,
+    write_hdf5,
 )
 
 __all__ = [
@@ -67,7 +69,7 @@ class SaveBestNetwork(Hook):
 
     __arguments__ = {
         'log_name': Arg(Str(nonempty=True)),
-        'filename': Arg(Optional(Str(nonempty=True)), default=None),
+        'filename': Arg(Optional(FileName()), default=None),
         'criterion': Arg(Choice('max', 'min'), default='max'),
     }
 
@@ -141,7 +143,7 @@ class SaveBestNetwork(Hook):
 class _FileHook(Hook):
     """A hook that writes to ``filename``."""
 
-    __arguments__ = {'filename': Arg(Str(nonempty=True))}
+    __arguments__ = {'filename': Arg(FileName())}
 
     def __init__(
         self,
@@ -176,7 +178,6 @@ class SaveLogs(_FileHook):
         """Rewrite the HDF5 file with all logs (on rank 0 only)."""
         if not self.is_root:
             return None
-        import h5py
 
         def write_group(group, entries):
             for key, value in entries.items():
@@ -185,13 +186,13 @@ class SaveLogs(_FileHook):
                 else:
                     group.create_dataset(key, data=np.asarray(value))
 
-        def write(tmp):
-            with h5py.File(tmp, 'w') as f:
-                f.attrs['info'] = np.bytes_(get_brainstorm_info())
-                f.attrs['format'] = np.bytes_(LOGS_FILE_FORMAT)
-                write_group(f, logs)
+        def build(writer):
+            f = writer.file
+            f.attrs['info'] = np.bytes_(get_brainstorm_info())
+            f.attrs['format'] = np.bytes_(LOGS_FILE_FORMAT)
+            write_group(f, logs)
 
-        write_atomically(self.filename, write)
+        write_hdf5(self.filename, build, checksums=False)
         return None
 
 
@@ -255,11 +256,9 @@ class SaveCheckpoint(_FileHook):
         interval: int = 1,
     ):
         super().__init__(filename, name, timescale, interval)
-        if not isinstance(filename, str) or not filename:
-            raise TrainingValidationError(
-                f'SaveCheckpoint: filename must be a non-empty str. '
-                f'Received: {filename!r}'
-            )
+        self.filename = as_file_name(
+            filename, 'SaveCheckpoint', TrainingValidationError
+        )
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
         """Do nothing: the trainer writes the checkpoint (see above)."""
@@ -290,7 +289,7 @@ class SaveLogsCSV(Hook):
     """
 
     __arguments__ = {
-        'filename': Arg(Str(nonempty=True)),
+        'filename': Arg(FileName()),
         'log_names': Arg(Optional(_NAMES), default=None),
     }
 

@@ -9,7 +9,7 @@ from collections import OrderedDict
 import numpy as np
 
 import brainstorm.handlers as handlers
-from brainstorm.arguments import SEED, Arg, Instance, Optional, Str, declare
+from brainstorm.arguments import SEED, Arg, FileName, Instance, Optional, Str, declare
 from brainstorm.describable import create_from_description, get_description
 from brainstorm.handlers.base_handler import Handler
 from brainstorm.initializers import evaluate_initializer
@@ -609,7 +609,7 @@ class Network(Seedable):
 
     @declare(
         NetworkValidationError,
-        filename=Arg(Str(nonempty=True)),
+        filename=Arg(FileName()),
         comment=Arg(Str(), default=''),
     )
     def save_as_hdf5(self, filename: str, comment: str = '') -> None:

@@ -22,10 +22,9 @@ from brainstorm.utils import (
     DescriptionError,
     NetworkValidationError,
     ValidationError,
-    add_checksums,
     get_brainstorm_info,
     open_hdf5,
-    write_atomically,
+    write_hdf5,
 )
 from brainstorm.value_modifiers import GradientModifier, ValueModifier
 
@@ -57,34 +56,36 @@ _CONSTANT_ALLOWANCE = 1 << 16
 
 
 def write_network_file(
-    filename: str, description: dict, parameters: np.ndarray, comment: str = ''
+    filename, description: dict, parameters: np.ndarray, comment: str = ''
 ) -> None:
     """Write a network file atomically.
 
-    The file is written to a temporary name first and then moved into
-    place, so an existing file is never left half-written.
+    The file is built in memory and written to a temporary name that is
+    then moved into place, so an existing file is never left half-written
+    or replaced by a damaged one; its checksums cover the description and
+    parameters given here (not what was read back from the disk).
 
     Args:
-        filename: where to write.
+        filename: where to write (a str or ``os.PathLike``).
         description: the network's description.
         parameters: the network's parameters as a 1-d NumPy array.
         comment: stored as the file's ``comment`` attribute if not empty.
-    """
-    import h5py
 
+    Raises:
+        FileWriteError: if the file cannot be written (disk full, file-size
+            limit, ...), naming it; the file keeps its previous content.
+    """
     encoded = json.dumps(description).encode('utf-8')
 
-    def write(tmp):
-        with h5py.File(tmp, 'w') as f:
-            f.attrs['info'] = np.bytes_(get_brainstorm_info())
-            f.attrs['format'] = np.bytes_(NETWORK_FILE_FORMAT)
-            if comment:
-                f.attrs['comment'] = np.bytes_(comment.encode('utf-8'))
-            f.create_dataset('description', data=np.frombuffer(encoded, dtype=np.uint8))
-            f.create_dataset('parameters', data=parameters, compression='gzip')
-            add_checksums(f)
+    def build(writer):
+        writer.set_attribute('', 'info', np.bytes_(get_brainstorm_info()))
+        writer.set_attribute('', 'format', np.bytes_(NETWORK_FILE_FORMAT))
+        if comment:
+            writer.set_attribute('', 'comment', np.bytes_(comment.encode('utf-8')))
+        writer.dataset('description', np.frombuffer(encoded, dtype=np.uint8))
+        writer.dataset('parameters', parameters, compression='gzip')
 
-    write_atomically(filename, write)
+    write_hdf5(filename, build)
 
 
 def read_network_file(filename: str) -> tuple:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-import h5py
 import numpy as np
 
 from brainstorm.arguments import (
     AnyOf,
     Arg,
+    FileName,
     Instance,
     ListOf,
     Optional,
@@ -31,6 +31,7 @@ from brainstorm.utils import (
     NetworkValidationError,
     get_brainstorm_info,
     get_by_path,
+    write_hdf5,
 )
 
 BUFFERS_FILE_FORMAT = b'Buffers file v1.0'
@@ -252,7 +253,7 @@ def extract(network, iter, buffer_names) -> dict:
     NetworkValidationError,
     network=Arg(_NETWORK),
     buffer_names=Arg(_BUFFER_NAMES),
-    file_name=Arg(Str(nonempty=True)),
+    file_name=Arg(FileName()),
 )
 def extract_and_save(network, iter, buffer_names, file_name: str) -> None:
     """Like :func:`extract`, but write each buffer into an HDF5 file.
@@ -267,11 +268,21 @@ def extract_and_save(network, iter, buffer_names, file_name: str) -> None:
         network: the network.
         iter: a data iterator.
         buffer_names: a dotted buffer path or a list of them.
-        file_name: the HDF5 file to write.
+        file_name: the HDF5 file to write (a str or ``os.PathLike``).
+
+    The file is built in memory and then written under a temporary name
+    that is moved into place, so an interrupted or failed run (a full
+    disk, a file-size limit) leaves the previous file, not half of a new
+    one.
+
+    Raises:
+        FileWriteError: if the file cannot be written, naming it.
     """
     names = _as_names(buffer_names)
     types = {name: _buffer_type(network, name) for name in names}
-    with h5py.File(file_name, 'w') as f:
+
+    def build(writer):
+        f = writer.file
         f.attrs['info'] = np.bytes_(get_brainstorm_info())
         f.attrs['format'] = np.bytes_(BUFFERS_FILE_FORMAT)
         for batch in _extract_batches(network, iter, names):
@@ -303,6 +314,8 @@ def extract_and_save(network, iter, buffer_names, file_name: str) -> None:
                     dataset[: array.shape[0], start:] = array
                 else:
                     dataset[start:] = array
+
+    write_hdf5(file_name, build, checksums=False)
 
 
 # ------------------------------------------------------------ inspection ---

@@ -11,12 +11,12 @@ import numpy as np
 
 from brainstorm.arguments import (
     Arg,
+    FileName,
     Instance,
-    Str,
     declare,
 )
 from brainstorm.structure.network import Network
-from brainstorm.utils import NetworkValidationError
+from brainstorm.utils import NetworkValidationError, write_atomically
 
 _NETWORK = Instance(Network)
 
@@ -91,7 +91,7 @@ def _dot_text(network) -> str:
 @declare(
     NetworkValidationError,
     network=Arg(_NETWORK),
-    file_name=Arg(Str(nonempty=True), default='network.png'),
+    file_name=Arg(FileName(), default='network.png'),
 )
 def draw_network(network, file_name: str = 'network.png'):
     """Draw the network graph with Graphviz.
@@ -105,11 +105,20 @@ def draw_network(network, file_name: str = 'network.png'):
         an ``IPython.display.Image`` of the drawing inside IPython, else the
         name of the file written (the picture, or the DOT file if ``dot``
         is missing).
+
+    Raises:
+        FileWriteError: if a file cannot be written (or ``dot`` fails),
+            naming it; files are written atomically.
     """
     stem, extension = os.path.splitext(file_name)
     dot_file = stem + '.dot'
-    with open(dot_file, 'w') as f:
-        f.write(_dot_text(network))
+    text = _dot_text(network)
+
+    def write_dot(tmp):
+        with open(tmp, 'w') as f:
+            f.write(text)
+
+    write_atomically(dot_file, write_dot)
     dot = shutil.which('dot')
     if dot is None:
         warnings.warn(
@@ -122,7 +131,15 @@ def draw_network(network, file_name: str = 'network.png'):
         )
         return dot_file
     fmt = extension.lstrip('.') or 'png'
-    subprocess.run([dot, f'-T{fmt}', dot_file, '-o', file_name], check=True)
+
+    def render(tmp):
+        done = subprocess.run(
+            [dot, f'-T{fmt}', dot_file, '-o', tmp], capture_output=True, text=True
+        )
+        if done.returncode:
+            raise OSError(f'dot failed: {done.stderr.strip()}')
+
+    write_atomically(file_name, render)
     try:
         from IPython import get_ipython
         from IPython.display import Image

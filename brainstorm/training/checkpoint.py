@@ -88,7 +88,8 @@ def check_restored_path(owner: str, filename, folders=()) -> None:
 
     The path (relative paths taken from the working folder, symbolic links
     resolved) must lead inside the current working folder or one of
-    ``folders``, have no hidden (``.``) part below that folder, and not
+    ``folders``, have no hidden (``.``) part below the innermost of these
+    folders that holds it (the folders themselves may be hidden), and not
     name a file Python would import (``*.py``, ``*.pyc``, ``*.so``,
     ``*.pth``, ``sitecustomize``...).
 
@@ -118,7 +119,9 @@ def check_restored_path(owner: str, filename, folders=()) -> None:
         refuse('it names a file Python could import')
     target = os.path.realpath(filename)
     roots = [os.path.realpath(folder) for folder in (os.getcwd(), *folders)]
-    for root in roots:
+    # the innermost folder holding the target decides: a hidden folder
+    # above it (a checkpoint kept in '.runs/') does not count
+    for root in sorted(roots, key=len, reverse=True):
         if os.path.commonpath([root, target]) == root and target != root:
             below = os.path.relpath(target, root).split(os.sep)
             if any(part.startswith('.') for part in below):

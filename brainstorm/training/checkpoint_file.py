@@ -35,10 +35,9 @@ from brainstorm.utils import (
     CheckedReader,
     TrainingValidationError,
     ValidationError,
-    add_checksums,
     get_brainstorm_info,
     open_hdf5,
-    write_atomically,
+    write_hdf5,
 )
 
 __all__ = [
@@ -112,41 +111,42 @@ def _json_bytes(obj, what: str, filename: str) -> np.ndarray:
     return np.frombuffer(text.encode('utf-8'), dtype=np.uint8)
 
 
-def _write_arrays(group, arrays: dict) -> None:
+def _write_arrays(writer, path: str, arrays: dict) -> None:
     for key, value in arrays.items():
-        group.create_dataset(key, data=np.asarray(value))
+        writer.dataset(f'{path}/{key}', np.asarray(value))
 
 
-def _write_random(group, state: dict) -> None:
-    group.create_dataset('keys', data=state['keys'])
+def _write_random(writer, path: str, state: dict) -> None:
+    writer.group(path)
+    writer.dataset(f'{path}/keys', state['keys'])
     for key in ('name', 'pos', 'has_gauss', 'cached_gaussian', 'seed'):
-        group.attrs[key] = state[key]
+        writer.set_attribute(path, key, state[key])
 
 
-def _write_random_states(f, random_states: dict, name: str = 'random') -> None:
-    random = f.create_group(name)
+def _write_random_states(writer, random_states: dict, path: str = 'random') -> None:
+    writer.group(path)
     for key in ('global', 'network', 'handler'):
         if random_states.get(key) is not None:
-            _write_random(random.create_group(key), random_states[key])
-    iterators = random.create_group('iterators')
+            _write_random(writer, f'{path}/{key}', random_states[key])
+    iterators = writer.group(f'{path}/iterators')
     for name, chain in random_states['iterators'].items():
-        group = iterators.create_group(name)
-        group.attrs['length'] = len(chain)
+        group = writer.group(f'{iterators}/{name}')
+        writer.set_attribute(group, 'length', len(chain))
         for i, state in enumerate(chain):
             if state is not None:
-                _write_random(group.create_group(str(i)), state)
+                _write_random(writer, f'{group}/{i}', state)
     if random_states.get('ranks') is not None:
-        ranks = random.create_group('ranks')
-        ranks.attrs['length'] = len(random_states['ranks'])
+        ranks = writer.group(f'{path}/ranks')
+        writer.set_attribute(ranks, 'length', len(random_states['ranks']))
         for rank, states in enumerate(random_states['ranks']):
-            _write_random_states(ranks, states, str(rank))
+            _write_random_states(writer, states, f'{ranks}/{rank}')
 
 
 # --------------------------------------------------------------- write ----
 
 
 def write_checkpoint(
-    filename: str,
+    filename,
     network_description: dict,
     parameters: np.ndarray,
     trainer_description: dict,
@@ -158,7 +158,7 @@ def write_checkpoint(
     """Write a checkpoint file atomically.
 
     Args:
-        filename: the file to (over)write.
+        filename: the file to (over)write (a str or ``os.PathLike``).
         network_description: ``get_description(net)``.
         parameters: the flat parameter array (NumPy).
         trainer_description: ``get_description(trainer)``.
@@ -172,36 +172,34 @@ def write_checkpoint(
             list with one such dict per rank.
 
     Raises:
-        TrainingValidationError: if something cannot be stored. The previous
-            file (if any) is untouched whenever writing fails.
+        TrainingValidationError: if something cannot be stored.
+        FileWriteError: if the file cannot be written (disk full, file-size
+            limit, ...), naming it.
+
+    The previous file (if any) is untouched whenever writing fails.
     """
-    import h5py
+    # everything that can fail to be stored fails before anything is written
+    network = _json_bytes(network_description, 'network description', filename)
+    trainer = _json_bytes(trainer_description, 'trainer description', filename)
+    logs = _json_bytes(progress, 'logs', filename)
 
-    def write(tmp):
-        with h5py.File(tmp, 'w') as f:
-            f.attrs['info'] = np.bytes_(get_brainstorm_info())
-            f.attrs['format'] = np.bytes_(CHECKPOINT_FORMAT)
-            f.create_dataset(
-                'network',
-                data=_json_bytes(network_description, 'network description', filename),
-            )
-            f.create_dataset('parameters', data=np.asarray(parameters))
-            f.create_dataset(
-                'trainer',
-                data=_json_bytes(trainer_description, 'trainer description', filename),
-            )
-            f.create_dataset('progress', data=_json_bytes(progress, 'logs', filename))
-            _write_arrays(f.create_group('stepper'), stepper_state)
-            hooks = f.create_group('hooks')
-            for i, (name, state) in enumerate(hook_states.items()):
-                if state:
-                    group = hooks.create_group(str(i))
-                    group.attrs['name'] = name
-                    _write_arrays(group, state)
-            _write_random_states(f, random_states)
-            add_checksums(f)
+    def build(writer):
+        writer.set_attribute('', 'info', np.bytes_(get_brainstorm_info()))
+        writer.set_attribute('', 'format', np.bytes_(CHECKPOINT_FORMAT))
+        writer.dataset('network', network)
+        writer.dataset('parameters', np.asarray(parameters))
+        writer.dataset('trainer', trainer)
+        writer.dataset('progress', logs)
+        _write_arrays(writer, writer.group('stepper'), stepper_state)
+        hooks = writer.group('hooks')
+        for i, (name, state) in enumerate(hook_states.items()):
+            if state:
+                group = writer.group(f'{hooks}/{i}')
+                writer.set_attribute(group, 'name', name)
+                _write_arrays(writer, group, state)
+        _write_random_states(writer, random_states)
 
-    write_atomically(filename, write)
+    write_hdf5(filename, build)
 
 
 # ---------------------------------------------------------------- read ----

@@ -41,6 +41,7 @@ from brainstorm.training.utils import (
 from brainstorm.utils import (
     IteratorValidationError,
     TrainingValidationError,
+    as_file_name,
 )
 
 __all__ = ['Trainer']
@@ -661,14 +662,22 @@ class Trainer(Describable):
         :func:`brainstorm.training.checkpoint.save_checkpoint`; only
         possible while :meth:`train` runs.
 
+        Args:
+            filename: the file (a str or ``os.PathLike``).
+
         Raises:
             TrainingValidationError: if called outside :meth:`train`.
+            FileWriteError: if the file cannot be written (disk full,
+                file-size limit, ...); the previous file is untouched.
         """
         if self._run is None:
             raise TrainingValidationError(
                 'Trainer.save_checkpoint: only possible during train() (use '
                 'the SaveCheckpoint hook).'
             )
+        filename = as_file_name(
+            filename, 'Trainer.save_checkpoint', TrainingValidationError
+        )
         checkpoint.save_checkpoint(self, self._run, filename)
 
     @classmethod

@@ -170,7 +170,7 @@ def test_mnist_corrupt_file_names_the_file(tmp_path, damage, message):
     assert 'train-images-idx3-ubyte.gz' in str(info.value)
     assert message in str(info.value)
     assert not (tmp_path / 'MNIST.hdf5').exists()
-    assert not (tmp_path / 'MNIST.hdf5.part').exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['raw']  # no temporary
 
 
 def test_mnist_wrong_sizes_and_missing_files_are_reported(tmp_path):
