@@ -36,6 +36,16 @@ def test_a_dotted_name_is_refused_when_a_description_is_restored():
         create_from_description(description)
 
 
+@pytest.mark.parametrize('name', ['val.x', ''])
+def test_a_hook_renamed_after_construction_is_refused_by_add_hook(name):
+    hook = bs.hooks.StopAfterEpoch(3)
+    hook.__name__ = name
+    trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+    with pytest.raises(ValidationError, match=r"without '\.'.*Received: __name__="):
+        trainer.add_hook(hook)
+    assert not trainer.hooks
+
+
 def test_names_without_dots_still_train_and_log_where_the_path_says():
     bs.global_rnd.set_seed(3)
     x = np.random.RandomState(0).rand(1, 6, 2)

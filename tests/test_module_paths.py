@@ -38,6 +38,7 @@ MOVED = {
                 'Instance',
                 'Callable',
                 'Writable',
+                'FileName',
                 'FloatDtype',
                 'SEED',
                 'MAX_INT',

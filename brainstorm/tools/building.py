@@ -299,7 +299,7 @@ def _layer_from_token(token: str, arguments: list):
 # Brainstorm 0.5's names for the pieces of create_net_from_spec, kept
 # importable from brainstorm.tools
 
-#: The activation letters of a spec: ``{'s': 'sigmoid', ...}``.
+#: The activation letters of a spec, as in ``{'s': 'sigmoid', ...}``.
 act_funcs = dict(_ACTIVATIONS)
 
 

@@ -268,13 +268,20 @@ class Trainer(Describable):
 
         Raises:
             TrainingValidationError: (a ValueError) if a hook of the same
-                name (``hook.__name__``) was added before, or if ``train``
-                or ``evaluate`` is running.
+                name (``hook.__name__``) was added before, if the name is
+                empty or holds a '.', or if ``train`` or ``evaluate`` is
+                running.
         """
         name = getattr(hook, '__name__', None)
         if not isinstance(name, str):
             raise TrainingValidationError(
                 f'Trainer.add_hook: a hook needs a __name__ (str). Received: {hook!r}'
+            )
+        if '.' in name or not name:
+            raise TrainingValidationError(
+                "Trainer.add_hook: a hook's name must be a non-empty str without "
+                "'.', since log names are dotted paths ('validation.total_loss'). "
+                f'Received: __name__={name!r} (of {type(hook).__name__})'
             )
         if getattr(self, '_running', False):
             raise TrainingValidationError(
