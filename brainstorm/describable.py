@@ -9,6 +9,7 @@ object with :func:`create_from_description`.
 from __future__ import annotations
 
 import copy
+from copy import deepcopy  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 
 import numpy as np
 

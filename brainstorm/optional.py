@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+
 from brainstorm.__about__ import install_hint
 
 __all__ = [

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import math  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+import operator
 import re
 import threading
+from datetime import datetime  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+from functools import reduce
 
 import numpy as np
 
@@ -23,6 +27,12 @@ __all__ = [
     'InitializationError',
     'FileWriteError',
     'NAME_BLACKLIST',
+    'PYTHON_IDENTIFIER',
+    'product',
+    'flatten',
+    'convert_to_nested_indices',
+    'sort_by_index_key',
+    'silence',
     'is_valid_layer_name',
     'get_by_path',
     'get_normalized_path',
@@ -129,6 +139,8 @@ class InitializationError(Exception):
 
 NAME_BLACKLIST = {'default', 'fallback'}
 _IDENTIFIER = re.compile(r'^[_a-zA-Z][_a-zA-Z0-9]*$')
+#: Brainstorm 0.5's name for the pattern of a Python identifier.
+PYTHON_IDENTIFIER = _IDENTIFIER
 
 #: The rule for layer names and layer types, as error messages state it.
 LAYER_NAME_RULE = (
@@ -154,6 +166,84 @@ def is_valid_layer_name(name) -> bool:
         and bool(_IDENTIFIER.match(name))
         and name not in NAME_BLACKLIST
     )
+
+
+def product(numbers):
+    """The product of an iterable of numbers (1 for an empty one).
+
+    Args:
+        numbers: an iterable of numbers, e.g. a shape.
+
+    Returns:
+        The product, with Python's arithmetic (ints stay exact).
+    """
+    return reduce(operator.mul, numbers, 1)
+
+
+def flatten(container):
+    """Iterate the leaves of nested lists and tuples in order.
+
+    Args:
+        container: a list or tuple, possibly nesting lists and tuples.
+
+    Yields:
+        Every element that is not a list or tuple, depth first.
+    """
+    for item in container:
+        if isinstance(item, (list, tuple)):
+            yield from flatten(item)
+        else:
+            yield item
+
+
+def convert_to_nested_indices(container, start_idx=None):
+    """Number the leaves of nested lists, keeping the nesting.
+
+    ``list(convert_to_nested_indices(['a', ['b', 'c']]))`` is
+    ``[0, [1, 2]]``.
+
+    Args:
+        container: a list or tuple, possibly nesting lists and tuples.
+        start_idx: a one-element list holding the first index; it is
+            advanced past the last index used. Defaults to ``[0]``.
+
+    Yields:
+        For each element, its index or (for a nested list or tuple) a list
+        of the indices within it.
+    """
+    if start_idx is None:
+        start_idx = [0]
+    for item in container:
+        if isinstance(item, (list, tuple)):
+            yield list(convert_to_nested_indices(item, start_idx))
+        else:
+            yield start_idx[0]
+            start_idx[0] += 1
+
+
+def sort_by_index_key(item) -> int:
+    """Sort key for ``dict.items()`` by the ``'@index'`` of each value.
+
+    Args:
+        item: a ``(key, value)`` pair.
+
+    Returns:
+        ``value['@index']`` if the value is a dict that has one, else -1.
+    """
+    value = item[1]
+    if isinstance(value, dict) and '@index' in value:
+        return value['@index']
+    return -1
+
+
+def silence():
+    """An endless iterator of empty strings.
+
+    Yields:
+        ``''``, forever.
+    """
+    while True:
+        yield ''
 
 
 def get_by_path(d, path: str):

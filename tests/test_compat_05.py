@@ -136,13 +136,15 @@ def test_every_stepper_and_schedule_is_exported_from_training():
             assert name in bs.training.__all__
 
 
-# Brainstorm 0.5's module namespaces, for the module paths that became
-# packages or aliases, and for modules whose names moved elsewhere: every
-# name each 0.5 module defined or imported, read from the IDSIA/brainstorm
-# sources (release 0.5, commit b5bcfee, for initializers, hooks and tools;
-# the nearest stored versions for the others). Left out: private names,
-# ``six`` and its ``string_types`` (six is no longer used) and
-# ``handlers._cpuop._crop_images`` (the Cython module is gone).
+# Brainstorm 0.5's module namespaces: for every 0.5 module whose path
+# brainstorm keeps, every name that module defined or imported at module
+# level, read from the IDSIA/brainstorm sources (tag 0.5, commit a68bf03;
+# commit b5bcfee, a later merge of the unreleased ``rmsprop`` branch, is the
+# same except for ``RMSpropStepper`` and ``AdaDelta``, which no release had).
+# Left out everywhere: private names, ``__all__``, ``six`` and its
+# ``string_types`` (six is no longer used), ``handlers._cpuop._crop_images``
+# (the Cython module is gone) and ``brainstorm.all`` (star imports only).
+# Further deliberate gaps are commented at their module.
 _LAYER_IMPORTS = (
     'OrderedDict Layer BufferStructure StructureTemplate ConstructionWrapper'
 )
@@ -153,6 +155,8 @@ NAMESPACES_05 = {
         'Identity LstmOptInit Orthogonal RandomWalk SparseInputs SparseOutputs '
         'Uniform evaluate_initializer'
     ),
+    # hooks: 0.5's ``bk`` and ``warnings`` existed only with bokeh installed
+    # (imported inside ``if optional.has_bokeh``).
     'brainstorm.hooks': (
         'math signal sys OrderedDict h5py np Describable optional Network '
         'evaluate get_by_path progress_bar get_brainstorm_info Hook '
@@ -212,6 +216,187 @@ NAMESPACES_05 = {
         f'{_LAYER_IMPORTS} Handler flatten_time flatten_time_and_features '
         'L2Decay L2DecayLayerImpl'
     ),
+    'brainstorm': (
+        'get_description create_from_description global_rnd Network '
+        'generate_architecture Trainer initializers data_iterators '
+        'value_modifiers tools hooks layers handlers training scorers '
+        '__version__'
+    ),
+    'brainstorm.__about__': ('__version__ __author__ __url__ __license__'),
+    'brainstorm.describable': (
+        'deepcopy np get_inheritors Describable get_description create_from_description'
+    ),
+    'brainstorm.handlers': (
+        'NumpyHandler DebugHandler has_pycuda pycuda_mock np PyCudaHandler '
+        'default_handler'
+    ),
+    'brainstorm.handlers.base_handler': ('abc Describable Handler'),
+    'brainstorm.handlers.debug_handler': (
+        'np Handler DebugArray check_for_inf_or_nan DebugHandler '
+        'assert_is_shape assert_debug_arrays assert_shapes_equal '
+        'assert_is_scalar'
+    ),
+    # numpy_handler: 0.5's ``import brainstorm`` is left out: no module of
+    # the package imports the top part (docs/internals.rst, layering).
+    'brainstorm.handlers.numpy_handler': ('np Handler global_rnd NumpyHandler'),
+    # pycuda_handler: 0.5 imported pycuda, skcuda (no longer used) and built
+    # its kernels (``*_kernel``, ``NUM_CUDA_THREADS``, ``get_blocks``) at
+    # import, so those names existed only with PyCUDA installed; the kernels
+    # are now built by the handler (``handlers._cuda_kernels``).
+    'brainstorm.handlers.pycuda_handler': (
+        'np Handler global_rnd flatten_all_but_last PyCudaHandler'
+    ),
+    'brainstorm.layers': (
+        'Layer BatchNorm BinomialCrossEntropy ClockworkLstm Clockwork '
+        'Convolution2D DeltasScaling Dropout Elementwise FullyConnected Highway '
+        'Input L1Decay L2Decay Loss Lstm Merge Mask NoOp Pooling2D Recurrent '
+        'SigmoidCE SoftmaxCE SquaredDifference SquaredError'
+    ),
+    'brainstorm.layers.binomial_cross_entropy_layer': (
+        f'{_LAYER_IMPORTS} LayerValidationError flatten_time '
+        'flatten_time_and_features BinomialCrossEntropy '
+        'BinomialCrossEntropyLayerImpl'
+    ),
+    'brainstorm.layers.clockwork_layer': (
+        f'{_LAYER_IMPORTS} LayerValidationError flatten_time '
+        'flatten_time_and_features Clockwork ClockworkLayerImpl'
+    ),
+    'brainstorm.layers.clockwork_lstm_layer': (
+        f'{_LAYER_IMPORTS} LayerValidationError flatten_time '
+        'flatten_time_and_features ClockworkLstm ClockworkLstmLayerImpl'
+    ),
+    'brainstorm.layers.deltas_scaling_layer': (
+        'OrderedDict Layer StructureTemplate ConstructionWrapper '
+        'LayerValidationError DeltasScaling DeltasScalingLayerImpl'
+    ),
+    'brainstorm.layers.dropout_layer': (
+        'OrderedDict Layer StructureTemplate ConstructionWrapper Dropout '
+        'DropoutLayerImpl'
+    ),
+    'brainstorm.layers.elementwise_layer': (
+        'OrderedDict Layer StructureTemplate ConstructionWrapper Elementwise '
+        'ElementwiseLayerImpl'
+    ),
+    'brainstorm.layers.fully_connected_layer': (
+        f'{_LAYER_IMPORTS} LayerValidationError flatten_time '
+        'flatten_time_and_features FullyConnected FullyConnectedLayerImpl'
+    ),
+    'brainstorm.layers.highway_layer': (
+        f'{_LAYER_IMPORTS} LayerValidationError Highway HighwayLayerImpl'
+    ),
+    'brainstorm.layers.input_layer': (
+        'OrderedDict Layer BufferStructure ConstructionWrapper '
+        'LayerValidationError Input InputLayerImpl'
+    ),
+    'brainstorm.layers.loss_layer': (f'{_LAYER_IMPORTS} Loss LossLayerImpl'),
+    'brainstorm.layers.lstm_layer': (
+        f'{_LAYER_IMPORTS} LayerValidationError flatten_time '
+        'flatten_time_and_features Lstm LstmLayerImpl'
+    ),
+    'brainstorm.layers.mask_layer': (
+        'OrderedDict Layer StructureTemplate ConstructionWrapper '
+        'LayerValidationError product Mask MaskLayerImpl'
+    ),
+    'brainstorm.layers.merge_layer': (
+        f'{_LAYER_IMPORTS} LayerValidationError flatten_all_but_last Merge '
+        'MergeLayerImpl'
+    ),
+    'brainstorm.layers.noop_layer': (
+        'OrderedDict Layer StructureTemplate ConstructionWrapper NoOp NoOpLayerImpl'
+    ),
+    'brainstorm.layers.recurrent_layer': (
+        f'{_LAYER_IMPORTS} LayerValidationError flatten_time '
+        'flatten_time_and_features Recurrent RecurrentLayerImpl'
+    ),
+    'brainstorm.layers.sigmoid_ce_layer': (
+        f'{_LAYER_IMPORTS} Handler LayerValidationError '
+        'flatten_time_and_features flatten_time SigmoidCE SigmoidCELayerImpl'
+    ),
+    'brainstorm.layers.softmax_ce_layer': (
+        f'{_LAYER_IMPORTS} LayerValidationError flatten_all_but_last SoftmaxCE '
+        'SoftmaxCELayerImpl'
+    ),
+    'brainstorm.layers.squared_difference_layer': (
+        f'{_LAYER_IMPORTS} LayerValidationError flatten_time_and_features '
+        'SquaredDifference SquaredDifferenceLayerImpl'
+    ),
+    'brainstorm.layers.squared_error_layer': (
+        f'{_LAYER_IMPORTS} LayerValidationError flatten_time_and_features '
+        'SquaredError SquaredErrorLayerImpl'
+    ),
+    # optional: the pycuda and skcuda modules 0.5 imported here existed only
+    # when they were installed (skcuda is no longer used).
+    'brainstorm.optional': (
+        'sys MissingDependencyMock has_pycuda pycuda_mock bokeh has_bokeh bokeh_mock'
+    ),
+    'brainstorm.randomness': ('np Describable RandomState Seedable global_rnd'),
+    'brainstorm.scorers': (
+        'OrderedDict np Describable Scorer gather_losses_and_scores '
+        'aggregate_losses_and_scores Accuracy Hamming MeanSquaredError'
+    ),
+    'brainstorm.structure': ('Network generate_architecture'),
+    'brainstorm.structure.buffer_structure': (
+        'np StructureValidationError ValidationError StructureTemplate '
+        'BufferStructure combine_buffer_structures'
+    ),
+    'brainstorm.structure.buffer_views': ('get_by_path BufferView'),
+    # buffers, layout: 0.5's hub-based layout helpers
+    # (``create_buffer_views_from_layout``, ``get_total_size_slices_and_shapes``,
+    # ``Hub``, ``layout_hubs``, ``group_into_hubs``, ``get_forward_closure``,
+    # ``get_order`` and the other ``get_*``/``merge_connections`` helpers)
+    # are gone with the hubs (HISTORY.rst, "Memory layout and buffers").
+    'brainstorm.structure.buffers': (
+        'np default_handler BufferStructure BufferView sort_by_index_key BufferManager'
+    ),
+    'brainstorm.structure.construction': (
+        'NetworkValidationError is_valid_layer_name UniquelyNamed LayerDetails '
+        'ConstructionWrapper'
+    ),
+    'brainstorm.structure.layout': (
+        'itertools OrderedDict np BufferStructure NetworkValidationError '
+        'get_by_path convert_to_nested_indices flatten get_normalized_path '
+        'sort_by_index_key create_layout'
+    ),
+    # network: ``LossLayerImpl`` is left out (structure never imports layers;
+    # docs/internals.rst), and so are the reference helpers below.
+    'brainstorm.structure.network': (
+        'json OrderedDict h5py np create_from_description get_description '
+        'default_handler ArrayInitializer evaluate_initializer Seedable '
+        'generate_architecture instantiate_layers_from_architecture BufferView '
+        'BufferManager create_layout NetworkValidationError get_brainstorm_info '
+        'GradientModifier Network'
+    ),
+    # view_references: the module was rewritten as the name-pattern matching
+    # of ``initialize``, the modifiers and ``MultiStepper`` (HISTORY.rst);
+    # 0.5's helpers (``resolve_references``, ``prune_view_references``,
+    # ``order_and_copy_modifiers``, ``get_regex_for_reference``, ``Node``,
+    # ``empty_dict_from``, ``add_or_update``, ``append_to_all_leaves``,
+    # ``apply_references_recursively``, ``evaluate_defaults``,
+    # ``get_fallbacks``, ``get_key_to_references_mapping``,
+    # ``copy_modifier_for``) are not provided.
+    'brainstorm.structure.view_references': (
+        're namedtuple deepcopy BufferView NetworkValidationError is_valid_layer_name'
+    ),
+    'brainstorm.training': (
+        'Trainer SgdStepper MomentumStepper NesterovStepper Linear Exponential '
+        'MultiStep'
+    ),
+    'brainstorm.training.schedules': ('np Describable Linear Exponential MultiStep'),
+    'brainstorm.training.utils': ('run_network'),
+    'brainstorm.utils': (
+        'datetime reduce math operator re __version__ product PYTHON_IDENTIFIER '
+        'NAME_BLACKLIST is_valid_layer_name ValidationError '
+        'NetworkValidationError LayerValidationError IteratorValidationError '
+        'StructureValidationError InitializationError get_inheritors flatten '
+        'convert_to_nested_indices sort_by_index_key get_by_path '
+        'get_normalized_path flatten_time flatten_time_and_features '
+        'flatten_features flatten_all_but_last flatten_keys progress_bar '
+        'silence get_brainstorm_info'
+    ),
+    'brainstorm.value_modifiers': (
+        'np Describable Seedable ValueModifier GradientModifier ConstrainL2Norm '
+        'ClipValues MaskValues FreezeValues L1Decay L2Decay'
+    ),
 }
 
 
@@ -268,3 +453,71 @@ def test_05_names_that_moved_are_the_objects_of_their_new_homes():
     ]
     kwargs = architecture.get_kwargs(entry)
     assert kwargs == {'size': [3]} and kwargs['size'] is not entry['size']
+
+
+def test_05_utils_helpers_behave_as_in_05():
+    from brainstorm import utils
+
+    assert utils.product((2, 3, 4)) == 24 and utils.product([]) == 1
+    assert list(utils.flatten([1, (2, [3, 4]), [], 5])) == [1, 2, 3, 4, 5]
+    assert list(utils.convert_to_nested_indices(['a', ('b', ['c']), 'd'])) == [
+        0,
+        [1, [2]],
+        3,
+    ]
+    start = [5]
+    assert list(utils.convert_to_nested_indices(['a', 'b'], start)) == [5, 6]
+    assert start == [7]
+    items = {'x': {'@index': 2}, 'y': 3, 'z': {'@index': 0}, 'w': {}}.items()
+    assert [k for k, _ in sorted(items, key=utils.sort_by_index_key)] == [
+        'y',
+        'w',
+        'z',
+        'x',
+    ]
+    quiet = utils.silence()
+    assert [next(quiet) for _ in range(3)] == ['', '', '']
+    assert utils.PYTHON_IDENTIFIER.match('_a1') and not utils.PYTHON_IDENTIFIER.match(
+        '1a'
+    )
+    from brainstorm.layers.mask_layer import product
+
+    assert product is utils.product
+
+
+def test_05_debug_handler_helpers_check_their_arguments():
+    from brainstorm.handlers import NumpyHandler
+    from brainstorm.handlers import debug_handler as dh
+
+    handler = dh.DebugHandler(NumpyHandler(np.float64))
+    a = handler.zeros((2, 3))
+    b = handler.zeros((2, 3))
+    dh.assert_is_shape((2, 0))
+    dh.assert_debug_arrays(a, b)
+    dh.assert_shapes_equal(a, b, (2, 3))
+    dh.assert_is_scalar(1.5)
+    dh.assert_is_scalar(3)
+    for bad in ([2, 3], (2, -1), (2.0,), (True,)):
+        with pytest.raises(AssertionError, match='shape'):
+            dh.assert_is_shape(bad)
+    with pytest.raises(dh.DebugHandlerError, match='argument 1 must be a DebugArray'):
+        dh.assert_debug_arrays(a, np.zeros((2, 3)))
+    with pytest.raises(dh.DebugHandlerError, match=r'argument 2 has shape \(3, 2\)'):
+        dh.assert_shapes_equal(a, b, handler.zeros((3, 2)))
+    for bad in ('1', True, None, a):
+        with pytest.raises(dh.DebugHandlerError, match='scalar'):
+            dh.assert_is_scalar(bad)
+
+    @dh.check_for_inf_or_nan
+    def op(h, arr, value):
+        return 'done'
+
+    assert op(handler, a, 2.0) == 'done'
+    assert op.__name__ == 'op'
+    nan_array = handler.create_from_numpy(np.array([1.0, np.nan]))
+    with pytest.raises(ValueError, match="argument '2.'"):
+        op(handler, nan_array, 1.0)
+    with pytest.raises(ValueError, match="argument '3.'"):
+        op(handler, a, float('nan'))
+    with pytest.raises(ValueError, match="argument 'value'"):
+        op(handler, b, value=float('inf'))

@@ -7,6 +7,7 @@ touches memory without going through handler ops.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -16,7 +17,16 @@ from brainstorm.describable import get_description
 from brainstorm.handlers.base_handler import Handler
 from brainstorm.handlers.numpy_handler import NumpyHandler
 
-__all__ = ['DebugHandler', 'DebugArray', 'DebugHandlerError']
+__all__ = [
+    'DebugHandler',
+    'DebugArray',
+    'DebugHandlerError',
+    'check_for_inf_or_nan',
+    'assert_is_shape',
+    'assert_debug_arrays',
+    'assert_shapes_equal',
+    'assert_is_scalar',
+]
 
 _NO_ARITHMETIC = (
     'DebugArray supports no arithmetic or NumPy functions: use '
@@ -890,4 +900,116 @@ class DebugHandler(Handler):
             stride=stride,
             in_deltas=in_deltas,
             out_deltas=out_deltas,
+        )
+
+
+# ------------------------------------------ Brainstorm 0.5's helper functions
+
+
+def _finite(handler, value) -> bool:
+    if isinstance(value, DebugArray):
+        return bool(handler.is_fully_finite(value))
+    if _is_scalar(value):
+        return math.isfinite(value)
+    return True
+
+
+def check_for_inf_or_nan(f):
+    """Decorate a handler method to check its arguments after each call.
+
+    Args:
+        f: a function whose first argument is a :class:`DebugHandler`.
+
+    Returns:
+        A function that calls ``f`` and then raises ``ValueError`` naming
+        the argument (by position from 1, or by keyword) if a
+        :class:`DebugArray` or a number among the arguments holds NaN or Inf.
+    """
+
+    @functools.wraps(f)
+    def checked(*args, **kwargs):
+        result = f(*args, **kwargs)
+        handler = args[0]
+        named = [(f'{i}.', arg) for i, arg in enumerate(args, start=1)]
+        for name, value in named + list(kwargs.items()):
+            if not _finite(handler, value):
+                raise ValueError(f'NaN or Inf encountered in argument {name!r}')
+        return result
+
+    return checked
+
+
+def assert_is_shape(shape) -> None:
+    """Check that ``shape`` is a tuple of non-negative ints.
+
+    Args:
+        shape: the value to check.
+
+    Raises:
+        DebugHandlerError: naming what was received.
+    """
+    if not isinstance(shape, tuple):
+        raise DebugHandlerError(
+            f'a shape must be a tuple. Received: {type(shape).__name__} {shape!r}'
+        )
+    for dim in shape:
+        if not _is_int(dim) or dim < 0:
+            raise DebugHandlerError(
+                f'a shape must hold non-negative ints. Received: {shape!r}'
+            )
+
+
+def assert_debug_arrays(*arrays) -> None:
+    """Check that every argument is a :class:`DebugArray`.
+
+    Args:
+        *arrays: the values to check.
+
+    Raises:
+        DebugHandlerError: naming the position (from 0) and the type found.
+    """
+    for i, array in enumerate(arrays):
+        if not isinstance(array, DebugArray):
+            raise DebugHandlerError(
+                f'argument {i} must be a DebugArray. Received: {type(array).__name__}'
+            )
+
+
+def assert_shapes_equal(ref_shape, *shapes) -> None:
+    """Check that shapes (or the shapes of DebugArrays) equal ``ref_shape``.
+
+    Args:
+        ref_shape: a shape tuple or a :class:`DebugArray`.
+        *shapes: shape tuples or DebugArrays to compare with it.
+
+    Raises:
+        DebugHandlerError: if one is no shape or the shapes differ.
+    """
+    if isinstance(ref_shape, DebugArray):
+        ref_shape = ref_shape.shape
+    assert_is_shape(ref_shape)
+    for i, shape in enumerate(shapes, start=1):
+        if isinstance(shape, DebugArray):
+            shape = shape.shape
+        assert_is_shape(shape)
+        if shape != ref_shape:
+            raise DebugHandlerError(
+                f'shape mismatch: argument {i} has shape {shape}, '
+                f'argument 0 has shape {ref_shape}'
+            )
+
+
+def assert_is_scalar(value) -> None:
+    """Check that ``value`` is an int or a float (not a bool).
+
+    Args:
+        value: the value to check.
+
+    Raises:
+        DebugHandlerError: naming the type found.
+    """
+    if not _is_scalar(value):
+        raise DebugHandlerError(
+            f'expected a scalar (int or float). '
+            f'Received: {type(value).__name__} {value!r}'
         )

@@ -74,7 +74,11 @@ from brainstorm.arguments import SEED, Arg, Optional
 from brainstorm.handlers import _cuda_kernels as kernels
 from brainstorm.handlers._cublas import Cublas, row_major_gemm, row_major_ld
 from brainstorm.handlers.base_handler import FirstUseRandomState, Handler
-from brainstorm.randomness import RandomState
+from brainstorm.randomness import (
+    RandomState,
+    global_rnd,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+)
+from brainstorm.utils import flatten_all_but_last  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 
 __all__ = ['PyCudaHandler', 'GPUView', 'coalesce', 'INSTALL_HINT']
 

@@ -8,9 +8,16 @@ import numpy as np
 
 from brainstorm.layers.attributes import Activation, Kwarg, PositiveIntOrTuple
 from brainstorm.layers.base_layer import Layer, default_size, time_template
-from brainstorm.structure.buffer_structure import BufferStructure
+from brainstorm.structure.buffer_structure import (
+    BufferStructure,
+    StructureTemplate,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+)
 from brainstorm.structure.construction import ConstructionWrapper
-from brainstorm.utils import flatten_time_and_features
+from brainstorm.utils import (  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+    LayerValidationError,
+    flatten_time,
+    flatten_time_and_features,
+)
 
 
 def FullyConnected(

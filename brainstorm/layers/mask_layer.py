@@ -7,12 +7,16 @@ from collections import OrderedDict
 import numpy as np
 
 from brainstorm.layers.base_layer import Layer, time_template
-from brainstorm.structure.buffer_structure import BufferStructure
+from brainstorm.structure.buffer_structure import (
+    BufferStructure,
+    StructureTemplate,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+)
 from brainstorm.structure.construction import ConstructionWrapper
 from brainstorm.utils import (
     LayerValidationError,
     flatten_time,
     flatten_time_and_features,
+    product,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
     reshape_view,
 )
 

@@ -11,7 +11,10 @@ from brainstorm.structure.buffer_structure import (
     StructureTemplate,
 )
 from brainstorm.structure.construction import ConstructionWrapper
-from brainstorm.utils import LayerValidationError
+from brainstorm.utils import (
+    LayerValidationError,
+    flatten_all_but_last,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+)
 
 
 def Merge(name: str | None = None) -> ConstructionWrapper:

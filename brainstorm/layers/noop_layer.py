@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from brainstorm.layers.base_layer import Layer, time_template
-from brainstorm.structure.buffer_structure import BufferStructure
+from brainstorm.structure.buffer_structure import (
+    BufferStructure,
+    StructureTemplate,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+)
 from brainstorm.structure.construction import ConstructionWrapper
 
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from brainstorm.utils import StructureValidationError
+from brainstorm.utils import (
+    StructureValidationError,
+    ValidationError,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+)
 
 __all__ = ['StructureTemplate', 'BufferStructure', 'combine_buffer_structures']
 

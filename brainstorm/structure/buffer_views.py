@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numbers
 
+from brainstorm.utils import get_by_path  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+
 __all__ = ['BufferView']
 
 

@@ -35,6 +35,10 @@ gradients.
 from __future__ import annotations
 
 import copy
+import itertools  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+from collections import OrderedDict  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+
+import numpy as np  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 
 from brainstorm.structure.architecture import (
     Connection,
@@ -42,7 +46,14 @@ from brainstorm.structure.architecture import (
     validate_architecture,
 )
 from brainstorm.structure.buffer_structure import BufferStructure
-from brainstorm.utils import NetworkValidationError
+from brainstorm.utils import (  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+    NetworkValidationError,
+    convert_to_nested_indices,
+    flatten,
+    get_by_path,
+    get_normalized_path,
+    sort_by_index_key,
+)
 
 __all__ = [
     'create_layout',

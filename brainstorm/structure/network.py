@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
+import json  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 import threading
 import warnings
 from collections import OrderedDict
 
+import h5py  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 import numpy as np
 
 import brainstorm.handlers as handlers
 from brainstorm.arguments import SEED, Arg, FileName, Instance, Optional, Str, declare
 from brainstorm.describable import create_from_description, get_description
+from brainstorm.handlers import default_handler  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 from brainstorm.handlers.base_handler import Handler
-from brainstorm.initializers import evaluate_initializer
+from brainstorm.initializers import (
+    ArrayInitializer,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+    evaluate_initializer,
+)
 from brainstorm.randomness import Seedable
 from brainstorm.structure import external_data, network_io
-from brainstorm.structure.architecture import generate_architecture
+from brainstorm.structure.architecture import (
+    generate_architecture,
+    instantiate_layers_from_architecture,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+)
 from brainstorm.structure.buffer_views import BufferView
 from brainstorm.structure.buffers import BufferManager
 from brainstorm.structure.layout import RESERVED_LAYER_NAMES as RESERVED_LAYER_NAMES
@@ -29,6 +38,7 @@ from brainstorm.structure.view_references import (
 from brainstorm.utils import (
     InitializationError,
     NetworkValidationError,
+    get_brainstorm_info,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
     reshape_view,
 )
 from brainstorm.value_modifiers import GradientModifier

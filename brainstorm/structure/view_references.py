@@ -11,12 +11,21 @@ from __future__ import annotations
 
 import copy
 import re
-from collections import OrderedDict
+from collections import (
+    OrderedDict,
+    namedtuple,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+)
+from copy import deepcopy  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 
 import numpy as np
 
 from brainstorm.initializers import ArrayInitializer, Initializer
-from brainstorm.utils import NetworkValidationError, ValidationError
+from brainstorm.structure.buffer_views import BufferView  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+from brainstorm.utils import (
+    NetworkValidationError,
+    ValidationError,
+    is_valid_layer_name,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+)
 
 __all__ = [
     'pattern_matches',
