@@ -88,3 +88,59 @@ def test_with_its_module_imported_the_checkpoint_loads(checkpoint_dir):
     (checkpoint_dir / 'elsewhere.py').rename(checkpoint_dir / 'myhooks.py')
     out = _run(checkpoint_dir, LOAD, 'import')
     assert out.strip() == 'LOADED CountingHook', out
+
+
+# ---- the same rule in this process, at its edges ---------------------------
+# (the runner of tools/mutation.py selects tests by the lines they run in
+# this process, so the rule is also stated here, without a subprocess)
+
+
+def test_unknown_classes_are_found_in_nested_dicts_and_lists_with_their_paths():
+    from brainstorm.training.checkpoint import _unknown_classes
+
+    description = {
+        '@type': 'Trainer',
+        'hooks': {'counter': {'@type': 'NoSuchHook', 'n': 1}},
+        'scorers': [{'@type': 'Accuracy'}, {'@type': 'NoSuchScorer'}],
+    }
+    assert _unknown_classes(description) == [
+        ('hooks.counter', 'NoSuchHook'),
+        ('scorers[1]', 'NoSuchScorer'),
+    ]
+    assert _unknown_classes([{'@type': 'Nope'}]) == [('[0]', 'Nope')]
+
+
+def test_an_unknown_class_at_the_top_is_the_trainer():
+    from brainstorm.training.checkpoint import _unknown_classes
+
+    assert _unknown_classes({'@type': 'NoSuchTrainer'}) == [
+        ('trainer', 'NoSuchTrainer')
+    ]
+
+
+def test_known_classes_and_plain_values_are_not_listed():
+    import brainstorm as bs
+    from brainstorm.describable import get_description
+    from brainstorm.training.checkpoint import _unknown_classes
+
+    trainer = bs.Trainer(bs.training.MomentumStepper(), verbose=False)
+    trainer.add_hook(bs.hooks.StopAfterEpoch(2))
+    assert _unknown_classes(get_description(trainer)) == []
+    assert _unknown_classes({'@type': 5, 'a': ['x', 1, None]}) == []
+
+
+def test_the_error_lists_every_unknown_class_where_it_is_used():
+    import brainstorm as bs
+    from brainstorm.training.checkpoint import _create_trainer
+    from brainstorm.utils import TrainingValidationError
+
+    description = {
+        '@type': 'Trainer',
+        'hooks': {'a': {'@type': 'HookA'}, 'b': {'@type': 'HookB'}},
+    }
+    with pytest.raises(TrainingValidationError) as info:
+        _create_trainer(description, bs.Trainer, "Checkpoint 'x.ckpt'")
+    message = str(info.value)
+    assert message.startswith("Checkpoint 'x.ckpt' names classes that are not known")
+    assert "'HookA' (at hooks.a), 'HookB' (at hooks.b)" in message
+    assert 'corrupt' not in message
