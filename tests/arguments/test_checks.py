@@ -690,3 +690,26 @@ def test_arrays_are_shown_by_shape_and_dtype():
     masked = np.ma.masked_array([1.0], mask=[True])
     assert checks._short(masked) == 'masked array of shape (1,) and dtype float64'
     assert checks._short([1, 2]) == '[1, 2]'
+
+
+# ---- FileName ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize('value', [5, 1.5, ['a'], b'a.h5', '', 'a\0b'])
+def test_file_name_refuses_what_is_no_name_saying_only_what_it_expects(value):
+    with pytest.raises(ValidationError) as info:
+        bs.hooks.SaveBestNetwork('validation.total_loss', filename=value)
+    # the message is the check's own, without Python's wording from os.fspath
+    assert str(info.value) == (
+        'SaveBestNetwork: filename must be None or a file name (a non-empty '
+        f'str or os.PathLike). Received: filename={value!r}'
+    )
+
+
+def test_file_name_takes_str_and_path_like_as_str():
+    import pathlib
+
+    from brainstorm.arguments import FileName
+
+    assert FileName().normalize('a.h5') == 'a.h5'
+    assert FileName().normalize(pathlib.Path('d') / 'a.h5') == 'd/a.h5'
