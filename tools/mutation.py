@@ -347,26 +347,23 @@ class _Maker(ast.NodeVisitor):
 
     # -- expressions
 
-    def visit_Compare(self, node):
-        operands = [node.left] + node.comparators
+    def _swap_operators(self, node, operands, swaps, operator: str) -> None:
+        """Mutate the operator token between each two neighbouring operands."""
         for left, right in zip(operands, operands[1:]):
             after = self.positions.span(left)[1]
             before = self.positions.span(right)[0]
-            found = self._operator_token(after, before, COMPARE_SWAPS)
+            found = self._operator_token(after, before, swaps)
             if found:
                 s, e, text = found
-                self._add(node, 'compare', s, e, COMPARE_SWAPS[text])
+                self._add(node, operator, s, e, swaps[text])
         self.generic_visit(node)
 
+    def visit_Compare(self, node):
+        operands = [node.left, *node.comparators]
+        self._swap_operators(node, operands, COMPARE_SWAPS, 'compare')
+
     def visit_BoolOp(self, node):
-        for left, right in zip(node.values, node.values[1:]):
-            after = self.positions.span(left)[1]
-            before = self.positions.span(right)[0]
-            found = self._operator_token(after, before, BOOL_SWAPS)
-            if found:
-                s, e, text = found
-                self._add(node, 'boolean', s, e, BOOL_SWAPS[text])
-        self.generic_visit(node)
+        self._swap_operators(node, node.values, BOOL_SWAPS, 'boolean')
 
     def visit_UnaryOp(self, node):
         if isinstance(node.op, ast.Not):
