@@ -24,8 +24,8 @@ from brainstorm.randomness import RandomState, global_rnd
 from brainstorm.training import Trainer
 from brainstorm.training import checkpoint as ck
 from brainstorm.training.checkpoint_file import get_random_state
-from brainstorm.training.steppers import MomentumStepper
 from brainstorm.training.progress import TrainingRun
+from brainstorm.training.steppers import MomentumStepper
 from brainstorm.training.utils import LogEntries
 from brainstorm.utils import TrainingValidationError
 from tests.training.nets import StopAtUpdate, blob_data
@@ -541,6 +541,22 @@ def test_missing_initial_done_follows_started(plain7, tmp_path):
     assert Trainer.from_checkpoint(on)[0]._progress.initial_done == ('update', 'epoch')
     off = rewrite(good, str(tmp_path / 'off.ckpt'), drop(False))
     assert Trainer.from_checkpoint(off)[0]._progress.initial_done == ()
+
+
+@pytest.mark.parametrize(
+    'initial_done', ['epoch', ['epoch'], ['epoch', 'update'], ['update', 3], None]
+)
+def test_initial_done_must_be_the_rounds_in_their_order(plain7, tmp_path, initial_done):
+    """The rounds at count 0 begun are [], ['update'] or ['update',
+    'epoch']; anything else used to be taken as it came ('epoch' as the
+    rounds 'e', 'p', 'o', 'c', 'h')."""
+    bad = rewrite(
+        plain7,
+        str(tmp_path / 'rounds.ckpt'),
+        lambda d: d['progress'].update(initial_done=initial_done),
+    )
+    with pytest.raises(TrainingValidationError, match="'initial_done' must be one of"):
+        Trainer.from_checkpoint(bad)
 
 
 def test_started_is_recorded_once_both_count_zero_emissions_began(tmp_path):
