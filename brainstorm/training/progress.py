@@ -60,6 +60,28 @@ class TrainingProgress:
         self.resume: dict | None = None
         self.begin_run()
 
+    @classmethod
+    def from_old_trainer_state(cls, state: dict) -> TrainingProgress:
+        """Take the progress out of a trainer's state pickled before the record.
+
+        Earlier versions kept the counters and ``_started``,
+        ``_initial_done`` and ``_resume`` on the trainer itself.
+
+        Args:
+            state: the trainer's ``__dict__`` as pickled; those entries are
+                removed from it.
+
+        Returns:
+            The record they make.
+        """
+        progress = cls()
+        progress.epoch_nr = state.pop('current_epoch_nr', 0)
+        progress.update_nr = state.pop('current_update_nr', 0)
+        progress.started = state.pop('_started', False)
+        progress.initial_done = tuple(state.pop('_initial_done', ()))
+        progress.resume = state.pop('_resume', None)
+        return progress
+
     def begin_run(self) -> None:
         """Forget the position in an epoch: each ``train`` begins an epoch.
 

@@ -235,13 +235,7 @@ class Trainer(Describable):
         """
         state = dict(state)
         if '_progress' not in state:
-            progress = TrainingProgress()
-            progress.epoch_nr = state.pop('current_epoch_nr', 0)
-            progress.update_nr = state.pop('current_update_nr', 0)
-            progress.started = state.pop('_started', False)
-            progress.initial_done = tuple(state.pop('_initial_done', ()))
-            progress.resume = state.pop('_resume', None)
-            state['_progress'] = progress
+            state['_progress'] = TrainingProgress.from_old_trainer_state(state)
         state.pop('_running', None)  # now kept off the trainer (_RUNNING)
         state.setdefault('_run', None)
         self.__dict__.update(state)
