@@ -144,8 +144,8 @@ class ClipValues(ValueModifier):
     """
 
     __arguments__ = {
-        'low': Arg(Real(), default=-1.0),
-        'high': Arg(Real(), default=1.0),
+        'low': Arg(Real()),
+        'high': Arg(Real()),
     }
 
     def __init__(self, low: float = -1.0, high: float = 1.0):
@@ -267,7 +267,7 @@ class FreezeValues(ValueModifier):
     """
 
     __arguments__ = {
-        'weights': Arg(Optional(NumericArray()), default=None),
+        'weights': Arg(Optional(NumericArray())),
     }
 
     def __init__(self, weights=None):

@@ -13,7 +13,8 @@ import sys
 from collections import OrderedDict
 from typing import Any
 
-from brainstorm.layers.attributes import REQUIRED, Kwarg
+from brainstorm.arguments import REQUIRED, Arg
+from brainstorm.layers.attributes import resolve_kwarg
 from brainstorm.registry import get_layer_class, layer_classes, register_layer_class
 from brainstorm.structure.buffer_structure import BufferStructure, StructureTemplate
 from brainstorm.utils import LayerValidationError
@@ -28,8 +29,10 @@ class Layer:
 
     Attributes:
         expected_inputs: input name -> :class:`StructureTemplate`.
-        declared_kwargs: argument name -> :class:`Kwarg` (type, default,
-            constraint and description). Layers written for Brainstorm 0.5
+        declared_kwargs: argument name -> declaration: a
+            :class:`~brainstorm.arguments.Arg` (or its layer spelling
+            :class:`~brainstorm.layers.attributes.Kwarg`) with the check,
+            default and description. Layers written for Brainstorm 0.5
             may give only ``expected_kwargs`` (a set of names) instead.
         expected_kwargs: the set of accepted argument names (derived from
             ``declared_kwargs`` when that is given).
@@ -164,8 +167,8 @@ class Layer:
             )
         resolved = dict(kwargs)
         for kw_name, declaration in cls.declared_kwargs.items():
-            if isinstance(declaration, Kwarg):
-                resolved[kw_name] = declaration.resolve(desc, kw_name, kwargs)
+            if isinstance(declaration, Arg):
+                resolved[kw_name] = resolve_kwarg(declaration, desc, kw_name, kwargs)
         return resolved
 
     def _validate_in_shapes(self) -> None:
@@ -380,13 +383,13 @@ def describe_layers() -> list:
         example_kwargs = {}
         for name, kwarg in cls.declared_kwargs.items():
             kwargs[name] = {
-                'expected': kwarg.constraint.expected,
+                'expected': kwarg.check.expected,
                 'default': None if kwarg.default is REQUIRED else kwarg.default,
                 'required': kwarg.default is REQUIRED,
-                'description': kwarg.description,
+                'description': kwarg.doc,
             }
             if kwarg.default is REQUIRED:
-                example_kwargs[name] = kwarg.constraint.example
+                example_kwargs[name] = kwarg.check.example
         for name in set(cls.expected_kwargs) - set(cls.declared_kwargs):
             kwargs[name] = {
                 'expected': None,
