@@ -111,6 +111,9 @@ def resolve_defaults(arguments: dict, function: Callable_) -> dict:
         return arguments
     result = {}
     for name, arg in arguments.items():
+        if not isinstance(arg, Arg):
+            result[name] = arg  # not a declaration (a 0.5 layer's entry)
+            continue
         parameter = None if arg.state else parameters.get(name)
         if (
             parameter is not None

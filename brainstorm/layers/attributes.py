@@ -179,7 +179,7 @@ class ShapeDict(Constraint):
 
     expected = "a dict of output names to shapes like ('T', 'B', 784) or ('B', 10)"
     example = {'default': ('T', 'B', 3)}
-    invalid_examples = (
+    invalid_examples: Any = (
         {},
         {'default': (3,)},
         {'default': ('T', 'B', 0)},

@@ -13,7 +13,7 @@ import sys
 from collections import OrderedDict
 from typing import Any
 
-from brainstorm.arguments import REQUIRED, Arg
+from brainstorm.arguments import REQUIRED, Arg, resolve_defaults
 from brainstorm.layers.attributes import resolve_kwarg
 from brainstorm.registry import get_layer_class, layer_classes, register_layer_class
 from brainstorm.structure.buffer_structure import BufferStructure, StructureTemplate
@@ -99,10 +99,20 @@ class Layer:
     has_lstm_gates: bool = False
 
     def __init_subclass__(cls, **kwargs):
-        """Register the class by name; derive ``expected_kwargs``."""
+        """Register the class by name; derive ``expected_kwargs``.
+
+        A declared argument without a default of its own takes the default
+        of the layer's constructor function (the function named like the
+        type, defined above the class in its module): each default is
+        written once, in the function's signature.
+        """
         super().__init_subclass__(**kwargs)
-        if 'declared_kwargs' in cls.__dict__ and 'expected_kwargs' not in cls.__dict__:
-            cls.expected_kwargs = set(cls.declared_kwargs)
+        if 'declared_kwargs' in cls.__dict__:
+            if 'expected_kwargs' not in cls.__dict__:
+                cls.expected_kwargs = set(cls.declared_kwargs)
+            factory = _defining_namespace(cls).get(cls.get_type_name())
+            if inspect.isfunction(factory):
+                cls.declared_kwargs = resolve_defaults(cls.declared_kwargs, factory)
         register_layer_class(cls)
 
     def __init__(
@@ -300,6 +310,22 @@ class Layer:
 
     def __repr__(self):
         return f'<{type(self).__name__} {self.name!r}>'
+
+
+def _defining_namespace(cls: type) -> dict:
+    """The globals of the code defining ``cls``: its module's, or a snippet's.
+
+    The nearest calling frame whose globals are named like the class's
+    module (a module being imported, or code run with ``exec``), else the
+    module's namespace.
+    """
+    frame: Any = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals.get('__name__') == cls.__module__:
+            return frame.f_globals
+        frame = frame.f_back
+    module = sys.modules.get(cls.__module__)
+    return vars(module) if module is not None else {}
 
 
 def get_layer_class_from_typename(typename: str) -> type:

@@ -268,6 +268,57 @@ def test_no_default_is_written_twice():
     assert checked > 60
 
 
+def test_no_layer_argument_repeats_its_constructor_functions_default():
+    import sys
+
+    from brainstorm.registry import layer_classes
+
+    checked = 0
+    problems = []
+    for cls in layer_classes():
+        if not cls.__module__.startswith('brainstorm.'):
+            continue
+        factory = getattr(sys.modules[cls.__module__], cls.get_type_name())
+        parameters = inspect.signature(factory).parameters
+        for name, arg in cls.declared_kwargs.items():
+            parameter = parameters.get(name)
+            if parameter is None or parameter.default is parameter.empty:
+                continue  # e.g. size: required by the function, None here
+            checked += 1
+            if not arg.default_from_signature:
+                problems.append(f'{cls.__name__}.{name}')
+            assert arg.default == parameter.default, (cls, name)
+    assert not problems, problems
+    assert checked >= 15
+
+
+def test_a_layer_argument_takes_its_default_from_the_constructor_function():
+    dropout = bs.layers.dropout_layer.DropoutLayerImpl
+    assert dropout.declared_kwargs['drop_prob'].default == 0.5
+    assert dropout.check_kwargs('D', {}) == {'drop_prob': 0.5}
+    # where the function requires what the layer may decide, both stay
+    size = bs.layers.fully_connected_layer.FullyConnectedLayerImpl
+    assert size.declared_kwargs['size'].default is None
+    lstm = bs.layers.lstm_layer.LstmLayerImpl.declared_kwargs['size']
+    assert lstm.default is None and not lstm.default_from_signature
+
+
+def test_a_layer_defined_in_a_snippet_finds_its_constructor_function():
+    namespace = {'__name__': 'a_snippet'}
+    code = (
+        'from brainstorm.arguments import Arg, Real\n'
+        'from brainstorm.layers.base_layer import Layer\n'
+        'def Snippety(rate=0.25, name=None):\n'
+        '    pass\n'
+        'class SnippetyLayerImpl(Layer):\n'
+        "    declared_kwargs = {'rate': Arg(Real(0, 1))}\n"
+    )
+    exec(compile(code, 'snippet', 'exec'), namespace)
+    impl = namespace['SnippetyLayerImpl']
+    assert impl.declared_kwargs['rate'].default == 0.25
+    assert impl.check_kwargs('S', {}) == {'rate': 0.25}
+
+
 @pytest.mark.parametrize('name', sorted(NOT_YET))
 def test_the_classes_left_for_later_still_repeat_a_default(name):
     (cls,) = [c for c in _library_classes() if c.__name__ == name]
@@ -382,7 +433,8 @@ def test_data_parallel_with_a_timeout_round_trips():
     with pytest.raises(DescriptionError, match='unknown key'):
         create_from_description({**description, 'timeot': 1})
     with pytest.raises(
-        TrainingValidationError, match=r'DataParallel \(from a description\): timeout must be None or a'
+        TrainingValidationError,
+        match=r'DataParallel \(from a description\): timeout must be None or a',
     ):
         create_from_description({**description, 'timeout': -1})
     assert 'timeout' not in get_description(
