@@ -35,8 +35,9 @@ class Arg:
 
     Args:
         check: what the value must be (a :class:`Check`).
-        default: the value when the argument is absent, or :data:`REQUIRED`
-            (for a constructor argument: the signature's default, if any).
+        default: the value when the argument is absent, or
+            :data:`~brainstorm.arguments.REQUIRED` (for a constructor
+            argument: the signature's default, if any).
         attr: the instance attribute (description key) holding the value;
             default: the argument's name. ``None`` with ``init_only=True``.
         init_only: the argument is checked at construction but not stored
@@ -95,8 +96,8 @@ def resolve_defaults(arguments: dict, function: Callable_) -> dict:
 
     Each declared argument that is a parameter of ``function`` (declared
     state is not) and declares no default of its own gets the parameter's
-    default, or stays :data:`REQUIRED` if the parameter has none: the
-    default is written once, in the signature. A default declared anyway
+    default, or stays :data:`~brainstorm.arguments.REQUIRED` if the
+    parameter has none: the default is written once, in the signature. A default declared anyway
     is kept (the attribute's value where the constructor stores a changed
     value, e.g. ``items=()`` stored as a list). Declarations are copied,
     never changed.
