@@ -97,9 +97,10 @@ def resolve_defaults(arguments: dict, function: Callable_) -> dict:
     Each declared argument that is a parameter of ``function`` (declared
     state is not) and declares no default of its own gets the parameter's
     default, or stays :data:`~brainstorm.arguments.REQUIRED` if the
-    parameter has none: the default is written once, in the signature. A default declared anyway
-    is kept (the attribute's value where the constructor stores a changed
-    value, e.g. ``items=()`` stored as a list). Declarations are copied,
+    parameter has none: the default is written once, in the signature. A
+    default declared anyway is kept (the attribute's value where the
+    constructor stores a changed value, e.g. ``items=()`` stored as a
+    list). Declarations are copied,
     never changed.
 
     Args:
