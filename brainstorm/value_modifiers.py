@@ -196,12 +196,7 @@ class MaskValues(ValueModifier):
 
     def __init__(self, mask):
         super().__init__()
-        self.mask = np.array(mask)
-        if not np.issubdtype(self.mask.dtype, np.number) and self.mask.dtype != bool:
-            raise ValidationError(
-                f'MaskValues: mask must be a numeric array. '
-                f'Received dtype {self.mask.dtype}'
-            )
+        self.mask = np.array(mask)  # a numeric array, as declared
 
     def __init_from_description__(self, description):
         super().__init_from_description__(description)
