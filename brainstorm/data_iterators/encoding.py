@@ -17,7 +17,7 @@ from brainstorm.data_iterators.base import (
     _is_int,
 )
 from brainstorm.data_iterators.sources import _example_iterator
-from brainstorm.utils import IteratorValidationError
+from brainstorm.errors import IteratorValidationError
 
 
 def _check_vocabulary_sizes(owner: str, vocab_size_dict, iterator) -> None:

@@ -24,7 +24,7 @@ from brainstorm.data_iterators.base import (
     _is_int,
     _read_only,
 )
-from brainstorm.utils import IteratorValidationError
+from brainstorm.errors import IteratorValidationError
 
 
 def _example_iterator():

@@ -23,14 +23,14 @@ from brainstorm.arguments import (
     Str,
 )
 from brainstorm.describable import Describable
+from brainstorm.errors import (
+    TrainingValidationError,
+    UnknownNameError,
+)
+from brainstorm.naming import get_by_path
 from brainstorm.parallel import processes_of
 from brainstorm.scorers import _LogKey
 from brainstorm.training.utils import check_int
-from brainstorm.utils import (
-    TrainingValidationError,
-    UnknownNameError,
-    get_by_path,
-)
 
 __all__ = ['Hook']
 

@@ -14,6 +14,13 @@ from collections.abc import Mapping
 import numpy as np
 
 from brainstorm.arguments import Arg, Choice, FileName, Optional, Str
+from brainstorm.errors import TrainingValidationError
+from brainstorm.files import (
+    as_file_name,
+    get_brainstorm_info,
+    write_atomically,
+    write_hdf5,
+)
 from brainstorm.hooks.base import (
     _NAMES,
     Hook,
@@ -23,13 +30,6 @@ from brainstorm.hooks.base import (
 )
 from brainstorm.structure.network import Network
 from brainstorm.training.utils import log_counters
-from brainstorm.utils import (
-    TrainingValidationError,
-    as_file_name,
-    get_brainstorm_info,
-    write_atomically,
-    write_hdf5,
-)
 
 __all__ = [
     'SaveBestNetwork',

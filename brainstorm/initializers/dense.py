@@ -12,8 +12,11 @@ import numpy as np
 
 from brainstorm.arguments import AnyOf, Arg, Bool, Choice, Optional
 from brainstorm.arguments import Real as RealArg
+from brainstorm.errors import (
+    NetworkValidationError,
+    ValidationError,
+)
 from brainstorm.initializers.base import Initializer, _check_number
-from brainstorm.utils import NetworkValidationError, ValidationError
 
 __all__ = [
     'Gaussian',

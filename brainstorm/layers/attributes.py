@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from brainstorm.errors import LayerValidationError
 from brainstorm.handlers.base_handler import ACTIVATION_NAMES
-from brainstorm.utils import LayerValidationError
 
 __all__ = [
     'REQUIRED',

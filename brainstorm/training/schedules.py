@@ -17,8 +17,8 @@ import numpy as np
 
 from brainstorm.arguments import Arg, Int, ListOf, Real
 from brainstorm.describable import Describable
+from brainstorm.errors import TrainingValidationError
 from brainstorm.training.utils import check_int, check_number
-from brainstorm.utils import TrainingValidationError
 
 __all__ = [
     'Linear',

@@ -9,7 +9,10 @@ from collections.abc import Iterator
 import numpy as np
 
 from brainstorm.data_iterators import DataIterator
-from brainstorm.utils import IteratorValidationError, TrainingValidationError
+from brainstorm.errors import (
+    IteratorValidationError,
+    TrainingValidationError,
+)
 
 __all__ = [
     'run_network',

@@ -16,8 +16,8 @@ import numpy as np
 
 from brainstorm.arguments import Arg, Optional, Real
 from brainstorm.describable import Describable
+from brainstorm.errors import TrainingValidationError
 from brainstorm.training.utils import check_number
-from brainstorm.utils import TrainingValidationError
 
 
 class _Part:
