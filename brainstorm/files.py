@@ -122,8 +122,9 @@ def as_file_name(filename, owner: str = 'write', error: type = TypeError) -> str
         error: the error to raise for anything else.
 
     Raises:
-        error: for bytes, an empty name, a name with a NUL character or
-            anything that is not a path.
+        TypeError: (or the class given as ``error``) for bytes, an empty
+            name, a name with a NUL character or anything that is not a
+            path.
     """
     import os
 
@@ -258,7 +259,8 @@ def open_hdf5(filename: str, error: type, what: str):
         attribute as bytes (None if it has none).
 
     Raises:
-        error: if the file is missing or not an HDF5 file.
+        ValidationError: the subclass given as ``error``, if the file is
+            missing or not an HDF5 file.
     """
     import h5py
 

@@ -12,7 +12,7 @@ imports from those homes:
 * :mod:`brainstorm.files`: atomic writes and checked HDF5 files
   (``write_atomically``, ``write_hdf5``, ``CheckedReader``...);
 * :mod:`brainstorm.describable`: ``get_inheritors``;
-* :mod:`brainstorm.structure.layout` and :mod:`brainstorm.hooks.display`:
+* ``brainstorm.structure.layout`` and ``brainstorm.hooks.display``:
   0.5's helpers that brainstorm no longer uses (``flatten``,
   ``convert_to_nested_indices``, ``sort_by_index_key``, ``progress_bar``,
   ``silence``).

@@ -81,7 +81,6 @@ from brainstorm.training.checkpoint import check_restored_path
 # first asked for, so that importing brainstorm does not load HDF5
 __getattr__ = h5py_on_first_use(__name__)
 
-
 # math, signal, sys, OrderedDict, h5py, np, optional, Describable, Network,
 # evaluate, get_by_path, progress_bar and get_brainstorm_info: the names
 # Brainstorm 0.5's module brainstorm/hooks.py imported stay importable from

@@ -51,7 +51,6 @@ from brainstorm.training.utils import run_network
 # first asked for, so that importing brainstorm does not load HDF5
 __getattr__ = h5py_on_first_use(__name__)
 
-
 # the other names of Brainstorm 0.5's module brainstorm/tools.py (its imports,
 # the spec helpers F, B, D, R, L, C, P, create_layer, trynumber and
 # act_funcs) stay importable from here (tests/test_compat_05.py)
