@@ -74,6 +74,7 @@ nitpick_ignore = [
         'np.ndarray',
         'numpy.float32',
         'numpy.random.mtrand.RandomState',
+        'types.ModuleType',
     ]
 ]
 

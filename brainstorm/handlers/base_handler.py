@@ -15,8 +15,8 @@ from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from typing import Any
 
 from brainstorm.describable import Describable
+from brainstorm.errors import NetworkValidationError
 from brainstorm.randomness import global_rnd
-from brainstorm.utils import NetworkValidationError
 
 __all__ = [
     'Handler',

@@ -13,7 +13,7 @@ allocation (a flat float32 ``GPUArray``), a shape and strides counted in
 elements. Indexing with ints, slices, ``...`` and ``None`` and
 :meth:`GPUView.reshape` follow NumPy's view rules and never copy; a
 reshape that would need a copy raises ValueError (as
-:func:`brainstorm.utils.reshape_view` does for NumPy), so no write can land
+:func:`brainstorm.shapes.reshape_view` does for NumPy), so no write can land
 in a temporary copy.
 
 **Kernels take strides.** Before a launch, the common shape of the
@@ -78,7 +78,7 @@ from brainstorm.randomness import (
     RandomState,
     global_rnd,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 )
-from brainstorm.utils import flatten_all_but_last  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+from brainstorm.shapes import flatten_all_but_last  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 
 __all__ = ['PyCudaHandler', 'GPUView', 'coalesce', 'INSTALL_HINT']
 
