@@ -30,8 +30,12 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from brainstorm.handlers.ops import OPS
+
 __all__ = [
+    'ELEMENTWISE',
     'ELEMENTWISE_OPS',
+    'elementwise_op',
     'ElementwiseOp',
     'KERNEL_SOURCES',
     'BLOCK_SIZE',
@@ -65,14 +69,72 @@ class ElementwiseOp(NamedTuple):
 _F = 'float'
 _U = 'unsigned int'
 
-ELEMENTWISE_OPS = {
+#: The elementwise ops of the op table
+#: (:data:`brainstorm.handlers.ops.OPS`): op name -> the CUDA C statement
+#: that computes one element, in the op's own parameter names. The
+#: operands the op writes are ``float&`` references (so ``out = out + a``
+#: reads and writes), the arrays it reads ``const float`` values and its
+#: scalars ``float`` values; the handler gets these ops from this table.
+ELEMENTWISE = {
     # copy/fill
-    'copy': ElementwiseOp(('a',), ('out',), (), 'out = a;'),
-    'copy_if': ElementwiseOp(('a', 'cond'), ('out',), (), 'if (cond != 0.0f) out = a;'),
-    'fill': ElementwiseOp((), ('out',), (('s', _F),), 'out = s;'),
-    'fill_if': ElementwiseOp(
-        ('cond',), ('out',), (('s', _F),), 'if (cond != 0.0f) out = s;'
-    ),
+    'copy_to': 'dest = src;',
+    'copy_to_if': 'if (cond != 0.0f) dest = src;',
+    'fill': 'mem = val;',
+    'fill_if': 'if (cond != 0.0f) mem = val;',
+    # math A to Z
+    'abs_t': 'out = fabsf(a);',
+    'add_into_if': 'if (cond != 0.0f) out = out + a;',
+    'add_mv': 'out = m + v;',
+    'add_st': 'out = t + s;',
+    'add_tt': 'out = a + b;',
+    # comparisons instead of fminf/fmaxf so that NaN stays NaN (as in NumPy)
+    'clip_t': 'out = (a < a_min) ? a_min : ((a > a_max) ? a_max : a);',
+    'divide_mv': 'out = m / v;',
+    'divide_tt': 'out = a / b;',
+    'log_t': 'out = logf(a);',
+    'modulo_tt': 'out = fmodf(a, b);',
+    'mult_add_mv': 'out = out + m * v;',
+    'mult_add_st': 'out = out + s * t;',
+    'mult_add_tt': 'out = out + a * b;',
+    'mult_mv': 'out = m * v;',
+    'mult_st': 'out = s * t;',
+    'mult_tt': 'out = a * b;',
+    'sign_t': 'out = (a > 0.0f) ? 1.0f : ((a < 0.0f) ? -1.0f : a);',
+    'sqrt_t': 'out = sqrtf(a);',
+    'subtract_mv': 'out = m - v;',
+    'subtract_tt': 'out = a - b;',
+    # activations: f(x), and the derivative from y alone
+    'el': 'y = (x > 0.0f) ? x : expm1f(x);',
+    'el_deriv': 'dx = dy * fminf(y + 1.0f, 1.0f);',
+    'rel': 'y = (x > 0.0f) ? x : 0.0f;',
+    'rel_deriv': 'dx = dy * ((y > 0.0f) ? 1.0f : 0.0f);',
+    # exp(-x) overflows to inf for x << 0, giving the correct limit 0
+    'sigmoid': 'y = 1.0f / (1.0f + expf(-x));',
+    'sigmoid_deriv': 'dx = dy * (y * (1.0f - y));',
+    'tanh': 'y = tanhf(x);',
+    'tanh_deriv': 'dx = dy * (1.0f - y * y);',
+}
+
+
+def elementwise_op(name: str, statement: str) -> ElementwiseOp:
+    """The kernel of the op ``name`` of the op table computing ``statement``.
+
+    Its outputs are the operands the op writes; its inputs the other array
+    operands the statement uses (an activation derivative does not read
+    ``x``); its scalars the op's scalar operands, as ``float``.
+    """
+    op = OPS[name]
+    used = set(re.findall(r'\w+', statement))
+    kinds = op.kinds
+    inputs = tuple(
+        n for n, k in kinds.items() if k == 'array' and n not in op.writes and n in used
+    )
+    scalars = tuple((n, _F) for n, k in kinds.items() if k == 'scalar')
+    return ElementwiseOp(inputs, op.writes, scalars, statement)
+
+
+# the draws of fill_gaussian and generate_probability_mask
+_RANDOM = {
     'gaussian': ElementwiseOp(
         (),
         ('out',),
@@ -89,50 +151,14 @@ ELEMENTWISE_OPS = {
         'bs_u32x4 r = bs_philox((unsigned int)i, k0, k1);\n'
         'out = ((float)(r.x >> 8) * BS_2POW_M24 < p) ? 1.0f : 0.0f;',
     ),
-    # math A to Z
-    'abs': ElementwiseOp(('a',), ('out',), (), 'out = fabsf(a);'),
-    'add': ElementwiseOp(('a', 'b'), ('out',), (), 'out = a + b;'),
-    'add_if': ElementwiseOp(
-        ('a', 'cond'), ('out',), (), 'if (cond != 0.0f) out = out + a;'
-    ),
-    'add_s': ElementwiseOp(('a',), ('out',), (('s', _F),), 'out = a + s;'),
-    # comparisons instead of fminf/fmaxf so that NaN stays NaN (as in NumPy)
-    'clip': ElementwiseOp(
-        ('a',),
-        ('out',),
-        (('lo', _F), ('hi', _F)),
-        'out = (a < lo) ? lo : ((a > hi) ? hi : a);',
-    ),
-    'divide': ElementwiseOp(('a', 'b'), ('out',), (), 'out = a / b;'),
-    'log': ElementwiseOp(('a',), ('out',), (), 'out = logf(a);'),
-    'modulo': ElementwiseOp(('a', 'b'), ('out',), (), 'out = fmodf(a, b);'),
-    'mult': ElementwiseOp(('a', 'b'), ('out',), (), 'out = a * b;'),
-    'mult_add': ElementwiseOp(('a', 'b'), ('out',), (), 'out = out + a * b;'),
-    'mult_add_s': ElementwiseOp(('a',), ('out',), (('s', _F),), 'out = out + s * a;'),
-    'mult_s': ElementwiseOp(('a',), ('out',), (('s', _F),), 'out = s * a;'),
-    'sign': ElementwiseOp(
-        ('a',), ('out',), (), 'out = (a > 0.0f) ? 1.0f : ((a < 0.0f) ? -1.0f : a);'
-    ),
-    'sqrt': ElementwiseOp(('a',), ('out',), (), 'out = sqrtf(a);'),
-    'subtract': ElementwiseOp(('a', 'b'), ('out',), (), 'out = a - b;'),
-    # activations: f(a) and the derivative from y alone
-    'el': ElementwiseOp(('a',), ('out',), (), 'out = (a > 0.0f) ? a : expm1f(a);'),
-    'el_deriv': ElementwiseOp(
-        ('y', 'dy'), ('out',), (), 'out = dy * fminf(y + 1.0f, 1.0f);'
-    ),
-    'rel': ElementwiseOp(('a',), ('out',), (), 'out = (a > 0.0f) ? a : 0.0f;'),
-    'rel_deriv': ElementwiseOp(
-        ('y', 'dy'), ('out',), (), 'out = dy * ((y > 0.0f) ? 1.0f : 0.0f);'
-    ),
-    # exp(-a) overflows to inf for a << 0, giving the correct limit 0
-    'sigmoid': ElementwiseOp(('a',), ('out',), (), 'out = 1.0f / (1.0f + expf(-a));'),
-    'sigmoid_deriv': ElementwiseOp(
-        ('y', 'dy'), ('out',), (), 'out = dy * (y * (1.0f - y));'
-    ),
-    'tanh': ElementwiseOp(('a',), ('out',), (), 'out = tanhf(a);'),
-    'tanh_deriv': ElementwiseOp(
-        ('y', 'dy'), ('out',), (), 'out = dy * (1.0f - y * y);'
-    ),
+}
+
+#: Every elementwise kernel: ``ew_<name>`` for each name.
+ELEMENTWISE_OPS = {
+    **{
+        name: elementwise_op(name, statement) for name, statement in ELEMENTWISE.items()
+    },
+    **_RANDOM,
 }
 
 # Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2,

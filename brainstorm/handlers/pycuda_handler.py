@@ -63,6 +63,7 @@ per image (they are stored as float32).
 
 from __future__ import annotations
 
+import abc
 import functools
 import math
 import operator
@@ -74,6 +75,7 @@ from brainstorm.arguments import SEED, Arg, Optional
 from brainstorm.handlers import _cuda_kernels as kernels
 from brainstorm.handlers._cublas import Cublas, row_major_gemm, row_major_ld
 from brainstorm.handlers.base_handler import FirstUseRandomState, Handler
+from brainstorm.handlers.ops import OPS, Op, op_method
 from brainstorm.randomness import (
     RandomState,
     global_rnd,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
@@ -531,6 +533,18 @@ class PyCudaHandler(Handler):
                 args += _pad4(st[n_lead:], 0)
             function.prepared_call(_grid(n), (kernels.BLOCK_SIZE, 1, 1), *args, *values)
 
+    def _elementwise(self, op: Op, args: dict) -> None:
+        """Run op ``op`` of the kernel table (its operands by name in ``args``).
+
+        The vector of an ``_mv`` op is broadcast over the matrix first.
+        """
+        kernel = kernels.ELEMENTWISE_OPS[op.name]
+        arrays = {name: args[name] for name in kernel.inputs + kernel.outputs}
+        if 'v' in arrays and op.rule in ('mv', 'mv_full'):
+            arrays['v'] = _broadcast_mv(args['m'], args['v'], op.name)
+        scalars = tuple(args[name] for name, _ in kernel.scalars)
+        self._ew(op.name, *arrays.values(), scalars=scalars)
+
     def _scratch(self, name: str, shape: tuple) -> GPUView:
         """A contiguous view of a cached buffer (content: whatever was left)."""
         size = math.prod(shape)
@@ -544,7 +558,7 @@ class PyCudaHandler(Handler):
         if x.is_contiguous:
             return x
         copy = self._scratch(name, x.shape)
-        self._ew('copy', x, copy)
+        self._ew('copy_to', x, copy)
         return copy
 
     def _rows_matrix(
@@ -562,7 +576,7 @@ class PyCudaHandler(Handler):
         except ValueError:
             spill = self._scratch(name, x.shape)
             if load:
-                self._ew('copy', x, spill)
+                self._ew('copy_to', x, spill)
             return spill.reshape(rows, cols), spill
 
     def _gemm(self, a, b, out, transa: bool, transb: bool, beta: float) -> None:
@@ -589,17 +603,17 @@ class PyCudaHandler(Handler):
             ldc = row_major_ld(m, n, *target.strides)
             assert ldc is not None  # a contiguous scratch array has one
             if beta:
-                self._ew('copy', out, target)
+                self._ew('copy_to', out, target)
         call = row_major_gemm(m, n, k, transa, transb, lda, ldb, ldc)
         self._blas.sgemm(call, 1.0, b.ptr, a.ptr, beta, target.ptr)
         if target is not out:
-            self._ew('copy', target, out)
+            self._ew('copy_to', target, out)
 
     def _gemm_operand(self, x: GPUView, name: str):
         ld = row_major_ld(x.shape[0], x.shape[1], *x.strides)
         if ld is None:
             copy = self._scratch(name, x.shape)
-            self._ew('copy', x, copy)
+            self._ew('copy_to', x, copy)
             x, ld = copy, row_major_ld(copy.shape[0], copy.shape[1], *copy.strides)
         return x, ld
 
@@ -671,7 +685,7 @@ class PyCudaHandler(Handler):
         target = out if len(dims) <= 4 else self._scratch('random', out.shape)
         self._ew(name, target, scalars=self._philox_key() + scalars)
         if target is not out:
-            self._ew('copy', target, out)
+            self._ew('copy_to', target, out)
 
     def _geometry(
         self, inputs, window, outputs, padding, stride, channels: int, what: str
@@ -763,21 +777,9 @@ class PyCudaHandler(Handler):
         else:
             staging = self._scratch('transfer', mem.shape)
             drv.memcpy_htod(staging.ptr, host)
-            self._ew('copy', staging, mem)
+            self._ew('copy_to', staging, mem)
 
     # ------------------------------------------------------------- copy/fill
-
-    def copy_to(self, src, dest) -> None:
-        self._ew('copy', src, dest)
-
-    def copy_to_if(self, src, dest, cond) -> None:
-        self._ew('copy_if', src, cond, dest)
-
-    def fill(self, mem, val: float) -> None:
-        self._ew('fill', mem, scalars=(val,))
-
-    def fill_if(self, mem, val: float, cond) -> None:
-        self._ew('fill_if', cond, mem, scalars=(val,))
 
     def fill_gaussian(self, mean: float, std: float, out) -> None:
         self._random('gaussian', out, (mean, std))
@@ -798,21 +800,6 @@ class PyCudaHandler(Handler):
 
     # ----------------------------------------------------------- math A to Z
 
-    def abs_t(self, a, out) -> None:
-        self._ew('abs', a, out)
-
-    def add_into_if(self, a, out, cond) -> None:
-        self._ew('add_if', a, cond, out)
-
-    def add_mv(self, m, v, out) -> None:
-        self._ew('add', m, _broadcast_mv(m, v, 'add_mv'), out)
-
-    def add_st(self, s: float, t, out) -> None:
-        self._ew('add_s', t, out, scalars=(s,))
-
-    def add_tt(self, a, b, out) -> None:
-        self._ew('add', a, b, out)
-
     def binarize_v(self, v, out) -> None:
         rows, cols = out.shape
         if tuple(v.shape) != (rows, 1):
@@ -832,16 +819,7 @@ class PyCudaHandler(Handler):
         )
 
     def broadcast_t(self, a, axis: int, out) -> None:
-        self._ew('copy', a.broadcast_to(out.shape), out)
-
-    def clip_t(self, a, a_min: float, a_max: float, out) -> None:
-        self._ew('clip', a, out, scalars=(a_min, a_max))
-
-    def divide_mv(self, m, v, out) -> None:
-        self._ew('divide', m, _broadcast_mv(m, v, 'divide_mv'), out)
-
-    def divide_tt(self, a, b, out) -> None:
-        self._ew('divide', a, b, out)
+        self._ew('copy_to', a.broadcast_to(out.shape), out)
 
     def dot_add_mm(self, a, b, out, transa: bool = False, transb: bool = False) -> None:
         self._gemm(a, b, out, transa, transb, 1.0)
@@ -870,37 +848,10 @@ class PyCudaHandler(Handler):
             out.strides[0],
         )
 
-    def log_t(self, a, out) -> None:
-        self._ew('log', a, out)
-
     def merge_tt(self, a, b, out) -> None:
         n = a.shape[-1]
-        self._ew('copy', a, out[..., :n])
-        self._ew('copy', b, out[..., n:])
-
-    def modulo_tt(self, a, b, out) -> None:
-        self._ew('modulo', a, b, out)
-
-    def mult_add_mv(self, m, v, out) -> None:
-        self._ew('mult_add', m, _broadcast_mv(m, v, 'mult_add_mv'), out)
-
-    def mult_add_st(self, s: float, t, out) -> None:
-        self._ew('mult_add_s', t, out, scalars=(s,))
-
-    def mult_add_tt(self, a, b, out) -> None:
-        self._ew('mult_add', a, b, out)
-
-    def mult_mv(self, m, v, out) -> None:
-        self._ew('mult', m, _broadcast_mv(m, v, 'mult_mv'), out)
-
-    def mult_st(self, s: float, t, out) -> None:
-        self._ew('mult_s', t, out, scalars=(s,))
-
-    def mult_tt(self, a, b, out) -> None:
-        self._ew('mult', a, b, out)
-
-    def sign_t(self, a, out) -> None:
-        self._ew('sign', a, out)
+        self._ew('copy_to', a, out[..., :n])
+        self._ew('copy_to', b, out[..., n:])
 
     def softmax_m(self, m, out) -> None:
         if m.ndim != 2 or out.shape != m.shape:
@@ -927,17 +878,8 @@ class PyCudaHandler(Handler):
 
     def split_add_tt(self, x, out_a, out_b) -> None:
         n = out_a.shape[-1]
-        self._ew('add', out_a, x[..., :n], out_a)
-        self._ew('add', out_b, x[..., n:], out_b)
-
-    def sqrt_t(self, a, out) -> None:
-        self._ew('sqrt', a, out)
-
-    def subtract_mv(self, m, v, out) -> None:
-        self._ew('subtract', m, _broadcast_mv(m, v, 'subtract_mv'), out)
-
-    def subtract_tt(self, a, b, out) -> None:
-        self._ew('subtract', a, b, out)
+        self._ew('add_tt', out_a, x[..., :n], out_a)
+        self._ew('add_tt', out_b, x[..., n:], out_b)
 
     def sum_t(self, a, axis: int | None, out) -> None:
         if axis is not None and axis < 0:
@@ -964,30 +906,6 @@ class PyCudaHandler(Handler):
 
     # ----------------------------------------------------------- activations
 
-    def el(self, x, y) -> None:
-        self._ew('el', x, y)
-
-    def el_deriv(self, x, y, dy, dx) -> None:
-        self._ew('el_deriv', y, dy, dx)
-
-    def rel(self, x, y) -> None:
-        self._ew('rel', x, y)
-
-    def rel_deriv(self, x, y, dy, dx) -> None:
-        self._ew('rel_deriv', y, dy, dx)
-
-    def sigmoid(self, x, y) -> None:
-        self._ew('sigmoid', x, y)
-
-    def sigmoid_deriv(self, x, y, dy, dx) -> None:
-        self._ew('sigmoid_deriv', y, dy, dx)
-
-    def tanh(self, x, y) -> None:
-        self._ew('tanh', x, y)
-
-    def tanh_deriv(self, x, y, dy, dx) -> None:
-        self._ew('tanh_deriv', y, dy, dx)
-
     # -------------------------------------------------------------- conv/pool
 
     def conv2d_forward_batch(
@@ -1012,7 +930,7 @@ class PyCudaHandler(Handler):
         rows, k = n * oh * ow, kh * kw * c
         out_mat, spill = self._rows_matrix(outputs, rows, f, 'conv_out', load=False)
         target = outputs if spill is None else spill
-        self._ew('copy', bias.reshape(1, 1, 1, f).broadcast_to(target.shape), target)
+        self._ew('copy_to', bias.reshape(1, 1, 1, f).broadcast_to(target.shape), target)
         if k:
             w_mat, _ = self._rows_matrix(weights, f, k, 'conv_w')
             for n0, n1 in self._batch_chunks(n, oh * ow * k):
@@ -1021,7 +939,7 @@ class PyCudaHandler(Handler):
                     col, w_mat, out_mat[n0 * oh * ow : n1 * oh * ow], False, True, 1.0
                 )
         if spill is not None:
-            self._ew('copy', spill, outputs)
+            self._ew('copy_to', spill, outputs)
 
     def conv2d_backward_batch(
         self,
@@ -1068,7 +986,7 @@ class PyCudaHandler(Handler):
                 'conv', 'col2im_add', dx.size, *geometry, col.ptr, dx.ptr, *dx.strides
             )
         if spill is not None:
-            self._ew('copy', spill, weight_deltas)
+            self._ew('copy_to', spill, weight_deltas)
 
     def maxpool2d_forward_batch(
         self,
@@ -1195,6 +1113,17 @@ class PyCudaHandler(Handler):
             in_deltas.ptr,
             *in_deltas.strides,
         )
+
+
+# the elementwise ops, one kernel each, from the kernel table
+for _name in kernels.ELEMENTWISE:
+    setattr(
+        PyCudaHandler,
+        _name,
+        op_method(OPS[_name], PyCudaHandler._elementwise, 'PyCudaHandler'),
+    )
+del _name
+abc.update_abstractmethods(PyCudaHandler)
 
 
 def _broadcast_mv(m: GPUView, v: GPUView, what: str) -> GPUView:
