@@ -6,8 +6,13 @@ import inspect
 import pytest
 
 import brainstorm.handlers
-from brainstorm.handlers import DebugHandler, NumpyHandler, PyCudaHandler
-from brainstorm.handlers import debug_handler, ops
+from brainstorm.handlers import (
+    DebugHandler,
+    NumpyHandler,
+    PyCudaHandler,
+    debug_handler,
+    ops,
+)
 from brainstorm.handlers.base_handler import ACTIVATIONS, Handler
 
 # The "Handler ops" line of the SPEC checklist (section 7.1), verbatim.
