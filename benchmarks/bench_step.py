@@ -1,5 +1,5 @@
-"""Time one training step of brainstorm's NumpyHandler, optionally next to
-PyTorch on the CPU.
+"""Time one training step of brainstorm, optionally next to PyTorch, on the
+CPU (NumpyHandler) or on an NVIDIA GPU (PyCudaHandler, ``--device gpu``).
 
 A step is what ``MomentumStepper.run()`` does after
 ``net.provide_external_data``: forward pass, backward pass and momentum
@@ -23,10 +23,18 @@ printed too, so the noise of a shared machine is visible).
 Usage::
 
     python benchmarks/bench_step.py [--compare-torch] [--repeats 20]
-        [--rounds 1] [--workloads mlp lstm cnn] [--layers]
+        [--rounds 1] [--workloads mlp lstm cnn] [--layers] [--device gpu]
 
 ``--layers`` adds brainstorm's median forward and backward time per layer
 (and the stepper update) for each workload.
+
+``--device gpu`` runs brainstorm on ``PyCudaHandler`` and PyTorch on CUDA,
+twice: with cuDNN (``torch``, PyTorch's default) and with cuDNN switched off
+(``torch-nocudnn``: its own CUDA kernels, as plain eager code). Every timed
+step and every timed layer ends with a device synchronisation, so the
+figures are completed GPU work, not queued launches. The data is copied
+from host memory in every brainstorm step (``provide_external_data``), as in
+a user's loop; PyTorch's stays on the device.
 
 OpenBLAS picks its kernels from ``OPENBLAS_CORETYPE`` and its blocking from
 ``OPENBLAS_L2_SIZE`` if they are set; the script reports them and the
@@ -59,7 +67,29 @@ BLAS_VARIABLES = (
 # ------------------------------------------------------------ brainstorm ---
 
 
-def build_brainstorm(workload: str):
+def make_handler(device: str):
+    """The handler of a run: float32 NumPy on the CPU, PyCUDA on the GPU."""
+    if device == 'gpu':
+        from brainstorm.handlers.pycuda_handler import PyCudaHandler
+
+        return PyCudaHandler()
+    import numpy as np
+
+    from brainstorm.handlers.numpy_handler import NumpyHandler
+
+    return NumpyHandler(np.float32)
+
+
+def synchronizer(device: str):
+    """A function that waits until the device has finished its queued work."""
+    if device == 'gpu':
+        import pycuda.driver as drv
+
+        return drv.Context.synchronize
+    return lambda: None
+
+
+def build_brainstorm(workload: str, device: str = 'cpu'):
     """The brainstorm network, its data and a started MomentumStepper.
 
     Returns:
@@ -68,7 +98,6 @@ def build_brainstorm(workload: str):
     import numpy as np
 
     import brainstorm.layers as layers
-    from brainstorm.handlers.numpy_handler import NumpyHandler
     from brainstorm.initializers import Gaussian
     from brainstorm.structure.network import Network
     from brainstorm.tools import get_in_out_layers
@@ -111,34 +140,40 @@ def build_brainstorm(workload: str):
             'default': rnd.rand(1, 100, 32, 32, 3).astype(np.float32),
             'targets': rnd.randint(0, 10, (1, 100, 1)).astype(np.float32),
         }
-    net.set_handler(NumpyHandler(np.float32))
+    net.set_handler(make_handler(device))
     net.initialize(Gaussian(0.01))
     stepper = MomentumStepper(learning_rate=0.01, momentum=0.9)
     stepper.start(net)
     return net, data, stepper
 
 
-def time_brainstorm(workload: str, repeats: int, per_layer: bool) -> dict:
+def time_brainstorm(
+    workload: str, repeats: int, per_layer: bool, device: str = 'cpu'
+) -> dict:
     """Median step time of brainstorm (and per-layer times if asked)."""
-    net, data, stepper = build_brainstorm(workload)
+    net, data, stepper = build_brainstorm(workload, device)
+    sync = synchronizer(device)
     net.provide_external_data(data)
     for _ in range(WARMUP_STEPS):
         stepper.run()
+    sync()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         net.provide_external_data(data)
         stepper.run()
+        sync()
         times.append(time.perf_counter() - start)
-    result = {'times': times}
+    result = {'times': times, 'handler': type(net.handler).__name__}
     if per_layer:
-        result['layers'] = time_layers(net, stepper, repeats)
+        result['layers'] = time_layers(net, stepper, repeats, sync)
     return result
 
 
-def time_layers(net, stepper, repeats: int) -> dict:
+def time_layers(net, stepper, repeats: int, sync=lambda: None) -> dict:
     """Median seconds of each layer's forward and backward pass and of the
-    stepper's update, running the steps of ``stepper.run`` one by one."""
+    stepper's update, running the steps of ``stepper.run`` one by one
+    (``sync`` waits for the device before each clock is read)."""
     names = [name for name in net.layers if name != 'Input']
     parts = {
         f'{name}.{phase}': [] for phase in ('forward', 'backward') for name in names
@@ -146,22 +181,28 @@ def time_layers(net, stepper, repeats: int) -> dict:
     parts['stepper update'] = []
     for _ in range(repeats):
         net.buffer_manager.apply_context(None)
+        sync()
         for name in names:
             start = time.perf_counter()
             net.layers[name].forward_pass(net.buffer[name], True)
+            sync()
             parts[f'{name}.forward'].append(time.perf_counter() - start)
         net.buffer_manager.clear_backward_buffers()
         for name in reversed(names):
             layer = net.layers[name]
             # as in the steppers' backward pass: no deltas for the data
             layer.skip_input_deltas = net._data_fed_inputs[name]
+            sync()
             start = time.perf_counter()
             layer.backward_pass(net.buffer[name])
+            sync()
             parts[f'{name}.backward'].append(time.perf_counter() - start)
             layer.skip_input_deltas = frozenset()
         net.apply_gradient_modifiers()
+        sync()
         start = time.perf_counter()
         stepper._update()
+        sync()
         parts['stepper update'].append(time.perf_counter() - start)
     return {key: statistics.median(values) for key, values in parts.items()}
 
@@ -169,12 +210,16 @@ def time_layers(net, stepper, repeats: int) -> dict:
 # --------------------------------------------------------------- PyTorch ---
 
 
-def time_torch(workload: str, repeats: int) -> dict:
-    """Median step time of the same workload in PyTorch eager mode."""
+def time_torch(
+    workload: str, repeats: int, device: str = 'cpu', cudnn: bool = True
+) -> dict:
+    """Median step time of the same workload in PyTorch eager mode (on CUDA
+    for ``device='gpu'``, with or without cuDNN)."""
     import torch
     from torch import nn
 
     torch.manual_seed(1)
+    torch.backends.cudnn.enabled = cudnn
 
     class LstmNet(nn.Module):
         def __init__(self):
@@ -215,6 +260,11 @@ def time_torch(workload: str, repeats: int) -> dict:
             nn.Linear(64, 10),
         )
         x, y = torch.rand(100, 3, 32, 32), torch.randint(0, 10, (100,))
+    if device == 'gpu':
+        net, x, y = net.cuda(), x.cuda(), y.cuda()
+        sync = torch.cuda.synchronize
+    else:
+        sync = lambda: None  # noqa: E731
     optimizer = torch.optim.SGD(net.parameters(), lr=0.001, momentum=0.9)
     loss_function = nn.CrossEntropyLoss()
 
@@ -227,10 +277,12 @@ def time_torch(workload: str, repeats: int) -> dict:
 
     for _ in range(WARMUP_STEPS):
         step()
+    sync()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         step()
+        sync()
         times.append(time.perf_counter() - start)
     return {'times': times}
 
@@ -255,12 +307,14 @@ def blas_kernel() -> str:
     return '?'
 
 
-def run_worker(framework: str, workload: str, repeats: int, per_layer: bool) -> None:
+def run_worker(
+    framework: str, workload: str, repeats: int, per_layer: bool, device: str
+) -> None:
     """Measure one pair in this process and print the result as JSON."""
     if framework == 'brainstorm':
-        result = time_brainstorm(workload, repeats, per_layer)
+        result = time_brainstorm(workload, repeats, per_layer, device)
     else:
-        result = time_torch(workload, repeats)
+        result = time_torch(workload, repeats, device, framework != 'torch-nocudnn')
     # ru_maxrss is in KiB on Linux (bytes on macOS)
     scale = 1 if sys.platform == 'darwin' else 1024
     result['peak_rss'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
@@ -279,7 +333,9 @@ def cpu_pressure() -> float | None:
     return float(first[1].split('=')[1])
 
 
-def measure(framework: str, workload: str, repeats: int, per_layer: bool) -> dict:
+def measure(
+    framework: str, workload: str, repeats: int, per_layer: bool, device: str = 'cpu'
+) -> dict:
     """Run one worker subprocess and return its JSON result (with the CPU
     pressure seen when it ended: other programs competing for the cores)."""
     command = [
@@ -290,6 +346,8 @@ def measure(framework: str, workload: str, repeats: int, per_layer: bool) -> dic
         workload,
         '--repeats',
         str(repeats),
+        '--device',
+        device,
     ]
     if per_layer:
         command.append('--layers')
@@ -340,6 +398,21 @@ def print_header(torch_info: str | None) -> None:
             )
 
 
+def print_gpu_header() -> None:
+    """The GPU, its driver and the CUDA and PyCUDA versions (in a subprocess,
+    so that this process never creates a CUDA context)."""
+    code = (
+        'import pycuda, pycuda.driver as d; d.init(); g = d.Device(0); '
+        'print(f"GPU: {g.name()}, {g.total_memory() // 2**20} MiB, compute '
+        '{g.compute_capability()}; CUDA driver API {d.get_driver_version()}, '
+        'PyCUDA built for CUDA {d.get_version()}, PyCUDA {pycuda.VERSION_TEXT}")'
+    )
+    completed = subprocess.run(
+        [sys.executable, '-c', code], capture_output=True, text=True
+    )
+    print(completed.stdout.strip() or f'GPU: unknown ({completed.stderr.strip()})')
+
+
 def megabytes(n_bytes: float) -> str:
     return f'{n_bytes / 2**20:.0f}'
 
@@ -378,6 +451,13 @@ def parse_arguments(argv):
         '--layers', action='store_true', help="print brainstorm's per-layer times"
     )
     parser.add_argument(
+        '--device',
+        choices=('cpu', 'gpu'),
+        default='cpu',
+        help='cpu (NumpyHandler, PyTorch CPU) or gpu (PyCudaHandler, PyTorch '
+        'CUDA with and without cuDNN); default cpu',
+    )
+    parser.add_argument(
         '--worker', nargs=2, metavar=('FRAMEWORK', 'WORKLOAD'), help=argparse.SUPPRESS
     )
     args = parser.parse_args(argv)
@@ -386,17 +466,18 @@ def parse_arguments(argv):
     return parser, args
 
 
-def print_table(results, workloads, torch_info) -> None:
-    """One row per workload: medians, ranges, peak memory and the ratios."""
+def print_table(results, workloads, others) -> None:
+    """One row per workload: medians, ranges, peak memory and, for each
+    framework in ``others``, its figures and the ratios brainstorm / it."""
     columns = ['workload', 'brainstorm ms', 'range', 'peak MiB']
-    if torch_info:
-        columns += ['torch ms', 'range', 'peak MiB', 'ratio', 'memory ratio']
+    for name in others:
+        columns += [f'{name} ms', 'range', 'peak MiB', 'ratio', 'memory ratio']
     rows = [columns]
     for workload in workloads:
         bs_time, bs_spread, bs_rss = summarize(results['brainstorm', workload])
         row = [workload, f'{bs_time * 1e3:.1f}', bs_spread, megabytes(bs_rss)]
-        if torch_info:
-            th_time, th_spread, th_rss = summarize(results['torch', workload])
+        for name in others:
+            th_time, th_spread, th_rss = summarize(results[name, workload])
             row += [
                 f'{th_time * 1e3:.1f}',
                 th_spread,
@@ -442,18 +523,25 @@ def print_layer_times(results, workloads) -> None:
 def main(argv=None) -> int:
     parser, args = parse_arguments(argv)
     if args.worker:
-        run_worker(args.worker[0], args.worker[1], args.repeats, args.layers)
+        run_worker(
+            args.worker[0], args.worker[1], args.repeats, args.layers, args.device
+        )
         return 0
 
     torch_info = torch_version() if args.compare_torch else None
     if args.compare_torch and torch_info is None:
         parser.error('--compare-torch needs PyTorch installed')
     print_header(torch_info)
+    if args.device == 'gpu':
+        print_gpu_header()
     print(
         f'median step time of {args.repeats} steps after {WARMUP_STEPS} '
-        f'warm-up steps; {args.rounds} round(s)\n'
+        f'warm-up steps; {args.rounds} round(s); device {args.device}\n'
     )
-    frameworks = ['brainstorm'] + (['torch'] if torch_info else [])
+    others = []
+    if torch_info:
+        others = ['torch', 'torch-nocudnn'] if args.device == 'gpu' else ['torch']
+    frameworks = ['brainstorm', *others]
     results = {(f, w): [] for f in frameworks for w in args.workloads}
     for _ in range(args.rounds):
         for workload in args.workloads:
@@ -464,9 +552,14 @@ def main(argv=None) -> int:
                         workload,
                         args.repeats,
                         args.layers and framework == 'brainstorm',
+                        args.device,
                     )
                 )
-    print_table(results, args.workloads, torch_info)
+    handlers = {
+        run.get('handler') for w in args.workloads for run in results['brainstorm', w]
+    }
+    print(f'brainstorm handler: {", ".join(sorted(map(str, handlers)))}')
+    print_table(results, args.workloads, others)
     print_pressure(results)
     if args.layers:
         print_layer_times(results, args.workloads)

@@ -39,6 +39,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     add = parser.add_argument
     add('--save', default='cifar10_cnn_best.hdf5', help='file for the best network')
     add('--seed', type=int, default=42, help='global random seed')
+    add('--gpu', action='store_true', help='train on an NVIDIA GPU (PyCudaHandler)')
     add('--mpi', action='store_true', help='data-parallel (default: under mpiexec)')
     return parser.parse_args(argv)
 
@@ -88,6 +89,9 @@ def main(argv=None) -> dict:
 
     # ---- the network
     network = build_network(x_tr.shape[2:])
+    if args.gpu:  # needs the pycuda extra; parameters move to the GPU
+        network.set_handler(bs.handlers.PyCudaHandler())
+    print(f'Handler: {type(network.handler).__name__}')
 
     # ---- the trainer: a stepper and hooks
     learning_rate = settings['learning_rate']

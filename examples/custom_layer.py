@@ -75,6 +75,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     add('--learning-rate', type=float, default=0.1, help='learning rate of the stepper')
     bs.datasets.add_data_arguments(parser, 'MNIST.hdf5')
     add('--seed', type=int, default=42, help='global random seed')
+    add('--gpu', action='store_true', help='train on an NVIDIA GPU (PyCudaHandler)')
     return parser.parse_args(argv)
 
 
@@ -95,6 +96,9 @@ def main(argv=None) -> dict:
     hidden = bs.layers.FullyConnected(500, activation='linear', name='FC')
     network = bs.Network.from_layer(inp >> hidden >> Square(name='Square') >> out)
     network.initialize(bs.initializers.Gaussian(0.05))
+    if args.gpu:  # needs the pycuda extra; parameters move to the GPU
+        network.set_handler(bs.handlers.PyCudaHandler())
+    print(f'Handler: {type(network.handler).__name__}')
 
     trainer = bs.Trainer(bs.training.MomentumStepper(args.learning_rate, momentum=0.9))
     trainer.add_hook(bs.hooks.ProgressBar())

@@ -62,6 +62,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     add = parser.add_argument
     add('--save', default='hutter_lstm_best.hdf5', help='file for the best network')
     add('--seed', type=int, default=42, help='global random seed')
+    add('--gpu', action='store_true', help='train on an NVIDIA GPU (PyCudaHandler)')
     return parser.parse_args(argv)
 
 
@@ -87,6 +88,9 @@ def main(argv=None) -> dict:
         'classification', data.nr_classes, data.nr_classes, f'L{settings["size"]}'
     )
     network.initialize(bs.initializers.Gaussian(0.01))
+    if args.gpu:  # needs the pycuda extra; parameters move to the GPU
+        network.set_handler(bs.handlers.PyCudaHandler())
+    print(f'Handler: {type(network.handler).__name__}')
 
     lr, clip = settings['learning_rate'], settings['clip_norm']
     stepper = bs.training.MomentumStepper(lr, momentum=0.9, clip_norm=clip)

@@ -46,6 +46,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     add = parser.add_argument
     add('--save', default='mnist_pi_best.hdf5', help='file for the best network')
     add('--seed', type=int, default=42, help='seed of the global random state')
+    add('--gpu', action='store_true', help='train on an NVIDIA GPU (PyCudaHandler)')
     add('--mpi', action='store_true', help='data-parallel (default: under mpiexec)')
     return parser.parse_args(argv)
 
@@ -86,6 +87,9 @@ def main(argv=None) -> dict:
         >> fc
     )
     network.initialize(bs.initializers.Gaussian(0.01))
+    if args.gpu:  # needs the pycuda extra; parameters move to the GPU
+        network.set_handler(bs.handlers.PyCudaHandler())
+    print(f'Handler: {type(network.handler).__name__}')
     network.set_weight_modifiers({'FC': bs.value_modifiers.ConstrainL2Norm(1)})
 
     learning_rate = settings['learning_rate']

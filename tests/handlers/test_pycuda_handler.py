@@ -1047,3 +1047,38 @@ def test_set_handler_moves_buffers_and_saving_matches_cpu(make_handler, tmp_path
         {'@type': 'NumpyHandler', 'dtype': 'float32'},
         {'@type': 'PyCudaHandler'},
     ]
+
+
+@pytest.mark.parametrize('index', [0, 1], ids=['recurrent', 'conv'])
+def test_trainer_runs_match_cpu(make_handler, index):
+    """Updates of a Trainer with a MomentumStepper, same seed and data,
+    on PyCudaHandler and on NumPy float64: the parameters and the epoch
+    losses agree within float32 tolerance. (The training comparison of
+    docs/gpu.rst; the three plain SGD steps above do not go through the
+    Trainer, the stepper's update ops or the data iterators.)"""
+    from brainstorm.data_iterators import Minibatches
+    from brainstorm.hooks import StopAfterEpoch
+    from brainstorm.initializers import Gaussian
+    from brainstorm.training import MomentumStepper, Trainer
+
+    def train(handler):
+        net, data = _small_nets()[index]
+        net.set_handler(handler)
+        net.initialize(Gaussian(0.3), seed=3)
+        trainer = Trainer(
+            MomentumStepper(learning_rate=0.02, momentum=0.9), verbose=False
+        )
+        trainer.add_hook(StopAfterEpoch(20))
+        batches = Minibatches(1, shuffle=False, **data)  # three updates per epoch
+        trainer.train(net, batches)
+        return net.get('parameters'), np.array(
+            trainer.logs['rolling_training']['total_loss']
+        )
+
+    want, want_losses = train(NumpyHandler(np.float64))
+    got, got_losses = train(make_handler(seed=1))
+    assert got.dtype == np.float32 and len(got_losses) == len(want_losses) == 20
+    scale = max(1.0, float(np.max(np.abs(want))))
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * scale)
+    np.testing.assert_allclose(got_losses, want_losses, rtol=1e-3, atol=1e-4)
+    assert want_losses[-1] < want_losses[0]  # it really trained
