@@ -98,6 +98,41 @@ MOVED = {
         'shuffle_data': 'brainstorm.tools.arrays',
         'split': 'brainstorm.tools.arrays',
     },
+    # the CUDA side became the package brainstorm.handlers.cuda
+    'brainstorm.handlers.pycuda_handler': {
+        'PyCudaHandler': 'brainstorm.handlers.cuda.handler',
+        'INSTALL_HINT': 'brainstorm.handlers.cuda.handler',
+        'GPUView': 'brainstorm.handlers.cuda.views',
+        'coalesce': 'brainstorm.handlers.cuda.views',
+    },
+    'brainstorm.handlers._cublas': {
+        name: 'brainstorm.handlers.cuda.cublas'
+        for name in [
+            'Cublas',
+            'CublasError',
+            'GemmCall',
+            'row_major_gemm',
+            'row_major_ld',
+            'library_candidates',
+            'load_cublas',
+            'CUBLAS_OP_N',
+            'CUBLAS_OP_T',
+        ]
+    },
+    'brainstorm.handlers._cuda_kernels': {
+        name: 'brainstorm.handlers.cuda.kernels'
+        for name in [
+            'ELEMENTWISE',
+            'ELEMENTWISE_OPS',
+            'elementwise_op',
+            'ElementwiseOp',
+            'KERNEL_SOURCES',
+            'BLOCK_SIZE',
+            'REDUCE_BLOCKS',
+            'kernel_arg_formats',
+            'elementwise_source',
+        ]
+    },
 }
 
 CASES = [

@@ -10,9 +10,9 @@ the one list of activation names (each one a handler op).
 import numpy as np
 
 from brainstorm.handlers.base_handler import ACTIVATIONS
+from brainstorm.handlers.cuda import PyCudaHandler
 from brainstorm.handlers.debug_handler import DebugHandler
 from brainstorm.handlers.numpy_handler import NumpyHandler
-from brainstorm.handlers.pycuda_handler import PyCudaHandler
 from brainstorm.optional import has_pycuda, pycuda_mock  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 
 default_handler = NumpyHandler(np.float32)

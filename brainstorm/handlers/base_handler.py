@@ -14,7 +14,7 @@ import abc
 import functools
 import inspect
 from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brainstorm.describable import Describable
 from brainstorm.handlers.ops import OPS, install_contract, signature
@@ -174,6 +174,11 @@ class Handler(Describable, abc.ABC):
     EMPTY: Any = None
     rnd: Any = None
 
+    if TYPE_CHECKING:
+        # the ops are set from the op table when this module is imported,
+        # so a type checker does not see them: to it they are Any
+        def __getattr__(self, name: str) -> Any: ...
+
     def __init_subclass__(cls, **kwargs) -> None:
         """Let handlers written against Brainstorm 0.5's op signatures work.
 
@@ -253,7 +258,7 @@ class Handler(Describable, abc.ABC):
         return False
 
 
-install_contract(Handler)
+install_contract(Handler, OPS)
 
 # The optional keyword-only parameters of ops (added after Brainstorm 0.5).
 _OPTIONAL_KEYWORDS = {

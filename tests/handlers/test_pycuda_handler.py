@@ -40,15 +40,15 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # tests.layers for the layer registry
     sys.path.insert(0, str(ROOT))
 
-import brainstorm.handlers.pycuda_handler as pycuda_handler  # noqa: E402
+import brainstorm.handlers.cuda.handler as pycuda_handler  # noqa: E402
 from brainstorm.handlers import NumpyHandler  # noqa: E402
-from brainstorm.handlers import _cublas as cublas  # noqa: E402
-from brainstorm.handlers import _cuda_kernels as kernels  # noqa: E402
 from brainstorm.handlers.base_handler import Handler  # noqa: E402
-from brainstorm.handlers.pycuda_handler import (  # noqa: E402
+from brainstorm.handlers.cuda import (  # noqa: E402  # noqa: E402
     GPUView,
     PyCudaHandler,
     coalesce,
+    cublas,
+    kernels,
 )
 
 try:
