@@ -105,32 +105,13 @@ MOVED = {
         'GPUView': 'brainstorm.handlers.cuda.views',
         'coalesce': 'brainstorm.handlers.cuda.views',
     },
-    'brainstorm.handlers._cublas': {
-        name: 'brainstorm.handlers.cuda.cublas'
-        for name in [
-            'Cublas',
-            'CublasError',
-            'GemmCall',
-            'row_major_gemm',
-            'row_major_ld',
-            'library_candidates',
-            'load_cublas',
-            'CUBLAS_OP_N',
-            'CUBLAS_OP_T',
-        ]
-    },
-    'brainstorm.handlers._cuda_kernels': {
-        name: 'brainstorm.handlers.cuda.kernels'
-        for name in [
-            'ELEMENTWISE',
-            'ELEMENTWISE_OPS',
-            'elementwise_op',
-            'ElementwiseOp',
-            'KERNEL_SOURCES',
-            'BLOCK_SIZE',
-            'REDUCE_BLOCKS',
-            'kernel_arg_formats',
-            'elementwise_source',
+    **{
+        f'brainstorm.handlers._{old}': {
+            name: new for name in importlib.import_module(new).__all__
+        }
+        for old, new in [
+            ('cublas', 'brainstorm.handlers.cuda.cublas'),
+            ('cuda_kernels', 'brainstorm.handlers.cuda.kernels'),
         ]
     },
 }

@@ -478,6 +478,43 @@ def test_kernel_arg_formats_follow_the_c_signatures():
     assert used and used <= set(every), used - set(every)
 
 
+def test_kernel_sources_are_the_cu_files_and_the_elementwise_table():
+    directory = Path(kernels.__file__).parent / 'cu'
+    for module in ('reduce', 'rows', 'conv', 'pool'):
+        source = (directory / f'{module}.cu').read_text()
+        assert kernels.KERNEL_SOURCES[module] == source
+    elementwise = kernels.KERNEL_SOURCES['elementwise']
+    assert elementwise.startswith((directory / 'philox.cu').read_text())
+    for name in kernels.ELEMENTWISE_OPS:
+        assert f'void ew_{name}(' in elementwise, name
+
+
+def test_elementwise_ops_come_from_the_op_table_and_the_kernel_table():
+    """One kernel per op, its operands named as the op's parameters; the
+    handler's method is made from the op table's row (no hand-written
+    one-liner per op)."""
+    from brainstorm.handlers.ops import OPS, signature
+
+    for name, body in kernels.ELEMENTWISE.items():
+        op = OPS[name]
+        kernel = kernels.ELEMENTWISE_OPS[name]
+        assert kernel.body == body and kernel.outputs == op.writes
+        parameters = signature(op).parameters
+        for operand in kernel.inputs + tuple(s for s, _ in kernel.scalars):
+            assert operand in parameters, (name, operand)
+        method = vars(PyCudaHandler)[name]
+        assert inspect.signature(method) == signature(op)
+        assert inspect.getsourcefile(method) != inspect.getsourcefile(pycuda_handler)
+    assert 'x' not in kernels.ELEMENTWISE_OPS['tanh_deriv'].inputs  # reads y only
+
+
+def test_old_module_paths_are_the_cuda_package():
+    import brainstorm.handlers.pycuda_handler as old
+
+    assert old.PyCudaHandler is PyCudaHandler and old.GPUView is GPUView
+    assert PyCudaHandler.__module__ == 'brainstorm.handlers.cuda.handler'
+
+
 @pytest.mark.skipif(shutil.which('nvcc') is None, reason='nvcc is not installed')
 @pytest.mark.parametrize('module', sorted(kernels.KERNEL_SOURCES))
 def test_every_kernel_source_compiles_to_ptx(module, tmp_path):
