@@ -5,7 +5,7 @@ wrong shapes, wrong argument kinds, non-finite results, and any code that
 touches memory without going through handler ops.
 
 Its ops are made from the op table (:mod:`brainstorm.handlers.ops`): each
-checks the kinds of its operands (:data:`~brainstorm.handlers.ops.KINDS`)
+checks the kinds of its operands (:data:`~brainstorm.handlers.op_spec.KINDS`)
 and then their shapes by the row's check rule. The rules of the op-name
 grammar (``same``, ``mv``, ``dot``) serve most ops; the methods
 ``_check_<rule>`` below hold the ops whose shapes follow rules of their own.

@@ -36,40 +36,36 @@ KINDS = {
 
 
 class Op(NamedTuple):
-    """One op of the handler contract.
+    """One op of the handler contract: a row of the op table."""
 
-    Attributes:
-        name: the op name, following the grammar of the
-            :class:`~brainstorm.handlers.base_handler.Handler` docstring.
-        params: its parameters after ``self``, as written in a ``def``
-            (annotations, defaults and ``*`` for keyword-only ones
-            included); every handler implements exactly this signature.
-        doc: the contract text, the docstring of the op on every handler.
-        writes: the operands the op writes (all others are only read).
-        alias: whether an output may be the very same array as an input.
-        check: the rule the debug handler checks the operands with; empty
-            where the op-name grammar decides (:func:`grammar_check`).
-        returns: the return annotation (``''``: the op returns a value
-            without annotation).
-        optional: array operands that may be None.
-        abstract: False for the ops the base class implements itself.
-        section: the part of the handler files the op stands in.
-    """
-
+    #: the op name, following the grammar of the
+    #: :class:`~brainstorm.handlers.base_handler.Handler` docstring
     name: str
+    #: its parameters after ``self``, as written in a ``def`` (annotations,
+    #: defaults and ``*`` for keyword-only ones included); every handler
+    #: implements exactly this signature
     params: str
+    #: the contract text, the docstring of the op on every handler
     doc: str
+    #: the operands the op writes (all others are only read)
     writes: tuple[str, ...] = ('out',)
+    #: whether an output may be the very same array as an input
     alias: bool = False
+    #: the rule the debug handler checks the operands with; empty where the
+    #: op-name grammar decides (:func:`grammar_check`)
     check: str = ''
+    #: the return annotation (``''``: the op returns a value, unannotated)
     returns: str = 'None'
+    #: array operands that may be None
     optional: tuple[str, ...] = ()
+    #: False for the ops the base class implements itself
     abstract: bool = True
+    #: the part of the handler files the op stands in
     section: str = ''
 
     @property
     def rule(self) -> str:
-        """The check rule: ``check``, or the one the name grammar gives."""
+        """The check rule, ``check`` or else the one the name grammar gives."""
         return self.check or grammar_check(self.name)
 
     @property

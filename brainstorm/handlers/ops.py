@@ -1,15 +1,18 @@
 """The op table: every handler op written once.
 
-Each :class:`Op` row states an op's name, its parameters (the signature
-every handler implements, written as in a ``def``), which operands it
+Each :class:`~brainstorm.handlers.op_spec.Op` row states an op's name,
+its parameters (the signature every handler implements, written as in a
+``def``), which operands it
 writes, whether an output may be the very same array as an input, the rule
 that checks its operands, and its contract text. From this table
 
 * :class:`~brainstorm.handlers.base_handler.Handler` gets its abstract
-  methods, with these signatures and docstrings (:func:`install_contract`);
+  methods, with these signatures and docstrings
+  (:func:`~brainstorm.handlers.op_spec.install_contract`);
 * :class:`~brainstorm.handlers.debug_handler.DebugHandler` gets every op as
   a method that checks the operands by the row's ``check`` rule before
-  calling the wrapped handler (:func:`op_method`);
+  calling the wrapped handler
+  (:func:`~brainstorm.handlers.op_spec.op_method`);
 * the CUDA handler gets its elementwise ops from this table and its kernel
   table (``brainstorm.handlers.cuda.kernels.ELEMENTWISE``);
 * ``tests/handlers/test_handler_signatures.py`` checks every handler
@@ -18,12 +21,13 @@ that checks its operands, and its contract text. From this table
 :class:`~brainstorm.handlers.numpy_handler.NumpyHandler` is written by
 hand: it is the executable reference.
 
-**Operand kinds** follow from the parameter names (:data:`KINDS`): ``s``,
-``val``, ``mean``, ``std``, ``probability``, ``a_min`` and ``a_max`` are
-Python scalars, ``transa``, ``transb`` and ``skip_in_deltas`` flags,
-``window`` and ``stride`` tuples of two positive ints, ``padding`` an int
-``>= 0``, ``axis`` an axis, ``shape`` a shape tuple and ``arr`` a NumPy
-array; every other parameter is an array of the handler.
+**Operand kinds** follow from the parameter names
+(:data:`~brainstorm.handlers.op_spec.KINDS`): ``s``, ``val``, ``mean``,
+``std``, ``probability``, ``a_min`` and ``a_max`` are Python scalars,
+``transa``, ``transb`` and ``skip_in_deltas`` flags, ``window`` and
+``stride`` tuples of two positive ints, ``padding`` an int ``>= 0``,
+``axis`` an axis, ``shape`` a shape tuple and ``arr`` a NumPy array; every
+other parameter is an array of the handler.
 
 **Check rules** (the row's ``check``): ``'same'``, all array operands have
 one shape (the ``_t``, ``_tt`` and ``_st`` ops and the activations);
@@ -35,7 +39,7 @@ but ``v`` may also be a whole matrix; ``'dot'``, the matrix product of the
 handler (``DebugHandler._check_<rule>``).
 
 Adding an elementwise op (see docs/custom_handler.rst) takes a row here,
-its NumPy line in ``numpy_handler.py`` and its CUDA expression in the
+its NumPy line in ``numpy_handler.py`` and its CUDA statement in the
 kernel table.
 """
 
@@ -61,7 +65,7 @@ __all__ = [
     'install_contract',
 ]
 
-#: The table, by section: each op once.
+#: The table, each op once, by section.
 SECTIONS: dict[str, tuple[Op, ...]] = {
     'allocation': (
         Op(

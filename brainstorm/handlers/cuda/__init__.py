@@ -1,9 +1,9 @@
-"""The CUDA side: :class:`PyCudaHandler` and what it is made of.
+"""The CUDA side: ``PyCudaHandler`` and what it is made of.
 
 * :mod:`~brainstorm.handlers.cuda.handler`: the handler;
-* :mod:`~brainstorm.handlers.cuda.views`: :class:`GPUView`, its array type;
-* :mod:`~brainstorm.handlers.cuda.cublas`: the ctypes binding of cuBLAS;
-* :mod:`~brainstorm.handlers.cuda.kernels`: the elementwise kernel table
+* :mod:`~brainstorm.handlers.cuda.views`: ``GPUView``, its array type;
+* ``brainstorm.handlers.cuda.cublas``: the ctypes binding of cuBLAS;
+* ``brainstorm.handlers.cuda.kernels``: the elementwise kernel table
   and the CUDA C sources (``cu/*.cu``, package data).
 
 Everything imports without PyCUDA; creating a handler needs it.
@@ -17,30 +17,31 @@ every layer array is a feature slice of one of them: a time-sized array is
 ``big[:T+c, :, start:stop]`` of a ``(T+C, B, F)`` buffer, so its rows are
 ``F`` elements apart and it is not contiguous. PyCUDA's ``GPUArray``
 arithmetic and ``ElementwiseKernel`` need contiguous arrays, so the array
-type of this handler is :class:`GPUView`: a device pointer into a PyCUDA
-allocation (a flat float32 ``GPUArray``), a shape and strides counted in
-elements. Indexing with ints, slices, ``...`` and ``None`` and
-:meth:`GPUView.reshape` follow NumPy's view rules and never copy; a
-reshape that would need a copy raises ValueError (as
-:func:`brainstorm.utils.reshape_view` does for NumPy), so no write can land
-in a temporary copy.
+type of this handler is :class:`~brainstorm.handlers.cuda.views.GPUView`: a
+device pointer into a PyCUDA allocation (a flat float32 ``GPUArray``), a
+shape and strides counted in elements. Indexing with ints, slices, ``...``
+and ``None`` and :meth:`~brainstorm.handlers.cuda.views.GPUView.reshape`
+follow NumPy's view rules and never copy; a reshape that would need a copy
+raises ValueError (as :func:`brainstorm.utils.reshape_view` does for NumPy),
+so no write can land in a temporary copy.
 
-**Kernels take strides.** Before a launch, the common shape of the
-operands is coalesced (:func:`coalesce`): size-1 axes are dropped and
-neighbouring axes merged wherever that holds for every operand. A feature
-slice of any rank becomes ``(rows, cols)`` with a row stride, a contiguous
-array a single axis. The shape, padded to four axes (rare longer ones are
-looped over in Python), and each operand's four strides are the kernel
-arguments; the kernel indexes ``p[i0*s0 + i1*s1 + i2*s2 + i3*s3]`` (see
-:mod:`brainstorm.handlers.cuda.kernels`: the elementwise kernels come
-from its table, the others from ``.cu`` files). Broadcasting (the ``_mv``
-ops, ``broadcast_t``, the conv bias) is a stride of 0. Every output is
-written only at its own elements, so views never clobber their neighbours.
+**Kernels take strides.** Before a launch, the common shape of the operands
+is coalesced (:func:`~brainstorm.handlers.cuda.views.coalesce`): size-1 axes
+are dropped and neighbouring axes merged wherever that holds for every
+operand. A feature slice of any rank becomes ``(rows, cols)`` with a row
+stride, a contiguous array a single axis. The shape, padded to four axes
+(rare longer ones are looped over in Python), and each operand's four
+strides are the kernel arguments; the kernel indexes ``p[i0*s0 + i1*s1 +
+i2*s2 + i3*s3]`` (see ``brainstorm.handlers.cuda.kernels``: the elementwise
+kernels come from its table, the others from ``.cu`` files). Broadcasting
+(the ``_mv`` ops, ``broadcast_t``, the conv bias) is a stride of 0. Every
+output is written only at its own elements, so views never clobber their
+neighbours.
 
 **Matrix products** call ``cublasSgemm_v2`` through ctypes
-(:mod:`brainstorm.handlers.cuda.cublas`). Row-major operands with unit
-column stride pass their row stride as leading dimension, so feature slices need
-no copy; other operands go through a contiguous scratch buffer.
+(``brainstorm.handlers.cuda.cublas``). Row-major operands with unit column
+stride pass their row stride as leading dimension, so feature slices need no
+copy; other operands go through a contiguous scratch buffer.
 
 **Convolution** is im2col + GEMM, with the adjoint col2im for the input
 deltas, processed in chunks of images so the column buffer stays bounded.

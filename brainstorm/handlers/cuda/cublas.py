@@ -1,6 +1,6 @@
 """A minimal ctypes binding of cuBLAS: a handle, its stream and SGEMM.
 
-Only what :class:`~brainstorm.handlers.pycuda_handler.PyCudaHandler`
+Only what :class:`~brainstorm.handlers.cuda.handler.PyCudaHandler`
 needs, called directly through ctypes (no scikit-cuda). The library is
 looked up in the system CUDA toolkit (``CUDA_HOME``, ``CUDA_PATH``,
 ``/usr/local/cuda``), then in the ``nvidia-cublas`` wheels, then wherever

@@ -28,7 +28,7 @@ from brainstorm.handlers.cuda.views import (
 from brainstorm.handlers.ops import OPS, Op, op_method
 from brainstorm.randomness import RandomState
 
-__all__ = ['PyCudaHandler', 'GPUView', 'coalesce', 'INSTALL_HINT']
+__all__ = ['PyCudaHandler', 'INSTALL_HINT']
 
 INSTALL_HINT = (
     'PyCudaHandler needs PyCUDA, the CUDA toolkit (nvcc) and an '

@@ -15,7 +15,7 @@ from its C signature, so the Python side cannot disagree with the C side
 about argument types.
 
 **The strided operand convention.** Handler arrays are strided views (see
-:class:`~brainstorm.handlers.pycuda_handler.GPUView`). Elementwise kernels
+:class:`~brainstorm.handlers.cuda.views.GPUView`). Elementwise kernels
 iterate over a logical C-order index ``i < n`` of a shape padded to four
 dimensions ``(d0, d1, d2, d3)`` (``n = d0*d1*d2*d3``; ``d0`` is implied)
 and every operand ``x`` comes as a pointer ``p_x`` with four element
