@@ -13,7 +13,6 @@ grammar (``same``, ``mv``, ``dot``) serve most ops; the methods
 
 from __future__ import annotations
 
-import abc
 import math
 
 import numpy as np
@@ -33,7 +32,7 @@ from brainstorm.handlers.debug_array import (
     check_for_inf_or_nan,
 )
 from brainstorm.handlers.numpy_handler import NumpyHandler
-from brainstorm.handlers.ops import OPS, Op, op_method, signature
+from brainstorm.handlers.ops import OPS, Op, install_ops, signature
 
 __all__ = [
     'DebugHandler',
@@ -417,7 +416,4 @@ _KIND_CHECKS = {
     'numpy': (lambda value: isinstance(value, np.ndarray), 'a numpy array'),
 }
 
-for _op in OPS.values():
-    setattr(DebugHandler, _op.name, op_method(_op, DebugHandler._call, 'DebugHandler'))
-del _op
-abc.update_abstractmethods(DebugHandler)
+install_ops(DebugHandler, OPS.values(), DebugHandler._call)

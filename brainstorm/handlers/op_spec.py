@@ -10,7 +10,7 @@ from __future__ import annotations
 import abc
 import ast
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     'grammar_check',
     'signature',
     'op_method',
+    'install_ops',
     'install_contract',
 ]
 
@@ -135,7 +136,7 @@ def signature(op: Op) -> inspect.Signature:
 
 
 def op_method(
-    op: Op, call: Callable[[Any, Op, dict], Any], owner: str
+    op: Op, call: Callable[[Any, Op, dict], Any], owner: type
 ) -> Callable[..., Any]:
     """A method with ``op``'s signature and docstring that runs ``call``.
 
@@ -145,8 +146,8 @@ def op_method(
     Args:
         op: the table row.
         call: what the method does.
-        owner: the name of the class the method is for (its
-            ``__qualname__``).
+        owner: the class the method is for (its ``__qualname__`` and
+            ``__module__`` are the class's).
     """
     sig = signature(op)
     names = tuple(sig.parameters)[1:]
@@ -162,7 +163,8 @@ def op_method(
         return call(self, op, arguments)
 
     method.__name__ = op.name
-    method.__qualname__ = f'{owner}.{op.name}'
+    method.__qualname__ = f'{owner.__qualname__}.{op.name}'
+    method.__module__ = owner.__module__
     method.__doc__ = inspect.cleandoc(op.doc)
     method.__signature__ = sig  # type: ignore[attr-defined]
     return method
@@ -170,6 +172,28 @@ def op_method(
 
 def _not_implemented(self, op: Op, arguments: dict) -> None:
     raise NotImplementedError(f'{type(self).__name__} does not implement {op.name}')
+
+
+def install_ops(
+    cls: type,
+    ops: Iterable[Op],
+    call: Callable[[Any, Op, dict], Any],
+    abstract: bool = False,
+) -> None:
+    """Give ``cls`` a method made by :func:`op_method` for each op.
+
+    Args:
+        cls: the class, already created.
+        ops: the rows of the ops.
+        call: what every method does, ``call(self, op, arguments)``.
+        abstract: whether the methods are abstract.
+    """
+    for op in ops:
+        method = op_method(op, call, cls)
+        if abstract:
+            method.__isabstractmethod__ = True  # type: ignore[attr-defined]
+        setattr(cls, op.name, method)
+    abc.update_abstractmethods(cls)  # type: ignore[arg-type]
 
 
 def install_contract(cls: type, ops: Mapping[str, Op]) -> None:
@@ -186,9 +210,5 @@ def install_contract(cls: type, ops: Mapping[str, Op]) -> None:
     for op in ops.values():
         if not op.abstract:
             getattr(cls, op.name).__doc__ = inspect.cleandoc(op.doc)
-            continue
-        method = op_method(op, _not_implemented, cls.__name__)
-        method.__module__ = cls.__module__
-        method.__isabstractmethod__ = True  # type: ignore[attr-defined]
-        setattr(cls, op.name, method)
-    abc.update_abstractmethods(cls)  # type: ignore[arg-type]
+    abstract = [op for op in ops.values() if op.abstract]
+    install_ops(cls, abstract, _not_implemented, abstract=True)

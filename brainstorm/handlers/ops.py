@@ -50,6 +50,7 @@ from brainstorm.handlers.op_spec import (
     Op,
     grammar_check,
     install_contract,
+    install_ops,
     op_method,
     signature,
 )
@@ -62,6 +63,7 @@ __all__ = [
     'grammar_check',
     'signature',
     'op_method',
+    'install_ops',
     'install_contract',
 ]
 

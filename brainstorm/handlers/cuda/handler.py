@@ -6,7 +6,6 @@ subject of the package docstring, :mod:`brainstorm.handlers.cuda`.
 
 from __future__ import annotations
 
-import abc
 import functools
 import math
 import operator
@@ -25,7 +24,7 @@ from brainstorm.handlers.cuda.views import (
     check_shapes,
     coalesce,
 )
-from brainstorm.handlers.ops import OPS, Op, op_method
+from brainstorm.handlers.ops import OPS, Op, install_ops
 from brainstorm.randomness import RandomState
 
 __all__ = ['PyCudaHandler', 'INSTALL_HINT']
@@ -782,11 +781,8 @@ class PyCudaHandler(Handler):
 
 
 # the elementwise ops, one kernel each, from the kernel table
-for _name in kernels.ELEMENTWISE:
-    setattr(
-        PyCudaHandler,
-        _name,
-        op_method(OPS[_name], PyCudaHandler._elementwise, 'PyCudaHandler'),
-    )
-del _name
-abc.update_abstractmethods(PyCudaHandler)
+install_ops(
+    PyCudaHandler,
+    [OPS[name] for name in kernels.ELEMENTWISE],
+    PyCudaHandler._elementwise,
+)
