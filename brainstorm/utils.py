@@ -309,16 +309,30 @@ def reshape_view(array, shape: tuple):
     """
     shape = tuple(int(s) for s in shape)
     if isinstance(array, np.ndarray):
-        view = array.view()
         try:
-            view.shape = shape
-        except AttributeError:
+            return _reshape_without_copy(array, shape)
+        except (AttributeError, ValueError):
             raise ValueError(
                 f'Cannot reshape an array of shape {array.shape} with strides '
                 f'{array.strides} to {shape} without copying it.'
             ) from None
-        return view
     return array.reshape(shape)
+
+
+def _reshape_without_copy(array: np.ndarray, shape: tuple) -> np.ndarray:
+    """A reshaped view, or an error where only a copy could reshape.
+
+    NumPy 2.1 and later say so with ``reshape(copy=False)``; NumPy 2.5
+    deprecates the older way, setting ``shape`` on a view.
+    """
+    if _RESHAPE_TAKES_COPY:
+        return np.reshape(array, shape, copy=False)
+    view = array.view()
+    view.shape = shape
+    return view
+
+
+_RESHAPE_TAKES_COPY = np.lib.NumpyVersion(np.__version__) >= '2.1.0'
 
 
 def flatten_time(array):

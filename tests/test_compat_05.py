@@ -324,10 +324,11 @@ NAMESPACES_05 = {
         f'{_LAYER_IMPORTS} LayerValidationError flatten_time_and_features '
         'SquaredError SquaredErrorLayerImpl'
     ),
-    # optional: the pycuda and skcuda modules 0.5 imported here existed only
-    # when they were installed (skcuda is no longer used).
+    # optional: the pycuda, skcuda and bokeh modules 0.5 imported here existed
+    # only when they were installed (skcuda is no longer used; bokeh is
+    # checked below, where it is installed).
     'brainstorm.optional': (
-        'sys MissingDependencyMock has_pycuda pycuda_mock bokeh has_bokeh bokeh_mock'
+        'sys MissingDependencyMock has_pycuda pycuda_mock has_bokeh bokeh_mock'
     ),
     'brainstorm.randomness': ('np Describable RandomState Seedable global_rnd'),
     'brainstorm.scorers': (
@@ -521,3 +522,17 @@ def test_05_debug_handler_helpers_check_their_arguments():
         op(handler, a, float('nan'))
     with pytest.raises(ValueError, match="argument 'value'"):
         op(handler, b, value=float('inf'))
+
+
+def test_optional_holds_bokeh_exactly_where_it_is_installed():
+    """As in 0.5, ``brainstorm.optional.bokeh`` is the module where bokeh is
+    installed and absent elsewhere (the GPU machine has no bokeh: the name
+    must not be expected there)."""
+    import importlib.util
+
+    import brainstorm.optional as optional
+
+    installed = importlib.util.find_spec('bokeh') is not None
+    assert optional.has_bokeh is installed
+    assert hasattr(optional, 'bokeh') is installed
+    assert (optional.bokeh_mock is None) is installed

@@ -1,5 +1,7 @@
 """Tests for brainstorm.utils: errors, names, paths and view helpers."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -370,3 +372,46 @@ def test_write_atomically_syncs_the_file_and_its_folder(tmp_path, monkeypatch):
     monkeypatch.setattr(os, 'fsync', fsync)
     write_atomically(str(tmp_path / 'x'), _write_text('x'))
     assert synced == [False, True]
+
+
+class _ShapeIsReadOnly(np.ndarray):
+    """An array on which setting ``shape`` fails, as NumPy 2.5 deprecates it
+    (and the suite turns brainstorm's DeprecationWarnings into errors)."""
+
+    @property
+    def shape(self):
+        return np.ndarray.shape.__get__(self)
+
+    @shape.setter
+    def shape(self, value):
+        raise AssertionError(f'shape set to {value}: deprecated since NumPy 2.5')
+
+
+def test_reshape_view_does_not_set_the_shape_attribute():
+    """(Guards against: every BufferManager failing on NumPy 2.5 with
+    "Setting the shape on a NumPy array has been deprecated", first seen on
+    the GPU machine, whose NumPy is newer than the one CI installs.)"""
+    from brainstorm.utils import reshape_view
+
+    flat = np.arange(12.0).view(_ShapeIsReadOnly)
+    view = reshape_view(flat, (3, 4))
+    assert view.shape == (3, 4) and np.shares_memory(view, flat)
+    view[1, 2] = -1
+    assert flat[6] == -1
+
+
+@pytest.mark.parametrize('takes_copy', [True, False])
+def test_reshape_view_refuses_to_copy_on_every_numpy(monkeypatch, takes_copy):
+    """Both ways (NumPy >= 2.1 and older) give views, and refuse a reshape
+    that only a copy could do."""
+    import brainstorm.utils as utils
+
+    monkeypatch.setattr(utils, '_RESHAPE_TAKES_COPY', takes_copy)
+    flat = np.arange(24.0)
+    with warnings.catch_warnings():
+        # the older way is deprecated on NumPy 2.5, where it is never taken
+        warnings.simplefilter('ignore', DeprecationWarning)
+        view = utils.reshape_view(flat, (2, 3, 4))
+        assert np.shares_memory(view, flat) and view.shape == (2, 3, 4)
+        with pytest.raises(ValueError, match='without copying'):
+            utils.reshape_view(view[:, :, :2], (12,))

@@ -39,6 +39,7 @@ from brainstorm.training.checkpoint_file import (
     set_random_state,
     write_checkpoint,
 )
+from brainstorm.training.progress import INITIAL_ROUNDS, TrainingProgress
 from brainstorm.training.utils import LogEntries, log_counters
 from brainstorm.utils import DescriptionError, TrainingValidationError
 
@@ -196,8 +197,8 @@ def iterator_states(named_data_iters) -> dict:
 
 def _random_states(run) -> dict:
     states = iterator_states(run.named_data_iters)
-    if not run.epoch_complete:
-        states.update(run.epoch_start_iterator_states)
+    if not run.progress.epoch_complete:
+        states.update(run.progress.epoch_start_iterator_states)
     # the handler's state only if it was drawn already: reading
     # handler.rnd would draw its seed from global_rnd now, and the run
     # with checkpoints would differ from the one without
@@ -244,7 +245,7 @@ def _training_states_now(run):
     a second name) draw from the same states, so the states to go on
     with after the replay are stored as well.
     """
-    if run.epoch_complete:
+    if run.progress.epoch_complete:
         return None
     training = run.named_data_iters['training_data_iter']
     states = iterator_states({'training_data_iter': training})
@@ -252,15 +253,16 @@ def _training_states_now(run):
 
 
 def _progress(trainer, run, logs, epoch_scores) -> dict:
+    progress = run.progress
     return {
-        'current_epoch_nr': trainer.current_epoch_nr,
-        'current_update_nr': trainer.current_update_nr,
-        'started': trainer._started or len(trainer._initial_done) == 2,
-        'initial_done': list(trainer._initial_done),
+        'current_epoch_nr': progress.epoch_nr,
+        'current_update_nr': progress.update_nr,
+        'started': progress.initial_rounds_begun,
+        'initial_done': list(progress.initial_done),
         'logs': logs,
         'log_counters': _log_counter_tree(trainer.logs),
-        'epoch_complete': run.epoch_complete,
-        'batches_done': run.batches_done,
+        'epoch_complete': progress.epoch_complete,
+        'batches_done': progress.batches_done,
         'epoch_scores': epoch_scores,
     }
 
@@ -274,8 +276,9 @@ def save_checkpoint(trainer, run, filename: str) -> None:
 
     Args:
         trainer: the trainer whose :meth:`train` runs.
-        run: what the trainer knows about the running ``train`` (network,
-            iterators, position in the epoch, processes).
+        run: the running ``train``'s ``TrainingRun`` (network,
+            iterators, processes, and the progress with the position in
+            the epoch).
         filename: the file to (over)write.
 
     Raises:
@@ -286,7 +289,7 @@ def save_checkpoint(trainer, run, filename: str) -> None:
     states_now = _training_states_now(run)
     try:
         logs = _jsonable(trainer.logs)
-        epoch_scores = _jsonable(run.epoch_scores)
+        epoch_scores = _jsonable(run.progress.epoch_scores)
     except (TypeError, ValueError) as err:
         raise TrainingValidationError(
             f"Checkpoint '{filename}': the logs cannot be stored: {err}"
@@ -333,14 +336,18 @@ def _is_count(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+def _bad_entry(progress: dict, where: str, key: str, expected: str):
+    raise TrainingValidationError(
+        f"{where} is corrupt: progress entry '{key}' must be {expected}. "
+        f'Received: {progress.get(key)!r:.200}'
+    )
+
+
 def _check_progress(progress: dict, where: str) -> None:
     """Check the types of a checkpoint's progress entries."""
 
     def bad(key, expected):
-        raise TrainingValidationError(
-            f"{where} is corrupt: progress entry '{key}' must be {expected}. "
-            f'Received: {progress.get(key)!r:.200}'
-        )
+        _bad_entry(progress, where, key, expected)
 
     for key in ('current_epoch_nr', 'current_update_nr', 'batches_done'):
         if not _is_count(progress.get(key)):
@@ -351,11 +358,19 @@ def _check_progress(progress: dict, where: str) -> None:
     for key in ('logs', 'epoch_scores'):
         if not isinstance(progress.get(key), dict):
             bad(key, 'a dict')
+    rounds = [list(INITIAL_ROUNDS[:n]) for n in range(len(INITIAL_ROUNDS) + 1)]
+    if 'initial_done' in progress and progress['initial_done'] not in rounds:
+        bad('initial_done', f'one of {rounds}')
     if 'rank_epoch_scores' in progress and not (
         isinstance(progress['rank_epoch_scores'], list)
         and all(isinstance(s, dict) for s in progress['rank_epoch_scores'])
     ):
         bad('rank_epoch_scores', 'a list of dicts')
+    _read_iterator_states(progress, where)
+
+
+def _read_iterator_states(progress: dict, where: str) -> None:
+    """Check the training iterator's states now, and make them arrays."""
     if 'training_iterator_states' in progress:
         progress['training_iterator_states'] = _chain_from_json(
             progress['training_iterator_states'], f'{where}, progress'
@@ -363,7 +378,7 @@ def _check_progress(progress: dict, where: str) -> None:
     if 'rank_training_iterator_states' in progress:
         ranks = progress['rank_training_iterator_states']
         if not isinstance(ranks, list):
-            bad('rank_training_iterator_states', 'a list')
+            _bad_entry(progress, where, 'rank_training_iterator_states', 'a list')
         progress['rank_training_iterator_states'] = [
             _chain_from_json(chain, f'{where}, progress, rank {rank}')
             for rank, chain in enumerate(ranks)
@@ -438,8 +453,9 @@ def load_checkpoint(filename: str, trusted: bool, trainer_class) -> tuple:
 
     The whole file is checked before anything is built (see
     :meth:`~brainstorm.training.trainer.Trainer.from_checkpoint`, which
-    calls this). The rest of the state is put back by
-    :func:`apply_resume` when training continues.
+    calls this and gives the trainer the progress returned). The rest of
+    the state is put back by :func:`apply_resume` when training
+    continues.
 
     Args:
         filename: the checkpoint file.
@@ -447,7 +463,9 @@ def load_checkpoint(filename: str, trusted: bool, trainer_class) -> tuple:
         trainer_class: the class the stored trainer must be an instance of.
 
     Returns:
-        ``(trainer, net)``.
+        ``(trainer, net, progress)``: the trainer with its logs, the
+        network, and the trainer's ``TrainingProgress`` (counters, rounds
+        at count 0, and the checkpoint's data to continue as ``resume``).
 
     Raises:
         TrainingValidationError: if the file is missing, damaged,
@@ -470,19 +488,27 @@ def load_checkpoint(filename: str, trusted: bool, trainer_class) -> tuple:
     net = _build_from_file(
         data['network'], parameters, filename, TrainingValidationError, 'Checkpoint'
     )
-    trainer.current_epoch_nr = int(progress['current_epoch_nr'])
-    trainer.current_update_nr = int(progress['current_update_nr'])
-    trainer._started = bool(progress['started'])
-    trainer._initial_done = tuple(
-        progress.get('initial_done', ('update', 'epoch') if trainer._started else ())
-    )
     trainer.logs = _with_counters(
         _ordered(progress['logs']), progress.get('log_counters')
     )
     data['filename'] = filename
     data['architecture'] = _jsonable(net.architecture)
-    trainer._resume = data  # put back by apply_resume when train() runs
-    return trainer, net
+    return trainer, net, _read_progress(progress, data)
+
+
+def _read_progress(progress: dict, data: dict) -> TrainingProgress:
+    """The trainer's progress as the checkpoint stores it, to be continued."""
+    record = TrainingProgress()
+    record.epoch_nr = int(progress['current_epoch_nr'])
+    record.update_nr = int(progress['current_update_nr'])
+    record.started = bool(progress['started'])
+    # files written before 'initial_done' was stored: both rounds ran
+    # exactly when the run had started
+    record.initial_done = tuple(
+        progress.get('initial_done', INITIAL_ROUNDS if record.started else ())
+    )
+    record.resume = data  # put back by apply_resume when train() runs
+    return record
 
 
 # ---------------------------------------------------------- resume ----
@@ -637,12 +663,12 @@ def apply_resume(trainer, resume: dict, run) -> None:
 
     Restores the stepper and hook states, the random states of this
     process (its rank's, in a data-parallel run) and the position in the
-    epoch into ``run``.
+    epoch into ``run.progress``.
 
     Args:
         trainer: the trainer made by :func:`load_checkpoint`.
         resume: what :func:`load_checkpoint` read.
-        run: what the trainer knows about the running ``train``.
+        run: the running ``train``'s ``TrainingRun``.
 
     Raises:
         TrainingValidationError: if a state cannot be restored or the run
@@ -656,11 +682,12 @@ def apply_resume(trainer, resume: dict, run) -> None:
     _restore_iterators(states, run.named_data_iters, filename)
     _restore_network_random(states, run.net)
     progress = resume['progress']
-    run.epoch_complete = bool(progress['epoch_complete'])
-    run.batches_done = int(progress['batches_done'])
-    run.epoch_scores = _ordered(epoch_scores)
-    if not run.epoch_complete:
-        run.epoch_start_iterator_states = {
+    record = run.progress
+    record.epoch_complete = bool(progress['epoch_complete'])
+    record.batches_done = int(progress['batches_done'])
+    record.epoch_scores = _ordered(epoch_scores)
+    if not record.epoch_complete:
+        record.epoch_start_iterator_states = {
             'training_data_iter': states['iterators']['training_data_iter']
         }
         saved = states['iterators']['training_data_iter']
@@ -671,4 +698,4 @@ def apply_resume(trainer, resume: dict, run) -> None:
                 'random states of the training iterator.'
             )
         # set by the trainer once the epoch's batches done are replayed
-        run.training_states_now = states_now
+        record.training_states_now = states_now

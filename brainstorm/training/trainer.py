@@ -29,13 +29,19 @@ from brainstorm.scorers import (
 from brainstorm.training import checkpoint
 from brainstorm.training.data_parallel import DataParallel
 from brainstorm.training.finite_check import FiniteCheck
+from brainstorm.training.hook_calls import (
+    call_hook,
+    due_hooks,
+    end_hooks,
+    start_hooks,
+)
 from brainstorm.training.hook_check import HookCheck
+from brainstorm.training.progress import TrainingProgress, TrainingRun
 from brainstorm.training.steppers import SgdStepper, TrainingStepper
 from brainstorm.training.utils import (
     add_log,
     check_data_iterators,
     check_lengths_agree,
-    format_result,
     run_network,  # noqa: F401 - 0.5's tools imported it from here
 )
 from brainstorm.utils import (
@@ -49,29 +55,13 @@ __all__ = ['Trainer']
 _log = get_logger('training')
 
 
-#: id(trainer) -> (thread id, thread name) while its train() runs; kept
-#: here, not on the trainer, so that descriptions and checkpoints never see
-#: it (dict.setdefault claims an entry atomically)
-_RUNNING: dict = {}
+#: id(trainer) -> its calls of train() and evaluate() running now, each as
+#: (thread id, thread name, method name); kept here, not on the trainer, so
+#: that copies, pickles, descriptions and checkpoints never see them
+_RUNNING: dict[int, list[tuple]] = {}
+_RUNNING_LOCK = threading.Lock()
 
 _FiniteCheck = FiniteCheck  # its name before it had a module of its own
-
-
-class _Run:
-    """What the trainer knows while ``train`` runs (used for checkpoints)."""
-
-    def __init__(self, net, named_data_iters, processes):
-        self.net = net
-        self.named_data_iters = named_data_iters
-        self.processes = processes
-        self.epoch_complete = True
-        self.batches_done = 0
-        self.epoch_scores = {}
-        self.epoch_start_iterator_states = None
-        # resumed mid-epoch: the training iterators' states to go on with
-        # once the batches done are replayed
-        self.training_states_now = None
-        self.finite_check = None
 
 
 _NETWORK = Instance('brainstorm.structure.network:Network')
@@ -102,8 +92,6 @@ class Trainer(Describable):
         hooks: OrderedDict hook name -> hook, in the order they run.
         train_scorers: scorers evaluated on every training batch; their
             epoch aggregates are logged in ``logs['rolling_training']``.
-        current_epoch_nr: epochs done so far.
-        current_update_nr: updates done so far.
         logs: the values returned by hooks (see :meth:`train`).
         results: the values returned by hooks in :meth:`evaluate`.
 
@@ -161,15 +149,10 @@ class Trainer(Describable):
     }
 
     __undescribed__ = {
-        'current_epoch_nr': 0,
-        'current_update_nr': 0,
         'logs': {},
         'results': {},
-        '_started': False,
-        '_resume': None,
+        '_progress': TrainingProgress(),
         '_run': None,
-        '_initial_done': (),
-        '_running': False,
     }
     __default_values__ = {
         'verbose': True,
@@ -184,40 +167,16 @@ class Trainer(Describable):
         check_finite: bool = True,
         max_abs_parameter: float | None = 1e7,
     ):
-        if not (hasattr(stepper, 'start') and hasattr(stepper, 'run')):
-            raise TrainingValidationError(
-                'Trainer: stepper must be a TrainingStepper (with start(net) '
-                f'and run()). Received: {stepper!r}'
-            )
-        if not isinstance(check_finite, bool):
-            raise TrainingValidationError(
-                'Trainer: check_finite must be a bool. Received: '
-                f'check_finite={check_finite!r}'
-            )
-        if max_abs_parameter is not None and (
-            isinstance(max_abs_parameter, bool)
-            or not isinstance(max_abs_parameter, (int, float))
-            or not max_abs_parameter > 0
-        ):
-            raise TrainingValidationError(
-                'Trainer: max_abs_parameter must be a positive number or '
-                f'None. Received: max_abs_parameter={max_abs_parameter!r}'
-            )
         self.stepper = stepper
         self.verbose = verbose
         self.check_finite = check_finite
         self.max_abs_parameter = max_abs_parameter
         self.hooks: OrderedDict = OrderedDict()
         self.train_scorers: list = []
-        self.current_epoch_nr = 0
-        self.current_update_nr = 0
         self.logs: OrderedDict = OrderedDict()
         self.results: OrderedDict = OrderedDict()
-        self._started = False
-        self._initial_done: tuple = ()  # emissions at count 0 begun: 'update'...
-        self._resume: dict | None = None
-        self._run: _Run | None = None
-        self._running = False  # train() or evaluate() runs
+        self._progress = TrainingProgress()
+        self._run: TrainingRun | None = None
 
     def __init_from_description__(self, description: dict) -> None:
         hooks = sorted(
@@ -230,6 +189,24 @@ class Trainer(Describable):
         self.logs = OrderedDict()
         self.results = OrderedDict()
 
+    @property
+    def current_epoch_nr(self) -> int:
+        """Epochs done so far (see the counting rules above)."""
+        return self._progress.epoch_nr
+
+    @current_epoch_nr.setter
+    def current_epoch_nr(self, value: int) -> None:
+        self._progress.epoch_nr = value
+
+    @property
+    def current_update_nr(self) -> int:
+        """Updates done so far."""
+        return self._progress.update_nr
+
+    @current_update_nr.setter
+    def current_update_nr(self, value: int) -> None:
+        self._progress.update_nr = value
+
     def __getstate__(self) -> dict:
         """The state for ``copy.deepcopy`` and pickle, outside ``train``.
 
@@ -239,7 +216,7 @@ class Trainer(Describable):
                 the network instead, or write a checkpoint
                 (:meth:`save_checkpoint`) to continue the run elsewhere.
         """
-        if getattr(self, '_run', None) is not None:
+        if self._run is not None:
             raise TrainingValidationError(
                 'Trainer: cannot copy or pickle a Trainer while train() runs '
                 f'(epoch {self.current_epoch_nr}, update '
@@ -249,6 +226,19 @@ class Trainer(Describable):
                 'resume it with Trainer.from_checkpoint.'
             )
         return dict(self.__dict__)
+
+    def __setstate__(self, state: dict) -> None:
+        """Restore a copy, or a trainer pickled by an earlier version.
+
+        Earlier versions kept the counters, ``_started``,
+        ``_initial_done`` and ``_resume`` on the trainer itself.
+        """
+        state = dict(state)
+        if '_progress' not in state:
+            state['_progress'] = TrainingProgress.from_old_trainer_state(state)
+        state.pop('_running', None)  # now kept off the trainer (_RUNNING)
+        state.setdefault('_run', None)
+        self.__dict__.update(state)
 
     # ------------------------------------------------------------ hooks ---
 
@@ -283,7 +273,7 @@ class Trainer(Describable):
                 "'.', since log names are dotted paths ('validation.total_loss'). "
                 f'Received: __name__={name!r} (of {type(hook).__name__})'
             )
-        if getattr(self, '_running', False):
+        if id(self) in _RUNNING:
             raise TrainingValidationError(
                 f"Trainer.add_hook: cannot add hook '{name}' while train() or "
                 'evaluate() runs (e.g. from inside another hook): it would be '
@@ -300,117 +290,53 @@ class Trainer(Describable):
         )
         self.hooks[name] = hook
 
-    def _start_hooks(self, net, named_data_iters, started: list) -> None:
-        verbose = self.verbose and processes_of(self.stepper).is_root
-        for name, hook in list(self.hooks.items()):
-            started.append((name, hook))  # ended even if its start fails
-            try:
-                hook.start(net, self.stepper, verbose, named_data_iters)
-            except Exception as err:
-                self._name_hook(err, name, hook, 'start')
-                raise
-
-    def _end_hooks(self, started: list, error: BaseException | None) -> None:
-        """Call ``end`` of the started hooks, last started first.
-
-        Every hook is ended even if another's ``end`` fails. With ``error``
-        (the exception ending the run) a failing ``end`` is noted on it;
-        otherwise the first failure is raised after all were ended.
-        """
-        first = None
-        for name, hook in reversed(started):
-            end = getattr(hook, 'end', None)
-            if not callable(end):
-                continue
-            try:
-                end()
-            except Exception as err:
-                self._name_hook(err, name, hook, 'its end')
-                if error is not None and hasattr(error, 'add_note'):
-                    error.add_note(
-                        f"Hook '{name}' also failed to end: {type(err).__name__}: {err}"
-                    )
-                elif first is None:
-                    first = err
-        if first is not None and error is None:
-            raise first
-
     def _with_hooks(self, net, named_data_iters, body):
         """Start the hooks, run ``body()`` and end the hooks however it ends."""
         started: list = []
-        running = getattr(self, '_running', False)
-        self._running = True  # add_hook refuses new hooks until the end
+        verbose = self.verbose and processes_of(self.stepper).is_root
         try:
-            self._start_hooks(net, named_data_iters, started)
+            start_hooks(
+                self.hooks,
+                net,
+                self.stepper,
+                verbose,
+                named_data_iters,
+                started,
+                self._progress,
+            )
             result = body()
         except BaseException as err:
-            self._running = running
-            self._end_hooks(started, err)
+            end_hooks(started, err, self._progress)
             raise
-        self._running = running
-        self._end_hooks(started, None)
+        end_hooks(started, None, self._progress)
         return result
-
-    def _name_hook(self, err, name, hook, when: str) -> None:
-        note = (
-            f"Raised in hook '{name}' ({type(hook).__name__}) during "
-            f'{when} (epoch {self.current_epoch_nr}, update '
-            f'{self.current_update_nr}).'
-        )
-        if hasattr(err, 'add_note'):
-            err.add_note(note)
-        _log.error(f'{note} {type(err).__name__}: {err}')
-
-    def _due_hooks(self, timescale: str) -> list:
-        count = (
-            self.current_epoch_nr if timescale == 'epoch' else self.current_update_nr
-        )
-        return [
-            (name, hook)
-            for name, hook in self.hooks.items()
-            if hook.timescale == timescale and count % hook.interval == 0
-        ]
-
-    def _call_hook(self, name, hook, timescale, net, logs, is_root) -> bool:
-        """Call one hook and log its result; return True if it asked to stop."""
-        counters = (self.current_epoch_nr, self.current_update_nr)
-        try:
-            result = hook(
-                epoch_nr=self.current_epoch_nr,
-                update_nr=self.current_update_nr,
-                net=net,
-                stepper=self.stepper,
-                logs=logs,
-            )
-        except StopIteration as request:
-            if request.value is not None:
-                add_log(logs, name, request.value, *counters)
-            return True
-        except Exception as err:
-            self._name_hook(err, name, hook, f'its {timescale} call')
-            raise
-        if result is not None:
-            add_log(logs, name, result, *counters)
-            if getattr(hook, 'run_verbosity', self.verbose) and is_root:
-                for line in format_result(result):
-                    _log.info(f'{name} >> {line}')
-        return False
 
     def _emit_hooks(self, net, timescale: str, logs: dict) -> bool:
         """Call all hooks due now; return True if one asked to stop."""
-        fired = self._due_hooks(timescale)
+        progress = self._progress
+        fired = due_hooks(self.hooks, timescale, progress)
         if not fired:
             return False
         processes = processes_of(self.stepper)
         training = logs is self.logs
         if timescale == 'epoch' and self.verbose and processes.is_root and training:
-            _log.info(f'{"-" * 30} Epoch {self.current_epoch_nr} {"-" * 30}')
+            _log.info(f'{"-" * 30} Epoch {progress.epoch_nr} {"-" * 30}')
         run = self._run
         if run is not None and run.finite_check is not None and training:
-            run.finite_check.check_parameters(self, self.current_update_nr)
+            run.finite_check.check_parameters(self, progress.update_nr)
         stop = False
         for name, hook in fired:
-            if self._call_hook(name, hook, timescale, net, logs, processes.is_root):
+            if call_hook(
+                name,
+                hook,
+                timescale,
+                net,
+                self.stepper,
+                logs,
+                progress,
+                self.verbose,
+                processes.is_root,
+            ):
                 stop = True
         # a hook may ask only one rank to stop (a signal, a local figure);
         # all ranks must stop together or some would wait forever in the
@@ -421,6 +347,39 @@ class Trainer(Describable):
             if getattr(hook, 'writes_checkpoint', False) and self._run is not None:
                 self.save_checkpoint(hook.filename)
         return stop
+
+    # -------------------------------------------------- running calls ---
+
+    def _begin_call(self, method: str) -> tuple:
+        """Record a call of ``method`` (train or evaluate) as running.
+
+        While any runs, :meth:`add_hook` refuses. ``train`` runs in one
+        thread at a time.
+
+        Raises:
+            TrainingValidationError: for ``train`` while another thread's
+                ``train`` runs.
+        """
+        token = (threading.get_ident(), threading.current_thread().name, method)
+        with _RUNNING_LOCK:
+            calls = _RUNNING.setdefault(id(self), [])
+            for ident, thread_name, other in calls:
+                if method == other == 'train' and ident != token[0]:
+                    raise TrainingValidationError(
+                        f'Trainer: train() was called in thread {token[1]!r} '
+                        f'while it runs in thread {thread_name!r}. A Trainer '
+                        '(with its stepper and hooks) drives one run at a '
+                        'time: give each thread a Trainer of its own.'
+                    )
+            calls.append(token)
+        return token
+
+    def _end_call(self, token: tuple) -> None:
+        with _RUNNING_LOCK:
+            calls = _RUNNING[id(self)]
+            calls.remove(token)
+            if not calls:
+                del _RUNNING[id(self)]
 
     # ---------------------------------------------------------- training ---
 
@@ -469,24 +428,23 @@ class Trainer(Describable):
         named_data_iters = OrderedDict(named_data_iters)
         named_data_iters['training_data_iter'] = training_data_iter
         check_data_iterators(net, named_data_iters)
-        resume = self._resume
+        resume = self._progress.resume
         if resume is not None:
             checkpoint.check_resume(resume, net, named_data_iters)
         # the whole run holds the trainer and the network: another thread
         # using either meanwhile gets a clear error instead of mixing its
         # batches and counters into this run
-        token = self._hold_for_this_thread()
+        token = self._begin_call('train')
         try:
             net._enter('Trainer.train')
             try:
-                self._start_and_train(net, training_data_iter, named_data_iters, resume)
+                self._start_and_train(net, training_data_iter, named_data_iters)
             finally:
                 net._leave()
         finally:
-            if _RUNNING.get(id(self)) is token:
-                del _RUNNING[id(self)]
+            self._end_call(token)
 
-    def _start_and_train(self, net, training_data_iter, named_data_iters, resume):
+    def _start_and_train(self, net, training_data_iter, named_data_iters):
         self.stepper.start(net)
         if isinstance(self.stepper, DataParallel):
             # each rank its own augmentation noise (checkpoints restore it)
@@ -496,24 +454,9 @@ class Trainer(Describable):
         # others must learn it, or they wait forever in their next
         # collective call (see brainstorm.parallel.watchdog_of)
         with processes.training(self._leaving_reason):
-            self._train(net, training_data_iter, named_data_iters, resume, processes)
-
-    def _hold_for_this_thread(self) -> tuple:
-        """Mark the trainer as running in this thread (atomic, lock-free).
-
-        Raises:
-            TrainingValidationError: if another thread's ``train`` runs.
-        """
-        token = (threading.get_ident(), threading.current_thread().name)
-        holder = _RUNNING.setdefault(id(self), token)
-        if holder is not token and holder[0] != token[0]:
-            raise TrainingValidationError(
-                f'Trainer: train() was called in thread {token[1]!r} while '
-                f'it runs in thread {holder[1]!r}. A Trainer (with its '
-                'stepper and hooks) drives one run at a time: give each '
-                'thread a Trainer of its own.'
-            )
-        return token
+            check_lengths_agree(processes, training_data_iter)
+            run = TrainingRun(net, named_data_iters, processes, self._progress)
+            self._with_hooks(net, named_data_iters, lambda: self._train_started(run))
 
     def _leaving_reason(self, err: BaseException) -> str:
         return (
@@ -521,120 +464,110 @@ class Trainer(Describable):
             f', update {self.current_update_nr})'
         )
 
-    def _train(
-        self, net, training_data_iter, named_data_iters, resume, processes
-    ) -> None:
-        check_lengths_agree(processes, training_data_iter)
-        self._with_hooks(
-            net,
-            named_data_iters,
-            lambda: self._train_started(
-                net, training_data_iter, named_data_iters, resume, processes
-            ),
-        )
-
-    def _train_started(
-        self, net, training_data_iter, named_data_iters, resume, processes
-    ) -> None:
-        run = _Run(net, named_data_iters, processes)
-        if resume is not None:
-            checkpoint.apply_resume(self, resume, run)
-            self._resume = None
+    def _train_started(self, run: TrainingRun) -> None:
+        progress = run.progress
+        progress.begin_run()
+        if progress.resume is not None:
+            checkpoint.apply_resume(self, progress.resume, run)
+            progress.resume = None
         self._run = run
         if getattr(self, 'check_finite', True):
-            run.finite_check = FiniteCheck(net, getattr(self, 'max_abs_parameter', 1e7))
+            run.finite_check = FiniteCheck(
+                run.net, getattr(self, 'max_abs_parameter', 1e7)
+            )
         try:
-            if not self._started:
-                # each emission at count 0 is recorded as done before its
+            if not progress.started:
+                # each round at count 0 is recorded as begun before its
                 # hooks run, so that a checkpoint written at its end (by
                 # SaveCheckpoint) resumes with what comes after it, never
                 # skipping the epoch-0 hooks
                 stop = False
-                if 'update' not in self._initial_done:
-                    self._initial_done = ('update',)
-                    stop = self._emit_hooks(net, 'update', self.logs)
-                self._initial_done = ('update', 'epoch')
-                stop = self._emit_hooks(net, 'epoch', self.logs) or stop
-                self._started = True
+                if progress.begin_initial_round('update'):
+                    stop = self._emit_hooks(run.net, 'update', self.logs)
+                progress.begin_initial_round('epoch')
+                stop = self._emit_hooks(run.net, 'epoch', self.logs) or stop
+                progress.started = True
                 if stop:
                     return
+            training_data_iter = run.named_data_iters['training_data_iter']
             while True:
                 if self._train_epoch(run, training_data_iter):
                     return
         finally:
             self._run = None
 
-    def _train_epoch(self, run: _Run, training_data_iter) -> bool:
-        net = run.net
-        if run.epoch_complete:
-            self.current_epoch_nr += 1
-            run.epoch_complete = False
-            run.batches_done = 0
-            run.epoch_scores = OrderedDict()
-            run.epoch_start_iterator_states = checkpoint.iterator_states(
-                {'training_data_iter': training_data_iter}
+    def _train_epoch(self, run: TrainingRun, training_data_iter) -> bool:
+        net, progress = run.net, run.progress
+        if progress.epoch_complete:
+            progress.begin_epoch(
+                checkpoint.iterator_states({'training_data_iter': training_data_iter})
             )
         batches = iter(training_data_iter(handler=net.handler))
         # resumed mid-epoch: replay the batches done (the same order and
         # draws as the recorded run), then go on with the states the
         # recorded run had, which monitors passing over the training
         # iterator may have advanced
-        for _ in itertools.islice(batches, run.batches_done):
+        for _ in itertools.islice(batches, progress.batches_done):
             pass
-        if run.training_states_now is not None:
+        if progress.training_states_now is not None:
             checkpoint.set_chain_states(
                 'training_data_iter',
                 training_data_iter,
-                run.training_states_now,
+                progress.training_states_now,
                 'resumed',
             )
-            run.training_states_now = None
+            progress.training_states_now = None
         stop = False
         for data in batches:
             net.provide_external_data(data, check_finite=run.finite_check is not None)
-            self.current_update_nr += 1
+            progress.update_nr += 1
             self.stepper.run()
-            gather_losses_and_scores(net, self.train_scorers, run.epoch_scores)
+            gather_losses_and_scores(net, self.train_scorers, progress.epoch_scores)
             net.apply_weight_modifiers()
             if run.finite_check is not None:
-                run.finite_check.check_loss(self, self.current_update_nr)
-            run.batches_done += 1
+                run.finite_check.check_loss(self, progress.update_nr)
+            progress.batches_done += 1
             if self._emit_hooks(net, 'update', self.logs):
                 stop = True
                 break
-        if not run.batches_done:
+        self._check_epoch_length(run, training_data_iter, stop)
+        add_log(
+            self.logs,
+            'rolling_training',
+            aggregate_losses_and_scores(
+                progress.epoch_scores, net, self.train_scorers, comm=run.processes
+            ),
+            progress.epoch_nr,
+            progress.update_nr,
+        )
+        progress.epoch_complete = True
+        return self._emit_hooks(net, 'epoch', self.logs) or stop
+
+    @staticmethod
+    def _check_epoch_length(run: TrainingRun, training_data_iter, stop: bool):
+        progress = run.progress
+        if not progress.batches_done:
             # the empty-data rule: a loss of 0.0 over no data is no result
             raise IteratorValidationError(
                 f"Trainer: the training iterator ('training_data_iter', "
                 f'{type(training_data_iter).__name__}) yielded no batch in '
-                f'epoch {self.current_epoch_nr}: there is nothing to train on.'
+                f'epoch {progress.epoch_nr}: there is nothing to train on.'
             )
         length = getattr(training_data_iter, 'length', None)
         if (
             run.processes.size > 1
             and not stop
             and length is not None
-            and run.batches_done != length
+            and progress.batches_done != length
         ):
             # the other ranks still expect a training step's collectives
             raise IteratorValidationError(
                 f'Trainer: rank {run.processes.rank}: the training '
-                f'iterator yielded {run.batches_done} batches in epoch '
-                f'{self.current_epoch_nr}, but its length is {length}; in '
+                f'iterator yielded {progress.batches_done} batches in epoch '
+                f'{progress.epoch_nr}, but its length is {length}; in '
                 'data-parallel training every rank must yield as many '
                 'batches as it declares.'
             )
-        add_log(
-            self.logs,
-            'rolling_training',
-            aggregate_losses_and_scores(
-                run.epoch_scores, net, self.train_scorers, comm=run.processes
-            ),
-            self.current_epoch_nr,
-            self.current_update_nr,
-        )
-        run.epoch_complete = True
-        return self._emit_hooks(net, 'epoch', self.logs) or stop
 
     @declare(net=Arg(_NETWORK))
     def evaluate(self, net, **named_data_iters) -> OrderedDict:
@@ -655,7 +588,11 @@ class Trainer(Describable):
 
         net._enter('Trainer.evaluate')
         try:
-            self._with_hooks(net, named_data_iters, emit)
+            token = self._begin_call('evaluate')
+            try:
+                self._with_hooks(net, named_data_iters, emit)
+            finally:
+                self._end_call(token)
         finally:
             net._leave()
         return self.results
@@ -727,4 +664,6 @@ class Trainer(Describable):
                 'Trainer.from_checkpoint: trusted must be a bool. Received: '
                 f'trusted={trusted!r}'
             )
-        return checkpoint.load_checkpoint(filename, trusted, Trainer)
+        trainer, net, progress = checkpoint.load_checkpoint(filename, trusted, Trainer)
+        trainer._progress = progress
+        return trainer, net

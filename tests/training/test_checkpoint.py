@@ -175,7 +175,7 @@ def test_unstorable_logs_leave_no_file(tmp_path):
     filename = str(tmp_path / 'bad.ckpt')
     trainer, net, train_iter, named = make_run(1, filename)
     trainer.logs['weird'] = [object()]
-    trainer._started = True
+    trainer._progress.started = True
     with pytest.raises(TrainingValidationError, match='cannot be stored'):
         trainer.train(net, train_iter, **named)
     assert os.listdir(tmp_path) == []
@@ -244,9 +244,9 @@ def test_hook_state_with_any_name(tmp_path):
     )
     trainer.train(net, train_iter, **named)
     resumed, _ = Trainer.from_checkpoint(filename)
-    assert 'best/a_b' in resumed._resume['hook_states']
+    assert 'best/a_b' in resumed._progress.resume['hook_states']
     np.testing.assert_array_equal(
-        resumed._resume['hook_states']['best/a_b']['parameters'],
+        resumed._progress.resume['hook_states']['best/a_b']['parameters'],
         trainer.hooks['best/a_b'].parameters,
     )
 

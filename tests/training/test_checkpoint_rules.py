@@ -24,8 +24,8 @@ from brainstorm.randomness import RandomState, global_rnd
 from brainstorm.training import Trainer
 from brainstorm.training import checkpoint as ck
 from brainstorm.training.checkpoint_file import get_random_state
+from brainstorm.training.progress import TrainingRun
 from brainstorm.training.steppers import MomentumStepper
-from brainstorm.training.trainer import _Run
 from brainstorm.training.utils import LogEntries
 from brainstorm.utils import TrainingValidationError
 from tests.training.nets import StopAtUpdate, blob_data
@@ -142,7 +142,7 @@ class FakeRanks:
 def loaded(filename):
     """``(trainer, net, resume data)`` of a checkpoint."""
     trainer, net = Trainer.from_checkpoint(filename)
-    return trainer, net, trainer._resume
+    return trainer, net, trainer._progress.resume
 
 
 def same_state(a, b):
@@ -235,7 +235,9 @@ def started_run(trainer, net, pattern='plain'):
     train, named = iterators(pattern)
     named_all = OrderedDict(named, training_data_iter=train)
     trainer.stepper.start(net)
-    return _Run(net, named_all, bs.parallel.processes_of(None))
+    return TrainingRun(
+        net, named_all, bs.parallel.processes_of(None), trainer._progress
+    )
 
 
 def test_every_restored_attribute(plain7, tmp_path):
@@ -244,8 +246,8 @@ def test_every_restored_attribute(plain7, tmp_path):
     filename = plain7
     trainer, net, data = loaded(filename)
     assert (trainer.current_epoch_nr, trainer.current_update_nr) == (2, 7)
-    assert trainer._started is True
-    assert trainer._initial_done == ('update', 'epoch')
+    assert trainer._progress.started is True
+    assert trainer._progress.initial_done == ('update', 'epoch')
     assert isinstance(trainer.logs, OrderedDict)
     valid = trainer.logs['valid']['total_loss']
     assert isinstance(valid, LogEntries)
@@ -256,15 +258,15 @@ def test_every_restored_attribute(plain7, tmp_path):
     run = started_run(trainer, net)
     ck.apply_resume(trainer, data, run)
     progress = data['progress']
-    assert run.epoch_complete is False
-    assert run.batches_done == progress['batches_done'] == 2
-    assert run.epoch_scores == progress['epoch_scores'] != {}
-    assert isinstance(run.epoch_scores, OrderedDict)
+    assert run.progress.epoch_complete is False
+    assert run.progress.batches_done == progress['batches_done'] == 2
+    assert run.progress.epoch_scores == progress['epoch_scores'] != {}
+    assert isinstance(run.progress.epoch_scores, OrderedDict)
     saved = data['random_states']['iterators']
-    assert run.epoch_start_iterator_states == {
+    assert run.progress.epoch_start_iterator_states == {
         'training_data_iter': saved['training_data_iter']
     }
-    assert run.training_states_now is progress['training_iterator_states']
+    assert run.progress.training_states_now is progress['training_iterator_states']
     state = trainer.stepper.get_state()
     assert state.keys() == data['stepper_state'].keys()
     for key, value in data['stepper_state'].items():
@@ -536,9 +538,25 @@ def test_missing_initial_done_follows_started(plain7, tmp_path):
         return change
 
     on = rewrite(good, str(tmp_path / 'on.ckpt'), drop(True))
-    assert Trainer.from_checkpoint(on)[0]._initial_done == ('update', 'epoch')
+    assert Trainer.from_checkpoint(on)[0]._progress.initial_done == ('update', 'epoch')
     off = rewrite(good, str(tmp_path / 'off.ckpt'), drop(False))
-    assert Trainer.from_checkpoint(off)[0]._initial_done == ()
+    assert Trainer.from_checkpoint(off)[0]._progress.initial_done == ()
+
+
+@pytest.mark.parametrize(
+    'initial_done', ['epoch', ['epoch'], ['epoch', 'update'], ['update', 3], None]
+)
+def test_initial_done_must_be_the_rounds_in_their_order(plain7, tmp_path, initial_done):
+    """The rounds at count 0 begun are [], ['update'] or ['update',
+    'epoch']; anything else used to be taken as it came ('epoch' as the
+    rounds 'e', 'p', 'o', 'c', 'h')."""
+    bad = rewrite(
+        plain7,
+        str(tmp_path / 'rounds.ckpt'),
+        lambda d: d['progress'].update(initial_done=initial_done),
+    )
+    with pytest.raises(TrainingValidationError, match="'initial_done' must be one of"):
+        Trainer.from_checkpoint(bad)
 
 
 def test_started_is_recorded_once_both_count_zero_emissions_began(tmp_path):
@@ -735,7 +753,7 @@ def test_every_rank_stores_its_states_on_rank_0(tmp_path):
             run = trainer._run
             mine = (
                 ck._random_states(run),
-                ck._jsonable(run.epoch_scores),
+                ck._jsonable(run.progress.epoch_scores),
                 ck._training_states_now(run),
             )
             other = copy.deepcopy(mine)

@@ -1,6 +1,9 @@
 """The Trainer: hook timing, logs, scorers, evaluate, descriptions."""
 
+import copy
 import json
+import pickle
+import threading
 
 import numpy as np
 import pytest
@@ -470,5 +473,88 @@ def test_add_hook_while_training_is_refused_at_once(when):
             trainer.train(net, blob_iter())
     assert len(attempts) == 1 and 'while train() or evaluate() runs' in attempts[0]
     assert 'late' not in trainer.hooks
+    trainer.add_hook(MonitorLoss('training_data_iter', name='late'))
+    assert 'late' in trainer.hooks
+
+
+_COPIES: list = []
+
+
+class CopiesTheTrainer(bs.hooks.Hook):
+    """Copies and pickles ``self.trainer`` into ``_COPIES`` when called."""
+
+    trainer = None
+
+    def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+        _COPIES.append(copy.deepcopy(self.trainer))
+        _COPIES.append(pickle.loads(pickle.dumps(self.trainer)))
+
+
+def test_a_copy_made_while_evaluate_runs_accepts_hooks():
+    """A trainer copied (or pickled) from a hook during evaluate() is not
+    running: the copy accepts hooks. The running flag used to be copied
+    with the trainer, and the copy refused every hook for good."""
+    trainer = Trainer(SgdStepper(0.01), verbose=False)
+    hook = CopiesTheTrainer('copies')
+    hook.trainer = trainer
+    trainer.add_hook(hook)
+    _COPIES.clear()
+    trainer.evaluate(blob_net())
+    assert len(_COPIES) == 2
+    for other in _COPIES:
+        other.add_hook(StopAfterEpoch(1))
+        assert list(other.hooks) == ['copies', 'StopAfterEpoch']
+    _COPIES.clear()
+
+
+def test_evaluate_in_a_thread_ending_after_train_leaves_the_trainer_free():
+    """train() in one thread and evaluate() in another, overlapping, with
+    evaluate ending last: afterwards hooks can be added again. Each call
+    used to save the running flag on entry and put it back on exit, so
+    evaluate put back the True it had seen while train ran."""
+    wait = 30  # seconds; only reached if a thread dies
+    train_paused, go_on_training = threading.Event(), threading.Event()
+    evaluate_paused, go_on_evaluating = threading.Event(), threading.Event()
+    trainer_thread = []
+
+    class Pauses(bs.hooks.Hook):
+        def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+            if threading.current_thread() is trainer_thread[0]:
+                if update_nr == 2:
+                    train_paused.set()
+                    assert go_on_training.wait(wait)
+            elif not evaluate_paused.is_set():
+                evaluate_paused.set()
+                assert go_on_evaluating.wait(wait)
+
+    trainer = Trainer(SgdStepper(0.01), verbose=False)
+    trainer.add_hook(Pauses('pauses', 'update'))
+    trainer.add_hook(StopAfterEpoch(1))
+    errors = []
+
+    def guarded(call):
+        def run():
+            try:
+                call()
+            except BaseException as err:  # reported below
+                errors.append(err)
+
+        return threading.Thread(target=run, daemon=True)
+
+    training = guarded(lambda: trainer.train(blob_net(), blob_iter()))
+    evaluating = guarded(lambda: trainer.evaluate(blob_net()))
+    trainer_thread.append(training)
+    training.start()
+    try:
+        assert train_paused.wait(wait)
+        evaluating.start()
+        assert evaluate_paused.wait(wait)
+    finally:
+        go_on_training.set()
+        training.join(wait)
+        go_on_evaluating.set()
+        evaluating.join(wait)
+    assert not errors
+    assert trainer.current_epoch_nr == 1
     trainer.add_hook(MonitorLoss('training_data_iter', name='late'))
     assert 'late' in trainer.hooks

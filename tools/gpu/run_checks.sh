@@ -18,29 +18,35 @@
 #             against NumPy float64) on the GPU
 #   examples  every example with --gpu, on its offline data, a few epochs
 #   bench     benchmarks/bench_step.py --device gpu next to PyTorch CUDA
+#   profile   where the host time of a GPU step goes (tools/gpu/profile_step.py)
 #   smoke     bench with one round of five steps and one short example:
 #             a cheap check that those two paths work at all
 #   suite     the whole suite (not only the gpu tests) on all cores
-# Each stage has a time limit, writes its log to $OUT and prints its tail.
+# Each stage has a time limit, writes its log to $LOGS and prints its
+# tail; $OUT/logs.tgz holds the logs of the stages done so far.
 set -u
 OUT=$(realpath -m "${OUT:-$PWD/gpu_out}")
-mkdir -p "$OUT"
+LOGS=${LOGS:-/tmp/gpu_logs}  # packed into $OUT/logs.tgz after every stage
+mkdir -p "$LOGS"
 export PYTHONUNBUFFERED=1
 PY=${PY:-python3}
 STAGES=" ${*:-env pycuda gpu examples bench} "
 T0=$(date +%s)
 ROOT=$PWD
 
-stamp() { echo "=== [$(($(date +%s) - T0)) s] $*"; }
+stamp() {
+    tar czf "$OUT/logs.tgz.part" -C "$LOGS" . && mv "$OUT/logs.tgz.part" "$OUT/logs.tgz"
+    echo "=== [$(($(date +%s) - T0)) s] $*"
+}
 want() { [[ "$STAGES" == *" $1 "* ]]; }
 # run LIMIT LOG COMMAND...: the command under a time limit, logged in full
 run() {
     local limit=$1 log=$2
     shift 2
-    timeout "$limit" "$@" >"$OUT/$log" 2>&1
+    timeout "$limit" "$@" >"$LOGS/$log" 2>&1
     local rc=$?
     echo "--- rc $rc: $*"
-    tail -n "${TAIL:-25}" "$OUT/$log"
+    tail -n "${TAIL:-25}" "$LOGS/$log"
     return $rc
 }
 
@@ -52,7 +58,7 @@ if want env; then
         $PY -VV
         $PY -c 'import numpy, h5py; print("numpy", numpy.__version__, "h5py", h5py.__version__)'
         nproc
-    } 2>&1 | tee "$OUT/env.txt"
+    } 2>&1 | tee "$LOGS/env.txt"
 fi
 
 export PYTHONPATH=/tmp/site:$ROOT
@@ -73,13 +79,20 @@ fi
 if want gpu; then
     stamp gpu tests
     TAIL=60 run "${GPU_LIMIT:-420}" gpu_tests.log $PY -m pytest -p no:cacheprovider -m gpu -n 8 -q -rfE \
-        --junitxml="$OUT/gpu_tests.xml" tests/handlers/test_pycuda_handler.py
+        --junitxml="$LOGS/gpu_tests.xml" tests/handlers/test_pycuda_handler.py
 fi
 
 if want smoke; then
     stamp smoke
     run 120 smoke_bench.txt $PY benchmarks/bench_step.py --device gpu --rounds 1 --repeats 5
     (cd /tmp && TAIL=8 run 120 smoke_example.log $PY "$ROOT/examples/mnist_pi.py" --gpu --epochs 1 --limit 300 --save /tmp/smoke.hdf5)
+fi
+
+if want profile; then
+    stamp profile
+    for workload in lstm cnn mlp; do
+        TAIL=45 run 120 "profile_$workload.txt" $PY tools/gpu/profile_step.py $workload 5
+    done
 fi
 
 if want examples; then
