@@ -4,7 +4,9 @@
 (creating one without PyCUDA raises an ImportError saying how to install
 it), and ``DebugHandler`` wraps either one and checks every call.
 ``default_handler`` is a float32 ``NumpyHandler``. ``ACTIVATIONS`` is
-the one list of activation names (each one a handler op).
+the one list of activation names (each one a handler op). Every op is one
+row of the op table, ``brainstorm.handlers.ops``; the CUDA side is the
+package ``brainstorm.handlers.cuda``.
 """
 
 import numpy as np

@@ -150,11 +150,20 @@ def op_method(
             ``__module__`` are the class's).
     """
     sig = signature(op)
-    names = tuple(sig.parameters)[1:]
+    positional = [
+        name
+        for name, p in sig.parameters.items()
+        if p.kind is p.POSITIONAL_OR_KEYWORD and name != 'self'
+    ]
+    keyword_defaults = {
+        name: p.default
+        for name, p in sig.parameters.items()
+        if p.kind is p.KEYWORD_ONLY
+    }
 
     def method(self, *args, **kwargs):
-        if not kwargs and len(args) == len(names):
-            arguments = dict(zip(names, args))
+        if not kwargs and len(args) == len(positional):  # the usual call
+            arguments = dict(zip(positional, args)) | keyword_defaults
         else:
             bound = sig.bind(self, *args, **kwargs)
             bound.apply_defaults()
