@@ -65,6 +65,8 @@ nitpick_ignore = [
         'collections.OrderedDict',
         'collections.abc.Iterable',
         'collections.abc.Callable',
+        'collections.abc.Mapping',
+        'inspect.Signature',
         'os.PathLike',
         'argparse.ArgumentParser',
         'collections.abc.Iterator',

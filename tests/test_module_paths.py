@@ -102,6 +102,22 @@ MOVED = {
         'shuffle_data': 'brainstorm.tools.arrays',
         'split': 'brainstorm.tools.arrays',
     },
+    # the CUDA side became the package brainstorm.handlers.cuda
+    'brainstorm.handlers.pycuda_handler': {
+        'PyCudaHandler': 'brainstorm.handlers.cuda.handler',
+        'INSTALL_HINT': 'brainstorm.handlers.cuda.handler',
+        'GPUView': 'brainstorm.handlers.cuda.views',
+        'coalesce': 'brainstorm.handlers.cuda.views',
+    },
+    **{
+        f'brainstorm.handlers._{old}': {
+            name: new for name in importlib.import_module(new).__all__
+        }
+        for old, new in [
+            ('cublas', 'brainstorm.handlers.cuda.cublas'),
+            ('cuda_kernels', 'brainstorm.handlers.cuda.kernels'),
+        ]
+    },
 }
 
 _UTILS_HOMES = {

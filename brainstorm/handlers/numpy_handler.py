@@ -75,7 +75,7 @@ class NumpyHandler(Handler):
         would) and keeps it: a network's copy draws the same dropout masks
         as the original, in this process or another one, whatever
         ``global_rnd`` does there (as copies of a
-        :class:`~brainstorm.handlers.pycuda_handler.PyCudaHandler` do).
+        :class:`~brainstorm.handlers.cuda.handler.PyCudaHandler` do).
         """
         state = dict(self.__dict__)
         state.pop('_per_thread', None)
