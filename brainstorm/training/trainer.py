@@ -156,6 +156,7 @@ class Trainer(Describable):
         '_progress': TrainingProgress(),
         '_run': None,
     }
+
     def __init__(
         self,
         stepper,

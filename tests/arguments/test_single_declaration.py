@@ -214,6 +214,7 @@ def test_a_layer_argument_declared_with_arg_is_checked(declaration):
 
 # ------------------------------------------------------------ meta-tests ---
 
+
 def _library_classes():
     classes = [
         cls
