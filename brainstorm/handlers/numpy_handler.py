@@ -464,6 +464,67 @@ class NumpyHandler(Handler):
             self, inputs, window, outputs, padding, stride, in_deltas, out_deltas
         )
 
+    # ------------------------------------------------------------- attention
+
+    def batch_dot_tt(
+        self, a, b, out, transa: bool = False, transb: bool = False
+    ) -> None:
+        np.matmul(_matrices(a, transa), _matrices(b, transb), out=_matrices(out, False))
+
+    def batch_dot_add_tt(
+        self, a, b, out, transa: bool = False, transb: bool = False
+    ) -> None:
+        target = _matrices(out, False)
+        product = self._buffer('batch_dot', target.shape)
+        np.matmul(_matrices(a, transa), _matrices(b, transb), out=product)
+        np.add(target, product, out=target)
+
+    def _attention_keep(self, shape: tuple, mask, causal: bool):
+        """Boolean scratch array: which scores take part in the softmax."""
+        keep = self._buffer('attention_keep', shape, np.bool_)
+        keep.fill(True)
+        rows, cols = shape[0], shape[-1]
+        middle = (1,) * (len(shape) - 3)
+        if mask is not None:
+            real = mask[:, :, 0] != 0  # (L, B)
+            batch = shape[1]
+            keep &= real[:rows].reshape((rows, batch, *middle, 1))
+            keep &= real[:cols].T.reshape((1, batch, *middle, cols))
+        if causal:
+            lower = np.arange(cols) <= np.arange(rows)[:, None]
+            keep &= lower.reshape((rows,) + (1,) * (len(shape) - 2) + (cols,))
+        return keep
+
+    def masked_softmax_t(self, x, mask, out, causal: bool = False) -> None:
+        keep = self._attention_keep(x.shape, mask, causal)
+        rows = x.shape[:-1] + (1,)
+        z = self._buffer('masked_softmax', x.shape)
+        z.fill(-np.inf)
+        np.copyto(z, x, where=keep)
+        top = self._buffer('masked_softmax_max', rows)
+        np.max(z, axis=-1, keepdims=True, out=top)
+        np.copyto(top, 0.0, where=np.isneginf(top))  # rows without keys
+        np.subtract(z, top, out=z)
+        np.exp(z, out=z)  # exp(-inf) = 0 for the masked scores
+        total = self._buffer('masked_softmax_sum', rows)
+        np.sum(z, axis=-1, keepdims=True, out=total)
+        np.copyto(total, 1.0, where=total == 0)
+        np.divide(z, total, out=out)
+
+    def softmax_deriv_t(self, y, dy, dx) -> None:
+        product = self._buffer('softmax_deriv', y.shape)
+        np.multiply(dy, y, out=product)
+        total = self._buffer('softmax_deriv_sum', y.shape[:-1] + (1,))
+        np.sum(product, axis=-1, keepdims=True, out=total)
+        np.subtract(dy, total, out=dx)
+        np.multiply(dx, y, out=dx)
+
+
+def _matrices(x, trans: bool):
+    """The matrices of a ``batch_dot`` operand: ``(*batch, rows, cols)`` view."""
+    matrices = np.moveaxis(x, 0, -2)
+    return np.swapaxes(matrices, -1, -2) if trans else matrices
+
 
 def _check_ids(op: str, v, n: int) -> None:
     """Raise NetworkValidationError unless ``v`` holds whole ids in ``[0, n)``.

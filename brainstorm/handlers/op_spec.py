@@ -27,7 +27,7 @@ __all__ = [
 KINDS = {
     **dict.fromkeys(('s', 'val', 'mean', 'std', 'probability'), 'scalar'),
     **dict.fromkeys(('a_min', 'a_max'), 'scalar'),
-    **dict.fromkeys(('transa', 'transb', 'skip_in_deltas'), 'flag'),
+    **dict.fromkeys(('transa', 'transb', 'skip_in_deltas', 'causal'), 'flag'),
     **dict.fromkeys(('window', 'stride'), 'pair'),
     'padding': 'padding',
     'axis': 'axis',

@@ -24,7 +24,7 @@ hand: it is the executable reference.
 **Operand kinds** follow from the parameter names
 (:data:`~brainstorm.handlers.op_spec.KINDS`): ``s``, ``val``, ``mean``,
 ``std``, ``probability``, ``a_min`` and ``a_max`` are Python scalars,
-``transa``, ``transb`` and ``skip_in_deltas`` flags, ``window`` and
+``transa``, ``transb``, ``skip_in_deltas`` and ``causal`` flags, ``window`` and
 ``stride`` tuples of two positive ints, ``padding`` an int ``>= 0``,
 ``axis`` an axis, ``shape`` a shape tuple and ``arr`` a NumPy array; every
 other parameter is an array of the handler.
@@ -54,6 +54,7 @@ from brainstorm.handlers.op_spec import (
     op_method,
     signature,
 )
+from brainstorm.handlers.ops_attention import ATTENTION_OPS
 
 __all__ = [
     'Op',
@@ -738,6 +739,7 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
             check='pool',
         ),
     ),
+    'attention': ATTENTION_OPS,
 }
 
 #: Every op, in the order of the handler files' sections.

@@ -1058,6 +1058,161 @@ def table_rows(cases):
     ]
 
 
+# ------------------------------------------------------------- attention ---
+
+
+def _batch_matrices(x, trans):
+    """(rows, batch..., cols) -> the same with rows and cols swapped if trans."""
+    return np.swapaxes(x, 0, -1) if trans else x
+
+
+def batch_dot_rows(op, accumulate):
+    def ref(a, b, out, transa, transb):
+        left, right = _batch_matrices(a, transa), _batch_matrices(b, transb)
+        result = np.zeros(out.shape)
+        for index in np.ndindex(*out.shape[1:-1]):
+            at = (slice(None), *index, slice(None))
+            result[at] = left[at] @ right[at]
+        return {'out': out + result if accumulate else result}
+
+    rows = []
+    for ta in (False, True):
+        for tb in (False, True):
+            for batch, view, variant in (
+                ((2, 3), 'last', ''),
+                ((4,), None, '-3d'),
+                ((), None, '-2d'),
+                ((1, 1), 'last', '-B1'),
+            ):
+                a_shape = (4, *batch, 3) if ta else (3, *batch, 4)
+                b_shape = (5, *batch, 4) if tb else (4, *batch, 5)
+                rows.append(
+                    case(
+                        op,
+                        {
+                            'a': A(*a_shape, view=view),
+                            'b': A(*b_shape),
+                            'out': A(3, *batch, 5, view=view),
+                            'transa': ta,
+                            'transb': tb,
+                        },
+                        ref,
+                        variant=f'-{ta:d}{tb:d}{variant}',
+                    )
+                )
+    return rows
+
+
+def masked_softmax_ref(x, mask, out, causal):
+    result = np.zeros(x.shape)
+    rows, batch, cols = x.shape[0], x.shape[1], x.shape[-1]
+    for t in range(rows):
+        for b in range(batch):
+            if mask is not None and mask[t, b, 0] == 0:
+                continue
+            keys = [
+                s
+                for s in range(cols)
+                if (mask is None or mask[s, b, 0] != 0) and (not causal or s <= t)
+            ]
+            for index in np.ndindex(*x.shape[2:-1]):
+                if not keys:
+                    continue
+                scores = x[(t, b, *index, keys)]
+                e = np.exp(scores - scores.max())
+                result[(t, b, *index, keys)] = e / e.sum()
+    return {'out': result}
+
+
+def _binary_mask(rng, shape):
+    mask = (rng.uniform(size=shape) < 0.6).astype(float)
+    mask[0, 0] = 0.0  # a padding query and key in every case
+    mask[-1, -1] = 1.0
+    return mask
+
+
+def masked_softmax_rows():
+    rows = []
+    for causal in (False, True):
+        rows += [
+            case(
+                'masked_softmax_t',
+                {
+                    'x': A(4, 3, 2, 4, low=-5.0, high=5.0, view='last'),
+                    'mask': A(4, 3, 1, values=_binary_mask),
+                    'out': A(4, 3, 2, 4, view='last'),
+                    'causal': causal,
+                },
+                masked_softmax_ref,
+                variant=f'-causal{causal:d}',
+            ),
+            case(
+                'masked_softmax_t',
+                {
+                    'x': A(3, 2, 3, low=-50.0, high=50.0),
+                    'mask': None,
+                    'out': Same('x'),
+                    'causal': causal,
+                },
+                masked_softmax_ref,
+                variant=f'-nomask-alias-causal{causal:d}',
+            ),
+            case(
+                'masked_softmax_t',
+                {
+                    'x': A(3, 2, 2, 2, 3),
+                    'mask': A(5, 2, 1, values=_binary_mask, view='last'),
+                    'out': A(3, 2, 2, 2, 3),
+                    'causal': causal,
+                },
+                masked_softmax_ref,
+                variant=f'-longer-mask-2heads-axes-causal{causal:d}',
+            ),
+        ]
+    rows.append(
+        case(
+            'masked_softmax_t',
+            {
+                'x': A(1, 1, 1, 1),
+                'mask': A(1, 1, 1, values=lambda rng, shape: np.ones(shape)),
+                'out': A(1, 1, 1, 1),
+                'causal': True,
+            },
+            masked_softmax_ref,
+            variant='-T1B1',
+        )
+    )
+    return rows
+
+
+def _softmax_deriv_ref(y, dy, dx):
+    return {'dx': y * (dy - (dy * y).sum(axis=-1, keepdims=True))}
+
+
+CASES += [
+    *batch_dot_rows('batch_dot_add_tt', accumulate=True),
+    *batch_dot_rows('batch_dot_tt', accumulate=False),
+    *masked_softmax_rows(),
+    case(
+        'softmax_deriv_t',
+        {'y': A(3, 2, 2, 5, view='last'), 'dy': A(3, 2, 2, 5), 'dx': A(3, 2, 2, 5)},
+        _softmax_deriv_ref,
+    ),
+    case(
+        'softmax_deriv_t',
+        {'y': A(4, 3), 'dy': A(4, 3, view='last'), 'dx': Same('dy')},
+        _softmax_deriv_ref,
+        variant='-alias',
+    ),
+    case(
+        'softmax_deriv_t',
+        {'y': A(1, 1, 1), 'dy': A(1, 1, 1), 'dx': A(1, 1, 1)},
+        _softmax_deriv_ref,
+        variant='-T1B1',
+    ),
+]
+
+
 CASES += table_rows(CASES)
 
 

@@ -480,7 +480,7 @@ def test_kernel_arg_formats_follow_the_c_signatures():
 
 def test_kernel_sources_are_the_cu_files_and_the_elementwise_table():
     directory = Path(kernels.__file__).parent / 'cu'
-    for module in ('reduce', 'rows', 'conv', 'pool'):
+    for module in ('reduce', 'rows', 'conv', 'pool', 'attention'):
         source = (directory / f'{module}.cu').read_text()
         assert kernels.KERNEL_SOURCES[module] == source
     elementwise = kernels.KERNEL_SOURCES['elementwise']

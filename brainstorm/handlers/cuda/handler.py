@@ -15,6 +15,7 @@ import numpy as np
 from brainstorm.__about__ import install_hint
 from brainstorm.arguments import SEED, Arg, Optional
 from brainstorm.handlers.base_handler import FirstUseRandomState, Handler
+from brainstorm.handlers.cuda import attention as _attention
 from brainstorm.handlers.cuda import kernels
 from brainstorm.handlers.cuda.cublas import Cublas, row_major_gemm, row_major_ld
 from brainstorm.handlers.cuda.views import (
@@ -778,6 +779,14 @@ class PyCudaHandler(Handler):
             in_deltas.ptr,
             *in_deltas.strides,
         )
+
+    # -------------------------------------------------------------- attention
+    # (written in brainstorm/handlers/cuda/attention.py)
+
+    batch_dot_tt = _attention.batch_dot_tt
+    batch_dot_add_tt = _attention.batch_dot_add_tt
+    masked_softmax_t = _attention.masked_softmax_t
+    softmax_deriv_t = _attention.softmax_deriv_t
 
 
 # the elementwise ops, one kernel each, from the kernel table
