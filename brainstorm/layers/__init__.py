@@ -24,8 +24,10 @@ from brainstorm.layers.loss_layer import Loss
 from brainstorm.layers.lstm_layer import Lstm
 from brainstorm.layers.mask_layer import Mask
 from brainstorm.layers.merge_layer import Merge
+from brainstorm.layers.multi_head_attention_layer import MultiHeadAttention
 from brainstorm.layers.noop_layer import NoOp
 from brainstorm.layers.pooling_2d_layer import Pooling2D
+from brainstorm.layers.position_embedding_layer import PositionEmbedding
 from brainstorm.layers.recurrent_layer import Recurrent
 from brainstorm.layers.sigmoid_ce_layer import SigmoidCE
 from brainstorm.layers.softmax_ce_layer import SoftmaxCE
@@ -58,4 +60,6 @@ __all__ = [
     'SquaredError',
     'L1Decay',
     'L2Decay',
+    'MultiHeadAttention',
+    'PositionEmbedding',
 ]
