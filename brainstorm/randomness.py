@@ -102,7 +102,7 @@ class Seedable(Describable):
     """
 
     __arguments__ = {
-        'seed': Arg(Optional(SEED), default=None, init_only=True),
+        'seed': Arg(Optional(SEED), init_only=True),
     }
 
     __undescribed__: set | dict = {'rnd'}

@@ -75,10 +75,10 @@ class Scorer(Describable):
 
     __argument_error__ = TrainingValidationError
     __arguments__ = {
-        'out_name': Arg(Str(), default=''),
-        'targets_name': Arg(Str(nonempty=True), default='targets'),
-        'mask_name': Arg(Str(), default=''),
-        'name': Arg(Optional(_LogKey()), default=None, attr='__name__'),
+        'out_name': Arg(Str()),
+        'targets_name': Arg(Str(nonempty=True)),
+        'mask_name': Arg(Str()),
+        'name': Arg(Optional(_LogKey()), attr='__name__'),
     }
 
     def __init__(
@@ -158,7 +158,7 @@ class Hamming(Scorer):
         name: see :class:`Scorer`.
     """
 
-    __arguments__ = {'threshold': Arg(Real(), default=0.5)}
+    __arguments__ = {'threshold': Arg(Real())}
 
     def __init__(
         self,

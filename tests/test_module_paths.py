@@ -54,10 +54,12 @@ MOVED = {
                 'REQUIRED',
                 'Arg',
                 'check_arguments',
+                'check_attributes',
                 'check_value',
                 'checked_init',
                 'declare',
                 'declared_arguments',
+                'resolve_defaults',
             ]
         },
     },

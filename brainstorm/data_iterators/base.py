@@ -8,7 +8,7 @@ named data, names and numbers given to iterators and raise
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -34,11 +34,13 @@ def _read_only(array: np.ndarray) -> np.ndarray:
 
 
 def _check_named_data(owner: str, named_data: dict) -> dict:
-    """Validate the data of a base iterator and return it as arrays.
+    """Check the data of a base iterator beyond what each array's declaration does.
 
-    NumPy arrays are kept as they are (no copy); other array-likes are
-    converted with ``np.asarray``. Arrays without time steps or sequences
-    (``T == 0`` or ``B == 0``) are refused: the empty-data rule.
+    Each array has passed its declared check (a numeric array of at least
+    3 dimensions, converted with ``np.asarray``; NumPy arrays are kept, no
+    copy). Here the arrays are checked together: at least one, none
+    without time steps or sequences (``T == 0`` or ``B == 0``: the
+    empty-data rule), and all with the same T and B.
     """
     if not named_data:
         raise IteratorValidationError(
@@ -47,13 +49,6 @@ def _check_named_data(owner: str, named_data: dict) -> dict:
     result = {}
     first_name = first_shape = None
     for name, data in named_data.items():
-        if not isinstance(data, np.ndarray):
-            data = np.asarray(data)
-        if data.ndim < 3:
-            raise IteratorValidationError(
-                f"{owner}: data '{name}' must have at least 3 dimensions "
-                f'(T, B, ...). Received: shape={data.shape}'
-            )
         if data.shape[0] == 0 or data.shape[1] == 0:
             raise IteratorValidationError(
                 f"{owner}: data '{name}' holds no samples (shape "
@@ -74,7 +69,7 @@ def _check_named_data(owner: str, named_data: dict) -> dict:
     return result
 
 
-def _check_finite_data(owner: str, data: dict, check_finite) -> None:
+def _check_finite_data(owner: str, data: dict, check_finite: bool) -> None:
     """Raise if a float array of ``data`` holds NaN or inf.
 
     Checked once, when the iterator is built, instead of a NaN training run
@@ -84,11 +79,6 @@ def _check_finite_data(owner: str, data: dict, check_finite) -> None:
     check needs little memory. ``check_finite=False`` skips it (for huge
     memory-mapped data that should not be read here).
     """
-    if not isinstance(check_finite, bool):
-        raise IteratorValidationError(
-            f'{owner}: check_finite must be a bool. Received: '
-            f'check_finite={check_finite!r}'
-        )
     if not check_finite:
         return
     for name, array in data.items():
@@ -111,18 +101,8 @@ def _check_finite_data(owner: str, data: dict, check_finite) -> None:
                 )
 
 
-def _check_iterator(owner: str, iterator) -> None:
-    if not isinstance(iterator, DataIterator):
-        raise IteratorValidationError(
-            f'{owner}: iter must be a DataIterator. Received: {type(iterator).__name__}'
-        )
-
-
 def _check_names(owner: str, argument: str, names, iterator: DataIterator) -> None:
-    if not isinstance(names, Mapping):
-        raise IteratorValidationError(
-            f'{owner}: {argument} must be a dict of data names. Received: {names!r}'
-        )
+    """Refuse a name in the dict ``names`` that ``iterator`` does not provide."""
     for name in names:
         if name not in iterator.data_shapes:
             raise IteratorValidationError(
@@ -138,41 +118,6 @@ def _check_5d(owner: str, names, iterator: DataIterator) -> None:
             raise IteratorValidationError(
                 f"{owner}: data '{name}' must be 5-D (T, B, H, W, C). "
                 f'Received: shape={tuple(shape)}'
-            )
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
-def _is_number(value) -> bool:
-    return (
-        isinstance(value, (int, float, np.integer, np.floating))
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-    )
-
-
-def _check_numbers(
-    owner: str,
-    argument: str,
-    values: Mapping,
-    low: float | None = None,
-    high: float | None = None,
-) -> None:
-    for name, value in values.items():
-        ok = _is_number(value)
-        if ok and low is not None:
-            ok = value >= low
-        if ok and high is not None:
-            ok = value <= high
-        if not ok:
-            bounds = ''
-            if low is not None or high is not None:
-                bounds = f' in [{low}, {high}]'
-            raise IteratorValidationError(
-                f"{owner}: {argument}['{name}'] must be a number{bounds}. "
-                f'Received: {value!r}'
             )
 
 

@@ -8,7 +8,7 @@ from brainstorm.arguments import (
     Int,
     Optional,
 )
-from brainstorm.data_iterators.base import DataIterator, _check_iterator, _is_int
+from brainstorm.data_iterators.base import DataIterator
 from brainstorm.data_iterators.sources import _example_iterator
 from brainstorm.parallel import world_rank_and_size
 from brainstorm.randomness import RandomState, Seedable
@@ -45,26 +45,18 @@ class Shard(DataIterator):
 
     __arguments__ = {
         'iter': Arg(Instance(DataIterator, example=_example_iterator)),
-        'rank': Arg(Optional(Int(0)), default=None),
-        'size': Arg(Optional(Int(1)), default=None),
+        'rank': Arg(Optional(Int(0))),
+        'size': Arg(Optional(Int(1))),
     }
 
     def __init__(
         self, iter: DataIterator, rank: int | None = None, size: int | None = None
     ):
-        _check_iterator('Shard', iter)
         if rank is None or size is None:
             world_rank, world_size = world_rank_and_size()
             rank = world_rank if rank is None else rank
             size = world_size if size is None else size
-        if not _is_int(size) or size < 1:
-            raise IteratorValidationError(
-                f'Shard: size must be a positive int. Received: size={size!r}'
-            )
-        if not _is_int(rank) or not 0 <= rank < size:
-            raise IteratorValidationError(
-                f'Shard: rank must be an int in [0, {size}). Received: rank={rank!r}'
-            )
+        # rank < size is checked by __validate__
         # a Shard draws no random numbers; a fixed seed keeps it from
         # taking one from global_rnd, so wrapping an iterator in a Shard
         # changes no other seed (the network starts as without MPI)

@@ -21,7 +21,6 @@ from brainstorm.data_iterators.base import (
     DataIterator,
     _check_finite_data,
     _check_named_data,
-    _is_int,
     _read_only,
 )
 from brainstorm.utils import IteratorValidationError
@@ -50,7 +49,7 @@ class Undivided(DataIterator):
         '**named_data': Arg(_DATA, label="data '{}'"),
         'data': Arg(DictOf(_DATA), state=True),
         'total_size': Arg(Int(0), state=True),
-        'check_finite': Arg(Bool(), default=True, init_only=True),
+        'check_finite': Arg(Bool(), init_only=True),
     }
 
     def __init__(self, check_finite: bool = True, **named_data: np.ndarray):
@@ -93,16 +92,14 @@ class Minibatches(DataIterator):
     """
 
     __arguments__ = {
-        'batch_size': Arg(Int(1), default=1),
-        'shuffle': Arg(Bool(), default=True),
-        'cut_according_to': Arg(
-            Optional(AnyOf(Str(), ListOf(Int(0)))), default='mask', init_only=True
-        ),
+        'batch_size': Arg(Int(1)),
+        'shuffle': Arg(Bool()),
+        'cut_according_to': Arg(Optional(AnyOf(Str(), ListOf(Int(0)))), init_only=True),
         '**named_data': Arg(_DATA, label="data '{}'"),
         'data': Arg(DictOf(_DATA), state=True),
         'sample_size': Arg(Int(0), state=True),
         'seq_lens': Arg(Optional(ListOf(Int(0))), state=True),
-        'check_finite': Arg(Bool(), default=True, init_only=True),
+        'check_finite': Arg(Bool(), init_only=True),
     }
 
     def __init__(
@@ -115,11 +112,6 @@ class Minibatches(DataIterator):
     ):
         data = _check_named_data('Minibatches', named_data)
         _check_finite_data('Minibatches', data, check_finite)
-        if not _is_int(batch_size) or batch_size < 1:
-            raise IteratorValidationError(
-                'Minibatches: batch_size must be a positive int. '
-                f'Received: batch_size={batch_size!r}'
-            )
         first = next(iter(data.values()))
         time_steps, sample_size = first.shape[:2]
         super().__init__(

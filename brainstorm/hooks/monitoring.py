@@ -351,11 +351,6 @@ class InfoUpdater(Hook):
         self, run, name: str | None = None, timescale: str = 'epoch', interval: int = 1
     ):
         super().__init__(name, timescale, interval)
-        if not isinstance(getattr(run, 'info', None), dict):
-            raise TrainingValidationError(
-                "InfoUpdater: run must have an 'info' attribute that is a "
-                f'dict. Received: {run!r}'
-            )
         self.run = run
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):

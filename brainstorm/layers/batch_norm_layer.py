@@ -59,12 +59,10 @@ class BatchNormLayerImpl(Layer):
     declared_kwargs = {
         'decay': Kwarg(
             FloatIn(0, 1),
-            default=0.9,
             description='weight of the old running statistics',
         ),
         'epsilon': Kwarg(
             FloatIn(0, np.inf, include_low=False, include_high=False),
-            default=1e-5,
             description='added to the variance',
         ),
     }

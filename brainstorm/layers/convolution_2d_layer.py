@@ -117,15 +117,12 @@ class Convolution2DLayerImpl(Layer):
         ),
         'stride': Kwarg(
             PairOfPositiveInts(),
-            default=(1, 1),
             description='(vertical, horizontal) step',
         ),
         'padding': Kwarg(
-            NonNegativeInt(), default=0, description='zero cells added on every side'
+            NonNegativeInt(), description='zero cells added on every side'
         ),
-        'activation': Kwarg(
-            Activation(), default='rel', description='activation function'
-        ),
+        'activation': Kwarg(Activation(), description='activation function'),
     }
 
     def setup(self, kwargs, in_shapes):

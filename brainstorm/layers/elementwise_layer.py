@@ -37,9 +37,7 @@ class ElementwiseLayerImpl(Layer):
 
     expected_inputs = {'default': time_template()}
     declared_kwargs = {
-        'activation': Kwarg(
-            Activation(), default='rel', description='activation function'
-        ),
+        'activation': Kwarg(Activation(), description='activation function'),
     }
 
     def setup(self, kwargs, in_shapes):

@@ -51,13 +51,10 @@ class FullyConnectedLayerImpl(Layer):
     declared_kwargs = {
         'size': Kwarg(
             PositiveIntOrTuple(),
-            default=None,
             description='output feature size or shape (default: '
             'the input feature shape)',
         ),
-        'activation': Kwarg(
-            Activation(), default='rel', description='activation function'
-        ),
+        'activation': Kwarg(Activation(), description='activation function'),
     }
 
     def setup(self, kwargs, in_shapes):

@@ -32,9 +32,7 @@ class LossLayerImpl(Layer):
     is_loss = True
     expected_inputs = {'default': StructureTemplate('...')}
     declared_kwargs = {
-        'importance': Kwarg(
-            FloatIn(0), default=1.0, description='weight of this loss in the total'
-        ),
+        'importance': Kwarg(FloatIn(0), description='weight of this loss in the total'),
     }
 
     def setup(self, kwargs, in_shapes):

@@ -92,7 +92,7 @@ class LstmLayerImpl(Layer):
             description='number of cells (default: input size)',
         ),
         'activation': Kwarg(
-            Activation(), default='tanh', description='cell input and output activation'
+            Activation(), description='cell input and output activation'
         ),
     }
 

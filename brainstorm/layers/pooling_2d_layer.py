@@ -65,17 +65,13 @@ class Pooling2DLayerImpl(Layer):
         'kernel_size': Kwarg(
             PairOfPositiveInts(), description='(height, width) of the window'
         ),
-        'type': Kwarg(
-            OneOf('max', 'avg'), default='max', description='pooling function'
-        ),
+        'type': Kwarg(OneOf('max', 'avg'), description='pooling function'),
         'stride': Kwarg(
             PairOfPositiveInts(),
-            default=(1, 1),
             description='(vertical, horizontal) step',
         ),
         'padding': Kwarg(
             NonNegativeInt(),
-            default=0,
             description='cells added on every side (ignored by the pooling)',
         ),
         'activation_function': Kwarg(

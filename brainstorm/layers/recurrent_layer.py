@@ -52,9 +52,7 @@ class RecurrentLayerImpl(Layer):
             default=None,
             description='number of units (default: input size)',
         ),
-        'activation': Kwarg(
-            Activation(), default='tanh', description='activation function'
-        ),
+        'activation': Kwarg(Activation(), description='activation function'),
     }
 
     def setup(self, kwargs, in_shapes):
