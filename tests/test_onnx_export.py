@@ -1,6 +1,7 @@
 """bs.tools.export_onnx: the exported models run in onnxruntime and agree
 with brainstorm's forward_pass to float32 tolerance."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -305,3 +306,24 @@ def test_fresh_process_without_onnx_says_how_to_install(tmp_path):
     assert 'export_onnx needs onnx' in done.stdout
     assert "pip install 'brainstorm-nn[onnx]'" in done.stdout
     assert not (tmp_path / 'net.onnx').exists()
+
+
+def test_bad_path_is_refused_and_a_file_is_replaced_whole(tmp_path):
+    net = mlp_net()
+    _randomise(net, 12)
+    with pytest.raises(NetworkValidationError, match='export_onnx'):
+        bs.tools.export_onnx(net, b'net.onnx')
+    path = tmp_path / 'net.onnx'
+    path.write_bytes(b'old')
+    session = _session(net, path)
+    x = np.random.RandomState(13).randn(1, 2, 6).astype(np.float32)
+    _compare(net, session, x, ['Output.outputs.predictions'])
+    assert os.listdir(tmp_path) == ['net.onnx']  # no temporary file left
+
+
+def test_the_data_itself_can_be_an_output(tmp_path):
+    net = mlp_net()
+    _randomise(net, 14)
+    session = _session(net, tmp_path / 'net.onnx', ['Input.outputs.default'])
+    x = np.random.RandomState(15).randn(2, 3, 6).astype(np.float32)
+    _compare(net, session, x, ['Input.outputs.default'])

@@ -12,14 +12,13 @@ Needs the ``onnx`` extra: ``pip install 'brainstorm-nn[onnx]'``.
 
 from __future__ import annotations
 
-import os
 from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 
 import brainstorm.optional as optional
-from brainstorm.utils import NetworkValidationError
+from brainstorm.utils import NetworkValidationError, as_file_name, write_atomically
 
 __all__ = ['export_onnx', 'ONNX_OPSET', 'EXPORTABLE_LAYERS']
 
@@ -437,8 +436,8 @@ def _build_graph(onnx, net, outputs: list):
         for c in _incoming(net.layers[name]):
             if c.start_layer == 'Input':
                 used_inputs[c.output_name] = True
-    if 'Input' in order and not used_inputs:  # an output of Input itself
-        used_inputs.update((n, True) for n, _ in outputs if n == 'Input')
+    # an output of the Input layer itself (the data passed through)
+    used_inputs.update((out, True) for name, out in outputs if name == 'Input')
     for in_name in used_inputs:
         features = input_layer.out_shapes[in_name].feature_shape
         graph_inputs.append(_value_info(helper, TensorProto, in_name, features))
@@ -535,12 +534,7 @@ def export_onnx(net, path, outputs=None, check: bool = True) -> None:
         raise NetworkValidationError(
             'export_onnx: outputs must name at least one output. Received: []'
         )
-    try:
-        path = os.fspath(path)
-    except TypeError:
-        raise NetworkValidationError(
-            f'export_onnx: path must be a str or path-like. Received: {path!r}'
-        ) from None
+    path = as_file_name(path, 'export_onnx', NetworkValidationError)
     graph = _build_graph(onnx, net, parsed)
     model = onnx.helper.make_model(
         graph,
@@ -551,4 +545,11 @@ def export_onnx(net, path, outputs=None, check: bool = True) -> None:
     model.ir_version = 8
     if check:
         onnx.checker.check_model(model)
-    onnx.save(model, path)
+    data = model.SerializeToString()
+
+    def write(tmp):
+        with open(tmp, 'wb') as f:
+            f.write(data)
+
+    # as every file brainstorm writes: a failed write leaves the old file
+    write_atomically(path, write)
