@@ -252,6 +252,11 @@ def test_fresh_process_without_tensorboardx_says_how_to_install(tmp_path):
             trainer.train(xor_net(), bs.data_iterators.Undivided(**xor_data()))
         except ImportError as err:
             print(err)
+        print(bs.optional.has_tensorboardx)
+        try:
+            bs.optional.tensorboardx_mock.SummaryWriter
+        except ImportError as err:
+            print(err)
         """
     )
     done = subprocess.run(
@@ -261,6 +266,10 @@ def test_fresh_process_without_tensorboardx_says_how_to_install(tmp_path):
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    assert "SaveLogsTensorBoard 'SaveLogsTensorBoard' needs tensorboardX" in done.stdout
-    assert "pip install 'brainstorm-nn[tensorboard]'" in done.stdout
+    lines = done.stdout.splitlines()
+    assert len(lines) == 3, done.stdout
+    assert "SaveLogsTensorBoard 'SaveLogsTensorBoard' needs tensorboardX" in lines[0]
+    assert "pip install 'brainstorm-nn[tensorboard]'" in lines[0]
+    assert lines[1] == 'False'
+    assert "Install it with pip install 'brainstorm-nn[tensorboard]'" in lines[2]
     assert not (tmp_path / 'run').exists()

@@ -294,6 +294,11 @@ def test_fresh_process_without_onnx_says_how_to_install(tmp_path):
             bs.tools.export_onnx(net, sys.argv[1])
         except ImportError as err:
             print(err)
+        print(bs.optional.has_onnx)
+        try:
+            bs.optional.onnx_mock.helper
+        except ImportError as err:
+            print(err)
         """
     )
     done = subprocess.run(
@@ -303,8 +308,12 @@ def test_fresh_process_without_onnx_says_how_to_install(tmp_path):
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    assert 'export_onnx needs onnx' in done.stdout
-    assert "pip install 'brainstorm-nn[onnx]'" in done.stdout
+    lines = done.stdout.splitlines()
+    assert len(lines) == 3, done.stdout
+    assert 'export_onnx needs onnx' in lines[0]
+    assert "pip install 'brainstorm-nn[onnx]'" in lines[0]
+    assert lines[1] == 'False'
+    assert "Install it with pip install 'brainstorm-nn[onnx]'" in lines[2]
     assert not (tmp_path / 'net.onnx').exists()
 
 
