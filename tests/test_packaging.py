@@ -124,3 +124,24 @@ def test_readme_links_work_where_the_readme_is_shown_alone():
     relative = [t for t in LINK_TARGET.findall(text) if not re.match(r'https?://', t)]
     assert relative == []
     assert not re.search(r'^\.\. (image|figure|include)::', text, flags=re.M)
+
+
+@pytest.mark.parametrize(
+    'extra, package, test_packages',
+    [
+        ('onnx', 'onnx', ['onnx', 'onnxruntime']),
+        ('tensorboard', 'tensorboardX', ['tensorboardX', 'tensorboard']),
+    ],
+)
+def test_optional_extras_and_their_tests_in_ci(extra, package, test_packages):
+    """The hinted extra exists in pyproject.toml, and the test extra (CI's)
+    installs it and what its tests read the results with."""
+    tomllib = pytest.importorskip('tomllib')
+    with open(ROOT / 'pyproject.toml', 'rb') as f:
+        extras = tomllib.load(f)['project']['optional-dependencies']
+
+    def names(requirements):
+        return {re.split(r'[<>=!~ \[;]', r, maxsplit=1)[0] for r in requirements}
+
+    assert names(extras[extra]) == {package}
+    assert set(test_packages) <= names(extras['test'])
