@@ -21,7 +21,7 @@ from brainstorm.arguments import (
     register_restorer,
     resolve_defaults,
 )
-from brainstorm.utils import DescriptionError, get_inheritors
+from brainstorm.errors import DescriptionError
 
 __all__ = ['Describable', 'get_description', 'create_from_description']
 
@@ -318,3 +318,16 @@ def create_from_description(description, expected=None):
 # Checks restore nested descriptions through this function; the arguments
 # package sits below this module and cannot import it.
 register_restorer(create_from_description)
+
+
+def get_inheritors(cls) -> set:
+    """All transitive subclasses of ``cls``."""
+    result = set()
+    todo = [cls]
+    while todo:
+        parent = todo.pop()
+        for child in parent.__subclasses__():
+            if child not in result:
+                result.add(child)
+                todo.append(child)
+    return result

@@ -6,7 +6,7 @@ import numpy as np
 
 from brainstorm.arguments import SEED, Arg, Optional
 from brainstorm.describable import Describable
-from brainstorm.utils import ValidationError
+from brainstorm.errors import ValidationError
 
 __all__ = ['RandomState', 'Seedable', 'global_rnd']
 

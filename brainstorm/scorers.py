@@ -18,12 +18,12 @@ import numpy as np
 
 from brainstorm.arguments import Arg, Optional, Real, Str
 from brainstorm.describable import Describable
-from brainstorm.parallel import processes_of
-from brainstorm.utils import (
+from brainstorm.errors import (
     TrainingValidationError,
     ValidationError,
-    flatten_all_but_last,
 )
+from brainstorm.parallel import processes_of
+from brainstorm.shapes import flatten_all_but_last
 
 __all__ = [
     'Scorer',

@@ -17,8 +17,11 @@ import numpy as np
 
 from brainstorm.arguments import Arg, NumericArray, Optional, Real
 from brainstorm.describable import Describable  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+from brainstorm.errors import (
+    NetworkValidationError,
+    ValidationError,
+)
 from brainstorm.randomness import Seedable
-from brainstorm.utils import NetworkValidationError, ValidationError
 
 __all__ = [
     'ValueModifier',

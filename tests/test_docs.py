@@ -33,8 +33,8 @@ DOCS = ROOT / 'docs'
 
 # modules that only import with their optional dependency installed
 OPTIONAL_MODULES = {
-    'brainstorm.handlers._cublas': 'pycuda',
-    'brainstorm.handlers._cuda_kernels': 'pycuda',
+    'brainstorm.handlers.cuda.cublas': 'pycuda',
+    'brainstorm.handlers.cuda.kernels': 'pycuda',
 }
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from brainstorm.data_iterators import Undivided
+from brainstorm.errors import TrainingValidationError
 from brainstorm.hooks import (
     MonitorLoss,
     MonitorScores,
@@ -19,7 +20,6 @@ from brainstorm.hooks import (
 )
 from brainstorm.scorers import Accuracy
 from brainstorm.training import SgdStepper, Trainer
-from brainstorm.utils import TrainingValidationError
 from tests.training.nets import xor_data, xor_net
 
 pytest.importorskip('tensorboardX')

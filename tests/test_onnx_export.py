@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import brainstorm as bs
+from brainstorm.errors import NetworkValidationError
 from brainstorm.layers import (
     BatchNorm,
     ClockworkLstm,
@@ -23,7 +24,6 @@ from brainstorm.layers import (
     Pooling2D,
     Recurrent,
 )
-from brainstorm.utils import NetworkValidationError
 
 onnx = pytest.importorskip('onnx')
 ort = pytest.importorskip('onnxruntime')

@@ -19,7 +19,7 @@ from brainstorm.arguments.checks import (
     _passes,
     _short,
 )
-from brainstorm.utils import DescriptionError
+from brainstorm.errors import DescriptionError
 
 
 class ListOf(Check):

@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable as Callable_
 
 from brainstorm.arguments.checks import Check, _At, _short
-from brainstorm.utils import TrainingValidationError
+from brainstorm.errors import TrainingValidationError
 
 
 class _Required:

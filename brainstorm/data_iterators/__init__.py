@@ -33,8 +33,8 @@ from brainstorm.data_iterators.base import DataIterator
 from brainstorm.data_iterators.encoding import MultiHot, OneHot
 from brainstorm.data_iterators.sharding import Shard
 from brainstorm.data_iterators.sources import Minibatches, Undivided
+from brainstorm.errors import IteratorValidationError
 from brainstorm.randomness import Seedable
-from brainstorm.utils import IteratorValidationError
 
 # math, np, Seedable and IteratorValidationError: the names Brainstorm 0.5's
 # module brainstorm/data_iterators.py imported stay importable from here

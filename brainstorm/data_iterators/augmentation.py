@@ -19,7 +19,7 @@ from brainstorm.data_iterators.base import (
     _check_names,
 )
 from brainstorm.data_iterators.sources import _example_iterator
-from brainstorm.utils import IteratorValidationError
+from brainstorm.errors import IteratorValidationError
 
 
 class AddGaussianNoise(DataIterator):

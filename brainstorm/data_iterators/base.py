@@ -2,7 +2,7 @@
 
 :class:`DataIterator` is what every iterator derives from; the helpers check
 named data, names and numbers given to iterators and raise
-:class:`~brainstorm.utils.IteratorValidationError` naming the iterator.
+:class:`~brainstorm.errors.IteratorValidationError` naming the iterator.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from brainstorm.arguments import (
     ListOf,
     NumericArray,
 )
+from brainstorm.errors import IteratorValidationError
 from brainstorm.randomness import Seedable
-from brainstorm.utils import IteratorValidationError
 
 # --------------------------------------------------------------- helpers ---
 

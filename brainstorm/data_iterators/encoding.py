@@ -15,7 +15,7 @@ from brainstorm.data_iterators.base import (
     _check_names,
 )
 from brainstorm.data_iterators.sources import _example_iterator
-from brainstorm.utils import IteratorValidationError
+from brainstorm.errors import IteratorValidationError
 
 
 def _as_ids(owner: str, name: str, values: np.ndarray, vocab_size: int) -> np.ndarray:

@@ -10,9 +10,9 @@ from brainstorm.arguments import (
 )
 from brainstorm.data_iterators.base import DataIterator
 from brainstorm.data_iterators.sources import _example_iterator
+from brainstorm.errors import IteratorValidationError
 from brainstorm.parallel import world_rank_and_size
 from brainstorm.randomness import RandomState, Seedable
-from brainstorm.utils import IteratorValidationError
 
 
 class Shard(DataIterator):

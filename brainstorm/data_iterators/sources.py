@@ -23,7 +23,7 @@ from brainstorm.data_iterators.base import (
     _check_named_data,
     _read_only,
 )
-from brainstorm.utils import IteratorValidationError
+from brainstorm.errors import IteratorValidationError
 
 
 def _example_iterator():

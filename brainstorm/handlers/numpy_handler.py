@@ -8,13 +8,13 @@ import threading
 import numpy as np
 
 from brainstorm.arguments import SEED, Arg, FloatDtype, Optional
+from brainstorm.errors import NetworkValidationError
 from brainstorm.handlers import _numpy_conv as _conv
 from brainstorm.handlers.base_handler import FirstUseRandomState, Handler
 from brainstorm.randomness import (
     RandomState,
     global_rnd,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 )
-from brainstorm.utils import NetworkValidationError
 
 __all__ = ['NumpyHandler']
 
@@ -75,7 +75,7 @@ class NumpyHandler(Handler):
         would) and keeps it: a network's copy draws the same dropout masks
         as the original, in this process or another one, whatever
         ``global_rnd`` does there (as copies of a
-        :class:`~brainstorm.handlers.pycuda_handler.PyCudaHandler` do).
+        :class:`~brainstorm.handlers.cuda.handler.PyCudaHandler` do).
         """
         state = dict(self.__dict__)
         state.pop('_per_thread', None)

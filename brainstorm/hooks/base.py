@@ -23,13 +23,13 @@ from brainstorm.arguments import (
     Str,
 )
 from brainstorm.describable import Describable
-from brainstorm.parallel import processes_of
-from brainstorm.scorers import _LogKey
-from brainstorm.utils import (
+from brainstorm.errors import (
     TrainingValidationError,
     UnknownNameError,
-    get_by_path,
 )
+from brainstorm.naming import get_by_path
+from brainstorm.parallel import processes_of
+from brainstorm.scorers import _LogKey
 
 __all__ = ['Hook']
 

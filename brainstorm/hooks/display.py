@@ -14,12 +14,12 @@ import numpy as np
 import brainstorm.optional as optional
 from brainstorm.__about__ import install_hint
 from brainstorm.arguments import Arg, Bool, FileName, Optional, Writable
-from brainstorm.hooks.base import _SOME_NAMES, Hook, _names_list
-from brainstorm.training.utils import log_counters
-from brainstorm.utils import (
-    TrainingValidationError,
+from brainstorm.errors import TrainingValidationError
+from brainstorm.files import (
     write_atomically,
 )
+from brainstorm.hooks.base import _SOME_NAMES, Hook, _names_list
+from brainstorm.training.utils import log_counters
 
 __all__ = ['ProgressBar', 'SavePlot', 'BokehVisualizer']
 
@@ -352,3 +352,43 @@ class ProgressBar(Hook):
         if self._bar.n >= self._length:
             self._close()
         return None
+
+
+# ---- Brainstorm 0.5's text progress bar -------------------------------------
+# Kept for code written for 0.5 (also in brainstorm.hooks and
+# brainstorm.utils); the ProgressBar hook above draws with tqdm.
+
+
+def silence():
+    """An endless iterator of empty strings.
+
+    Yields:
+        ``''``, forever.
+    """
+    while True:
+        yield ''
+
+
+def progress_bar(
+    maximum: int,
+    prefix: str = '[',
+    bar: str = '====1====2====3====4====5====6====7====8====9====0',
+    suffix: str = '] Took: {0}\n',
+):
+    """A generator drawing a plain-text progress bar.
+
+    Send it the current progress (0..maximum); it yields the characters to
+    print. Kept for compatibility; :class:`brainstorm.hooks.ProgressBar` uses
+    tqdm.
+    """
+    import time
+
+    start = time.time()
+    i = 0
+    progress = yield prefix
+    while progress < maximum:
+        new_i = int(len(bar) * progress / maximum) if maximum else len(bar)
+        progress = yield bar[i:new_i]
+        i = new_i
+    elapsed = time.time() - start
+    yield bar[i:] + suffix.format(f'{elapsed:0.1f}s')

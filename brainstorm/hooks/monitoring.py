@@ -15,10 +15,13 @@ from collections.abc import Mapping
 import numpy as np
 
 from brainstorm.arguments import Arg, Check, Instance, ListOf, Str
+from brainstorm.errors import (
+    TrainingValidationError,
+    UnknownNameError,
+)
 from brainstorm.hooks.base import Hook
 from brainstorm.scorers import Accuracy, Scorer
 from brainstorm.tools.evaluation import _evaluate
-from brainstorm.utils import TrainingValidationError, UnknownNameError
 
 __all__ = [
     'MonitorLoss',

@@ -14,6 +14,11 @@ from collections.abc import Mapping
 import numpy as np
 
 from brainstorm.arguments import Arg, Choice, FileName, Optional, Str
+from brainstorm.files import (
+    get_brainstorm_info,
+    write_atomically,
+    write_hdf5,
+)
 from brainstorm.hooks.base import (
     _NAMES,
     Hook,
@@ -23,11 +28,6 @@ from brainstorm.hooks.base import (
 )
 from brainstorm.structure.network import Network
 from brainstorm.training.utils import log_counters
-from brainstorm.utils import (
-    get_brainstorm_info,
-    write_atomically,
-    write_hdf5,
-)
 
 __all__ = [
     'SaveBestNetwork',

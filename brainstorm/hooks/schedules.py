@@ -17,11 +17,11 @@ import math
 import numpy as np
 
 from brainstorm.arguments import AnyOf, Arg, Callable, Choice, Instance, Int, Real, Str
+from brainstorm.errors import TrainingValidationError, UnknownNameError
 from brainstorm.hooks.base import Hook, _is_better
 from brainstorm.training.data_parallel import DataParallel
 from brainstorm.training.schedules import Linear, Schedule
 from brainstorm.training.steppers import MultiStepper
-from brainstorm.utils import TrainingValidationError, UnknownNameError
 
 __all__ = ['ModifyStepperAttribute', 'ReduceOnPlateau']
 

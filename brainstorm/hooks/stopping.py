@@ -223,7 +223,7 @@ class StopOnNan(Hook):
     ``rolling_training`` total loss, at the ``'update'`` timescale the loss
     of the last batch. When it stops, it says why on stderr (also when not
     verbose) and logs the reason under its name. (The trainer itself
-    raises :class:`~brainstorm.utils.NonFiniteError` first unless it was
+    raises :class:`~brainstorm.errors.NonFiniteError` first unless it was
     created with ``check_finite=False``.)
 
     Args:

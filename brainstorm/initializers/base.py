@@ -13,11 +13,11 @@ import numpy as np
 
 from brainstorm.arguments import Arg, NumericArray
 from brainstorm.describable import Describable
-from brainstorm.randomness import Seedable
-from brainstorm.utils import (
+from brainstorm.errors import (
     InitializationError,
     NetworkValidationError,
 )
+from brainstorm.randomness import Seedable
 
 __all__ = ['Initializer', 'ArrayInitializer', 'evaluate_initializer']
 

@@ -10,9 +10,9 @@ import numpy as np
 
 from brainstorm.arguments import AnyOf, Arg, Instance, Int
 from brainstorm.arguments import Real as RealArg
+from brainstorm.errors import InitializationError, ValidationError
 from brainstorm.initializers.base import Initializer, evaluate_initializer
 from brainstorm.initializers.dense import Gaussian
-from brainstorm.utils import InitializationError, ValidationError
 
 __all__ = ['SparseInputs', 'SparseOutputs', 'LstmOptInit']
 

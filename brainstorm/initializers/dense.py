@@ -12,8 +12,8 @@ import numpy as np
 
 from brainstorm.arguments import AnyOf, Arg, Bool, Choice, Optional
 from brainstorm.arguments import Real as RealArg
+from brainstorm.errors import NetworkValidationError
 from brainstorm.initializers.base import Initializer
-from brainstorm.utils import NetworkValidationError
 
 __all__ = [
     'Gaussian',

@@ -30,8 +30,8 @@ from typing import Any
 from brainstorm.arguments import REQUIRED, Arg, Check, Choice, Int, Real
 from brainstorm.arguments.checks import MAX_INT, _is_int
 from brainstorm.arguments.declaring import check_value
+from brainstorm.errors import LayerValidationError
 from brainstorm.handlers.base_handler import ACTIVATION_NAMES
-from brainstorm.utils import LayerValidationError
 
 __all__ = [
     'REQUIRED',

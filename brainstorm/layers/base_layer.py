@@ -14,12 +14,12 @@ from collections import OrderedDict
 from typing import Any
 
 from brainstorm.arguments import REQUIRED, Arg, resolve_defaults
+from brainstorm.describable import get_inheritors as get_inheritors  # 0.5's namespace
+from brainstorm.errors import LayerValidationError
 from brainstorm.layers.attributes import resolve_kwarg
+from brainstorm.naming import get_by_path as get_by_path  # 0.5's namespace
 from brainstorm.registry import get_layer_class, layer_classes, register_layer_class
 from brainstorm.structure.buffer_structure import BufferStructure, StructureTemplate
-from brainstorm.utils import LayerValidationError
-from brainstorm.utils import get_by_path as get_by_path  # 0.5's namespace
-from brainstorm.utils import get_inheritors as get_inheritors  # 0.5's namespace
 
 __all__ = ['Layer', 'get_layer_class_from_typename']
 

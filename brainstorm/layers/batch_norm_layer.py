@@ -8,9 +8,9 @@ import numpy as np
 
 from brainstorm.layers.attributes import FloatIn, Kwarg
 from brainstorm.layers.base_layer import Layer, time_template
+from brainstorm.shapes import flatten_time_and_features
 from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.construction import ConstructionWrapper
-from brainstorm.utils import flatten_time_and_features
 
 
 def BatchNorm(

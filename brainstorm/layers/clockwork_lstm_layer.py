@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from collections import OrderedDict  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 
+from brainstorm.errors import LayerValidationError  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 from brainstorm.layers.base_layer import Layer  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 from brainstorm.layers.clockwork_layer import clock_internals, compute_inactive
 from brainstorm.layers.lstm_layer import LstmLayerImpl
+from brainstorm.shapes import (  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+    flatten_time,
+    flatten_time_and_features,
+)
 from brainstorm.structure.buffer_structure import (
     BufferStructure,
     StructureTemplate,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 )
 from brainstorm.structure.construction import ConstructionWrapper
-from brainstorm.utils import (  # noqa: F401 - in Brainstorm 0.5's namespace of this module
-    LayerValidationError,
-    flatten_time,
-    flatten_time_and_features,
-)
 
 
 def ClockworkLstm(

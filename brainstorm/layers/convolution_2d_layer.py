@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from brainstorm.errors import LayerValidationError
 from brainstorm.layers.attributes import (
     Activation,
     Kwarg,
@@ -12,13 +13,12 @@ from brainstorm.layers.attributes import (
     PositiveInt,
 )
 from brainstorm.layers.base_layer import Layer, time_template
-from brainstorm.structure.buffer_structure import BufferStructure
-from brainstorm.structure.construction import ConstructionWrapper
-from brainstorm.utils import (
-    LayerValidationError,
+from brainstorm.shapes import (
     flatten_time,
     flatten_time_and_features,
 )
+from brainstorm.structure.buffer_structure import BufferStructure
+from brainstorm.structure.construction import ConstructionWrapper
 
 
 def Convolution2D(

@@ -6,18 +6,18 @@ from collections import OrderedDict
 
 import numpy as np
 
+from brainstorm.errors import LayerValidationError  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 from brainstorm.layers.attributes import Activation, Kwarg, PositiveIntOrTuple
 from brainstorm.layers.base_layer import Layer, default_size, time_template
+from brainstorm.shapes import (  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+    flatten_time,
+    flatten_time_and_features,
+)
 from brainstorm.structure.buffer_structure import (
     BufferStructure,
     StructureTemplate,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 )
 from brainstorm.structure.construction import ConstructionWrapper
-from brainstorm.utils import (  # noqa: F401 - in Brainstorm 0.5's namespace of this module
-    LayerValidationError,
-    flatten_time,
-    flatten_time_and_features,
-)
 
 
 def FullyConnected(

@@ -13,9 +13,9 @@ from brainstorm.layers.attributes import (
 )
 from brainstorm.layers.base_layer import Layer, time_template
 from brainstorm.layers.convolution_2d_layer import image_output_shape
+from brainstorm.shapes import flatten_time
 from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.construction import ConstructionWrapper
-from brainstorm.utils import flatten_time
 
 
 def Pooling2D(

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from brainstorm.errors import (
+    LayerValidationError,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+)
 from brainstorm.layers.attributes import Activation, Kwarg, PositiveInt
 from brainstorm.layers.base_layer import Layer, time_template
+from brainstorm.shapes import (
+    flatten_time,
+    flatten_time_and_features,
+)
 from brainstorm.structure.buffer_structure import (
     BufferStructure,
     StructureTemplate,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 )
 from brainstorm.structure.construction import ConstructionWrapper
-from brainstorm.utils import (
-    LayerValidationError,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
-    flatten_time,
-    flatten_time_and_features,
-)
 
 
 def Recurrent(

@@ -16,10 +16,10 @@ from brainstorm.arguments import (
     Str,
     declare,
 )
+from brainstorm.errors import NetworkValidationError
 from brainstorm.initializers import DenseSqrtFanInOut, Gaussian
 from brainstorm.structure.construction import ConstructionWrapper
 from brainstorm.structure.network import Network
-from brainstorm.utils import NetworkValidationError
 
 
 def _as_shape(shape, what: str) -> tuple:

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 import brainstorm.optional as optional
-from brainstorm.utils import NetworkValidationError, as_file_name, write_atomically
+from brainstorm.errors import NetworkValidationError
+from brainstorm.files import as_file_name, write_atomically
 
 __all__ = ['export_onnx', 'ONNX_OPSET', 'EXPORTABLE_LAYERS']
 

@@ -26,6 +26,10 @@ from brainstorm.describable import (
     create_from_description,
     get_description,
 )
+from brainstorm.errors import (
+    DescriptionError,
+    TrainingValidationError,
+)
 from brainstorm.handlers.base_handler import first_use_owner, peek_random_state
 from brainstorm.randomness import global_rnd
 from brainstorm.structure.network import _build_from_file, check_stored_sizes
@@ -41,7 +45,6 @@ from brainstorm.training.checkpoint_file import (
 )
 from brainstorm.training.progress import INITIAL_ROUNDS, TrainingProgress
 from brainstorm.training.utils import LogEntries, log_counters
-from brainstorm.utils import DescriptionError, TrainingValidationError
 
 __all__ = [
     'CHECKPOINT_FORMAT',

@@ -37,6 +37,7 @@ import numpy as np
 from brainstorm.arguments import Arg, Bool, Instance, Optional, Real
 from brainstorm.data_iterators import Shard
 from brainstorm.describable import Describable
+from brainstorm.errors import TrainingValidationError
 from brainstorm.parallel import (
     abort_on_exception,
     announce_leaving,
@@ -53,7 +54,6 @@ from brainstorm.parallel import (
 from brainstorm.parallel import mpi_module as _mpi
 from brainstorm.scorers import batch_size_of
 from brainstorm.training.steppers import SgdStepper, TrainingStepper
-from brainstorm.utils import TrainingValidationError
 
 __all__ = [
     'DataParallel',

@@ -17,7 +17,7 @@ import numpy as np
 
 from brainstorm.arguments import Arg, Int, ListOf, Real
 from brainstorm.describable import Describable
-from brainstorm.utils import TrainingValidationError
+from brainstorm.errors import TrainingValidationError
 
 __all__ = [
     'Linear',

@@ -20,6 +20,11 @@ from brainstorm.arguments import (
     declare,
 )
 from brainstorm.describable import Describable
+from brainstorm.errors import (
+    IteratorValidationError,
+    TrainingValidationError,
+)
+from brainstorm.files import as_file_name
 from brainstorm.parallel import processes_of
 from brainstorm.scorers import (
     Scorer,
@@ -43,11 +48,6 @@ from brainstorm.training.utils import (
     check_data_iterators,
     check_lengths_agree,
     run_network,  # noqa: F401 - 0.5's tools imported it from here
-)
-from brainstorm.utils import (
-    IteratorValidationError,
-    TrainingValidationError,
-    as_file_name,
 )
 
 __all__ = ['Trainer']
@@ -75,7 +75,7 @@ class Trainer(Describable):
         verbose: whether hooks print (unless a hook sets its own
             ``verbose``) and the trainer prints an epoch header.
         check_finite: raise, before any hook sees the broken network,
-            :class:`~brainstorm.utils.NonFiniteError` if the training loss
+            :class:`~brainstorm.errors.NonFiniteError` if the training loss
             or a parameter is NaN or infinite, or a parameter's magnitude
             exceeds ``max_abs_parameter``. The loss is checked after every
             update, the parameters before hooks run (one dot product over

@@ -10,7 +10,10 @@ import numpy as np
 
 from brainstorm.arguments import Arg, Int, Real, check_value
 from brainstorm.data_iterators import DataIterator
-from brainstorm.utils import IteratorValidationError, TrainingValidationError
+from brainstorm.errors import (
+    IteratorValidationError,
+    TrainingValidationError,
+)
 
 __all__ = [
     'run_network',

@@ -19,8 +19,9 @@ import pytest
 import brainstorm.handlers
 from brainstorm.describable import create_from_description, get_description
 from brainstorm.handlers import DebugHandler, NumpyHandler
-from brainstorm.handlers.base_handler import ACTIVATION_NAMES, Handler
+from brainstorm.handlers.base_handler import ACTIVATION_NAMES
 from brainstorm.handlers.debug_handler import DebugArray, DebugHandlerError
+from brainstorm.handlers.ops import OPS
 
 HANDLERS = {
     'numpy-float32': lambda: NumpyHandler(np.float32, seed=1),
@@ -416,6 +417,7 @@ def activation_rows(name):
         'tanh': (-1.0, 1.0),
         'rel': (0.0, 3.0),
         'el': (-1.0, 3.0),
+        'linear': (-3.0, 3.0),
     }[name]
     zeros_in_y = {'rel': 'zeros_mixed'}.get(name, 'uniform')
 
@@ -978,6 +980,7 @@ CASES = [
     ),
     # activations (each with its derivative)
     *activation_rows('el'),
+    *activation_rows('linear'),
     *activation_rows('rel'),
     *activation_rows('sigmoid'),
     *activation_rows('tanh'),
@@ -996,12 +999,93 @@ def _op_names(params):
     return {p.values[0] for p in params}
 
 
+def numpy_reference_rows(op):
+    """Rows for an elementwise op of the op table, NumPy float64 the reference.
+
+    The op's NumpyHandler implementation in float64 gives the expected
+    ``out``; the variants are those of :func:`elementwise_rows` (plain,
+    feature-slice views, T=1 B=1, and ``out`` aliasing the first operand
+    where the table allows it). Array operands are drawn from [0.5, 2),
+    scalars are 0.75.
+    """
+    kinds = op.kinds
+    first = next(name for name, kind in kinds.items() if kind == 'array')
+
+    def ref(**values):
+        h = NumpyHandler(np.float64)
+        call = {
+            name: h.create_from_numpy(v) if isinstance(v, np.ndarray) else v
+            for name, v in values.items()
+        }
+        getattr(h, op.name)(*call.values())
+        return {'out': call['out']}
+
+    variants = [('', (3, 4), None), ('-views', (2, 3, 5), 'last')]
+    variants += [('-T1B1', (1, 1, 3), None)]
+    if op.alias:
+        variants.append(('-alias', (4, 2), None))
+    rows = []
+    for variant, shape, view in variants:
+        args = {}
+        for name, kind in kinds.items():
+            if kind == 'scalar':
+                args[name] = 0.75
+            elif name == 'out' and variant == '-alias':
+                args[name] = Same(first)
+            else:
+                args[name] = A(*shape, view=view, low=0.5, high=2.0)
+        rows.append(case(op.name, args, ref, variant=variant + '-numpy-ref'))
+    return rows
+
+
+def table_rows(cases):
+    """Rows for the elementwise ops of the op table that ``cases`` lacks.
+
+    So an op added as docs/custom_handler.rst shows (a table row, a NumPy
+    line and a CUDA statement) is checked on every handler at once.
+    Elementwise: the grammar's ``'same'`` check, writing only ``out``, with
+    array and scalar operands only.
+    """
+    covered = _op_names(cases)
+    return [
+        row
+        for op in OPS.values()
+        if op.name not in covered
+        and op.rule == 'same'
+        and op.writes == ('out',)
+        and set(op.kinds.values()) <= {'array', 'scalar'}
+        for row in numpy_reference_rows(op)
+    ]
+
+
+CASES += table_rows(CASES)
+
+
 # ----------------------------------------------------------------- tests ---
 
 
 def test_table_covers_every_op():
-    missing = Handler.__abstractmethods__ - _op_names(CASES)
+    missing = set(OPS) - _op_names(CASES)
     assert not missing, f'ops without a row in CASES: {sorted(missing)}'
+
+
+def test_elementwise_ops_without_rows_get_numpy_reference_rows():
+    """A table op without hand-written rows is compared with its NumPy line."""
+    op = OPS['abs_t']
+    rows = table_rows([])
+    assert {p.values[0] for p in rows} >= {'abs_t', 'add_st', 'mult_add_tt'}
+    assert not {'sum_t', 'dot_mm', 'add_mv', 'clip_t'} & _op_names(rows)
+    own = numpy_reference_rows(op)
+    assert [p.id for p in own] == [
+        f'abs_t{v}-numpy-ref' for v in ('', '-views', '-T1B1', '-alias')
+    ]
+    for param in own:
+        run_case(NumpyHandler(np.float32), *param.values)
+    # a wrong float32 implementation fails against the float64 reference
+    wrong = NumpyHandler(np.float32)
+    wrong.abs_t = lambda a, out: wrong.sign_t(a, out)
+    with pytest.raises(AssertionError, match='abs_t'):
+        run_case(wrong, *own[0].values)
 
 
 def run_case(handler, op, args, ref, check, seed=42):

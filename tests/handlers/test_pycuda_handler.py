@@ -40,15 +40,15 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # tests.layers for the layer registry
     sys.path.insert(0, str(ROOT))
 
-import brainstorm.handlers.pycuda_handler as pycuda_handler  # noqa: E402
+import brainstorm.handlers.cuda.handler as pycuda_handler  # noqa: E402
 from brainstorm.handlers import NumpyHandler  # noqa: E402
-from brainstorm.handlers import _cublas as cublas  # noqa: E402
-from brainstorm.handlers import _cuda_kernels as kernels  # noqa: E402
 from brainstorm.handlers.base_handler import Handler  # noqa: E402
-from brainstorm.handlers.pycuda_handler import (  # noqa: E402
+from brainstorm.handlers.cuda import (  # noqa: E402  # noqa: E402
     GPUView,
     PyCudaHandler,
     coalesce,
+    cublas,
+    kernels,
 )
 
 try:
@@ -476,6 +476,43 @@ def test_kernel_arg_formats_follow_the_c_signatures():
     used = set(re.findall(r"_launch\(\s*'\w+', '(\w+)'", handler_source))
     used |= set(re.findall(r"_function\(\s*'\w+', '(\w+)'", handler_source))
     assert used and used <= set(every), used - set(every)
+
+
+def test_kernel_sources_are_the_cu_files_and_the_elementwise_table():
+    directory = Path(kernels.__file__).parent / 'cu'
+    for module in ('reduce', 'rows', 'conv', 'pool'):
+        source = (directory / f'{module}.cu').read_text()
+        assert kernels.KERNEL_SOURCES[module] == source
+    elementwise = kernels.KERNEL_SOURCES['elementwise']
+    assert elementwise.startswith((directory / 'philox.cu').read_text())
+    for name in kernels.ELEMENTWISE_OPS:
+        assert f'void ew_{name}(' in elementwise, name
+
+
+def test_elementwise_ops_come_from_the_op_table_and_the_kernel_table():
+    """One kernel per op, its operands named as the op's parameters; the
+    handler's method is made from the op table's row (no hand-written
+    one-liner per op)."""
+    from brainstorm.handlers.ops import OPS, signature
+
+    for name, body in kernels.ELEMENTWISE.items():
+        op = OPS[name]
+        kernel = kernels.ELEMENTWISE_OPS[name]
+        assert kernel.body == body and kernel.outputs == op.writes
+        parameters = signature(op).parameters
+        for operand in kernel.inputs + tuple(s for s, _ in kernel.scalars):
+            assert operand in parameters, (name, operand)
+        method = vars(PyCudaHandler)[name]
+        assert inspect.signature(method) == signature(op)
+        assert inspect.getsourcefile(method) != inspect.getsourcefile(pycuda_handler)
+    assert 'x' not in kernels.ELEMENTWISE_OPS['tanh_deriv'].inputs  # reads y only
+
+
+def test_old_module_paths_are_the_cuda_package():
+    import brainstorm.handlers.pycuda_handler as old
+
+    assert old.PyCudaHandler is PyCudaHandler and old.GPUView is GPUView
+    assert PyCudaHandler.__module__ == 'brainstorm.handlers.cuda.handler'
 
 
 @pytest.mark.skipif(shutil.which('nvcc') is None, reason='nvcc is not installed')

@@ -16,7 +16,7 @@ import numpy as np
 
 from brainstorm.arguments import Arg, Optional, Real, check_attributes
 from brainstorm.describable import Describable
-from brainstorm.utils import TrainingValidationError
+from brainstorm.errors import TrainingValidationError
 
 
 class _Part:

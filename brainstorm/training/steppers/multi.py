@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from brainstorm.arguments import Arg, DictOf, Instance
+from brainstorm.errors import TrainingValidationError
 from brainstorm.structure.view_references import (
     pattern_matches as _pattern_matches,
 )
 from brainstorm.training.steppers.base import TrainingStepper, _Part
 from brainstorm.training.steppers.sgd import SgdStepper
-from brainstorm.utils import TrainingValidationError
 
 
 class MultiStepper(TrainingStepper):
