@@ -39,8 +39,8 @@ class NumpyHandler(Handler):
     """
 
     __arguments__ = {
-        'dtype': Arg(FloatDtype(), default=np.float32),
-        'seed': Arg(Optional(SEED), default=None, init_only=True),
+        'dtype': Arg(FloatDtype()),
+        'seed': Arg(Optional(SEED), init_only=True),
     }
 
     array_type = np.ndarray

@@ -141,9 +141,11 @@ class Trainer(Describable):
         'stepper': Arg(
             Instance((TrainingStepper, DataParallel), example=lambda: SgdStepper())
         ),
-        'verbose': Arg(Bool(), default=True),
-        'check_finite': Arg(Bool(), default=True),
-        'max_abs_parameter': Arg(Optional(Real(0, include_low=False)), default=1e7),
+        'verbose': Arg(Bool(), omit_default=True),
+        'check_finite': Arg(Bool(), omit_default=True),
+        'max_abs_parameter': Arg(
+            Optional(Real(0, include_low=False)), omit_default=True
+        ),
         'hooks': Arg(DictOf(HookCheck()), state=True),
         'train_scorers': Arg(ListOf(Instance(Scorer)), state=True),
     }
@@ -153,11 +155,6 @@ class Trainer(Describable):
         'results': {},
         '_progress': TrainingProgress(),
         '_run': None,
-    }
-    __default_values__ = {
-        'verbose': True,
-        'check_finite': True,
-        'max_abs_parameter': 1e7,
     }
 
     def __init__(

@@ -214,15 +214,6 @@ def test_a_layer_argument_declared_with_arg_is_checked(declaration):
 
 # ------------------------------------------------------------ meta-tests ---
 
-# Classes whose files other work owns at present (issue 23's trainer and
-# handler parts); each still repeats a default, and the test below fails
-# once it no longer does, so the entry is removed then.
-NOT_YET = {
-    'Trainer': 'brainstorm/training/trainer.py (the progress-record work)',
-    'NumpyHandler': 'brainstorm/handlers (the op-table work)',
-    'PyCudaHandler': 'brainstorm/handlers (the CUDA subpackage work)',
-}
-
 
 def _library_classes():
     classes = [
@@ -258,8 +249,6 @@ def test_no_default_is_written_twice():
     checked = 0
     problems = {}
     for cls in _library_classes():
-        if cls.__name__ in NOT_YET:
-            continue
         checked += 1
         repeated = _repeated_defaults(cls)
         if repeated:
@@ -317,12 +306,6 @@ def test_a_layer_defined_in_a_snippet_finds_its_constructor_function():
     impl = namespace['SnippetyLayerImpl']
     assert impl.declared_kwargs['rate'].default == 0.25
     assert impl.check_kwargs('S', {}) == {'rate': 0.25}
-
-
-@pytest.mark.parametrize('name', sorted(NOT_YET))
-def test_the_classes_left_for_later_still_repeat_a_default(name):
-    (cls,) = [c for c in _library_classes() if c.__name__ == name]
-    assert _repeated_defaults(cls), f'{name} is done: remove it from NOT_YET'
 
 
 def test_no_stepper_states_its_bounds_a_second_time():

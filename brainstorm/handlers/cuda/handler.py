@@ -88,7 +88,7 @@ class PyCudaHandler(Handler):
     """
 
     __arguments__ = {
-        'seed': Arg(Optional(SEED), default=None, init_only=True),
+        'seed': Arg(Optional(SEED), init_only=True),
     }
 
     dtype = np.float32
