@@ -31,10 +31,10 @@ ort = pytest.importorskip('onnxruntime')
 ATOL = 2e-6  # float32: the two computations round differently
 
 
-def _randomise(net, seed):
-    """Random parameters, BatchNorm statistics away from 0 and 1."""
+def _randomise(net, seed, std=0.5):
+    """Seeded random parameters, BatchNorm statistics away from 0 and 1."""
     rnd = np.random.RandomState(seed)
-    net.initialize(bs.initializers.Gaussian(0.5))
+    net.initialize(bs.initializers.Gaussian(std), seed=seed)
     for name, layer in net.layers.items():
         if layer.layer_type == 'BatchNorm':
             params = net.buffer[name].parameters
@@ -146,7 +146,9 @@ def test_cnn_agrees_with_forward_pass_at_several_batch_sizes(tmp_path):
 @pytest.mark.parametrize('activation', ['tanh', 'sigmoid', 'rel', 'linear', 'el'])
 def test_lstm_and_rnn_agree_at_several_lengths_and_batch_sizes(tmp_path, activation):
     net = lstm_net(activation)
-    _randomise(net, 5)
+    # weights small enough that the recurrence does not amplify float32
+    # rounding over 13 steps (linear cells with std 0.5 grow it tenfold)
+    _randomise(net, 5, std=0.3)
     session = _session(net, tmp_path / 'lstm.onnx', LSTM_PATHS)
     rnd = np.random.RandomState(6)
     for time_steps in (1, 4, 13):
