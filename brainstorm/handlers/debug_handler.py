@@ -19,7 +19,8 @@ import numpy as np
 
 from brainstorm.arguments import Arg, Instance
 from brainstorm.describable import get_description
-from brainstorm.handlers.base_handler import Handler
+from brainstorm.handlers import debug_attention as _attention_checks
+from brainstorm.handlers.base_handler import ACTIVATIONS, Handler
 from brainstorm.handlers.debug_array import (
     DebugArray,
     DebugHandlerError,
@@ -388,58 +389,27 @@ class DebugHandler(Handler):
         self._check_deltas(op, args, ('outputs', 'argmax'), ('outputs', 'out_deltas'))
         self._check_deltas(op, args, ('inputs', 'in_deltas'))
 
-    def _check_batch_dot(self, op: str, args: dict) -> None:
-        a, b, out = args['a'], args['b'], args['out']
-        for name in ('a', 'b', 'out'):
-            if len(args[name].shape) < 2:
-                self._fail(
-                    op,
-                    f"argument '{name}' must have at least 2 axes (rows, "
-                    f'batch axes..., columns). Received: shape {args[name].shape}',
-                )
-        batch = out.shape[1:-1]
-        for name in ('a', 'b'):
-            if args[name].shape[1:-1] != batch:
-                self._fail(
-                    op,
-                    f"argument '{name}' must have the batch axes {batch} of "
-                    f"'out'. Received: shape {args[name].shape}",
-                )
-        a_rows, a_cols = a.shape[0], a.shape[-1]
-        b_rows, b_cols = b.shape[0], b.shape[-1]
-        if args['transa']:
-            a_rows, a_cols = a_cols, a_rows
-        if args['transb']:
-            b_rows, b_cols = b_cols, b_rows
-        if a_cols != b_rows:
-            self._fail(
-                op,
-                f'op(a) has matrices of shape {(a_rows, a_cols)} and op(b) '
-                f'{(b_rows, b_cols)}; their inner dimensions must match.',
-            )
-        self._expect_shape(op, 'out', out, [(a_rows, *batch, b_cols)])
+    def _check_lstm(self, op: str, args: dict) -> None:
+        state = 'c' if 'c' in args else 'dc'
+        self._expect_ndim(op, state, args[state], 2)
+        b, s = args[state].shape
+        for name, value in args.items():
+            if name in ('pi', 'pf', 'po'):
+                self._expect_shape(op, name, value, [(1, s)])
+            elif name in (
+                'gates',
+                'gate_outputs',
+                'factors',
+                'd_gates',
+                'd_gates_next',
+            ):
+                self._expect_shape(op, name, value, [(b, 4 * s)])
+            elif name != 'activation':
+                self._expect_shape(op, name, value, [(b, s)])
 
-    def _check_masked_softmax(self, op: str, args: dict) -> None:
-        x, mask = args['x'], args['mask']
-        self._check_same(op, {'x': x, 'out': args['out']})
-        if mask is None:
-            if len(x.shape) < 2:
-                self._expect_ndim(op, 'x', x, 2)
-            return
-        if len(x.shape) < 3:
-            self._fail(
-                op,
-                f"argument 'x' must have at least 3 axes (T, B, ..., S) with a "
-                f'mask. Received: shape {x.shape}',
-            )
-        self._expect_ndim(op, 'mask', mask, 3)
-        needed = max(x.shape[0], x.shape[-1])
-        if mask.shape[1:] != (x.shape[1], 1) or mask.shape[0] < needed:
-            self._fail(
-                op,
-                f"argument 'mask' must have shape (L, {x.shape[1]}, 1) with L >= "
-                f'{needed}. Received: shape {mask.shape}',
-            )
+    # the attention ops' checks (brainstorm/handlers/debug_attention.py)
+    _check_batch_dot = _attention_checks.check_batch_dot
+    _check_masked_softmax = _attention_checks.check_masked_softmax
 
 
 def _unwrap(value):
@@ -467,6 +437,7 @@ _KIND_CHECKS = {
     'padding': (lambda value: _is_int(value) and value >= 0, 'an int >= 0'),
     'shape': (_is_shape, 'a tuple of ints >= 0'),
     'numpy': (lambda value: isinstance(value, np.ndarray), 'a numpy array'),
+    'activation': (lambda value: value in ACTIVATIONS, f'one of {ACTIVATIONS}'),
 }
 
 install_ops(DebugHandler, OPS.values(), DebugHandler._call)

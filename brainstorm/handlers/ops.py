@@ -55,6 +55,7 @@ from brainstorm.handlers.op_spec import (
     signature,
 )
 from brainstorm.handlers.ops_attention import ATTENTION_OPS
+from brainstorm.handlers.ops_layers import LAYER_SECTIONS
 
 __all__ = [
     'Op',
@@ -739,6 +740,7 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
             check='pool',
         ),
     ),
+    **LAYER_SECTIONS,
     'attention': ATTENTION_OPS,
 }
 
