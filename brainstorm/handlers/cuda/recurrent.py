@@ -1,6 +1,8 @@
 """The LSTM step ops of :class:`PyCudaHandler` as one kernel each.
 
-``Lstm`` calls :meth:`lstm_forward_step` and :meth:`lstm_backward_step`
+``Lstm`` calls
+:meth:`~brainstorm.handlers.base_handler.Handler.lstm_forward_step` and
+:meth:`~brainstorm.handlers.base_handler.Handler.lstm_backward_step`
 once per time step. The base class composes them of about ten
 elementwise ops; on a GPU each op is a kernel launch, and at the sizes of
 a time step the launches, not the arithmetic, take the time. The kernels
