@@ -2,7 +2,7 @@
 
 Batched matrix products over the middle axes of time-major tensors and a
 masked softmax with its deltas: what
-:func:`~brainstorm.layers.MultiHeadAttention` is composed of.
+``MultiHeadAttention`` is composed of.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ def MultiHeadAttention(
             language models).
         max_len: the longest sequence the layer accepts.
         dropout: probability of dropping an attention weight in training
-            (inverted dropout, as :func:`~brainstorm.layers.Dropout`);
+            (inverted dropout, as ``Dropout``);
             0 (the default) turns it off.
         name: the layer name.
 

@@ -1,4 +1,4 @@
-"""The attention ops of :class:`~brainstorm.handlers.cuda.PyCudaHandler`.
+"""The attention ops of :class:`~brainstorm.handlers.cuda.handler.PyCudaHandler`.
 
 Module-level functions taking the handler as ``self``; the handler class
 binds them as its methods. Their kernels are ``cu/attention.cu``.
