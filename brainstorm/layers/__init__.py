@@ -6,6 +6,7 @@ layer (built-in and user-defined) with its inputs, outputs, parameters and
 declared arguments.
 """
 
+from brainstorm.layers.add_layer import Add
 from brainstorm.layers.base_layer import Layer, describe_layers
 from brainstorm.layers.batch_norm_layer import BatchNorm
 from brainstorm.layers.binomial_cross_entropy_layer import BinomialCrossEntropy
@@ -58,4 +59,5 @@ __all__ = [
     'SquaredError',
     'L1Decay',
     'L2Decay',
+    'Add',
 ]
