@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from brainstorm.errors import LayerValidationError
 from brainstorm.arguments import Int
+from brainstorm.errors import LayerValidationError
 from brainstorm.layers.attributes import Kwarg
 from brainstorm.layers.base_layer import Layer
 from brainstorm.structure.buffer_structure import (
@@ -57,7 +57,9 @@ class AddLayerImpl(Layer):
         'num_inputs': Kwarg(Int(2), description='number of inputs'),
     }
 
-    def __init__(self, name, in_shapes, incoming_connections, outgoing_connections, **kwargs):
+    def __init__(
+        self, name, in_shapes, incoming_connections, outgoing_connections, **kwargs
+    ):
         """Create the layer with one input per summand (see :class:`Layer`)."""
         count = self.check_kwargs(name, kwargs)['num_inputs']
         self.expected_inputs = {
@@ -77,7 +79,10 @@ class AddLayerImpl(Layer):
         first = in_shapes[names[0]]
         for other in names[1:]:
             s = in_shapes[other]
-            if s.buffer_type != first.buffer_type or s.feature_shape != first.feature_shape:
+            if (
+                s.buffer_type != first.buffer_type
+                or s.feature_shape != first.feature_shape
+            ):
                 raise LayerValidationError(
                     f'{self._desc()}: all inputs must have one shape and buffer '
                     f'type, like inputs_1 {first.shape} '

@@ -42,9 +42,7 @@ def test_residual_connection_with_named_inputs(tmp_path):
     net = bs.Network.from_layer(inp)
     x = np.random.RandomState(0).randn(4, 2, 3)
     outputs = network_round_trips(net, {'default': x}, tmp_path)
-    np.testing.assert_allclose(
-        outputs['Residual'], x + outputs['Block'], rtol=1e-12
-    )
+    np.testing.assert_allclose(outputs['Residual'], x + outputs['Block'], rtol=1e-12)
 
 
 def test_same_output_into_both_inputs_doubles_it():
@@ -61,9 +59,14 @@ def test_same_output_into_both_inputs_doubles_it():
 
 
 def test_one_input_is_refused_naming_the_argument():
-    with pytest.raises(LayerValidationError, match=r"Add 'A'.*num_inputs must be an int >= 2.*Received: num_inputs=1"):
+    with pytest.raises(
+        LayerValidationError,
+        match=r"Add 'A'.*num_inputs must be an int >= 2.*Received: num_inputs=1",
+    ):
         instantiate_layer(AddLayerImpl, {'inputs_1': (3,)}, name='A', num_inputs=1)
-    with pytest.raises(LayerValidationError, match=r"Add 'Add'.*num_inputs must be an int >= 2"):
+    with pytest.raises(
+        LayerValidationError, match=r"Add 'Add'.*num_inputs must be an int >= 2"
+    ):
         Add(num_inputs=0)
 
 
