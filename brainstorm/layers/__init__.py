@@ -21,6 +21,7 @@ from brainstorm.layers.highway_layer import Highway
 from brainstorm.layers.input_layer import Input
 from brainstorm.layers.l1_decay_layer import L1Decay
 from brainstorm.layers.l2_decay_layer import L2Decay
+from brainstorm.layers.layer_norm_layer import LayerNorm
 from brainstorm.layers.loss_layer import Loss
 from brainstorm.layers.lstm_layer import Lstm
 from brainstorm.layers.mask_layer import Mask
@@ -60,4 +61,5 @@ __all__ = [
     'L1Decay',
     'L2Decay',
     'Add',
+    'LayerNorm',
 ]

@@ -7,6 +7,7 @@ import numpy as np
 
 import brainstorm as bs
 from brainstorm.layers.add_layer import AddLayerImpl
+from brainstorm.layers.layer_norm_layer import LayerNormLayerImpl
 from brainstorm.structure.buffer_structure import BufferStructure
 
 
@@ -71,5 +72,21 @@ LAYER_SPECS = [
         layer_class=AddLayerImpl,
         in_shapes={'inputs_1': BufferStructure(2), 'inputs_2': BufferStructure(2)},
         spec={'output_weights': 'ones'},
+    ),
+    dict(
+        id='LayerNorm',
+        layer_class=LayerNormLayerImpl,
+        in_shapes={'default': (5,)},
+    ),
+    dict(
+        id='LayerNorm-multidim-epsilon',
+        layer_class=LayerNormLayerImpl,
+        in_shapes={'default': (2, 3)},
+        kwargs={'epsilon': 0.5},
+    ),
+    dict(
+        id='LayerNorm-one-feature',
+        layer_class=LayerNormLayerImpl,
+        in_shapes={'default': (1,)},
     ),
 ]
