@@ -301,6 +301,14 @@ class DebugHandler(Handler):
         self._expect_shape(op, 'out', out, [(m.shape[0], 1)])
         self._expect_ids(op, 'v', v, m.shape[1])
 
+    def _check_rows_by_id(self, op: str, args: dict) -> None:
+        m, v, out = args['m'], args['v'], args['out']
+        table, rows = (m, out) if op.startswith('gather') else (out, m)
+        self._expect_ndim(op, 'm', m, 2)
+        self._expect_shape(op, 'v', v, [(rows.shape[0], 1)])
+        self._expect_shape(op, 'out', out, [(out.shape[0], m.shape[1])])
+        self._expect_ids(op, 'v', v, table.shape[0])
+
     def _check_merge(self, op: str, args: dict) -> None:
         a, b, out = args['a'], args['b'], args['out']
         self._expect_ndim(op, 'b', b, len(a.shape))

@@ -353,6 +353,16 @@ class NumpyHandler(Handler):
         np.subtract(1, tmp, out=tmp)
         np.multiply(dy, tmp, out=dx)
 
+    # ------------------------------------------------------------- embedding
+
+    def gather_m_by_v(self, m, v, out) -> None:
+        _check_ids('gather_m_by_v', v, m.shape[0])
+        np.take(m, v[:, 0].astype(np.intp), axis=0, out=out, mode='clip')
+
+    def scatter_add_m_by_v(self, m, v, out) -> None:
+        _check_ids('scatter_add_m_by_v', v, out.shape[0])
+        np.add.at(out, v[:, 0].astype(np.intp), m)
+
     # -------------------------------------------------------------- conv/pool
 
     # Each op delegates to its namesake in _numpy_conv, which holds the speed

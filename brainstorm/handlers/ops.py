@@ -54,6 +54,7 @@ from brainstorm.handlers.op_spec import (
     op_method,
     signature,
 )
+from brainstorm.handlers.ops_added import SECTIONS_ADDED
 
 __all__ = [
     'Op',
@@ -579,6 +580,8 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
             optional=('x',),
         ),
     ),
+    # the sections added with the layers of today, in their own module
+    **SECTIONS_ADDED,
     'conv/pool': (
         Op(
             'conv2d_forward_batch',

@@ -16,6 +16,7 @@ from brainstorm.layers.convolution_2d_layer import Convolution2D
 from brainstorm.layers.deltas_scaling_layer import DeltasScaling
 from brainstorm.layers.dropout_layer import Dropout
 from brainstorm.layers.elementwise_layer import Elementwise
+from brainstorm.layers.embedding_layer import Embedding
 from brainstorm.layers.fully_connected_layer import FullyConnected
 from brainstorm.layers.highway_layer import Highway
 from brainstorm.layers.input_layer import Input
@@ -62,4 +63,5 @@ __all__ = [
     'L2Decay',
     'Add',
     'LayerNorm',
+    'Embedding',
 ]

@@ -1058,6 +1058,54 @@ def table_rows(cases):
     ]
 
 
+# ------------------------------------------------------------- embedding
+
+
+def _gather(m, v, out):
+    return {'out': m[v[:, 0].astype(int)]}
+
+
+def _scatter_add(m, v, out):
+    total = out.copy()
+    for row, k in zip(m, v[:, 0].astype(int)):
+        total[k] += row  # repeated ids accumulate
+    return {'out': total}
+
+
+CASES += [
+    case(
+        'gather_m_by_v',
+        {'m': A(4, 3), 'v': A(6, 1, values='ids', high=4), 'out': A(6, 3)},
+        _gather,
+    ),
+    case(
+        'gather_m_by_v',
+        {
+            'm': A(5, 2, view='last'),
+            'v': A(3, 1, values='ids', high=5, view='last'),
+            'out': A(3, 2, view='last'),
+        },
+        _gather,
+        variant='-views',
+    ),
+    case(
+        'scatter_add_m_by_v',
+        # 9 rows into 3 ids: every id is repeated
+        {'m': A(9, 4), 'v': A(9, 1, values='ids', high=3), 'out': A(3, 4)},
+        _scatter_add,
+    ),
+    case(
+        'scatter_add_m_by_v',
+        {
+            'm': A(4, 2, view='last'),
+            'v': A(4, 1, values='ids', high=6, view='last'),
+            'out': A(6, 2, view='last'),
+        },
+        _scatter_add,
+        variant='-views',
+    ),
+]
+
 CASES += table_rows(CASES)
 
 
@@ -1583,6 +1631,30 @@ DEBUG_CHECKS = {  # name: (call on a fresh DebugHandler, expected substrings)
             _arr(h, 2, 3), h.create_from_numpy(np.array([[0.0], [-1.0]])), _arr(h, 2, 1)
         ),
         ['index_m_by_v', "'v'", '[0, 3)', '-1.0'],
+    ),
+    'gather-ids': (
+        lambda h: h.gather_m_by_v(
+            _arr(h, 3, 2), h.create_from_numpy(np.array([[0.0], [3.0]])), _arr(h, 2, 2)
+        ),
+        ['gather_m_by_v', "'v'", '[0, 3)', '3.0'],
+    ),
+    'gather-out-shape': (
+        lambda h: h.gather_m_by_v(
+            _arr(h, 3, 2), h.create_from_numpy(np.array([[0.0], [1.0]])), _arr(h, 2, 3)
+        ),
+        ['gather_m_by_v', "'out'", '(2, 2)', '(2, 3)'],
+    ),
+    'scatter-ids': (
+        lambda h: h.scatter_add_m_by_v(
+            _arr(h, 2, 2), h.create_from_numpy(np.array([[0.5], [1.0]])), _arr(h, 3, 2)
+        ),
+        ['scatter_add_m_by_v', "'v'", 'integral', '0.5'],
+    ),
+    'scatter-v-shape': (
+        lambda h: h.scatter_add_m_by_v(
+            _arr(h, 2, 2), h.create_from_numpy(np.array([[0.0]])), _arr(h, 3, 2)
+        ),
+        ['scatter_add_m_by_v', "'v'", '(2, 1)', '(1, 1)'],
     ),
     'merge-shapes': (
         lambda h: h.merge_tt(_arr(h, 2, 3), _arr(h, 2, 4), _arr(h, 2, 6)),

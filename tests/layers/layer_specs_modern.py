@@ -7,8 +7,10 @@ import numpy as np
 
 import brainstorm as bs
 from brainstorm.layers.add_layer import AddLayerImpl
+from brainstorm.layers.embedding_layer import EmbeddingLayerImpl
 from brainstorm.layers.layer_norm_layer import LayerNormLayerImpl
 from brainstorm.structure.buffer_structure import BufferStructure
+from tests.layers.layer_specs_core import class_ids
 
 
 def network_round_trips(net, data, tmp_path):
@@ -88,5 +90,19 @@ LAYER_SPECS = [
         id='LayerNorm-one-feature',
         layer_class=LayerNormLayerImpl,
         in_shapes={'default': (1,)},
+    ),
+    dict(
+        id='Embedding',
+        layer_class=EmbeddingLayerImpl,
+        in_shapes={'default': (1,)},
+        kwargs={'vocab_size': 4, 'size': 3},
+        spec={'default': class_ids(4)},
+    ),
+    dict(
+        id='Embedding-repeated-ids',
+        layer_class=EmbeddingLayerImpl,
+        in_shapes={'default': (1,)},
+        kwargs={'vocab_size': 7, 'size': 2},
+        spec={'default': class_ids(2)},
     ),
 ]

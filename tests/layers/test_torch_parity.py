@@ -65,3 +65,29 @@ def test_layer_norm_matches_torch(features):
     _close(deltas['default'], tx.grad.numpy())
     _close(grads['gamma'], norm.weight.grad.numpy())
     _close(grads['beta'], norm.bias.grad.numpy())
+
+
+def test_embedding_matches_torch():
+    from brainstorm.layers.embedding_layer import EmbeddingLayerImpl
+
+    rng = np.random.RandomState(1)
+    t, b, vocab, size = 4, 3, 6, 5
+    ids = rng.randint(0, vocab, (t, b, 1)).astype(np.float32)
+    W = rng.randn(vocab, size).astype(np.float32)
+    dy = rng.randn(t, b, size).astype(np.float32)
+    spec = {'time_steps': t, 'batch_size': b, 'default': ids, 'inits': {'W': W}}
+    y, _, grads = _run_brainstorm(
+        EmbeddingLayerImpl,
+        {'default': (1,)},
+        {'vocab_size': vocab, 'size': size},
+        spec,
+        dy,
+    )
+
+    embedding = torch.nn.Embedding(vocab, size)
+    with torch.no_grad():
+        embedding.weight.copy_(torch.from_numpy(W))
+    ty = embedding(torch.from_numpy(ids[..., 0].astype(np.int64)))
+    ty.backward(torch.from_numpy(dy))
+    _close(y, ty.detach().numpy())
+    _close(grads['W'], embedding.weight.grad.numpy())

@@ -17,6 +17,7 @@ from brainstorm.arguments import SEED, Arg, Optional
 from brainstorm.handlers.base_handler import FirstUseRandomState, Handler
 from brainstorm.handlers.cuda import kernels
 from brainstorm.handlers.cuda.cublas import Cublas, row_major_gemm, row_major_ld
+from brainstorm.handlers.cuda.embedding import install_embedding_ops
 from brainstorm.handlers.cuda.views import (
     GPUView,
     broadcast_mv,
@@ -786,3 +787,6 @@ install_ops(
     [OPS[name] for name in kernels.ELEMENTWISE],
     PyCudaHandler._elementwise,
 )
+
+# the embedding ops, written in their own module (see there)
+install_embedding_ops(PyCudaHandler)
