@@ -18,6 +18,7 @@ from brainstorm.layers.dropout_layer import Dropout
 from brainstorm.layers.elementwise_layer import Elementwise
 from brainstorm.layers.embedding_layer import Embedding
 from brainstorm.layers.fully_connected_layer import FullyConnected
+from brainstorm.layers.global_pooling_layer import GlobalPooling
 from brainstorm.layers.highway_layer import Highway
 from brainstorm.layers.input_layer import Input
 from brainstorm.layers.l1_decay_layer import L1Decay
@@ -64,4 +65,5 @@ __all__ = [
     'Add',
     'LayerNorm',
     'Embedding',
+    'GlobalPooling',
 ]

@@ -8,6 +8,7 @@ import numpy as np
 import brainstorm as bs
 from brainstorm.layers.add_layer import AddLayerImpl
 from brainstorm.layers.embedding_layer import EmbeddingLayerImpl
+from brainstorm.layers.global_pooling_layer import GlobalPoolingLayerImpl
 from brainstorm.layers.layer_norm_layer import LayerNormLayerImpl
 from brainstorm.structure.buffer_structure import BufferStructure
 from tests.layers.layer_specs_core import class_ids
@@ -104,5 +105,29 @@ LAYER_SPECS = [
         in_shapes={'default': (1,)},
         kwargs={'vocab_size': 7, 'size': 2},
         spec={'default': class_ids(2)},
+    ),
+    dict(
+        id='GlobalPooling-avg',
+        layer_class=GlobalPoolingLayerImpl,
+        in_shapes={'default': (3, 2, 4)},
+        kwargs={'type': 'avg'},
+    ),
+    dict(
+        id='GlobalPooling-max',
+        layer_class=GlobalPoolingLayerImpl,
+        in_shapes={'default': (2, 3, 2)},
+        kwargs={'type': 'max'},
+    ),
+    dict(
+        id='GlobalPooling-avg-sequence',
+        layer_class=GlobalPoolingLayerImpl,
+        in_shapes={'default': (5, 3)},
+        kwargs={'type': 'avg'},
+    ),
+    dict(
+        id='GlobalPooling-max-sequence',
+        layer_class=GlobalPoolingLayerImpl,
+        in_shapes={'default': (4, 2)},
+        kwargs={'type': 'max'},
     ),
 ]
