@@ -25,6 +25,8 @@ __all__ = [
     'Handler',
     'ACTIVATIONS',
     'ACTIVATION_NAMES',
+    'ACTIVATION_ALIASES',
+    'NEEDS_INPUT',
     'ActivationTable',
     'UnknownActivationError',
     'FirstUseRandomState',
@@ -33,8 +35,27 @@ __all__ = [
 #: The names of the activation functions, listed here and nowhere else.
 #: Each name is a handler op ``name(x, y)`` with its derivative op
 #: ``name_deriv(x, y, dy, dx)``; layer arguments (``activation=``) accept
-#: exactly these.
-ACTIVATIONS = ('sigmoid', 'tanh', 'rel', 'linear', 'el')
+#: these (those of :data:`NEEDS_INPUT` only where the layer says so) and
+#: the :data:`ACTIVATION_ALIASES`.
+ACTIVATIONS = (
+    'sigmoid',
+    'tanh',
+    'rel',
+    'linear',
+    'el',
+    'softplus',
+    'leaky_rel',
+    'gelu',
+)
+
+#: The activations whose derivative needs the input ``x``: for all others
+#: it follows from ``y = f(x)`` alone, which lets layers compute ``f`` in
+#: place and keep only ``y``. Only layers that keep their input
+#: (``Elementwise``) accept these.
+NEEDS_INPUT = ('gelu',)
+
+#: Other accepted spellings of activation names: alias -> name.
+ACTIVATION_ALIASES = {'relu': 'rel'}
 
 #: The same tuple under its earlier name.
 ACTIVATION_NAMES = ACTIVATIONS
@@ -383,6 +404,12 @@ def _inplace(f, x) -> None:
 
 
 def _inplace_deriv(f_deriv, y, dy) -> None:
+    name = getattr(f_deriv, '__name__', '').removesuffix('_deriv')
+    if name in NEEDS_INPUT:
+        raise ValueError(
+            f'inplace_act_func_deriv: the derivative of {name!r} needs '
+            f'the input x; call act_func_deriv[{name!r}](x, y, dy, dx).'
+        )
     f_deriv(None, y, dy, dy)
 
 

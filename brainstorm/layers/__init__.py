@@ -33,6 +33,7 @@ from brainstorm.layers.pooling_2d_layer import Pooling2D
 from brainstorm.layers.recurrent_layer import Recurrent
 from brainstorm.layers.sigmoid_ce_layer import SigmoidCE
 from brainstorm.layers.softmax_ce_layer import SoftmaxCE
+from brainstorm.layers.softmax_layer import Softmax
 from brainstorm.layers.squared_difference_layer import SquaredDifference
 from brainstorm.layers.squared_error_layer import SquaredError
 
@@ -66,4 +67,5 @@ __all__ = [
     'LayerNorm',
     'Embedding',
     'GlobalPooling',
+    'Softmax',
 ]

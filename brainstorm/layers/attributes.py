@@ -31,7 +31,11 @@ from brainstorm.arguments import REQUIRED, Arg, Check, Choice, Int, Real
 from brainstorm.arguments.checks import MAX_INT, _is_int
 from brainstorm.arguments.declaring import check_value
 from brainstorm.errors import LayerValidationError
-from brainstorm.handlers.base_handler import ACTIVATION_NAMES
+from brainstorm.handlers.base_handler import (
+    ACTIVATION_ALIASES,
+    ACTIVATION_NAMES,
+    NEEDS_INPUT,
+)
 
 __all__ = [
     'REQUIRED',
@@ -165,10 +169,27 @@ class OneOf(Choice):
 
 
 class Activation(OneOf):
-    """The name of an activation function."""
+    """The name of an activation function (an alias gives its name).
 
-    def __init__(self):
-        super().__init__(*ACTIVATIONS)
+    Args:
+        needs_input_ok: whether the activations of
+            :data:`~brainstorm.handlers.base_handler.NEEDS_INPUT` (whose
+            derivative needs the input, e.g. ``'gelu'``) are accepted: only
+            for layers that keep their input.
+    """
+
+    def __init__(self, needs_input_ok: bool = False):
+        names = [n for n in ACTIVATIONS if needs_input_ok or n not in NEEDS_INPUT]
+        super().__init__(*names, *ACTIVATION_ALIASES)
+        if not needs_input_ok:
+            self.expected += (
+                f' ({", ".join(map(repr, NEEDS_INPUT))} only in Elementwise)'
+            )
+
+    def normalize(self, value: Any) -> Any:
+        """Return the activation name of ``value``; raise ValueError if none."""
+        name = super().normalize(value)
+        return ACTIVATION_ALIASES.get(name, name)
 
 
 class ShapeDict(Constraint):

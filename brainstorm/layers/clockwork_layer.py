@@ -45,7 +45,8 @@ def Clockwork(
     Args:
         size: number of units (defaults to the input feature size when
             absent from an architecture).
-        activation: 'sigmoid', 'tanh', 'rel', 'linear' or 'el'.
+        activation: 'sigmoid', 'tanh', 'rel' (or 'relu'), 'linear', 'el',
+            'softplus' or 'leaky_rel'.
         name: the layer name.
 
     Shapes:

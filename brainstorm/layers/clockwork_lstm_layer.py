@@ -44,7 +44,8 @@ def ClockworkLstm(
     Args:
         size: number of cells (defaults to the input feature size when
             absent from an architecture).
-        activation: 'sigmoid', 'tanh', 'rel', 'linear' or 'el'.
+        activation: 'sigmoid', 'tanh', 'rel' (or 'relu'), 'linear', 'el',
+            'softplus' or 'leaky_rel'.
         name: the layer name.
 
     Shapes:

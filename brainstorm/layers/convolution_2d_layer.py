@@ -41,7 +41,8 @@ def Convolution2D(
         kernel_size: ``(kh, kw)``, two positive ints.
         stride: ``(sy, sx)``, two positive ints.
         padding: zero cells added on every side, an int >= 0.
-        activation: 'sigmoid', 'tanh', 'rel', 'linear' or 'el'.
+        activation: 'sigmoid', 'tanh', 'rel' (or 'relu'), 'linear', 'el',
+            'softplus' or 'leaky_rel'.
         name: the layer name.
 
     Shapes:

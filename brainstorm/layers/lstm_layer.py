@@ -50,7 +50,8 @@ def Lstm(
     Args:
         size: number of cells (defaults to the input feature size when
             absent from an architecture).
-        activation: 'sigmoid', 'tanh', 'rel', 'linear' or 'el' (``g, h``).
+        activation: 'sigmoid', 'tanh', 'rel' (or 'relu'), 'linear', 'el',
+            'softplus' or 'leaky_rel' (``g, h``).
         name: the layer name.
 
     Shapes:

@@ -19,7 +19,7 @@ import pytest
 import brainstorm.handlers
 from brainstorm.describable import create_from_description, get_description
 from brainstorm.handlers import DebugHandler, NumpyHandler
-from brainstorm.handlers.base_handler import ACTIVATION_NAMES
+from brainstorm.handlers.base_handler import ACTIVATION_NAMES, NEEDS_INPUT
 from brainstorm.handlers.debug_handler import DebugArray, DebugHandlerError
 from brainstorm.handlers.ops import OPS
 
@@ -245,12 +245,29 @@ def _el(x):
     return np.where(x > 0, x, np.expm1(np.minimum(x, 0)))
 
 
-ACTIVATIONS = {  # name: (f(x), f'(x) from y)
-    'sigmoid': (_sigmoid, lambda y: y * (1 - y)),
-    'tanh': (np.tanh, lambda y: 1 - y**2),
-    'rel': (lambda x: np.maximum(x, 0), lambda y: (y > 0) * 1.0),
-    'el': (_el, lambda y: np.where(y >= 0, 1.0, y + 1)),
-    'linear': (lambda x: x, lambda y: np.ones_like(y)),
+def _gelu(x):
+    k = np.sqrt(2 / np.pi)
+    return 0.5 * x * (1 + np.tanh(k * (x + 0.044715 * x**3)))
+
+
+def _gelu_deriv(x):
+    k = np.sqrt(2 / np.pi)
+    t = np.tanh(k * (x + 0.044715 * x**3))
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t**2) * k * (1 + 3 * 0.044715 * x**2)
+
+
+ACTIVATIONS = {  # name: (f(x), f'(x) from (x, y); x is None for "from y")
+    'sigmoid': (_sigmoid, lambda x, y: y * (1 - y)),
+    'tanh': (np.tanh, lambda x, y: 1 - y**2),
+    'rel': (lambda x: np.maximum(x, 0), lambda x, y: (y > 0) * 1.0),
+    'el': (_el, lambda x, y: np.where(y >= 0, 1.0, y + 1)),
+    'linear': (lambda x: x, lambda x, y: np.ones_like(y)),
+    'softplus': (lambda x: np.logaddexp(0, x), lambda x, y: -np.expm1(-y)),
+    'leaky_rel': (
+        lambda x: np.where(x > 0, x, 0.01 * x),
+        lambda x, y: np.where(y > 0, 1.0, 0.01),
+    ),
+    'gelu': (_gelu, lambda x, y: _gelu_deriv(x)),  # needs x
 }
 
 
@@ -418,6 +435,9 @@ def activation_rows(name):
         'rel': (0.0, 3.0),
         'el': (-1.0, 3.0),
         'linear': (-3.0, 3.0),
+        'softplus': (0.0, 3.0),
+        'leaky_rel': (-0.03, 3.0),
+        'gelu': (-0.17, 3.0),
     }[name]
     zeros_in_y = {'rel': 'zeros_mixed'}.get(name, 'uniform')
 
@@ -425,7 +445,7 @@ def activation_rows(name):
         return {'y': f(x)}
 
     def ref_deriv(x, y, dy, dx):
-        return {'dx': dy * deriv(y)}
+        return {'dx': dy * deriv(x, y)}
 
     y_spec = {'low': y_values[0], 'high': y_values[1], 'values': zeros_in_y}
     return [
@@ -456,11 +476,22 @@ def activation_rows(name):
             ref_deriv,
             variant='-views',
         ),
-        case(
-            name + '_deriv',
-            {'x': None, 'y': A(1, 4, **y_spec), 'dy': A(1, 4), 'dx': Same('dy')},
-            ref_deriv,
-            variant='-alias-no-x',
+        *(
+            []
+            if name in NEEDS_INPUT
+            else [
+                case(
+                    name + '_deriv',
+                    {
+                        'x': None,
+                        'y': A(1, 4, **y_spec),
+                        'dy': A(1, 4),
+                        'dx': Same('dy'),
+                    },
+                    ref_deriv,
+                    variant='-alias-no-x',
+                )
+            ]
         ),
     ]
 
@@ -984,6 +1015,9 @@ CASES = [
     *activation_rows('rel'),
     *activation_rows('sigmoid'),
     *activation_rows('tanh'),
+    *activation_rows('gelu'),
+    *activation_rows('leaky_rel'),
+    *activation_rows('softplus'),
     # conv/pool
     *conv_rows(),
     *pool_rows(),
@@ -1259,7 +1293,7 @@ def test_activation_dicts(handler, name):
     handler.act_func_deriv[name](x_h, y_h, dy_h, dx_h)
     np.testing.assert_allclose(
         handler.get_numpy_copy(dx_h),
-        dy * deriv(y),
+        dy * deriv(x, y),
         **tol,
         err_msg=f'act_func_deriv[{name!r}]',
     )
@@ -1267,10 +1301,14 @@ def test_activation_dicts(handler, name):
     np.testing.assert_allclose(
         handler.get_numpy_copy(x_h), f(x), **tol, err_msg=f'inplace_act_func[{name!r}]'
     )
+    if name in NEEDS_INPUT:
+        with pytest.raises(ValueError, match=f'derivative of {name!r} needs the input'):
+            handler.inplace_act_func_deriv[name](y_h, dy_h)
+        return
     handler.inplace_act_func_deriv[name](y_h, dy_h)
     np.testing.assert_allclose(
         handler.get_numpy_copy(dy_h),
-        dy * deriv(y),
+        dy * deriv(x, y),
         **tol,
         err_msg=f'inplace_act_func_deriv[{name!r}]',
     )

@@ -7,9 +7,11 @@ import numpy as np
 
 import brainstorm as bs
 from brainstorm.layers.add_layer import AddLayerImpl
+from brainstorm.layers.elementwise_layer import ElementwiseLayerImpl
 from brainstorm.layers.embedding_layer import EmbeddingLayerImpl
 from brainstorm.layers.global_pooling_layer import GlobalPoolingLayerImpl
 from brainstorm.layers.layer_norm_layer import LayerNormLayerImpl
+from brainstorm.layers.softmax_layer import SoftmaxLayerImpl
 from brainstorm.structure.buffer_structure import BufferStructure
 from tests.layers.layer_specs_core import class_ids
 
@@ -129,5 +131,26 @@ LAYER_SPECS = [
         layer_class=GlobalPoolingLayerImpl,
         in_shapes={'default': (4, 2)},
         kwargs={'type': 'max'},
+    ),
+    dict(
+        id='Softmax',
+        layer_class=SoftmaxLayerImpl,
+        in_shapes={'default': (4,)},
+    ),
+    dict(
+        id='Softmax-multidim',
+        layer_class=SoftmaxLayerImpl,
+        in_shapes={'default': (2, 3)},
+    ),
+    dict(
+        id='Softmax-one-feature',
+        layer_class=SoftmaxLayerImpl,
+        in_shapes={'default': (1,)},
+    ),
+    dict(
+        id='Elementwise-relu-alias',
+        layer_class=ElementwiseLayerImpl,
+        in_shapes={'default': (3,)},
+        kwargs={'activation': 'relu'},
     ),
 ]
