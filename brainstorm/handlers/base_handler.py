@@ -54,7 +54,7 @@ ACTIVATIONS = (
 #: (``Elementwise``) accept these.
 NEEDS_INPUT = ('gelu',)
 
-#: Other accepted spellings of activation names: alias -> name.
+#: The other accepted spellings of activation names (alias -> name).
 ACTIVATION_ALIASES = {'relu': 'rel'}
 
 #: The same tuple under its earlier name.
