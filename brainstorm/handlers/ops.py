@@ -55,6 +55,7 @@ from brainstorm.handlers.op_spec import (
     signature,
 )
 from brainstorm.handlers.ops_added import SECTIONS_ADDED
+from brainstorm.handlers.ops_layers import LAYER_SECTIONS
 
 __all__ = [
     'Op',
@@ -741,6 +742,7 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
             check='pool',
         ),
     ),
+    **LAYER_SECTIONS,
 }
 
 #: Every op, in the order of the handler files' sections.
