@@ -36,9 +36,7 @@ def test_unknown_activation_is_rejected():
         match=r"Elementwise 'Elementwise': activation must be"
         r".*'swish'",
     ):
-        instantiate_layer(
-            ElementwiseLayerImpl, {'default': (2,)}, activation='swish'
-        )
+        instantiate_layer(ElementwiseLayerImpl, {'default': (2,)}, activation='swish')
 
 
 @pytest.mark.parametrize('activation', sorted(REFERENCE))
