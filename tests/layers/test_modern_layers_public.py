@@ -31,12 +31,14 @@ assert np.isfinite(loss) and np.isfinite(net.get('gradients')).all()
 assert np.allclose(net.get('Probs.outputs.default').sum(-1), 1, atol=1e-5)
 
 img = Input({'default': ('T', 'B', 6, 5, 2)})
-img >> Convolution2D(3, (3, 3), padding=1, activation='relu') >> GlobalPooling('max', name='Pool')
+conv = Convolution2D(3, (3, 3), padding=1, activation='relu')
+img >> conv >> GlobalPooling('max', name='Pool')
 cnn = bs.Network.from_layer(img)
 cnn.initialize(bs.initializers.Gaussian(0.1), seed=1)
 cnn.provide_external_data({'default': rng.randn(1, 2, 6, 5, 2)})
 cnn.forward_pass()
-print('ok', net.handler.dtype.__name__, cnn.get('Pool.outputs.default').shape, round(float(loss), 3))
+pooled = cnn.get('Pool.outputs.default')
+print('ok', net.handler.dtype.__name__, pooled.shape, round(float(loss), 3))
 """
 
 
