@@ -23,7 +23,10 @@ def Embedding(
     ``SoftmaxCE``. An id outside ``[0, vocab_size)`` or with a fractional
     part raises ``NetworkValidationError`` in the forward pass, naming the
     layer, the id and its time step and sequence (this reads the ids back
-    from the handler each pass).
+    from the handler each pass). This holds for padding positions too:
+    pad sequences with a valid id such as 0 (as the data iterators do) and
+    let a mask (e.g. a ``Mask`` layer before the loss) keep them out of
+    the gradients.
 
     Backward: ``dW[k] = sum of dy[t, b]`` over the positions whose id is
     ``k`` (repeated ids accumulate). The ids get no deltas.

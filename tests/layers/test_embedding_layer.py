@@ -123,3 +123,28 @@ def test_bad_arguments_name_layer_and_argument(kwargs, argument):
 def test_input_must_be_one_id_per_position():
     with pytest.raises(LayerValidationError, match=r"Embedding 'Embedding'.*input"):
         instantiate_layer(EmbeddingLayerImpl, {'default': (2,)}, vocab_size=3, size=2)
+
+
+def test_masked_positions_give_no_gradient():
+    """Under a Mask, padding positions (holding id 0 or any valid id)
+    contribute nothing to dW."""
+    from brainstorm.layers import Loss, Mask
+
+    inp = Input({'default': ('T', 'B', 1), 'mask': ('T', 'B', 1)})
+    mask = Mask(name='M')
+    inp - 'default' >> Embedding(5, 2, name='Emb') >> mask
+    inp - 'mask' >> 'mask' - mask
+    mask >> Loss(name='L')
+    net = bs.Network.from_layer(inp)
+    net.set_handler(bs.handlers.NumpyHandler(np.float64))
+    net.initialize(bs.initializers.Gaussian(0.5), seed=3)
+    ids = np.array([[[1], [2]], [[4], [2]], [[0], [0]]], dtype=float)
+    m = np.array([[[1], [1]], [[0], [1]], [[0], [0]]], dtype=float)
+    net.provide_external_data({'default': ids, 'mask': m})
+    net.forward_pass(training_pass=True)
+    net.backward_pass()
+    dW = net.get('Emb.gradients.W')
+    # Loss adds 1 / batch size to every delta; the mask zeroes padding
+    np.testing.assert_allclose(dW[1], [0.5, 0.5])
+    np.testing.assert_allclose(dW[2], [1.0, 1.0])
+    assert not dW[0].any() and not dW[4].any() and not dW[3].any()
