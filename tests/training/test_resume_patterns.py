@@ -32,7 +32,7 @@ def _worker(*args):
     return result.stdout
 
 
-@pytest.mark.parametrize('pattern', ['monitor_training', 'alias'])
+@pytest.mark.parametrize('pattern', ['monitor_training', 'alias', 'samples_file'])
 def test_resume_from_every_position_with_monitors_on_the_training_iterator(
     tmp_path, pattern
 ):
