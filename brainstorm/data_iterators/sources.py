@@ -338,6 +338,13 @@ class FromGenerator(DataIterator):
         length: int | None = None,
         check_finite: bool = True,
     ):
+        if isinstance(batches, (str, bytes, dict)):
+            # iterable, but of characters or names, not of batches
+            raise IteratorValidationError(
+                'FromGenerator: batches must be a function returning batches, '
+                'a list of batches or a generator of batches (a single batch '
+                f'goes in a list). Received: batches={batches!r:.80}'
+            )
         self.batches = batches
         self.check_finite = bool(check_finite)
         self._passes = 0
