@@ -285,7 +285,7 @@ class FromGenerator(DataIterator):
     * an iterable that is not its own iterator (a list of batches): every
       pass goes over it anew.
     * a generator (any iterator): it gives one pass only. A second pass
-      raises an :class:`~brainstorm.utils.IteratorValidationError`: pass
+      raises an :class:`~brainstorm.errors.IteratorValidationError`: pass
       the function that makes the generator instead.
 
     ``data_shapes`` may be left out: the first batch then gives it (a
