@@ -164,11 +164,9 @@ def _mask_lengths(mask, time_steps: int, sample_size: int) -> np.ndarray:
     step = max(1, 2**20 // per_sample)
     for start in range(0, sample_size, step):
         block = np.asarray(mask[:, start : start + step])
-        nonzero = block.reshape(time_steps, block.shape[1], -1).any(axis=2)
+        nonzero = np.asarray(block.reshape(time_steps, block.shape[1], -1).any(axis=2))
         last = time_steps - np.argmax(nonzero[::-1], axis=0)
-        lengths[start : start + block.shape[1]] = np.where(
-            nonzero.any(axis=0), last, 0
-        )
+        lengths[start : start + block.shape[1]] = np.where(nonzero.any(axis=0), last, 0)
     return lengths
 
 

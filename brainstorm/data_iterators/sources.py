@@ -43,8 +43,10 @@ def _example_iterator():
     return Undivided(a=np.zeros((1, 2, 4, 4, 1)))
 
 
-def _checked_batch(owner: str, data: dict, check_finite: bool, read) -> dict:
-    """Read one batch with ``read(name, array)``, checking data read on demand.
+def _checked_batch(
+    owner: str, data: dict, check_finite: bool, time_cut: slice, samples
+) -> dict:
+    """Read time steps ``time_cut`` of ``samples`` (a slice or indices) of ``data``.
 
     Values read from data in memory were checked when the iterator was
     built; those read from a file (or a ``np.memmap``) are checked here,
@@ -52,9 +54,9 @@ def _checked_batch(owner: str, data: dict, check_finite: bool, read) -> dict:
     """
     batch = {}
     for name, array in data.items():
-        block, samples, first_step = read(array)
+        block = _read(array, time_cut, samples)
         if check_finite and reads_on_demand(array):
-            _check_finite_batch(owner, name, block, samples, first_step)
+            _check_finite_batch(owner, name, block, samples)
         batch[name] = _read_only(np.asarray(block))
     return batch
 
@@ -99,10 +101,7 @@ class Undivided(DataIterator):
     def _part(self, handler, rank: int, size: int):
         start, stop = _part_bounds(self.total_size, rank, size)
         yield _checked_batch(
-            'Undivided',
-            self.data,
-            self.check_finite,
-            lambda array: (array[:, start:stop], slice(start, stop), 0),
+            'Undivided', self.data, self.check_finite, slice(None), slice(start, stop)
         )
 
 
@@ -257,10 +256,7 @@ class Minibatches(DataIterator):
                 low, high = _part_bounds(len(samples), rank, size)
                 part = samples[low:high]
             yield _checked_batch(
-                'Minibatches',
-                self.data,
-                self.check_finite,
-                lambda array, part=part: (_read(array, time_cut, part), part, 0),
+                'Minibatches', self.data, self.check_finite, time_cut, part
             )
 
 

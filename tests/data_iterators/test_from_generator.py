@@ -15,7 +15,10 @@ Y = np.arange(8).reshape(1, 8, 1) % 2
 
 def make_batches(size=3):
     for start in range(0, 8, size):
-        yield {'default': X[:, start : start + size], 'targets': Y[:, start : start + size]}
+        yield {
+            'default': X[:, start : start + size],
+            'targets': Y[:, start : start + size],
+        }
 
 
 def starts(iterator):
@@ -29,7 +32,9 @@ def test_a_function_is_called_once_per_pass():
         calls.append(1)
         return make_batches()
 
-    it = FromGenerator(batches, data_shapes={'default': (1, 8, 3), 'targets': (1, 8, 1)})
+    it = FromGenerator(
+        batches, data_shapes={'default': (1, 8, 3), 'targets': (1, 8, 1)}
+    )
     assert calls == []
     assert starts(it) == starts(it) == [0, 9, 18]
     assert len(calls) == 2
@@ -76,7 +81,9 @@ def test_it_trains_a_network_for_several_epochs():
 
 def test_a_pass_of_another_length_than_declared_is_refused():
     it = FromGenerator(make_batches, length=2)
-    with pytest.raises(IteratorValidationError, match='yielded 3 batches, but length is 2'):
+    with pytest.raises(
+        IteratorValidationError, match='yielded 3 batches, but length is 2'
+    ):
         list(it())
 
 
@@ -85,10 +92,19 @@ def test_a_pass_of_another_length_than_declared_is_refused():
     [
         ([X], 'batch 0 of the pass must be a dict'),
         ({'default': X}, r"has data \['default'\], but data_shapes names"),
-        ({'default': X[..., :2], 'targets': Y}, r"'default' of batch 0 must have shape \(T, B, 3\)"),
+        (
+            {'default': X[..., :2], 'targets': Y},
+            r"'default' of batch 0 must have shape \(T, B, 3\)",
+        ),
         ({'default': X, 'targets': Y[:, :2]}, r'the same \(T, B\)'),
-        ({'default': X.astype(str), 'targets': Y}, "data 'default' of batch 0 must be a numeric array"),
-        ({'default': np.full_like(X, np.nan), 'targets': Y}, r"'default' holds NaN or infinite values \(the first at index \(0, 0, 0\)"),
+        (
+            {'default': X.astype(str), 'targets': Y},
+            "data 'default' of batch 0 must be a numeric array",
+        ),
+        (
+            {'default': np.full_like(X, np.nan), 'targets': Y},
+            r"'default' holds NaN or infinite values \(the first at index \(0, 0, 0\)",
+        ),
     ],
 )
 def test_a_bad_batch_is_refused_naming_what_is_wrong(batch, expected):
@@ -107,7 +123,8 @@ def test_check_finite_false_lets_nan_through():
 
 def test_a_function_returning_no_iterable_is_refused():
     with pytest.raises(
-        IteratorValidationError, match='batches\\(\\) must return an iterable of batches'
+        IteratorValidationError,
+        match='batches\\(\\) must return an iterable of batches',
     ):
         FromGenerator(lambda: None)
 

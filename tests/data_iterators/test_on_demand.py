@@ -166,7 +166,7 @@ def test_nan_in_a_file_given_to_undivided_is_found_when_read(tmp_path):
 def test_nan_in_memory_is_still_refused_when_the_iterator_is_built():
     x = samples()
     x[1, 7, 0] = np.nan
-    with pytest.raises(IteratorValidationError, match=r"index \(1, 7, 0\): nan"):
+    with pytest.raises(IteratorValidationError, match=r'index \(1, 7, 0\): nan'):
         Minibatches(3, x=x)
 
 
@@ -187,7 +187,10 @@ def test_a_dataset_of_strings_is_refused_naming_it(tmp_path):
     path = tmp_path / 'text.h5'
     with h5py.File(path, 'w') as f:
         f['x'] = np.array([[[b'a'], [b'b']]])
-    with h5py.File(path, 'r') as f, pytest.raises(
-        IteratorValidationError, match="Undivided: data 'x' must be a numeric array"
+    with (
+        h5py.File(path, 'r') as f,
+        pytest.raises(
+            IteratorValidationError, match="Undivided: data 'x' must be a numeric array"
+        ),
     ):
         Undivided(x=f['x'])

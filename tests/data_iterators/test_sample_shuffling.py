@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import brainstorm as bs
-from brainstorm.describable import create_from_description, get_description
 from brainstorm.data_iterators import Minibatches
+from brainstorm.describable import create_from_description, get_description
 from brainstorm.utils import IteratorValidationError
 from tests.data_iterators.helpers import batch_ids, samples
 
