@@ -1,6 +1,8 @@
 """Resume is exact when monitors draw passes from the training iterator's
 random states: per-update monitors of the training iterator, and one
-iterator object given to ``train`` under two names. Every checkpoint
+iterator object given to ``train`` under two names; and sample shuffling
+(``shuffle='samples'``) over data read batch by batch from an HDF5 file.
+Every checkpoint
 (each update and each epoch end) is continued in a fresh process and
 compared with the uninterrupted run: final parameters, and the logs,
 which hold a digest of the parameters after every update and epoch."""
