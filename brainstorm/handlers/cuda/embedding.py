@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import abc
 
+from brainstorm.handlers.ops import OPS
+
 __all__ = ['install_embedding_ops']
 
 
@@ -39,8 +41,6 @@ def scatter_add_m_by_v(self, m, v, out) -> None:  # noqa: D103 - the op table's
 
 def install_embedding_ops(cls: type) -> None:
     """Give the handler class ``cls`` the embedding ops, with the table's docs."""
-    from brainstorm.handlers.ops import OPS
-
     for function in (gather_m_by_v, scatter_add_m_by_v):
         function.__doc__ = OPS[function.__name__].doc
         function.__qualname__ = f'{cls.__name__}.{function.__name__}'
