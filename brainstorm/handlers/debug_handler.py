@@ -33,6 +33,7 @@ from brainstorm.handlers.debug_array import (
 )
 from brainstorm.handlers.numpy_handler import NumpyHandler
 from brainstorm.handlers.ops import OPS, Op, install_ops, signature
+from brainstorm.shapes import padding_sides
 
 __all__ = [
     'DebugHandler',
@@ -341,16 +342,17 @@ class DebugHandler(Handler):
 
     def _image_geometry(self, op: str, args: dict, kernel: tuple) -> tuple:
         """Check the input images; return the expected ``(N, OH, OW)``."""
-        inputs, padding, stride = args['inputs'], args['padding'], args['stride']
+        inputs, stride = args['inputs'], args['stride']
+        top, bottom, left, right = padding_sides(args['padding'])
         self._expect_ndim(op, 'inputs', inputs, 4)
         n, h, w = inputs.shape[:3]
-        oh = (h + 2 * padding - kernel[0]) // stride[0] + 1
-        ow = (w + 2 * padding - kernel[1]) // stride[1] + 1
+        padded = (h + top + bottom, w + left + right)
+        oh = (padded[0] - kernel[0]) // stride[0] + 1
+        ow = (padded[1] - kernel[1]) // stride[1] + 1
         if oh < 1 or ow < 1:
             self._fail(
                 op,
-                f'the window {kernel} does not fit into the padded input '
-                f'{(h + 2 * padding, w + 2 * padding)}',
+                f'the window {kernel} does not fit into the padded input {padded}',
             )
         return n, oh, ow
 
@@ -401,6 +403,12 @@ def _is_pair(value) -> bool:
     )
 
 
+def _is_padding(value) -> bool:
+    if isinstance(value, tuple):
+        return len(value) == 4 and all(_is_int(x) and x >= 0 for x in value)
+    return _is_int(value) and value >= 0
+
+
 def _is_shape(shape) -> bool:
     dims = shape if isinstance(shape, (tuple, list)) else (shape,)
     return all(_is_int(d) and d >= 0 for d in dims)
@@ -411,7 +419,10 @@ _KIND_CHECKS = {
     'scalar': (_is_scalar, 'a Python int or float'),
     'flag': (lambda value: isinstance(value, bool), 'a bool'),
     'pair': (_is_pair, 'a tuple of two positive ints'),
-    'padding': (lambda value: _is_int(value) and value >= 0, 'an int >= 0'),
+    'padding': (
+        _is_padding,
+        'an int >= 0 or a tuple (top, bottom, left, right) of ints >= 0',
+    ),
     'shape': (_is_shape, 'a tuple of ints >= 0'),
     'numpy': (lambda value: isinstance(value, np.ndarray), 'a numpy array'),
 }

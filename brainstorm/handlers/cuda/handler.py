@@ -26,6 +26,7 @@ from brainstorm.handlers.cuda.views import (
 )
 from brainstorm.handlers.ops import OPS, Op, install_ops
 from brainstorm.randomness import RandomState
+from brainstorm.shapes import padding_sides
 
 __all__ = ['PyCudaHandler', 'INSTALL_HINT']
 
@@ -67,8 +68,8 @@ def _pad4(values: tuple, fill: int) -> tuple:
     return (fill,) * (4 - len(values)) + tuple(values)
 
 
-def _out_size(size: int, kernel: int, padding: int, stride: int) -> int:
-    return (size + 2 * padding - kernel) // stride + 1
+def _out_size(size: int, kernel: int, before: int, after: int, stride: int) -> int:
+    return (size + before + after - kernel) // stride + 1
 
 
 class PyCudaHandler(Handler):
@@ -362,14 +363,17 @@ class PyCudaHandler(Handler):
         n, h, w, c = inputs.shape
         kh, kw = window
         sy, sx = stride
-        oh, ow = _out_size(h, kh, padding, sy), _out_size(w, kw, padding, sx)
+        top, bottom, left, right = padding_sides(padding)
+        oh = _out_size(h, kh, top, bottom, sy)
+        ow = _out_size(w, kw, left, right, sx)
         if tuple(outputs.shape) != (n, oh, ow, channels):
             raise ValueError(
                 f'{what}: inputs {inputs.shape}, window {(kh, kw)}, padding '
                 f'{padding} and stride {(sy, sx)} give outputs '
                 f'{(n, oh, ow, channels)}. Received: {outputs.shape}'
             )
-        return h, w, c, oh, ow, kh, kw, padding, sy, sx
+        # the kernels take the top and left padding: where windows start
+        return h, w, c, oh, ow, kh, kw, top, left, sy, sx
 
     def _batch_chunks(self, n: int, per_image: int):
         step = max(1, COL_ELEMENTS // max(per_image, 1))
@@ -377,7 +381,7 @@ class PyCudaHandler(Handler):
             yield start, min(start + step, n)
 
     def _im2col(self, x: GPUView, geometry: tuple) -> GPUView:
-        h, w, c, oh, ow, kh, kw, padding, sy, sx = geometry
+        h, w, c, oh, ow, kh, kw, top, left, sy, sx = geometry
         rows, k = x.shape[0] * oh * ow, kh * kw * c
         col = self._scratch('col', (rows, k))
         self._launch('conv', 'im2col', rows * k, *geometry, x.ptr, *x.strides, col.ptr)
@@ -579,7 +583,7 @@ class PyCudaHandler(Handler):
         weights,
         bias,
         outputs,
-        padding: int,
+        padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
         *,
         columns=None,
@@ -610,7 +614,7 @@ class PyCudaHandler(Handler):
         self,
         inputs,
         weights,
-        padding: int,
+        padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
         in_deltas,
         out_deltas,
@@ -658,7 +662,7 @@ class PyCudaHandler(Handler):
         inputs,
         window: tuple[int, int],
         outputs,
-        padding: int,
+        padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
         argmax,
     ) -> None:
@@ -690,7 +694,7 @@ class PyCudaHandler(Handler):
         inputs,
         window: tuple[int, int],
         outputs,
-        padding: int,
+        padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
         argmax,
         in_deltas,
@@ -725,7 +729,7 @@ class PyCudaHandler(Handler):
         inputs,
         window: tuple[int, int],
         outputs,
-        padding: int,
+        padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
     ) -> None:
         geometry = self._geometry(
@@ -753,7 +757,7 @@ class PyCudaHandler(Handler):
         inputs,
         window: tuple[int, int],
         outputs,
-        padding: int,
+        padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
         in_deltas,
         out_deltas,
