@@ -196,20 +196,18 @@ def conv2d_forward_batch(
     weights,
     bias,
     outputs,
-    padding: int,
+    padding: int | tuple[int, int, int, int],
     stride: tuple[int, int],
     *,
     columns=None,
 ) -> None:
     sides = padding_sides(padding)
-    padding = sides[0]
+    pad = sides[0]
     if len(set(sides)) > 1:  # asymmetric: convolve a padded copy
-        inputs, padding = _padded_sides(handler, inputs, sides), 0
+        inputs, pad = _padded_sides(handler, inputs, sides), 0
     n, oh, ow, f = outputs.shape
     kept = _columns(handler, columns, weights, (n, oh, ow))
-    fields = _fields(
-        handler, inputs, weights.shape[1:3], (padding, padding), stride, (oh, ow)
-    )
+    fields = _fields(handler, inputs, weights.shape[1:3], (pad, pad), stride, (oh, ow))
     wt = weights.reshape(f, -1).T
     if kept is not None:
         target = _view_as(columns, fields.shape)
@@ -230,7 +228,7 @@ def conv2d_backward_batch(
     handler,
     inputs,
     weights,
-    padding: int,
+    padding: int | tuple[int, int, int, int],
     stride: tuple[int, int],
     in_deltas,
     out_deltas,
@@ -256,7 +254,7 @@ def conv2d_backward_batch(
             skip_in_deltas=skip_in_deltas,
         )
         return
-    padding = sides[0]
+    pad = sides[0]
     n, oh, ow, f = out_deltas.shape
     kh, kw = weights.shape[1:3]
     dy = _rows_view(out_deltas)
@@ -268,15 +266,12 @@ def conv2d_backward_batch(
     kept = _columns(handler, columns, weights, (n, oh, ow))
     c = weights.shape[3]
     by_correlation = (
-        not skip_in_deltas
-        and c >= 8
-        and tuple(stride) == (1, 1)
-        and padding < min(kh, kw)
+        not skip_in_deltas and c >= 8 and tuple(stride) == (1, 1) and pad < min(kh, kw)
     )
     if by_correlation and kept is None:
         # both gradients from the same gathered fields
         _conv_deltas_by_correlation(
-            handler, dy, weights, padding, in_deltas, (oh, ow), (inputs, weight_deltas)
+            handler, dy, weights, pad, in_deltas, (oh, ow), (inputs, weight_deltas)
         )
         return
     dw = handler._buffer('dw', (f, kh * kw * c))
@@ -287,9 +282,7 @@ def conv2d_backward_batch(
         np.sum(products, axis=0, out=dw)
     else:
         # chunk by chunk: dw = sum over the chunks of dy.T @ col
-        fields = _fields(
-            handler, inputs, (kh, kw), (padding, padding), stride, (oh, ow)
-        )
+        fields = _fields(handler, inputs, (kh, kw), (pad, pad), stride, (oh, ow))
         part = handler._buffer('dw_part', dw.shape)
         for start, stop, rows in _field_chunks(handler, fields):
             col = _gather(handler, fields[start:stop])
@@ -301,14 +294,14 @@ def conv2d_backward_batch(
     if skip_in_deltas:
         return
     if by_correlation:
-        _conv_deltas_by_correlation(handler, dy, weights, padding, in_deltas, (oh, ow))
+        _conv_deltas_by_correlation(handler, dy, weights, pad, in_deltas, (oh, ow))
     elif c < 8:
         _conv_input_deltas_few_channels(
-            handler, dy, weights, padding, stride, in_deltas, (oh, ow)
+            handler, dy, weights, pad, stride, in_deltas, (oh, ow)
         )
     else:
         _conv_input_deltas_per_offset(
-            handler, dy, weights, padding, stride, in_deltas, (oh, ow)
+            handler, dy, weights, pad, stride, in_deltas, (oh, ow)
         )
 
 
@@ -453,14 +446,16 @@ def maxpool2d_forward_batch(
     inputs,
     window: tuple[int, int],
     outputs,
-    padding: int,
+    padding: int | tuple[int, int, int, int],
     stride: tuple[int, int],
     argmax,
 ) -> None:
     h, w, c = inputs.shape[1:]
     sides = padding_sides(padding)
-    padding = sides[0], sides[2]  # only the top and left ones move windows
-    offsets = list(_window_offsets(window, padding, stride, outputs.shape[1:3], (h, w)))
+    top_left = sides[0], sides[2]  # only the top and left ones move windows
+    offsets = list(
+        _window_offsets(window, top_left, stride, outputs.shape[1:3], (h, w))
+    )
     # The first maximum in row-major window order is the one with the
     # smallest offset (u*W + v), i.e. the largest rank R - (u*W + v)
     # among the cells equal to the maximum (rank 0: none). Ranks are
@@ -469,7 +464,9 @@ def maxpool2d_forward_batch(
     top = (window[0] - 1) * w + window[1]
     ranks = np.uint8 if top <= 0xFF else np.uint16 if top <= 0xFFFF else np.uint32
     # argmax = base + (R - rank) * C = (base + R*C) - rank * C
-    shifted = _pool_base(handler, padding, stride, outputs.shape[1:], w, float(top * c))
+    shifted = _pool_base(
+        handler, top_left, stride, outputs.shape[1:], w, float(top * c)
+    )
     # chunks of images that stay in the cache through all the passes,
     # with chunk-sized scratch arrays
     n = inputs.shape[0]
@@ -538,7 +535,7 @@ def maxpool2d_backward_batch(
     inputs,
     window: tuple[int, int],
     outputs,
-    padding: int,
+    padding: int | tuple[int, int, int, int],
     stride: tuple[int, int],
     argmax,
     in_deltas,
@@ -579,19 +576,19 @@ def avgpool2d_forward_batch(
     inputs,
     window: tuple[int, int],
     outputs,
-    padding: int,
+    padding: int | tuple[int, int, int, int],
     stride: tuple[int, int],
 ) -> None:
     in_hw, out_hw = inputs.shape[1:3], outputs.shape[1:3]
-    padding = _top_left(padding)
+    top_left = _top_left(padding)
     total = handler._buffer('pool', outputs.shape)
     total.fill(0)
     for _, _, out_part, in_part in _window_offsets(
-        window, padding, stride, out_hw, in_hw
+        window, top_left, stride, out_hw, in_hw
     ):
         part = total[out_part]
         np.add(part, inputs[in_part], out=part)
-    counts = _pool_counts(handler, window, padding, stride, out_hw, in_hw)
+    counts = _pool_counts(handler, window, top_left, stride, out_hw, in_hw)
     np.divide(total, counts, out=outputs)
 
 
@@ -600,20 +597,20 @@ def avgpool2d_backward_batch(
     inputs,
     window: tuple[int, int],
     outputs,
-    padding: int,
+    padding: int | tuple[int, int, int, int],
     stride: tuple[int, int],
     in_deltas,
     out_deltas,
 ) -> None:
     in_hw, out_hw = inputs.shape[1:3], outputs.shape[1:3]
-    padding = _top_left(padding)
+    top_left = _top_left(padding)
     share = handler._buffer('pool', out_deltas.shape)
-    counts = _pool_counts(handler, window, padding, stride, out_hw, in_hw)
+    counts = _pool_counts(handler, window, top_left, stride, out_hw, in_hw)
     np.divide(out_deltas, counts, out=share)
     dx = handler._buffer('dx', in_deltas.shape)
     dx.fill(0)
     for _, _, out_part, in_part in _window_offsets(
-        window, padding, stride, out_hw, in_hw
+        window, top_left, stride, out_hw, in_hw
     ):
         target = dx[in_part]
         np.add(target, share[out_part], out=target)

@@ -16,6 +16,7 @@ from brainstorm.layers.deltas_scaling_layer import DeltasScaling
 from brainstorm.layers.dropout_layer import Dropout
 from brainstorm.layers.elementwise_layer import Elementwise
 from brainstorm.layers.fully_connected_layer import FullyConnected
+from brainstorm.layers.gru_layer import GRU
 from brainstorm.layers.highway_layer import Highway
 from brainstorm.layers.input_layer import Input
 from brainstorm.layers.l1_decay_layer import L1Decay
@@ -38,6 +39,7 @@ __all__ = [
     'FullyConnected',
     'Recurrent',
     'Lstm',
+    'GRU',
     'Clockwork',
     'ClockworkLstm',
     'Highway',

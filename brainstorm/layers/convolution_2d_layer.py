@@ -110,12 +110,12 @@ def image_padding(
     if padding == 'valid':
         return 0
     if padding == 'same' and len(image) == 2:  # (else image_output_shape fails)
-        sides = []
+        sides: list[int] = []
         for size, kernel, step in zip(image, kernel_size, stride):
             out = -(-size // step)
             total = max((out - 1) * step + kernel - size, 0)
             sides += [total // 2, total - total // 2]
-        padding = tuple(sides)
+        padding = (sides[0], sides[1], sides[2], sides[3])
     if isinstance(padding, tuple):
         return padding[0] if len(set(padding)) == 1 else padding
     return padding if isinstance(padding, int) else 0

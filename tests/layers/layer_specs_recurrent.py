@@ -18,6 +18,7 @@ from brainstorm.handlers import NumpyHandler
 from brainstorm.layers import Input, Loss, SquaredError
 from brainstorm.layers.clockwork_layer import ClockworkLayerImpl
 from brainstorm.layers.clockwork_lstm_layer import ClockworkLstmLayerImpl
+from brainstorm.layers.gru_layer import GRULayerImpl
 from brainstorm.layers.lstm_layer import LstmLayerImpl
 from brainstorm.structure.network import Network
 from brainstorm.testing import instantiate_layer, set_up_layer
@@ -62,6 +63,30 @@ LAYER_SPECS = [
     dict(
         id='Lstm-default-size',
         layer_class=LstmLayerImpl,
+        in_shapes={'default': (3,)},
+        kwargs={},
+        configurations=LONG_CONFIGURATIONS,
+    ),
+]
+
+LAYER_SPECS += [
+    dict(
+        id='GRU',
+        layer_class=GRULayerImpl,
+        in_shapes={'default': (3,)},
+        kwargs={'size': 4},
+        activation=True,
+    ),
+    dict(
+        id='GRU-multidim',
+        layer_class=GRULayerImpl,
+        in_shapes={'default': (2, 3)},
+        kwargs={'size': 3},
+        activation=True,
+    ),
+    dict(
+        id='GRU-default-size',
+        layer_class=GRULayerImpl,
         in_shapes={'default': (3,)},
         kwargs={},
         configurations=LONG_CONFIGURATIONS,
