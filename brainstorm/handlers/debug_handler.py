@@ -390,6 +390,16 @@ class DebugHandler(Handler):
         self._check_deltas(op, args, ('outputs', 'argmax'), ('outputs', 'out_deltas'))
         self._check_deltas(op, args, ('inputs', 'in_deltas'))
 
+    def _check_reverse_time(self, op: str, args: dict) -> None:
+        a, mask = args['a'], args['mask']
+        self._expect_ndim(op, 'a', a, 3)
+        self._expect_same_shape(op, a=a, out=args['out'])
+        if mask is not None:
+            self._expect_shape(op, 'mask', mask, [a.shape[:2] + (1,)])
+            m = self.handler.get_numpy_copy(mask.array)[:, :, 0]
+            if np.any((m != 0) & (m != 1)) or np.any(m[1:] > m[:-1]):
+                self._fail(op, "'mask' must be 1 up to each sequence's length, then 0")
+
 
 def _unwrap(value):
     return value.array if isinstance(value, DebugArray) else value

@@ -464,6 +464,40 @@ class NumpyHandler(Handler):
             self, inputs, window, outputs, padding, stride, in_deltas, out_deltas
         )
 
+    # ---------------------------------------------------------- sequences
+
+    def reverse_time_t(self, a, mask, out) -> None:
+        if mask is None:
+            np.copyto(out, a[::-1])
+            return
+        lengths = _sequence_lengths('reverse_time_t', mask)
+        steps = np.arange(a.shape[0])[:, None]
+        source = np.where(steps < lengths, lengths - 1 - steps, steps)
+        np.copyto(out, a[source, np.arange(a.shape[1])[None, :]])
+
+
+def _sequence_lengths(op: str, mask):
+    """The length of each sequence of a ``(T, B, 1)`` mask, as ``(1, B)`` ints.
+
+    Raises:
+        NetworkValidationError: unless the mask is 1 up to each sequence's
+            length and 0 after it.
+    """
+    m = mask[:, :, 0]
+    ones = m == 1
+    valid = ones | (m == 0)
+    if m.shape[0] > 1:
+        valid[1:] &= ~(ones[1:] & ~ones[:-1])  # no 1 after a 0
+    if not valid.all():
+        t, b = (int(i[0]) for i in np.nonzero(~valid))
+        where = 'after a 0' if m[t, b] == 1 else 'which is neither 0 nor 1'
+        raise NetworkValidationError(
+            f"{op}: the mask must be 1 up to each sequence's length and 0 "
+            f'after it. Received {m[t, b]:g} at time step {t} of sequence {b}, '
+            f'{where}.'
+        )
+    return ones.sum(axis=0, keepdims=True)
+
 
 def _check_ids(op: str, v, n: int) -> None:
     """Raise NetworkValidationError unless ``v`` holds whole ids in ``[0, n)``.

@@ -493,6 +493,44 @@ CONV_GEOMETRIES = [  # N, H, W, C, F, (kh, kw), padding, stride
 ]
 
 
+def _prefix_mask(rng, shape):
+    """A ``(T, B, 1)`` mask of ones up to random lengths in [0, T]."""
+    lengths = rng.randint(0, shape[0] + 1, shape[1])
+    lengths[0] = shape[0]  # a full sequence, and one of length 1
+    lengths[-1] = min(1, shape[0])
+    return (np.arange(shape[0])[:, None] < lengths[None, :])[:, :, None]
+
+
+def reverse_time_ref(a, mask, out):
+    """Explicit loops: each sequence reversed within its length."""
+    out = a.copy()
+    for b in range(a.shape[1]):
+        n = a.shape[0] if mask is None else int(mask[:, b, 0].sum())
+        out[:n, b] = a[:n, b][::-1]
+    return {'out': out}
+
+
+def reverse_time_rows():
+    rows = []
+    for g, (t, b, f) in enumerate([(5, 4, 3), (1, 2, 2), (6, 1, 4)]):
+        view = ('rows', 'last', None)[g]
+        for masked in (False, True):
+            mask = A(t, b, 1, values=_prefix_mask) if masked else None
+            rows.append(
+                case(
+                    'reverse_time_t',
+                    {
+                        'a': A(t, b, f, view=view),
+                        'mask': mask,
+                        'out': A(t, b, f, view=view),
+                    },
+                    reverse_time_ref,
+                    variant=f'-{g}' + ('-masked' if masked else ''),
+                )
+            )
+    return rows
+
+
 def conv_rows():
     rows = []
     for g, (n, h, w, c, f, k, p, s) in enumerate(CONV_GEOMETRIES):
@@ -1005,6 +1043,8 @@ CASES = [
     # conv/pool
     *conv_rows(),
     *pool_rows(),
+    # sequences
+    *reverse_time_rows(),
 ]
 
 

@@ -783,6 +783,12 @@ class PyCudaHandler(Handler):
             *in_deltas.strides,
         )
 
+    def reverse_time_t(self, a, mask, out) -> None:
+        check_shapes('reverse_time_t', a, out)
+        m = a if mask is None else mask  # any valid pointer without a mask
+        args = (*a.shape, a.ptr, *a.strides, m.ptr, *m.strides[:2], int(m is mask))
+        self._launch('sequences', 'reverse_time', a.size, *args, out.ptr, *out.strides)
+
 
 # the elementwise ops, one kernel each, from the kernel table
 install_ops(

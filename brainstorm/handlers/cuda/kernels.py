@@ -223,7 +223,10 @@ def _sources() -> dict:
     )
     return {
         'elementwise': _read('philox') + '\n' + elementwise,
-        **{name: _read(name) for name in ('reduce', 'rows', 'conv', 'pool')},
+        **{
+            name: _read(name)
+            for name in ('reduce', 'rows', 'conv', 'pool', 'sequences')
+        },
     }
 
 
