@@ -6,6 +6,7 @@ from collections import OrderedDict
 
 from brainstorm.layers.attributes import Activation, Kwarg, PositiveInt
 from brainstorm.layers.base_layer import Layer, time_template
+from brainstorm.layers.time_reversal import reversible
 from brainstorm.shapes import (
     flatten_time,
     flatten_time_and_features,
@@ -26,7 +27,10 @@ _GATE_PARAMETERS = {
 
 
 def GRU(
-    size: int, activation: str = 'tanh', name: str | None = None
+    size: int,
+    activation: str = 'tanh',
+    name: str | None = None,
+    reverse: bool = False,
 ) -> ConstructionWrapper:
     """A gated recurrent unit layer.
 
@@ -55,6 +59,9 @@ def GRU(
         activation: the candidate's activation ``f``: 'sigmoid', 'tanh',
             'rel', 'linear' or 'el'.
         name: the layer name.
+        reverse: run backwards in time, each sequence within the length
+            given by the optional input ``mask`` (see
+            :mod:`brainstorm.layers.time_reversal`).
 
     Shapes:
         ``('T', 'B', ...)`` -> ``('T', 'B', size)`` with context 1;
@@ -65,10 +72,11 @@ def GRU(
         Na``) and ``GB`` (``Rb Zb``).
     """
     return ConstructionWrapper.create(
-        GRULayerImpl, name=name, size=size, activation=activation
+        GRULayerImpl, name=name, size=size, activation=activation, reverse=reverse
     )
 
 
+@reversible
 class GRULayerImpl(Layer):
     """The implementation of :func:`GRU`.
 
