@@ -19,7 +19,7 @@ import numpy as np
 
 from brainstorm.arguments import Arg, Instance
 from brainstorm.describable import get_description
-from brainstorm.handlers.base_handler import Handler
+from brainstorm.handlers.base_handler import ACTIVATIONS, Handler
 from brainstorm.handlers.debug_array import (
     DebugArray,
     DebugHandlerError,
@@ -31,7 +31,7 @@ from brainstorm.handlers.debug_array import (
     assert_shapes_equal,
     check_for_inf_or_nan,
 )
-from brainstorm.handlers.numpy_handler import NumpyHandler
+from brainstorm.handlers.numpy_handler import NumpyHandler, _sequence_lengths
 from brainstorm.handlers.ops import OPS, Op, install_ops, signature
 from brainstorm.shapes import padding_sides
 
@@ -347,13 +347,9 @@ class DebugHandler(Handler):
         self._expect_ndim(op, 'inputs', inputs, 4)
         n, h, w = inputs.shape[:3]
         padded = (h + top + bottom, w + left + right)
-        oh = (padded[0] - kernel[0]) // stride[0] + 1
-        ow = (padded[1] - kernel[1]) // stride[1] + 1
+        oh, ow = ((p - k) // s + 1 for p, k, s in zip(padded, kernel, stride))
         if oh < 1 or ow < 1:
-            self._fail(
-                op,
-                f'the window {kernel} does not fit into the padded input {padded}',
-            )
+            self._fail(op, f'window {kernel} does not fit the padded input {padded}')
         return n, oh, ow
 
     def _check_deltas(self, op: str, args: dict, *pairs: tuple[str, str]) -> None:
@@ -396,9 +392,25 @@ class DebugHandler(Handler):
         self._expect_same_shape(op, a=a, out=args['out'])
         if mask is not None:
             self._expect_shape(op, 'mask', mask, [a.shape[:2] + (1,)])
-            m = self.handler.get_numpy_copy(mask.array)[:, :, 0]
-            if np.any((m != 0) & (m != 1)) or np.any(m[1:] > m[:-1]):
-                self._fail(op, "'mask' must be 1 up to each sequence's length, then 0")
+            _sequence_lengths(op, self.handler.get_numpy_copy(mask.array))
+
+    def _check_lstm(self, op: str, args: dict) -> None:
+        state = 'c' if 'c' in args else 'dc'
+        self._expect_ndim(op, state, args[state], 2)
+        b, s = args[state].shape
+        for name, value in args.items():
+            if name in ('pi', 'pf', 'po'):
+                self._expect_shape(op, name, value, [(1, s)])
+            elif name in (
+                'gates',
+                'gate_outputs',
+                'factors',
+                'd_gates',
+                'd_gates_next',
+            ):
+                self._expect_shape(op, name, value, [(b, 4 * s)])
+            elif name != 'activation':
+                self._expect_shape(op, name, value, [(b, s)])
 
 
 def _unwrap(value):
@@ -414,9 +426,8 @@ def _is_pair(value) -> bool:
 
 
 def _is_padding(value) -> bool:
-    if isinstance(value, tuple):
-        return len(value) == 4 and all(_is_int(x) and x >= 0 for x in value)
-    return _is_int(value) and value >= 0
+    sides = value if isinstance(value, tuple) and len(value) == 4 else (value,)
+    return all(_is_int(x) and x >= 0 for x in sides)
 
 
 def _is_shape(shape) -> bool:
@@ -429,12 +440,10 @@ _KIND_CHECKS = {
     'scalar': (_is_scalar, 'a Python int or float'),
     'flag': (lambda value: isinstance(value, bool), 'a bool'),
     'pair': (_is_pair, 'a tuple of two positive ints'),
-    'padding': (
-        _is_padding,
-        'an int >= 0 or a tuple (top, bottom, left, right) of ints >= 0',
-    ),
+    'padding': (_is_padding, 'an int >= 0 or a tuple (top, bottom, left, right)'),
     'shape': (_is_shape, 'a tuple of ints >= 0'),
     'numpy': (lambda value: isinstance(value, np.ndarray), 'a numpy array'),
+    'activation': (lambda value: value in ACTIVATIONS, f'one of {ACTIVATIONS}'),
 }
 
 install_ops(DebugHandler, OPS.values(), DebugHandler._call)
