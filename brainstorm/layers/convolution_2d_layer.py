@@ -38,7 +38,7 @@ def Convolution2D(
     output size is ``OH = (H + top + bottom - kh) // sy + 1`` (likewise
     ``OW``).
 
-    ``padding`` gives those cells (see :func:`image_padding`): an int is
+    ``padding`` gives those cells (see ``image_padding`` in this module): an int is
     that many on every side; ``'valid'`` is none; ``'same'`` pads so that
     ``OH = ceil(H / sy)`` and ``OW = ceil(W / sx)`` (the input size for
     stride 1), with the padding an odd total cannot split evenly on the

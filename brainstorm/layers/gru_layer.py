@@ -16,7 +16,7 @@ from brainstorm.structure.construction import ConstructionWrapper
 
 #: The forward internals in ``setup`` order.
 GRU_INTERNALS = ('Ra', 'Za', 'Na', 'Rb', 'Zb', 'Nb', 'Hn')
-#: The backward-only internals: deltas and (``P*``) derivative factors.
+#: The backward-only internals (deltas and the ``P*`` derivative factors).
 GRU_BACKWARD = ('dRa', 'dZa', 'dHn', 'dNa', 'PR', 'PZ', 'PN')
 #: The parameters of the three gates, grouped by kind (``grouped_buffers``).
 _GATE_PARAMETERS = {

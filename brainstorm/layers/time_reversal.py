@@ -54,8 +54,8 @@ REVERSE_KWARG = Kwarg(
     ),
 )
 
-#: The internals a reverse layer adds: the reversed input and output and
-#: their deltas.
+#: The internals a reverse layer adds (the reversed input and output and
+#: their deltas).
 REVERSAL_INTERNALS = ('rev_x', 'rev_y', 'rev_dx', 'rev_dy')
 
 _REVERSIBLE: set = set()
