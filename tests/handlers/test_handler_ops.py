@@ -1696,6 +1696,38 @@ DEBUG_CHECKS = {  # name: (call on a fresh DebugHandler, expected substrings)
         ),
         ['maxpool2d_forward_batch', '(3, 3)', 'does not fit'],
     ),
+    'padding-sides': (
+        lambda h: h.maxpool2d_forward_batch(
+            _arr(h, 1, 4, 4, 1),
+            (2, 2),
+            _arr(h, 1, 4, 4, 1),
+            (1, 1),
+            (1, 1),
+            _arr(h, 1, 4, 4, 1),
+        ),
+        [
+            'maxpool2d_forward_batch',
+            "'padding'",
+            '(top, bottom, left, right)',
+            '(1, 1)',
+        ],
+    ),
+    'padding-sides-fit': (
+        lambda h: h.avgpool2d_forward_batch(
+            _arr(h, 1, 2, 2, 1), (4, 3), _arr(h, 1, 1, 1, 1), (0, 1, 0, 1), (1, 1)
+        ),
+        ['avgpool2d_forward_batch', '(4, 3)', 'does not fit', '(3, 3)'],
+    ),
+    'reverse-time-mask-shape': (
+        lambda h: h.reverse_time_t(
+            _arr(h, 3, 2, 4), _arr(h, 3, 2, 2), _arr(h, 3, 2, 4)
+        ),
+        ['reverse_time_t', "'mask'", '(3, 2, 1)', '(3, 2, 2)'],
+    ),
+    'reverse-time-out-shape': (
+        lambda h: h.reverse_time_t(_arr(h, 3, 2, 4), None, _arr(h, 2, 3, 4)),
+        ['reverse_time_t', "'out'", '(3, 2, 4)'],
+    ),
     'clip-bounds': (
         lambda h: h.clip_t(_arr(h, 2), 1.0, 0.0, _arr(h, 2)),
         ['clip_t', 'a_min=1.0', 'a_max=0.0'],
