@@ -329,8 +329,9 @@ def _conv_backward_asymmetric(handler, inputs, sides, *args, **keywords):
     conv2d_backward_batch(handler, xpad, weights, 0, stride, dxpad, *rest, **keywords)
     if not keywords['skip_in_deltas']:
         (top, _, left, _), (h, w) = sides, inputs.shape[1:3]
-        inner = dxpad[:, top : top + h, left : left + w]
-        _add_into(in_deltas, np.ascontiguousarray(inner))
+        inner = handler._buffer('pad_sides_inner', in_deltas.shape)
+        np.copyto(inner, dxpad[:, top : top + h, left : left + w])
+        _add_into(in_deltas, inner)
 
 
 def _conv_input_deltas_per_offset(

@@ -467,13 +467,23 @@ class NumpyHandler(Handler):
     # ---------------------------------------------------------- sequences
 
     def reverse_time_t(self, a, mask, out) -> None:
+        # step by step and sequence by sequence: NumPy copies the whole
+        # source first where the operands' memory bounds overlap (they lie
+        # side by side in the rows of one network buffer)
         if mask is None:
-            np.copyto(out, a[::-1])
+            T = a.shape[0]
+            for t in range(T):
+                source = a[T - 1 - t]
+                if T - 1 - t == t:  # the same row: through scratch memory
+                    source = self._buffer('reverse', source.shape)
+                    np.copyto(source, a[t])
+                np.copyto(out[t], source)
             return
-        lengths = _sequence_lengths('reverse_time_t', mask)
-        steps = np.arange(a.shape[0])[:, None]
-        source = np.where(steps < lengths, lengths - 1 - steps, steps)
-        np.copyto(out, a[source, np.arange(a.shape[1])[None, :]])
+        lengths = _sequence_lengths('reverse_time_t', mask)[0].tolist()
+        for b, n in enumerate(lengths):
+            if n:
+                np.copyto(out[:n, b], a[n - 1 :: -1, b])
+            np.copyto(out[n:, b], a[n:, b])
 
 
 def _sequence_lengths(op: str, mask):
