@@ -184,3 +184,98 @@ def test_matches_torch_gru_outputs_and_gradients():
     np.testing.assert_allclose(grads['bhn'], gb_hh[2 * S :], **tol)
     dx = h.get_numpy_copy(buffers.input_deltas.default)
     np.testing.assert_allclose(dx, xt.grad.numpy(), **tol)
+
+
+def gru_values(gru, suffix=''):
+    """Brainstorm's GRU parameters from a torch.nn.GRU's (one direction)."""
+    w_ih = getattr(gru, 'weight_ih_l0' + suffix).detach().numpy()
+    w_hh = getattr(gru, 'weight_hh_l0' + suffix).detach().numpy()
+    b_ih = getattr(gru, 'bias_ih_l0' + suffix).detach().numpy()
+    b_hh = getattr(gru, 'bias_hh_l0' + suffix).detach().numpy()
+    S = w_hh.shape[1]
+    W, R = np.split(w_ih, 3), np.split(w_hh, 3)
+    bi, bh = np.split(b_ih, 3), np.split(b_hh, 3)
+    return {
+        'Wr': W[0],
+        'Wz': W[1],
+        'Wn': W[2],
+        'Rr': R[0],
+        'Rz': R[1],
+        'Rn': R[2],
+        'br': bi[0] + bh[0],
+        'bz': bi[1] + bh[1],
+        'bn': bi[2],
+        'bhn': bh[2][:S],
+    }
+
+
+def test_bidirectional_with_a_mask_matches_torch_packed_sequences():
+    """A forward and a reverse GRU into a Merge, with a mask, against a
+    bidirectional torch.nn.GRU on packed sequences of the same lengths:
+    outputs at every valid step, and the gradients of a masked objective."""
+    torch = pytest.importorskip('torch')
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    T, B, n_in, size = 6, 3, 4, 5
+    lengths = [6, 2, 4]
+    torch.manual_seed(1)
+    gru = torch.nn.GRU(n_in, size, bidirectional=True)
+    rnd = np.random.RandomState(5)
+    x = rnd.randn(T, B, n_in).astype(np.float32)
+    mask = (np.arange(T)[:, None] < np.array(lengths))[:, :, None].astype(np.float32)
+    weights = rnd.randn(T, B, 2 * size).astype(np.float32) * mask
+
+    packed = pack_padded_sequence(torch.tensor(x), lengths, enforce_sorted=False)
+    out, _ = gru(packed)
+    out, _ = pad_packed_sequence(out, total_length=T)  # zero at padding
+    (out * torch.tensor(weights)).sum().backward()
+
+    inp = bs.layers.Input({'default': ('T', 'B', n_in), 'mask': ('T', 'B', 1)})
+    forward = bs.layers.GRU(size, name='Fwd')
+    backward = bs.layers.GRU(size, reverse=True, name='Bwd')
+    inp - 'default' >> forward
+    inp - 'default' >> backward
+    inp - 'mask' >> 'mask' - backward
+    both = bs.layers.Merge(name='Both')
+    forward >> 'inputs_1' - both
+    backward >> 'inputs_2' - both
+    net = bs.Network.from_layer(both)
+    net.set_handler(NumpyHandler(np.float32))
+    net.initialize(
+        {
+            'Fwd': gru_values(gru),
+            'Bwd': gru_values(gru, '_reverse'),
+        }
+    )
+    net.provide_external_data({'default': x, 'mask': mask})
+    net.forward_pass(training_pass=True)
+    tol = {'rtol': 1e-4, 'atol': 1e-5}
+    y = net.get('Both.outputs.default')
+    np.testing.assert_allclose(y * mask, out.detach().numpy(), **tol)
+
+    # the gradients, layer by layer (a network clears the output deltas)
+    h = NumpyHandler(np.float32)
+    for i, (suffix, reverse) in enumerate((('', False), ('_reverse', True))):
+        in_shapes = (
+            {'default': (n_in,), 'mask': (1,)} if reverse else {'default': (n_in,)}
+        )
+        layer = instantiate_layer(GRULayerImpl, in_shapes, size=size, reverse=reverse)
+        spec = {'time_steps': T, 'batch_size': B, 'default': x, 'mask': mask}
+        buffers, _ = set_up_layer(layer, {**spec, 'inits': gru_values(gru, suffix)}, h)
+        layer.forward_pass(buffers)
+        deltas = weights[:, :, i * size : (i + 1) * size]
+        h.set_from_numpy(buffers.output_deltas.default[:T], deltas)
+        layer.backward_pass(buffers)
+        grads = {n: h.get_numpy_copy(buffers.gradients[n]) for n in PARAMETERS}
+        np.testing.assert_allclose(
+            np.concatenate([grads['Wr'], grads['Wz'], grads['Wn']]),
+            getattr(gru, 'weight_ih_l0' + suffix).grad.numpy(),
+            **tol,
+        )
+        np.testing.assert_allclose(
+            np.concatenate([grads['Rr'], grads['Rz'], grads['Rn']]),
+            getattr(gru, 'weight_hh_l0' + suffix).grad.numpy(),
+            **tol,
+        )
+        b_hh = getattr(gru, 'bias_hh_l0' + suffix).grad.numpy()
+        np.testing.assert_allclose(grads['bhn'], b_hh[2 * size :], **tol)
