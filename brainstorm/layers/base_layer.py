@@ -394,7 +394,8 @@ def describe_layers() -> list:
     Returns:
         A list (sorted by type name) of dicts with ``type``, ``class``,
         ``module``, ``summary`` (first docstring line of the constructor or
-        class), ``inputs`` (name -> shape template), ``kwargs`` (name ->
+        class), ``inputs`` (name -> shape template), ``optional_inputs``
+        (the same, for inputs connected only where needed), ``kwargs`` (name ->
         ``{'expected', 'default', 'description'}``), and ``outputs``,
         ``parameters`` and ``internals`` (name -> shape) of an example
         instance built with the default arguments (None if no example input
@@ -436,6 +437,9 @@ def describe_layers() -> list:
             'module': cls.__module__,
             'summary': doc.splitlines()[0] if doc else '',
             'inputs': {n: t.shape for n, t in sorted(cls.expected_inputs.items())},
+            'optional_inputs': {
+                n: t.shape for n, t in sorted(cls.optional_inputs.items())
+            },
             'kwargs': kwargs,
             'outputs': None,
             'parameters': None,

@@ -33,9 +33,11 @@ joined by ``Merge``::
 from __future__ import annotations
 
 import functools
+import sys
 from types import SimpleNamespace
 
 from brainstorm.arguments import Bool
+from brainstorm.arguments.declaring import resolve_defaults
 from brainstorm.errors import LayerValidationError, ValidationError
 from brainstorm.layers.attributes import Kwarg
 from brainstorm.layers.base_layer import time_template
@@ -44,10 +46,10 @@ from brainstorm.structure.buffer_structure import BufferStructure
 
 __all__ = ['reversible', 'forwards_only', 'REVERSE_KWARG', 'REVERSAL_INTERNALS']
 
-#: The declaration of the ``reverse`` argument.
+#: The declaration of the ``reverse`` argument (its default comes from the
+#: layer's constructor function, as every default).
 REVERSE_KWARG = Kwarg(
     Bool(),
-    default=False,
     description=(
         'run backwards in time (each sequence within its length, given by the '
         "optional input 'mask')"
@@ -65,11 +67,16 @@ def reversible(cls):
     """Give the recurrent layer class ``cls`` the argument ``reverse``.
 
     Wraps its ``setup``, ``forward_pass`` and ``backward_pass``; with
-    ``reverse=False`` (the default) they are unchanged. Subclasses do not
-    inherit the argument's use: ``reverse=True`` raises for them.
+    ``reverse=False`` they are unchanged. The layer's constructor function
+    (named like its type, defined above the class) takes ``reverse`` and
+    gives its default. Subclasses do not inherit the argument's use:
+    ``reverse=True`` raises for them (give them
+    ``declared_kwargs = forwards_only(...)`` to drop it).
     """
     setup, forward, backward = cls.setup, cls.forward_pass, cls.backward_pass
-    cls.declared_kwargs = {**cls.declared_kwargs, 'reverse': REVERSE_KWARG}
+    factory = vars(sys.modules[cls.__module__])[cls.get_type_name()]
+    declared = {**cls.declared_kwargs, 'reverse': REVERSE_KWARG}
+    cls.declared_kwargs = resolve_defaults(declared, factory)
     cls.expected_kwargs = set(cls.declared_kwargs)
     cls.optional_inputs = {'mask': time_template(1)}
     cls.computes_no_input_deltas_for = (*cls.computes_no_input_deltas_for, 'mask')

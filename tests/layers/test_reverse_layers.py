@@ -249,3 +249,14 @@ def test_clockwork_layers_take_no_reverse(type_name):
     }
     with pytest.raises(LayerValidationError, match='reverse'):
         bs.Network.from_architecture(architecture)
+
+
+def test_the_layer_listing_shows_reverse_and_the_optional_mask():
+    described = {d['type']: d for d in bs.layers.describe_layers()}
+    for type_name in FACTORIES:
+        entry = described[type_name]
+        assert entry['kwargs']['reverse']['default'] is False
+        assert entry['optional_inputs'] == {'mask': ('T', 'B', 1)}
+    for type_name in ('Clockwork', 'ClockworkLstm', 'FullyConnected'):
+        assert 'reverse' not in described[type_name]['kwargs']
+        assert described[type_name]['optional_inputs'] == {}
