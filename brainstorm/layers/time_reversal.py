@@ -14,7 +14,9 @@ The context of a reverse layer is the context slot of ``rev_y`` (and of the
 layer's other internals): the state after the end of the sequence, zero
 unless a context is passed to ``forward_pass``. ``Network.get_context``
 then gives the state the backward run ended with, at the sequence's start,
-which continues the run into a chunk that comes *before* in time.
+which continues the run into a chunk that comes *before* in time. The
+layer's own internals (``Ha``, ``Ca``, ...) hold the reversed run, in
+reversed time.
 
 A bidirectional layer is a forward and a reverse layer on the same input,
 joined by ``Merge``::

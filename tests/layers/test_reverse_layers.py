@@ -260,3 +260,27 @@ def test_the_layer_listing_shows_reverse_and_the_optional_mask():
     for type_name in ('Clockwork', 'ClockworkLstm', 'FullyConnected'):
         assert 'reverse' not in described[type_name]['kwargs']
         assert described[type_name]['optional_inputs'] == {}
+
+
+@pytest.mark.parametrize('factory', FACTORIES)
+def test_a_context_continues_the_backward_run_into_the_earlier_chunk(factory):
+    """As documented: the later chunk first, then the earlier one with the
+    context of the first run, equals one reverse run over both."""
+    inp = bs.layers.Input({'default': ('T', 'B', 2)})
+    net = bs.Network.from_layer(
+        inp >> getattr(bs.layers, factory)(3, reverse=True, name='R')
+    )
+    net.set_handler(NumpyHandler(np.float64))
+    net.initialize(bs.initializers.Gaussian(0.5), seed=2)
+    x = np.random.RandomState(0).randn(6, 2, 2)
+    net.provide_external_data({'default': x})
+    net.forward_pass()
+    whole = net.get('R.outputs.default')[:6].copy()
+    net.provide_external_data({'default': x[3:]})
+    net.forward_pass()
+    later = net.get('R.outputs.default')[:3].copy()
+    context = net.get_context()
+    net.provide_external_data({'default': x[:3]})
+    net.forward_pass(context=context)
+    earlier = net.get('R.outputs.default')[:3]
+    np.testing.assert_allclose(np.concatenate([earlier, later]), whole, rtol=1e-12)
