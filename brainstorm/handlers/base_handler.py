@@ -159,12 +159,18 @@ class Handler(Describable, abc.ABC):
 
     **Images** for the ``*_batch`` ops are 4-D ``(N, H, W, C)`` arrays
     (channels last; layers pass ``flatten_time`` views, ``N = T*B``).
-    ``padding`` is an ``int >= 0`` of zero cells added on all four sides;
-    ``window`` is ``(kh, kw)`` and ``stride`` is ``(sy, sx)``, tuples of two
-    positive ints. The output size is ``OH = (H + 2*padding - kh) // sy + 1``
-    and ``OW = (W + 2*padding - kw) // sx + 1``; output cell ``(i, j)``
-    looks at input rows ``i*sy - padding + u`` (``0 <= u < kh``) and columns
-    ``j*sx - padding + v`` (``0 <= v < kw``).
+    ``padding`` is an ``int >= 0`` of zero cells added on all four sides,
+    or a tuple ``(top, bottom, left, right)`` of ints ``>= 0`` for padding
+    that differs by side (``brainstorm.shapes.padding_sides`` turns either
+    form into the tuple; an int ``p`` is ``(p, p, p, p)``). ``window`` is
+    ``(kh, kw)`` and ``stride`` is ``(sy, sx)``, tuples of two positive
+    ints. The output size is ``OH = (H + top + bottom - kh) // sy + 1`` and
+    ``OW = (W + left + right - kw) // sx + 1``; output cell ``(i, j)`` looks
+    at input rows ``i*sy - top + u`` (``0 <= u < kh``) and columns ``j*sx -
+    left + v`` (``0 <= v < kw``). The bottom and right padding thus only
+    decide the output size. Layers pass an int where the padding is the
+    same on every side, so a handler written for Brainstorm 0.5's int
+    padding runs every network that has no padding differing by side.
 
     Attributes:
         dtype: the NumPy scalar type of every array (e.g. ``numpy.float32``).

@@ -444,7 +444,7 @@ class NumpyHandler(Handler):
         weights,
         bias,
         outputs,
-        padding: int,
+        padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
         *,
         columns=None,
@@ -457,7 +457,7 @@ class NumpyHandler(Handler):
         self,
         inputs,
         weights,
-        padding: int,
+        padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
         in_deltas,
         out_deltas,
@@ -486,7 +486,7 @@ class NumpyHandler(Handler):
         inputs,
         window: tuple[int, int],
         outputs,
-        padding: int,
+        padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
         argmax,
     ) -> None:
@@ -499,7 +499,7 @@ class NumpyHandler(Handler):
         inputs,
         window: tuple[int, int],
         outputs,
-        padding: int,
+        padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
         argmax,
         in_deltas,
@@ -522,7 +522,7 @@ class NumpyHandler(Handler):
         inputs,
         window: tuple[int, int],
         outputs,
-        padding: int,
+        padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
     ) -> None:
         _conv.avgpool2d_forward_batch(self, inputs, window, outputs, padding, stride)
@@ -532,7 +532,7 @@ class NumpyHandler(Handler):
         inputs,
         window: tuple[int, int],
         outputs,
-        padding: int,
+        padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
         in_deltas,
         out_deltas,
@@ -540,6 +540,50 @@ class NumpyHandler(Handler):
         _conv.avgpool2d_backward_batch(
             self, inputs, window, outputs, padding, stride, in_deltas, out_deltas
         )
+
+    # ---------------------------------------------------------- sequences
+
+    def reverse_time_t(self, a, mask, out) -> None:
+        # step by step and sequence by sequence: NumPy copies the whole
+        # source first where the operands' memory bounds overlap (they lie
+        # side by side in the rows of one network buffer)
+        if mask is None:
+            T = a.shape[0]
+            for t in range(T):
+                source = a[T - 1 - t]
+                if T - 1 - t == t:  # the same row: through scratch memory
+                    source = self._buffer('reverse', source.shape)
+                    np.copyto(source, a[t])
+                np.copyto(out[t], source)
+            return
+        lengths = _sequence_lengths('reverse_time_t', mask)[0].tolist()
+        for b, n in enumerate(lengths):
+            if n:
+                np.copyto(out[:n, b], a[n - 1 :: -1, b])
+            np.copyto(out[n:, b], a[n:, b])
+
+
+def _sequence_lengths(op: str, mask):
+    """The length of each sequence of a ``(T, B, 1)`` mask, as ``(1, B)`` ints.
+
+    Raises:
+        NetworkValidationError: unless the mask is 1 up to each sequence's
+            length and 0 after it.
+    """
+    m = mask[:, :, 0]
+    ones = m == 1
+    valid = ones | (m == 0)
+    if m.shape[0] > 1:
+        valid[1:] &= ~(ones[1:] & ~ones[:-1])  # no 1 after a 0
+    if not valid.all():
+        t, b = (int(i[0]) for i in np.nonzero(~valid))
+        where = 'after a 0' if m[t, b] == 1 else 'which is neither 0 nor 1'
+        raise NetworkValidationError(
+            f"{op}: the mask must be 1 up to each sequence's length and 0 "
+            f'after it. Received {m[t, b]:g} at time step {t} of sequence {b}, '
+            f'{where}.'
+        )
+    return ones.sum(axis=0, keepdims=True)
 
 
 #: The slope of ``leaky_rel`` for negative inputs.

@@ -19,6 +19,7 @@ from brainstorm.layers.elementwise_layer import Elementwise
 from brainstorm.layers.embedding_layer import Embedding
 from brainstorm.layers.fully_connected_layer import FullyConnected
 from brainstorm.layers.global_pooling_layer import GlobalPooling
+from brainstorm.layers.gru_layer import GRU
 from brainstorm.layers.highway_layer import Highway
 from brainstorm.layers.input_layer import Input
 from brainstorm.layers.l1_decay_layer import L1Decay
@@ -43,6 +44,7 @@ __all__ = [
     'FullyConnected',
     'Recurrent',
     'Lstm',
+    'GRU',
     'Clockwork',
     'ClockworkLstm',
     'Highway',

@@ -45,6 +45,7 @@ __all__ = [
     'NonNegativeInt',
     'PositiveIntOrTuple',
     'PairOfPositiveInts',
+    'ImagePadding',
     'FloatIn',
     'Number',
     'OneOf',
@@ -118,6 +119,36 @@ class PairOfPositiveInts(Constraint):
             isinstance(value, (tuple, list))
             and len(value) == 2
             and all(_is_size(v) and v > 0 for v in value)
+        ):
+            return tuple(int(v) for v in value)
+        raise ValueError
+
+
+class ImagePadding(Constraint):
+    """The padding of an image layer.
+
+    An int ``>= 0`` (that many cells on every side), ``'same'``,
+    ``'valid'`` (no padding) or a tuple or list ``(top, bottom, left,
+    right)`` of ints ``>= 0`` (made a tuple).
+    """
+
+    expected = (
+        "an int >= 0, 'same', 'valid' or a tuple (top, bottom, left, right) "
+        'of ints >= 0'
+    )
+    example = 'same'
+    invalid_examples = (-1, 'full', (1, 1), (1, 1, 1, -1), 2.5, True, 10**40)
+
+    def normalize(self, value):
+        """Return the normalised ``value``; raise ValueError if it does not fit."""
+        if isinstance(value, str) and value in ('same', 'valid'):
+            return value
+        if _is_size(value) and value >= 0:
+            return int(value)
+        if (
+            isinstance(value, (tuple, list))
+            and len(value) == 4
+            and all(_is_size(v) and v >= 0 for v in value)
         ):
             return tuple(int(v) for v in value)
         raise ValueError

@@ -153,16 +153,24 @@ def handler(request):
 # ------------------------------------------------------- slow references ---
 
 
-def _out_size(size, kernel, padding, stride):
-    return (size + 2 * padding - kernel) // stride + 1
+def _sides(padding):
+    """``(top, bottom, left, right)`` of an int or 4-tuple padding."""
+    return tuple(padding) if isinstance(padding, tuple) else (padding,) * 4
+
+
+def _out_size(size, kernel, padding, stride, axis=0):
+    """Output length along ``axis`` (0: rows, 1: columns)."""
+    before, after = _sides(padding)[2 * axis : 2 * axis + 2]
+    return (size + before + after - kernel) // stride + 1
 
 
 def _cells(i, j, window, padding, stride, hw):
     """In-bounds input cells of output (i, j), in row-major window order."""
+    top, _, left, _ = _sides(padding)
     for u in range(window[0]):
         for v in range(window[1]):
-            r = i * stride[0] + u - padding
-            q = j * stride[1] + v - padding
+            r = i * stride[0] + u - top
+            q = j * stride[1] + v - left
             if 0 <= r < hw[0] and 0 <= q < hw[1]:
                 yield u, v, r, q
 
@@ -171,7 +179,7 @@ def conv_forward_ref(inputs, weights, bias, padding, stride):
     n, h, w, _ = inputs.shape
     f, kh, kw, _ = weights.shape
     oh = _out_size(h, kh, padding, stride[0])
-    ow = _out_size(w, kw, padding, stride[1])
+    ow = _out_size(w, kw, padding, stride[1], 1)
     out = np.zeros((n, oh, ow, f))
     for i in range(oh):
         for j in range(ow):
@@ -203,7 +211,7 @@ def pool_ref(inputs, window, padding, stride, kind):
     """Max (with argmax) or average pooling by explicit loops over windows."""
     n, h, w, c = inputs.shape
     oh = _out_size(h, window[0], padding, stride[0])
-    ow = _out_size(w, window[1], padding, stride[1])
+    ow = _out_size(w, window[1], padding, stride[1], 1)
     out, argmax = np.zeros((n, oh, ow, c)), -np.ones((n, oh, ow, c))
     for i in range(oh):
         for j in range(ow):
@@ -508,13 +516,56 @@ CONV_GEOMETRIES = [  # N, H, W, C, F, (kh, kw), padding, stride
     (1, 3, 3, 8, 2, (1, 1), 0, (1, 1)),
     (2, 3, 3, 8, 2, (2, 2), 2, (1, 1)),
     (2, 6, 5, 8, 3, (3, 3), 1, (2, 1)),
+    # padding that differs by side: (top, bottom, left, right)
+    (2, 5, 6, 2, 3, (2, 2), (0, 1, 0, 1), (1, 1)),
+    (2, 6, 5, 9, 2, (4, 3), (1, 2, 1, 1), (2, 2)),
+    (1, 5, 7, 8, 2, (2, 3), (1, 0, 2, 0), (1, 3)),
+    (2, 4, 4, 3, 2, (3, 3), (1, 1, 1, 1), (1, 1)),
 ]
+
+
+def _prefix_mask(rng, shape):
+    """A ``(T, B, 1)`` mask of ones up to random lengths in [0, T]."""
+    lengths = rng.randint(0, shape[0] + 1, shape[1])
+    lengths[0] = shape[0]  # a full sequence, and one of length 1
+    lengths[-1] = min(1, shape[0])
+    return (np.arange(shape[0])[:, None] < lengths[None, :])[:, :, None]
+
+
+def reverse_time_ref(a, mask, out):
+    """Explicit loops: each sequence reversed within its length."""
+    out = a.copy()
+    for b in range(a.shape[1]):
+        n = a.shape[0] if mask is None else int(mask[:, b, 0].sum())
+        out[:n, b] = a[:n, b][::-1]
+    return {'out': out}
+
+
+def reverse_time_rows():
+    rows = []
+    for g, (t, b, f) in enumerate([(5, 4, 3), (1, 2, 2), (6, 1, 4)]):
+        view = ('rows', 'last', None)[g]
+        for masked in (False, True):
+            mask = A(t, b, 1, values=_prefix_mask) if masked else None
+            rows.append(
+                case(
+                    'reverse_time_t',
+                    {
+                        'a': A(t, b, f, view=view),
+                        'mask': mask,
+                        'out': A(t, b, f, view=view),
+                    },
+                    reverse_time_ref,
+                    variant=f'-{g}' + ('-masked' if masked else ''),
+                )
+            )
+    return rows
 
 
 def conv_rows():
     rows = []
     for g, (n, h, w, c, f, k, p, s) in enumerate(CONV_GEOMETRIES):
-        oh, ow = _out_size(h, k[0], p, s[0]), _out_size(w, k[1], p, s[1])
+        oh, ow = _out_size(h, k[0], p, s[0]), _out_size(w, k[1], p, s[1], 1)
         view = ('rows', 'last')[g % 2]
         rows.append(
             case(
@@ -560,13 +611,18 @@ POOL_GEOMETRIES = [  # N, H, W, C, window, padding, stride
     (3, 3, 3, 1, (1, 1), 0, (1, 1)),
     (2, 6, 4, 2, (2, 3), 1, (3, 2)),
     (2, 5, 9, 40, (3, 3), 0, (2, 2)),  # rank * channels > 255
+    # padding that differs by side: (top, bottom, left, right)
+    (2, 5, 6, 2, (2, 2), (0, 1, 0, 1), (1, 1)),
+    (2, 5, 5, 3, (3, 2), (1, 1, 0, 1), (2, 2)),
+    (1, 4, 6, 2, (2, 3), (0, 3, 2, 0), (1, 2)),  # a window of padding only
+    (2, 3, 3, 1, (2, 2), (1, 1, 1, 1), (1, 1)),
 ]
 
 
 def pool_rows():
     rows = []
     for g, (n, h, w, c, win, p, s) in enumerate(POOL_GEOMETRIES):
-        oh, ow = _out_size(h, win[0], p, s[0]), _out_size(w, win[1], p, s[1])
+        oh, ow = _out_size(h, win[0], p, s[0]), _out_size(w, win[1], p, s[1], 1)
         view = ('rows', 'last')[g % 2]
 
         def max_ref(inputs, window, outputs, padding, stride, argmax):
@@ -1103,6 +1159,8 @@ CASES = [
     *pool_rows(),
     # recurrent
     *lstm_rows(),
+    # sequences
+    *reverse_time_rows(),
 ]
 
 
@@ -1724,6 +1782,38 @@ DEBUG_CHECKS = {  # name: (call on a fresh DebugHandler, expected substrings)
         ),
         ['maxpool2d_forward_batch', '(3, 3)', 'does not fit'],
     ),
+    'padding-sides': (
+        lambda h: h.maxpool2d_forward_batch(
+            _arr(h, 1, 4, 4, 1),
+            (2, 2),
+            _arr(h, 1, 4, 4, 1),
+            (1, 1),
+            (1, 1),
+            _arr(h, 1, 4, 4, 1),
+        ),
+        [
+            'maxpool2d_forward_batch',
+            "'padding'",
+            '(top, bottom, left, right)',
+            '(1, 1)',
+        ],
+    ),
+    'padding-sides-fit': (
+        lambda h: h.avgpool2d_forward_batch(
+            _arr(h, 1, 2, 2, 1), (4, 3), _arr(h, 1, 1, 1, 1), (0, 1, 0, 1), (1, 1)
+        ),
+        ['avgpool2d_forward_batch', '(4, 3)', 'does not fit', '(3, 3)'],
+    ),
+    'reverse-time-mask-shape': (
+        lambda h: h.reverse_time_t(
+            _arr(h, 3, 2, 4), _arr(h, 3, 2, 2), _arr(h, 3, 2, 4)
+        ),
+        ['reverse_time_t', "'mask'", '(3, 2, 1)', '(3, 2, 2)'],
+    ),
+    'reverse-time-out-shape': (
+        lambda h: h.reverse_time_t(_arr(h, 3, 2, 4), None, _arr(h, 2, 3, 4)),
+        ['reverse_time_t', "'out'", '(3, 2, 4)'],
+    ),
     'clip-bounds': (
         lambda h: h.clip_t(_arr(h, 2), 1.0, 0.0, _arr(h, 2)),
         ['clip_t', 'a_min=1.0', 'a_max=0.0'],
@@ -2007,7 +2097,7 @@ def test_conv2d_columns_workspace(handler, layout, geometry):
     array match the references; the workspace may be a layer internal
     (contiguous per image, 'images') or any other view ('strided')."""
     n, h, w, c, f, k, p, s = geometry
-    oh, ow = _out_size(h, k[0], p, s[0]), _out_size(w, k[1], p, s[1])
+    oh, ow = _out_size(h, k[0], p, s[0]), _out_size(w, k[1], p, s[1], 1)
     rng = np.random.RandomState(5)
     x, weights, bias = rng.randn(n, h, w, c), rng.randn(f, *k, c), rng.randn(f)
     dy, dx = rng.randn(n, oh, ow, f), rng.randn(n, h, w, c)

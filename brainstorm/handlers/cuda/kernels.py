@@ -224,7 +224,15 @@ def elementwise_source(name: str, op: ElementwiseOp) -> str:
 
 
 #: The modules written as ``.cu`` files in ``cu/`` (besides ``philox.cu``).
-_CU_MODULES = ('reduce', 'rows', 'conv', 'pool', 'recurrent', 'embedding')
+_CU_MODULES = (
+    'reduce',
+    'rows',
+    'conv',
+    'pool',
+    'recurrent',
+    'embedding',
+    'sequences',
+)
 
 
 def _read(name: str) -> str:
