@@ -1,16 +1,26 @@
 """The attention ops of :class:`~brainstorm.handlers.cuda.handler.PyCudaHandler`.
 
 Module-level functions taking the handler as ``self``; the handler class
-binds them as its methods. Their kernels are ``cu/attention.cu``.
+installs them as its methods (:func:`install_attention_ops`). Their kernels are
+``cu/attention.cu``.
 """
 
 from __future__ import annotations
 
+import abc
+
 import numpy as np
 
 from brainstorm.handlers.cuda.views import check_shapes, coalesce
+from brainstorm.handlers.ops import OPS
 
-__all__ = ['batch_dot_tt', 'batch_dot_add_tt', 'masked_softmax_t', 'softmax_deriv_t']
+__all__ = [
+    'install_attention_ops',
+    'batch_dot_tt',
+    'batch_dot_add_tt',
+    'masked_softmax_t',
+    'softmax_deriv_t',
+]
 
 
 def _batch_dot(self, a, b, out, transa: bool, transb: bool, add: bool) -> None:
@@ -163,3 +173,12 @@ def _batch_axes(shape: tuple, strides_list: list, keep: int):
     for index in np.ndindex(*dims[:n_lead]):
         offsets = [sum(i * s for i, s in zip(index, st[:n_lead])) for st in strides]
         yield inner, offsets, padded
+
+
+def install_attention_ops(cls: type) -> None:
+    """Give the handler class ``cls`` the attention ops, with the table's docs."""
+    for function in (batch_dot_tt, batch_dot_add_tt, masked_softmax_t, softmax_deriv_t):
+        function.__doc__ = OPS[function.__name__].doc
+        function.__qualname__ = f'{cls.__name__}.{function.__name__}'
+        setattr(cls, function.__name__, function)
+    abc.update_abstractmethods(cls)  # type: ignore[arg-type]
