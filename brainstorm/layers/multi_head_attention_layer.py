@@ -80,9 +80,8 @@ class MultiHeadAttentionLayerImpl(Layer):
     """Implementation of :func:`MultiHeadAttention`."""
 
     overwrites_gradients = True
-    expected_inputs = {'default': time_template(), 'mask': time_template(1)}
-    #: inputs that may stay unconnected
-    optional_inputs = ('mask',)
+    expected_inputs = {'default': time_template()}
+    optional_inputs = {'mask': time_template(1)}
     computes_no_input_deltas_for = ('mask',)
     declared_kwargs = {
         'size': Kwarg(PositiveInt(), description='model size (a multiple of heads)'),
@@ -94,15 +93,6 @@ class MultiHeadAttentionLayerImpl(Layer):
             description='probability of dropping an attention weight',
         ),
     }
-
-    def _validate_in_shapes(self) -> None:
-        # the mask is optional: validate the inputs that are connected
-        self.expected_inputs = {
-            name: template
-            for name, template in type(self).expected_inputs.items()
-            if name in self.in_shapes or name not in self.optional_inputs
-        }
-        super()._validate_in_shapes()
 
     def setup(self, kwargs, in_shapes):
         """Check ``size`` against ``heads``; lay out parameters and internals.
