@@ -119,6 +119,40 @@ def test_hutter_lstm_runs_on_the_help_topics(tmp_path):
     assert (tmp_path / 'hutter_lstm_best.hdf5').exists()
 
 
+def _bits(name: str, output: str) -> float:
+    pattern = {
+        'entropy': r'Unigram entropy of the validation text: ([\d.]+) bits',
+        'loss': r'Validation loss: ([\d.]+) bits per character \(best',
+    }[name]
+    match = re.search(pattern, output)
+    assert match, f'{pattern!r} not found in the output:\n{output[-2000:]}'
+    return float(match.group(1))
+
+
+@pytest.mark.slow
+def test_char_transformer_runs_on_the_help_topics(tmp_path):
+    args = ('--epochs', '3', '--limit', '320', '--size', '32', '--blocks', '1')
+    out = run_example('char_transformer.py', *args, cwd=tmp_path)
+    assert 'pydoc_data.topics' in out
+    assert '320 training and 320 validation sequences of 100 characters' in out
+    entropy = _bits('entropy', out)
+    assert 3.5 < entropy < 5.5  # English text
+    # 30 updates already predict better than the character frequencies
+    # (4.21 against 4.49 bits measured; uniform guesses: log2(103) = 6.69)
+    assert 0 < _bits('loss', out) < entropy - 0.1
+
+
+@pytest.mark.slow
+def test_cifar10_resnet_runs_on_upscaled_digits(tmp_path):
+    args = ('--epochs', '4', '--limit', '600', '--save', 'best.hdf5')
+    out = run_example('cifar10_resnet.py', *args, cwd=tmp_path)
+    assert 'upscaled from 8x8 to 32x32 pixels' in out
+    assert 'of shape (32, 32, 1)' in out
+    best = percentage(r'Validation accuracy: ([\d.]+)% \(best', out)
+    assert best >= 0.35  # 60.8 % measured; chance is 10 %
+    assert (tmp_path / 'best.hdf5').exists()
+
+
 # ---- the examples' helpers, in-process ---------------------------------
 
 
@@ -163,7 +197,15 @@ def test_validation_with_context_equals_one_long_sequence(examples_path):
 
 
 @pytest.mark.parametrize(
-    'name', ['mnist_pi.py', 'cifar10_cnn.py', 'hutter_lstm.py', 'custom_layer.py']
+    'name',
+    [
+        'mnist_pi.py',
+        'cifar10_cnn.py',
+        'hutter_lstm.py',
+        'custom_layer.py',
+        'char_transformer.py',
+        'cifar10_resnet.py',
+    ],
 )
 def test_every_example_has_a_gpu_switch(name, tmp_path):
     """``--gpu`` moves the network to PyCudaHandler. Where PyCUDA is not
