@@ -37,7 +37,13 @@ def MultiHeadAttention(
     sequence (``mask[s] != 0``) and, if ``causal``, not in the future
     (``s <= t``). Padding positions thus give no attention to others, and
     receive none: their attention weights are 0, so their output is
-    ``bias_out``. Without a ``mask`` input every position is real.
+    ``bias_out``. Without a ``mask`` input every position is real. The
+    mask comes as a named input, e.g. from the Input layer::
+
+        inp = Input({'default': ('T', 'B', 32), 'mask': ('T', 'B', 1)})
+        attention = MultiHeadAttention(64, 4, causal=True, max_len=100)
+        inp - 'mask' >> 'mask' - attention
+        inp >> attention
 
     The attention weights live in an internal buffer of shape
     ``('T', 'B', heads, max_len)`` (time steps beyond ``T`` unused), so a
