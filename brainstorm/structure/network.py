@@ -473,10 +473,10 @@ class Network(Seedable):
         Raises:
             UnknownOutputError: (a NetworkValidationError and KeyError)
                 for an ``out_name`` that is not an output; it lists them.
-            MissingInputError: if an input that the output needs is
-                missing.
-            NetworkValidationError: for unknown input names, arrays that
-                do not fit the inputs, or a bad ``batch_size``.
+            NetworkValidationError: for a missing input that the output
+                needs (a ``MissingInputError``, also a KeyError), unknown
+                input names, arrays that do not fit the inputs, or a bad
+                ``batch_size``.
             UninitializedNetworkError: if the parameters were never set.
 
         The network is left as it was: the last batch's data, activations,

@@ -176,7 +176,7 @@ def _as_data_dict(network, data, needed: list) -> dict:
     unknown = [name for name in data if name not in inputs]
     if unknown:
         raise NetworkValidationError(
-            f'predict: unknown inputs {unknown}. The network\'s inputs are '
+            f"predict: unknown inputs {unknown}. The network's inputs are "
             f'{list(inputs)}.'
         )
     missing = [name for name in needed if name not in data]

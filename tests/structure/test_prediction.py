@@ -72,9 +72,7 @@ def test_predict_in_batches_keeps_every_sample_in_its_place(make, batch_size):
     net = make()
     x = samples(3, 6)
     # each sample alone: the reference for its column
-    alone = np.concatenate(
-        [forward(make(), x[:, i : i + 1]) for i in range(6)], axis=1
-    )
+    alone = np.concatenate([forward(make(), x[:, i : i + 1]) for i in range(6)], axis=1)
     got = net.predict(x, batch_size=batch_size, out_name=PREDICTIONS)
     np.testing.assert_allclose(got, alone, rtol=1e-12, atol=1e-14)
     # the samples really differ, so a mix-up would show
@@ -254,7 +252,6 @@ def test_wrong_out_name_lists_the_outputs_everywhere():
         2, default=samples(1, 4), targets=np.zeros((1, 4, 1))
     )
     calls = {
-        'predict': lambda: net.predict(samples(1, 2), out_name='Output.outputs.nope'),
         'evaluate': lambda: bs.tools.evaluate(
             net, data, [bs.scorers.Accuracy()], out_name='Output.outputs.nope'
         ),
@@ -262,6 +259,7 @@ def test_wrong_out_name_lists_the_outputs_everywhere():
             net, data, [bs.scorers.Accuracy(out_name='Outptu')]
         ),
         'extract': lambda: bs.tools.extract(net, data, 'Output.outputs.nope'),
+        'predict': lambda: net.predict(samples(1, 2), out_name='Output.outputs.nope'),
     }
     for who, call in calls.items():
         with pytest.raises(UnknownOutputError) as info:
@@ -323,8 +321,12 @@ def test_training_refuses_before_any_hook_runs():
         def start(self, net, stepper, verbose, named_data_iters):
             started.append(True)
 
+        def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+            pass
+
     trainer = bs.Trainer(bs.training.SgdStepper(0.1), verbose=False)
     trainer.add_hook(Spy())
+    trainer.add_hook(bs.hooks.StopAfterEpoch(1))
     data = bs.data_iterators.Minibatches(
         2, default=samples(1, 4), targets=np.zeros((1, 4, 1))
     )
