@@ -19,8 +19,9 @@ from brainstorm.arguments import (
     checked_init,
     declared_arguments,
     register_restorer,
+    resolve_defaults,
 )
-from brainstorm.utils import DescriptionError, get_inheritors
+from brainstorm.errors import DescriptionError
 
 __all__ = ['Describable', 'get_description', 'create_from_description']
 
@@ -34,12 +35,15 @@ class Describable:
       description, or a dict mapping such names to the value they get when
       the object is recreated.
     * ``__default_values__``: a dict of member names to default values; a
-      member equal to its default is left out and restored on load.
+      member equal to its default is left out and restored on load. For a
+      declared argument, ``Arg(..., omit_default=True)`` does the same
+      with its declared default, which is then not written a second time.
     * ``__arguments__``: a dict of argument names to
       :class:`brainstorm.arguments.Arg` declarations. The ``__init__`` of a
       class with declarations checks them when called, and restoring from
       a description accepts only the declared attributes, each through the
-      same check (see :mod:`brainstorm.arguments`).
+      same check (see :mod:`brainstorm.arguments`). A declared argument of
+      the constructor takes its default from the signature.
     * ``__validate__()`` (optional method): checks between arguments
       (e.g. ``low <= high``), raising the class's ValidationError; run after
       the outermost ``__init__`` of a declaring class and after restoring.
@@ -51,6 +55,10 @@ class Describable:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get('__arguments__')
+        if own:
+            # each default once: a constructor argument's is the signature's
+            cls.__arguments__ = resolve_defaults(own, cls.__init__)
         init = cls.__dict__.get('__init__')
         if init is not None and not getattr(init, '__checked__', False):
             if declared_arguments(cls):
@@ -71,6 +79,9 @@ class Describable:
     def __get_all_default_values__(cls) -> dict:
         result = {}
         for klass in reversed(cls.__mro__):
+            for name, arg in klass.__dict__.get('__arguments__', {}).items():
+                if arg.omit_default and arg.default is not REQUIRED:
+                    result[arg.attr or name] = arg.default
             result.update(klass.__dict__.get('__default_values__', {}))
         return result
 
@@ -307,3 +318,16 @@ def create_from_description(description, expected=None):
 # Checks restore nested descriptions through this function; the arguments
 # package sits below this module and cannot import it.
 register_restorer(create_from_description)
+
+
+def get_inheritors(cls) -> set:
+    """All transitive subclasses of ``cls``."""
+    result = set()
+    todo = [cls]
+    while todo:
+        parent = todo.pop()
+        for child in parent.__subclasses__():
+            if child not in result:
+                result.add(child)
+                todo.append(child)
+    return result

@@ -6,7 +6,7 @@ import numpy as np
 
 from brainstorm.arguments import SEED, Arg, Optional
 from brainstorm.describable import Describable
-from brainstorm.utils import ValidationError
+from brainstorm.errors import ValidationError
 
 __all__ = ['RandomState', 'Seedable', 'global_rnd']
 
@@ -102,7 +102,7 @@ class Seedable(Describable):
     """
 
     __arguments__ = {
-        'seed': Arg(Optional(SEED), default=None, init_only=True),
+        'seed': Arg(Optional(SEED), init_only=True),
     }
 
     __undescribed__: set | dict = {'rnd'}

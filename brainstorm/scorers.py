@@ -18,13 +18,13 @@ import numpy as np
 
 from brainstorm.arguments import Arg, Optional, Real, Str
 from brainstorm.describable import Describable
-from brainstorm.parallel import processes_of
-from brainstorm.structure.prediction import check_output_name
-from brainstorm.utils import (
+from brainstorm.errors import (
     TrainingValidationError,
     ValidationError,
-    flatten_all_but_last,
 )
+from brainstorm.parallel import processes_of
+from brainstorm.shapes import flatten_all_but_last
+from brainstorm.structure.prediction import check_output_name
 
 __all__ = [
     'Scorer',
@@ -76,10 +76,10 @@ class Scorer(Describable):
 
     __argument_error__ = TrainingValidationError
     __arguments__ = {
-        'out_name': Arg(Str(), default=''),
-        'targets_name': Arg(Str(nonempty=True), default='targets'),
-        'mask_name': Arg(Str(), default=''),
-        'name': Arg(Optional(_LogKey()), default=None, attr='__name__'),
+        'out_name': Arg(Str()),
+        'targets_name': Arg(Str(nonempty=True)),
+        'mask_name': Arg(Str()),
+        'name': Arg(Optional(_LogKey()), attr='__name__'),
     }
 
     def __init__(
@@ -159,7 +159,7 @@ class Hamming(Scorer):
         name: see :class:`Scorer`.
     """
 
-    __arguments__ = {'threshold': Arg(Real(), default=0.5)}
+    __arguments__ = {'threshold': Arg(Real())}
 
     def __init__(
         self,

@@ -13,14 +13,15 @@ and then reused.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from brainstorm.arguments import Arg, NumericArray, Optional, Real
 from brainstorm.describable import Describable  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+from brainstorm.errors import (
+    NetworkValidationError,
+    ValidationError,
+)
 from brainstorm.randomness import Seedable
-from brainstorm.utils import NetworkValidationError, ValidationError
 
 __all__ = [
     'ValueModifier',
@@ -32,25 +33,6 @@ __all__ = [
     'L1Decay',
     'L2Decay',
 ]
-
-
-def _check_number(
-    owner: str, name: str, value, minimum: float | None = None, strict: bool = False
-) -> float:
-    ok = (
-        isinstance(value, (int, float, np.integer, np.floating))
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-    )
-    if ok and minimum is not None:
-        ok = value > minimum if strict else value >= minimum
-    if not ok:
-        bound = '' if minimum is None else f' {">" if strict else ">="} {minimum}'
-        raise ValidationError(
-            f'{owner}: {name} must be a finite number'
-            f'{bound}. Received: {name}={value!r}'
-        )
-    return float(value)
 
 
 class _Modifier(Seedable):
@@ -144,19 +126,13 @@ class ClipValues(ValueModifier):
     """
 
     __arguments__ = {
-        'low': Arg(Real(), default=-1.0),
-        'high': Arg(Real(), default=1.0),
+        'low': Arg(Real()),
+        'high': Arg(Real()),
     }
 
     def __init__(self, low: float = -1.0, high: float = 1.0):
         super().__init__()
-        low = _check_number('ClipValues', 'low', low)
-        high = _check_number('ClipValues', 'high', high)
-        if low > high:
-            raise ValidationError(
-                f'ClipValues: low must not be greater than '
-                f'high. Received: low={low}, high={high}'
-            )
+        # low <= high is checked by __validate__
         self.low = low
         self.high = high
 
@@ -187,9 +163,7 @@ class ConstrainL2Norm(ValueModifier):
 
     def __init__(self, limit: float):
         super().__init__()
-        self.limit = _check_number(
-            'ConstrainL2Norm', 'limit', limit, minimum=0, strict=True
-        )
+        self.limit = limit
 
     def __call__(self, handler, view):
         """Scale down in place each row of ``view`` whose L2 norm exceeds ``limit``."""
@@ -225,12 +199,7 @@ class MaskValues(ValueModifier):
 
     def __init__(self, mask):
         super().__init__()
-        self.mask = np.array(mask)
-        if not np.issubdtype(self.mask.dtype, np.number) and self.mask.dtype != bool:
-            raise ValidationError(
-                f'MaskValues: mask must be a numeric array. '
-                f'Received dtype {self.mask.dtype}'
-            )
+        self.mask = np.array(mask)  # a numeric array, as declared
 
     def __init_from_description__(self, description):
         super().__init_from_description__(description)
@@ -267,7 +236,7 @@ class FreezeValues(ValueModifier):
     """
 
     __arguments__ = {
-        'weights': Arg(Optional(NumericArray()), default=None),
+        'weights': Arg(Optional(NumericArray())),
     }
 
     def __init__(self, weights=None):
@@ -313,7 +282,7 @@ class L1Decay(GradientModifier):
 
     def __init__(self, factor: float):
         super().__init__()
-        self.factor = _check_number('L1Decay', 'factor', factor, minimum=0)
+        self.factor = factor
 
     def __call__(self, handler, parameters, gradients):
         """Add ``factor * sign(parameters)`` to ``gradients``."""
@@ -333,7 +302,7 @@ class L2Decay(GradientModifier):
 
     def __init__(self, factor: float):
         super().__init__()
-        self.factor = _check_number('L2Decay', 'factor', factor, minimum=0)
+        self.factor = factor
 
     def __call__(self, handler, parameters, gradients):
         """Add ``factor * parameters`` to ``gradients``."""

@@ -23,7 +23,8 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from brainstorm.utils import ValidationError, write_atomically
+from brainstorm.errors import ValidationError
+from brainstorm.files import write_atomically
 
 __all__ = [
     'DataFormatError',
@@ -231,7 +232,7 @@ def write_hdf5_atomically(
     """Create an HDF5 file via ``write(f)``; no half-written file on failure.
 
     The file is written under a temporary name, synced and renamed when
-    complete (``brainstorm.utils.write_atomically``): a full disk or a
+    complete (``brainstorm.files.write_atomically``): a full disk or a
     file-size limit raises ``FileWriteError`` naming the file and leaves
     no file. HDF5 writes through :class:`_RecordingFile`, which keeps a
     write error for after the file is closed.

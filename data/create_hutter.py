@@ -63,7 +63,7 @@ from _common import (
     write_split,
 )
 
-from brainstorm.utils import ValidationError
+from brainstorm.errors import ValidationError
 
 FILE_NAME = 'HutterPrize.hdf5'
 ARCHIVE_NAME = 'enwik8.zip'

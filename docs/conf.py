@@ -65,6 +65,8 @@ nitpick_ignore = [
         'collections.OrderedDict',
         'collections.abc.Iterable',
         'collections.abc.Callable',
+        'collections.abc.Mapping',
+        'inspect.Signature',
         'os.PathLike',
         'argparse.ArgumentParser',
         'collections.abc.Iterator',
@@ -74,6 +76,7 @@ nitpick_ignore = [
         'np.ndarray',
         'numpy.float32',
         'numpy.random.mtrand.RandomState',
+        'types.ModuleType',
     ]
 ]
 

@@ -18,9 +18,12 @@ import numpy as np
 
 import brainstorm as bs
 from brainstorm import testing
-from brainstorm.layers.base_layer import Layer
-from brainstorm.structure.buffer_structure import BufferStructure, StructureTemplate
-from brainstorm.structure.construction import ConstructionWrapper
+from brainstorm.layers.authoring import (
+    BufferStructure,
+    ConstructionWrapper,
+    Layer,
+    StructureTemplate,
+)
 
 
 def Square(name: str | None = None) -> ConstructionWrapper:

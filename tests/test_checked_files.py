@@ -13,17 +13,16 @@ import numpy as np
 import pytest
 
 import brainstorm as bs
-from brainstorm import utils
-from brainstorm.structure import network_io
-from brainstorm.utils import (
+from brainstorm import files
+from brainstorm.errors import FileWriteError, NetworkValidationError
+from brainstorm.files import (
     CHECKSUM_ATTRIBUTE,
     CheckedReader,
     CheckedWriter,
-    FileWriteError,
-    NetworkValidationError,
     write_atomically,
     write_hdf5,
 )
+from brainstorm.structure import network_io
 
 linux_only = pytest.mark.skipif(
     not sys.platform.startswith('linux'), reason='reads /proc/self/fd'
@@ -126,14 +125,14 @@ def test_a_file_write_error_of_the_writer_is_raised_as_it_is(tmp_path):
 
 
 def test_the_file_write_error_message_and_attributes():
-    err = utils._write_error('a/b.h5', OSError(errno.ENOSPC, 'No space left on device'))
+    err = files._write_error('a/b.h5', OSError(errno.ENOSPC, 'No space left on device'))
     assert isinstance(err, OSError) and not isinstance(err, ValueError)
     assert str(err) == (
         "Cannot write 'a/b.h5': No space left on device (OSError). "
         'The file keeps its previous content.'
     )
     assert (err.errno, err.filename) == (errno.ENOSPC, 'a/b.h5')
-    plain = utils._write_error('c', OSError('no errno'))
+    plain = files._write_error('c', OSError('no errno'))
     assert plain.errno is None and "'c': no errno (OSError)" in str(plain)
 
 
@@ -144,12 +143,12 @@ def test_an_existing_temporary_name_is_never_written_into(tmp_path, monkeypatch)
     target = tmp_path / 'x'
     taken = tmp_path / f'.x.brainstorm-{os.getpid()}-same.tmp'
     taken.write_text('someone else')
-    utils._LIVE_TEMPORARIES.add(str(taken))  # live: the cleanup keeps it
+    files._LIVE_TEMPORARIES.add(str(taken))  # live: the cleanup keeps it
     try:
         with pytest.raises(FileWriteError, match='File exists'):
             write_atomically(target, text_writer('new'))
     finally:
-        utils._LIVE_TEMPORARIES.discard(str(taken))
+        files._LIVE_TEMPORARIES.discard(str(taken))
     assert taken.read_text() == 'someone else'
     assert sorted(os.listdir(tmp_path)) == [taken.name]
 
@@ -158,19 +157,19 @@ def test_the_live_temporary_is_registered_only_while_writing(tmp_path):
     seen = []
 
     def write(tmp):
-        seen.append(tmp in utils._LIVE_TEMPORARIES)
+        seen.append(tmp in files._LIVE_TEMPORARIES)
         open(tmp, 'w').close()
 
     write_atomically(tmp_path / 'x', write)
     assert seen == [True]
-    assert not any(str(tmp_path) in name for name in utils._LIVE_TEMPORARIES)
+    assert not any(str(tmp_path) in name for name in files._LIVE_TEMPORARIES)
 
     def fail(tmp):
         raise OSError(errno.EIO, 'broken')
 
     with pytest.raises(FileWriteError):
         write_atomically(tmp_path / 'x', fail)
-    assert not any(str(tmp_path) in name for name in utils._LIVE_TEMPORARIES)
+    assert not any(str(tmp_path) in name for name in files._LIVE_TEMPORARIES)
 
 
 def test_a_new_file_gets_the_umask_and_a_replaced_file_keeps_its_mode(tmp_path):
@@ -194,9 +193,9 @@ def test_write_atomically_refuses_names_that_are_no_paths(bad, tmp_path):
 def test_as_file_name_raises_the_given_error_naming_the_owner():
     import pathlib
 
-    assert utils.as_file_name(pathlib.Path('a/b')) == 'a/b'
+    assert files.as_file_name(pathlib.Path('a/b')) == 'a/b'
     with pytest.raises(NetworkValidationError, match=r"^owner: .*Received: b'x'$"):
-        utils.as_file_name(b'x', 'owner', NetworkValidationError)
+        files.as_file_name(b'x', 'owner', NetworkValidationError)
 
 
 # ------------------------------------------------------- stale temporaries --
@@ -235,13 +234,13 @@ def test_a_temporary_of_another_process_is_removed_only_if_it_is_gone(
     other = os.getpid() + 1
     (name,) = make_temporaries(tmp_path, other)
     monkeypatch.setattr(os, 'kill', fake_kill(outcome))
-    utils._remove_stale_temporaries(str(tmp_path), PREFIX)
+    files._remove_stale_temporaries(str(tmp_path), PREFIX)
     assert (tmp_path / name).exists() is not removed
 
 
 def test_a_pid_beyond_any_process_is_left_alone(tmp_path):
     (name,) = make_temporaries(tmp_path, 10**30)
-    utils._remove_stale_temporaries(str(tmp_path), PREFIX)
+    files._remove_stale_temporaries(str(tmp_path), PREFIX)
     assert (tmp_path / name).exists()
 
 
@@ -249,11 +248,11 @@ def test_temporaries_of_this_process_are_kept_only_while_live(tmp_path):
     live, dead = f'{PREFIX}{os.getpid()}-live.tmp', f'{PREFIX}{os.getpid()}-dead.tmp'
     for name in (live, dead):
         (tmp_path / name).write_text('t')
-    utils._LIVE_TEMPORARIES.add(str(tmp_path / live))
+    files._LIVE_TEMPORARIES.add(str(tmp_path / live))
     try:
-        utils._remove_stale_temporaries(str(tmp_path), PREFIX)
+        files._remove_stale_temporaries(str(tmp_path), PREFIX)
     finally:
-        utils._LIVE_TEMPORARIES.discard(str(tmp_path / live))
+        files._LIVE_TEMPORARIES.discard(str(tmp_path / live))
     assert sorted(os.listdir(tmp_path)) == [live]
 
 
@@ -272,7 +271,7 @@ def test_temporaries_of_this_process_are_kept_only_while_live(tmp_path):
 def test_files_that_are_no_stale_temporaries_are_kept(name, tmp_path, monkeypatch):
     monkeypatch.setattr(os, 'kill', fake_kill(ProcessLookupError))
     (tmp_path / name).write_text('t')
-    utils._remove_stale_temporaries(str(tmp_path), PREFIX)
+    files._remove_stale_temporaries(str(tmp_path), PREFIX)
     assert os.listdir(tmp_path) == [name]
 
 
@@ -285,7 +284,7 @@ def test_a_stale_temporary_is_found_by_the_next_write(tmp_path, monkeypatch):
 
 
 def test_a_missing_folder_is_no_error_for_the_cleanup(tmp_path):
-    utils._remove_stale_temporaries(str(tmp_path / 'missing'), PREFIX)
+    files._remove_stale_temporaries(str(tmp_path / 'missing'), PREFIX)
 
 
 def test_a_temporary_that_cannot_be_removed_is_no_error(tmp_path, monkeypatch):
@@ -295,7 +294,7 @@ def test_a_temporary_that_cannot_be_removed_is_no_error(tmp_path, monkeypatch):
         raise PermissionError(path)
 
     monkeypatch.setattr(os, 'remove', remove)
-    utils._remove_stale_temporaries(str(tmp_path), PREFIX)
+    files._remove_stale_temporaries(str(tmp_path), PREFIX)
     assert os.listdir(tmp_path) == [name]
 
 
@@ -315,9 +314,9 @@ def test_a_folder_that_cannot_be_synced_is_no_error(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, 'fsync', fsync)
     monkeypatch.setattr(os, 'close', close)
-    utils._fsync_directory(str(tmp_path))
+    files._fsync_directory(str(tmp_path))
     assert len(closed) == 1  # the folder's descriptor is closed
-    utils._fsync_directory(str(tmp_path / 'missing'))
+    files._fsync_directory(str(tmp_path / 'missing'))
     assert len(closed) == 1
 
 
@@ -598,7 +597,7 @@ def test_a_network_file_written_today_has_the_documented_layout(tmp_path):
     )
     with h5py.File(tmp_path / 'c.h5', 'r') as f:
         assert f.attrs['format'] == network_io.NETWORK_FILE_FORMAT
-        assert f.attrs['info'] == utils.get_brainstorm_info()
+        assert f.attrs['info'] == files.get_brainstorm_info()
         assert f.attrs['comment'] == 'hi ü'.encode()
         assert sorted(f) == ['description', 'parameters']
         assert f['parameters'].compression == 'gzip'
@@ -661,7 +660,7 @@ def test_a_file_with_damaged_attributes_is_closed_again(tmp_path, monkeypatch):
 
     monkeypatch.setattr(h5py.AttributeManager, 'get', get)
     with pytest.raises(NetworkValidationError, match='attributes are damaged') as info:
-        utils.open_hdf5(tmp_path / 'x.h5', NetworkValidationError, 'network file')
+        files.open_hdf5(tmp_path / 'x.h5', NetworkValidationError, 'network file')
     # closed at once, not when the error (whose traceback holds it) is gone
     assert info.value.__traceback__ is not None
     assert open_fds() == before
@@ -671,7 +670,7 @@ def test_a_file_with_damaged_attributes_is_closed_again(tmp_path, monkeypatch):
 
 
 def test_value_bytes_tell_every_kind_apart_exactly():
-    vb = utils._value_bytes
+    vb = files._value_bytes
     assert vb('a') == b'str:a'
     assert vb('\udc80') == b'str:\xed\xb2\x80'  # lone surrogates pass
     assert vb(b'a') == b'bytes:a' and vb(np.bytes_(b'a')) == b'bytes:a'
@@ -689,7 +688,7 @@ def test_the_digest_is_defined_over_sorted_names_and_exact_bytes():
     def sha(*parts):
         return hashlib.sha256(b''.join(parts)).hexdigest()
 
-    group = utils._digest_of(
+    group = files._digest_of(
         {'b': 'y', CHECKSUM_ATTRIBUTE: 'left out', 'a': np.int8(1)}, members=['n', 'm']
     )
     assert group == sha(
@@ -700,10 +699,10 @@ def test_the_digest_is_defined_over_sorted_names_and_exact_bytes():
         b'member\0m\0',
         b'member\0n\0',
     )
-    assert utils._digest_of({}, members=[]) == sha()
-    dataset = utils._digest_of({'a': 'x'}, data=np.zeros(1, np.uint8))
+    assert files._digest_of({}, members=[]) == sha()
+    dataset = files._digest_of({'a': 'x'}, data=np.zeros(1, np.uint8))
     assert dataset == sha(b'attribute\0a\0', b'str:x', b'data\0', b'|u1(1,):\x00')
-    assert utils._digest_of({}, data=b'') == sha(b'data\0', b'bytes:')
+    assert files._digest_of({}, data=b'') == sha(b'data\0', b'bytes:')
 
 
 def test_checksums_are_the_default(tmp_path):
@@ -836,6 +835,6 @@ def test_open_hdf5_gives_the_format_as_bytes_and_anything_else_as_it_is(
             f.attrs['format'] = value
 
     unchecked_file(tmp_path / 'x.h5', build)
-    f, fmt = utils.open_hdf5(tmp_path / 'x.h5', NetworkValidationError, 'file')
+    f, fmt = files.open_hdf5(tmp_path / 'x.h5', NetworkValidationError, 'file')
     f.close()
     assert fmt == expected and type(fmt) is type(expected)

@@ -554,7 +554,8 @@ def test_datasets_depends_only_on_low_level_modules(module):
         'typing',
         'h5py',
         'numpy',
-        'brainstorm.utils',
+        'brainstorm.errors',
+        'brainstorm.files',
         'brainstorm.data_iterators',
         'brainstorm.randomness',
     }

@@ -33,8 +33,8 @@ DOCS = ROOT / 'docs'
 
 # modules that only import with their optional dependency installed
 OPTIONAL_MODULES = {
-    'brainstorm.handlers._cublas': 'pycuda',
-    'brainstorm.handlers._cuda_kernels': 'pycuda',
+    'brainstorm.handlers.cuda.cublas': 'pycuda',
+    'brainstorm.handlers.cuda.kernels': 'pycuda',
 }
 
 
@@ -76,6 +76,8 @@ def test_docs_build_without_warnings(tmp_path):
         'walkthrough',
         'internals',
         'custom_layer',
+        'custom_hook',
+        'custom_stepper',
         'custom_handler',
         'data_format',
         'layers',
@@ -145,6 +147,8 @@ def test_pages_have_their_snippets():
         'walkthrough.rst',
         'internals.rst',
         'custom_layer.rst',
+        'custom_hook.rst',
+        'custom_stepper.rst',
         'custom_handler.rst',
         'data_format.rst',
         'saving.rst',

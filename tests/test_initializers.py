@@ -349,7 +349,7 @@ def test_base_initializer_is_abstract():
         (lambda: Gaussian(mean=float('nan')), r'Gaussian: mean'),
         (lambda: DenseSqrtFanIn('relu'), r"DenseSqrtFanIn: scale must be.*'relu'"),
         (lambda: DenseSqrtFanInOut('x'), r'DenseSqrtFanInOut: scale'),
-        (lambda: EchoState(0), r'EchoState: spectral_radius must be > 0'),
+        (lambda: EchoState(0), r'EchoState: spectral_radius must be a finite.* > 0'),
         (lambda: Identity(std=-0.1), r'Identity: std'),
         (lambda: Orthogonal('big'), r'Orthogonal: scale'),
         (lambda: RandomWalk('tanh'), r'RandomWalk: act_func'),

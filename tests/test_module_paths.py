@@ -2,11 +2,13 @@
 
 ``brainstorm.arguments``, ``brainstorm.data_iterators``, ``brainstorm.tools``
 and ``brainstorm.training.steppers`` were single modules; each is now a
-package of modules split by concern. Every name that could be imported from
-the old module still imports from the same path, and is the very object
-defined in its new home. ``brainstorm.arguments`` sits below
-``brainstorm.describable`` and restores nested descriptions through the
-function that ``describable`` registers with it.
+package of modules split by concern. ``brainstorm.utils`` was split into
+modules by concern (errors, shapes, naming, files) and re-exports them.
+Every name that could be imported from the old module still imports from
+the same path, and is the very object defined in its new home.
+``brainstorm.arguments`` sits below ``brainstorm.describable`` and restores
+nested descriptions through the function that ``describable`` registers
+with it.
 """
 
 from __future__ import annotations
@@ -54,10 +56,12 @@ MOVED = {
                 'REQUIRED',
                 'Arg',
                 'check_arguments',
+                'check_attributes',
                 'check_value',
                 'checked_init',
                 'declare',
                 'declared_arguments',
+                'resolve_defaults',
             ]
         },
     },
@@ -76,6 +80,7 @@ MOVED = {
         'DataIterator': 'brainstorm.data_iterators.base',
         'Undivided': 'brainstorm.data_iterators.sources',
         'Minibatches': 'brainstorm.data_iterators.sources',
+        'FromGenerator': 'brainstorm.data_iterators.sources',
         'AddGaussianNoise': 'brainstorm.data_iterators.augmentation',
         'AddSaltNPepper': 'brainstorm.data_iterators.augmentation',
         'Flip': 'brainstorm.data_iterators.augmentation',
@@ -97,7 +102,81 @@ MOVED = {
         'draw_network': 'brainstorm.tools.inspection',
         'shuffle_data': 'brainstorm.tools.arrays',
         'split': 'brainstorm.tools.arrays',
+        # new in 0.6 (not in the old module), listed so that __all__ stays
+        # covered
+        'export_onnx': 'brainstorm.tools.onnx_export',
     },
+    # the CUDA side became the package brainstorm.handlers.cuda
+    'brainstorm.handlers.pycuda_handler': {
+        'PyCudaHandler': 'brainstorm.handlers.cuda.handler',
+        'INSTALL_HINT': 'brainstorm.handlers.cuda.handler',
+        'GPUView': 'brainstorm.handlers.cuda.views',
+        'coalesce': 'brainstorm.handlers.cuda.views',
+    },
+    **{
+        f'brainstorm.handlers._{old}': {
+            name: new for name in importlib.import_module(new).__all__
+        }
+        for old, new in [
+            ('cublas', 'brainstorm.handlers.cuda.cublas'),
+            ('cuda_kernels', 'brainstorm.handlers.cuda.kernels'),
+        ]
+    },
+}
+
+_UTILS_HOMES = {
+    'brainstorm.errors': [
+        'ValidationError',
+        'NetworkValidationError',
+        'LayerValidationError',
+        'IteratorValidationError',
+        'StructureValidationError',
+        'TrainingValidationError',
+        'UnknownNameError',
+        'NonFiniteError',
+        'DescriptionError',
+        'DatasetValidationError',
+        'InitializationError',
+        'FileWriteError',
+    ],
+    'brainstorm.shapes': [
+        'product',
+        'reshape_view',
+        'flatten_time',
+        'flatten_time_and_features',
+        'flatten_features',
+        'flatten_all_but_last',
+    ],
+    'brainstorm.naming': [
+        'NAME_BLACKLIST',
+        'PYTHON_IDENTIFIER',
+        'LAYER_NAME_RULE',
+        'is_valid_layer_name',
+        'get_by_path',
+        'get_normalized_path',
+        'flatten_keys',
+    ],
+    'brainstorm.files': [
+        'as_file_name',
+        'write_atomically',
+        'open_hdf5',
+        'CHECKSUM_ATTRIBUTE',
+        'add_checksums',
+        'CheckedWriter',
+        'write_hdf5',
+        'CheckedReader',
+        'get_brainstorm_info',
+    ],
+    'brainstorm.describable': ['get_inheritors'],
+    'brainstorm.structure.layout': [
+        'flatten',
+        'convert_to_nested_indices',
+        'sort_by_index_key',
+    ],
+    'brainstorm.hooks.display': ['progress_bar', 'silence'],
+}
+MOVED['brainstorm.utils'] = {
+    name: home for home, names in _UTILS_HOMES.items() for name in names
 }
 
 CASES = [

@@ -1,6 +1,7 @@
 """The package's namespaces (SPEC section 1)."""
 
 import numpy as np
+import pytest
 
 import brainstorm as bs
 
@@ -28,6 +29,22 @@ def test_top_level_namespace_is_exactly_the_spec():
     assert bs.__version__ == '1.0.0'
     for name in bs.__all__:
         assert hasattr(bs, name), name
+
+
+def test_names_imported_on_first_use_are_listed_and_found():
+    import h5py
+
+    import brainstorm.structure.network as network
+
+    assert {'datasets', 'Network', 'utils'} <= set(dir(bs))
+    assert bs.datasets.load_digits is not None
+    with pytest.raises(AttributeError, match="'brainstorm' has no attribute 'x'"):
+        _ = bs.x
+    # Brainstorm 0.5's modules held h5py: still there, imported when asked for
+    for module in [bs.hooks, bs.tools, network]:
+        assert module.h5py is h5py
+        with pytest.raises(AttributeError, match=f"'{module.__name__}' has no attr"):
+            _ = module.x
 
 
 def test_all_module_ends_with_value_modifiers():

@@ -8,6 +8,11 @@ fresh venv and running this suite from the unpacked sdist are CI steps
 import importlib.metadata
 import pathlib
 import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
 
 import pytest
 
@@ -124,3 +129,65 @@ def test_readme_links_work_where_the_readme_is_shown_alone():
     relative = [t for t in LINK_TARGET.findall(text) if not re.match(r'https?://', t)]
     assert relative == []
     assert not re.search(r'^\.\. (image|figure|include)::', text, flags=re.M)
+
+
+@pytest.mark.slow
+def test_wheel_and_sdist_carry_the_cuda_sources(tmp_path):
+    """The kernels of PyCudaHandler are .cu files read at run time: both
+    distributions must hold every one of them (a wheel without them imports
+    brainstorm.handlers only to fail)."""
+    root = pathlib.Path(brainstorm.__file__).resolve().parent.parent
+    sources = sorted(
+        p.relative_to(root).as_posix()
+        for p in (root / 'brainstorm' / 'handlers' / 'cuda' / 'cu').glob('*.cu')
+    )
+    assert len(sources) >= 5, sources
+    # the files of a clean checkout (committed or not, nothing ignored)
+    listed = subprocess.run(
+        ['git', 'ls-files', '-z', '--cached', '--others', '--exclude-standard'],
+        cwd=root,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    tree = tmp_path / 'tree'
+    for name in filter(None, listed.split('\0')):
+        if (root / name).is_file():
+            (tree / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(root / name, tree / name)
+    result = subprocess.run(
+        [sys.executable, '-m', 'build', '--no-isolation', '--outdir', 'dist'],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    (wheel,) = (tree / 'dist').glob('*.whl')
+    (sdist,) = (tree / 'dist').glob('*.tar.gz')
+    in_wheel = set(zipfile.ZipFile(wheel).namelist())
+    with tarfile.open(sdist) as archive:
+        in_sdist = {name.partition('/')[2] for name in archive.getnames()}
+    missing_wheel = [name for name in sources if name not in in_wheel]
+    missing_sdist = [name for name in sources if name not in in_sdist]
+    assert not missing_wheel and not missing_sdist, (missing_wheel, missing_sdist)
+
+
+@pytest.mark.parametrize(
+    'extra, package, test_packages',
+    [
+        ('onnx', 'onnx', ['onnx', 'onnxruntime']),
+        ('tensorboard', 'tensorboardX', ['tensorboardX', 'tensorboard']),
+    ],
+)
+def test_optional_extras_and_their_tests_in_ci(extra, package, test_packages):
+    """The hinted extra exists in pyproject.toml, and the test extra (CI's)
+    installs it and what its tests read the results with."""
+    tomllib = pytest.importorskip('tomllib')
+    with open(ROOT / 'pyproject.toml', 'rb') as f:
+        extras = tomllib.load(f)['project']['optional-dependencies']
+
+    def names(requirements):
+        return {re.split(r'[<>=!~ \[;]', r, maxsplit=1)[0] for r in requirements}
+
+    assert names(extras[extra]) == {package}
+    assert set(test_packages) <= names(extras['test'])

@@ -404,14 +404,14 @@ def test_reshape_view_does_not_set_the_shape_attribute():
 def test_reshape_view_refuses_to_copy_on_every_numpy(monkeypatch, takes_copy):
     """Both ways (NumPy >= 2.1 and older) give views, and refuse a reshape
     that only a copy could do."""
-    import brainstorm.utils as utils
+    import brainstorm.shapes as shapes
 
-    monkeypatch.setattr(utils, '_RESHAPE_TAKES_COPY', takes_copy)
+    monkeypatch.setattr(shapes, '_RESHAPE_TAKES_COPY', takes_copy)
     flat = np.arange(24.0)
     with warnings.catch_warnings():
         # the older way is deprecated on NumPy 2.5, where it is never taken
         warnings.simplefilter('ignore', DeprecationWarning)
-        view = utils.reshape_view(flat, (2, 3, 4))
+        view = shapes.reshape_view(flat, (2, 3, 4))
         assert np.shares_memory(view, flat) and view.shape == (2, 3, 4)
         with pytest.raises(ValueError, match='without copying'):
-            utils.reshape_view(view[:, :, :2], (12,))
+            shapes.reshape_view(view[:, :, :2], (12,))

@@ -5,10 +5,19 @@ MRO)::
 
     class Hook(Describable):
         __arguments__ = {
-            'name': Arg(Optional(Str()), default=None, attr='__name__'),
-            'timescale': Arg(Choice('epoch', 'update'), default='epoch'),
-            'interval': Arg(Int(1), default=1),
+            'name': Arg(Optional(Str()), attr='__name__'),
+            'timescale': Arg(Choice('epoch', 'update')),
+            'interval': Arg(Int(1)),
         }
+
+        def __init__(self, name=None, timescale='epoch', interval=1): ...
+
+Each bound is written once, in the check, and each default once: a
+constructor argument's default is the signature's (``default=`` is only
+for what the signature does not hold). Nothing else re-checks what the
+declaration checks; :func:`check_attributes` checks the declared
+attributes again where they may change later (a stepper's
+``learning_rate`` set by a schedule).
 
 The declarations are used
 
@@ -29,8 +38,9 @@ A check is any object with ``expected`` (a phrase completing "must be
 ..."), ``example``, ``invalid_examples``, ``normalize(value)`` (return the
 normalised value or raise ``ValueError``/``TypeError``) and
 ``restore(described)`` (turn a described value back into an object, refusing
-descriptions of the wrong kind). The layer constraints of
-:mod:`brainstorm.layers.attributes` follow the same protocol.
+descriptions of the wrong kind). The layer arguments of
+:mod:`brainstorm.layers.attributes` are declarations of this package too
+(``Kwarg`` is an :class:`Arg`, its constraints are checks).
 """
 
 from brainstorm.arguments.checks import (
@@ -55,10 +65,12 @@ from brainstorm.arguments.declaring import (
     REQUIRED,
     Arg,
     check_arguments,
+    check_attributes,
     check_value,
     checked_init,
     declare,
     declared_arguments,
+    resolve_defaults,
 )
 
 __all__ = [
@@ -82,6 +94,8 @@ __all__ = [
     'AnyOf',
     'NumericArray',
     'check_arguments',
+    'check_attributes',
     'declared_arguments',
+    'resolve_defaults',
     'declare',
 ]

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from brainstorm.utils import DescriptionError
+from brainstorm.errors import DescriptionError
 
 #: The function turning a description back into an object, registered by
 #: :mod:`brainstorm.describable` under the key ``restore`` (empty until then).

@@ -16,13 +16,10 @@ from brainstorm.arguments import (
 from brainstorm.data_iterators.base import (
     DataIterator,
     _check_5d,
-    _check_iterator,
     _check_names,
-    _check_numbers,
-    _is_int,
 )
 from brainstorm.data_iterators.sources import _example_iterator
-from brainstorm.utils import IteratorValidationError
+from brainstorm.errors import IteratorValidationError
 
 
 class AddGaussianNoise(DataIterator):
@@ -38,7 +35,7 @@ class AddGaussianNoise(DataIterator):
     __arguments__ = {
         'iter': Arg(Instance(DataIterator, example=_example_iterator)),
         'std_dict': Arg(DictOf(Real(0))),
-        'mean_dict': Arg(Optional(DictOf(Real())), default=None),
+        'mean_dict': Arg(Optional(DictOf(Real()))),
     }
 
     def __init__(
@@ -47,9 +44,7 @@ class AddGaussianNoise(DataIterator):
         std_dict: dict[str, float],
         mean_dict: dict[str, float] | None = None,
     ):
-        _check_iterator('AddGaussianNoise', iter)
         _check_names('AddGaussianNoise', 'std_dict', std_dict, iter)
-        _check_numbers('AddGaussianNoise', 'std_dict', std_dict, low=0)
         if mean_dict is None:
             mean_dict = {name: 0.0 for name in std_dict}
         _check_names('AddGaussianNoise', 'mean_dict', mean_dict, iter)
@@ -59,7 +54,6 @@ class AddGaussianNoise(DataIterator):
                 f'data. Received: std_dict keys {sorted(std_dict)}, '
                 f'mean_dict keys {sorted(mean_dict)}'
             )
-        _check_numbers('AddGaussianNoise', 'mean_dict', mean_dict)
         super().__init__(dict(iter.data_shapes), iter.length)
         self.iter = iter
         self.std_dict = dict(std_dict)
@@ -94,7 +88,7 @@ class AddSaltNPepper(DataIterator):
     __arguments__ = {
         'iter': Arg(Instance(DataIterator, example=_example_iterator)),
         'prob_dict': Arg(DictOf(Real(0, 1))),
-        'ratio_dict': Arg(Optional(DictOf(Real(0, 1))), default=None),
+        'ratio_dict': Arg(Optional(DictOf(Real(0, 1)))),
     }
 
     def __init__(
@@ -103,12 +97,9 @@ class AddSaltNPepper(DataIterator):
         prob_dict: dict[str, float],
         ratio_dict: dict[str, float] | None = None,
     ):
-        _check_iterator('AddSaltNPepper', iter)
         _check_names('AddSaltNPepper', 'prob_dict', prob_dict, iter)
-        _check_numbers('AddSaltNPepper', 'prob_dict', prob_dict, 0, 1)
         ratio_dict = {} if ratio_dict is None else ratio_dict
         _check_names('AddSaltNPepper', 'ratio_dict', ratio_dict, iter)
-        _check_numbers('AddSaltNPepper', 'ratio_dict', ratio_dict, 0, 1)
         for name in ratio_dict:
             if name not in prob_dict:
                 raise IteratorValidationError(
@@ -149,14 +140,12 @@ class Flip(DataIterator):
 
     __arguments__ = {
         'iter': Arg(Instance(DataIterator, example=_example_iterator)),
-        'prob_dict': Arg(Optional(DictOf(Real(0, 1))), default=None),
+        'prob_dict': Arg(Optional(DictOf(Real(0, 1)))),
     }
 
     def __init__(self, iter: DataIterator, prob_dict: dict[str, float] | None = None):
-        _check_iterator('Flip', iter)
         prob_dict = {'default': 0.5} if prob_dict is None else prob_dict
         _check_names('Flip', 'prob_dict', prob_dict, iter)
-        _check_numbers('Flip', 'prob_dict', prob_dict, 0, 1)
         _check_5d('Flip', prob_dict, iter)
         super().__init__(dict(iter.data_shapes), iter.length)
         self.iter = iter
@@ -191,7 +180,7 @@ class Pad(DataIterator):
     __arguments__ = {
         'iter': Arg(Instance(DataIterator, example=_example_iterator)),
         'size_dict': Arg(DictOf(Int(0))),
-        'value_dict': Arg(Optional(DictOf(Real())), default=None),
+        'value_dict': Arg(Optional(DictOf(Real()))),
     }
 
     def __init__(
@@ -200,17 +189,10 @@ class Pad(DataIterator):
         size_dict: dict[str, int],
         value_dict: dict[str, float] | None = None,
     ):
-        _check_iterator('Pad', iter)
         _check_names('Pad', 'size_dict', size_dict, iter)
         _check_5d('Pad', size_dict, iter)
-        for name, size in size_dict.items():
-            if not _is_int(size) or size < 0:
-                raise IteratorValidationError(
-                    f"Pad: size_dict['{name}'] must be an int >= 0. Received: {size!r}"
-                )
         value_dict = {} if value_dict is None else value_dict
         _check_names('Pad', 'value_dict', value_dict, iter)
-        _check_numbers('Pad', 'value_dict', value_dict)
         for name in value_dict:
             if name not in size_dict:
                 raise IteratorValidationError(
@@ -261,21 +243,11 @@ class RandomCrop(DataIterator):
     }
 
     def __init__(self, iter: DataIterator, shape_dict: dict[str, tuple[int, int]]):
-        _check_iterator('RandomCrop', iter)
         _check_names('RandomCrop', 'shape_dict', shape_dict, iter)
         _check_5d('RandomCrop', shape_dict, iter)
         data_shapes = dict(iter.data_shapes)
         for name, crop in shape_dict.items():
             t, b, h, w, c = data_shapes[name]
-            if (
-                not isinstance(crop, (tuple, list))
-                or len(crop) != 2
-                or not all(_is_int(x) and x >= 1 for x in crop)
-            ):
-                raise IteratorValidationError(
-                    f"RandomCrop: shape_dict['{name}'] must be a tuple of two "
-                    f'positive ints (h, w). Received: {crop!r}'
-                )
             if crop[0] > h or crop[1] > w:
                 raise IteratorValidationError(
                     f"RandomCrop: crop {tuple(crop)} for data '{name}' is "

@@ -12,22 +12,10 @@ from brainstorm.arguments import (
 )
 from brainstorm.data_iterators.base import (
     DataIterator,
-    _check_iterator,
     _check_names,
-    _is_int,
 )
 from brainstorm.data_iterators.sources import _example_iterator
-from brainstorm.utils import IteratorValidationError
-
-
-def _check_vocabulary_sizes(owner: str, vocab_size_dict, iterator) -> None:
-    _check_names(owner, 'vocab_size_dict', vocab_size_dict, iterator)
-    for name, size in vocab_size_dict.items():
-        if not _is_int(size) or size < 1:
-            raise IteratorValidationError(
-                f"{owner}: vocab_size_dict['{name}'] must be a positive int. "
-                f'Received: {size!r}'
-            )
+from brainstorm.errors import IteratorValidationError
 
 
 def _as_ids(owner: str, name: str, values: np.ndarray, vocab_size: int) -> np.ndarray:
@@ -60,8 +48,7 @@ class MultiHot(DataIterator):
 
     def __init__(self, iter: DataIterator, vocab_size_dict: dict[str, int]):
         kind = type(self).__name__
-        _check_iterator(kind, iter)
-        _check_vocabulary_sizes(kind, vocab_size_dict, iter)
+        _check_names(kind, 'vocab_size_dict', vocab_size_dict, iter)
         self._check_id_shapes(iter, vocab_size_dict)
         data_shapes = dict(iter.data_shapes)
         for name, size in vocab_size_dict.items():

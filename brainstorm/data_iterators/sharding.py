@@ -8,11 +8,11 @@ from brainstorm.arguments import (
     Int,
     Optional,
 )
-from brainstorm.data_iterators.base import DataIterator, _check_iterator, _is_int
+from brainstorm.data_iterators.base import DataIterator, _part_bounds
 from brainstorm.data_iterators.sources import _example_iterator
+from brainstorm.errors import IteratorValidationError
 from brainstorm.parallel import world_rank_and_size
 from brainstorm.randomness import RandomState, Seedable
-from brainstorm.utils import IteratorValidationError
 
 
 class Shard(DataIterator):
@@ -45,26 +45,18 @@ class Shard(DataIterator):
 
     __arguments__ = {
         'iter': Arg(Instance(DataIterator, example=_example_iterator)),
-        'rank': Arg(Optional(Int(0)), default=None),
-        'size': Arg(Optional(Int(1)), default=None),
+        'rank': Arg(Optional(Int(0))),
+        'size': Arg(Optional(Int(1))),
     }
 
     def __init__(
         self, iter: DataIterator, rank: int | None = None, size: int | None = None
     ):
-        _check_iterator('Shard', iter)
         if rank is None or size is None:
             world_rank, world_size = world_rank_and_size()
             rank = world_rank if rank is None else rank
             size = world_size if size is None else size
-        if not _is_int(size) or size < 1:
-            raise IteratorValidationError(
-                f'Shard: size must be a positive int. Received: size={size!r}'
-            )
-        if not _is_int(rank) or not 0 <= rank < size:
-            raise IteratorValidationError(
-                f'Shard: rank must be an int in [0, {size}). Received: rank={rank!r}'
-            )
+        # rank < size is checked by __validate__
         # a Shard draws no random numbers; a fixed seed keeps it from
         # taking one from global_rnd, so wrapping an iterator in a Shard
         # changes no other seed (the network starts as without MPI)
@@ -95,14 +87,13 @@ class Shard(DataIterator):
         Args:
             batch_size: the number of samples in the global batch.
         """
-        return (
-            self.rank * batch_size // self.size,
-            (self.rank + 1) * batch_size // self.size,
-        )
+        return _part_bounds(batch_size, self.rank, self.size)
 
     def __call__(self, handler=None):
-        """Return a generator over this rank's parts of the batches."""
-        for data in self.iter(handler):
-            first = next(iter(data.values()))
-            start, stop = self.bounds(first.shape[1])
-            yield {name: values[:, start:stop] for name, values in data.items()}
+        """Return a generator over this rank's parts of the batches.
+
+        Iterators that read their data on demand (:class:`Minibatches`
+        and :class:`Undivided` over an ``h5py.Dataset`` or a
+        ``np.memmap``) read only this rank's part of each batch.
+        """
+        return self.iter._part(handler, self.rank, self.size)

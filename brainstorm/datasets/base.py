@@ -4,7 +4,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from brainstorm.utils import DatasetValidationError
+from brainstorm.errors import DatasetValidationError
 
 __all__ = ['DATA_DIR_VARIABLE', 'INSTALL_HINT', 'Dataset']
 

@@ -20,7 +20,7 @@ given on the command line in their place by :func:`choose_settings`::
 import argparse
 
 from brainstorm.datasets.base import DATA_DIR_VARIABLE
-from brainstorm.utils import DatasetValidationError
+from brainstorm.errors import DatasetValidationError
 
 __all__ = ['add_data_arguments', 'add_settings_arguments', 'choose_settings']
 

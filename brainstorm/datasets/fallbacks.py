@@ -3,7 +3,7 @@
 import numpy as np
 
 from brainstorm.datasets.base import INSTALL_HINT, Dataset, check_positive_int
-from brainstorm.utils import DatasetValidationError
+from brainstorm.errors import DatasetValidationError
 
 __all__ = ['load_digits', 'load_python_text', 'to_streams']
 

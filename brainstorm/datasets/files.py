@@ -7,7 +7,8 @@ import numpy as np
 
 from brainstorm.datasets.base import DATA_DIR_VARIABLE, Dataset, check_positive_int
 from brainstorm.datasets.fallbacks import load_digits, load_python_text
-from brainstorm.utils import DatasetValidationError, open_hdf5
+from brainstorm.errors import DatasetValidationError
+from brainstorm.files import open_hdf5
 
 __all__ = ['get_data_dir', 'read_split', 'load_mnist', 'load_cifar10', 'load_hutter']
 

@@ -3,7 +3,9 @@
 Layers never touch memory directly. They call the ops of ``self.handler``,
 so the same layer code runs on the CPU (:class:`NumpyHandler`), on the GPU
 (``PyCudaHandler``) and under the checking :class:`DebugHandler`. The
-docstrings of :class:`Handler` are the specification all of them follow.
+docstrings of :class:`Handler` are the specification all of them follow;
+each op and its docstring come from the op table,
+:mod:`brainstorm.handlers.ops`.
 """
 
 from __future__ import annotations
@@ -12,16 +14,19 @@ import abc
 import functools
 import inspect
 from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brainstorm.describable import Describable
+from brainstorm.errors import NetworkValidationError
+from brainstorm.handlers.ops import OPS, install_contract, signature
 from brainstorm.randomness import global_rnd
-from brainstorm.utils import NetworkValidationError
 
 __all__ = [
     'Handler',
     'ACTIVATIONS',
     'ACTIVATION_NAMES',
+    'ACTIVATION_ALIASES',
+    'NEEDS_INPUT',
     'ActivationTable',
     'UnknownActivationError',
     'FirstUseRandomState',
@@ -30,8 +35,27 @@ __all__ = [
 #: The names of the activation functions, listed here and nowhere else.
 #: Each name is a handler op ``name(x, y)`` with its derivative op
 #: ``name_deriv(x, y, dy, dx)``; layer arguments (``activation=``) accept
-#: exactly these.
-ACTIVATIONS = ('sigmoid', 'tanh', 'rel', 'linear', 'el')
+#: these (those of :data:`NEEDS_INPUT` only where the layer says so) and
+#: the :data:`ACTIVATION_ALIASES`.
+ACTIVATIONS = (
+    'sigmoid',
+    'tanh',
+    'rel',
+    'linear',
+    'el',
+    'softplus',
+    'leaky_rel',
+    'gelu',
+)
+
+#: The activations whose derivative needs the input ``x``: for all others
+#: it follows from ``y = f(x)`` alone, which lets layers compute ``f`` in
+#: place and keep only ``y``. Only layers that keep their input
+#: (``Elementwise``) accept these.
+NEEDS_INPUT = ('gelu',)
+
+#: The other accepted spellings of activation names (alias -> name).
+ACTIVATION_ALIASES = {'relu': 'rel'}
 
 #: The same tuple under its earlier name.
 ACTIVATION_NAMES = ACTIVATIONS
@@ -99,6 +123,10 @@ def peek_random_state(handler):
 class Handler(Describable, abc.ABC):
     """Abstract base class of all handlers; its docstrings are the contract.
 
+    Each op is one row of the op table, :data:`brainstorm.handlers.ops.OPS`,
+    which gives this class the op as an abstract method with its signature
+    and contract as docstring.
+
     **Op names** follow ``<verb>[_add]_<kinds>``. The kinds name the operands
     in argument order, the output excluded:
 
@@ -131,12 +159,18 @@ class Handler(Describable, abc.ABC):
 
     **Images** for the ``*_batch`` ops are 4-D ``(N, H, W, C)`` arrays
     (channels last; layers pass ``flatten_time`` views, ``N = T*B``).
-    ``padding`` is an ``int >= 0`` of zero cells added on all four sides;
-    ``window`` is ``(kh, kw)`` and ``stride`` is ``(sy, sx)``, tuples of two
-    positive ints. The output size is ``OH = (H + 2*padding - kh) // sy + 1``
-    and ``OW = (W + 2*padding - kw) // sx + 1``; output cell ``(i, j)``
-    looks at input rows ``i*sy - padding + u`` (``0 <= u < kh``) and columns
-    ``j*sx - padding + v`` (``0 <= v < kw``).
+    ``padding`` is an ``int >= 0`` of zero cells added on all four sides,
+    or a tuple ``(top, bottom, left, right)`` of ints ``>= 0`` for padding
+    that differs by side (``brainstorm.shapes.padding_sides`` turns either
+    form into the tuple; an int ``p`` is ``(p, p, p, p)``). ``window`` is
+    ``(kh, kw)`` and ``stride`` is ``(sy, sx)``, tuples of two positive
+    ints. The output size is ``OH = (H + top + bottom - kh) // sy + 1`` and
+    ``OW = (W + left + right - kw) // sx + 1``; output cell ``(i, j)`` looks
+    at input rows ``i*sy - top + u`` (``0 <= u < kh``) and columns ``j*sx -
+    left + v`` (``0 <= v < kw``). The bottom and right padding thus only
+    decide the output size. Layers pass an int where the padding is the
+    same on every side, so a handler written for Brainstorm 0.5's int
+    padding runs every network that has no padding differing by side.
 
     Attributes:
         dtype: the NumPy scalar type of every array (e.g. ``numpy.float32``).
@@ -166,6 +200,11 @@ class Handler(Describable, abc.ABC):
     context: Any = None
     EMPTY: Any = None
     rnd: Any = None
+
+    if TYPE_CHECKING:
+        # the ops are set from the op table when this module is imported,
+        # so a type checker does not see them: to it they are Any
+        def __getattr__(self, name: str) -> Any: ...
 
     def __init_subclass__(cls, **kwargs) -> None:
         """Let handlers written against Brainstorm 0.5's op signatures work.
@@ -212,385 +251,68 @@ class Handler(Describable, abc.ABC):
         """Activation name -> ``f(y, dy)`` replacing ``dy`` by ``f'(x) * dy``."""
         return ActivationTable(self, 'inplace_act_func_deriv')
 
-    # ------------------------------------------------------------ allocation
-
-    @abc.abstractmethod
-    def allocate(self, shape: tuple[int, ...]):
-        """Return a new array of ``shape`` and the handler dtype.
-
-        The content is arbitrary (the NumPy handler gives zeros); use
-        :meth:`zeros` where it matters.
-        """
-
-    @abc.abstractmethod
-    def zeros(self, shape: tuple[int, ...]):
-        """Return a new array of ``shape`` filled with 0."""
-
-    @abc.abstractmethod
-    def ones(self, shape: tuple[int, ...]):
-        """Return a new array of ``shape`` filled with 1."""
-
-    @abc.abstractmethod
-    def create_from_numpy(self, arr):
-        """Return a new handler array holding a copy of the NumPy ``arr``.
-
-        The values are cast to the handler dtype; the shape is kept.
-        """
-
-    @abc.abstractmethod
-    def get_numpy_copy(self, mem):
-        """Return a new NumPy array (handler dtype) with the content of ``mem``.
-
-        Changing the result never changes ``mem``.
-        """
-
-    @abc.abstractmethod
-    def set_from_numpy(self, mem, arr) -> None:
-        """Overwrite the handler array ``mem`` with the NumPy ``arr``.
-
-        Both have the same shape; the values are cast to the handler dtype.
-        """
-
-    # ------------------------------------------------------------- copy/fill
-
-    @abc.abstractmethod
-    def copy_to(self, src, dest) -> None:
-        """Copy ``src`` into ``dest`` (note the order: source first).
-
-        Args:
-            src: tensor.
-            dest: tensor of the same shape, overwritten.
-        """
-
-    @abc.abstractmethod
-    def copy_to_if(self, src, dest, cond) -> None:
-        """Copy ``src`` into ``dest`` where ``cond`` is non-zero.
-
-        Args:
-            src: tensor.
-            dest: tensor of the same shape; elements where ``cond == 0``
-                keep their value.
-            cond: tensor of the same shape.
-        """
-
-    @abc.abstractmethod
-    def fill(self, mem, val: float) -> None:
-        """Set every element of the tensor ``mem`` to the scalar ``val``."""
-
-    @abc.abstractmethod
-    def fill_if(self, mem, val: float, cond) -> None:
-        """Set the elements of ``mem`` where ``cond`` is non-zero to ``val``.
-
-        Args:
-            mem: tensor, changed in place.
-            val: scalar.
-            cond: tensor of the same shape as ``mem``.
-        """
-
-    @abc.abstractmethod
-    def fill_gaussian(self, mean: float, std: float, out) -> None:
-        """Fill ``out`` with samples of N(mean, std**2) drawn from ``self.rnd``.
-
-        Args:
-            mean: scalar.
-            std: scalar, ``>= 0``.
-            out: tensor, overwritten.
-        """
-
-    @abc.abstractmethod
-    def generate_probability_mask(self, mask, probability: float) -> None:
-        """Fill ``mask`` with 1 with ``probability`` and 0 otherwise.
-
-        Each element is drawn independently from ``self.rnd``.
-
-        Args:
-            mask: tensor, overwritten.
-            probability: scalar in ``[0, 1]``.
-        """
-
-    # ---------------------------------------------------------------- checks
-
-    @abc.abstractmethod
-    def is_fully_finite(self, a) -> bool:
-        """Return True if the tensor ``a`` holds no NaN and no +-Inf."""
-
-    # ----------------------------------------------------------- math A to Z
-
-    @abc.abstractmethod
-    def abs_t(self, a, out) -> None:
-        """Elementwise ``out = |a|``; ``out`` has ``a``'s shape, may alias it."""
-
-    @abc.abstractmethod
-    def add_into_if(self, a, out, cond) -> None:
-        """Elementwise ``out += a`` where ``cond`` is non-zero.
-
-        Args:
-            a: tensor.
-            out: tensor of the same shape; unchanged where ``cond == 0``.
-            cond: tensor of the same shape.
-        """
-
-    @abc.abstractmethod
-    def add_mv(self, m, v, out) -> None:
-        """``out = m + v`` with ``v`` broadcast over ``m``.
-
-        Args:
-            m: matrix ``(M, N)``.
-            v: vector ``(1, N)`` (added to every row) or ``(M, 1)`` (added to
-                every column).
-            out: matrix ``(M, N)``; may alias ``m``.
-        """
-
-    @abc.abstractmethod
-    def add_st(self, s: float, t, out) -> None:
-        """Elementwise ``out = t + s`` for a scalar ``s``; ``out`` may alias ``t``."""
-
-    @abc.abstractmethod
-    def add_tt(self, a, b, out) -> None:
-        """Elementwise ``out = a + b``; all of one shape, ``out`` may alias."""
-
-    @abc.abstractmethod
-    def binarize_v(self, v, out) -> None:
-        """One-hot encode class ids: ``out[i, k] = 1 if v[i, 0] == k else 0``.
-
-        Args:
-            v: vector ``(N, 1)`` of integral ids in ``[0, K)``.
-            out: matrix ``(N, K)``, overwritten.
-        """
-
-    @abc.abstractmethod
-    def broadcast_t(self, a, axis: int, out) -> None:
-        """Replicate ``a`` along ``axis`` into ``out``.
-
-        Args:
-            a: tensor with size 1 along ``axis``.
-            axis: int in ``[0, out.ndim)``.
-            out: tensor of ``a``'s shape except along ``axis``.
-        """
-
-    @abc.abstractmethod
-    def clip_t(self, a, a_min: float, a_max: float, out) -> None:
-        """Elementwise ``out = min(max(a, a_min), a_max)``.
-
-        Args:
-            a: tensor.
-            a_min: scalar lower bound.
-            a_max: scalar upper bound, ``>= a_min``.
-            out: tensor of ``a``'s shape; may alias ``a``.
-        """
-
-    @abc.abstractmethod
-    def divide_mv(self, m, v, out) -> None:
-        """``out = m / v`` with ``v`` broadcast as in :meth:`add_mv`."""
-
-    @abc.abstractmethod
-    def divide_tt(self, a, b, out) -> None:
-        """Elementwise ``out = a / b``; all of one shape, ``out`` may alias."""
-
-    @abc.abstractmethod
-    def dot_add_mm(self, a, b, out, transa: bool = False, transb: bool = False) -> None:
-        """Matrix product added to ``out``: ``out += op(a) @ op(b)``.
-
-        Args:
-            a: matrix; ``op(a)`` is ``a.T`` if ``transa`` else ``a``,
-                of shape ``(M, K)``.
-            b: matrix; ``op(b)`` is ``b.T`` if ``transb`` else ``b``,
-                of shape ``(K, N)``.
-            out: matrix ``(M, N)``; must not overlap ``a`` or ``b``.
-            transa: bool.
-            transb: bool.
-        """
-
-    @abc.abstractmethod
-    def dot_mm(self, a, b, out, transa: bool = False, transb: bool = False) -> None:
-        """Matrix product ``out = op(a) @ op(b)``.
-
-        Arguments as in :meth:`dot_add_mm`.
-        """
-
-    @abc.abstractmethod
-    def index_m_by_v(self, m, v, out) -> None:
-        """Pick one entry per row: ``out[i, 0] = m[i, int(v[i, 0])]``.
-
-        Args:
-            m: matrix ``(N, K)``.
-            v: vector ``(N, 1)`` of integral column ids in ``[0, K)``.
-            out: vector ``(N, 1)``, overwritten.
-        """
-
-    @abc.abstractmethod
-    def log_t(self, a, out) -> None:
-        """Elementwise natural log ``out = ln(a)``; ``out`` may alias ``a``."""
-
-    @abc.abstractmethod
-    def merge_tt(self, a, b, out) -> None:
-        """Concatenate ``a`` and ``b`` along the last axis into ``out``.
-
-        Args:
-            a: tensor ``(..., Fa)``.
-            b: tensor ``(..., Fb)`` with the same leading dimensions.
-            out: tensor ``(..., Fa + Fb)``, overwritten.
-        """
-
-    @abc.abstractmethod
-    def modulo_tt(self, a, b, out) -> None:
-        """Elementwise C-style remainder ``out = fmod(a, b)``.
-
-        The result has the sign of ``a``. All of one shape, ``out`` may alias.
-        """
-
-    @abc.abstractmethod
-    def mult_add_mv(self, m, v, out) -> None:
-        """``out += m * v`` with ``v`` broadcast as in :meth:`mult_mv`.
-
-        ``out`` is a matrix ``(M, N)`` and may alias ``m``.
-        """
-
-    @abc.abstractmethod
-    def mult_add_st(self, s: float, t, out) -> None:
-        """Elementwise ``out += s * t`` for a scalar ``s``; ``out`` may alias ``t``."""
-
-    @abc.abstractmethod
-    def mult_add_tt(self, a, b, out) -> None:
-        """Elementwise ``out += a * b``; all of one shape, ``out`` may alias."""
-
-    @abc.abstractmethod
-    def mult_mv(self, m, v, out) -> None:
-        """``out = m * v`` elementwise with ``v`` broadcast over ``m``.
-
-        Args:
-            m: matrix ``(M, N)``.
-            v: vector ``(1, N)`` or ``(M, 1)`` (broadcast as in
-                :meth:`add_mv`), or a matrix ``(M, N)``.
-            out: matrix ``(M, N)``; may alias ``m``.
-        """
-
-    @abc.abstractmethod
-    def mult_st(self, s: float, t, out) -> None:
-        """Elementwise ``out = s * t`` for a scalar ``s``; ``out`` may alias ``t``."""
-
-    @abc.abstractmethod
-    def mult_tt(self, a, b, out) -> None:
-        """Elementwise ``out = a * b``; all of one shape, ``out`` may alias."""
-
-    @abc.abstractmethod
-    def sign_t(self, a, out) -> None:
-        """Elementwise sign (-1, 0 or 1) of ``a``; ``out`` may alias ``a``."""
-
-    @abc.abstractmethod
-    def softmax_m(self, m, out) -> None:
-        """Softmax over each row: ``out[i] = exp(m[i] - max m[i]) / sum(...)``.
-
-        Subtracting the row maximum keeps it finite for large inputs.
-
-        Args:
-            m: matrix ``(M, N)``.
-            out: matrix ``(M, N)``; may alias ``m``.
-        """
-
-    @abc.abstractmethod
-    def split_add_tt(self, x, out_a, out_b) -> None:
-        """Undo :meth:`merge_tt`, adding the two parts to the outputs.
-
-        ``out_a += x[..., :Fa]`` and ``out_b += x[..., Fa:]``.
-
-        Args:
-            x: tensor ``(..., Fa + Fb)``.
-            out_a: tensor ``(..., Fa)``.
-            out_b: tensor ``(..., Fb)``.
-        """
-
-    @abc.abstractmethod
-    def sqrt_t(self, a, out) -> None:
-        """Elementwise square root; ``out`` may alias ``a``."""
-
-    @abc.abstractmethod
-    def subtract_mv(self, m, v, out) -> None:
-        """``out = m - v`` with ``v`` broadcast as in :meth:`add_mv`."""
-
-    @abc.abstractmethod
-    def subtract_tt(self, a, b, out) -> None:
-        """Elementwise ``out = a - b``; all of one shape, ``out`` may alias."""
-
-    @abc.abstractmethod
-    def sum_t(self, a, axis: int | None, out) -> None:
-        """Sum ``a`` over ``axis`` (or over everything) into ``out``.
-
-        Args:
-            a: tensor; any shape if ``axis`` is None, else 1-D or 2-D.
-            axis: None, or an axis of ``a`` (0 or 1).
-            out: for ``axis=None`` an array with one element (any shape,
-                e.g. ``()``, ``(1,)`` or ``(1, 1)``); otherwise ``a``'s
-                shape without ``axis`` or with size 1 at ``axis``
-                (``(M, N)``, axis 0 -> ``(N,)`` or ``(1, N)``).
-        """
+    # The ops are the rows of the op table (brainstorm.handlers.ops), which
+    # install_contract below turns into abstract methods with their
+    # signatures and docstrings. ``linear`` is not abstract: its default (a
+    # copy through copy_to) serves every handler, including those written
+    # before it was an op; its contract text is the table's.
 
     # ----------------------------------------------------------- activations
 
-    # The activation ops, one pair per name in ACTIVATIONS. ``linear`` is
-    # not abstract: its default (a copy through copy_to) serves every
-    # handler, including those written before it was an op.
-
-    @abc.abstractmethod
-    def el(self, x, y) -> None:
-        """Exponential linear unit (alpha 1): ``y = x if x > 0 else exp(x) - 1``.
-
-        ``y`` has ``x``'s shape and may alias it.
-        """
-
-    @abc.abstractmethod
-    def el_deriv(self, x, y, dy, dx) -> None:
-        """``dx = dy if y >= 0 else dy * (y + 1)`` (uses only ``y``).
-
-        Args:
-            x: the activation input (unused, may be None).
-            y: ``el(x)``.
-            dy: delta of ``y``.
-            dx: delta of ``x``, overwritten; same shape, may alias ``dy``.
-        """
-
-    def linear(self, x, y) -> None:
-        """Identity ``y = x``; nothing to do if ``y`` is ``x`` itself.
-
-        ``y`` has ``x``'s shape and may alias it.
-        """
+    def linear(self, x, y) -> None:  # noqa: D102 - documented in the table
         if y is not x:
             self.copy_to(x, y)
 
-    def linear_deriv(self, x, y, dy, dx) -> None:
-        """``dx = dy``; nothing to do if ``dx`` is ``dy`` itself.
-
-        Arguments as in :meth:`el_deriv`.
-        """
+    def linear_deriv(self, x, y, dy, dx) -> None:  # noqa: D102 - as linear
         if dx is not dy:
             self.copy_to(dy, dx)
 
-    @abc.abstractmethod
-    def rel(self, x, y) -> None:
-        """Rectified linear: ``y = max(0, x)``; ``y`` may alias ``x``."""
+    # -------------------------------------------------------------- recurrent
 
-    @abc.abstractmethod
-    def rel_deriv(self, x, y, dy, dx) -> None:
-        """``dx = dy * (y > 0)``; arguments as in :meth:`el_deriv`."""
+    def lstm_forward_step(  # noqa: D102 - documented in the table
+        self, gates, c_prev, pi, pf, po, activation: str, gate_outputs, c, c_out, y
+    ) -> None:
+        S = c.shape[1]
+        Z, I, F, O = (gates[:, k * S : (k + 1) * S] for k in range(4))
+        Zb, Ib, Fb, Ob = (gate_outputs[:, k * S : (k + 1) * S] for k in range(4))
+        act = self.act_func[activation]
+        self.mult_add_mv(c_prev, pi, I)
+        self.mult_add_mv(c_prev, pf, F)
+        act(Z, Zb)
+        self.sigmoid(gates[:, S : 3 * S], gate_outputs[:, S : 3 * S])
+        self.mult_tt(Ib, Zb, c)
+        self.mult_add_tt(Fb, c_prev, c)
+        self.mult_add_mv(c, po, O)
+        self.sigmoid(O, Ob)
+        act(c, c_out)
+        self.mult_tt(Ob, c_out, y)
 
-    @abc.abstractmethod
-    def sigmoid(self, x, y) -> None:
-        """Logistic sigmoid ``y = 1 / (1 + exp(-x))``; ``y`` may alias ``x``.
-
-        Finite (0 or 1 at the extremes) for every finite ``x``.
-        """
-
-    @abc.abstractmethod
-    def sigmoid_deriv(self, x, y, dy, dx) -> None:
-        """``dx = dy * y * (1 - y)``; arguments as in :meth:`el_deriv`."""
-
-    @abc.abstractmethod
-    def tanh(self, x, y) -> None:
-        """Hyperbolic tangent of ``x`` into ``y``, which may alias ``x``."""
-
-    @abc.abstractmethod
-    def tanh_deriv(self, x, y, dy, dx) -> None:
-        """``dx = dy * (1 - y**2)``; arguments as in :meth:`el_deriv`."""
+    def lstm_backward_step(  # noqa: D102 - documented in the table
+        self,
+        dy,
+        factors,
+        c_factor,
+        d_gates_next,
+        dc_next,
+        f_next,
+        pi,
+        pf,
+        po,
+        d_gates,
+        dc,
+    ) -> None:
+        S = dc.shape[1]
+        PZ, PI, PF, PO = (factors[:, k * S : (k + 1) * S] for k in range(4))
+        dZ, dI, dF, dO = (d_gates[:, k * S : (k + 1) * S] for k in range(4))
+        self.mult_tt(dy, PO, dO)
+        self.mult_tt(dy, c_factor, dc)
+        self.mult_add_mv(dO, po, dc)
+        self.mult_add_mv(d_gates_next[:, S : 2 * S], pi, dc)
+        self.mult_add_mv(d_gates_next[:, 2 * S : 3 * S], pf, dc)
+        self.mult_add_tt(f_next, dc_next, dc)
+        self.mult_tt(dc, PZ, dZ)
+        self.mult_tt(dc, PI, dI)
+        self.mult_tt(dc, PF, dF)
 
     # -------------------------------------------------------------- conv/pool
 
@@ -609,186 +331,20 @@ class Handler(Describable, abc.ABC):
         """
         return False
 
-    @abc.abstractmethod
-    def conv2d_forward_batch(
-        self,
-        inputs,
-        weights,
-        bias,
-        outputs,
-        padding: int,
-        stride: tuple[int, int],
-        *,
-        columns=None,
-    ) -> None:
-        """2-D cross-correlation of a batch of images, plus bias.
 
-        ``outputs[n, i, j, f] = bias[f] + sum_{u, v, c} weights[f, u, v, c]
-        * xpad[n, i*sy + u, j*sx + v, c]``, where ``xpad`` is ``inputs`` with
-        ``padding`` zero cells on every side (see the class docstring for
-        the output size).
+install_contract(Handler, OPS)
 
-        Args:
-            inputs: ``(N, H, W, C)``.
-            weights: ``(F, kh, kw, C)``.
-            bias: ``(F,)``.
-            outputs: ``(N, OH, OW, F)``, overwritten.
-            padding: int ``>= 0``.
-            stride: ``(sy, sx)``.
-            columns: keyword-only; None or an ``(N, OH, OW, kh*kw*C)``
-                workspace that the caller keeps unchanged until the
-                :meth:`conv2d_backward_batch` of the same inputs, which gets
-                it too (a layer internal). The handler may store there
-                what that backward pass needs (NumpyHandler: the receptive
-                fields, ``columns[n, i, j, (u*kw + v)*C + c] = xpad[n,
-                i*sy + u, j*sx + v, c]``) instead of recomputing it; its
-                content is otherwise unspecified and it may stay untouched.
-                Handlers whose op lacks this keyword (Brainstorm 0.5's
-                signature) get it dropped by ``Handler.__init_subclass__``.
-        """
-
-    @abc.abstractmethod
-    def conv2d_backward_batch(
-        self,
-        inputs,
-        weights,
-        padding: int,
-        stride: tuple[int, int],
-        in_deltas,
-        out_deltas,
-        weight_deltas,
-        bias_deltas,
-        *,
-        columns=None,
-        skip_in_deltas: bool = False,
-    ) -> None:
-        """Gradients of :meth:`conv2d_forward_batch`.
-
-        Args:
-            inputs: ``(N, H, W, C)``, as in the forward pass.
-            weights: ``(F, kh, kw, C)``.
-            padding: int ``>= 0``.
-            stride: ``(sy, sx)``.
-            in_deltas: ``(N, H, W, C)``; the input gradient is ADDED.
-            out_deltas: ``(N, OH, OW, F)``, the output gradient.
-            weight_deltas: ``(F, kh, kw, C)``, OVERWRITTEN.
-            bias_deltas: ``(F,)``, OVERWRITTEN.
-            columns: keyword-only; the workspace given to the forward pass
-                of the same inputs (or None, also if the forward pass got
-                None); read only.
-            skip_in_deltas: keyword-only; if True the input gradient is
-                not computed and ``in_deltas`` is left untouched (for a
-                caller whose input deltas nobody reads). Handlers whose op
-                lacks this keyword get it dropped (then the deltas are
-                added anyway, which nobody reads).
-        """
-
-    @abc.abstractmethod
-    def maxpool2d_forward_batch(
-        self,
-        inputs,
-        window: tuple[int, int],
-        outputs,
-        padding: int,
-        stride: tuple[int, int],
-        argmax,
-    ) -> None:
-        """Max pooling over windows of in-bounds cells (padding is ignored).
-
-        ``argmax`` receives the position of each maximum as the flat
-        in-image index ``(row * W + col) * C + c`` (the first maximum in
-        row-major window order wins ties). A window holding only padding
-        gives output 0 and argmax -1.
-
-        Args:
-            inputs: ``(N, H, W, C)``.
-            window: ``(kh, kw)``.
-            outputs: ``(N, OH, OW, C)``, overwritten.
-            padding: int ``>= 0``.
-            stride: ``(sy, sx)``.
-            argmax: ``(N, OH, OW, C)`` in the handler dtype, overwritten.
-        """
-
-    @abc.abstractmethod
-    def maxpool2d_backward_batch(
-        self,
-        inputs,
-        window: tuple[int, int],
-        outputs,
-        padding: int,
-        stride: tuple[int, int],
-        argmax,
-        in_deltas,
-        out_deltas,
-    ) -> None:
-        """Gradient of :meth:`maxpool2d_forward_batch`.
-
-        ``out_deltas[n, i, j, c]`` is ADDED to ``in_deltas[n]`` at the flat
-        index ``argmax[n, i, j, c]`` (nothing for -1).
-
-        Args:
-            inputs: ``(N, H, W, C)``, as in the forward pass.
-            window: ``(kh, kw)``.
-            outputs: ``(N, OH, OW, C)``, as in the forward pass.
-            padding: int ``>= 0``.
-            stride: ``(sy, sx)``.
-            argmax: ``(N, OH, OW, C)`` from the forward pass.
-            in_deltas: ``(N, H, W, C)``, added to.
-            out_deltas: ``(N, OH, OW, C)``.
-        """
-
-    @abc.abstractmethod
-    def avgpool2d_forward_batch(
-        self,
-        inputs,
-        window: tuple[int, int],
-        outputs,
-        padding: int,
-        stride: tuple[int, int],
-    ) -> None:
-        """Average pooling: the mean over the in-bounds cells of each window.
-
-        Padding cells do not count; a window of padding only gives 0.
-
-        Args:
-            inputs: ``(N, H, W, C)``.
-            window: ``(kh, kw)``.
-            outputs: ``(N, OH, OW, C)``, overwritten.
-            padding: int ``>= 0``.
-            stride: ``(sy, sx)``.
-        """
-
-    @abc.abstractmethod
-    def avgpool2d_backward_batch(
-        self,
-        inputs,
-        window: tuple[int, int],
-        outputs,
-        padding: int,
-        stride: tuple[int, int],
-        in_deltas,
-        out_deltas,
-    ) -> None:
-        """Gradient of :meth:`avgpool2d_forward_batch`.
-
-        Each in-bounds cell of a window gets ``out_delta / count`` ADDED,
-        ``count`` being the number of in-bounds cells of that window.
-
-        Args:
-            inputs: ``(N, H, W, C)``.
-            window: ``(kh, kw)``.
-            outputs: ``(N, OH, OW, C)``.
-            padding: int ``>= 0``.
-            stride: ``(sy, sx)``.
-            in_deltas: ``(N, H, W, C)``, added to.
-            out_deltas: ``(N, OH, OW, C)``.
-        """
-
-
-# The optional keyword-only parameters of ops, added after Brainstorm 0.5.
+# The optional keyword-only parameters of ops (added after Brainstorm 0.5).
 _OPTIONAL_KEYWORDS = {
-    'conv2d_forward_batch': ('columns',),
-    'conv2d_backward_batch': ('columns', 'skip_in_deltas'),
+    op.name: keywords
+    for op in OPS.values()
+    if (
+        keywords := tuple(
+            name
+            for name, p in signature(op).parameters.items()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY
+        )
+    )
 }
 
 
@@ -901,6 +457,12 @@ def _inplace(f, x) -> None:
 
 
 def _inplace_deriv(f_deriv, y, dy) -> None:
+    name = getattr(f_deriv, '__name__', '').removesuffix('_deriv')
+    if name in NEEDS_INPUT:
+        raise ValueError(
+            f'inplace_act_func_deriv: the derivative of {name!r} needs '
+            f'the input x; call act_func_deriv[{name!r}](x, y, dy, dx).'
+        )
     f_deriv(None, y, dy, dy)
 
 

@@ -21,7 +21,9 @@ One module per concern; every hook is imported from ``brainstorm.hooks``:
 * ``brainstorm.hooks.schedules``: stepper hyperparameters
   (``ModifyStepperAttribute``, ``ReduceOnPlateau``);
 * ``brainstorm.hooks.display``: progress bar and plots
-  (``ProgressBar``, ``SavePlot``, ``BokehVisualizer``).
+  (``ProgressBar``, ``SavePlot``, ``BokehVisualizer``);
+* ``brainstorm.hooks.tensorboard``: TensorBoard event files
+  (``SaveLogsTensorBoard``, needs the ``tensorboard`` extra).
 
 In data-parallel training (a
 :class:`~brainstorm.training.data_parallel.DataParallel` stepper on several
@@ -35,13 +37,18 @@ import signal
 import sys
 from collections import OrderedDict
 
-import h5py
 import numpy as np
 
 import brainstorm.optional as optional
 from brainstorm.describable import Describable
+from brainstorm.files import get_brainstorm_info, h5py_on_first_use
 from brainstorm.hooks.base import Hook
-from brainstorm.hooks.display import BokehVisualizer, ProgressBar, SavePlot
+from brainstorm.hooks.display import (
+    BokehVisualizer,
+    ProgressBar,
+    SavePlot,
+    progress_bar,
+)
 from brainstorm.hooks.monitoring import (
     InfoUpdater,
     MonitorLayerDeltas,
@@ -67,10 +74,15 @@ from brainstorm.hooks.stopping import (
     StopOnNan,
     StopOnSigQuit,
 )
+from brainstorm.hooks.tensorboard import SaveLogsTensorBoard
+from brainstorm.naming import get_by_path
 from brainstorm.structure.network import Network
 from brainstorm.tools import evaluate
 from brainstorm.training.checkpoint import check_restored_path
-from brainstorm.utils import get_brainstorm_info, get_by_path, progress_bar
+
+# ``h5py``, in Brainstorm 0.5's namespace of this module, is imported when
+# first asked for, so that importing brainstorm does not load HDF5
+__getattr__ = h5py_on_first_use(__name__)
 
 # math, signal, sys, OrderedDict, h5py, np, optional, Describable, Network,
 # evaluate, get_by_path, progress_bar and get_brainstorm_info: the names
@@ -100,4 +112,5 @@ __all__ = [
     'SaveCheckpoint',
     'BokehVisualizer',
     'InfoUpdater',
+    'SaveLogsTensorBoard',
 ]

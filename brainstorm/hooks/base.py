@@ -23,14 +23,13 @@ from brainstorm.arguments import (
     Str,
 )
 from brainstorm.describable import Describable
-from brainstorm.parallel import processes_of
-from brainstorm.scorers import _LogKey
-from brainstorm.training.utils import check_int
-from brainstorm.utils import (
+from brainstorm.errors import (
     TrainingValidationError,
     UnknownNameError,
-    get_by_path,
 )
+from brainstorm.naming import get_by_path
+from brainstorm.parallel import processes_of
+from brainstorm.scorers import _LogKey
 
 __all__ = ['Hook']
 
@@ -39,6 +38,9 @@ _log = get_logger('hooks')
 
 #: Log names: one dotted name or a list of them.
 _NAMES = AnyOf(ListOf(Str(nonempty=True)), Str(nonempty=True))
+
+#: At least one log name: one dotted name or a non-empty list of them.
+_SOME_NAMES = AnyOf(Str(nonempty=True), ListOf(Str(nonempty=True), nonempty=True))
 
 
 def _leaf_paths(logs: Mapping, prefix: str = '') -> list:
@@ -55,15 +57,6 @@ def _leaf_paths(logs: Mapping, prefix: str = '') -> list:
 def _names_list(names) -> list:
     """One log name or several as a list of names."""
     return [names] if isinstance(names, str) else list(names)
-
-
-def _check_criterion(owner: str, criterion) -> None:
-    """Refuse a criterion other than ``'min'`` or ``'max'``."""
-    if criterion not in ('min', 'max'):
-        raise TrainingValidationError(
-            f"{owner}: criterion must be 'min' or 'max'. Received: "
-            f'criterion={criterion!r}'
-        )
 
 
 def _is_number(value) -> bool:
@@ -110,15 +103,14 @@ class Hook(Describable):
     """
 
     __arguments__ = {
-        'name': Arg(Optional(_LogKey()), default=None, attr='__name__'),
-        'timescale': Arg(Choice('epoch', 'update'), default='epoch'),
-        'interval': Arg(Int(1), default=1),
-        'verbose': Arg(Optional(Bool()), default=None),
+        'name': Arg(Optional(_LogKey()), attr='__name__'),
+        'timescale': Arg(Choice('epoch', 'update'), omit_default=True),
+        'interval': Arg(Int(1), omit_default=True),
+        'verbose': Arg(Optional(Bool()), omit_default=True),
         'priority': Arg(Int(0), default=0, state=True),
     }
 
     __undescribed__ = {'run_verbosity': None, 'comm': None, 'processes': None}
-    __default_values__ = {'timescale': 'epoch', 'interval': 1, 'verbose': None}
 
     # the trainer writes a checkpoint after a call including such a hook
     writes_checkpoint = False
@@ -130,20 +122,10 @@ class Hook(Describable):
         interval: int = 1,
         verbose: bool | None = None,
     ):
-        owner = type(self).__name__
-        if timescale not in ('epoch', 'update'):
-            raise TrainingValidationError(
-                f"{owner}: timescale must be 'epoch' or 'update'. Received: "
-                f'timescale={timescale!r}'
-            )
-        check_int(owner, 'interval', interval, low=1)
-        if name is not None and not isinstance(name, str):
-            raise TrainingValidationError(
-                f'{owner}: name must be a str or None. Received: {name!r}'
-            )
+        # the declarations above have checked every argument
         self.timescale = timescale
         self.interval = interval
-        self.__name__ = name or owner
+        self.__name__ = name or type(self).__name__
         self.priority = 0
         self.verbose = verbose
         self.run_verbosity: bool | None = None

@@ -14,13 +14,12 @@ import numpy as np
 import brainstorm.optional as optional
 from brainstorm.__about__ import install_hint
 from brainstorm.arguments import Arg, Bool, FileName, Optional, Writable
-from brainstorm.hooks.base import _NAMES, Hook, _names_list
-from brainstorm.training.utils import log_counters
-from brainstorm.utils import (
-    TrainingValidationError,
-    as_file_name,
+from brainstorm.errors import TrainingValidationError
+from brainstorm.files import (
     write_atomically,
 )
+from brainstorm.hooks.base import _SOME_NAMES, Hook, _names_list
+from brainstorm.training.utils import log_counters
 
 __all__ = ['ProgressBar', 'SavePlot', 'BokehVisualizer']
 
@@ -60,7 +59,7 @@ class SavePlot(Hook):
 
     __arguments__ = {
         'filename': Arg(FileName()),
-        'log_names': Arg(_NAMES),
+        'log_names': Arg(_SOME_NAMES),
     }
 
     def __init__(
@@ -74,11 +73,6 @@ class SavePlot(Hook):
         super().__init__(name, timescale, interval)
         self.filename = filename
         self.log_names = _names_list(log_names)
-        if not self.log_names:
-            raise TrainingValidationError(
-                'SavePlot: log_names must name at least one log. Received: '
-                f'{log_names!r}'
-            )
 
     def start(self, net, stepper, verbose, named_data_iters):
         """Check that matplotlib can be imported.
@@ -148,8 +142,8 @@ class BokehVisualizer(Hook):
     """
 
     __arguments__ = {
-        'log_names': Arg(_NAMES),
-        'filename': Arg(FileName(), default='bokeh_visualizer.html'),
+        'log_names': Arg(_SOME_NAMES),
+        'filename': Arg(FileName()),
     }
 
     def __init__(
@@ -163,14 +157,7 @@ class BokehVisualizer(Hook):
     ):
         super().__init__(name, timescale, interval, verbose)
         self.log_names = _names_list(log_names)
-        if not self.log_names or not all(isinstance(n, str) for n in self.log_names):
-            raise TrainingValidationError(
-                'BokehVisualizer: log_names must name at least one log. '
-                f'Received: {log_names!r}'
-            )
-        self.filename = as_file_name(
-            filename, 'BokehVisualizer', TrainingValidationError
-        )
+        self.filename = filename
 
     def start(self, net, stepper, verbose, named_data_iters):
         """Check that bokeh is installed.
@@ -277,8 +264,8 @@ class ProgressBar(Hook):
     """
 
     __arguments__ = {
-        'file': Arg(Optional(Writable()), default=None, init_only=True),
-        'force': Arg(Bool(), default=False),
+        'file': Arg(Optional(Writable()), init_only=True),
+        'force': Arg(Bool(), omit_default=True),
     }
 
     __undescribed__ = {
@@ -290,7 +277,6 @@ class ProgressBar(Hook):
         '_length': None,
         '_enabled': False,
     }
-    __default_values__ = {'force': False}
 
     def __init__(
         self,
@@ -366,3 +352,43 @@ class ProgressBar(Hook):
         if self._bar.n >= self._length:
             self._close()
         return None
+
+
+# ---- Brainstorm 0.5's text progress bar -------------------------------------
+# Kept for code written for 0.5 (also in brainstorm.hooks and
+# brainstorm.utils); the ProgressBar hook above draws with tqdm.
+
+
+def silence():
+    """An endless iterator of empty strings.
+
+    Yields:
+        ``''``, forever.
+    """
+    while True:
+        yield ''
+
+
+def progress_bar(
+    maximum: int,
+    prefix: str = '[',
+    bar: str = '====1====2====3====4====5====6====7====8====9====0',
+    suffix: str = '] Took: {0}\n',
+):
+    """A generator drawing a plain-text progress bar.
+
+    Send it the current progress (0..maximum); it yields the characters to
+    print. Kept for compatibility; :class:`brainstorm.hooks.ProgressBar` uses
+    tqdm.
+    """
+    import time
+
+    start = time.time()
+    i = 0
+    progress = yield prefix
+    while progress < maximum:
+        new_i = int(len(bar) * progress / maximum) if maximum else len(bar)
+        progress = yield bar[i:new_i]
+        i = new_i
+    elapsed = time.time() - start
+    yield bar[i:] + suffix.format(f'{elapsed:0.1f}s')

@@ -15,10 +15,13 @@ from collections.abc import Mapping
 import numpy as np
 
 from brainstorm.arguments import Arg, Check, Instance, ListOf, Str
+from brainstorm.errors import (
+    TrainingValidationError,
+    UnknownNameError,
+)
 from brainstorm.hooks.base import Hook
 from brainstorm.scorers import Accuracy, Scorer
 from brainstorm.tools.evaluation import _evaluate
-from brainstorm.utils import TrainingValidationError, UnknownNameError
 
 __all__ = [
     'MonitorLoss',
@@ -351,11 +354,6 @@ class InfoUpdater(Hook):
         self, run, name: str | None = None, timescale: str = 'epoch', interval: int = 1
     ):
         super().__init__(name, timescale, interval)
-        if not isinstance(getattr(run, 'info', None), dict):
-            raise TrainingValidationError(
-                "InfoUpdater: run must have an 'info' attribute that is a "
-                f'dict. Received: {run!r}'
-            )
         self.run = run
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):

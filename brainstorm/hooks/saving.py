@@ -14,6 +14,11 @@ from collections.abc import Mapping
 import numpy as np
 
 from brainstorm.arguments import Arg, Choice, FileName, Optional, Str
+from brainstorm.files import (
+    get_brainstorm_info,
+    write_atomically,
+    write_hdf5,
+)
 from brainstorm.hooks.base import (
     _NAMES,
     Hook,
@@ -23,13 +28,6 @@ from brainstorm.hooks.base import (
 )
 from brainstorm.structure.network import Network
 from brainstorm.training.utils import log_counters
-from brainstorm.utils import (
-    TrainingValidationError,
-    as_file_name,
-    get_brainstorm_info,
-    write_atomically,
-    write_hdf5,
-)
 
 __all__ = [
     'SaveBestNetwork',
@@ -69,8 +67,8 @@ class SaveBestNetwork(Hook):
 
     __arguments__ = {
         'log_name': Arg(Str(nonempty=True)),
-        'filename': Arg(Optional(FileName()), default=None),
-        'criterion': Arg(Choice('max', 'min'), default='max'),
+        'filename': Arg(Optional(FileName())),
+        'criterion': Arg(Choice('max', 'min')),
     }
 
     __undescribed__ = {'parameters': None}
@@ -256,9 +254,6 @@ class SaveCheckpoint(_FileHook):
         interval: int = 1,
     ):
         super().__init__(filename, name, timescale, interval)
-        self.filename = as_file_name(
-            filename, 'SaveCheckpoint', TrainingValidationError
-        )
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
         """Do nothing: the trainer writes the checkpoint (see above)."""
@@ -290,7 +285,7 @@ class SaveLogsCSV(Hook):
 
     __arguments__ = {
         'filename': Arg(FileName()),
-        'log_names': Arg(Optional(_NAMES), default=None),
+        'log_names': Arg(Optional(_NAMES)),
     }
 
     def __init__(

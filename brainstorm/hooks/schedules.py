@@ -17,12 +17,11 @@ import math
 import numpy as np
 
 from brainstorm.arguments import AnyOf, Arg, Callable, Choice, Instance, Int, Real, Str
-from brainstorm.hooks.base import Hook, _check_criterion, _is_better
+from brainstorm.errors import TrainingValidationError, UnknownNameError
+from brainstorm.hooks.base import Hook, _is_better
 from brainstorm.training.data_parallel import DataParallel
 from brainstorm.training.schedules import Linear, Schedule
 from brainstorm.training.steppers import MultiStepper
-from brainstorm.training.utils import check_int, check_number
-from brainstorm.utils import TrainingValidationError, UnknownNameError
 
 __all__ = ['ModifyStepperAttribute', 'ReduceOnPlateau']
 
@@ -124,7 +123,7 @@ class ModifyStepperAttribute(Hook):
         'schedule': Arg(
             AnyOf(Instance(Schedule, example=lambda: Linear(1, 0, 2)), Callable())
         ),
-        'attr_name': Arg(Str(nonempty=True), default='learning_rate'),
+        'attr_name': Arg(Str(nonempty=True)),
     }
 
     def __init__(
@@ -137,11 +136,6 @@ class ModifyStepperAttribute(Hook):
         verbose: bool | None = None,
     ):
         super().__init__(name, timescale, interval, verbose)
-        if not callable(schedule):
-            raise TrainingValidationError(
-                'ModifyStepperAttribute: schedule must be callable. '
-                f'Received: {schedule!r}'
-            )
         self.schedule = schedule
         self.attr_name = attr_name
 
@@ -193,11 +187,11 @@ class ReduceOnPlateau(Hook):
 
     __arguments__ = {
         'log_name': Arg(Str(nonempty=True)),
-        'attr_name': Arg(Str(nonempty=True), default='learning_rate'),
-        'factor': Arg(Real(0, 1, include_low=False, include_high=False), default=0.1),
-        'patience': Arg(Int(0), default=5),
-        'minimum': Arg(Real(0), default=0.0),
-        'criterion': Arg(Choice('min', 'max'), default='min'),
+        'attr_name': Arg(Str(nonempty=True)),
+        'factor': Arg(Real(0, 1, include_low=False, include_high=False)),
+        'patience': Arg(Int(0)),
+        'minimum': Arg(Real(0)),
+        'criterion': Arg(Choice('min', 'max')),
     }
 
     __undescribed__ = {'_best': None, '_bad_checks': 0, '_seen': 0}
@@ -215,14 +209,8 @@ class ReduceOnPlateau(Hook):
         interval: int = 1,
         verbose: bool | None = None,
     ):
+        # every argument is checked as declared above
         super().__init__(name, timescale, interval, verbose)
-        owner = 'ReduceOnPlateau'
-        check_number(
-            owner, 'factor', factor, 0, 1, include_low=False, include_high=False
-        )
-        check_int(owner, 'patience', patience, low=0)
-        check_number(owner, 'minimum', minimum, low=0)
-        _check_criterion(owner, criterion)
         self.log_name = log_name
         self.attr_name = attr_name
         self.factor = factor

@@ -19,7 +19,6 @@ from brainstorm.hooks.base import (
     _log,
     _names_list,
 )
-from brainstorm.training.utils import check_int
 
 __all__ = [
     'EarlyStopper',
@@ -56,8 +55,8 @@ class EarlyStopper(Hook):
 
     __arguments__ = {
         'log_name': Arg(Str(nonempty=True)),
-        'patience': Arg(Int(1), default=1),
-        'criterion': Arg(Choice('min', 'max'), default='min'),
+        'patience': Arg(Int(1)),
+        'criterion': Arg(Choice('min', 'max')),
     }
 
     def __init__(
@@ -117,7 +116,6 @@ class StopAfterEpoch(Hook):
         verbose: bool | None = None,
     ):
         super().__init__(name, timescale, interval, verbose)
-        check_int('StopAfterEpoch', 'max_epochs', max_epochs, low=0)
         self.max_epochs = max_epochs
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
@@ -157,7 +155,7 @@ class StopAfterThresholdReached(Hook):
     __arguments__ = {
         'log_name': Arg(Str(nonempty=True)),
         'threshold': Arg(Real()),
-        'criterion': Arg(Choice('min', 'max'), default='min'),
+        'criterion': Arg(Choice('min', 'max')),
     }
 
     def __init__(
@@ -225,7 +223,7 @@ class StopOnNan(Hook):
     ``rolling_training`` total loss, at the ``'update'`` timescale the loss
     of the last batch. When it stops, it says why on stderr (also when not
     verbose) and logs the reason under its name. (The trainer itself
-    raises :class:`~brainstorm.utils.NonFiniteError` first unless it was
+    raises :class:`~brainstorm.errors.NonFiniteError` first unless it was
     created with ``check_finite=False``.)
 
     Args:
@@ -243,9 +241,9 @@ class StopOnNan(Hook):
     """
 
     __arguments__ = {
-        'logs_to_check': Arg(_NAMES, default=()),
-        'check_parameters': Arg(Bool(), default=True),
-        'check_training_loss': Arg(Bool(), default=True),
+        'logs_to_check': Arg(_NAMES),
+        'check_parameters': Arg(Bool()),
+        'check_training_loss': Arg(Bool()),
     }
 
     def __init__(

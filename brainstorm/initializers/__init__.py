@@ -8,13 +8,14 @@ reproducible per seed.
 
 Conventions for a parameter of shape ``shape``: ``n_out = shape[0]`` and
 ``fan_in = prod(shape[1:])``. An initializer that cannot fill a shape raises
-:class:`brainstorm.utils.InitializationError`, which makes the network use the
+:class:`brainstorm.errors.InitializationError`, which makes the network use the
 ``fallback`` initializer instead.
 """
 
 import numpy as np
 
 from brainstorm.describable import Describable
+from brainstorm.errors import InitializationError
 from brainstorm.initializers.base import (
     ArrayInitializer,
     Initializer,
@@ -32,7 +33,6 @@ from brainstorm.initializers.dense import (
     Uniform,
 )
 from brainstorm.randomness import Seedable
-from brainstorm.utils import InitializationError
 
 # np, Describable, Seedable and InitializationError: the names Brainstorm
 # 0.5's module brainstorm/initializers.py imported stay importable from here

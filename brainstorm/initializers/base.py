@@ -6,7 +6,6 @@ the values of a parameter, with a fallback for shapes it cannot fill.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from numbers import Real
 
@@ -14,12 +13,11 @@ import numpy as np
 
 from brainstorm.arguments import Arg, NumericArray
 from brainstorm.describable import Describable
-from brainstorm.randomness import Seedable
-from brainstorm.utils import (
+from brainstorm.errors import (
     InitializationError,
     NetworkValidationError,
-    ValidationError,
 )
+from brainstorm.randomness import Seedable
 
 __all__ = ['Initializer', 'ArrayInitializer', 'evaluate_initializer']
 
@@ -65,39 +63,6 @@ class Initializer(Seedable, Describable):
 
 def _is_number(value) -> bool:
     return isinstance(value, Real) and not isinstance(value, bool)
-
-
-def _check_number(
-    owner: str, name: str, value, minimum: float | None = None, strict: bool = False
-) -> None:
-    """Raise a ValidationError unless ``value`` is a real number in range."""
-    if not _is_number(value) or not math.isfinite(value):
-        raise ValidationError(
-            f'{owner}: {name} must be a finite number. Received: {name}={value!r}'
-        )
-    if minimum is not None:
-        too_small = value <= minimum if strict else value < minimum
-        if too_small:
-            relation = '>' if strict else '>='
-            raise ValidationError(
-                f'{owner}: {name} must be {relation} {minimum}. '
-                f'Received: {name}={value!r}'
-            )
-
-
-def _check_sub_initializer(owner: str, name: str, value) -> None:
-    if not (isinstance(value, Initializer) or _is_number(value)):
-        raise ValidationError(
-            f'{owner}: {name} must be an Initializer or a '
-            f'number. Received: {name}={value!r}'
-        )
-
-
-def _check_positive_int(owner: str, name: str, value) -> None:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-        raise ValidationError(
-            f'{owner}: {name} must be a positive int. Received: {name}={value!r}'
-        )
 
 
 class ArrayInitializer(Initializer):

@@ -10,14 +10,9 @@ import numpy as np
 
 from brainstorm.arguments import AnyOf, Arg, Instance, Int
 from brainstorm.arguments import Real as RealArg
-from brainstorm.initializers.base import (
-    Initializer,
-    _check_positive_int,
-    _check_sub_initializer,
-    evaluate_initializer,
-)
+from brainstorm.errors import InitializationError, ValidationError
+from brainstorm.initializers.base import Initializer, evaluate_initializer
 from brainstorm.initializers.dense import Gaussian
-from brainstorm.utils import InitializationError, ValidationError
 
 __all__ = ['SparseInputs', 'SparseOutputs', 'LstmOptInit']
 
@@ -40,13 +35,11 @@ class SparseInputs(Initializer):
 
     __arguments__ = {
         'sub_initializer': Arg(_SUB_INITIALIZER),
-        'connections': Arg(Int(1), default=15),
+        'connections': Arg(Int(1)),
     }
 
     def __init__(self, sub_initializer: Initializer | float, connections: int = 15):
         super().__init__()
-        _check_sub_initializer('SparseInputs', 'sub_initializer', sub_initializer)
-        _check_positive_int('SparseInputs', 'connections', connections)
         self.sub_initializer = sub_initializer
         self.connections = connections
 
@@ -84,13 +77,11 @@ class SparseOutputs(Initializer):
 
     __arguments__ = {
         'sub_initializer': Arg(_SUB_INITIALIZER),
-        'connections': Arg(Int(1), default=15),
+        'connections': Arg(Int(1)),
     }
 
     def __init__(self, sub_initializer: Initializer | float, connections: int = 15):
         super().__init__()
-        _check_sub_initializer('SparseOutputs', 'sub_initializer', sub_initializer)
-        _check_positive_int('SparseOutputs', 'connections', connections)
         self.sub_initializer = sub_initializer
         self.connections = connections
 
@@ -135,10 +126,10 @@ class LstmOptInit(Initializer):
     """
 
     __arguments__ = {
-        'input_block': Arg(_SUB_INITIALIZER, default=0.0),
-        'input_gate': Arg(_SUB_INITIALIZER, default=0.0),
-        'forget_gate': Arg(_SUB_INITIALIZER, default=0.0),
-        'output_gate': Arg(_SUB_INITIALIZER, default=0.0),
+        'input_block': Arg(_SUB_INITIALIZER),
+        'input_gate': Arg(_SUB_INITIALIZER),
+        'forget_gate': Arg(_SUB_INITIALIZER),
+        'output_gate': Arg(_SUB_INITIALIZER),
     }
 
     def __init__(
@@ -149,13 +140,6 @@ class LstmOptInit(Initializer):
         output_gate: Initializer | float = 0.0,
     ):
         super().__init__()
-        for name, value in [
-            ('input_block', input_block),
-            ('input_gate', input_gate),
-            ('forget_gate', forget_gate),
-            ('output_gate', output_gate),
-        ]:
-            _check_sub_initializer('LstmOptInit', name, value)
         self.input_block = input_block
         self.input_gate = input_gate
         self.forget_gate = forget_gate

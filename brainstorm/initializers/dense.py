@@ -12,8 +12,8 @@ import numpy as np
 
 from brainstorm.arguments import AnyOf, Arg, Bool, Choice, Optional
 from brainstorm.arguments import Real as RealArg
-from brainstorm.initializers.base import Initializer, _check_number
-from brainstorm.utils import NetworkValidationError, ValidationError
+from brainstorm.errors import NetworkValidationError
+from brainstorm.initializers.base import Initializer
 
 __all__ = [
     'Gaussian',
@@ -38,14 +38,12 @@ class Gaussian(Initializer):
     """
 
     __arguments__ = {
-        'std': Arg(RealArg(0), default=0.1),
-        'mean': Arg(RealArg(), default=0.0),
+        'std': Arg(RealArg(0)),
+        'mean': Arg(RealArg()),
     }
 
     def __init__(self, std: float = 0.1, mean: float = 0.0):
         super().__init__()
-        _check_number('Gaussian', 'std', std, minimum=0)
-        _check_number('Gaussian', 'mean', mean)
         self.std = std
         self.mean = mean
 
@@ -64,22 +62,15 @@ class Uniform(Initializer):
     """
 
     __arguments__ = {
-        'low': Arg(RealArg(), default=0.1),
-        'high': Arg(Optional(RealArg()), default=None),
+        'low': Arg(RealArg()),
+        'high': Arg(Optional(RealArg())),
     }
 
     def __init__(self, low: float = 0.1, high: float | None = None):
         super().__init__()
-        _check_number('Uniform', 'low', low)
         if high is None:
             low, high = -abs(low), abs(low)
-        else:
-            _check_number('Uniform', 'high', high)
-        if not low < high:
-            raise ValidationError(
-                f'Uniform: low must be smaller than high. '
-                f'Received: low={low!r}, high={high!r}'
-            )
+        # low < high is checked by __validate__
         self.low = low
         self.high = high
 
@@ -109,16 +100,9 @@ _FAN_IN_OUT_SCALES = {
 }
 
 
-def _resolve_scale(owner: str, scale, table: dict) -> float:
-    if isinstance(scale, str):
-        if scale not in table:
-            raise ValidationError(
-                f'{owner}: scale must be a number or one of {sorted(table)}. '
-                f'Received: scale={scale!r}'
-            )
-        return table[scale]
-    _check_number(owner, 'scale', scale)
-    return float(scale)
+def _resolve_scale(scale, table: dict) -> float:
+    """The factor of ``scale``: a number, or an activation's name in ``table``."""
+    return table[scale] if isinstance(scale, str) else float(scale)
 
 
 class DenseSqrtFanIn(Initializer):
@@ -131,18 +115,17 @@ class DenseSqrtFanIn(Initializer):
     """
 
     __arguments__ = {
-        'scale': Arg(_SCALE, default='rel'),
+        'scale': Arg(_SCALE),
     }
 
     def __init__(self, scale: str | float = 'rel'):
         super().__init__()
-        _resolve_scale('DenseSqrtFanIn', scale, _FAN_IN_SCALES)
         self.scale = scale
 
     def __call__(self, shape):
         """Draw scaled uniform values; ``shape`` needs at least 2 dimensions."""
         self._check_at_least_2d(shape)
-        scale = _resolve_scale('DenseSqrtFanIn', self.scale, _FAN_IN_SCALES)
+        scale = _resolve_scale(self.scale, _FAN_IN_SCALES)
         fan_in = int(np.prod(shape[1:]))
         return self.rnd.uniform(-1, 1, size=shape) * scale / math.sqrt(fan_in)
 
@@ -157,18 +140,17 @@ class DenseSqrtFanInOut(Initializer):
     """
 
     __arguments__ = {
-        'scale': Arg(_SCALE, default='rel'),
+        'scale': Arg(_SCALE),
     }
 
     def __init__(self, scale: str | float = 'rel'):
         super().__init__()
-        _resolve_scale('DenseSqrtFanInOut', scale, _FAN_IN_OUT_SCALES)
         self.scale = scale
 
     def __call__(self, shape):
         """Draw scaled uniform values; ``shape`` needs at least 2 dimensions."""
         self._check_at_least_2d(shape)
-        scale = _resolve_scale('DenseSqrtFanInOut', self.scale, _FAN_IN_OUT_SCALES)
+        scale = _resolve_scale(self.scale, _FAN_IN_OUT_SCALES)
         n_out = shape[0]
         fan_in = int(np.prod(shape[1:]))
         return self.rnd.uniform(-1, 1, size=shape) * scale / math.sqrt(n_out + fan_in)
@@ -184,13 +166,10 @@ class EchoState(Initializer):
         spectral_radius: the desired spectral radius (> 0).
     """
 
-    __arguments__ = {'spectral_radius': Arg(RealArg(0), default=1.0)}
+    __arguments__ = {'spectral_radius': Arg(RealArg(0, include_low=False))}
 
     def __init__(self, spectral_radius: float = 1.0):
         super().__init__()
-        _check_number(
-            'EchoState', 'spectral_radius', spectral_radius, minimum=0, strict=True
-        )
         self.spectral_radius = spectral_radius
 
     def __call__(self, shape):
@@ -212,17 +191,15 @@ class Identity(Initializer):
     """
 
     __arguments__ = {
-        'scale': Arg(RealArg(), default=1.0),
-        'std': Arg(RealArg(0), default=0.01),
-        'enforce_square': Arg(Bool(), default=True),
+        'scale': Arg(RealArg()),
+        'std': Arg(RealArg(0)),
+        'enforce_square': Arg(Bool()),
     }
 
     def __init__(
         self, scale: float = 1.0, std: float = 0.01, enforce_square: bool = True
     ):
         super().__init__()
-        _check_number('Identity', 'scale', scale)
-        _check_number('Identity', 'std', std, minimum=0)
         self.scale = scale
         self.std = std
         self.enforce_square = enforce_square
@@ -246,11 +223,10 @@ class Orthogonal(Initializer):
         scale: factor applied to the orthogonal matrix.
     """
 
-    __arguments__ = {'scale': Arg(RealArg(), default=1.0)}
+    __arguments__ = {'scale': Arg(RealArg())}
 
     def __init__(self, scale: float = 1.0):
         super().__init__()
-        _check_number('Orthogonal', 'scale', scale)
         self.scale = scale
 
     def __call__(self, shape):
@@ -276,19 +252,12 @@ class RandomWalk(Initializer):
     """
 
     __arguments__ = {
-        'act_func': Arg(Choice('linear', 'rel'), default='linear'),
-        'scale': Arg(Optional(RealArg()), default=None),
+        'act_func': Arg(Choice('linear', 'rel')),
+        'scale': Arg(Optional(RealArg())),
     }
 
     def __init__(self, act_func: str = 'linear', scale: float | None = None):
         super().__init__()
-        if act_func not in ('linear', 'rel'):
-            raise ValidationError(
-                f"RandomWalk: act_func must be 'linear' or 'rel'. "
-                f'Received: act_func={act_func!r}'
-            )
-        if scale is not None:
-            _check_number('RandomWalk', 'scale', scale)
         self.act_func = act_func
         self.scale = scale
 

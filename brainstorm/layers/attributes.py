@@ -7,6 +7,16 @@ A layer class lists its keyword arguments once, in ``declared_kwargs``::
                            description='probability of dropping a unit'),
     }
 
+These are declarations of :mod:`brainstorm.arguments`, the one language
+every class of the library declares its arguments in: :class:`Kwarg` is an
+:class:`~brainstorm.arguments.Arg` (and ``Arg(Real(0, 1), default=0.5,
+doc='...')`` works as well), :data:`REQUIRED` is the same object as
+:data:`brainstorm.arguments.REQUIRED`, and each constraint here is a
+:class:`~brainstorm.arguments.Check` (``FloatIn`` is
+:class:`~brainstorm.arguments.Real`, ``PositiveInt`` is ``Int(1)``,
+``OneOf`` is :class:`~brainstorm.arguments.Choice`), named as layer
+messages have always named them.
+
 Validation (at construction and at instantiation), error messages, the layer
 listing of :func:`brainstorm.layers.describe_layers` and the docs' layer
 reference all come from these declarations.
@@ -14,13 +24,18 @@ reference all come from these declarations.
 
 from __future__ import annotations
 
-import numbers
+import math
 from typing import Any
 
-import numpy as np
-
-from brainstorm.handlers.base_handler import ACTIVATION_NAMES
-from brainstorm.utils import LayerValidationError
+from brainstorm.arguments import REQUIRED, Arg, Check, Choice, Int, Real
+from brainstorm.arguments.checks import MAX_INT, _is_int
+from brainstorm.arguments.declaring import check_value
+from brainstorm.errors import LayerValidationError
+from brainstorm.handlers.base_handler import (
+    ACTIVATION_ALIASES,
+    ACTIVATION_NAMES,
+    NEEDS_INPUT,
+)
 
 __all__ = [
     'REQUIRED',
@@ -30,6 +45,7 @@ __all__ = [
     'NonNegativeInt',
     'PositiveIntOrTuple',
     'PairOfPositiveInts',
+    'ImagePadding',
     'FloatIn',
     'Number',
     'OneOf',
@@ -42,77 +58,32 @@ __all__ = [
 ACTIVATIONS = ACTIVATION_NAMES
 
 #: Largest size accepted (beyond it NumPy fails without naming the layer).
-MAX_SIZE = 2**31 - 1
+MAX_SIZE = MAX_INT
+
+#: The base of the layer constraints: the checks of
+#: :mod:`brainstorm.arguments` (``expected``, ``example``,
+#: ``invalid_examples``, ``normalize``).
+Constraint = Check
 
 
-class _Required:
-    def __repr__(self):
-        return 'REQUIRED'
+def _is_size(value) -> bool:
+    """An int (not bool) of at most ``MAX_SIZE``."""
+    return _is_int(value) and value <= MAX_SIZE
 
 
-REQUIRED = _Required()
+class PositiveInt(Int):
+    """An int greater than 0 (and at most ``MAX_SIZE``): ``Int(1)``."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
+        self.example = 2
 
 
-def _is_int(value) -> bool:
-    return bool(
-        isinstance(value, (int, np.integer))
-        and not isinstance(value, (bool, np.bool_))
-        and value <= MAX_SIZE
-    )
+class NonNegativeInt(Int):
+    """An int of at least 0 (and at most ``MAX_SIZE``): ``Int(0)``."""
 
-
-class Constraint:
-    """Checks and normalises one argument value.
-
-    Subclasses set ``expected`` (a phrase completing "must be ..."),
-    ``example`` (a valid value) and ``invalid_examples`` (values that must be
-    rejected; used by the tests), and implement ``normalize(value)``,
-    returning the normalised value or raising ``ValueError``.
-    """
-
-    expected = 'valid'
-    example: Any = None
-    invalid_examples: tuple = ()
-
-    def normalize(self, value):
-        """Return the normalised ``value``; this base class accepts any value.
-
-        Raises:
-            ValueError: ``value`` violates the constraint (the caller turns it
-                into a LayerValidationError naming the layer and argument).
-        """
-        return value
-
-    def __repr__(self):
-        return self.expected
-
-
-class PositiveInt(Constraint):
-    """An int greater than 0 (and at most ``MAX_SIZE``)."""
-
-    expected = 'a positive int'
-    example = 2
-    invalid_examples = (0, -3, 2.5, 'x', True, 10**40)
-
-    def normalize(self, value):
-        """Return the normalised ``value``; raise ValueError if it does not fit."""
-        if not _is_int(value) or value <= 0:
-            raise ValueError
-        return int(value)
-
-
-class NonNegativeInt(Constraint):
-    """An int of at least 0 (and at most ``MAX_SIZE``)."""
-
-    expected = 'an int >= 0'
-    example = 0
-    invalid_examples = (-1, 1.5, 'x', 10**40)
-
-    def normalize(self, value):
-        """Return the normalised ``value``; raise ValueError if it does not fit."""
-        if not _is_int(value) or value < 0:
-            raise ValueError
-        return int(value)
+    def __init__(self) -> None:
+        super().__init__(0)
 
 
 class PositiveIntOrTuple(Constraint):
@@ -124,12 +95,12 @@ class PositiveIntOrTuple(Constraint):
 
     def normalize(self, value):
         """Return the normalised ``value``; raise ValueError if it does not fit."""
-        if _is_int(value) and value > 0:
+        if _is_size(value) and value > 0:
             return int(value)
         if (
             isinstance(value, (tuple, list))
             and value
-            and all(_is_int(v) and v > 0 for v in value)
+            and all(_is_size(v) and v > 0 for v in value)
         ):
             return tuple(int(v) for v in value)
         raise ValueError
@@ -147,87 +118,109 @@ class PairOfPositiveInts(Constraint):
         if (
             isinstance(value, (tuple, list))
             and len(value) == 2
-            and all(_is_int(v) and v > 0 for v in value)
+            and all(_is_size(v) and v > 0 for v in value)
         ):
             return tuple(int(v) for v in value)
         raise ValueError
 
 
-class FloatIn(Constraint):
-    """A real number in an interval (ints are accepted and converted)."""
+class ImagePadding(Constraint):
+    """The padding of an image layer.
 
-    def __init__(self, low=-np.inf, high=np.inf, include_low=True, include_high=True):
-        self.low, self.high = low, high
-        self.include_low, self.include_high = include_low, include_high
-        left = '[' if include_low else '('
-        right = ']' if include_high else ')'
-        if np.isinf(low) and np.isinf(high):
-            self.expected = 'a finite float'
-        else:
-            self.expected = f'a float in {left}{low}, {high}{right}'
-        if np.isfinite(low) and np.isfinite(high):
-            self.example = (low + high) / 2
-        elif np.isfinite(low):
-            self.example = low + 1
-        elif np.isfinite(high):
-            self.example = high - 1
-        else:
-            self.example = 1.0
-        invalid = ['x', float('nan'), None]
-        if np.isfinite(low):
-            invalid.append(low - 1.0)
-            if not include_low:
-                invalid.append(low)
-        if np.isfinite(high):
-            invalid.append(high + 1.0)
-            if not include_high:
-                invalid.append(high)
-        self.invalid_examples = tuple(invalid)
+    An int ``>= 0`` (that many cells on every side), ``'same'``,
+    ``'valid'`` (no padding) or a tuple or list ``(top, bottom, left,
+    right)`` of ints ``>= 0`` (made a tuple).
+    """
+
+    expected = (
+        "an int >= 0, 'same', 'valid' or a tuple (top, bottom, left, right) "
+        'of ints >= 0'
+    )
+    example = 'same'
+    invalid_examples = (-1, 'full', (1, 1), (1, 1, 1, -1), 2.5, True, 10**40)
 
     def normalize(self, value):
         """Return the normalised ``value``; raise ValueError if it does not fit."""
+        if isinstance(value, str) and value in ('same', 'valid'):
+            return value
+        if _is_size(value) and value >= 0:
+            return int(value)
         if (
-            not isinstance(value, numbers.Real)
-            or isinstance(value, bool)
-            or not np.isfinite(value)
+            isinstance(value, (tuple, list))
+            and len(value) == 4
+            and all(_is_size(v) and v >= 0 for v in value)
         ):
-            raise ValueError
-        too_low = value < self.low if self.include_low else value <= self.low
-        too_high = value > self.high if self.include_high else value >= self.high
-        if too_low or too_high:
-            raise ValueError
-        return float(value)
+            return tuple(int(v) for v in value)
+        raise ValueError
+
+
+class FloatIn(Real):
+    """A finite real number in an interval (ints accepted, made floats).
+
+    The :class:`~brainstorm.arguments.Real` check, named as layers have
+    always named it (``'a float in [0, 1)'``).
+    """
+
+    def __init__(
+        self,
+        low: float = -math.inf,
+        high: float = math.inf,
+        include_low: bool = True,
+        include_high: bool = True,
+    ) -> None:
+        super().__init__(low, high, include_low, include_high)
+        if math.isinf(low) and math.isinf(high):
+            self.expected = 'a finite float'
+        else:
+            left = '[' if include_low else '('
+            right = ']' if include_high else ')'
+            self.expected = f'a float in {left}{low}, {high}{right}'
 
 
 class Number(FloatIn):
     """Any finite real number."""
 
 
-class OneOf(Constraint):
+class OneOf(Choice):
     """One of the given choices, compared with ``==``.
 
     Args:
         *choices: the accepted values; the first is the example.
     """
 
-    def __init__(self, *choices):
-        self.choices = choices
-        self.expected = 'one of ' + ', '.join(repr(c) for c in choices)
-        self.example = choices[0]
-        self.invalid_examples = ('no such choice', 3)
-
-    def normalize(self, value):
-        """Return the normalised ``value``; raise ValueError if it does not fit."""
-        if value not in self.choices:
-            raise ValueError
-        return value
+    def normalize(self, value: Any) -> Any:
+        """Return the choice equal to ``value``; raise ValueError if none is."""
+        for choice in self.choices:
+            try:
+                if value == choice:
+                    return choice
+            except (TypeError, ValueError):  # an array compared to a str
+                continue
+        raise ValueError
 
 
 class Activation(OneOf):
-    """The name of an activation function."""
+    """The name of an activation function (an alias gives its name).
 
-    def __init__(self):
-        super().__init__(*ACTIVATIONS)
+    Args:
+        needs_input_ok: whether the activations of
+            :data:`~brainstorm.handlers.base_handler.NEEDS_INPUT` (whose
+            derivative needs the input, e.g. ``'gelu'``) are accepted: only
+            for layers that keep their input.
+    """
+
+    def __init__(self, needs_input_ok: bool = False):
+        names = [n for n in ACTIVATIONS if needs_input_ok or n not in NEEDS_INPUT]
+        super().__init__(*names, *ACTIVATION_ALIASES)
+        if not needs_input_ok:
+            self.expected += (
+                f' ({", ".join(map(repr, NEEDS_INPUT))} only in Elementwise)'
+            )
+
+    def normalize(self, value: Any) -> Any:
+        """Return the activation name of ``value``; raise ValueError if none."""
+        name = super().normalize(value)
+        return ACTIVATION_ALIASES.get(name, name)
 
 
 class ShapeDict(Constraint):
@@ -238,7 +231,7 @@ class ShapeDict(Constraint):
 
     expected = "a dict of output names to shapes like ('T', 'B', 784) or ('B', 10)"
     example = {'default': ('T', 'B', 3)}
-    invalid_examples = (
+    invalid_examples: Any = (
         {},
         {'default': (3,)},
         {'default': ('T', 'B', 0)},
@@ -263,56 +256,76 @@ class ShapeDict(Constraint):
             if (
                 lead == 0
                 or not features
-                or not all(_is_int(f) and f > 0 for f in features)
+                or not all(_is_size(f) and f > 0 for f in features)
             ):
                 raise ValueError
             result[name] = shape[:lead] + tuple(int(f) for f in features)
         return result
 
 
-class Kwarg:
-    """The declaration of one layer argument.
+class Kwarg(Arg):
+    """The declaration of one layer argument: an :class:`~brainstorm.arguments.Arg`.
+
+    Layers may declare with ``Arg(check, default=..., doc=...)`` just as
+    well; ``Kwarg`` keeps Brainstorm 0.5's argument names.
 
     Args:
-        constraint: a :class:`Constraint` the value must satisfy.
+        constraint: the check the value must pass (any check of
+            :mod:`brainstorm.arguments`).
         default: the value used when the argument is absent, or
             :data:`REQUIRED`. ``None`` is always accepted when it is the
             default (meaning "decided by the layer", e.g. size from input).
         description: one line for error messages and the docs.
     """
 
-    def __init__(self, constraint: Constraint, default=REQUIRED, description: str = ''):
-        self.constraint = constraint
-        self.default = default
-        self.description = description
+    def __init__(
+        self, constraint: Check, default: object = REQUIRED, description: str = ''
+    ) -> None:
+        super().__init__(constraint, default=default, doc=description)
 
-    def resolve(self, layer_desc: str, name: str, kwargs: dict):
+    @property
+    def constraint(self) -> Check:
+        """The check (``check``)."""
+        return self.check
+
+    @property
+    def description(self) -> str:
+        """The one-line description (``doc``)."""
+        return self.doc
+
+    def resolve(self, layer_desc: str, name: str, kwargs: dict) -> Any:
         """The normalised value of argument ``name`` in ``kwargs``.
 
         Raises:
             LayerValidationError: naming the layer, argument, what was
                 expected and what was received.
         """
-        if name not in kwargs:
-            if self.default is REQUIRED:
-                raise LayerValidationError(
-                    f'{layer_desc}: argument {name} is required '
-                    f'({self.constraint.expected}).'
-                )
-            return self.default
-        value = kwargs[name]
-        if value is None and self.default is None:
-            return None
-        try:
-            return self.constraint.normalize(value)
-        except (ValueError, TypeError):
-            raise LayerValidationError(
-                f'{layer_desc}: {name} must be {self.constraint.expected}. '
-                f'Received: {name}={value!r}'
-            ) from None
+        return resolve_kwarg(self, layer_desc, name, kwargs)
 
     def __repr__(self):
-        return (
-            f'Kwarg({self.constraint.expected}, default={self.default!r}, '
-            f'{self.description!r})'
-        )
+        return f'Kwarg({self.check.expected}, default={self.default!r}, {self.doc!r})'
+
+
+def resolve_kwarg(arg: Arg, layer_desc: str, name: str, kwargs: dict) -> Any:
+    """The normalised value of the declared layer argument ``name``.
+
+    Args:
+        arg: its declaration (a :class:`Kwarg` or any
+            :class:`~brainstorm.arguments.Arg`).
+        layer_desc: the layer, first in messages (``"LeakyRel 'Leaky'"``).
+        name: the argument's name.
+        kwargs: the arguments given.
+
+    Raises:
+        LayerValidationError: naming the layer, argument, what was
+            expected and what was received.
+    """
+    if name not in kwargs:
+        if arg.default is REQUIRED:
+            raise LayerValidationError(
+                f'{layer_desc}: argument {name} is required ({arg.check.expected}).'
+            )
+        return arg.default
+    return check_value(
+        layer_desc, None, name, arg, kwargs[name], error=LayerValidationError
+    )

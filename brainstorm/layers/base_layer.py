@@ -13,12 +13,13 @@ import sys
 from collections import OrderedDict
 from typing import Any
 
-from brainstorm.layers.attributes import REQUIRED, Kwarg
+from brainstorm.arguments import REQUIRED, Arg, resolve_defaults
+from brainstorm.describable import get_inheritors as get_inheritors  # 0.5's namespace
+from brainstorm.errors import LayerValidationError
+from brainstorm.layers.attributes import resolve_kwarg
+from brainstorm.naming import get_by_path as get_by_path  # 0.5's namespace
 from brainstorm.registry import get_layer_class, layer_classes, register_layer_class
 from brainstorm.structure.buffer_structure import BufferStructure, StructureTemplate
-from brainstorm.utils import LayerValidationError
-from brainstorm.utils import get_by_path as get_by_path  # 0.5's namespace
-from brainstorm.utils import get_inheritors as get_inheritors  # 0.5's namespace
 
 __all__ = ['Layer', 'get_layer_class_from_typename']
 
@@ -28,8 +29,13 @@ class Layer:
 
     Attributes:
         expected_inputs: input name -> :class:`StructureTemplate`.
-        declared_kwargs: argument name -> :class:`Kwarg` (type, default,
-            constraint and description). Layers written for Brainstorm 0.5
+        optional_inputs: inputs the layer takes if they are connected
+            (name -> :class:`StructureTemplate`), e.g. the ``mask`` of a
+            recurrent layer with ``reverse=True``.
+        declared_kwargs: argument name -> declaration: a
+            :class:`~brainstorm.arguments.Arg` (or its layer spelling
+            :class:`~brainstorm.layers.attributes.Kwarg`) with the check,
+            default and description. Layers written for Brainstorm 0.5
             may give only ``expected_kwargs`` (a set of names) instead.
         expected_kwargs: the set of accepted argument names (derived from
             ``declared_kwargs`` when that is given).
@@ -50,6 +56,7 @@ class Layer:
     """
 
     expected_inputs: dict = {}
+    optional_inputs: dict = {}
     expected_kwargs: set = set()
     declared_kwargs: dict = {}
     computes_no_input_deltas_for: tuple = ()
@@ -96,10 +103,20 @@ class Layer:
     has_lstm_gates: bool = False
 
     def __init_subclass__(cls, **kwargs):
-        """Register the class by name; derive ``expected_kwargs``."""
+        """Register the class by name; derive ``expected_kwargs``.
+
+        A declared argument without a default of its own takes the default
+        of the layer's constructor function (the function named like the
+        type, defined above the class in its module): each default is
+        written once, in the function's signature.
+        """
         super().__init_subclass__(**kwargs)
-        if 'declared_kwargs' in cls.__dict__ and 'expected_kwargs' not in cls.__dict__:
-            cls.expected_kwargs = set(cls.declared_kwargs)
+        if 'declared_kwargs' in cls.__dict__:
+            if 'expected_kwargs' not in cls.__dict__:
+                cls.expected_kwargs = set(cls.declared_kwargs)
+            factory = _defining_namespace(cls).get(cls.get_type_name())
+            if inspect.isfunction(factory):
+                cls.declared_kwargs = resolve_defaults(cls.declared_kwargs, factory)
         register_layer_class(cls)
 
     def __init__(
@@ -164,18 +181,21 @@ class Layer:
             )
         resolved = dict(kwargs)
         for kw_name, declaration in cls.declared_kwargs.items():
-            if isinstance(declaration, Kwarg):
-                resolved[kw_name] = declaration.resolve(desc, kw_name, kwargs)
+            if isinstance(declaration, Arg):
+                resolved[kw_name] = resolve_kwarg(declaration, desc, kw_name, kwargs)
         return resolved
 
     def _validate_in_shapes(self) -> None:
+        accepted = {**self.expected_inputs, **self.optional_inputs}
         for in_name in self.in_shapes:
-            if in_name not in self.expected_inputs:
+            if in_name not in accepted:
                 raise LayerValidationError(
                     f'{self._desc()}: has no input {in_name!r}. Its inputs '
-                    f'are: {sorted(self.expected_inputs)}'
+                    f'are: {sorted(accepted)}'
                 )
-        for in_name, template in self.expected_inputs.items():
+        for in_name, template in accepted.items():
+            if in_name not in self.in_shapes and in_name in self.optional_inputs:
+                continue
             if in_name not in self.in_shapes:
                 raise LayerValidationError(
                     f'{self._desc()}: input {in_name!r} is not connected. '
@@ -299,6 +319,22 @@ class Layer:
         return f'<{type(self).__name__} {self.name!r}>'
 
 
+def _defining_namespace(cls: type) -> dict:
+    """The globals of the code defining ``cls``: its module's, or a snippet's.
+
+    The nearest calling frame whose globals are named like the class's
+    module (a module being imported, or code run with ``exec``), else the
+    module's namespace.
+    """
+    frame: Any = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals.get('__name__') == cls.__module__:
+            return frame.f_globals
+        frame = frame.f_back
+    module = sys.modules.get(cls.__module__)
+    return vars(module) if module is not None else {}
+
+
 def get_layer_class_from_typename(typename: str) -> type:
     """The Layer subclass with class name ``typename``.
 
@@ -358,7 +394,8 @@ def describe_layers() -> list:
     Returns:
         A list (sorted by type name) of dicts with ``type``, ``class``,
         ``module``, ``summary`` (first docstring line of the constructor or
-        class), ``inputs`` (name -> shape template), ``kwargs`` (name ->
+        class), ``inputs`` (name -> shape template), ``optional_inputs``
+        (the same, for inputs connected only where needed), ``kwargs`` (name ->
         ``{'expected', 'default', 'description'}``), and ``outputs``,
         ``parameters`` and ``internals`` (name -> shape) of an example
         instance built with the default arguments (None if no example input
@@ -380,13 +417,13 @@ def describe_layers() -> list:
         example_kwargs = {}
         for name, kwarg in cls.declared_kwargs.items():
             kwargs[name] = {
-                'expected': kwarg.constraint.expected,
+                'expected': kwarg.check.expected,
                 'default': None if kwarg.default is REQUIRED else kwarg.default,
                 'required': kwarg.default is REQUIRED,
-                'description': kwarg.description,
+                'description': kwarg.doc,
             }
             if kwarg.default is REQUIRED:
-                example_kwargs[name] = kwarg.constraint.example
+                example_kwargs[name] = kwarg.check.example
         for name in set(cls.expected_kwargs) - set(cls.declared_kwargs):
             kwargs[name] = {
                 'expected': None,
@@ -400,6 +437,9 @@ def describe_layers() -> list:
             'module': cls.__module__,
             'summary': doc.splitlines()[0] if doc else '',
             'inputs': {n: t.shape for n, t in sorted(cls.expected_inputs.items())},
+            'optional_inputs': {
+                n: t.shape for n, t in sorted(cls.optional_inputs.items())
+            },
             'kwargs': kwargs,
             'outputs': None,
             'parameters': None,

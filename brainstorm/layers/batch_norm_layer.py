@@ -8,9 +8,9 @@ import numpy as np
 
 from brainstorm.layers.attributes import FloatIn, Kwarg
 from brainstorm.layers.base_layer import Layer, time_template
+from brainstorm.shapes import flatten_time_and_features
 from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.construction import ConstructionWrapper
-from brainstorm.utils import flatten_time_and_features
 
 
 def BatchNorm(
@@ -59,12 +59,10 @@ class BatchNormLayerImpl(Layer):
     declared_kwargs = {
         'decay': Kwarg(
             FloatIn(0, 1),
-            default=0.9,
             description='weight of the old running statistics',
         ),
         'epsilon': Kwarg(
             FloatIn(0, np.inf, include_low=False, include_high=False),
-            default=1e-5,
             description='added to the variance',
         ),
     }

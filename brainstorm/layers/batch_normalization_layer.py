@@ -9,9 +9,9 @@ from collections import OrderedDict as OrderedDict
 
 from brainstorm.layers.base_layer import Layer as Layer
 from brainstorm.layers.batch_norm_layer import BatchNorm, BatchNormLayerImpl
+from brainstorm.shapes import flatten_all_but_last as flatten_all_but_last
 from brainstorm.structure.buffer_structure import BufferStructure as BufferStructure
 from brainstorm.structure.buffer_structure import StructureTemplate as StructureTemplate
 from brainstorm.structure.construction import ConstructionWrapper as ConstructionWrapper
-from brainstorm.utils import flatten_all_but_last as flatten_all_but_last
 
 __all__ = ['BatchNorm', 'BatchNormLayerImpl']

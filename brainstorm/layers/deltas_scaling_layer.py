@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from brainstorm.errors import LayerValidationError  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 from brainstorm.layers.attributes import FloatIn, Kwarg
 from brainstorm.layers.base_layer import Layer, time_template
 from brainstorm.structure.buffer_structure import (
@@ -11,7 +12,6 @@ from brainstorm.structure.buffer_structure import (
     StructureTemplate,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 )
 from brainstorm.structure.construction import ConstructionWrapper
-from brainstorm.utils import LayerValidationError  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 
 
 def DeltasScaling(factor: float, name: str | None = None) -> ConstructionWrapper:

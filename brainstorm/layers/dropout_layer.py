@@ -40,7 +40,6 @@ class DropoutLayerImpl(Layer):
     declared_kwargs = {
         'drop_prob': Kwarg(
             FloatIn(0, 1, include_high=False),
-            default=0.5,
             description='probability of dropping a unit',
         ),
     }

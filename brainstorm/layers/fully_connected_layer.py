@@ -6,18 +6,18 @@ from collections import OrderedDict
 
 import numpy as np
 
+from brainstorm.errors import LayerValidationError  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 from brainstorm.layers.attributes import Activation, Kwarg, PositiveIntOrTuple
 from brainstorm.layers.base_layer import Layer, default_size, time_template
+from brainstorm.shapes import (  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+    flatten_time,
+    flatten_time_and_features,
+)
 from brainstorm.structure.buffer_structure import (
     BufferStructure,
     StructureTemplate,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 )
 from brainstorm.structure.construction import ConstructionWrapper
-from brainstorm.utils import (  # noqa: F401 - in Brainstorm 0.5's namespace of this module
-    LayerValidationError,
-    flatten_time,
-    flatten_time_and_features,
-)
 
 
 def FullyConnected(
@@ -30,7 +30,8 @@ def FullyConnected(
     Args:
         size: output feature size (int) or shape (tuple of ints); defaults
             to the input's feature shape.
-        activation: 'sigmoid', 'tanh', 'rel', 'linear' or 'el'.
+        activation: 'sigmoid', 'tanh', 'rel' (or 'relu'), 'linear', 'el',
+            'softplus' or 'leaky_rel'.
         name: the layer name.
 
     Shapes:
@@ -51,13 +52,10 @@ class FullyConnectedLayerImpl(Layer):
     declared_kwargs = {
         'size': Kwarg(
             PositiveIntOrTuple(),
-            default=None,
             description='output feature size or shape (default: '
             'the input feature shape)',
         ),
-        'activation': Kwarg(
-            Activation(), default='rel', description='activation function'
-        ),
+        'activation': Kwarg(Activation(), description='activation function'),
     }
 
     def setup(self, kwargs, in_shapes):

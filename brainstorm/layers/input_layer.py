@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from brainstorm.errors import LayerValidationError
 from brainstorm.layers.attributes import Kwarg, ShapeDict
 from brainstorm.layers.base_layer import Layer
 from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.construction import ConstructionWrapper
-from brainstorm.utils import LayerValidationError
 
 
 def Input(out_shapes: dict) -> ConstructionWrapper:

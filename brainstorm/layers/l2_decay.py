@@ -10,10 +10,10 @@ from collections import OrderedDict as OrderedDict
 from brainstorm.handlers.base_handler import Handler as Handler
 from brainstorm.layers.base_layer import Layer as Layer
 from brainstorm.layers.l2_decay_layer import L2Decay, L2DecayLayerImpl
+from brainstorm.shapes import flatten_time as flatten_time
+from brainstorm.shapes import flatten_time_and_features as flatten_time_and_features
 from brainstorm.structure.buffer_structure import BufferStructure as BufferStructure
 from brainstorm.structure.buffer_structure import StructureTemplate as StructureTemplate
 from brainstorm.structure.construction import ConstructionWrapper as ConstructionWrapper
-from brainstorm.utils import flatten_time as flatten_time
-from brainstorm.utils import flatten_time_and_features as flatten_time_and_features
 
 __all__ = ['L2Decay', 'L2DecayLayerImpl']

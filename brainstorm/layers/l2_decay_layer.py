@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from brainstorm.layers.base_layer import Layer, time_template
+from brainstorm.shapes import flatten_time_and_features
 from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.construction import ConstructionWrapper
-from brainstorm.utils import flatten_time_and_features
 
 
 def L2Decay(name: str | None = None) -> ConstructionWrapper:

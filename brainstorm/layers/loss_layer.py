@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from brainstorm.errors import LayerValidationError
 from brainstorm.layers.attributes import FloatIn, Kwarg
 from brainstorm.layers.base_layer import Layer
 from brainstorm.structure.buffer_structure import BufferStructure, StructureTemplate
 from brainstorm.structure.construction import ConstructionWrapper
-from brainstorm.utils import LayerValidationError
 
 
 def Loss(importance: float = 1.0, name: str | None = None) -> ConstructionWrapper:
@@ -32,9 +32,7 @@ class LossLayerImpl(Layer):
     is_loss = True
     expected_inputs = {'default': StructureTemplate('...')}
     declared_kwargs = {
-        'importance': Kwarg(
-            FloatIn(0), default=1.0, description='weight of this loss in the total'
-        ),
+        'importance': Kwarg(FloatIn(0), description='weight of this loss in the total'),
     }
 
     def setup(self, kwargs, in_shapes):

@@ -6,19 +6,19 @@ from collections import OrderedDict
 
 import numpy as np
 
+from brainstorm.errors import LayerValidationError
 from brainstorm.layers.base_layer import Layer, time_template
-from brainstorm.structure.buffer_structure import (
-    BufferStructure,
-    StructureTemplate,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
-)
-from brainstorm.structure.construction import ConstructionWrapper
-from brainstorm.utils import (
-    LayerValidationError,
+from brainstorm.shapes import (
     flatten_time,
     flatten_time_and_features,
     product,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
     reshape_view,
 )
+from brainstorm.structure.buffer_structure import (
+    BufferStructure,
+    StructureTemplate,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+)
+from brainstorm.structure.construction import ConstructionWrapper
 
 
 def Mask(name: str | None = None) -> ConstructionWrapper:

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from brainstorm.errors import LayerValidationError
 from brainstorm.layers.base_layer import Layer
+from brainstorm.shapes import (
+    flatten_all_but_last,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+)
 from brainstorm.structure.buffer_structure import (
     BUFFER_TYPE_NAMES,
     BufferStructure,
     StructureTemplate,
 )
 from brainstorm.structure.construction import ConstructionWrapper
-from brainstorm.utils import (
-    LayerValidationError,
-    flatten_all_but_last,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
-)
 
 
 def Merge(name: str | None = None) -> ConstructionWrapper:

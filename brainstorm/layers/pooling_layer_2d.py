@@ -9,9 +9,9 @@ from collections import OrderedDict as OrderedDict
 
 from brainstorm.layers.base_layer import Layer as Layer
 from brainstorm.layers.pooling_2d_layer import Pooling2D, Pooling2DLayerImpl
+from brainstorm.shapes import flatten_time as flatten_time
 from brainstorm.structure.buffer_structure import BufferStructure as BufferStructure
 from brainstorm.structure.buffer_structure import StructureTemplate as StructureTemplate
 from brainstorm.structure.construction import ConstructionWrapper as ConstructionWrapper
-from brainstorm.utils import flatten_time as flatten_time
 
 __all__ = ['Pooling2D', 'Pooling2DLayerImpl']

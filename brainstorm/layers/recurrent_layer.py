@@ -4,22 +4,28 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from brainstorm.errors import (
+    LayerValidationError,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+)
 from brainstorm.layers.attributes import Activation, Kwarg, PositiveInt
 from brainstorm.layers.base_layer import Layer, time_template
+from brainstorm.layers.time_reversal import reversible
+from brainstorm.shapes import (
+    flatten_time,
+    flatten_time_and_features,
+)
 from brainstorm.structure.buffer_structure import (
     BufferStructure,
     StructureTemplate,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 )
 from brainstorm.structure.construction import ConstructionWrapper
-from brainstorm.utils import (
-    LayerValidationError,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
-    flatten_time,
-    flatten_time_and_features,
-)
 
 
 def Recurrent(
-    size: int, activation: str = 'tanh', name: str | None = None
+    size: int,
+    activation: str = 'tanh',
+    name: str | None = None,
+    reverse: bool = False,
 ) -> ConstructionWrapper:
     """A simple recurrent layer.
 
@@ -29,18 +35,23 @@ def Recurrent(
 
     Args:
         size: number of units.
-        activation: 'sigmoid', 'tanh', 'rel', 'linear' or 'el'.
+        activation: 'sigmoid', 'tanh', 'rel' (or 'relu'), 'linear', 'el',
+            'softplus' or 'leaky_rel'.
         name: the layer name.
+        reverse: run backwards in time, each sequence within the length
+            given by the optional input ``mask`` (see
+            :mod:`brainstorm.layers.time_reversal`).
 
     Shapes:
         ``('T', 'B', ...)`` -> ``('T', 'B', size)``; parameters
         ``W (size, in)``, ``R (size, size)``, ``bias (size,)``.
     """
     return ConstructionWrapper.create(
-        RecurrentLayerImpl, name=name, size=size, activation=activation
+        RecurrentLayerImpl, name=name, size=size, activation=activation, reverse=reverse
     )
 
 
+@reversible
 class RecurrentLayerImpl(Layer):
     """Implementation of :func:`Recurrent`."""
 
@@ -52,9 +63,7 @@ class RecurrentLayerImpl(Layer):
             default=None,
             description='number of units (default: input size)',
         ),
-        'activation': Kwarg(
-            Activation(), default='tanh', description='activation function'
-        ),
+        'activation': Kwarg(Activation(), description='activation function'),
     }
 
     def setup(self, kwargs, in_shapes):

@@ -6,19 +6,21 @@ from collections import OrderedDict
 
 import numpy as np
 
+from brainstorm.errors import (
+    LayerValidationError,
+    NetworkValidationError,
+    ValidationError,
+)
 from brainstorm.layers.base_layer import Layer, time_template
+from brainstorm.shapes import (
+    flatten_all_but_last,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+    flatten_time,
+)
 from brainstorm.structure.buffer_structure import (
     BufferStructure,
     StructureTemplate,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 )
 from brainstorm.structure.construction import ConstructionWrapper
-from brainstorm.utils import (
-    LayerValidationError,
-    NetworkValidationError,
-    ValidationError,
-    flatten_all_but_last,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
-    flatten_time,
-)
 
 
 def SoftmaxCE(name: str | None = None) -> ConstructionWrapper:

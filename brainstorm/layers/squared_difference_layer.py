@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from brainstorm.errors import LayerValidationError
 from brainstorm.layers.base_layer import Layer, time_template
+from brainstorm.shapes import (
+    flatten_time_and_features,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+)
 from brainstorm.structure.buffer_structure import (
     BufferStructure,
     StructureTemplate,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 )
 from brainstorm.structure.construction import ConstructionWrapper
-from brainstorm.utils import (
-    LayerValidationError,
-    flatten_time_and_features,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
-)
 
 
 def SquaredDifference(name: str | None = None) -> ConstructionWrapper:

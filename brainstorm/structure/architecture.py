@@ -19,18 +19,20 @@ from collections import OrderedDict, namedtuple
 from copy import copy
 
 from brainstorm.describable import get_description
+from brainstorm.errors import (
+    LayerValidationError,
+    NetworkValidationError,
+    StructureValidationError,
+)
+from brainstorm.naming import (
+    LAYER_NAME_RULE,
+    is_valid_layer_name,
+)
+from brainstorm.naming import get_normalized_path as get_normalized_path
 from brainstorm.registry import get_layer_class
 from brainstorm.structure.buffer_structure import combine_buffer_structures
 from brainstorm.structure.construction import ConstructionWrapper as ConstructionWrapper
 from brainstorm.structure.construction import LayerDetails
-from brainstorm.utils import (
-    LAYER_NAME_RULE,
-    LayerValidationError,
-    NetworkValidationError,
-    StructureValidationError,
-    is_valid_layer_name,
-)
-from brainstorm.utils import get_normalized_path as get_normalized_path
 
 # ConstructionWrapper, get_normalized_path, copy and this one: names
 # Brainstorm 0.5's module imported, still importable from it (0.5 took this

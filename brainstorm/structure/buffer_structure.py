@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from brainstorm.utils import (
+from brainstorm.errors import (
     StructureValidationError,
     ValidationError,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numbers
 
-from brainstorm.utils import get_by_path  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+from brainstorm.naming import get_by_path  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 
 __all__ = ['BufferView']
 

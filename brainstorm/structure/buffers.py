@@ -7,13 +7,13 @@ from typing import Any
 import numpy as np  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 
 import brainstorm.handlers as handlers
+from brainstorm.errors import NetworkValidationError
 from brainstorm.handlers import default_handler  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+from brainstorm.shapes import reshape_view
 from brainstorm.structure.buffer_structure import BufferStructure  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 from brainstorm.structure.buffer_views import BufferView
-from brainstorm.structure.layout import get_buffer_type
-from brainstorm.utils import (
-    NetworkValidationError,
-    reshape_view,
+from brainstorm.structure.layout import (
+    get_buffer_type,
     sort_by_index_key,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 )
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import itertools
 
-from brainstorm.utils import (
+from brainstorm.errors import NetworkValidationError
+from brainstorm.naming import (
     LAYER_NAME_RULE,
-    NetworkValidationError,
     is_valid_layer_name,
 )
 

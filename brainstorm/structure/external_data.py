@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from brainstorm.utils import NetworkValidationError
+from brainstorm.errors import NetworkValidationError
 
 __all__ = [
     'MissingInputError',

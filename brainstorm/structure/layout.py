@@ -40,20 +40,17 @@ from collections import OrderedDict  # noqa: F401 - in Brainstorm 0.5's namespac
 
 import numpy as np  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 
+from brainstorm.errors import NetworkValidationError  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+from brainstorm.naming import (  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+    get_by_path,
+    get_normalized_path,
+)
 from brainstorm.structure.architecture import (
     Connection,
     instantiate_layers_from_architecture,
     validate_architecture,
 )
 from brainstorm.structure.buffer_structure import BufferStructure
-from brainstorm.utils import (  # noqa: F401 - in Brainstorm 0.5's namespace of this module
-    NetworkValidationError,
-    convert_to_nested_indices,
-    flatten,
-    get_by_path,
-    get_normalized_path,
-    sort_by_index_key,
-)
 
 __all__ = [
     'create_layout',
@@ -445,3 +442,65 @@ def constant_size(layout: dict) -> int:
             else:
                 todo.append(child)
     return size
+
+
+# ---- Brainstorm 0.5's helpers of nested lists ------------------------------
+# 0.5's layout numbered its buffers with these; the layout above no longer
+# needs them, and they stay in this module's namespace (and in
+# brainstorm.utils) for code written for 0.5.
+
+
+def flatten(container):
+    """Iterate the leaves of nested lists and tuples in order.
+
+    Args:
+        container: a list or tuple, possibly nesting lists and tuples.
+
+    Yields:
+        Every element that is not a list or tuple, depth first.
+    """
+    for item in container:
+        if isinstance(item, (list, tuple)):
+            yield from flatten(item)
+        else:
+            yield item
+
+
+def convert_to_nested_indices(container, start_idx=None):
+    """Number the leaves of nested lists, keeping the nesting.
+
+    ``list(convert_to_nested_indices(['a', ['b', 'c']]))`` is
+    ``[0, [1, 2]]``.
+
+    Args:
+        container: a list or tuple, possibly nesting lists and tuples.
+        start_idx: a one-element list holding the first index; it is
+            advanced past the last index used. Defaults to ``[0]``.
+
+    Yields:
+        For each element, its index or (for a nested list or tuple) a list
+        of the indices within it.
+    """
+    if start_idx is None:
+        start_idx = [0]
+    for item in container:
+        if isinstance(item, (list, tuple)):
+            yield list(convert_to_nested_indices(item, start_idx))
+        else:
+            yield start_idx[0]
+            start_idx[0] += 1
+
+
+def sort_by_index_key(item) -> int:
+    """Sort key for ``dict.items()`` by the ``'@index'`` of each value.
+
+    Args:
+        item: a ``(key, value)`` pair.
+
+    Returns:
+        ``value['@index']`` if the value is a dict that has one, else -1.
+    """
+    value = item[1]
+    if isinstance(value, dict) and '@index' in value:
+        return value['@index']
+    return -1

@@ -7,12 +7,19 @@ import threading
 import warnings
 from collections import OrderedDict
 
-import h5py  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 import numpy as np
 
 import brainstorm.handlers as handlers
 from brainstorm.arguments import SEED, Arg, FileName, Instance, Optional, Str, declare
 from brainstorm.describable import create_from_description, get_description
+from brainstorm.errors import (
+    InitializationError,
+    NetworkValidationError,
+)
+from brainstorm.files import (
+    get_brainstorm_info,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+    h5py_on_first_use,
+)
 from brainstorm.handlers import default_handler  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 from brainstorm.handlers.base_handler import Handler
 from brainstorm.initializers import (
@@ -20,6 +27,7 @@ from brainstorm.initializers import (
     evaluate_initializer,
 )
 from brainstorm.randomness import Seedable
+from brainstorm.shapes import reshape_view
 from brainstorm.structure import external_data, network_io, prediction
 from brainstorm.structure.architecture import (
     generate_architecture,
@@ -35,13 +43,11 @@ from brainstorm.structure.view_references import (
     merge_refs,
     resolve_patterns,
 )
-from brainstorm.utils import (
-    InitializationError,
-    NetworkValidationError,
-    get_brainstorm_info,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
-    reshape_view,
-)
 from brainstorm.value_modifiers import GradientModifier
+
+# ``h5py``, in Brainstorm 0.5's namespace of this module, is imported when
+# first asked for, so that importing brainstorm does not load HDF5
+__getattr__ = h5py_on_first_use(__name__)
 
 __all__ = ['Network']
 

@@ -15,17 +15,19 @@ import numpy as np
 
 import brainstorm.handlers as handlers
 from brainstorm.describable import create_from_description
-from brainstorm.initializers import Initializer
-from brainstorm.structure.layout import constant_size, plan_network
-from brainstorm.utils import (
-    CheckedReader,
+from brainstorm.errors import (
     DescriptionError,
     NetworkValidationError,
     ValidationError,
+)
+from brainstorm.files import (
+    CheckedReader,
     get_brainstorm_info,
     open_hdf5,
     write_hdf5,
 )
+from brainstorm.initializers import Initializer
+from brainstorm.structure.layout import constant_size, plan_network
 from brainstorm.value_modifiers import GradientModifier, ValueModifier
 
 __all__ = [

@@ -12,7 +12,7 @@ import numpy as np
 
 from brainstorm.structure.external_data import MissingInputError, check_data
 from brainstorm.structure.layout import get_buffer_type
-from brainstorm.utils import NetworkValidationError
+from brainstorm.errors import NetworkValidationError
 
 __all__ = [
     'UnknownOutputError',

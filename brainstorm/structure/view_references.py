@@ -19,13 +19,15 @@ from copy import deepcopy  # noqa: F401 - in Brainstorm 0.5's namespace of this 
 
 import numpy as np
 
-from brainstorm.initializers import ArrayInitializer, Initializer
-from brainstorm.structure.buffer_views import BufferView  # noqa: F401 - in Brainstorm 0.5's namespace of this module
-from brainstorm.utils import (
+from brainstorm.errors import (
     NetworkValidationError,
     ValidationError,
+)
+from brainstorm.initializers import ArrayInitializer, Initializer
+from brainstorm.naming import (
     is_valid_layer_name,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 )
+from brainstorm.structure.buffer_views import BufferView  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 
 __all__ = [
     'pattern_matches',

@@ -13,8 +13,11 @@ from brainstorm.arguments import (
     Real,
     declare,
 )
+from brainstorm.errors import (
+    NetworkValidationError,
+    ValidationError,
+)
 from brainstorm.randomness import global_rnd
-from brainstorm.utils import NetworkValidationError, ValidationError
 
 
 @declare(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 import brainstorm.layers as layers
 from brainstorm.arguments import (
@@ -16,10 +18,10 @@ from brainstorm.arguments import (
     Str,
     declare,
 )
+from brainstorm.errors import NetworkValidationError
 from brainstorm.initializers import DenseSqrtFanInOut, Gaussian
 from brainstorm.structure.construction import ConstructionWrapper
 from brainstorm.structure.network import Network
-from brainstorm.utils import NetworkValidationError
 
 
 def _as_shape(shape, what: str) -> tuple:
@@ -236,11 +238,12 @@ def _pop_options(token, arguments, allowed) -> dict:
 def _layer_from_token(token: str, arguments: list):
     args = list(arguments)
     if token in 'FRL':
-        layer, default = {
+        choices: dict[str, tuple[Callable[..., Any], str]] = {
             'F': (layers.FullyConnected, 'rel'),
             'R': (layers.Recurrent, 'tanh'),
             'L': (layers.Lstm, 'tanh'),
-        }[token]
+        }
+        layer, default = choices[token]
         activation = _pop_activation(args, default)
         if len(args) != 1 or not isinstance(args[0], int):
             raise _spec_error(

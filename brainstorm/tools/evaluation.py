@@ -18,6 +18,15 @@ from brainstorm.arguments import (
     declare,
 )
 from brainstorm.data_iterators import DataIterator
+from brainstorm.errors import (
+    IteratorValidationError,
+    NetworkValidationError,
+)
+from brainstorm.files import (
+    get_brainstorm_info,
+    write_hdf5,
+)
+from brainstorm.naming import get_by_path
 from brainstorm.scorers import (
     Scorer,
     aggregate_losses_and_scores,
@@ -28,13 +37,6 @@ from brainstorm.structure.layout import get_buffer_type
 from brainstorm.structure.network import Network
 from brainstorm.structure.prediction import UnknownOutputError, output_names
 from brainstorm.training.utils import run_network
-from brainstorm.utils import (
-    IteratorValidationError,
-    NetworkValidationError,
-    get_brainstorm_info,
-    get_by_path,
-    write_hdf5,
-)
 
 BUFFERS_FILE_FORMAT = b'Buffers file v1.0'
 

@@ -15,8 +15,9 @@ from brainstorm.arguments import (
     Instance,
     declare,
 )
+from brainstorm.errors import NetworkValidationError
+from brainstorm.files import write_atomically
 from brainstorm.structure.network import Network
-from brainstorm.utils import NetworkValidationError, write_atomically
 
 _NETWORK = Instance(Network)
 

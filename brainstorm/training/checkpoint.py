@@ -26,6 +26,10 @@ from brainstorm.describable import (
     create_from_description,
     get_description,
 )
+from brainstorm.errors import (
+    DescriptionError,
+    TrainingValidationError,
+)
 from brainstorm.handlers.base_handler import first_use_owner, peek_random_state
 from brainstorm.randomness import global_rnd
 from brainstorm.structure.network import _build_from_file, check_stored_sizes
@@ -41,7 +45,6 @@ from brainstorm.training.checkpoint_file import (
 )
 from brainstorm.training.progress import INITIAL_ROUNDS, TrainingProgress
 from brainstorm.training.utils import LogEntries, log_counters
-from brainstorm.utils import DescriptionError, TrainingValidationError
 
 __all__ = [
     'CHECKPOINT_FORMAT',
@@ -441,11 +444,13 @@ def _create_trainer(description, trainer_class, where: str):
 def _check_hook_paths(trainer, filename: str, where: str) -> None:
     folder = os.path.dirname(os.path.abspath(filename))
     for name, hook in trainer.hooks.items():
-        path = getattr(hook, 'filename', None)
-        if path is not None:
-            check_restored_path(
-                f"{where}: hook '{name}' ({type(hook).__name__})", path, [folder]
-            )
+        # a file, or the folder of SaveLogsTensorBoard's event files
+        for attribute in ('filename', 'log_dir'):
+            path = getattr(hook, attribute, None)
+            if path is not None:
+                check_restored_path(
+                    f"{where}: hook '{name}' ({type(hook).__name__})", path, [folder]
+                )
 
 
 def load_checkpoint(filename: str, trusted: bool, trainer_class) -> tuple:

@@ -31,10 +31,12 @@ import json
 import numpy as np
 
 from brainstorm.describable import get_description
-from brainstorm.utils import (
-    CheckedReader,
+from brainstorm.errors import (
     TrainingValidationError,
     ValidationError,
+)
+from brainstorm.files import (
+    CheckedReader,
     get_brainstorm_info,
     open_hdf5,
     write_hdf5,

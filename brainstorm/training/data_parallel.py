@@ -34,9 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from brainstorm.arguments import Arg, Bool, Instance
+from brainstorm.arguments import Arg, Bool, Instance, Optional, Real
 from brainstorm.data_iterators import Shard
 from brainstorm.describable import Describable
+from brainstorm.errors import TrainingValidationError
 from brainstorm.parallel import (
     abort_on_exception,
     announce_leaving,
@@ -53,7 +54,6 @@ from brainstorm.parallel import (
 from brainstorm.parallel import mpi_module as _mpi
 from brainstorm.scorers import batch_size_of
 from brainstorm.training.steppers import SgdStepper, TrainingStepper
-from brainstorm.utils import TrainingValidationError
 
 __all__ = [
     'DataParallel',
@@ -171,7 +171,10 @@ class DataParallel(Describable):
 
     __arguments__ = {
         'stepper': Arg(Instance(TrainingStepper, example=lambda: SgdStepper())),
-        'check_finite': Arg(Bool(), default=True),
+        'check_finite': Arg(Bool(), omit_default=True),
+        'timeout': Arg(
+            Optional(Real(0, include_low=False, finite=False)), omit_default=True
+        ),
     }
 
     __undescribed__ = {
@@ -182,7 +185,6 @@ class DataParallel(Describable):
         '_maintained': None,
         '_maintained_values': None,
     }
-    __default_values__ = {'check_finite': True, 'timeout': 600.0}
     _own_attributes = frozenset({'stepper', 'check_finite', 'timeout'})
 
     def __init__(
@@ -192,25 +194,7 @@ class DataParallel(Describable):
         check_finite: bool = True,
         timeout: float | None = 600.0,
     ):
-        if not isinstance(stepper, TrainingStepper):
-            raise TrainingValidationError(
-                'DataParallel: stepper must be a TrainingStepper (e.g. '
-                f'MomentumStepper(0.1)). Received: {stepper!r}'
-            )
-        if not isinstance(check_finite, bool):
-            raise TrainingValidationError(
-                'DataParallel: check_finite must be a bool. Received: '
-                f'check_finite={check_finite!r}'
-            )
-        if timeout is not None and (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, (int, float))
-            or not timeout > 0
-        ):
-            raise TrainingValidationError(
-                'DataParallel: timeout must be a positive number of seconds '
-                f'or None. Received: timeout={timeout!r}'
-            )
+        # stepper, check_finite and timeout are checked as declared above
         self.stepper = stepper
         self.check_finite = check_finite
         self.timeout = timeout

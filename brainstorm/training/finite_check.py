@@ -2,7 +2,7 @@
 
 :class:`FiniteCheck` is used by :class:`~brainstorm.training.trainer.Trainer`
 with ``check_finite=True`` (the default); it raises
-:class:`~brainstorm.utils.NonFiniteError` naming the first layer and buffer
+:class:`~brainstorm.errors.NonFiniteError` naming the first layer and buffer
 with a problem before any hook sees the broken network.
 """
 
@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from brainstorm.utils import NonFiniteError
+from brainstorm.errors import NonFiniteError
 
 __all__ = ['FiniteCheck']
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from brainstorm.arguments import Check
 from brainstorm.describable import create_from_description
-from brainstorm.utils import DescriptionError
+from brainstorm.errors import DescriptionError
 
 __all__ = ['HookLike', 'HookCheck', 'is_hook']
 

@@ -17,8 +17,7 @@ import numpy as np
 
 from brainstorm.arguments import Arg, Int, ListOf, Real
 from brainstorm.describable import Describable
-from brainstorm.training.utils import check_int, check_number
-from brainstorm.utils import TrainingValidationError
+from brainstorm.errors import TrainingValidationError
 
 __all__ = [
     'Linear',
@@ -78,9 +77,6 @@ class Linear(Schedule):
     }
 
     def __init__(self, initial_value: float, final_value: float, num_changes: int):
-        check_number('Linear', 'initial_value', initial_value)
-        check_number('Linear', 'final_value', final_value)
-        check_int('Linear', 'num_changes', num_changes, low=1)
         self.initial_value = initial_value
         self.final_value = final_value
         self.num_changes = num_changes
@@ -111,11 +107,9 @@ class Exponential(Schedule):
     __arguments__ = {
         'initial_value': Arg(Real()),
         'factor': Arg(Real()),
-        'minimum': Arg(Real(finite=False), default=-math.inf),
-        'maximum': Arg(Real(finite=False), default=math.inf),
+        'minimum': Arg(Real(finite=False), omit_default=True),
+        'maximum': Arg(Real(finite=False), omit_default=True),
     }
-
-    __default_values__ = {'minimum': -math.inf, 'maximum': math.inf}
 
     def __init__(
         self,
@@ -124,18 +118,6 @@ class Exponential(Schedule):
         minimum: float = -math.inf,
         maximum: float = math.inf,
     ):
-        check_number('Exponential', 'initial_value', initial_value)
-        check_number('Exponential', 'factor', factor)
-        if (
-            not isinstance(minimum, (int, float))
-            or not isinstance(maximum, (int, float))
-            or minimum > maximum
-        ):
-            raise TrainingValidationError(
-                'Exponential: minimum and maximum must be numbers with '
-                f'minimum <= maximum. Received: minimum={minimum!r}, '
-                f'maximum={maximum!r}'
-            )
         self.initial_value = initial_value
         self.factor = factor
         self.minimum = minimum
@@ -181,32 +163,21 @@ class MultiStep(Schedule):
     }
 
     def __init__(self, initial_value: float, steps, values):
-        check_number('MultiStep', 'initial_value', initial_value)
-        steps, values = list(steps), list(values)
-        if len(steps) != len(values):
-            raise TrainingValidationError(
-                'MultiStep: steps and values must have the same length. '
-                f'Received {len(steps)} steps {steps} and {len(values)} '
-                f'values {values}'
-            )
-        for step in steps:
-            check_int('MultiStep', 'steps[i]', step, low=0)
-        if any(b <= a for a, b in zip(steps, steps[1:])):
-            raise TrainingValidationError(
-                f'MultiStep: steps must be increasing. Received: {steps}'
-            )
-        for value in values:
-            check_number('MultiStep', 'values[i]', value)
         self.initial_value = initial_value
         self.steps = steps
         self.values = values
 
     def __validate__(self) -> None:
         steps, values = self.steps, self.values
-        if len(steps) != len(values) or any(b <= a for a, b in zip(steps, steps[1:])):
+        if len(steps) != len(values):
             raise TrainingValidationError(
-                'MultiStep: steps must be increasing and as many as values. '
-                f'Received: steps={steps}, values={values}'
+                'MultiStep: steps and values must have the same length. '
+                f'Received {len(steps)} steps {steps} and {len(values)} '
+                f'values {values}'
+            )
+        if any(b <= a for a, b in zip(steps, steps[1:])):
+            raise TrainingValidationError(
+                f'MultiStep: steps must be increasing. Received: {steps}'
             )
 
     def __call__(self, epoch_nr, update_nr, timescale, interval, net, stepper, logs):
@@ -239,8 +210,6 @@ class DecreaseAfterEpoch(Schedule):
     }
 
     def __init__(self, initial_value: float, T: int):
-        check_number('DecreaseAfterEpoch', 'initial_value', initial_value)
-        check_int('DecreaseAfterEpoch', 'T', T, low=1)
         self.initial_value = initial_value
         self.T = T
 
@@ -269,12 +238,10 @@ class CosineWithWarmup(Schedule):
     __arguments__ = {
         'initial_value': Arg(Real()),
         'num_changes': Arg(Int(1)),
-        'final_value': Arg(Real(), default=0.0),
-        'warmup_changes': Arg(Int(0), default=0),
-        'warmup_start': Arg(Real(), default=0.0),
+        'final_value': Arg(Real(), omit_default=True),
+        'warmup_changes': Arg(Int(0), omit_default=True),
+        'warmup_start': Arg(Real(), omit_default=True),
     }
-
-    __default_values__ = {'final_value': 0.0, 'warmup_changes': 0, 'warmup_start': 0.0}
 
     def __init__(
         self,
@@ -284,12 +251,6 @@ class CosineWithWarmup(Schedule):
         warmup_changes: int = 0,
         warmup_start: float = 0.0,
     ):
-        name = 'CosineWithWarmup'
-        check_number(name, 'initial_value', initial_value)
-        check_number(name, 'final_value', final_value)
-        check_number(name, 'warmup_start', warmup_start)
-        check_int(name, 'warmup_changes', warmup_changes, low=0)
-        check_int(name, 'num_changes', num_changes, low=warmup_changes + 1)
         self.initial_value = initial_value
         self.num_changes = num_changes
         self.final_value = final_value

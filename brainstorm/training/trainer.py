@@ -20,6 +20,11 @@ from brainstorm.arguments import (
     declare,
 )
 from brainstorm.describable import Describable
+from brainstorm.errors import (
+    IteratorValidationError,
+    TrainingValidationError,
+)
+from brainstorm.files import as_file_name
 from brainstorm.parallel import processes_of
 from brainstorm.scorers import (
     Scorer,
@@ -44,11 +49,6 @@ from brainstorm.training.utils import (
     check_data_iterators,
     check_lengths_agree,
     run_network,  # noqa: F401 - 0.5's tools imported it from here
-)
-from brainstorm.utils import (
-    IteratorValidationError,
-    TrainingValidationError,
-    as_file_name,
 )
 
 __all__ = ['Trainer']
@@ -76,7 +76,7 @@ class Trainer(Describable):
         verbose: whether hooks print (unless a hook sets its own
             ``verbose``) and the trainer prints an epoch header.
         check_finite: raise, before any hook sees the broken network,
-            :class:`~brainstorm.utils.NonFiniteError` if the training loss
+            :class:`~brainstorm.errors.NonFiniteError` if the training loss
             or a parameter is NaN or infinite, or a parameter's magnitude
             exceeds ``max_abs_parameter``. The loss is checked after every
             update, the parameters before hooks run (one dot product over
@@ -142,9 +142,11 @@ class Trainer(Describable):
         'stepper': Arg(
             Instance((TrainingStepper, DataParallel), example=lambda: SgdStepper())
         ),
-        'verbose': Arg(Bool(), default=True),
-        'check_finite': Arg(Bool(), default=True),
-        'max_abs_parameter': Arg(Optional(Real(0, include_low=False)), default=1e7),
+        'verbose': Arg(Bool(), omit_default=True),
+        'check_finite': Arg(Bool(), omit_default=True),
+        'max_abs_parameter': Arg(
+            Optional(Real(0, include_low=False)), omit_default=True
+        ),
         'hooks': Arg(DictOf(HookCheck()), state=True),
         'train_scorers': Arg(ListOf(Instance(Scorer)), state=True),
     }
@@ -154,11 +156,6 @@ class Trainer(Describable):
         'results': {},
         '_progress': TrainingProgress(),
         '_run': None,
-    }
-    __default_values__ = {
-        'verbose': True,
-        'check_finite': True,
-        'max_abs_parameter': 1e7,
     }
 
     def __init__(
@@ -640,7 +637,8 @@ class Trainer(Describable):
 
         Loading checks the whole file first (checksums, sizes against the
         architecture, random states; see :ref:`sharing-files-safely`). A
-        restored hook that writes files (``filename``) must name a safe
+        restored hook that writes files (``filename``, or the ``log_dir`` of
+        ``SaveLogsTensorBoard``) must name a safe
         path: one that leads (symbolic links resolved) inside the current
         working folder or the checkpoint's folder, with no hidden (``.``)
         part below it, and not a file Python would import (``*.py``,

@@ -8,8 +8,12 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from brainstorm.arguments import Arg, Int, Real, check_value
 from brainstorm.data_iterators import DataIterator
-from brainstorm.utils import IteratorValidationError, TrainingValidationError
+from brainstorm.errors import (
+    IteratorValidationError,
+    TrainingValidationError,
+)
 
 __all__ = [
     'run_network',
@@ -208,7 +212,9 @@ def check_number(
 ) -> None:
     """Raise TrainingValidationError unless ``value`` is a number in bounds.
 
-    The number must be finite and within the given bounds.
+    A thin wrapper onto :class:`~brainstorm.arguments.Real`, kept for
+    code that calls it: the library's classes declare their arguments in
+    ``__arguments__`` (see :mod:`brainstorm.arguments`) instead.
 
     Args:
         owner: who checks (used in the message, e.g. ``"AdamStepper"``).
@@ -219,34 +225,19 @@ def check_number(
         include_low: whether ``low`` itself is allowed.
         include_high: whether ``high`` itself is allowed.
     """
-    ok = is_number(value)
-    if ok and low is not None:
-        ok = value >= low if include_low else value > low
-    if ok and high is not None:
-        ok = value <= high if include_high else value < high
-    if not ok:
-        if low is None and high is None:
-            expected = 'a finite number'
-        else:
-            left = ('[' if include_low else '(') + (
-                str(low) if low is not None else '-inf'
-            )
-            right = (str(high) if high is not None else 'inf') + (
-                ']' if include_high else ')'
-            )
-            expected = f'a number in {left}, {right}'
-        raise TrainingValidationError(
-            f'{owner}: {name} must be {expected}. Received: {name}={value!r}'
-        )
+    check = Real(
+        -math.inf if low is None else low,
+        math.inf if high is None else high,
+        include_low,
+        include_high,
+    )
+    check_value(owner, None, name, Arg(check), value, error=TrainingValidationError)
 
 
 def check_int(owner: str, name: str, value, low: int = 0) -> None:
-    """Raise TrainingValidationError unless ``value`` is an int >= ``low``."""
-    if (
-        not isinstance(value, (int, np.integer))
-        or isinstance(value, bool)
-        or value < low
-    ):
-        raise TrainingValidationError(
-            f'{owner}: {name} must be an int >= {low}. Received: {name}={value!r}'
-        )
+    """Raise TrainingValidationError unless ``value`` is an int >= ``low``.
+
+    A thin wrapper onto :class:`~brainstorm.arguments.Int`, kept for code
+    that calls it (see :func:`check_number`).
+    """
+    check_value(owner, None, name, Arg(Int(low)), value, error=TrainingValidationError)

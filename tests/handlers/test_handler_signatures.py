@@ -1,11 +1,19 @@
-"""Every handler implements every op of the base class with its signature."""
+"""Every handler implements every op of the op table with its signature."""
 
+import ast
 import inspect
+from pathlib import Path
 
 import pytest
 
 import brainstorm.handlers
-from brainstorm.handlers import DebugHandler, NumpyHandler, PyCudaHandler
+from brainstorm.handlers import (
+    DebugHandler,
+    NumpyHandler,
+    PyCudaHandler,
+    debug_handler,
+    ops,
+)
 from brainstorm.handlers.base_handler import ACTIVATIONS, Handler
 
 # The "Handler ops" line of the SPEC checklist (section 7.1), verbatim.
@@ -36,6 +44,53 @@ def base_ops() -> list:
         for name, member in vars(Handler).items()
         if not name.startswith('_') and inspect.isfunction(member)
     )
+
+
+def test_the_base_class_ops_are_the_table():
+    """Every row is a method of the base class (with the row's signature and
+    contract), abstract unless the row says otherwise; no other op."""
+    assert set(base_ops()) == set(ops.OPS) | {'keeps_conv_columns'}
+    abstract = {name for name, op in ops.OPS.items() if op.abstract}
+    assert Handler.__abstractmethods__ == abstract
+    for name, op in ops.OPS.items():
+        method = getattr(Handler, name)
+        assert inspect.signature(method) == ops.signature(op), name
+        assert inspect.getdoc(method) == inspect.cleandoc(op.doc), name
+
+
+def test_every_check_rule_of_the_table_exists():
+    for name, op in ops.OPS.items():
+        assert op.rule, f'{name}: no check rule (none from the grammar either)'
+        assert callable(getattr(DebugHandler, f'_check_{op.rule}', None)), name
+
+
+def test_every_table_row_is_consistent():
+    for name, op in ops.OPS.items():
+        kinds = op.kinds
+        assert op.section in ops.SECTIONS, name
+        for written in op.writes:
+            assert kinds.get(written) == 'array', (name, written)
+        for optional in op.optional:
+            assert kinds.get(optional) == 'array', (name, optional)
+        if op.alias:
+            assert op.writes, f'{name}: may alias, but writes nothing'
+
+
+def test_debug_handler_writes_no_op_by_hand():
+    """Its ops come from the table; the file defines only check rules and
+    keeps_conv_columns (a layout question, not an op)."""
+    tree = ast.parse(inspect.getsource(debug_handler))
+    (cls,) = [
+        n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == 'DebugHandler'
+    ]
+    public = {
+        node.name
+        for node in cls.body
+        if isinstance(node, ast.FunctionDef) and not node.name.startswith('_')
+    }
+    assert public <= {'keeps_conv_columns', 'dtype', 'rnd'}, public
+    for name in ops.OPS:
+        assert vars(DebugHandler)[name].__qualname__ == f'DebugHandler.{name}'
 
 
 def test_pycuda_handler_class_is_inspected_without_pycuda():
@@ -131,11 +186,27 @@ def test_signature_check_finds_deviations():
 
 @pytest.mark.parametrize('handler_class', concrete_handlers(), ids=lambda c: c.__name__)
 def test_handler_file_keeps_the_section_order(handler_class):
-    """Ops appear in the base class order, so the files read side by side."""
-    base_order = [
-        name for name in Handler.__dict__ if name in Handler.__abstractmethods__
+    """The ops a handler file writes by hand appear in the table's order, so
+    the files read side by side (ops made from the table come in its order
+    anyway)."""
+    source = inspect.getsourcefile(handler_class)
+    written = [
+        name
+        for name, member in vars(handler_class).items()
+        if name in ops.OPS
+        and inspect.isfunction(member)
+        and inspect.getsourcefile(member) == source
     ]
-    own_order = [
-        name for name in handler_class.__dict__ if name in Handler.__abstractmethods__
-    ]
-    assert own_order == base_order
+    assert written == [name for name in ops.OPS if name in written]
+
+
+def test_handler_files_stay_readable():
+    """No file of brainstorm/handlers over 800 lines, the debug handler
+    under 450: its checks come from the op table, not one method per op."""
+    folder = Path(brainstorm.handlers.__file__).parent
+    lengths = {
+        path.relative_to(folder).as_posix(): len(path.read_text().splitlines())
+        for path in folder.rglob('*.py')
+    }
+    assert max(lengths.values()) <= 800, lengths
+    assert lengths['debug_handler.py'] < 450, lengths['debug_handler.py']

@@ -40,15 +40,15 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # tests.layers for the layer registry
     sys.path.insert(0, str(ROOT))
 
-import brainstorm.handlers.pycuda_handler as pycuda_handler  # noqa: E402
+import brainstorm.handlers.cuda.handler as pycuda_handler  # noqa: E402
 from brainstorm.handlers import NumpyHandler  # noqa: E402
-from brainstorm.handlers import _cublas as cublas  # noqa: E402
-from brainstorm.handlers import _cuda_kernels as kernels  # noqa: E402
 from brainstorm.handlers.base_handler import Handler  # noqa: E402
-from brainstorm.handlers.pycuda_handler import (  # noqa: E402
+from brainstorm.handlers.cuda import (  # noqa: E402  # noqa: E402
     GPUView,
     PyCudaHandler,
     coalesce,
+    cublas,
+    kernels,
 )
 
 try:
@@ -478,6 +478,43 @@ def test_kernel_arg_formats_follow_the_c_signatures():
     assert used and used <= set(every), used - set(every)
 
 
+def test_kernel_sources_are_the_cu_files_and_the_elementwise_table():
+    directory = Path(kernels.__file__).parent / 'cu'
+    for module in ('reduce', 'rows', 'conv', 'pool', 'embedding'):
+        source = (directory / f'{module}.cu').read_text()
+        assert kernels.KERNEL_SOURCES[module] == source
+    elementwise = kernels.KERNEL_SOURCES['elementwise']
+    assert elementwise.startswith((directory / 'philox.cu').read_text())
+    for name in kernels.ELEMENTWISE_OPS:
+        assert f'void ew_{name}(' in elementwise, name
+
+
+def test_elementwise_ops_come_from_the_op_table_and_the_kernel_table():
+    """One kernel per op, its operands named as the op's parameters; the
+    handler's method is made from the op table's row (no hand-written
+    one-liner per op)."""
+    from brainstorm.handlers.ops import OPS, signature
+
+    for name, body in kernels.ELEMENTWISE.items():
+        op = OPS[name]
+        kernel = kernels.ELEMENTWISE_OPS[name]
+        assert kernel.body == body and kernel.outputs == op.writes
+        parameters = signature(op).parameters
+        for operand in kernel.inputs + tuple(s for s, _ in kernel.scalars):
+            assert operand in parameters, (name, operand)
+        method = vars(PyCudaHandler)[name]
+        assert inspect.signature(method) == signature(op)
+        assert inspect.getsourcefile(method) != inspect.getsourcefile(pycuda_handler)
+    assert 'x' not in kernels.ELEMENTWISE_OPS['tanh_deriv'].inputs  # reads y only
+
+
+def test_old_module_paths_are_the_cuda_package():
+    import brainstorm.handlers.pycuda_handler as old
+
+    assert old.PyCudaHandler is PyCudaHandler and old.GPUView is GPUView
+    assert PyCudaHandler.__module__ == 'brainstorm.handlers.cuda.handler'
+
+
 @pytest.mark.skipif(shutil.which('nvcc') is None, reason='nvcc is not installed')
 @pytest.mark.parametrize('module', sorted(kernels.KERNEL_SOURCES))
 def test_every_kernel_source_compiles_to_ptx(module, tmp_path):
@@ -528,6 +565,8 @@ static inline float __int_as_float(int i)
 static inline float cospif(float x)
 { return (float)std::cos(3.14159265358979323846 * (double)x); }
 using std::isfinite;
+static inline float atomicAdd(float* a, float v)
+{ float o = *a; *a = o + v; return o; }
 """
 
 _SIGNATURE = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(([^)]*)\)')
@@ -1111,3 +1150,42 @@ def test_trainer_runs_match_cpu(make_handler, index):
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * scale)
     np.testing.assert_allclose(got_losses, want_losses, rtol=1e-3, atol=1e-4)
     assert want_losses[-1] < want_losses[0]  # it really trained
+
+
+def test_lstm_steps_are_one_kernel_each_and_fall_back_where_they_must(
+    handler, monkeypatch
+):
+    """The fused kernels run for feature slices (adjacent columns); a view
+    with spaced columns takes the base class's composition; both agree with
+    the equations (the op-table rows check the values of the fused path)."""
+    launches = []
+    original = PyCudaHandler._launch
+
+    def spy(self, module, kernel, total, *args):
+        launches.append((module, kernel))
+        return original(self, module, kernel, total, *args)
+
+    monkeypatch.setattr(PyCudaHandler, '_launch', spy)
+    (row,) = [r for r in ops.CASES if r.id == 'lstm_forward_step-tanh']
+    ops.run_case(handler, *row.values)
+    assert launches == [('recurrent', 'lstm_forward_step')]
+    launches.clear()
+    (row,) = [r for r in ops.CASES if r.id == 'lstm_backward_step-last']
+    ops.run_case(handler, *row.values)
+    assert launches == [('recurrent', 'lstm_backward_step')]
+
+    launches.clear()
+    rng = np.random.RandomState(3)
+    B, S = 2, 3
+    spaced = handler.create_from_numpy(rng.randn(B, 8 * S))[:, ::2]
+    args = [handler.create_from_numpy(rng.randn(*shape)) for shape in
+            [(B, S), (1, S), (1, S), (1, S)]]  # fmt: skip
+    outs = [handler.create_from_numpy(np.zeros(shape)) for shape in
+            [(B, 4 * S), (B, S), (B, S), (B, S)]]  # fmt: skip
+    values = [handler.get_numpy_copy(a) for a in [spaced, *args]]
+    handler.lstm_forward_step(spaced, *args, 'tanh', *outs)
+    assert ('recurrent', 'lstm_forward_step') not in launches
+    want = ops._lstm_forward_ref(*values, 'tanh', None, None, None, None)
+    got = [handler.get_numpy_copy(a) for a in [spaced, *outs]]
+    for name, array in zip(['gates', 'gate_outputs', 'c', 'c_out', 'y'], got):
+        np.testing.assert_allclose(array, want[name], rtol=1e-5, atol=1e-5)

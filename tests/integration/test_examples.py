@@ -160,3 +160,45 @@ def test_validation_with_context_equals_one_long_sequence(examples_path):
     # and differs from evaluating every batch from a zero state
     plain = bs.tools.evaluate(net, getter)['total_loss'] / 100 / math.log(2)
     assert abs(plain - expected) > 1e-6
+
+
+@pytest.mark.parametrize(
+    'name', ['mnist_pi.py', 'cifar10_cnn.py', 'hutter_lstm.py', 'custom_layer.py']
+)
+def test_every_example_has_a_gpu_switch(name, tmp_path):
+    """``--gpu`` moves the network to PyCudaHandler. Where PyCUDA is not
+    installed (as in CI) the run ends at once with the install hint, before
+    any training; with PyCUDA it trains there (checked on a GPU machine,
+    docs/gpu.rst)."""
+    from brainstorm.optional import has_pycuda
+
+    if has_pycuda:
+        pytest.skip('PyCUDA is installed: the example would train on the GPU')
+    env = dict(os.environ)
+    env.pop('BRAINSTORM_DATA_DIR', None)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(EXAMPLES / name),
+            '--gpu',
+            '--epochs',
+            '1',
+            '--limit',
+            '50',
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode != 0
+    assert 'ImportError' in result.stderr and 'pycuda' in result.stderr.lower()
+    assert 'Epoch' not in result.stdout and not list(tmp_path.iterdir())
+    help_text = subprocess.run(
+        [sys.executable, str(EXAMPLES / name), '--help'],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
+    assert '--gpu' in help_text and 'PyCudaHandler' in help_text

@@ -14,7 +14,7 @@ from brainstorm.structure.prediction import (
     UninitializedNetworkError,
     UnknownOutputError,
 )
-from brainstorm.utils import NetworkValidationError
+from brainstorm.errors import NetworkValidationError
 
 PREDICTIONS = 'Output.outputs.predictions'
 

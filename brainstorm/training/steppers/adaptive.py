@@ -7,8 +7,7 @@ import math
 import numpy as np
 
 from brainstorm.arguments import Arg, Real
-from brainstorm.training.steppers.base import TrainingStepper, _check_learning_rate
-from brainstorm.training.utils import check_number
+from brainstorm.training.steppers.base import TrainingStepper
 
 
 class RMSPropStepper(TrainingStepper):
@@ -42,9 +41,9 @@ class RMSPropStepper(TrainingStepper):
     """
 
     __arguments__ = {
-        'learning_rate': Arg(Real(0), default=0.001),
-        'decay': Arg(Real(0, 1, include_high=False), default=0.9),
-        'epsilon': Arg(Real(0, include_low=False), default=1e-8),
+        'learning_rate': Arg(Real(0)),
+        'decay': Arg(Real(0, 1, include_high=False)),
+        'epsilon': Arg(Real(0, include_low=False)),
     }
 
     def __init__(
@@ -58,13 +57,6 @@ class RMSPropStepper(TrainingStepper):
         self.decay = decay
         self.epsilon = epsilon
         super().__init__(clip_norm)
-
-    def _check_hyperparameters(self) -> None:
-        super()._check_hyperparameters()
-        name = type(self).__name__
-        _check_learning_rate(self)
-        check_number(name, 'decay', self.decay, 0, 1, include_high=False)
-        check_number(name, 'epsilon', self.epsilon, 0, include_low=False)
 
     def _allocate_state(self, handler, part) -> None:
         part.state['mean_square'] = handler.zeros(part.parameters.shape)
@@ -121,10 +113,10 @@ class AdamStepper(TrainingStepper):
     """
 
     __arguments__ = {
-        'learning_rate': Arg(Real(0), default=0.001),
-        'beta1': Arg(Real(0, 1, include_high=False), default=0.9),
-        'beta2': Arg(Real(0, 1, include_high=False), default=0.999),
-        'epsilon': Arg(Real(0, include_low=False), default=1e-8),
+        'learning_rate': Arg(Real(0)),
+        'beta1': Arg(Real(0, 1, include_high=False)),
+        'beta2': Arg(Real(0, 1, include_high=False)),
+        'epsilon': Arg(Real(0, include_low=False)),
     }
 
     __undescribed__ = {'step_count': 0}
@@ -143,14 +135,6 @@ class AdamStepper(TrainingStepper):
         self.epsilon = epsilon
         self.step_count = 0
         super().__init__(clip_norm)
-
-    def _check_hyperparameters(self) -> None:
-        super()._check_hyperparameters()
-        name = type(self).__name__
-        _check_learning_rate(self)
-        check_number(name, 'beta1', self.beta1, 0, 1, include_high=False)
-        check_number(name, 'beta2', self.beta2, 0, 1, include_high=False)
-        check_number(name, 'epsilon', self.epsilon, 0, include_low=False)
 
     def _allocate_state(self, handler, part) -> None:
         part.state['m'] = handler.zeros(part.parameters.shape)
@@ -225,7 +209,7 @@ class AdamWStepper(AdamStepper):
         True
     """
 
-    __arguments__ = {'weight_decay': Arg(Real(0), default=0.01)}
+    __arguments__ = {'weight_decay': Arg(Real(0))}
 
     def __init__(
         self,
@@ -238,10 +222,6 @@ class AdamWStepper(AdamStepper):
     ):
         self.weight_decay = weight_decay
         super().__init__(learning_rate, beta1, beta2, epsilon, clip_norm)
-
-    def _check_hyperparameters(self) -> None:
-        super()._check_hyperparameters()
-        check_number(type(self).__name__, 'weight_decay', self.weight_decay, low=0)
 
     def _decay_weights(self) -> None:
         h = self.net.handler

@@ -14,10 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from brainstorm.arguments import Arg, Optional, Real
+from brainstorm.arguments import Arg, Optional, Real, check_attributes
 from brainstorm.describable import Describable
-from brainstorm.training.utils import check_number
-from brainstorm.utils import TrainingValidationError
+from brainstorm.errors import TrainingValidationError
 
 
 class _Part:
@@ -49,9 +48,12 @@ class _Part:
 class TrainingStepper(Describable):
     """Base class of all steppers.
 
-    Subclasses implement ``_update`` (and, if they need them,
-    ``_allocate_state``, ``_before_passes`` and
-    ``_check_hyperparameters``).
+    Subclasses declare their hyperparameters in ``__arguments__`` (the
+    bounds once, in the checks; the defaults once, in the signature),
+    implement ``_update`` and, if they need them, ``_allocate_state`` and
+    ``_before_passes``. The declared hyperparameters are checked when the
+    stepper is made or restored, and again before each step (a schedule may
+    have changed them).
 
     Args:
         clip_norm: if not None, a positive number: gradients with a global
@@ -64,14 +66,10 @@ class TrainingStepper(Describable):
     """
 
     __arguments__ = {
-        'clip_norm': Arg(Optional(Real(0, include_low=False)), default=None),
+        'clip_norm': Arg(Optional(Real(0, include_low=False)), omit_default=True),
     }
 
     __undescribed__ = {'net': None, '_parts': None, 'last_gradient_norm': None}
-    __default_values__ = {'clip_norm': None}
-
-    def __validate__(self) -> None:
-        self._check_hyperparameters()
 
     def __init__(self, clip_norm: float | None = None):
         # set by start(net)
@@ -79,7 +77,6 @@ class TrainingStepper(Describable):
         self._parts: Any = None
         self.last_gradient_norm: float | None = None
         self.clip_norm = clip_norm
-        self._check_hyperparameters()
 
     # ----------------------------------------------------------- public ---
 
@@ -219,14 +216,14 @@ class TrainingStepper(Describable):
         """Restore scalar state from :meth:`_get_scalar_state`'s keys."""
 
     def _check_hyperparameters(self) -> None:
-        if self.clip_norm is not None:
-            check_number(
-                type(self).__name__,
-                'clip_norm',
-                self.clip_norm,
-                low=0,
-                include_low=False,
-            )
+        """Check the declared hyperparameters' current values (before a step).
+
+        Raises:
+            TrainingValidationError: naming the stepper and the
+                hyperparameter, e.g. a ``learning_rate`` that a schedule
+                made negative.
+        """
+        check_attributes(self)
 
     def _before_passes(self) -> None:
         """Work done before the forward pass (Nesterov's look-ahead)."""
@@ -270,23 +267,3 @@ class TrainingStepper(Describable):
             if not k.startswith('_') and k not in ('net', 'last_gradient_norm')
         )
         return f'{type(self).__name__}({args})'
-
-
-def _check_learning_rate(stepper) -> None:
-    check_number(type(stepper).__name__, 'learning_rate', stepper.learning_rate, low=0)
-
-
-def _check_momentum(stepper) -> None:
-    check_number(
-        type(stepper).__name__,
-        'momentum',
-        stepper.momentum,
-        low=0,
-        high=1,
-        include_high=False,
-    )
-    if not isinstance(stepper.scale_learning_rate, bool):
-        raise TrainingValidationError(
-            f'{type(stepper).__name__}: scale_learning_rate must be a bool. '
-            f'Received: scale_learning_rate={stepper.scale_learning_rate!r}'
-        )

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from brainstorm.arguments import Arg, DictOf, Instance
+from brainstorm.errors import TrainingValidationError
 from brainstorm.structure.view_references import (
     pattern_matches as _pattern_matches,
 )
 from brainstorm.training.steppers.base import TrainingStepper, _Part
 from brainstorm.training.steppers.sgd import SgdStepper
-from brainstorm.utils import TrainingValidationError
 
 
 class MultiStepper(TrainingStepper):
@@ -67,30 +67,13 @@ class MultiStepper(TrainingStepper):
     __undescribed__ = {'assignment': None}
 
     def __init__(self, steppers: dict, clip_norm: float | None = None):
-        if not isinstance(steppers, dict) or not steppers:
-            raise TrainingValidationError(
-                'MultiStepper: steppers must be a non-empty dict of layer '
-                f'name patterns to steppers. Received: {steppers!r}'
-            )
-        for pattern, stepper in steppers.items():
-            if not isinstance(pattern, str):
-                raise TrainingValidationError(
-                    'MultiStepper: keys must be layer name patterns (str). '
-                    f'Received: {pattern!r}'
-                )
-            if not isinstance(stepper, TrainingStepper) or isinstance(
-                stepper, MultiStepper
-            ):
-                raise TrainingValidationError(
-                    f"MultiStepper: the value for '{pattern}' must be a "
-                    f'stepper (not a MultiStepper). Received: {stepper!r}'
-                )
+        # steppers is checked as declared (a non-empty dict of str patterns
+        # to steppers); __validate__ refuses MultiSteppers among them
         self.steppers = OrderedDict(steppers)
         self.assignment: OrderedDict | None = None
         super().__init__(clip_norm)
 
     def __validate__(self) -> None:
-        super().__validate__()
         for pattern, stepper in self.steppers.items():
             if isinstance(stepper, MultiStepper):
                 raise TrainingValidationError(

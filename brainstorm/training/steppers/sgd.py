@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 from brainstorm.arguments import Arg, Bool, Real
-from brainstorm.training.steppers.base import (
-    TrainingStepper,
-    _check_learning_rate,
-    _check_momentum,
-)
+from brainstorm.training.steppers.base import TrainingStepper
 
 
 class ForwardStepper(TrainingStepper):
@@ -36,7 +32,7 @@ class ForwardStepper(TrainingStepper):
         False
     """
 
-    __arguments__ = {'use_training_pass': Arg(Bool(), default=False)}
+    __arguments__ = {'use_training_pass': Arg(Bool())}
 
     def __init__(self, use_training_pass: bool = False):
         super().__init__()
@@ -75,15 +71,11 @@ class SgdStepper(TrainingStepper):
         True
     """
 
-    __arguments__ = {'learning_rate': Arg(Real(0), default=0.1)}
+    __arguments__ = {'learning_rate': Arg(Real(0))}
 
     def __init__(self, learning_rate: float = 0.1, clip_norm: float | None = None):
         self.learning_rate = learning_rate
         super().__init__(clip_norm)
-
-    def _check_hyperparameters(self) -> None:
-        super()._check_hyperparameters()
-        _check_learning_rate(self)
 
     def _update(self) -> None:
         h = self.net.handler
@@ -124,9 +116,9 @@ class MomentumStepper(TrainingStepper):
     """
 
     __arguments__ = {
-        'learning_rate': Arg(Real(0), default=0.1),
-        'momentum': Arg(Real(0, 1, include_high=False), default=0.0),
-        'scale_learning_rate': Arg(Bool(), default=True),
+        'learning_rate': Arg(Real(0)),
+        'momentum': Arg(Real(0, 1, include_high=False)),
+        'scale_learning_rate': Arg(Bool()),
     }
 
     def __init__(
@@ -140,11 +132,6 @@ class MomentumStepper(TrainingStepper):
         self.momentum = momentum
         self.scale_learning_rate = scale_learning_rate
         super().__init__(clip_norm)
-
-    def _check_hyperparameters(self) -> None:
-        super()._check_hyperparameters()
-        _check_learning_rate(self)
-        _check_momentum(self)
 
     def _allocate_state(self, handler, part) -> None:
         part.state['velocity'] = handler.zeros(part.parameters.shape)

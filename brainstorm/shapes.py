@@ -1,0 +1,132 @@
+"""Shape helpers of layers: reshape time-major buffers as views, never as copies.
+
+A layer's buffers are views into the network's memory; time-sized ones
+(``(T, B, ...)``) are strided views of a larger buffer (the context slot of
+recurrent layers lies beside them). Writing into a reshaped copy would
+lose the result, so layers reshape only with these helpers, which return a
+view or raise ``ValueError``.
+
+The usual pattern in a pass::
+
+    x = flatten_time_and_features(buffers.inputs.default)   # (T*B, F)
+    y = flatten_time_and_features(buffers.outputs.default)
+    _h.dot_mm(x, W, y, transb=True)
+
+Layer authors import them with the rest of what a layer needs from
+:mod:`brainstorm.layers.authoring`. This module sits at the bottom of the
+package, beside the error family, because the handlers (PyCUDA's keeps
+Brainstorm 0.5's ``flatten_all_but_last``) and the scorers use it too.
+"""
+
+from __future__ import annotations
+
+import operator
+from functools import reduce
+
+import numpy as np
+
+__all__ = [
+    'product',
+    'reshape_view',
+    'flatten_time',
+    'flatten_time_and_features',
+    'flatten_features',
+    'flatten_all_but_last',
+    'padding_sides',
+]
+
+
+def product(numbers):
+    """The product of an iterable of numbers (1 for an empty one).
+
+    Args:
+        numbers: an iterable of numbers, e.g. a shape.
+
+    Returns:
+        The product, with Python's arithmetic (ints stay exact).
+    """
+    return reduce(operator.mul, numbers, 1)
+
+
+def reshape_view(array, shape: tuple):
+    """``array.reshape(shape)``, but never a silent copy of a NumPy array.
+
+    Buffers are views into the network's flat memory; writing into a copy
+    would lose the result. Raises ValueError if no view is possible.
+    """
+    shape = tuple(int(s) for s in shape)
+    if isinstance(array, np.ndarray):
+        try:
+            return _reshape_without_copy(array, shape)
+        except (AttributeError, ValueError):
+            raise ValueError(
+                f'Cannot reshape an array of shape {array.shape} with strides '
+                f'{array.strides} to {shape} without copying it.'
+            ) from None
+    return array.reshape(shape)
+
+
+def _reshape_without_copy(array: np.ndarray, shape: tuple) -> np.ndarray:
+    """A reshaped view, or an error where only a copy could reshape.
+
+    NumPy 2.1 and later say so with ``reshape(copy=False)``; NumPy 2.5
+    deprecates the older way, setting ``shape`` on a view.
+    """
+    if _RESHAPE_TAKES_COPY:
+        return np.reshape(array, shape, copy=False)
+    view = array.view()
+    view.shape = shape
+    return view
+
+
+_RESHAPE_TAKES_COPY = np.lib.NumpyVersion(np.__version__) >= '2.1.0'
+
+
+def flatten_time(array):
+    """``(T, B, ...)`` -> ``(T*B, ...)`` as a view."""
+    shape = array.shape
+    return reshape_view(array, (shape[0] * shape[1],) + tuple(shape[2:]))
+
+
+def flatten_time_and_features(array):
+    """``(T, B, f1, f2, ...)`` -> ``(T*B, f1*f2*...)`` as a view."""
+    shape = array.shape
+    return reshape_view(array, (shape[0] * shape[1], int(np.prod(shape[2:]))))
+
+
+def flatten_features(array, start_idx: int = 2):
+    """Merge all axes from ``start_idx`` on into one."""
+    shape = array.shape
+    return reshape_view(
+        array, tuple(shape[:start_idx]) + (int(np.prod(shape[start_idx:])),)
+    )
+
+
+def flatten_all_but_last(array):
+    """``(..., F)`` -> ``(prod(...), F)`` as a view.
+
+    Raises ValueError for feature-slice views with several feature axes,
+    which cannot be flattened this way without a copy; use
+    :func:`flatten_time` and handle the remaining axes instead.
+    """
+    shape = array.shape
+    return reshape_view(array, (int(np.prod(shape[:-1])), shape[-1]))
+
+
+def padding_sides(padding) -> tuple[int, int, int, int]:
+    """The ``(top, bottom, left, right)`` cells of an image op's ``padding``.
+
+    The convolution and pooling ops take ``padding`` as an int (that many
+    cells on every side, Brainstorm 0.5's form) or as a tuple
+    ``(top, bottom, left, right)``.
+
+    >>> padding_sides(2)
+    (2, 2, 2, 2)
+    >>> padding_sides((0, 1, 0, 1))
+    (0, 1, 0, 1)
+    """
+    if isinstance(padding, (tuple, list)):
+        top, bottom, left, right = (int(p) for p in padding)
+        return top, bottom, left, right
+    p = int(padding)
+    return p, p, p, p
