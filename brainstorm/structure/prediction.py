@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from brainstorm.errors import NetworkValidationError
 from brainstorm.structure.external_data import MissingInputError, check_data
 from brainstorm.structure.layout import get_buffer_type
-from brainstorm.errors import NetworkValidationError
 
 __all__ = [
     'UnknownOutputError',

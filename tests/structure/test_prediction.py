@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 import brainstorm as bs
+from brainstorm.errors import NetworkValidationError
 from brainstorm.handlers import DebugHandler, NumpyHandler
 from brainstorm.structure.external_data import MissingInputError
 from brainstorm.structure.prediction import (
     UninitializedNetworkError,
     UnknownOutputError,
 )
-from brainstorm.errors import NetworkValidationError
 
 PREDICTIONS = 'Output.outputs.predictions'
 
