@@ -383,10 +383,11 @@ def _shuffling_chains(data):
             Minibatches(3, **data), {'targets': 1.0}
         ),
         'Shard': bs.data_iterators.Shard(Minibatches(4, **data), rank=0, size=1),
+        'samples': Minibatches(3, shuffle='samples', **data),
     }
 
 
-@pytest.mark.parametrize('chain', ['Minibatches', 'noise', 'Shard'])
+@pytest.mark.parametrize('chain', ['Minibatches', 'noise', 'Shard', 'samples'])
 def test_extract_returns_the_data_order_of_shuffling_iterators(chain):
     data = _ordered_data()
     iterator = _shuffling_chains(data)[chain]
@@ -401,7 +402,7 @@ def test_extract_returns_the_data_order_of_shuffling_iterators(chain):
         )
     # the iterator itself still shuffles, and extract drew no batch order
     np.testing.assert_array_equal(shuffling.rnd.get_state()[1], state)
-    assert shuffling.shuffle is True
+    assert shuffling.shuffle == ('samples' if chain == 'samples' else True)
 
 
 def test_extract_and_save_writes_the_data_order(tmp_path):
