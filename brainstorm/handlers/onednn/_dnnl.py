@@ -149,6 +149,13 @@ class Library:
         v = ctypes.cast(self.lib.dnnl_version(), ctypes.POINTER(Version)).contents
         return f'{v.major}.{v.minor}.{v.patch}'
 
+    @property
+    def threads(self) -> int:
+        """OpenMP's thread count for oneDNN's primitives (GNU OpenMP's
+        ``omp_get_max_threads``: ``OMP_NUM_THREADS``, else the cores
+        available)."""
+        return int(ctypes.CDLL('libgomp.so.1').omp_get_max_threads())
+
     def call(self, name: str, *args) -> None:
         """Call the C function ``name``; raise :class:`OneDnnError` on failure."""
         status = getattr(self.lib, name)(*args)

@@ -81,6 +81,11 @@ class OneDnnHandler(NumpyHandler):
         """The version of the oneDNN library in use, like ``'3.2.0'``."""
         return self._lib.version
 
+    @property
+    def threads(self) -> int:
+        """The number of OpenMP threads oneDNN's primitives run on."""
+        return self._lib.threads
+
     def _runs_onednn(self, *arrays) -> bool:
         return self.dtype == np.float32 and all(a.size for a in arrays)
 
