@@ -303,8 +303,11 @@ class OneDnnHandler(NumpyHandler):
         # of cell (u, v) = divmod(ws, kw) in the image
         h, w, c = inputs.shape[1:]
         offsets = self._window_to_image(window, w, c)
+        # np.take casts other indices to intp in a temporary array
+        index = self._buffer('onednn_cell', outputs.shape, np.intp)
+        np.copyto(index, ws)
         found = self._buffer('onednn_found', outputs.shape)
-        np.take(offsets, ws, out=found)
+        np.take(offsets, index, out=found, mode='clip')
         base = _conv._pool_base(self, padding, stride, outputs.shape[1:], w)
         np.add(found, base, out=argmax)
 
@@ -318,12 +321,12 @@ class OneDnnHandler(NumpyHandler):
             table = self._constants[key] = table
         return table
 
-    def _image_to_window(self, window, width: int):
+    def _image_to_window(self, window, width: int, dtype):
         """``u * kw + v`` at ``u * width + v``, for every cell of a window."""
-        key = ('onednn_window_cells', tuple(window), width)
+        key = ('onednn_window_cells', tuple(window), width, dtype)
         table = self._constants.get(key)
         if table is None:
-            table = np.zeros((window[0] - 1) * width + window[1], np.int32)
+            table = np.zeros((window[0] - 1) * width + window[1], dtype)
             u, v = np.divmod(np.arange(window[0] * window[1]), window[1])
             table[u * width + v] = u * window[1] + v
             table = self._constants[key] = table
@@ -353,10 +356,11 @@ class OneDnnHandler(NumpyHandler):
         cell = self._buffer('onednn_found', argmax.shape)
         np.subtract(argmax, base, out=cell)
         np.divide(cell, c, out=cell)
-        index = self._buffer('onednn_cell', argmax.shape, np.int32)
+        index = self._buffer('onednn_cell', argmax.shape, np.intp)
         np.copyto(index, cell, casting='unsafe')
         ws = self._buffer('onednn_ws', argmax.shape, plan.workspace_dtype)
-        np.take(self._image_to_window(window, w), index, out=ws, mode='clip')
+        table = self._image_to_window(window, w, plan.workspace_dtype)
+        np.take(table, index, out=ws, mode='clip')
         self._pool_backward(plan, ws, in_deltas, out_deltas)
 
     def _pool_backward(self, plan, ws, in_deltas, out_deltas) -> None:
