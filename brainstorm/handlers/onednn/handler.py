@@ -73,8 +73,9 @@ class OneDnnHandler(NumpyHandler):
         self.__dict__.update(state)
         self._lib = _dnnl.library()
 
-    def __repr__(self) -> str:
-        return f'OneDnnHandler(dtype=np.{np.dtype(self.dtype).name})'
+    def __str__(self) -> str:
+        """The repr, then oneDNN's version and OpenMP's thread count."""
+        return f'{self!r} with oneDNN {self.onednn_version} on {self.threads} threads'
 
     @property
     def onednn_version(self) -> str:
