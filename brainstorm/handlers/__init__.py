@@ -8,7 +8,7 @@ it), and ``DebugHandler`` wraps either one and checks every call.
 ``default_handler``, the handler of networks built without one, is a
 float32 ``OneDnnHandler`` where oneDNN loads and a float32 ``NumpyHandler``
 elsewhere, or where the environment variable ``BRAINSTORM_NO_ONEDNN=1``
-switches oneDNN off; :func:`set_default_handler` replaces it (e.g. with
+switches oneDNN off; :func:`~brainstorm.handlers.set_default_handler` replaces it (e.g. with
 ``NumpyHandler(np.float32)``, the plain reference). ``ACTIVATIONS`` is
 the one list of activation names (each one a handler op). Every op is one
 row of the op table, ``brainstorm.handlers.ops``; the CUDA side is the
@@ -35,8 +35,7 @@ def _first_default() -> NumpyHandler:
         return NumpyHandler(np.float32)
 
 
-#: The handler of networks built without one: a float32 OneDnnHandler where
-#: oneDNN loads, else a float32 NumpyHandler (see :func:`set_default_handler`).
+# the handler of networks built without one (documented in docs/api.rst)
 default_handler: Handler = _first_default()
 
 

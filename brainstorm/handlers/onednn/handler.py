@@ -36,7 +36,7 @@ class OneDnnHandler(NumpyHandler):
 
     oneDNN comes from PyPI's ``onednn-cpu-gomp`` (installed with
     brainstorm-nn on Linux x86-64); its threads are GNU OpenMP's
-    (``OMP_NUM_THREADS``), see :doc:`/performance`.
+    (``OMP_NUM_THREADS``), see :doc:`/cpu`.
 
     Args:
         dtype: the floating point type of all arrays.
