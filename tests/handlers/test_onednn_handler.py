@@ -362,3 +362,91 @@ def test_idle_openmp_threads_sleep_unless_the_user_says_otherwise():
     active = run_fresh(PROBE, OMP_WAIT_POLICY='ACTIVE')
     assert active['policy'] == 'ACTIVE'
     assert "OMP_WAIT_POLICY = 'ACTIVE'" in active['openmp'], active['openmp']
+
+
+# ------------------------------------------------------------ the default
+
+DEFAULT_PROBE = """
+import json, os
+import brainstorm as bs
+inp, out = bs.tools.get_in_out_layers('classification', 4, 3)
+net = bs.Network.from_layer(inp >> out)
+print(json.dumps({'default': repr(bs.handlers.default_handler),
+                  'net': repr(net.handler),
+                  'same': net.handler is bs.handlers.default_handler}))
+"""
+
+
+def test_the_default_handler_is_onednn_where_it_loads():
+    onednn_handler()
+    got = run_fresh(DEFAULT_PROBE)
+    assert got['default'] == got['net'] == 'OneDnnHandler(dtype=np.float32)'
+    assert got['same']
+
+
+def test_the_environment_switch_makes_numpy_handler_the_default():
+    got = run_fresh(DEFAULT_PROBE, BRAINSTORM_NO_ONEDNN='1')
+    assert got['default'] == got['net'] == 'NumpyHandler(dtype=np.float32)'
+
+
+def test_set_default_handler_forces_numpy_handler():
+    previous = bs.handlers.set_default_handler(NumpyHandler(np.float32))
+    try:
+        inp, out = bs.tools.get_in_out_layers('classification', 4, 3)
+        net = bs.Network.from_layer(inp >> out)
+        assert type(net.handler) is NumpyHandler
+        with pytest.raises(TypeError, match='must be a Handler.*received str'):
+            bs.handlers.set_default_handler('numpy')
+    finally:
+        assert type(bs.handlers.set_default_handler(previous)) is NumpyHandler
+    assert bs.handlers.default_handler is previous
+
+
+def test_print_network_info_names_the_handler(handler, capsys):
+    net = small_cnn()
+    net.set_handler(handler)
+    bs.tools.print_network_info(net)
+    text = capsys.readouterr().out
+    assert (
+        f'Handler: OneDnnHandler(dtype=np.float32) with oneDNN '
+        f'{handler.onednn_version} on {handler.threads} threads'
+    ) in text
+    net.set_handler(NumpyHandler(np.float64))
+    bs.tools.print_network_info(net)
+    assert 'Handler: NumpyHandler(dtype=np.float64)\n' in capsys.readouterr().out
+
+
+def test_a_checkpoint_resumes_bit_for_bit_on_onednn(tmp_path, handler):
+    """oneDNN's kernels are deterministic for fixed shapes and threads: a
+    CNN run continued from a checkpoint (on a fresh handler with fresh
+    primitives) ends with the parameters of the uninterrupted run."""
+
+    def setup():
+        bs.global_rnd.set_seed(7)
+        rnd = np.random.RandomState(0)
+        x = rnd.rand(1, 24, 8, 8, 3)
+        y = rnd.randint(0, 5, (1, 24, 1))
+        net = small_cnn()
+        net.set_handler(onednn_handler(np.float32))
+        trainer = bs.Trainer(bs.training.MomentumStepper(0.1, 0.9), verbose=False)
+        trainer.add_hook(
+            bs.hooks.SaveCheckpoint(
+                str(tmp_path / 'run.ckpt'), timescale='update', interval=4
+            )
+        )
+        trainer.add_hook(bs.hooks.StopAfterEpoch(3))
+        data = bs.data_iterators.Minibatches(6, shuffle=True, default=x, targets=y)
+        return net, trainer, data
+
+    net, trainer, data = setup()
+    trainer.train(net, data)
+    full = net.get('parameters')
+    net, trainer, data = setup()
+    trainer.hooks['StopAfterEpoch'].max_epochs = 2
+    trainer.train(net, data)
+    resumed, net = bs.Trainer.from_checkpoint(str(tmp_path / 'run.ckpt'))
+    assert type(net.handler).__name__ == 'OneDnnHandler'
+    assert resumed.current_update_nr == 8
+    resumed.hooks['StopAfterEpoch'].max_epochs = 3
+    resumed.train(net, setup()[2])
+    np.testing.assert_array_equal(net.get('parameters'), full)
