@@ -199,4 +199,3 @@ def test_primitives_and_scratch_memory_are_made_once(trained):
     assert scratch_memory(handler) == scratch
     if 'Convolution2D_1' in net.layers and hasattr(handler, '_plans'):
         assert plans, 'the convolution and pooling did not run on oneDNN'
-

@@ -8,8 +8,9 @@ it), and ``DebugHandler`` wraps either one and checks every call.
 ``default_handler``, the handler of networks built without one, is a
 float32 ``OneDnnHandler`` where oneDNN loads and a float32 ``NumpyHandler``
 elsewhere, or where the environment variable ``BRAINSTORM_NO_ONEDNN=1``
-switches oneDNN off; :func:`~brainstorm.handlers.set_default_handler` replaces it (e.g. with
-``NumpyHandler(np.float32)``, the plain reference). ``ACTIVATIONS`` is
+switches oneDNN off; :func:`~brainstorm.handlers.set_default_handler`
+replaces it (e.g. with ``NumpyHandler(np.float32)``, the plain reference).
+``ACTIVATIONS`` is
 the one list of activation names (each one a handler op). Every op is one
 row of the op table, ``brainstorm.handlers.ops``; the CUDA side is the
 package ``brainstorm.handlers.cuda``.
@@ -17,14 +18,12 @@ package ``brainstorm.handlers.cuda``.
 
 import numpy as np
 
-from brainstorm.handlers.base_handler import ACTIVATIONS
+from brainstorm.handlers.base_handler import ACTIVATIONS, Handler
 from brainstorm.handlers.cuda import PyCudaHandler
 from brainstorm.handlers.debug_handler import DebugHandler
 from brainstorm.handlers.numpy_handler import NumpyHandler
-from brainstorm.handlers.base_handler import Handler
 from brainstorm.handlers.onednn import OneDnnHandler, OneDnnUnavailable
 from brainstorm.optional import has_pycuda, pycuda_mock  # noqa: F401 - in Brainstorm 0.5's namespace of this module
-
 
 
 def _first_default() -> NumpyHandler:

@@ -68,7 +68,9 @@ def run_pool(h, kind, x, dy, window, padding, stride):
 
 def close(got, expected, what):
     scale = max(1.0, float(np.abs(expected).max()))
-    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5 * scale, err_msg=what)
+    np.testing.assert_allclose(
+        got, expected, rtol=1e-4, atol=1e-5 * scale, err_msg=what
+    )
 
 
 @pytest.mark.parametrize('geometry', GEOMETRIES)
@@ -160,9 +162,7 @@ def test_oneDNN_runs_its_optimized_kernels(handler):
     )
     (plan,) = handler._plans.values()
     for primitive in (plan.forward, plan.backward_data, plan.backward_weights):
-        assert not primitive.implementation.startswith('ref'), (
-            primitive.implementation
-        )
+        assert not primitive.implementation.startswith('ref'), primitive.implementation
 
 
 def test_strided_views_give_the_same_results(handler):
@@ -175,7 +175,9 @@ def test_strided_views_give_the_same_results(handler):
     expected = run_conv(handler, x, w, b, dy, dx0, 1, (1, 1))
 
     def view(a):
-        wide = handler.create_from_numpy(np.full(a.shape[:-1] + (a.shape[-1] + 4,), 7.0))
+        wide = handler.create_from_numpy(
+            np.full(a.shape[:-1] + (a.shape[-1] + 4,), 7.0)
+        )
         part = wide[..., 2 : 2 + a.shape[-1]]
         part[...] = a
         return wide, part
@@ -268,10 +270,13 @@ def test_a_file_saved_under_one_handler_loads_under_the_other(tmp_path, saving):
     path = str(tmp_path / 'net.h5')
     net.save_as_hdf5(path)
     loaded = bs.Network.from_hdf5(path)
-    assert type(loaded.handler).__name__ == {
-        'numpy': 'NumpyHandler',
-        'onednn': 'OneDnnHandler',
-    }[saving]
+    assert (
+        type(loaded.handler).__name__
+        == {
+            'numpy': 'NumpyHandler',
+            'onednn': 'OneDnnHandler',
+        }[saving]
+    )
     loaded.set_handler(handlers[loading]())
     np.testing.assert_array_equal(loaded.get('parameters'), net.get('parameters'))
     # and the two compute the same outputs within float32's precision

@@ -45,9 +45,7 @@ def test_layer_on_onednn_float32_matches_numpy_float64(
     entry, time_steps, batch_size, activation
 ):
     fast = run(entry, time_steps, batch_size, activation, onednn_handler(np.float32))
-    reference = run(
-        entry, time_steps, batch_size, activation, NumpyHandler(np.float64)
-    )
+    reference = run(entry, time_steps, batch_size, activation, NumpyHandler(np.float64))
     assert fast.keys() == reference.keys()
     for name, expected in reference.items():
         scale = max(1.0, float(np.abs(expected).max()) if expected.size else 1.0)

@@ -137,7 +137,7 @@ class Library:
 
     @property
     def version(self) -> str:
-        """oneDNN's version, like ``'3.2.0'``."""
+        """OneDNN's version, like ``'3.2.0'``."""
 
         class Version(ctypes.Structure):
             _fields_ = [
@@ -151,9 +151,11 @@ class Library:
 
     @property
     def threads(self) -> int:
-        """OpenMP's thread count for oneDNN's primitives (GNU OpenMP's
-        ``omp_get_max_threads``: ``OMP_NUM_THREADS``, else the cores
-        available)."""
+        """OpenMP's thread count for oneDNN's primitives.
+
+        GNU OpenMP's ``omp_get_max_threads``: ``OMP_NUM_THREADS``, else the
+        cores available.
+        """
         return int(ctypes.CDLL('libgomp.so.1').omp_get_max_threads())
 
     def call(self, name: str, *args) -> None:
@@ -264,9 +266,7 @@ class Primitive:
             the caller supplies arrays for, in :meth:`run`'s order.
     """
 
-    def __init__(
-        self, lib: Library, pd: ctypes.c_void_p, args: dict[int, MemoryDesc]
-    ):
+    def __init__(self, lib: Library, pd: ctypes.c_void_p, args: dict[int, MemoryDesc]):
         self.lib, self.pd = lib, pd
         self.primitive = lib._make('dnnl_primitive_create', pd)
         self.order = list(args)
@@ -356,8 +356,7 @@ def library() -> Library:
     global _loaded, _failure
     if os.environ.get('BRAINSTORM_NO_ONEDNN', '') not in ('', '0'):
         raise OneDnnUnavailable(
-            'oneDNN is switched off by the environment variable '
-            'BRAINSTORM_NO_ONEDNN'
+            'oneDNN is switched off by the environment variable BRAINSTORM_NO_ONEDNN'
         )
     with _load_lock:
         if _loaded is not None:

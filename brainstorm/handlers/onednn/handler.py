@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from brainstorm.handlers import _numpy_conv as _conv
@@ -264,14 +263,18 @@ class OneDnnHandler(NumpyHandler):
             empty = _has_empty_window(
                 window, int(padding), stride, outputs.shape[1:3], inputs.shape[1:3]
             )
-            plan = self._plans[key] = None if empty else PoolPlan(
-                self._lib,
-                kind,
-                inputs.shape,
-                outputs.shape,
-                window,
-                int(padding),
-                stride,
+            plan = self._plans[key] = (
+                None
+                if empty
+                else PoolPlan(
+                    self._lib,
+                    kind,
+                    inputs.shape,
+                    outputs.shape,
+                    window,
+                    int(padding),
+                    stride,
+                )
             )
         return plan
 
@@ -391,9 +394,7 @@ class OneDnnHandler(NumpyHandler):
         x = self._dense('onednn_x', inputs)
         y = self._dense('onednn_y', outputs, copy_in=False)
         with plan.lock:
-            plan.forward.run(
-                (_address(x), _address(y)), self._scratchpad(plan.forward)
-            )
+            plan.forward.run((_address(x), _address(y)), self._scratchpad(plan.forward))
         if y is not outputs:
             np.copyto(outputs, y)
 
@@ -430,5 +431,3 @@ def _has_empty_window(window, padding, stride, out_hw, in_hw) -> bool:
         if first_end <= 0 or last_start >= n_in:
             return True
     return False
-
-
