@@ -106,24 +106,28 @@ class OneDnnHandler(NumpyHandler):
             np.copyto(scratch, array)
         return scratch
 
+    def _aligned(self, name: str, size: int) -> int:
+        """The 64-byte aligned address of ``size`` scratch bytes."""
+        memory = _address(self._buffer(name, (size + _ALIGNMENT,), np.uint8))
+        return memory + (-memory) % _ALIGNMENT
+
     def _scratchpad(self, *primitives) -> int:
         """The address of a scratchpad for any of ``primitives``."""
         size = max(p.scratchpad_bytes for p in primitives)
         if not size:
             return 0
-        return _address(self._buffer('onednn_scratchpad', (size,), np.uint8))
+        return self._aligned('onednn_scratchpad', size)
 
     def _weights_in(self, primitive, weights) -> int:
         """The weights in the primitive's format: their address."""
         weights = self._dense('onednn_w_user', weights)
         if primitive.reorder is None:
             return _address(weights)
-        target = self._buffer('onednn_w', (primitive.weights_bytes,), np.uint8)
+        target = self._aligned('onednn_w', primitive.weights_bytes)
         primitive.reorder.primitive.run(
-            (_address(weights), _address(target)),
-            self._scratchpad(primitive.reorder.primitive),
+            (_address(weights), target), self._scratchpad(primitive.reorder.primitive)
         )
-        return _address(target)
+        return target
 
     # ---------------------------------------------------------- convolution
 
@@ -232,17 +236,15 @@ class OneDnnHandler(NumpyHandler):
         db = self._dense('onednn_b', bias_deltas, copy_in=False)
         dw = self._dense('onednn_w_user', weight_deltas, copy_in=False)
         if grads.reorder is None:
-            target = dw
+            target = _address(dw)
         else:
-            target = self._buffer('onednn_w', (grads.weights_bytes,), np.uint8)
+            target = self._aligned('onednn_w', grads.weights_bytes)
         grads.run(
-            (_address(x), _address(dy), _address(target), _address(db)),
-            self._scratchpad(grads),
+            (_address(x), _address(dy), target, _address(db)), self._scratchpad(grads)
         )
         if grads.reorder is not None:
             grads.reorder.primitive.run(
-                (_address(target), _address(dw)),
-                self._scratchpad(grads.reorder.primitive),
+                (target, _address(dw)), self._scratchpad(grads.reorder.primitive)
             )
         if dw is not weight_deltas:
             np.copyto(weight_deltas, dw)
@@ -415,6 +417,11 @@ class OneDnnHandler(NumpyHandler):
             )
             return
         self._pool_backward(plan, None, in_deltas, out_deltas)
+
+
+# oneDNN's own allocations are 64-byte aligned; so are the scratchpads and
+# reordered weights it gets from the handler
+_ALIGNMENT = 64
 
 
 def _address(array) -> int:
