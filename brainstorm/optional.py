@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import sys  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 
 from brainstorm.__about__ import install_hint
@@ -14,6 +16,11 @@ __all__ = [
     'bokeh_mock',
     'has_mpi4py',
     'mpi4py_mock',
+    'has_onnx',
+    'onnx_mock',
+    'has_tensorboardx',
+    'tensorboardx_mock',
+    'import_optional',
 ]
 
 
@@ -86,3 +93,63 @@ except ImportError as _err:
     mpi4py_mock = MissingDependencyMock(
         _missing('mpi4py (with an MPI library, e.g. the mpich wheel)', 'mpi', _err)
     )
+
+
+# onnx and tensorboardX are looked up, not imported: importing them takes
+# time that ``import brainstorm`` should not spend. import_optional imports
+# them where they are used.
+def _found(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+_OPTIONAL_MODULES = {
+    # module -> (what to call it in messages, extra)
+    'onnx': ('onnx', 'onnx'),
+    'tensorboardX': ('tensorboardX', 'tensorboard'),
+}
+
+has_onnx = _found('onnx')
+onnx_mock = (
+    None
+    if has_onnx
+    else MissingDependencyMock(
+        _missing('onnx', 'onnx', ImportError("No module named 'onnx'"))
+    )
+)
+has_tensorboardx = _found('tensorboardX')
+tensorboardx_mock = (
+    None
+    if has_tensorboardx
+    else MissingDependencyMock(
+        _missing(
+            'tensorboardX', 'tensorboard', ImportError("No module named 'tensorboardX'")
+        )
+    )
+)
+
+
+def import_optional(module: str, feature: str):
+    """Import an optional module, or fail with the command that installs it.
+
+    Args:
+        module: ``'onnx'`` or ``'tensorboardX'``.
+        feature: what needs it, for the message (e.g. ``'export_onnx'``).
+
+    Returns:
+        the imported module.
+
+    Raises:
+        ImportError: naming the feature, the package and the ``pip``
+            command that installs the extra.
+    """
+    package, extra = _OPTIONAL_MODULES[module]
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        raise ImportError(
+            f'{feature} needs {package}, which could not be imported ({err}). '
+            f'Install it with: {install_hint(extra)}'
+        ) from err

@@ -29,6 +29,7 @@ from brainstorm.hooks import (
     SaveCheckpoint,
     SaveLogs,
     SaveLogsCSV,
+    SaveLogsTensorBoard,
     SaveNetwork,
     SavePlot,
     StopAfterEpoch,
@@ -588,6 +589,7 @@ ALL_HOOKS = [
     ReduceOnPlateau('validation.total_loss', factor=0.2, patience=2),
     BokehVisualizer(['validation.total_loss'], 'logs.html'),
     InfoUpdater(_InfoRun()),
+    SaveLogsTensorBoard('runs/a', ['validation.total_loss'], histograms=True),
 ]
 
 

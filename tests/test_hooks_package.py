@@ -296,6 +296,7 @@ CONCERNS = {
     ],
     'schedules': ['ModifyStepperAttribute', 'ReduceOnPlateau'],
     'display': ['ProgressBar', 'SavePlot', 'BokehVisualizer'],
+    'tensorboard': ['SaveLogsTensorBoard'],
 }
 
 

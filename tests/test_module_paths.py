@@ -101,6 +101,9 @@ MOVED = {
         'draw_network': 'brainstorm.tools.inspection',
         'shuffle_data': 'brainstorm.tools.arrays',
         'split': 'brainstorm.tools.arrays',
+        # new in 0.6 (not in the old module), listed so that __all__ stays
+        # covered
+        'export_onnx': 'brainstorm.tools.onnx_export',
     },
     # the CUDA side became the package brainstorm.handlers.cuda
     'brainstorm.handlers.pycuda_handler': {

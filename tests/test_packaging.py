@@ -170,3 +170,24 @@ def test_wheel_and_sdist_carry_the_cuda_sources(tmp_path):
     missing_wheel = [name for name in sources if name not in in_wheel]
     missing_sdist = [name for name in sources if name not in in_sdist]
     assert not missing_wheel and not missing_sdist, (missing_wheel, missing_sdist)
+
+
+@pytest.mark.parametrize(
+    'extra, package, test_packages',
+    [
+        ('onnx', 'onnx', ['onnx', 'onnxruntime']),
+        ('tensorboard', 'tensorboardX', ['tensorboardX', 'tensorboard']),
+    ],
+)
+def test_optional_extras_and_their_tests_in_ci(extra, package, test_packages):
+    """The hinted extra exists in pyproject.toml, and the test extra (CI's)
+    installs it and what its tests read the results with."""
+    tomllib = pytest.importorskip('tomllib')
+    with open(ROOT / 'pyproject.toml', 'rb') as f:
+        extras = tomllib.load(f)['project']['optional-dependencies']
+
+    def names(requirements):
+        return {re.split(r'[<>=!~ \[;]', r, maxsplit=1)[0] for r in requirements}
+
+    assert names(extras[extra]) == {package}
+    assert set(test_packages) <= names(extras['test'])

@@ -240,6 +240,53 @@ class Handler(Describable, abc.ABC):
         if dx is not dy:
             self.copy_to(dy, dx)
 
+    # -------------------------------------------------------------- recurrent
+
+    def lstm_forward_step(  # noqa: D102 - documented in the table
+        self, gates, c_prev, pi, pf, po, activation: str, gate_outputs, c, c_out, y
+    ) -> None:
+        S = c.shape[1]
+        Z, I, F, O = (gates[:, k * S : (k + 1) * S] for k in range(4))
+        Zb, Ib, Fb, Ob = (gate_outputs[:, k * S : (k + 1) * S] for k in range(4))
+        act = self.act_func[activation]
+        self.mult_add_mv(c_prev, pi, I)
+        self.mult_add_mv(c_prev, pf, F)
+        act(Z, Zb)
+        self.sigmoid(gates[:, S : 3 * S], gate_outputs[:, S : 3 * S])
+        self.mult_tt(Ib, Zb, c)
+        self.mult_add_tt(Fb, c_prev, c)
+        self.mult_add_mv(c, po, O)
+        self.sigmoid(O, Ob)
+        act(c, c_out)
+        self.mult_tt(Ob, c_out, y)
+
+    def lstm_backward_step(  # noqa: D102 - documented in the table
+        self,
+        dy,
+        factors,
+        c_factor,
+        d_gates_next,
+        dc_next,
+        f_next,
+        pi,
+        pf,
+        po,
+        d_gates,
+        dc,
+    ) -> None:
+        S = dc.shape[1]
+        PZ, PI, PF, PO = (factors[:, k * S : (k + 1) * S] for k in range(4))
+        dZ, dI, dF, dO = (d_gates[:, k * S : (k + 1) * S] for k in range(4))
+        self.mult_tt(dy, PO, dO)
+        self.mult_tt(dy, c_factor, dc)
+        self.mult_add_mv(dO, po, dc)
+        self.mult_add_mv(d_gates_next[:, S : 2 * S], pi, dc)
+        self.mult_add_mv(d_gates_next[:, 2 * S : 3 * S], pf, dc)
+        self.mult_add_tt(f_next, dc_next, dc)
+        self.mult_tt(dc, PZ, dZ)
+        self.mult_tt(dc, PI, dI)
+        self.mult_tt(dc, PF, dF)
+
     # -------------------------------------------------------------- conv/pool
 
     def keeps_conv_columns(self, out_cells: int) -> bool:

@@ -19,7 +19,7 @@ import numpy as np
 
 from brainstorm.arguments import Arg, Instance
 from brainstorm.describable import get_description
-from brainstorm.handlers.base_handler import Handler
+from brainstorm.handlers.base_handler import ACTIVATIONS, Handler
 from brainstorm.handlers.debug_array import (
     DebugArray,
     DebugHandlerError,
@@ -392,6 +392,24 @@ class DebugHandler(Handler):
         self._check_deltas(op, args, ('outputs', 'argmax'), ('outputs', 'out_deltas'))
         self._check_deltas(op, args, ('inputs', 'in_deltas'))
 
+    def _check_lstm(self, op: str, args: dict) -> None:
+        state = 'c' if 'c' in args else 'dc'
+        self._expect_ndim(op, state, args[state], 2)
+        b, s = args[state].shape
+        for name, value in args.items():
+            if name in ('pi', 'pf', 'po'):
+                self._expect_shape(op, name, value, [(1, s)])
+            elif name in (
+                'gates',
+                'gate_outputs',
+                'factors',
+                'd_gates',
+                'd_gates_next',
+            ):
+                self._expect_shape(op, name, value, [(b, 4 * s)])
+            elif name != 'activation':
+                self._expect_shape(op, name, value, [(b, s)])
+
 
 def _unwrap(value):
     return value.array if isinstance(value, DebugArray) else value
@@ -418,6 +436,7 @@ _KIND_CHECKS = {
     'padding': (lambda value: _is_int(value) and value >= 0, 'an int >= 0'),
     'shape': (_is_shape, 'a tuple of ints >= 0'),
     'numpy': (lambda value: isinstance(value, np.ndarray), 'a numpy array'),
+    'activation': (lambda value: value in ACTIVATIONS, f'one of {ACTIVATIONS}'),
 }
 
 install_ops(DebugHandler, OPS.values(), DebugHandler._call)

@@ -30,6 +30,7 @@ KINDS = {
     **dict.fromkeys(('transa', 'transb', 'skip_in_deltas'), 'flag'),
     **dict.fromkeys(('window', 'stride'), 'pair'),
     'padding': 'padding',
+    'activation': 'activation',
     'axis': 'axis',
     'shape': 'shape',
     'arr': 'numpy',

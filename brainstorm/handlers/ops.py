@@ -54,6 +54,7 @@ from brainstorm.handlers.op_spec import (
     op_method,
     signature,
 )
+from brainstorm.handlers.ops_layers import LAYER_SECTIONS
 
 __all__ = [
     'Op',
@@ -738,6 +739,7 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
             check='pool',
         ),
     ),
+    **LAYER_SECTIONS,
 }
 
 #: Every op, in the order of the handler files' sections.

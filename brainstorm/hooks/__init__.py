@@ -21,7 +21,9 @@ One module per concern; every hook is imported from ``brainstorm.hooks``:
 * ``brainstorm.hooks.schedules``: stepper hyperparameters
   (``ModifyStepperAttribute``, ``ReduceOnPlateau``);
 * ``brainstorm.hooks.display``: progress bar and plots
-  (``ProgressBar``, ``SavePlot``, ``BokehVisualizer``).
+  (``ProgressBar``, ``SavePlot``, ``BokehVisualizer``);
+* ``brainstorm.hooks.tensorboard``: TensorBoard event files
+  (``SaveLogsTensorBoard``, needs the ``tensorboard`` extra).
 
 In data-parallel training (a
 :class:`~brainstorm.training.data_parallel.DataParallel` stepper on several
@@ -72,6 +74,7 @@ from brainstorm.hooks.stopping import (
     StopOnNan,
     StopOnSigQuit,
 )
+from brainstorm.hooks.tensorboard import SaveLogsTensorBoard
 from brainstorm.naming import get_by_path
 from brainstorm.structure.network import Network
 from brainstorm.tools import evaluate
@@ -109,4 +112,5 @@ __all__ = [
     'SaveCheckpoint',
     'BokehVisualizer',
     'InfoUpdater',
+    'SaveLogsTensorBoard',
 ]

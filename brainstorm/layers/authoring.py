@@ -15,6 +15,10 @@
   :class:`~brainstorm.structure.buffer_structure.BufferStructure` for what
   ``setup`` returns;
 * the argument declarations of ``declared_kwargs``:
+  :class:`~brainstorm.arguments.Arg` with the checks
+  :class:`~brainstorm.arguments.Real`, :class:`~brainstorm.arguments.Int`
+  and :class:`~brainstorm.arguments.Choice` (the language of every class
+  of brainstorm), and the layer spellings of the same,
   :class:`~brainstorm.layers.attributes.Kwarg`,
   :data:`~brainstorm.layers.attributes.REQUIRED` and the constraints
   (``FloatIn``, ``PositiveInt``, ``OneOf``...);
@@ -26,12 +30,14 @@
 
 Each name is the object defined in its home (:mod:`brainstorm.layers.base_layer`,
 :mod:`brainstorm.structure.buffer_structure`,
-:mod:`brainstorm.structure.construction`, :mod:`brainstorm.layers.attributes`,
+:mod:`brainstorm.structure.construction`, :mod:`brainstorm.arguments`,
+:mod:`brainstorm.layers.attributes`,
 :mod:`brainstorm.shapes`, :mod:`brainstorm.errors`). Importing this module
 loads neither h5py nor the data sets. docs/custom_layer.rst walks through
 writing a layer with it; :mod:`brainstorm.testing` checks the result.
 """
 
+from brainstorm.arguments import Arg, Choice, Int, Real
 from brainstorm.errors import LayerValidationError
 from brainstorm.layers.attributes import (
     ACTIVATIONS,
@@ -67,6 +73,10 @@ __all__ = [
     'StructureTemplate',
     'BufferStructure',
     # argument declarations
+    'Arg',
+    'Real',
+    'Int',
+    'Choice',
     'Kwarg',
     'REQUIRED',
     'Constraint',

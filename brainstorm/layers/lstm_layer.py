@@ -85,6 +85,7 @@ class LstmLayerImpl(Layer):
             'GA': ('Za', 'Ia', 'Fa', 'Oa'),
             'GB': ('Zb', 'Ib', 'Fb', 'Ob'),
             'dGA': ('dZa', 'dIa', 'dFa', 'dOa'),
+            'dGB': ('dZb', 'dIb', 'dFb', 'dOb'),
         },
     }
     declared_kwargs = {
@@ -166,6 +167,14 @@ class LstmLayerImpl(Layer):
         _h.add_mv(GA_all, b.reshape((1, 4 * S)), GA_all)
 
         # index -1 is the context slot, so t = 0 needs no special case
+        if inactive is None:  # every unit steps: the cell is one handler op
+            for t in range(T):
+                _h.dot_add_mm(y[t - 1], R, GA[t], transb=True)
+                _h.lstm_forward_step(
+                    GA[t], Ca[t - 1], pi, pf, po, self.activation, GB[t], Ca[t],
+                    Cb[t], y[t],
+                )  # fmt: skip
+            return
         for t in range(T):
             _h.dot_add_mm(y[t - 1], R, GA[t], transb=True)
             _h.mult_add_mv(Ca[t - 1], pi, Ia[t])
@@ -225,25 +234,16 @@ class LstmLayerImpl(Layer):
         # dy[t] accumulates the full delta of y[t] in place (a layer may
         # overwrite its own output deltas). The deltas at t + 1 = T are the
         # zeroed backward context slots, so the last step is not special.
-        for t in range(T - 1, -1, -1):
-            _h.dot_add_mm(dGA[t + 1], R, dy[t])
-            clocked = inactive is not None and t + 1 < T
-            if clocked:  # an inactive unit passes y[t + 1]'s delta to y[t]
-                _h.add_into_if(dy[t + 1], dy[t], inactive[t + 1])
-            _h.mult_tt(dy[t], PO[t], dOa[t])
-            _h.mult_tt(dy[t], PC[t], dCa[t])
-            _h.mult_add_mv(dOa[t], po, dCa[t])
-            _h.mult_add_mv(dIa[t + 1], pi, dCa[t])
-            _h.mult_add_mv(dFa[t + 1], pf, dCa[t])
-            if clocked:  # Ca[t + 1] = Ca[t] for inactive units
-                _h.mult_tt(Fb[t + 1], dCa[t + 1], carry)
-                _h.copy_to_if(dCa[t + 1], carry, inactive[t + 1])
-                _h.add_tt(dCa[t], carry, dCa[t])
-            else:
-                _h.mult_add_tt(Fb[t + 1], dCa[t + 1], dCa[t])
-            _h.mult_tt(dCa[t], PZ[t], dZa[t])
-            _h.mult_tt(dCa[t], PI[t], dIa[t])
-            _h.mult_tt(dCa[t], PF[t], dFa[t])
+        if inactive is None:  # every unit stepped: the cell is one handler op
+            dGB = internals.get_group('dGB')
+            for t in range(T - 1, -1, -1):
+                _h.dot_add_mm(dGA[t + 1], R, dy[t])
+                _h.lstm_backward_step(
+                    dy[t], dGB[t], PC[t], dGA[t + 1], dCa[t + 1], Fb[t + 1], pi, pf,
+                    po, dGA[t], dCa[t],
+                )  # fmt: skip
+        else:
+            self._clocked_backward_steps(buffers, T, inactive, carry)
 
         # input deltas and gradients of all gates and time steps at once
         x_all = flatten_time_and_features(x)
@@ -272,3 +272,33 @@ class LstmLayerImpl(Layer):
             _h.sum_t(flatten_time(scratch), 0, dp)
         _h.mult_tt(dOa[:T], Ca[:T], scratch)
         _h.sum_t(flatten_time(scratch), 0, dpo)
+
+    def _clocked_backward_steps(self, buffers, T: int, inactive, carry) -> None:
+        """The backward time steps where units may keep their state."""
+        _h = self.handler
+        R = buffers.parameters.get_group('R')
+        pi, pf, po = buffers.parameters.pi, buffers.parameters.pf, buffers.parameters.po
+        internals = buffers.internals
+        Fb, dGA = internals['Fb'], internals.get_group('dGA')
+        dZa, dIa, dFa, dOa, dCa = (internals['d' + n + 'a'] for n in 'ZIFOC')
+        PZ, PI, PF, PO, PC = (internals['d' + n + 'b'] for n in 'ZIFOC')
+        dy = buffers.output_deltas.default
+        for t in range(T - 1, -1, -1):
+            _h.dot_add_mm(dGA[t + 1], R, dy[t])
+            clocked = t + 1 < T
+            if clocked:  # an inactive unit passes y[t + 1]'s delta to y[t]
+                _h.add_into_if(dy[t + 1], dy[t], inactive[t + 1])
+            _h.mult_tt(dy[t], PO[t], dOa[t])
+            _h.mult_tt(dy[t], PC[t], dCa[t])
+            _h.mult_add_mv(dOa[t], po, dCa[t])
+            _h.mult_add_mv(dIa[t + 1], pi, dCa[t])
+            _h.mult_add_mv(dFa[t + 1], pf, dCa[t])
+            if clocked:  # Ca[t + 1] = Ca[t] for inactive units
+                _h.mult_tt(Fb[t + 1], dCa[t + 1], carry)
+                _h.copy_to_if(dCa[t + 1], carry, inactive[t + 1])
+                _h.add_tt(dCa[t], carry, dCa[t])
+            else:
+                _h.mult_add_tt(Fb[t + 1], dCa[t + 1], dCa[t])
+            _h.mult_tt(dCa[t], PZ[t], dZa[t])
+            _h.mult_tt(dCa[t], PI[t], dIa[t])
+            _h.mult_tt(dCa[t], PF[t], dFa[t])

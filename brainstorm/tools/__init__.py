@@ -6,7 +6,9 @@
   ``extract_and_save``;
 * :mod:`~brainstorm.tools.inspection`: ``get_network_info``,
   ``print_network_info``, ``draw_network``;
-* :mod:`~brainstorm.tools.arrays`: ``shuffle_data``, ``split``.
+* :mod:`~brainstorm.tools.arrays`: ``shuffle_data``, ``split``;
+* :mod:`~brainstorm.tools.onnx_export`: ``export_onnx`` (needs the
+  ``onnx`` extra).
 
 All of them import from here: ``from brainstorm.tools import evaluate``.
 """
@@ -45,6 +47,7 @@ from brainstorm.tools.inspection import (
     get_network_info,
     print_network_info,
 )
+from brainstorm.tools.onnx_export import export_onnx
 from brainstorm.training.utils import run_network
 
 # ``h5py``, in Brainstorm 0.5's namespace of this module, is imported when
@@ -65,4 +68,5 @@ __all__ = [
     'draw_network',
     'shuffle_data',
     'split',
+    'export_onnx',
 ]

@@ -444,11 +444,13 @@ def _create_trainer(description, trainer_class, where: str):
 def _check_hook_paths(trainer, filename: str, where: str) -> None:
     folder = os.path.dirname(os.path.abspath(filename))
     for name, hook in trainer.hooks.items():
-        path = getattr(hook, 'filename', None)
-        if path is not None:
-            check_restored_path(
-                f"{where}: hook '{name}' ({type(hook).__name__})", path, [folder]
-            )
+        # a file, or the folder of SaveLogsTensorBoard's event files
+        for attribute in ('filename', 'log_dir'):
+            path = getattr(hook, attribute, None)
+            if path is not None:
+                check_restored_path(
+                    f"{where}: hook '{name}' ({type(hook).__name__})", path, [folder]
+                )
 
 
 def load_checkpoint(filename: str, trusted: bool, trainer_class) -> tuple:

@@ -634,7 +634,8 @@ class Trainer(Describable):
 
         Loading checks the whole file first (checksums, sizes against the
         architecture, random states; see :ref:`sharing-files-safely`). A
-        restored hook that writes files (``filename``) must name a safe
+        restored hook that writes files (``filename``, or the ``log_dir`` of
+        ``SaveLogsTensorBoard``) must name a safe
         path: one that leads (symbolic links resolved) inside the current
         working folder or the checkpoint's folder, with no hidden (``.``)
         part below it, and not a file Python would import (``*.py``,

@@ -713,6 +713,86 @@ def _check_allocation(shape, fill=None):
 
 # ----------------------------------------------------------------- table ---
 
+
+def _lstm_forward_ref(gates, c_prev, pi, pf, po, activation, gate_outputs, c, c_out, y):
+    """The LSTM step from its equations (docs of ``Lstm``), in float64."""
+    g = ACTIVATIONS[activation][0]
+    Z, I, F, O = np.split(gates.copy(), 4, axis=1)
+    I += c_prev * pi
+    F += c_prev * pf
+    Zb, Ib, Fb = g(Z), _sigmoid(I), _sigmoid(F)
+    c = Ib * Zb + Fb * c_prev
+    O += c * po
+    Ob = _sigmoid(O)
+    return {
+        'gates': np.hstack([Z, I, F, O]),
+        'gate_outputs': np.hstack([Zb, Ib, Fb, Ob]),
+        'c': c,
+        'c_out': g(c),
+        'y': Ob * g(c),
+    }
+
+
+def _lstm_backward_ref(
+    dy, factors, c_factor, d_gates_next, dc_next, f_next, pi, pf, po, d_gates, dc
+):
+    PZ, PI, PF, PO = np.split(factors, 4, axis=1)
+    _, dI_next, dF_next, _ = np.split(d_gates_next, 4, axis=1)
+    dO = dy * PO
+    dc = dy * c_factor + dO * po + dI_next * pi + dF_next * pf + f_next * dc_next
+    return {'d_gates': np.hstack([dc * PZ, dc * PI, dc * PF, dO]), 'dc': dc}
+
+
+def lstm_rows():
+    """Both LSTM step ops for every activation, on strided views (as the
+    layer gives them: feature slices of the time-sized buffers)."""
+    B, S = 3, 5
+    rows = []
+    for activation in ACTIVATIONS:
+        view = 'last' if activation != 'linear' else None
+        rows.append(
+            case(
+                'lstm_forward_step',
+                {
+                    'gates': A(B, 4 * S, view=view),
+                    'c_prev': A(B, S, view=view),
+                    'pi': A(1, S),
+                    'pf': A(1, S),
+                    'po': A(1, S),
+                    'activation': activation,
+                    'gate_outputs': A(B, 4 * S, view=view),
+                    'c': A(B, S, view=view),
+                    'c_out': A(B, S, view=view),
+                    'y': A(B, S, view=view),
+                },
+                _lstm_forward_ref,
+                variant=f'-{activation}',
+            )
+        )
+    for view in (None, 'last'):
+        rows.append(
+            case(
+                'lstm_backward_step',
+                {
+                    'dy': A(B, S, view=view),
+                    'factors': A(B, 4 * S, view=view),
+                    'c_factor': A(B, S, view=view),
+                    'd_gates_next': A(B, 4 * S, view=view),
+                    'dc_next': A(B, S, view=view),
+                    'f_next': A(B, S, view=view, low=0.0, high=1.0),
+                    'pi': A(1, S),
+                    'pf': A(1, S),
+                    'po': A(1, S),
+                    'd_gates': A(B, 4 * S, view=view),
+                    'dc': A(B, S, view=view),
+                },
+                _lstm_backward_ref,
+                variant=f'-{view or "contiguous"}',
+            )
+        )
+    return rows
+
+
 CASES = [
     # allocation
     case('allocate', {'shape': (2, 3)}, check=_check_allocation((2, 3))),
@@ -992,6 +1072,8 @@ CASES = [
     # conv/pool
     *conv_rows(),
     *pool_rows(),
+    # recurrent
+    *lstm_rows(),
 ]
 
 

@@ -1119,3 +1119,42 @@ def test_trainer_runs_match_cpu(make_handler, index):
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * scale)
     np.testing.assert_allclose(got_losses, want_losses, rtol=1e-3, atol=1e-4)
     assert want_losses[-1] < want_losses[0]  # it really trained
+
+
+def test_lstm_steps_are_one_kernel_each_and_fall_back_where_they_must(
+    handler, monkeypatch
+):
+    """The fused kernels run for feature slices (adjacent columns); a view
+    with spaced columns takes the base class's composition; both agree with
+    the equations (the op-table rows check the values of the fused path)."""
+    launches = []
+    original = PyCudaHandler._launch
+
+    def spy(self, module, kernel, total, *args):
+        launches.append((module, kernel))
+        return original(self, module, kernel, total, *args)
+
+    monkeypatch.setattr(PyCudaHandler, '_launch', spy)
+    (row,) = [r for r in ops.CASES if r.id == 'lstm_forward_step-tanh']
+    ops.run_case(handler, *row.values)
+    assert launches == [('recurrent', 'lstm_forward_step')]
+    launches.clear()
+    (row,) = [r for r in ops.CASES if r.id == 'lstm_backward_step-last']
+    ops.run_case(handler, *row.values)
+    assert launches == [('recurrent', 'lstm_backward_step')]
+
+    launches.clear()
+    rng = np.random.RandomState(3)
+    B, S = 2, 3
+    spaced = handler.create_from_numpy(rng.randn(B, 8 * S))[:, ::2]
+    args = [handler.create_from_numpy(rng.randn(*shape)) for shape in
+            [(B, S), (1, S), (1, S), (1, S)]]  # fmt: skip
+    outs = [handler.create_from_numpy(np.zeros(shape)) for shape in
+            [(B, 4 * S), (B, S), (B, S), (B, S)]]  # fmt: skip
+    values = [handler.get_numpy_copy(a) for a in [spaced, *args]]
+    handler.lstm_forward_step(spaced, *args, 'tanh', *outs)
+    assert ('recurrent', 'lstm_forward_step') not in launches
+    want = ops._lstm_forward_ref(*values, 'tanh', None, None, None, None)
+    got = [handler.get_numpy_copy(a) for a in [spaced, *outs]]
+    for name, array in zip(['gates', 'gate_outputs', 'c', 'c_out', 'y'], got):
+        np.testing.assert_allclose(array, want[name], rtol=1e-5, atol=1e-5)

@@ -17,6 +17,7 @@ from brainstorm.arguments import SEED, Arg, Optional
 from brainstorm.handlers.base_handler import FirstUseRandomState, Handler
 from brainstorm.handlers.cuda import kernels
 from brainstorm.handlers.cuda.cublas import Cublas, row_major_gemm, row_major_ld
+from brainstorm.handlers.cuda.recurrent import RecurrentKernels
 from brainstorm.handlers.cuda.views import (
     GPUView,
     broadcast_mv,
@@ -71,7 +72,7 @@ def _out_size(size: int, kernel: int, padding: int, stride: int) -> int:
     return (size + 2 * padding - kernel) // stride + 1
 
 
-class PyCudaHandler(Handler):
+class PyCudaHandler(RecurrentKernels, Handler):
     """Runs every op on an NVIDIA GPU with PyCUDA kernels and cuBLAS.
 
     Arrays are :class:`GPUView` objects (float32). The package docstring

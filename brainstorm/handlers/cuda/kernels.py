@@ -208,6 +208,10 @@ def elementwise_source(name: str, op: ElementwiseOp) -> str:
     )
 
 
+#: The modules written as ``.cu`` files in ``cu/`` (besides ``philox.cu``).
+_CU_MODULES = ('reduce', 'rows', 'conv', 'pool', 'recurrent')
+
+
 def _read(name: str) -> str:
     return (resources.files(__package__) / 'cu' / f'{name}.cu').read_text()
 
@@ -223,7 +227,7 @@ def _sources() -> dict:
     )
     return {
         'elementwise': _read('philox') + '\n' + elementwise,
-        **{name: _read(name) for name in ('reduce', 'rows', 'conv', 'pool')},
+        **{name: _read(name) for name in _CU_MODULES},
     }
 
 

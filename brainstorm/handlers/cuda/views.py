@@ -177,6 +177,13 @@ class GPUView:
 
     def __getitem__(self, item) -> GPUView:
         """A view of the selected elements (like NumPy basic indexing)."""
+        if type(item) is int and self.shape and -self.shape[0] <= item < self.shape[0]:
+            # the hot case (a time step of a buffer): no parsing
+            view = GPUView.__new__(GPUView)
+            view.base, view.base_ptr = self.base, self.base_ptr
+            view.offset = self.offset + (item % self.shape[0]) * self.strides[0]
+            view.shape, view.strides = self.shape[1:], self.strides[1:]
+            return view
         parts = item if isinstance(item, tuple) else (item,)
         n_real = sum(1 for p in parts if p is not None and p is not Ellipsis)
         n_ellipsis = sum(1 for p in parts if p is Ellipsis)
