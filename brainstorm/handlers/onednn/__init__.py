@@ -1,5 +1,6 @@
-"""The oneDNN-backed CPU handler, :class:`OneDnnHandler`.
+"""The oneDNN-backed CPU handler and whether it can run here.
 
+The handler is :class:`~brainstorm.handlers.onednn.handler.OneDnnHandler`.
 Importing this package never loads oneDNN; creating a handler does (and
 raises :class:`OneDnnUnavailable`, an ImportError, if it cannot).
 :func:`onednn_available` says whether it can, and why not.

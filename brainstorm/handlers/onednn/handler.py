@@ -13,7 +13,7 @@ __all__ = ['OneDnnHandler']
 
 
 class OneDnnHandler(NumpyHandler):
-    """A :class:`NumpyHandler` running convolution and pooling with oneDNN.
+    """A NumpyHandler running convolution and pooling with oneDNN.
 
     Convolution (forward, input deltas, weight and bias gradients) and max
     and average pooling (forward and backward) run as oneDNN primitives
@@ -40,7 +40,7 @@ class OneDnnHandler(NumpyHandler):
     Args:
         dtype: the floating point type of all arrays.
         seed: seed of the handler's random state ``rnd`` (see
-            :class:`NumpyHandler`).
+            :class:`~brainstorm.handlers.numpy_handler.NumpyHandler`).
 
     Raises:
         ImportError: (:class:`~brainstorm.handlers.onednn.OneDnnUnavailable`)
@@ -61,7 +61,7 @@ class OneDnnHandler(NumpyHandler):
         type(self).__init__(self, self.dtype)
 
     def __getstate__(self):
-        """As :meth:`NumpyHandler.__getstate__`, without oneDNN's objects."""
+        """As NumpyHandler's, without oneDNN's objects (made again on use)."""
         state = super().__getstate__()
         state.pop('_lib', None)
         state['_plans'] = {}

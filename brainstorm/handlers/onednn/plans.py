@@ -69,7 +69,7 @@ class ConvPlan:
     """Convolution forward, backward-data and backward-weights of one shape.
 
     Args:
-        lib: the loaded :class:`~brainstorm.handlers.onednn._dnnl.Library`.
+        lib: the loaded library (``_dnnl.library()``).
         x_shape: ``(N, H, W, C)`` of the inputs.
         w_shape: ``(F, kh, kw, C)`` of the weights.
         y_shape: ``(N, OH, OW, F)`` of the outputs.
