@@ -455,3 +455,51 @@ def test_a_checkpoint_resumes_bit_for_bit_on_onednn(tmp_path, handler):
     resumed.hooks['StopAfterEpoch'].max_epochs = 3
     resumed.train(net, setup()[2])
     np.testing.assert_array_equal(net.get('parameters'), full)
+
+
+def test_cnns_in_threads_share_one_handler(handler):
+    """Networks of the same shapes in several threads share the handler's
+    primitives (one lock each) and keep their scratch memory per thread:
+    each thread's training ends exactly as when it runs alone."""
+    import sys
+    import threading
+
+    rnd = np.random.RandomState(13)
+    x = rnd.rand(1, 12, 8, 8, 3)
+    y = rnd.randint(0, 5, (1, 12, 1))
+
+    def run(seed, results, barrier=None):
+        net = small_cnn()
+        net.initialize(bs.initializers.Gaussian(0.1), seed=seed)
+        net.set_handler(handler)
+        stepper = bs.training.MomentumStepper(0.05, 0.9)
+        stepper.start(net)
+        for _ in range(6):
+            if barrier is not None:
+                barrier.wait(30)
+            net.provide_external_data({'default': x, 'targets': y})
+            stepper.run()
+        results[seed] = net.get('parameters')
+
+    alone: dict = {}
+    for seed in (1, 2, 3):
+        run(seed, alone)
+    together: dict = {}
+    barrier = threading.Barrier(3)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [
+            threading.Thread(target=run, args=(seed, together, barrier), daemon=True)
+            for seed in (1, 2, 3)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)  # each takes about a second
+    finally:
+        sys.setswitchinterval(interval)
+    assert not any(thread.is_alive() for thread in threads), 'a thread hangs'
+    assert sorted(together) == [1, 2, 3]
+    for seed in (1, 2, 3):
+        np.testing.assert_array_equal(together[seed], alone[seed])
