@@ -503,3 +503,30 @@ def test_cnns_in_threads_share_one_handler(handler):
     assert sorted(together) == [1, 2, 3]
     for seed in (1, 2, 3):
         np.testing.assert_array_equal(together[seed], alone[seed])
+
+
+def test_a_file_saved_on_onednn_loads_where_onednn_cannot(tmp_path, handler):
+    """Another machine (here: a fresh process with oneDNN switched off)
+    loads the file on a NumpyHandler, says so, and gets the parameters."""
+    net = small_cnn()
+    net.set_handler(handler)
+    path = tmp_path / 'net.h5'
+    net.save_as_hdf5(str(path))
+    np.save(tmp_path / 'saved.npy', net.get('parameters'))
+    code = f"""
+import json, warnings
+import numpy as np
+import brainstorm as bs
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    net = bs.Network.from_hdf5({str(path)!r})
+same = np.array_equal(net.get('parameters'), np.load({str(tmp_path / 'saved.npy')!r}))
+print(json.dumps({{'handler': repr(net.handler), 'same': bool(same),
+                  'warnings': [str(w.message) for w in caught]}}))
+"""
+    got = run_fresh(code, BRAINSTORM_NO_ONEDNN='1')
+    assert got['handler'] == 'NumpyHandler(dtype=np.float32)'
+    assert got['same']
+    assert any(
+        'OneDnnHandler' in w and 'BRAINSTORM_NO_ONEDNN' in w for w in got['warnings']
+    ), got['warnings']
