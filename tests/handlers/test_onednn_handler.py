@@ -530,3 +530,42 @@ print(json.dumps({{'handler': repr(net.handler), 'same': bool(same),
     assert any(
         'OneDnnHandler' in w and 'BRAINSTORM_NO_ONEDNN' in w for w in got['warnings']
     ), got['warnings']
+
+
+def test_shapes_onednn_cannot_run_use_numpy_handler_ops(handler, monkeypatch):
+    """Where oneDNN has no implementation for a shape (its primitive
+    descriptor fails), the op runs NumpyHandler's code, and oneDNN is not
+    asked again for that shape."""
+    from brainstorm.handlers.onednn import handler as module
+
+    asked = []
+
+    def unimplemented(*args):
+        asked.append(args)
+        raise _dnnl.OneDnnError('oneDNN: ... failed: unimplemented (status 3)')
+
+    monkeypatch.setattr(module, 'ConvPlan', unimplemented)
+    monkeypatch.setattr(module, 'PoolPlan', unimplemented)
+    rng = np.random.RandomState(14)
+    args = (
+        rng.randn(2, 6, 6, 3),
+        rng.randn(4, 3, 3, 3),
+        rng.randn(4),
+        rng.randn(2, 6, 6, 4),
+        rng.randn(2, 6, 6, 3),
+    )
+    for _ in range(2):
+        got = run_conv(handler, *args, 1, (1, 1))
+        expected = run_conv(NumpyHandler(np.float32), *args, 1, (1, 1))
+        for a, b in zip(got, expected):
+            np.testing.assert_array_equal(a, b)
+        x, dy = rng.randn(2, 6, 6, 3), rng.randn(2, 2, 2, 3)
+        for kind in ('max', 'avg'):
+            pooled = run_pool(handler, kind, x, dy, (3, 3), 0, (2, 2))
+            reference = run_pool(
+                NumpyHandler(np.float32), kind, x, dy, (3, 3), 0, (2, 2)
+            )
+            for a, b in zip(pooled, reference):
+                np.testing.assert_array_equal(a, b)
+    assert len(asked) == 3  # one convolution and two pooling shapes, once each
+    assert set(handler._plans.values()) == {None}

@@ -90,9 +90,18 @@ class OneDnnHandler(NumpyHandler):
         return self.dtype == np.float32 and all(a.size for a in arrays)
 
     def _plan(self, key, make):
-        plan = self._plans.get(key)
-        if plan is None:
-            plan = self._plans[key] = make()
+        """The plan kept under ``key``, made by ``make()`` on first use.
+
+        None (kept too) where oneDNN has no implementation for the shape:
+        NumpyHandler's op runs then.
+        """
+        plan = self._plans.get(key, False)
+        if plan is False:
+            try:
+                plan = make()
+            except _dnnl.OneDnnError:
+                plan = None
+            self._plans[key] = plan
         return plan
 
     # ----------------------------------------------------- memory in and out
@@ -137,7 +146,10 @@ class OneDnnHandler(NumpyHandler):
             return False
         return super().keeps_conv_columns(out_cells)
 
-    def _conv_plan(self, inputs, weights, outputs, padding, stride) -> ConvPlan:
+    def _conv_plan(self, inputs, weights, outputs, padding, stride):
+        """The plan, or None where NumpyHandler's op must run."""
+        if not self._runs_onednn(inputs, outputs):
+            return None
         key = (
             'conv',
             inputs.shape,
@@ -169,12 +181,12 @@ class OneDnnHandler(NumpyHandler):
         *,
         columns=None,
     ) -> None:
-        if not self._runs_onednn(inputs, outputs):
+        plan = self._conv_plan(inputs, weights, outputs, padding, stride)
+        if plan is None:
             super().conv2d_forward_batch(
                 inputs, weights, bias, outputs, padding, stride, columns=columns
             )
             return
-        plan = self._conv_plan(inputs, weights, outputs, padding, stride)
         x = self._dense('onednn_x', inputs)
         y = self._dense('onednn_y', outputs, copy_in=False)
         b = self._dense('onednn_b', bias)
@@ -202,7 +214,8 @@ class OneDnnHandler(NumpyHandler):
         columns=None,
         skip_in_deltas: bool = False,
     ) -> None:
-        if not self._runs_onednn(inputs, out_deltas):
+        plan = self._conv_plan(inputs, weights, out_deltas, padding, stride)
+        if plan is None:
             super().conv2d_backward_batch(
                 inputs,
                 weights,
@@ -216,7 +229,6 @@ class OneDnnHandler(NumpyHandler):
                 skip_in_deltas=skip_in_deltas,
             )
             return
-        plan = self._conv_plan(inputs, weights, out_deltas, padding, stride)
         x = self._dense('onednn_x', inputs)
         dy = self._dense('onednn_y', out_deltas)
         with plan.lock:
@@ -260,25 +272,22 @@ class OneDnnHandler(NumpyHandler):
         window = tuple(int(k) for k in window)
         stride = tuple(int(s) for s in stride)
         key = (kind, inputs.shape, outputs.shape, window, int(padding), stride)
-        plan = self._plans.get(key, False)
-        if plan is False:
-            empty = _has_empty_window(
-                window, int(padding), stride, outputs.shape[1:3], inputs.shape[1:3]
-            )
-            plan = self._plans[key] = (
-                None
-                if empty
-                else PoolPlan(
-                    self._lib,
-                    kind,
-                    inputs.shape,
-                    outputs.shape,
-                    window,
-                    int(padding),
-                    stride,
-                )
-            )
-        return plan
+        if _has_empty_window(
+            window, int(padding), stride, outputs.shape[1:3], inputs.shape[1:3]
+        ):
+            return None
+        return self._plan(
+            key,
+            lambda: PoolPlan(
+                self._lib,
+                kind,
+                inputs.shape,
+                outputs.shape,
+                window,
+                int(padding),
+                stride,
+            ),
+        )
 
     def maxpool2d_forward_batch(
         self,

@@ -3,8 +3,8 @@
 A plan holds the primitive descriptors and primitives of one geometry
 (batch size, image, kernel, padding, stride) for float32 NHWC images
 (brainstorm's own layout, ``(N, H, W, C)``; oneDNN's dims are ``(N, C,
-H, W)`` with the strides of NHWC). Forward primitives are made with the
-plan, backward ones on their first use. Weights are ``(F, kh, kw, C)``,
+H, W)`` with the strides of NHWC). All primitives are made with the plan
+(a shape oneDNN cannot run fails at once). Weights are ``(F, kh, kw, C)``,
 oneDNN's ``ohwi``; the convolution chooses its own weight format, and the
 plan reorders the network's weights into it (and the weight gradient back)
 through reorder primitives.
@@ -124,8 +124,10 @@ class ConvPlan:
             },
             d.QUERY_WEIGHTS_MD,
         )
+        # all made now: a shape oneDNN cannot run fails here, not later
         self._backward_data: d.Primitive | None = None
         self._backward_weights: d.Primitive | None = None
+        self.backward_data, self.backward_weights  # noqa: B018
 
     def _primitive(self, pd, args, weights_query) -> d.Primitive:
         """A primitive of ``pd``; its weights argument in the format chosen.
@@ -150,7 +152,7 @@ class ConvPlan:
 
     @property
     def backward_data(self) -> d.Primitive:
-        """The backward-data primitive (made on first use)."""
+        """The backward-data primitive."""
         if self._backward_data is None:
             pd = _create(
                 self.lib,
@@ -176,7 +178,7 @@ class ConvPlan:
 
     @property
     def backward_weights(self) -> d.Primitive:
-        """The backward-weights primitive (made on first use)."""
+        """The backward-weights primitive."""
         if self._backward_weights is None:
             pd = _create(
                 self.lib,
@@ -265,10 +267,11 @@ class PoolPlan:
         self.workspace = workspace
         self.forward = d.Primitive(lib, pd, args)
         self._backward: d.Primitive | None = None
+        self.backward  # noqa: B018 - made now, like the forward primitive
 
     @property
     def backward(self) -> d.Primitive:
-        """The backward primitive (made on first use)."""
+        """The backward primitive."""
         if self._backward is None:
             pd = _create(
                 self.lib,
