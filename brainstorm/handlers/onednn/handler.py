@@ -16,12 +16,12 @@ class OneDnnHandler(NumpyHandler):
     """A NumpyHandler running convolution and pooling with oneDNN.
 
     Convolution (forward, input deltas, weight and bias gradients) and max
-    and average pooling (forward and backward) run as oneDNN primitives
-    straight on the network's NumPy buffers, in brainstorm's own NHWC
-    image layout: no copies in or out where the images are contiguous
-    (a network's are unless a layer's outputs share a buffer with other
-    layers; those go through a scratch copy). Every other op is
-    NumpyHandler's.
+    and average pooling (forward and backward) run as oneDNN primitives on
+    NumPy arrays in brainstorm's own NHWC image layout. oneDNN's optimised
+    kernels need images contiguous over the batch: such arrays are used in
+    place; others, such as a network's image buffers (feature slices of
+    its shared ``(T, B, features)`` buffer), are copied into and out of
+    contiguous scratch buffers. Every other op is NumpyHandler's.
 
     Primitives are made once per shape and kept, and oneDNN's scratchpads
     are the handler's scratch buffers: after the first step nothing is
