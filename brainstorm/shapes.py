@@ -32,6 +32,7 @@ __all__ = [
     'flatten_time_and_features',
     'flatten_features',
     'flatten_all_but_last',
+    'padding_sides',
 ]
 
 
@@ -110,3 +111,22 @@ def flatten_all_but_last(array):
     """
     shape = array.shape
     return reshape_view(array, (int(np.prod(shape[:-1])), shape[-1]))
+
+
+def padding_sides(padding) -> tuple[int, int, int, int]:
+    """The ``(top, bottom, left, right)`` cells of an image op's ``padding``.
+
+    The convolution and pooling ops take ``padding`` as an int (that many
+    cells on every side, Brainstorm 0.5's form) or as a tuple
+    ``(top, bottom, left, right)``.
+
+    >>> padding_sides(2)
+    (2, 2, 2, 2)
+    >>> padding_sides((0, 1, 0, 1))
+    (0, 1, 0, 1)
+    """
+    if isinstance(padding, (tuple, list)):
+        top, bottom, left, right = (int(p) for p in padding)
+        return top, bottom, left, right
+    p = int(padding)
+    return p, p, p, p

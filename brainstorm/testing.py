@@ -75,7 +75,9 @@ def get_test_configurations():
 
     Each is a dict with ``time_steps``, ``batch_size`` and ``activation``,
     covering sequence lengths 1 and > 1, batch sizes 1 and > 1, and every
-    activation function.
+    activation function that every layer accepts (all but those of
+    :data:`~brainstorm.handlers.base_handler.NEEDS_INPUT`, which only
+    ``Elementwise`` takes).
     """
     for time_steps, batch_size, activation in [
         (1, 1, 'tanh'),
@@ -83,6 +85,8 @@ def get_test_configurations():
         (2, 3, 'rel'),
         (1, 3, 'linear'),
         (3, 2, 'el'),
+        (2, 2, 'softplus'),
+        (3, 1, 'leaky_rel'),
     ]:
         yield {
             'time_steps': time_steps,

@@ -428,8 +428,8 @@ KWARG_CASES = [
     ),
     (
         'rnn-activation-unknown',
-        lambda: Recurrent(2, activation='relu'),
-        ["'Recurrent'", "Received: activation='relu'"],
+        lambda: Recurrent(2, activation='swish'),
+        ["'Recurrent'", "Received: activation='swish'"],
     ),
     (
         'loss-importance-string',

@@ -82,6 +82,7 @@ OVERRIDES = {
         'prob_dict': {'a': 0.5},
     },
     'Undivided': lambda: {'a': np.zeros((1, 2, 1))},
+    'FromGenerator': lambda: {'batches': lambda: iter([{'a': np.zeros((1, 2, 1))}])},
     'ClipValues': lambda: {},
     'Uniform': lambda: {},
     'CosineWithWarmup': lambda: {'initial_value': 1.0, 'num_changes': 2},
@@ -145,6 +146,11 @@ def base_kwargs(cls) -> dict:
 
 
 CLASSES = library_classes()
+
+# Classes holding code (a function), which descriptions never hold: their
+# description is refused (checked in tests/test_data_iterators.py).
+NOT_DESCRIBED = {'FromGenerator'}
+DESCRIBED = [c for c in CLASSES if c.__name__ not in NOT_DESCRIBED]
 
 
 def _ids(value) -> str:
@@ -249,7 +255,7 @@ def _description(cls) -> dict:
     return json.loads(json.dumps(get_description(cls(**base_kwargs(cls)))))
 
 
-@pytest.mark.parametrize('cls', CLASSES, ids=lambda c: c.__name__)
+@pytest.mark.parametrize('cls', DESCRIBED, ids=lambda c: c.__name__)
 def test_every_describable_round_trips(cls):
     description = _description(cls)
     if not isinstance(description, dict):
@@ -298,7 +304,7 @@ def _is_kind(sample_type: str, kind) -> bool:
 def description_cases():
     cases = []
     samples = _kind_samples()
-    for cls in CLASSES:
+    for cls in DESCRIBED:
         description = _description(cls)
         if not isinstance(description, dict):
             continue  # described as a plain value (ArrayInitializer)

@@ -80,6 +80,7 @@ MOVED = {
         'DataIterator': 'brainstorm.data_iterators.base',
         'Undivided': 'brainstorm.data_iterators.sources',
         'Minibatches': 'brainstorm.data_iterators.sources',
+        'FromGenerator': 'brainstorm.data_iterators.sources',
         'AddGaussianNoise': 'brainstorm.data_iterators.augmentation',
         'AddSaltNPepper': 'brainstorm.data_iterators.augmentation',
         'Flip': 'brainstorm.data_iterators.augmentation',

@@ -26,11 +26,15 @@ import pytest
 
 from brainstorm.initializers import Gaussian
 from brainstorm.layers import (
+    GRU,
     Convolution2D,
     FullyConnected,
+    Input,
+    Loss,
     Lstm,
     Pooling2D,
     Recurrent,
+    SoftmaxCE,
 )
 from brainstorm.structure.buffer_views import BufferView
 from brainstorm.structure.network import Network
@@ -66,6 +70,37 @@ def recurrent():
     return net, {'default': (T, B, 48), 'targets': 40}
 
 
+def reverse_rnn():
+    """GRU and reverse layers with a mask (sequences of different lengths)."""
+    inp = Input(
+        {'default': ('T', 'B', 48), 'targets': ('T', 'B', 1), 'mask': ('T', 'B', 1)}
+    )
+    back = Lstm(256, reverse=True)
+    inp - 'default' >> GRU(256) >> back
+    inp - 'mask' >> 'mask' - back
+    rev = Recurrent(64, reverse=True)
+    back >> rev
+    out = SoftmaxCE()
+    rev >> FullyConnected(40, activation='linear') >> out
+    inp - 'targets' >> 'targets' - out
+    net = Network.from_layer(out - 'loss' >> Loss())
+    return net, {'default': (T, B, 48), 'targets': 40, 'mask': True}
+
+
+def same_padding_cnn():
+    inp, out = get_in_out_layers('classification', (24, 24, 3), 40)
+    net = Network.from_layer(
+        inp
+        >> Convolution2D(16, kernel_size=(2, 2), padding='same')
+        >> Pooling2D(kernel_size=(2, 2), type='max', stride=(2, 2), padding='same')
+        >> Convolution2D(16, kernel_size=(4, 4), stride=(2, 2), padding='same')
+        >> Pooling2D(kernel_size=(2, 2), type='avg', padding='same')
+        >> FullyConnected(40)
+        >> out
+    )
+    return net, {'default': (1, B // 2, 24, 24, 3), 'targets': 40}
+
+
 def cnn():
     inp, out = get_in_out_layers('classification', (24, 24, 3), 40)
     net = Network.from_layer(
@@ -83,7 +118,12 @@ def cnn():
 def make_data(shapes, rnd):
     x = rnd.rand(*shapes['default']).astype(np.float32)
     targets = rnd.randint(0, shapes['targets'], x.shape[:2] + (1,))
-    return {'default': x, 'targets': targets.astype(np.float32)}
+    data = {'default': x, 'targets': targets.astype(np.float32)}
+    if shapes.get('mask'):
+        lengths = rnd.randint(1, x.shape[0] + 1, x.shape[1])
+        mask = np.arange(x.shape[0])[:, None] < lengths
+        data['mask'] = mask[:, :, None].astype(np.float32)
+    return data
 
 
 def all_arrays(view, path=''):
@@ -114,11 +154,18 @@ def counting_onednn_handler(dtype, seed):
 
 
 HANDLERS = {'numpy': CountingHandler, 'onednn': counting_onednn_handler}
+NETS = {
+    'mlp': mlp,
+    'recurrent': recurrent,
+    'cnn': cnn,
+    'reverse-rnn': reverse_rnn,
+    'same-padding-cnn': same_padding_cnn,
+}
 
 
 @pytest.fixture(
-    params=[(n, h) for h in HANDLERS for n in (mlp, recurrent, cnn)],
-    ids=[f'{n}-{h}' for h in HANDLERS for n in ('mlp', 'recurrent', 'cnn')],
+    params=[(n, h) for h in HANDLERS for n in NETS.values()],
+    ids=[f'{n}-{h}' for h in HANDLERS for n in NETS],
 )
 def trained(request):
     """A network with a started MomentumStepper after two warm-up steps."""

@@ -201,14 +201,25 @@ class NumericArray(Check):
     """A NumPy array (or nested lists) of real numbers.
 
     Not ragged, not masked, and finite unless ``finite=False``.
+
+    With ``on_demand=True`` an array read on demand is also accepted and
+    kept as it is, unread: an ``h5py.Dataset`` or any object with
+    ``shape``, ``ndim``, a NumPy ``dtype`` and NumPy-style slicing (a
+    ``np.memmap`` is a NumPy array, also kept). Its dtype and ndim are
+    checked here; its values are the reader's business.
     """
 
     def __init__(
-        self, min_ndim: int = 0, allow_bool: bool = True, finite: bool = True
+        self,
+        min_ndim: int = 0,
+        allow_bool: bool = True,
+        finite: bool = True,
+        on_demand: bool = False,
     ) -> None:
         self.min_ndim = min_ndim
         self.allow_bool = allow_bool
         self.finite = finite
+        self.on_demand = on_demand
         self.expected = (
             'a numeric array of finite values' if finite else 'a numeric array'
         ) + (f' with at least {min_ndim} dimensions' if min_ndim else '')
@@ -237,10 +248,24 @@ class NumericArray(Check):
                 'would be lost); pass .filled(...) or a mask '
                 'input'
             )
+        if self.on_demand and _reads_on_demand(value):
+            array = np.empty((0,) * int(value.ndim), dtype=np.dtype(value.dtype))
+            self._check_dtype_and_ndim(array, value.shape)
+            return value
         try:
             array = np.asarray(value)
         except (ValueError, TypeError):
             raise ValueError('ragged or malformed nested sequence') from None
+        self._check_dtype_and_ndim(array, array.shape)
+        if (
+            self.finite
+            and np.issubdtype(array.dtype, np.floating)
+            and not np.isfinite(array).all()
+        ):
+            raise ValueError('it holds NaN or Inf')
+        return value if isinstance(value, np.ndarray) else array
+
+    def _check_dtype_and_ndim(self, array: np.ndarray, shape: tuple) -> None:
         if array.dtype == object or not (
             np.issubdtype(array.dtype, np.number)
             or (self.allow_bool and array.dtype == np.bool_)
@@ -249,11 +274,23 @@ class NumericArray(Check):
         if np.issubdtype(array.dtype, np.complexfloating):
             raise ValueError
         if array.ndim < self.min_ndim:
-            raise ValueError(f'it has shape {array.shape}')
-        if (
-            self.finite
-            and np.issubdtype(array.dtype, np.floating)
-            and not np.isfinite(array).all()
-        ):
-            raise ValueError('it holds NaN or Inf')
-        return value if isinstance(value, np.ndarray) else array
+            raise ValueError(f'it has shape {tuple(shape)}')
+
+
+def _reads_on_demand(value: Any) -> bool:
+    """True for an array-like object that is not in memory (h5py.Dataset).
+
+    It has ``shape``, ``ndim``, a dtype NumPy understands and slicing,
+    and is neither a NumPy array nor a nested list.
+    """
+    if isinstance(value, (np.ndarray, np.generic, list, tuple)):
+        return False
+    try:
+        np.dtype(value.dtype)
+        return (
+            isinstance(value.ndim, int)
+            and len(value.shape) == value.ndim
+            and hasattr(value, '__getitem__')
+        )
+    except (AttributeError, TypeError):
+        return False

@@ -5,8 +5,10 @@ is a dict mapping data names (the names of the network's Input outputs) to
 NumPy arrays of shape ``(T, B, ...)``. ``length`` is the number of batches
 per pass and ``data_shapes`` maps each name to the full shape of its data.
 
-:class:`Undivided` and :class:`Minibatches` read the user's arrays; the
-others wrap another iterator (kept in the attribute ``iter``) and change
+:class:`Undivided` and :class:`Minibatches` read the user's arrays (in
+memory, or read on demand from an ``h5py.Dataset`` or a ``np.memmap``),
+:class:`FromGenerator` takes batches from a Python function or generator;
+the others wrap another iterator (kept in the attribute ``iter``) and change
 some of its data. Guarantees:
 
 * The user's arrays are never modified. The base iterators yield read-only
@@ -32,7 +34,7 @@ from brainstorm.data_iterators.augmentation import (
 from brainstorm.data_iterators.base import DataIterator
 from brainstorm.data_iterators.encoding import MultiHot, OneHot
 from brainstorm.data_iterators.sharding import Shard
-from brainstorm.data_iterators.sources import Minibatches, Undivided
+from brainstorm.data_iterators.sources import FromGenerator, Minibatches, Undivided
 from brainstorm.errors import IteratorValidationError
 from brainstorm.randomness import Seedable
 
@@ -43,6 +45,7 @@ __all__ = [
     'DataIterator',
     'Undivided',
     'Minibatches',
+    'FromGenerator',
     'AddGaussianNoise',
     'AddSaltNPepper',
     'Flip',

@@ -69,36 +69,105 @@ def _check_named_data(owner: str, named_data: dict) -> dict:
     return result
 
 
+def reads_on_demand(array) -> bool:
+    """True for data that is read batch by batch, never whole.
+
+    An ``h5py.Dataset`` (or another array-like object that is not a NumPy
+    array) and a ``np.memmap`` are read on demand; other NumPy arrays are
+    in memory already.
+    """
+    return isinstance(array, np.memmap) or not isinstance(array, np.ndarray)
+
+
 def _check_finite_data(owner: str, data: dict, check_finite: bool) -> None:
-    """Raise if a float array of ``data`` holds NaN or inf.
+    """Raise if a float array of ``data`` held in memory has NaN or inf.
 
     Checked once, when the iterator is built, instead of a NaN training run
-    later.
+    later. Data read on demand (see :func:`reads_on_demand`) is not read
+    here: :func:`_check_finite_batch` checks each batch of it when it is
+    read.
 
     Each array is checked in blocks of about a million values, so the
-    check needs little memory. ``check_finite=False`` skips it (for huge
-    memory-mapped data that should not be read here).
+    check needs little memory. ``check_finite=False`` skips it.
     """
     if not check_finite:
         return
     for name, array in data.items():
-        if not np.issubdtype(array.dtype, np.inexact):
+        if reads_on_demand(array) or not np.issubdtype(array.dtype, np.inexact):
             continue  # integers and booleans are always finite
         step = max(1, 2**20 // max(1, math.prod(array.shape[2:])))
         for t in range(array.shape[0]):
             for b in range(0, array.shape[1], step):
-                block = array[t, b : b + step]
-                finite = np.isfinite(block)
-                if finite.all():
-                    continue
-                where = np.unravel_index(int(np.argmin(finite)), finite.shape)
-                index = (t, b + int(where[0]), *map(int, where[1:]))
-                raise IteratorValidationError(
-                    f"{owner}: data '{name}' holds NaN or infinite values "
-                    f'(the first at index {index}: {block[where]}). Clean '
-                    'the data, or pass check_finite=False to skip this '
-                    'check (e.g. for huge memory-mapped arrays).'
+                _check_finite_batch(
+                    owner, name, array[t : t + 1, b : b + step], slice(b, None), t
                 )
+
+
+def _check_finite_batch(
+    owner: str, name: str, block: np.ndarray, samples, first_step: int = 0
+) -> None:
+    """Raise if ``block`` (T, B, ...) holds NaN or inf, naming where in the data.
+
+    Args:
+        owner: the iterator, for the message.
+        name: the data's name.
+        block: the values read.
+        samples: the data's sample indices of the block's samples: a slice
+            (from its start) or an int array.
+        first_step: the data's time index of the block's first time step.
+    """
+    if not np.issubdtype(block.dtype, np.inexact):
+        return
+    finite = np.isfinite(block)
+    if finite.all():
+        return
+    where = np.unravel_index(int(np.argmin(finite)), finite.shape)
+    if isinstance(samples, slice):
+        sample = (samples.start or 0) + int(where[1])
+    else:
+        sample = int(samples[where[1]])
+    index = (first_step + int(where[0]), sample, *map(int, where[2:]))
+    raise IteratorValidationError(
+        f"{owner}: data '{name}' holds NaN or infinite values (the first "
+        f'at index {index}: {block[where]}). Clean the data, or pass '
+        'check_finite=False to skip this check.'
+    )
+
+
+def _read(array, time_cut: slice, samples) -> np.ndarray:
+    """Read time steps ``time_cut`` of samples ``samples`` of ``array``.
+
+    ``samples`` is a slice or an int array in any order. An array in
+    memory gives a view for a slice; a file (h5py) is read in increasing
+    order, as h5py needs, and put in the asked order after reading.
+    """
+    if isinstance(samples, slice) or isinstance(array, np.ndarray):
+        return array[time_cut, samples]
+    if len(samples) == 0:
+        steps = len(range(*time_cut.indices(array.shape[0])))
+        return np.empty((steps, 0, *array.shape[2:]), dtype=array.dtype)
+    order = np.argsort(samples, kind='stable')
+    block = array[time_cut, samples[order]]
+    inverse = np.empty_like(order)
+    inverse[order] = np.arange(len(order))
+    return block[:, inverse]
+
+
+def _mask_lengths(mask, time_steps: int, sample_size: int) -> np.ndarray:
+    """Per sample: the last time step with a non-zero mask value + 1 (or 0).
+
+    The mask is read in blocks of samples of about a million values, so a
+    mask in a file is read once, and never whole.
+    """
+    lengths = np.zeros(sample_size, dtype=np.int64)
+    per_sample = max(1, time_steps * math.prod(mask.shape[2:]))
+    step = max(1, 2**20 // per_sample)
+    for start in range(0, sample_size, step):
+        block = np.asarray(mask[:, start : start + step])
+        nonzero = np.asarray(block.reshape(time_steps, block.shape[1], -1).any(axis=2))
+        last = time_steps - np.argmax(nonzero[::-1], axis=0)
+        lengths[start : start + block.shape[1]] = np.where(nonzero.any(axis=0), last, 0)
+    return lengths
 
 
 def _check_names(owner: str, argument: str, names, iterator: DataIterator) -> None:
@@ -121,10 +190,16 @@ def _check_5d(owner: str, names, iterator: DataIterator) -> None:
             )
 
 
+def _part_bounds(batch_size: int, rank: int, size: int) -> tuple[int, int]:
+    """``(start, stop)`` of part ``rank`` of ``size`` of a batch."""
+    return rank * batch_size // size, (rank + 1) * batch_size // size
+
+
 # ------------------------------------------------------------------ base ---
 
-#: Named data: numeric arrays (T, B, ...); NaN/Inf are the data's business.
-_DATA = NumericArray(min_ndim=3, finite=False)
+#: Named data: numeric arrays (T, B, ...), in memory or read on demand
+#: (h5py datasets); NaN/Inf are checked by the iterators.
+_DATA = NumericArray(min_ndim=3, finite=False, on_demand=True)
 
 
 class DataIterator(Seedable):
@@ -154,6 +229,20 @@ class DataIterator(Seedable):
                 the built-in iterators, which yield NumPy arrays).
         """
         raise NotImplementedError
+
+    def _part(self, handler, rank: int, size: int) -> Iterator[dict[str, np.ndarray]]:
+        """Return a generator over part ``rank`` of ``size`` of every batch.
+
+        Used by :class:`~brainstorm.data_iterators.Shard`: the part of a
+        batch of ``B`` samples is its samples
+        ``[rank * B // size, (rank + 1) * B // size)``. This default reads
+        every whole batch and cuts it; iterators that read their data on
+        demand read only the part.
+        """
+        for data in self(handler):
+            first = next(iter(data.values()))
+            start, stop = _part_bounds(first.shape[1], rank, size)
+            yield {name: values[:, start:stop] for name, values in data.items()}
 
     def __init_from_description__(self, description: dict) -> None:
         # a description stores arrays and shapes as (nested) lists

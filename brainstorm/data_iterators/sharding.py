@@ -8,7 +8,7 @@ from brainstorm.arguments import (
     Int,
     Optional,
 )
-from brainstorm.data_iterators.base import DataIterator
+from brainstorm.data_iterators.base import DataIterator, _part_bounds
 from brainstorm.data_iterators.sources import _example_iterator
 from brainstorm.errors import IteratorValidationError
 from brainstorm.parallel import world_rank_and_size
@@ -87,14 +87,13 @@ class Shard(DataIterator):
         Args:
             batch_size: the number of samples in the global batch.
         """
-        return (
-            self.rank * batch_size // self.size,
-            (self.rank + 1) * batch_size // self.size,
-        )
+        return _part_bounds(batch_size, self.rank, self.size)
 
     def __call__(self, handler=None):
-        """Return a generator over this rank's parts of the batches."""
-        for data in self.iter(handler):
-            first = next(iter(data.values()))
-            start, stop = self.bounds(first.shape[1])
-            yield {name: values[:, start:stop] for name, values in data.items()}
+        """Return a generator over this rank's parts of the batches.
+
+        Iterators that read their data on demand (:class:`Minibatches`
+        and :class:`Undivided` over an ``h5py.Dataset`` or a
+        ``np.memmap``) read only this rank's part of each batch.
+        """
+        return self.iter._part(handler, self.rank, self.size)

@@ -45,6 +45,8 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from brainstorm.shapes import padding_sides
+
 #: Convolution2D keeps the receptive fields of the forward pass (its
 #: internal ``columns``, kh*kw*C values per output cell) for the backward
 #: pass with NumpyHandler if an image has at least this many output cells
@@ -194,16 +196,18 @@ def conv2d_forward_batch(
     weights,
     bias,
     outputs,
-    padding: int,
+    padding: int | tuple[int, int, int, int],
     stride: tuple[int, int],
     *,
     columns=None,
 ) -> None:
+    sides = padding_sides(padding)
+    pad = sides[0]
+    if len(set(sides)) > 1:  # asymmetric: convolve a padded copy
+        inputs, pad = _padded_sides(handler, inputs, sides), 0
     n, oh, ow, f = outputs.shape
     kept = _columns(handler, columns, weights, (n, oh, ow))
-    fields = _fields(
-        handler, inputs, weights.shape[1:3], (padding, padding), stride, (oh, ow)
-    )
+    fields = _fields(handler, inputs, weights.shape[1:3], (pad, pad), stride, (oh, ow))
     wt = weights.reshape(f, -1).T
     if kept is not None:
         target = _view_as(columns, fields.shape)
@@ -224,7 +228,7 @@ def conv2d_backward_batch(
     handler,
     inputs,
     weights,
-    padding: int,
+    padding: int | tuple[int, int, int, int],
     stride: tuple[int, int],
     in_deltas,
     out_deltas,
@@ -234,6 +238,23 @@ def conv2d_backward_batch(
     columns=None,
     skip_in_deltas: bool = False,
 ) -> None:
+    sides = padding_sides(padding)
+    if len(set(sides)) > 1:
+        _conv_backward_asymmetric(
+            handler,
+            inputs,
+            sides,
+            weights,
+            stride,
+            in_deltas,
+            out_deltas,
+            weight_deltas,
+            bias_deltas,
+            columns=columns,
+            skip_in_deltas=skip_in_deltas,
+        )
+        return
+    pad = sides[0]
     n, oh, ow, f = out_deltas.shape
     kh, kw = weights.shape[1:3]
     dy = _rows_view(out_deltas)
@@ -245,15 +266,12 @@ def conv2d_backward_batch(
     kept = _columns(handler, columns, weights, (n, oh, ow))
     c = weights.shape[3]
     by_correlation = (
-        not skip_in_deltas
-        and c >= 8
-        and tuple(stride) == (1, 1)
-        and padding < min(kh, kw)
+        not skip_in_deltas and c >= 8 and tuple(stride) == (1, 1) and pad < min(kh, kw)
     )
     if by_correlation and kept is None:
         # both gradients from the same gathered fields
         _conv_deltas_by_correlation(
-            handler, dy, weights, padding, in_deltas, (oh, ow), (inputs, weight_deltas)
+            handler, dy, weights, pad, in_deltas, (oh, ow), (inputs, weight_deltas)
         )
         return
     dw = handler._buffer('dw', (f, kh * kw * c))
@@ -264,9 +282,7 @@ def conv2d_backward_batch(
         np.sum(products, axis=0, out=dw)
     else:
         # chunk by chunk: dw = sum over the chunks of dy.T @ col
-        fields = _fields(
-            handler, inputs, (kh, kw), (padding, padding), stride, (oh, ow)
-        )
+        fields = _fields(handler, inputs, (kh, kw), (pad, pad), stride, (oh, ow))
         part = handler._buffer('dw_part', dw.shape)
         for start, stop, rows in _field_chunks(handler, fields):
             col = _gather(handler, fields[start:stop])
@@ -278,15 +294,44 @@ def conv2d_backward_batch(
     if skip_in_deltas:
         return
     if by_correlation:
-        _conv_deltas_by_correlation(handler, dy, weights, padding, in_deltas, (oh, ow))
+        _conv_deltas_by_correlation(handler, dy, weights, pad, in_deltas, (oh, ow))
     elif c < 8:
         _conv_input_deltas_few_channels(
-            handler, dy, weights, padding, stride, in_deltas, (oh, ow)
+            handler, dy, weights, pad, stride, in_deltas, (oh, ow)
         )
     else:
         _conv_input_deltas_per_offset(
-            handler, dy, weights, padding, stride, in_deltas, (oh, ow)
+            handler, dy, weights, pad, stride, in_deltas, (oh, ow)
         )
+
+
+def _padded_sides(handler, images, sides):
+    """Zero-pad ``images`` by ``(top, bottom, left, right)`` into scratch."""
+    top, bottom, left, right = sides
+    n, h, w, c = images.shape
+    xpad = handler._buffer('pad_sides', (n, top + h + bottom, left + w + right, c))
+    xpad.fill(0)
+    xpad[:, top : top + h, left : left + w] = images
+    return xpad
+
+
+def _conv_backward_asymmetric(handler, inputs, sides, *args, **keywords):
+    """:func:`conv2d_backward_batch` with padding that differs by side.
+
+    ``args`` are ``weights, stride, in_deltas, out_deltas, weight_deltas,
+    bias_deltas``: the gradients of a padded copy of the inputs without
+    padding, whose inner cells' input deltas are those of the inputs.
+    """
+    weights, stride, in_deltas, *rest = args
+    xpad = _padded_sides(handler, inputs, sides)
+    dxpad = handler._buffer('pad_sides_deltas', xpad.shape)
+    dxpad.fill(0)
+    conv2d_backward_batch(handler, xpad, weights, 0, stride, dxpad, *rest, **keywords)
+    if not keywords['skip_in_deltas']:
+        (top, _, left, _), (h, w) = sides, inputs.shape[1:3]
+        inner = handler._buffer('pad_sides_inner', in_deltas.shape)
+        np.copyto(inner, dxpad[:, top : top + h, left : left + w])
+        _add_into(in_deltas, inner)
 
 
 def _conv_input_deltas_per_offset(
@@ -304,7 +349,7 @@ def _conv_input_deltas_per_offset(
     dx = handler._buffer('dx', in_deltas.shape)
     dx.fill(0)
     for u, v, out_part, in_part in _window_offsets(
-        (kh, kw), padding, stride, out_hw, in_deltas.shape[1:3]
+        (kh, kw), (padding, padding), stride, out_hw, in_deltas.shape[1:3]
     ):
         np.matmul(dy, weights[:, u, v, :], out=part)
         target = dx[in_part]
@@ -383,7 +428,7 @@ def _conv_input_deltas_few_channels(
     dx.fill(0)
     every = (slice(None),)
     for u, v, out_part, in_part in _window_offsets(
-        (kh, kw), padding, stride, out_hw, (h, w)
+        (kh, kw), (padding, padding), stride, out_hw, (h, w)
     ):
         target = dx[every + in_part]
         np.add(target, parts[(u, v) + every + out_part], out=target)
@@ -402,12 +447,16 @@ def maxpool2d_forward_batch(
     inputs,
     window: tuple[int, int],
     outputs,
-    padding: int,
+    padding: int | tuple[int, int, int, int],
     stride: tuple[int, int],
     argmax,
 ) -> None:
     h, w, c = inputs.shape[1:]
-    offsets = list(_window_offsets(window, padding, stride, outputs.shape[1:3], (h, w)))
+    sides = padding_sides(padding)
+    top_left = sides[0], sides[2]  # only the top and left ones move windows
+    offsets = list(
+        _window_offsets(window, top_left, stride, outputs.shape[1:3], (h, w))
+    )
     # The first maximum in row-major window order is the one with the
     # smallest offset (u*W + v), i.e. the largest rank R - (u*W + v)
     # among the cells equal to the maximum (rank 0: none). Ranks are
@@ -416,7 +465,9 @@ def maxpool2d_forward_batch(
     top = (window[0] - 1) * w + window[1]
     ranks = np.uint8 if top <= 0xFF else np.uint16 if top <= 0xFFFF else np.uint32
     # argmax = base + (R - rank) * C = (base + R*C) - rank * C
-    shifted = _pool_base(handler, padding, stride, outputs.shape[1:], w, float(top * c))
+    shifted = _pool_base(
+        handler, top_left, stride, outputs.shape[1:], w, float(top * c)
+    )
     # chunks of images that stay in the cache through all the passes,
     # with chunk-sized scratch arrays
     n = inputs.shape[0]
@@ -436,7 +487,7 @@ def maxpool2d_forward_batch(
             outputs[a:b],
             argmax[a:b],
             offsets,
-            padding,
+            any(sides),
             [array[: b - a] for array in scratch],
             shifted,
             ranks(top),
@@ -450,6 +501,7 @@ def _maxpool_images(
     best, score, match, index = scratch
     # without padding the first offset covers every output cell and
     # initialises the running maximum and score (one pass less each)
+    # (``padding``: whether there is any)
     full = not padding
     if full:
         np.copyto(best, inputs[offsets[0][3]])
@@ -484,7 +536,7 @@ def maxpool2d_backward_batch(
     inputs,
     window: tuple[int, int],
     outputs,
-    padding: int,
+    padding: int | tuple[int, int, int, int],
     stride: tuple[int, int],
     argmax,
     in_deltas,
@@ -510,7 +562,7 @@ def maxpool2d_backward_batch(
     np.add(index, starts, out=index)
     values = handler._buffer('pool', out_deltas.shape)
     np.copyto(values, out_deltas)
-    if padding:  # windows of padding only (argmax -1) pass nothing
+    if any(padding_sides(padding)):  # windows of padding only (argmax -1) pass nothing
         empty = handler._buffer('pool_empty', out_deltas.shape, np.bool_)
         np.less(argmax, 0, out=empty)
         np.copyto(values, 0, where=empty)
@@ -525,18 +577,19 @@ def avgpool2d_forward_batch(
     inputs,
     window: tuple[int, int],
     outputs,
-    padding: int,
+    padding: int | tuple[int, int, int, int],
     stride: tuple[int, int],
 ) -> None:
     in_hw, out_hw = inputs.shape[1:3], outputs.shape[1:3]
+    top_left = _top_left(padding)
     total = handler._buffer('pool', outputs.shape)
     total.fill(0)
     for _, _, out_part, in_part in _window_offsets(
-        window, padding, stride, out_hw, in_hw
+        window, top_left, stride, out_hw, in_hw
     ):
         part = total[out_part]
         np.add(part, inputs[in_part], out=part)
-    counts = _pool_counts(handler, window, padding, stride, out_hw, in_hw)
+    counts = _pool_counts(handler, window, top_left, stride, out_hw, in_hw)
     np.divide(total, counts, out=outputs)
 
 
@@ -545,37 +598,48 @@ def avgpool2d_backward_batch(
     inputs,
     window: tuple[int, int],
     outputs,
-    padding: int,
+    padding: int | tuple[int, int, int, int],
     stride: tuple[int, int],
     in_deltas,
     out_deltas,
 ) -> None:
     in_hw, out_hw = inputs.shape[1:3], outputs.shape[1:3]
+    top_left = _top_left(padding)
     share = handler._buffer('pool', out_deltas.shape)
-    counts = _pool_counts(handler, window, padding, stride, out_hw, in_hw)
+    counts = _pool_counts(handler, window, top_left, stride, out_hw, in_hw)
     np.divide(out_deltas, counts, out=share)
     dx = handler._buffer('dx', in_deltas.shape)
     dx.fill(0)
     for _, _, out_part, in_part in _window_offsets(
-        window, padding, stride, out_hw, in_hw
+        window, top_left, stride, out_hw, in_hw
     ):
         target = dx[in_part]
         np.add(target, share[out_part], out=target)
     _add_into(in_deltas, dx)
 
 
+def _top_left(padding) -> tuple[int, int]:
+    """The top and left padding: where the windows start.
+
+    The bottom and right padding only decide the output size, which the
+    outputs' shape gives.
+    """
+    sides = padding_sides(padding)
+    return sides[0], sides[2]
+
+
 def _pool_base(handler, padding, stride, out_shape, width: int, shift: float = 0.0):
     """Flat input index of window offset (0, 0) per output cell, plus shift.
 
-    That is ``((i*sy - p) * W + (j*sx - p)) * C + c + shift``, of shape
-    ``(OH, OW, C)``.
+    That is ``((i*sy - pt) * W + (j*sx - pl)) * C + c + shift``, of shape
+    ``(OH, OW, C)``, with ``padding`` the pair ``(pt, pl)``.
     """
     key = ('pool_base', padding, tuple(stride), tuple(out_shape), width, shift)
     base = handler._constants.get(key)
     if base is None:
         oh, ow, c = out_shape
-        rows = np.arange(oh)[:, None, None] * stride[0] - padding
-        cols = np.arange(ow)[None, :, None] * stride[1] - padding
+        rows = np.arange(oh)[:, None, None] * stride[0] - padding[0]
+        cols = np.arange(ow)[None, :, None] * stride[1] - padding[1]
         base = (rows * width + cols) * c + np.arange(c) + shift
         base = handler._constants[key] = base.astype(handler.dtype)
     return base
@@ -592,17 +656,20 @@ def _image_starts(handler, n: int, step: int, ints=np.intp):
 
 
 def _pool_counts(handler, window, padding, stride, out_hw, in_hw):
-    """``(OH, OW, 1)`` in-bounds cells per window (1 where there are none)."""
+    """``(OH, OW, 1)`` in-bounds cells per window (1 where there are none).
+
+    ``padding`` is the pair ``(top, left)``.
+    """
     key = ('counts', tuple(window), padding, tuple(stride), out_hw, in_hw)
     counts = handler._constants.get(key)
     if counts is None:
         rows = np.zeros(out_hw[0])
         cols = np.zeros(out_hw[1])
         for u in range(window[0]):
-            i0, i1, _ = _offset_range(u, padding, stride[0], out_hw[0], in_hw[0])
+            i0, i1, _ = _offset_range(u, padding[0], stride[0], out_hw[0], in_hw[0])
             rows[i0:i1] += 1
         for v in range(window[1]):
-            j0, j1, _ = _offset_range(v, padding, stride[1], out_hw[1], in_hw[1])
+            j0, j1, _ = _offset_range(v, padding[1], stride[1], out_hw[1], in_hw[1])
             cols[j0:j1] += 1
         counts = np.maximum(np.outer(rows, cols), 1)[:, :, None]
         counts = handler._constants[key] = counts.astype(handler.dtype)
@@ -703,14 +770,14 @@ def _window_offsets(window, padding, stride, out_hw, in_hw):
     ``out_part`` indexes the outputs ``[:, i0:i1, j0:j1]`` whose window cell
     ``(u, v)`` is in bounds, and ``in_part`` the strided input cells
     ``[:, rows, cols]`` they see there. Offsets seeing only padding are
-    skipped.
+    skipped. ``padding`` is the pair ``(top, left)``.
     """
     for u in range(window[0]):
-        i0, i1, rows = _offset_range(u, padding, stride[0], out_hw[0], in_hw[0])
+        i0, i1, rows = _offset_range(u, padding[0], stride[0], out_hw[0], in_hw[0])
         if i1 <= i0:
             continue
         for v in range(window[1]):
-            j0, j1, cols = _offset_range(v, padding, stride[1], out_hw[1], in_hw[1])
+            j0, j1, cols = _offset_range(v, padding[1], stride[1], out_hw[1], in_hw[1])
             if j1 > j0:
                 yield (
                     u,

@@ -25,6 +25,8 @@ __all__ = [
     'Handler',
     'ACTIVATIONS',
     'ACTIVATION_NAMES',
+    'ACTIVATION_ALIASES',
+    'NEEDS_INPUT',
     'ActivationTable',
     'UnknownActivationError',
     'FirstUseRandomState',
@@ -33,8 +35,27 @@ __all__ = [
 #: The names of the activation functions, listed here and nowhere else.
 #: Each name is a handler op ``name(x, y)`` with its derivative op
 #: ``name_deriv(x, y, dy, dx)``; layer arguments (``activation=``) accept
-#: exactly these.
-ACTIVATIONS = ('sigmoid', 'tanh', 'rel', 'linear', 'el')
+#: these (those of :data:`NEEDS_INPUT` only where the layer says so) and
+#: the :data:`ACTIVATION_ALIASES`.
+ACTIVATIONS = (
+    'sigmoid',
+    'tanh',
+    'rel',
+    'linear',
+    'el',
+    'softplus',
+    'leaky_rel',
+    'gelu',
+)
+
+#: The activations whose derivative needs the input ``x``: for all others
+#: it follows from ``y = f(x)`` alone, which lets layers compute ``f`` in
+#: place and keep only ``y``. Only layers that keep their input
+#: (``Elementwise``) accept these.
+NEEDS_INPUT = ('gelu',)
+
+#: The other accepted spellings of activation names (alias -> name).
+ACTIVATION_ALIASES = {'relu': 'rel'}
 
 #: The same tuple under its earlier name.
 ACTIVATION_NAMES = ACTIVATIONS
@@ -138,12 +159,18 @@ class Handler(Describable, abc.ABC):
 
     **Images** for the ``*_batch`` ops are 4-D ``(N, H, W, C)`` arrays
     (channels last; layers pass ``flatten_time`` views, ``N = T*B``).
-    ``padding`` is an ``int >= 0`` of zero cells added on all four sides;
-    ``window`` is ``(kh, kw)`` and ``stride`` is ``(sy, sx)``, tuples of two
-    positive ints. The output size is ``OH = (H + 2*padding - kh) // sy + 1``
-    and ``OW = (W + 2*padding - kw) // sx + 1``; output cell ``(i, j)``
-    looks at input rows ``i*sy - padding + u`` (``0 <= u < kh``) and columns
-    ``j*sx - padding + v`` (``0 <= v < kw``).
+    ``padding`` is an ``int >= 0`` of zero cells added on all four sides,
+    or a tuple ``(top, bottom, left, right)`` of ints ``>= 0`` for padding
+    that differs by side (``brainstorm.shapes.padding_sides`` turns either
+    form into the tuple; an int ``p`` is ``(p, p, p, p)``). ``window`` is
+    ``(kh, kw)`` and ``stride`` is ``(sy, sx)``, tuples of two positive
+    ints. The output size is ``OH = (H + top + bottom - kh) // sy + 1`` and
+    ``OW = (W + left + right - kw) // sx + 1``; output cell ``(i, j)`` looks
+    at input rows ``i*sy - top + u`` (``0 <= u < kh``) and columns ``j*sx -
+    left + v`` (``0 <= v < kw``). The bottom and right padding thus only
+    decide the output size. Layers pass an int where the padding is the
+    same on every side, so a handler written for Brainstorm 0.5's int
+    padding runs every network that has no padding differing by side.
 
     Attributes:
         dtype: the NumPy scalar type of every array (e.g. ``numpy.float32``).
@@ -430,6 +457,12 @@ def _inplace(f, x) -> None:
 
 
 def _inplace_deriv(f_deriv, y, dy) -> None:
+    name = getattr(f_deriv, '__name__', '').removesuffix('_deriv')
+    if name in NEEDS_INPUT:
+        raise ValueError(
+            f'inplace_act_func_deriv: the derivative of {name!r} needs '
+            f'the input x; call act_func_deriv[{name!r}](x, y, dy, dx).'
+        )
     f_deriv(None, y, dy, dy)
 
 

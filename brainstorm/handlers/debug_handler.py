@@ -31,8 +31,9 @@ from brainstorm.handlers.debug_array import (
     assert_shapes_equal,
     check_for_inf_or_nan,
 )
-from brainstorm.handlers.numpy_handler import NumpyHandler
+from brainstorm.handlers.numpy_handler import NumpyHandler, _sequence_lengths
 from brainstorm.handlers.ops import OPS, Op, install_ops, signature
+from brainstorm.shapes import padding_sides
 
 __all__ = [
     'DebugHandler',
@@ -305,6 +306,14 @@ class DebugHandler(Handler):
         self._expect_shape(op, 'out', out, [(m.shape[0], 1)])
         self._expect_ids(op, 'v', v, m.shape[1])
 
+    def _check_rows_by_id(self, op: str, args: dict) -> None:
+        m, v, out = args['m'], args['v'], args['out']
+        table, rows = (m, out) if op.startswith('gather') else (out, m)
+        self._expect_ndim(op, 'm', m, 2)
+        self._expect_shape(op, 'v', v, [(rows.shape[0], 1)])
+        self._expect_shape(op, 'out', out, [(out.shape[0], m.shape[1])])
+        self._expect_ids(op, 'v', v, table.shape[0])
+
     def _check_merge(self, op: str, args: dict) -> None:
         a, b, out = args['a'], args['b'], args['out']
         self._expect_ndim(op, 'b', b, len(a.shape))
@@ -345,17 +354,14 @@ class DebugHandler(Handler):
 
     def _image_geometry(self, op: str, args: dict, kernel: tuple) -> tuple:
         """Check the input images; return the expected ``(N, OH, OW)``."""
-        inputs, padding, stride = args['inputs'], args['padding'], args['stride']
+        inputs, stride = args['inputs'], args['stride']
+        top, bottom, left, right = padding_sides(args['padding'])
         self._expect_ndim(op, 'inputs', inputs, 4)
         n, h, w = inputs.shape[:3]
-        oh = (h + 2 * padding - kernel[0]) // stride[0] + 1
-        ow = (w + 2 * padding - kernel[1]) // stride[1] + 1
+        padded = (h + top + bottom, w + left + right)
+        oh, ow = ((p - k) // s + 1 for p, k, s in zip(padded, kernel, stride))
         if oh < 1 or ow < 1:
-            self._fail(
-                op,
-                f'the window {kernel} does not fit into the padded input '
-                f'{(h + 2 * padding, w + 2 * padding)}',
-            )
+            self._fail(op, f'window {kernel} does not fit the padded input {padded}')
         return n, oh, ow
 
     def _check_deltas(self, op: str, args: dict, *pairs: tuple[str, str]) -> None:
@@ -392,6 +398,14 @@ class DebugHandler(Handler):
         self._check_deltas(op, args, ('outputs', 'argmax'), ('outputs', 'out_deltas'))
         self._check_deltas(op, args, ('inputs', 'in_deltas'))
 
+    def _check_reverse_time(self, op: str, args: dict) -> None:
+        a, mask = args['a'], args['mask']
+        self._expect_ndim(op, 'a', a, 3)
+        self._expect_same_shape(op, a=a, out=args['out'])
+        if mask is not None:
+            self._expect_shape(op, 'mask', mask, [a.shape[:2] + (1,)])
+            _sequence_lengths(op, self.handler.get_numpy_copy(mask.array))
+
     def _check_lstm(self, op: str, args: dict) -> None:
         state = 'c' if 'c' in args else 'dc'
         self._expect_ndim(op, state, args[state], 2)
@@ -423,6 +437,11 @@ def _is_pair(value) -> bool:
     )
 
 
+def _is_padding(value) -> bool:
+    sides = value if isinstance(value, tuple) and len(value) == 4 else (value,)
+    return all(_is_int(x) and x >= 0 for x in sides)
+
+
 def _is_shape(shape) -> bool:
     dims = shape if isinstance(shape, (tuple, list)) else (shape,)
     return all(_is_int(d) and d >= 0 for d in dims)
@@ -433,7 +452,7 @@ _KIND_CHECKS = {
     'scalar': (_is_scalar, 'a Python int or float'),
     'flag': (lambda value: isinstance(value, bool), 'a bool'),
     'pair': (_is_pair, 'a tuple of two positive ints'),
-    'padding': (lambda value: _is_int(value) and value >= 0, 'an int >= 0'),
+    'padding': (_is_padding, 'an int >= 0 or a tuple (top, bottom, left, right)'),
     'shape': (_is_shape, 'a tuple of ints >= 0'),
     'numpy': (lambda value: isinstance(value, np.ndarray), 'a numpy array'),
     'activation': (lambda value: value in ACTIVATIONS, f'one of {ACTIVATIONS}'),

@@ -357,6 +357,83 @@ class NumpyHandler(Handler):
         np.subtract(1, tmp, out=tmp)
         np.multiply(dy, tmp, out=dx)
 
+    # ------------------------------------------------------------- embedding
+
+    def gather_m_by_v(self, m, v, out) -> None:
+        _check_ids('gather_m_by_v', v, m.shape[0])
+        np.take(m, v[:, 0].astype(np.intp), axis=0, out=out, mode='clip')
+
+    def scatter_add_m_by_v(self, m, v, out) -> None:
+        _check_ids('scatter_add_m_by_v', v, out.shape[0])
+        np.add.at(out, v[:, 0].astype(np.intp), m)
+
+    # ------------------------------------------------------ more activations
+
+    def gelu(self, x, y) -> None:
+        u = self._buffer('tmp', x.shape)
+        np.multiply(x, x, out=u)
+        np.multiply(u, _GELU_CUBIC, out=u)
+        np.add(u, 1.0, out=u)
+        np.multiply(u, x, out=u)
+        np.multiply(u, _SQRT_2_OVER_PI, out=u)
+        np.tanh(u, out=u)
+        np.add(u, 1.0, out=u)
+        np.multiply(u, 0.5, out=u)
+        np.multiply(x, u, out=y)
+
+    def gelu_deriv(self, x, y, dy, dx) -> None:
+        # 0.5 * (1 + t) + 0.5 * k * x * (1 + 3c x**2) * (1 - t**2), with
+        # t = tanh(k * x * (1 + c x**2)), k = sqrt(2 / pi)
+        t = self._buffer('tmp', x.shape)
+        s = self._buffer('tmp2', x.shape)
+        w = self._buffer('tmp3', x.shape)
+        np.multiply(x, x, out=s)
+        np.multiply(s, _GELU_CUBIC, out=t)
+        np.add(t, 1.0, out=t)
+        np.multiply(t, x, out=t)
+        np.multiply(t, _SQRT_2_OVER_PI, out=t)
+        np.tanh(t, out=t)
+        np.multiply(s, 3 * _GELU_CUBIC, out=s)
+        np.add(s, 1.0, out=s)
+        np.multiply(s, x, out=s)
+        np.multiply(s, 0.5 * _SQRT_2_OVER_PI, out=s)
+        np.multiply(t, t, out=w)
+        np.subtract(1.0, w, out=w)
+        np.multiply(s, w, out=s)
+        np.add(t, 1.0, out=t)
+        np.multiply(t, 0.5, out=t)
+        np.add(s, t, out=s)
+        np.multiply(dy, s, out=dx)
+
+    def leaky_rel(self, x, y) -> None:
+        negative = self._buffer('cond', x.shape, np.bool_)
+        np.less_equal(x, 0, out=negative)
+        np.copyto(y, x)
+        np.multiply(x, LEAKY_SLOPE, out=y, where=negative)
+
+    def leaky_rel_deriv(self, x, y, dy, dx) -> None:
+        negative = self._buffer('cond', y.shape, np.bool_)
+        np.less_equal(y, 0, out=negative)
+        np.copyto(dx, dy)
+        np.multiply(dy, LEAKY_SLOPE, out=dx, where=negative)
+
+    def softplus(self, x, y) -> None:
+        # max(x, 0) + ln(1 + exp(-|x|)): no overflow for large |x|
+        tmp = self._buffer('tmp', x.shape)
+        np.abs(x, out=tmp)
+        np.negative(tmp, out=tmp)
+        np.exp(tmp, out=tmp)
+        np.log1p(tmp, out=tmp)
+        np.maximum(x, 0, out=y)
+        np.add(y, tmp, out=y)
+
+    def softplus_deriv(self, x, y, dy, dx) -> None:
+        tmp = self._buffer('tmp', y.shape)
+        np.negative(y, out=tmp)
+        np.expm1(tmp, out=tmp)
+        np.negative(tmp, out=tmp)
+        np.multiply(dy, tmp, out=dx)
+
     # -------------------------------------------------------------- conv/pool
 
     # Each op delegates to its namesake in _numpy_conv, which holds the speed
@@ -371,7 +448,7 @@ class NumpyHandler(Handler):
         weights,
         bias,
         outputs,
-        padding: int,
+        padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
         *,
         columns=None,
@@ -384,7 +461,7 @@ class NumpyHandler(Handler):
         self,
         inputs,
         weights,
-        padding: int,
+        padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
         in_deltas,
         out_deltas,
@@ -413,7 +490,7 @@ class NumpyHandler(Handler):
         inputs,
         window: tuple[int, int],
         outputs,
-        padding: int,
+        padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
         argmax,
     ) -> None:
@@ -426,7 +503,7 @@ class NumpyHandler(Handler):
         inputs,
         window: tuple[int, int],
         outputs,
-        padding: int,
+        padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
         argmax,
         in_deltas,
@@ -449,7 +526,7 @@ class NumpyHandler(Handler):
         inputs,
         window: tuple[int, int],
         outputs,
-        padding: int,
+        padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
     ) -> None:
         _conv.avgpool2d_forward_batch(self, inputs, window, outputs, padding, stride)
@@ -459,7 +536,7 @@ class NumpyHandler(Handler):
         inputs,
         window: tuple[int, int],
         outputs,
-        padding: int,
+        padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
         in_deltas,
         out_deltas,
@@ -467,6 +544,56 @@ class NumpyHandler(Handler):
         _conv.avgpool2d_backward_batch(
             self, inputs, window, outputs, padding, stride, in_deltas, out_deltas
         )
+
+    # ---------------------------------------------------------- sequences
+
+    def reverse_time_t(self, a, mask, out) -> None:
+        # step by step and sequence by sequence: NumPy copies the whole
+        # source first where the operands' memory bounds overlap (they lie
+        # side by side in the rows of one network buffer)
+        if mask is None:
+            T = a.shape[0]
+            for t in range(T):
+                source = a[T - 1 - t]
+                if T - 1 - t == t:  # the same row: through scratch memory
+                    source = self._buffer('reverse', source.shape)
+                    np.copyto(source, a[t])
+                np.copyto(out[t], source)
+            return
+        lengths = _sequence_lengths('reverse_time_t', mask)[0].tolist()
+        for b, n in enumerate(lengths):
+            if n:
+                np.copyto(out[:n, b], a[n - 1 :: -1, b])
+            np.copyto(out[n:, b], a[n:, b])
+
+
+def _sequence_lengths(op: str, mask):
+    """The length of each sequence of a ``(T, B, 1)`` mask, as ``(1, B)`` ints.
+
+    Raises:
+        NetworkValidationError: unless the mask is 1 up to each sequence's
+            length and 0 after it.
+    """
+    m = mask[:, :, 0]
+    ones = m == 1
+    valid = ones | (m == 0)
+    if m.shape[0] > 1:
+        valid[1:] &= ~(ones[1:] & ~ones[:-1])  # no 1 after a 0
+    if not valid.all():
+        t, b = (int(i[0]) for i in np.nonzero(~valid))
+        where = 'after a 0' if m[t, b] == 1 else 'which is neither 0 nor 1'
+        raise NetworkValidationError(
+            f"{op}: the mask must be 1 up to each sequence's length and 0 "
+            f'after it. Received {m[t, b]:g} at time step {t} of sequence {b}, '
+            f'{where}.'
+        )
+    return ones.sum(axis=0, keepdims=True)
+
+
+#: The slope of ``leaky_rel`` for negative inputs.
+LEAKY_SLOPE = 0.01
+_SQRT_2_OVER_PI = 0.7978845608028654
+_GELU_CUBIC = 0.044715
 
 
 def _check_ids(op: str, v, n: int) -> None:

@@ -25,7 +25,8 @@ hand: it is the executable reference.
 (:data:`~brainstorm.handlers.op_spec.KINDS`): ``s``, ``val``, ``mean``,
 ``std``, ``probability``, ``a_min`` and ``a_max`` are Python scalars,
 ``transa``, ``transb`` and ``skip_in_deltas`` flags, ``window`` and
-``stride`` tuples of two positive ints, ``padding`` an int ``>= 0``,
+``stride`` tuples of two positive ints, ``padding`` an int ``>= 0`` (the
+same on every side) or a tuple ``(top, bottom, left, right)`` of them,
 ``axis`` an axis, ``shape`` a shape tuple and ``arr`` a NumPy array; every
 other parameter is an array of the handler.
 
@@ -54,6 +55,7 @@ from brainstorm.handlers.op_spec import (
     op_method,
     signature,
 )
+from brainstorm.handlers.ops_added import SECTIONS_ADDED
 from brainstorm.handlers.ops_layers import LAYER_SECTIONS
 
 __all__ = [
@@ -580,26 +582,30 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
             optional=('x',),
         ),
     ),
+    # the sections added with the layers of today, in their own module
+    **SECTIONS_ADDED,
     'conv/pool': (
         Op(
             'conv2d_forward_batch',
             (
-                'inputs, weights, bias, outputs, padding: int, '
+                'inputs, weights, bias, outputs, '
+                'padding: int | tuple[int, int, int, int], '
                 'stride: tuple[int, int], *, columns=None'
             ),
             """2-D cross-correlation of a batch of images, plus bias.
 
             ``outputs[n, i, j, f] = bias[f] + sum_{u, v, c} weights[f, u, v, c]
             * xpad[n, i*sy + u, j*sx + v, c]``, where ``xpad`` is ``inputs`` with
-            ``padding`` zero cells on every side (see the class docstring for
-            the output size).
+            ``padding`` zero cells on every side, or, for a tuple ``(top,
+            bottom, left, right)``, that many on each side (see the class
+            docstring for the output size).
 
             Args:
                 inputs: ``(N, H, W, C)``.
                 weights: ``(F, kh, kw, C)``.
                 bias: ``(F,)``.
                 outputs: ``(N, OH, OW, F)``, overwritten.
-                padding: int ``>= 0``.
+                padding: an int ``>= 0`` or ``(top, bottom, left, right)``.
                 stride: ``(sy, sx)``.
                 columns: keyword-only; None or an ``(N, OH, OW, kh*kw*C)``
                     workspace that the caller keeps unchanged until the
@@ -619,7 +625,8 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
         Op(
             'conv2d_backward_batch',
             (
-                'inputs, weights, padding: int, stride: tuple[int, int], in_deltas, '
+                'inputs, weights, padding: int | tuple[int, int, int, int], '
+                'stride: tuple[int, int], in_deltas, '
                 'out_deltas, weight_deltas, bias_deltas, *, columns=None, '
                 'skip_in_deltas: bool = False'
             ),
@@ -628,7 +635,7 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
             Args:
                 inputs: ``(N, H, W, C)``, as in the forward pass.
                 weights: ``(F, kh, kw, C)``.
-                padding: int ``>= 0``.
+                padding: an int ``>= 0`` or ``(top, bottom, left, right)``.
                 stride: ``(sy, sx)``.
                 in_deltas: ``(N, H, W, C)``; the input gradient is ADDED.
                 out_deltas: ``(N, OH, OW, F)``, the output gradient.
@@ -650,7 +657,8 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
         Op(
             'maxpool2d_forward_batch',
             (
-                'inputs, window: tuple[int, int], outputs, padding: int, '
+                'inputs, window: tuple[int, int], outputs, '
+                'padding: int | tuple[int, int, int, int], '
                 'stride: tuple[int, int], argmax'
             ),
             """Max pooling over windows of in-bounds cells (padding is ignored).
@@ -664,7 +672,7 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
                 inputs: ``(N, H, W, C)``.
                 window: ``(kh, kw)``.
                 outputs: ``(N, OH, OW, C)``, overwritten.
-                padding: int ``>= 0``.
+                padding: an int ``>= 0`` or ``(top, bottom, left, right)``.
                 stride: ``(sy, sx)``.
                 argmax: ``(N, OH, OW, C)`` in the handler dtype, overwritten.
             """,
@@ -674,7 +682,8 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
         Op(
             'maxpool2d_backward_batch',
             (
-                'inputs, window: tuple[int, int], outputs, padding: int, '
+                'inputs, window: tuple[int, int], outputs, '
+                'padding: int | tuple[int, int, int, int], '
                 'stride: tuple[int, int], argmax, in_deltas, out_deltas'
             ),
             """Gradient of :meth:`maxpool2d_forward_batch`.
@@ -686,7 +695,7 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
                 inputs: ``(N, H, W, C)``, as in the forward pass.
                 window: ``(kh, kw)``.
                 outputs: ``(N, OH, OW, C)``, as in the forward pass.
-                padding: int ``>= 0``.
+                padding: an int ``>= 0`` or ``(top, bottom, left, right)``.
                 stride: ``(sy, sx)``.
                 argmax: ``(N, OH, OW, C)`` from the forward pass.
                 in_deltas: ``(N, H, W, C)``, added to.
@@ -698,7 +707,8 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
         Op(
             'avgpool2d_forward_batch',
             (
-                'inputs, window: tuple[int, int], outputs, padding: int, '
+                'inputs, window: tuple[int, int], outputs, '
+                'padding: int | tuple[int, int, int, int], '
                 'stride: tuple[int, int]'
             ),
             """Average pooling: the mean over the in-bounds cells of each window.
@@ -709,7 +719,7 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
                 inputs: ``(N, H, W, C)``.
                 window: ``(kh, kw)``.
                 outputs: ``(N, OH, OW, C)``, overwritten.
-                padding: int ``>= 0``.
+                padding: an int ``>= 0`` or ``(top, bottom, left, right)``.
                 stride: ``(sy, sx)``.
             """,
             writes=('outputs',),
@@ -718,7 +728,8 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
         Op(
             'avgpool2d_backward_batch',
             (
-                'inputs, window: tuple[int, int], outputs, padding: int, '
+                'inputs, window: tuple[int, int], outputs, '
+                'padding: int | tuple[int, int, int, int], '
                 'stride: tuple[int, int], in_deltas, out_deltas'
             ),
             """Gradient of :meth:`avgpool2d_forward_batch`.
@@ -730,7 +741,7 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
                 inputs: ``(N, H, W, C)``.
                 window: ``(kh, kw)``.
                 outputs: ``(N, OH, OW, C)``.
-                padding: int ``>= 0``.
+                padding: an int ``>= 0`` or ``(top, bottom, left, right)``.
                 stride: ``(sy, sx)``.
                 in_deltas: ``(N, H, W, C)``, added to.
                 out_deltas: ``(N, OH, OW, C)``.

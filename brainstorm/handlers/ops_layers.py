@@ -86,4 +86,30 @@ LAYER_SECTIONS: dict[str, tuple[Op, ...]] = {
             abstract=False,
         ),
     ),
+    'sequences': (
+        Op(
+            'reverse_time_t',
+            'a, mask, out',
+            """Reverse each sequence of ``a`` in time, within its own length.
+
+            ``out[t, b] = a[L_b - 1 - t, b]`` for ``t < L_b`` and ``out[t,
+            b] = a[t, b]`` for ``t >= L_b`` (the padding stays where it is),
+            where ``L_b`` is the number of non-zero entries of ``mask[:, b,
+            0]``, or ``T`` for every sequence if ``mask`` is None. Applying
+            the op twice gives ``a`` back, so it is its own gradient.
+            (Layers with ``reverse=True`` run on reversed copies of their
+            inputs and outputs.)
+
+            Args:
+                a: ``(T, B, F)``.
+                mask: None or ``(T, B, 1)``: 1 up to each sequence's length
+                    and 0 after it. Handlers may raise
+                    ``NetworkValidationError`` for other masks (NumpyHandler
+                    and DebugHandler do); others give an unspecified order.
+                out: ``(T, B, F)``, overwritten; must not alias ``a``.
+            """,
+            optional=('mask',),
+            check='reverse_time',
+        ),
+    ),
 }

@@ -31,7 +31,11 @@ from brainstorm.arguments import REQUIRED, Arg, Check, Choice, Int, Real
 from brainstorm.arguments.checks import MAX_INT, _is_int
 from brainstorm.arguments.declaring import check_value
 from brainstorm.errors import LayerValidationError
-from brainstorm.handlers.base_handler import ACTIVATION_NAMES
+from brainstorm.handlers.base_handler import (
+    ACTIVATION_ALIASES,
+    ACTIVATION_NAMES,
+    NEEDS_INPUT,
+)
 
 __all__ = [
     'REQUIRED',
@@ -41,6 +45,7 @@ __all__ = [
     'NonNegativeInt',
     'PositiveIntOrTuple',
     'PairOfPositiveInts',
+    'ImagePadding',
     'FloatIn',
     'Number',
     'OneOf',
@@ -119,6 +124,36 @@ class PairOfPositiveInts(Constraint):
         raise ValueError
 
 
+class ImagePadding(Constraint):
+    """The padding of an image layer.
+
+    An int ``>= 0`` (that many cells on every side), ``'same'``,
+    ``'valid'`` (no padding) or a tuple or list ``(top, bottom, left,
+    right)`` of ints ``>= 0`` (made a tuple).
+    """
+
+    expected = (
+        "an int >= 0, 'same', 'valid' or a tuple (top, bottom, left, right) "
+        'of ints >= 0'
+    )
+    example = 'same'
+    invalid_examples = (-1, 'full', (1, 1), (1, 1, 1, -1), 2.5, True, 10**40)
+
+    def normalize(self, value):
+        """Return the normalised ``value``; raise ValueError if it does not fit."""
+        if isinstance(value, str) and value in ('same', 'valid'):
+            return value
+        if _is_size(value) and value >= 0:
+            return int(value)
+        if (
+            isinstance(value, (tuple, list))
+            and len(value) == 4
+            and all(_is_size(v) and v >= 0 for v in value)
+        ):
+            return tuple(int(v) for v in value)
+        raise ValueError
+
+
 class FloatIn(Real):
     """A finite real number in an interval (ints accepted, made floats).
 
@@ -165,10 +200,27 @@ class OneOf(Choice):
 
 
 class Activation(OneOf):
-    """The name of an activation function."""
+    """The name of an activation function (an alias gives its name).
 
-    def __init__(self):
-        super().__init__(*ACTIVATIONS)
+    Args:
+        needs_input_ok: whether the activations of
+            :data:`~brainstorm.handlers.base_handler.NEEDS_INPUT` (whose
+            derivative needs the input, e.g. ``'gelu'``) are accepted: only
+            for layers that keep their input.
+    """
+
+    def __init__(self, needs_input_ok: bool = False):
+        names = [n for n in ACTIVATIONS if needs_input_ok or n not in NEEDS_INPUT]
+        super().__init__(*names, *ACTIVATION_ALIASES)
+        if not needs_input_ok:
+            self.expected += (
+                f' ({", ".join(map(repr, NEEDS_INPUT))} only in Elementwise)'
+            )
+
+    def normalize(self, value: Any) -> Any:
+        """Return the activation name of ``value``; raise ValueError if none."""
+        name = super().normalize(value)
+        return ACTIVATION_ALIASES.get(name, name)
 
 
 class ShapeDict(Constraint):

@@ -29,6 +29,9 @@ class Layer:
 
     Attributes:
         expected_inputs: input name -> :class:`StructureTemplate`.
+        optional_inputs: inputs the layer takes if they are connected
+            (name -> :class:`StructureTemplate`), e.g. the ``mask`` of a
+            recurrent layer with ``reverse=True``.
         declared_kwargs: argument name -> declaration: a
             :class:`~brainstorm.arguments.Arg` (or its layer spelling
             :class:`~brainstorm.layers.attributes.Kwarg`) with the check,
@@ -53,6 +56,7 @@ class Layer:
     """
 
     expected_inputs: dict = {}
+    optional_inputs: dict = {}
     expected_kwargs: set = set()
     declared_kwargs: dict = {}
     computes_no_input_deltas_for: tuple = ()
@@ -182,13 +186,16 @@ class Layer:
         return resolved
 
     def _validate_in_shapes(self) -> None:
+        accepted = {**self.expected_inputs, **self.optional_inputs}
         for in_name in self.in_shapes:
-            if in_name not in self.expected_inputs:
+            if in_name not in accepted:
                 raise LayerValidationError(
                     f'{self._desc()}: has no input {in_name!r}. Its inputs '
-                    f'are: {sorted(self.expected_inputs)}'
+                    f'are: {sorted(accepted)}'
                 )
-        for in_name, template in self.expected_inputs.items():
+        for in_name, template in accepted.items():
+            if in_name not in self.in_shapes and in_name in self.optional_inputs:
+                continue
             if in_name not in self.in_shapes:
                 raise LayerValidationError(
                     f'{self._desc()}: input {in_name!r} is not connected. '
@@ -387,7 +394,8 @@ def describe_layers() -> list:
     Returns:
         A list (sorted by type name) of dicts with ``type``, ``class``,
         ``module``, ``summary`` (first docstring line of the constructor or
-        class), ``inputs`` (name -> shape template), ``kwargs`` (name ->
+        class), ``inputs`` (name -> shape template), ``optional_inputs``
+        (the same, for inputs connected only where needed), ``kwargs`` (name ->
         ``{'expected', 'default', 'description'}``), and ``outputs``,
         ``parameters`` and ``internals`` (name -> shape) of an example
         instance built with the default arguments (None if no example input
@@ -429,6 +437,9 @@ def describe_layers() -> list:
             'module': cls.__module__,
             'summary': doc.splitlines()[0] if doc else '',
             'inputs': {n: t.shape for n, t in sorted(cls.expected_inputs.items())},
+            'optional_inputs': {
+                n: t.shape for n, t in sorted(cls.optional_inputs.items())
+            },
             'kwargs': kwargs,
             'outputs': None,
             'parameters': None,

@@ -7,6 +7,7 @@ from collections import OrderedDict
 from brainstorm.errors import LayerValidationError  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 from brainstorm.layers.base_layer import Layer  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 from brainstorm.layers.recurrent_layer import RecurrentLayerImpl
+from brainstorm.layers.time_reversal import forwards_only
 from brainstorm.shapes import (  # noqa: F401 - in Brainstorm 0.5's namespace of this module
     flatten_time,
     flatten_time_and_features,
@@ -45,7 +46,8 @@ def Clockwork(
     Args:
         size: number of units (defaults to the input feature size when
             absent from an architecture).
-        activation: 'sigmoid', 'tanh', 'rel', 'linear' or 'el'.
+        activation: 'sigmoid', 'tanh', 'rel' (or 'relu'), 'linear', 'el',
+            'softplus' or 'leaky_rel'.
         name: the layer name.
 
     Shapes:
@@ -95,6 +97,9 @@ class ClockworkLayerImpl(RecurrentLayerImpl):
     untrained_parameters = {'timing': 1.0}
     computes_no_gradients_for = ('timing',)
     passes_back_internal_deltas = ()
+    # the clock runs forwards: no ``reverse`` and no ``mask`` input
+    declared_kwargs = forwards_only(RecurrentLayerImpl.declared_kwargs)
+    optional_inputs: dict = {}
 
     def setup(self, kwargs, in_shapes):
         """Recurrent's buffers plus the parameter ``timing`` and the clock internals."""

@@ -8,6 +8,7 @@ from brainstorm.errors import LayerValidationError  # noqa: F401 - in Brainstorm
 from brainstorm.layers.base_layer import Layer  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 from brainstorm.layers.clockwork_layer import clock_internals, compute_inactive
 from brainstorm.layers.lstm_layer import LstmLayerImpl
+from brainstorm.layers.time_reversal import forwards_only
 from brainstorm.shapes import (  # noqa: F401 - in Brainstorm 0.5's namespace of this module
     flatten_time,
     flatten_time_and_features,
@@ -44,7 +45,8 @@ def ClockworkLstm(
     Args:
         size: number of cells (defaults to the input feature size when
             absent from an architecture).
-        activation: 'sigmoid', 'tanh', 'rel', 'linear' or 'el'.
+        activation: 'sigmoid', 'tanh', 'rel' (or 'relu'), 'linear', 'el',
+            'softplus' or 'leaky_rel'.
         name: the layer name.
 
     Shapes:
@@ -67,6 +69,9 @@ class ClockworkLstmLayerImpl(LstmLayerImpl):
 
     untrained_parameters = {'timing': 1.0}
     computes_no_gradients_for = ('timing',)
+    # the clock runs forwards: no ``reverse`` and no ``mask`` input
+    declared_kwargs = forwards_only(LstmLayerImpl.declared_kwargs)
+    optional_inputs: dict = {}
 
     def setup(self, kwargs, in_shapes):
         """The Lstm's buffers plus ``timing`` and the clock internals."""

@@ -7,8 +7,8 @@ from collections import OrderedDict
 from brainstorm.errors import LayerValidationError
 from brainstorm.layers.attributes import (
     Activation,
+    ImagePadding,
     Kwarg,
-    NonNegativeInt,
     PairOfPositiveInts,
     PositiveInt,
 )
@@ -16,6 +16,7 @@ from brainstorm.layers.base_layer import Layer, time_template
 from brainstorm.shapes import (
     flatten_time,
     flatten_time_and_features,
+    padding_sides,
 )
 from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.construction import ConstructionWrapper
@@ -25,7 +26,7 @@ def Convolution2D(
     num_filters: int,
     kernel_size: tuple[int, int],
     stride: tuple[int, int] = (1, 1),
-    padding: int = 0,
+    padding: int | str | tuple[int, int, int, int] = 0,
     activation: str = 'rel',
     name: str | None = None,
 ) -> ConstructionWrapper:
@@ -33,15 +34,26 @@ def Convolution2D(
 
     ``y[n, i, j, f] = act(bias[f] + sum_{u, v, c} W[f, u, v, c] *
     xpad[n, i*sy + u, j*sx + v, c])`` where ``xpad`` is the input with
-    ``padding`` zero cells on all four sides. The output size is
-    ``OH = (H + 2*padding - kh) // sy + 1`` (likewise ``OW``).
+    ``top``, ``bottom``, ``left`` and ``right`` zero cells on its sides. The
+    output size is ``OH = (H + top + bottom - kh) // sy + 1`` (likewise
+    ``OW``).
+
+    ``padding`` gives those cells (see ``image_padding`` in this module): an int is
+    that many on every side; ``'valid'`` is none; ``'same'`` pads so that
+    ``OH = ceil(H / sy)`` and ``OW = ceil(W / sx)`` (the input size for
+    stride 1), with the padding an odd total cannot split evenly on the
+    bottom and right (TensorFlow's and Keras' convention: ``top = total //
+    2``, ``bottom = total - top``, where ``total = max((OH - 1)*sy + kh -
+    H, 0)``); a tuple is ``(top, bottom, left, right)``.
 
     Args:
         num_filters: number of filters (output channels), a positive int.
         kernel_size: ``(kh, kw)``, two positive ints.
         stride: ``(sy, sx)``, two positive ints.
-        padding: zero cells added on every side, an int >= 0.
-        activation: 'sigmoid', 'tanh', 'rel', 'linear' or 'el'.
+        padding: an int >= 0 (zero cells on every side), ``'same'``,
+            ``'valid'`` or ``(top, bottom, left, right)``.
+        activation: 'sigmoid', 'tanh', 'rel' (or 'relu'), 'linear', 'el',
+            'softplus' or 'leaky_rel'.
         name: the layer name.
 
     Shapes:
@@ -67,14 +79,65 @@ def Convolution2D(
     )
 
 
+def image_padding(
+    padding: int | str | tuple[int, int, int, int],
+    image: tuple[int, int],
+    kernel_size: tuple[int, int],
+    stride: tuple[int, int],
+) -> int | tuple[int, int, int, int]:
+    """The padding of an image layer in the form the handler ops take.
+
+    Args:
+        padding: the layer's argument: an int, ``'same'``, ``'valid'`` or
+            ``(top, bottom, left, right)``.
+        image: the input's ``(H, W)``.
+        kernel_size: ``(kh, kw)``.
+        stride: ``(sy, sx)``.
+
+    Returns:
+        An int where the padding is the same on every side (the form of
+        Brainstorm 0.5's networks and handlers), else the tuple ``(top,
+        bottom, left, right)``. ``'same'`` gives a total of ``max((ceil(H /
+        sy) - 1)*sy + kh - H, 0)`` rows, ``total // 2`` of them on top and the
+        rest at the bottom (likewise for the columns, the rest on the right).
+
+    >>> image_padding('same', (8, 8), (3, 3), (1, 1))
+    1
+    >>> image_padding('same', (8, 8), (2, 2), (1, 1))
+    (0, 1, 0, 1)
+    >>> image_padding('same', (7, 8), (3, 3), (2, 2))
+    (1, 1, 0, 1)
+    """
+    if padding == 'valid':
+        return 0
+    if padding == 'same' and len(image) == 2:  # (else image_output_shape fails)
+        sides: list[int] = []
+        for size, kernel, step in zip(image, kernel_size, stride):
+            out = -(-size // step)
+            total = max((out - 1) * step + kernel - size, 0)
+            sides += [total // 2, total - total // 2]
+        padding = (sides[0], sides[1], sides[2], sides[3])
+    if isinstance(padding, tuple):
+        return padding[0] if len(set(padding)) == 1 else padding
+    return padding if isinstance(padding, int) else 0
+
+
 def image_output_shape(
     layer: Layer,
     in_shape: BufferStructure,
     kernel_size: tuple[int, int],
     stride: tuple[int, int],
-    padding: int,
+    padding: int | tuple[int, int, int, int],
 ) -> tuple[int, int, int]:
     """Check an image input ``(T, B, H, W, C)`` against a window.
+
+    Args:
+        layer: the layer (for the error messages).
+        in_shape: the input's structure.
+        kernel_size: ``(kh, kw)``.
+        stride: ``(sy, sx)``.
+        padding: an int or ``(top, bottom, left, right)`` (the form of
+            :func:`image_padding`).
 
     Returns:
         ``(OH, OW, C)``: the output's height and width, the input channels.
@@ -91,7 +154,8 @@ def image_output_shape(
             f'dimensions. Received shape {in_shape.shape}'
         )
     height, width, channels = features
-    padded = (height + 2 * padding, width + 2 * padding)
+    top, bottom, left, right = padding_sides(padding)
+    padded = (height + top + bottom, width + left + right)
     if kernel_size[0] > padded[0] or kernel_size[1] > padded[1]:
         raise LayerValidationError(
             f'{layer._desc()}: kernel_size {kernel_size} is larger than the '
@@ -120,7 +184,11 @@ class Convolution2DLayerImpl(Layer):
             description='(vertical, horizontal) step',
         ),
         'padding': Kwarg(
-            NonNegativeInt(), description='zero cells added on every side'
+            ImagePadding(),
+            description=(
+                "zero cells added on every side, 'same', 'valid' or "
+                '(top, bottom, left, right)'
+            ),
         ),
         'activation': Kwarg(Activation(), description='activation function'),
     }
@@ -130,7 +198,12 @@ class Convolution2DLayerImpl(Layer):
         self.activation = kwargs['activation']
         self.kernel_size = kwargs['kernel_size']
         self.stride = kwargs['stride']
-        self.padding = kwargs['padding']
+        self.padding = image_padding(
+            kwargs['padding'],
+            in_shapes['default'].feature_shape[:2],
+            self.kernel_size,
+            self.stride,
+        )
         num_filters = kwargs['num_filters']
         out_h, out_w, channels = image_output_shape(
             self, in_shapes['default'], self.kernel_size, self.stride, self.padding

@@ -18,10 +18,21 @@ def Elementwise(
 ) -> ConstructionWrapper:
     """Apply an activation function elementwise: ``y = f(x)``.
 
-    Backward: ``dx += f'(x) * dy``, computed from ``y``.
+    Backward: ``dx += f'(x) * dy``, computed from ``y`` (from ``x`` for
+    ``'gelu'``).
+
+    Activations: ``'sigmoid'``, ``'tanh'``, ``'rel'`` (rectified linear;
+    ``'relu'`` is the same), ``'linear'``, ``'el'`` (exponential linear),
+    ``'softplus'`` (``ln(1 + exp(x))``), ``'leaky_rel'`` (``x`` for ``x >
+    0``, else ``0.01 * x``: the slope is fixed, PyTorch's default) and
+    ``'gelu'`` (the tanh approximation, ``torch.nn.GELU(approximate='tanh')``).
+    Only this layer takes ``'gelu'``: its derivative needs the input ``x``,
+    which the other layers do not keep (they compute their activation in
+    place), so ``FullyConnected(size, activation='linear') >>
+    Elementwise('gelu')`` is the GELU layer.
 
     Args:
-        activation: 'sigmoid', 'tanh', 'rel', 'linear' or 'el'.
+        activation: the name of the activation function.
         name: the layer name.
 
     Shapes:
@@ -37,7 +48,9 @@ class ElementwiseLayerImpl(Layer):
 
     expected_inputs = {'default': time_template()}
     declared_kwargs = {
-        'activation': Kwarg(Activation(), description='activation function'),
+        'activation': Kwarg(
+            Activation(needs_input_ok=True), description='activation function'
+        ),
     }
 
     def setup(self, kwargs, in_shapes):

@@ -30,7 +30,8 @@ def FullyConnected(
     Args:
         size: output feature size (int) or shape (tuple of ints); defaults
             to the input's feature shape.
-        activation: 'sigmoid', 'tanh', 'rel', 'linear' or 'el'.
+        activation: 'sigmoid', 'tanh', 'rel' (or 'relu'), 'linear', 'el',
+            'softplus' or 'leaky_rel'.
         name: the layer name.
 
     Shapes:

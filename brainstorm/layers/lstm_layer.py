@@ -9,6 +9,7 @@ from brainstorm.errors import (
 )
 from brainstorm.layers.attributes import Activation, Kwarg, PositiveInt
 from brainstorm.layers.base_layer import Layer, time_template
+from brainstorm.layers.time_reversal import reversible
 from brainstorm.shapes import (
     flatten_time,
     flatten_time_and_features,
@@ -30,7 +31,10 @@ _GATE_PARAMETERS = {
 
 
 def Lstm(
-    size: int, activation: str = 'tanh', name: str | None = None
+    size: int,
+    activation: str = 'tanh',
+    name: str | None = None,
+    reverse: bool = False,
 ) -> ConstructionWrapper:
     """A long short-term memory layer with peephole connections.
 
@@ -50,8 +54,12 @@ def Lstm(
     Args:
         size: number of cells (defaults to the input feature size when
             absent from an architecture).
-        activation: 'sigmoid', 'tanh', 'rel', 'linear' or 'el' (``g, h``).
+        activation: 'sigmoid', 'tanh', 'rel' (or 'relu'), 'linear', 'el',
+            'softplus' or 'leaky_rel' (``g, h``).
         name: the layer name.
+        reverse: run backwards in time, each sequence within the length
+            given by the optional input ``mask`` (see
+            :mod:`brainstorm.layers.time_reversal`).
 
     Shapes:
         ``('T', 'B', ...)`` -> ``('T', 'B', size)`` with context 1;
@@ -59,10 +67,11 @@ def Lstm(
         ``Rz Ri Rf Ro (size, size)``, ``bz bi bf bo (size,)``.
     """
     return ConstructionWrapper.create(
-        LstmLayerImpl, name=name, size=size, activation=activation
+        LstmLayerImpl, name=name, size=size, activation=activation, reverse=reverse
     )
 
 
+@reversible
 class LstmLayerImpl(Layer):
     """The implementation of :func:`Lstm`.
 

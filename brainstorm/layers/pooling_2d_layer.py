@@ -6,13 +6,13 @@ from collections import OrderedDict
 
 from brainstorm.layers.attributes import (
     Constraint,
+    ImagePadding,
     Kwarg,
-    NonNegativeInt,
     OneOf,
     PairOfPositiveInts,
 )
 from brainstorm.layers.base_layer import Layer, time_template
-from brainstorm.layers.convolution_2d_layer import image_output_shape
+from brainstorm.layers.convolution_2d_layer import image_output_shape, image_padding
 from brainstorm.shapes import flatten_time
 from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.construction import ConstructionWrapper
@@ -22,23 +22,30 @@ def Pooling2D(
     kernel_size: tuple[int, int],
     type: str = 'max',
     stride: tuple[int, int] = (1, 1),
-    padding: int = 0,
+    padding: int | str | tuple[int, int, int, int] = 0,
     name: str | None = None,
 ) -> ConstructionWrapper:
     """A 2-D pooling layer over each channel of channels-last images.
 
-    Output cell ``(i, j)`` pools the input cells of rows ``i*sy - padding +
-    u`` and columns ``j*sx - padding + v`` (``0 <= u < kh``, ``0 <= v <
-    kw``). Padding cells are ignored: ``'max'`` takes the maximum and
-    ``'avg'`` the mean of the in-bounds cells (0 for a window of padding
-    only). The output size is ``OH = (H + 2*padding - kh) // sy + 1``
-    (likewise ``OW``).
+    Output cell ``(i, j)`` pools the input cells of rows ``i*sy - top + u``
+    and columns ``j*sx - left + v`` (``0 <= u < kh``, ``0 <= v < kw``).
+    Padding cells are ignored: ``'max'`` takes the maximum and ``'avg'``
+    the mean of the in-bounds cells (0 for a window of padding only). The
+    output size is ``OH = (H + top + bottom - kh) // sy + 1`` (likewise
+    ``OW``).
+
+    ``padding`` gives ``top, bottom, left, right`` as for
+    :func:`~brainstorm.layers.convolution_2d_layer.Convolution2D`: an int is
+    that many on every side, ``'valid'`` none, ``'same'`` gives ``OH =
+    ceil(H / sy)`` with the extra cell of an odd total at the bottom and
+    right, and a tuple is ``(top, bottom, left, right)``.
 
     Args:
         kernel_size: ``(kh, kw)``, two positive ints.
         type: ``'max'`` or ``'avg'``.
         stride: ``(sy, sx)``, two positive ints.
-        padding: cells added on every side, an int >= 0.
+        padding: an int >= 0 (cells on every side), ``'same'``,
+            ``'valid'`` or ``(top, bottom, left, right)``.
         name: the layer name.
 
     Shapes:
@@ -71,8 +78,11 @@ class Pooling2DLayerImpl(Layer):
             description='(vertical, horizontal) step',
         ),
         'padding': Kwarg(
-            NonNegativeInt(),
-            description='cells added on every side (ignored by the pooling)',
+            ImagePadding(),
+            description=(
+                "cells added on every side, 'same', 'valid' or "
+                '(top, bottom, left, right) (ignored by the pooling)'
+            ),
         ),
         'activation_function': Kwarg(
             Constraint(),
@@ -86,7 +96,12 @@ class Pooling2DLayerImpl(Layer):
         self.type = kwargs['type']
         self.kernel_size = kwargs['kernel_size']
         self.stride = kwargs['stride']
-        self.padding = kwargs['padding']
+        self.padding = image_padding(
+            kwargs['padding'],
+            in_shapes['default'].feature_shape[:2],
+            self.kernel_size,
+            self.stride,
+        )
         out_shape = image_output_shape(
             self, in_shapes['default'], self.kernel_size, self.stride, self.padding
         )

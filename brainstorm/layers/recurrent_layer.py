@@ -9,6 +9,7 @@ from brainstorm.errors import (
 )
 from brainstorm.layers.attributes import Activation, Kwarg, PositiveInt
 from brainstorm.layers.base_layer import Layer, time_template
+from brainstorm.layers.time_reversal import reversible
 from brainstorm.shapes import (
     flatten_time,
     flatten_time_and_features,
@@ -21,7 +22,10 @@ from brainstorm.structure.construction import ConstructionWrapper
 
 
 def Recurrent(
-    size: int, activation: str = 'tanh', name: str | None = None
+    size: int,
+    activation: str = 'tanh',
+    name: str | None = None,
+    reverse: bool = False,
 ) -> ConstructionWrapper:
     """A simple recurrent layer.
 
@@ -31,18 +35,23 @@ def Recurrent(
 
     Args:
         size: number of units.
-        activation: 'sigmoid', 'tanh', 'rel', 'linear' or 'el'.
+        activation: 'sigmoid', 'tanh', 'rel' (or 'relu'), 'linear', 'el',
+            'softplus' or 'leaky_rel'.
         name: the layer name.
+        reverse: run backwards in time, each sequence within the length
+            given by the optional input ``mask`` (see
+            :mod:`brainstorm.layers.time_reversal`).
 
     Shapes:
         ``('T', 'B', ...)`` -> ``('T', 'B', size)``; parameters
         ``W (size, in)``, ``R (size, size)``, ``bias (size,)``.
     """
     return ConstructionWrapper.create(
-        RecurrentLayerImpl, name=name, size=size, activation=activation
+        RecurrentLayerImpl, name=name, size=size, activation=activation, reverse=reverse
     )
 
 
+@reversible
 class RecurrentLayerImpl(Layer):
     """Implementation of :func:`Recurrent`."""
 

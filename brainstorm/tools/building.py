@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 import brainstorm.layers as layers
 from brainstorm.arguments import (
@@ -236,11 +238,12 @@ def _pop_options(token, arguments, allowed) -> dict:
 def _layer_from_token(token: str, arguments: list):
     args = list(arguments)
     if token in 'FRL':
-        layer, default = {
+        choices: dict[str, tuple[Callable[..., Any], str]] = {
             'F': (layers.FullyConnected, 'rel'),
             'R': (layers.Recurrent, 'tanh'),
             'L': (layers.Lstm, 'tanh'),
-        }[token]
+        }
+        layer, default = choices[token]
         activation = _pop_activation(args, default)
         if len(args) != 1 or not isinstance(args[0], int):
             raise _spec_error(

@@ -98,6 +98,12 @@ def layer_reference_lines(entries: list) -> list:
             if entry['inputs']
             else '* inputs: none'
         ]
+        if entry.get('optional_inputs'):
+            optional = ', '.join(
+                f'``{name}`` {_shape(template)}'
+                for name, template in entry['optional_inputs'].items()
+            )
+            lines += [f'* optional inputs (templates): {optional}']
         if entry.get('example_inputs'):
             example = ', '.join(
                 f'``{name}`` {_shape(shape)}'

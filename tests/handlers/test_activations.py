@@ -11,6 +11,7 @@ import brainstorm.handlers
 from brainstorm.handlers import ACTIVATIONS, DebugHandler, NumpyHandler
 from brainstorm.handlers.base_handler import (
     ACTIVATION_NAMES,
+    NEEDS_INPUT,
     ActivationTable,
     Handler,
     UnknownActivationError,
@@ -26,6 +27,11 @@ FORMULAS = {
     'rel': lambda x: np.maximum(x, 0.0),
     'linear': lambda x: x.copy(),
     'el': lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0.0))),
+    'softplus': lambda x: np.logaddexp(0.0, x),
+    'leaky_rel': lambda x: np.where(x > 0, x, 0.01 * x),
+    'gelu': lambda x: (
+        0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
+    ),
 }
 
 HANDLERS = {
@@ -54,7 +60,17 @@ def run(handler, op, *arrays):
 
 
 def test_one_list_of_names():
-    assert ACTIVATIONS == ('sigmoid', 'tanh', 'rel', 'linear', 'el')
+    assert ACTIVATIONS == (
+        'sigmoid',
+        'tanh',
+        'rel',
+        'linear',
+        'el',
+        'softplus',
+        'leaky_rel',
+        'gelu',
+    )
+    assert NEEDS_INPUT == ('gelu',)
     assert ACTIVATION_NAMES is ACTIVATIONS
     assert brainstorm.handlers.ACTIVATIONS is ACTIVATIONS
     assert LAYER_ACTIVATIONS is ACTIVATIONS
@@ -90,7 +106,8 @@ def test_derivative_matches_finite_differences(handler, name):
     expected = dy * (f(x + eps) - f(x - eps)) / (2 * eps)
     y = f(x)
     deriv = getattr(handler, f'{name}_deriv')
-    for given_x in (x, None):  # the derivative needs y alone
+    # the derivative needs y alone, except for NEEDS_INPUT
+    for given_x in (x,) if name in NEEDS_INPUT else (x, None):
         _, _, dy_out, dx = run(handler, deriv, given_x, y, dy, np.zeros_like(x))
         np.testing.assert_allclose(dx, expected, rtol=1e-7, atol=1e-9)
         np.testing.assert_array_equal(dy_out, dy)
@@ -111,6 +128,10 @@ def test_tables_run_the_ops(handler, name):
     np.testing.assert_allclose(got, expected_dx, rtol=1e-12, atol=1e-15)
     (got,) = run(handler, handler.inplace_act_func[name], x)
     np.testing.assert_allclose(got, y, rtol=1e-12, atol=1e-15)
+    if name in NEEDS_INPUT:
+        with pytest.raises(ValueError, match='needs the input x'):
+            run(handler, handler.inplace_act_func_deriv[name], y, dy)
+        return
     _, got = run(handler, handler.inplace_act_func_deriv[name], y, dy)
     np.testing.assert_allclose(got, expected_dx, rtol=1e-12, atol=1e-15)
 

@@ -19,7 +19,7 @@ import pytest
 import brainstorm.handlers
 from brainstorm.describable import create_from_description, get_description
 from brainstorm.handlers import DebugHandler, NumpyHandler
-from brainstorm.handlers.base_handler import ACTIVATION_NAMES
+from brainstorm.handlers.base_handler import ACTIVATION_NAMES, NEEDS_INPUT
 from brainstorm.handlers.debug_handler import DebugArray, DebugHandlerError
 from brainstorm.handlers.ops import OPS
 from tests.onednn_support import onednn_handler
@@ -158,16 +158,24 @@ def handler(request):
 # ------------------------------------------------------- slow references ---
 
 
-def _out_size(size, kernel, padding, stride):
-    return (size + 2 * padding - kernel) // stride + 1
+def _sides(padding):
+    """``(top, bottom, left, right)`` of an int or 4-tuple padding."""
+    return tuple(padding) if isinstance(padding, tuple) else (padding,) * 4
+
+
+def _out_size(size, kernel, padding, stride, axis=0):
+    """Output length along ``axis`` (0: rows, 1: columns)."""
+    before, after = _sides(padding)[2 * axis : 2 * axis + 2]
+    return (size + before + after - kernel) // stride + 1
 
 
 def _cells(i, j, window, padding, stride, hw):
     """In-bounds input cells of output (i, j), in row-major window order."""
+    top, _, left, _ = _sides(padding)
     for u in range(window[0]):
         for v in range(window[1]):
-            r = i * stride[0] + u - padding
-            q = j * stride[1] + v - padding
+            r = i * stride[0] + u - top
+            q = j * stride[1] + v - left
             if 0 <= r < hw[0] and 0 <= q < hw[1]:
                 yield u, v, r, q
 
@@ -176,7 +184,7 @@ def conv_forward_ref(inputs, weights, bias, padding, stride):
     n, h, w, _ = inputs.shape
     f, kh, kw, _ = weights.shape
     oh = _out_size(h, kh, padding, stride[0])
-    ow = _out_size(w, kw, padding, stride[1])
+    ow = _out_size(w, kw, padding, stride[1], 1)
     out = np.zeros((n, oh, ow, f))
     for i in range(oh):
         for j in range(ow):
@@ -208,7 +216,7 @@ def pool_ref(inputs, window, padding, stride, kind):
     """Max (with argmax) or average pooling by explicit loops over windows."""
     n, h, w, c = inputs.shape
     oh = _out_size(h, window[0], padding, stride[0])
-    ow = _out_size(w, window[1], padding, stride[1])
+    ow = _out_size(w, window[1], padding, stride[1], 1)
     out, argmax = np.zeros((n, oh, ow, c)), -np.ones((n, oh, ow, c))
     for i in range(oh):
         for j in range(ow):
@@ -250,12 +258,29 @@ def _el(x):
     return np.where(x > 0, x, np.expm1(np.minimum(x, 0)))
 
 
-ACTIVATIONS = {  # name: (f(x), f'(x) from y)
-    'sigmoid': (_sigmoid, lambda y: y * (1 - y)),
-    'tanh': (np.tanh, lambda y: 1 - y**2),
-    'rel': (lambda x: np.maximum(x, 0), lambda y: (y > 0) * 1.0),
-    'el': (_el, lambda y: np.where(y >= 0, 1.0, y + 1)),
-    'linear': (lambda x: x, lambda y: np.ones_like(y)),
+def _gelu(x):
+    k = np.sqrt(2 / np.pi)
+    return 0.5 * x * (1 + np.tanh(k * (x + 0.044715 * x**3)))
+
+
+def _gelu_deriv(x):
+    k = np.sqrt(2 / np.pi)
+    t = np.tanh(k * (x + 0.044715 * x**3))
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t**2) * k * (1 + 3 * 0.044715 * x**2)
+
+
+ACTIVATIONS = {  # name: (f(x), f'(x) from (x, y); x is None for "from y")
+    'sigmoid': (_sigmoid, lambda x, y: y * (1 - y)),
+    'tanh': (np.tanh, lambda x, y: 1 - y**2),
+    'rel': (lambda x: np.maximum(x, 0), lambda x, y: (y > 0) * 1.0),
+    'el': (_el, lambda x, y: np.where(y >= 0, 1.0, y + 1)),
+    'linear': (lambda x: x, lambda x, y: np.ones_like(y)),
+    'softplus': (lambda x: np.logaddexp(0, x), lambda x, y: -np.expm1(-y)),
+    'leaky_rel': (
+        lambda x: np.where(x > 0, x, 0.01 * x),
+        lambda x, y: np.where(y > 0, 1.0, 0.01),
+    ),
+    'gelu': (_gelu, lambda x, y: _gelu_deriv(x)),  # needs x
 }
 
 
@@ -423,6 +448,9 @@ def activation_rows(name):
         'rel': (0.0, 3.0),
         'el': (-1.0, 3.0),
         'linear': (-3.0, 3.0),
+        'softplus': (0.0, 3.0),
+        'leaky_rel': (-0.03, 3.0),
+        'gelu': (-0.17, 3.0),
     }[name]
     zeros_in_y = {'rel': 'zeros_mixed'}.get(name, 'uniform')
 
@@ -430,7 +458,7 @@ def activation_rows(name):
         return {'y': f(x)}
 
     def ref_deriv(x, y, dy, dx):
-        return {'dx': dy * deriv(y)}
+        return {'dx': dy * deriv(x, y)}
 
     y_spec = {'low': y_values[0], 'high': y_values[1], 'values': zeros_in_y}
     return [
@@ -461,11 +489,22 @@ def activation_rows(name):
             ref_deriv,
             variant='-views',
         ),
-        case(
-            name + '_deriv',
-            {'x': None, 'y': A(1, 4, **y_spec), 'dy': A(1, 4), 'dx': Same('dy')},
-            ref_deriv,
-            variant='-alias-no-x',
+        *(
+            []
+            if name in NEEDS_INPUT
+            else [
+                case(
+                    name + '_deriv',
+                    {
+                        'x': None,
+                        'y': A(1, 4, **y_spec),
+                        'dy': A(1, 4),
+                        'dx': Same('dy'),
+                    },
+                    ref_deriv,
+                    variant='-alias-no-x',
+                )
+            ]
         ),
     ]
 
@@ -482,13 +521,56 @@ CONV_GEOMETRIES = [  # N, H, W, C, F, (kh, kw), padding, stride
     (1, 3, 3, 8, 2, (1, 1), 0, (1, 1)),
     (2, 3, 3, 8, 2, (2, 2), 2, (1, 1)),
     (2, 6, 5, 8, 3, (3, 3), 1, (2, 1)),
+    # padding that differs by side: (top, bottom, left, right)
+    (2, 5, 6, 2, 3, (2, 2), (0, 1, 0, 1), (1, 1)),
+    (2, 6, 5, 9, 2, (4, 3), (1, 2, 1, 1), (2, 2)),
+    (1, 5, 7, 8, 2, (2, 3), (1, 0, 2, 0), (1, 3)),
+    (2, 4, 4, 3, 2, (3, 3), (1, 1, 1, 1), (1, 1)),
 ]
+
+
+def _prefix_mask(rng, shape):
+    """A ``(T, B, 1)`` mask of ones up to random lengths in [0, T]."""
+    lengths = rng.randint(0, shape[0] + 1, shape[1])
+    lengths[0] = shape[0]  # a full sequence, and one of length 1
+    lengths[-1] = min(1, shape[0])
+    return (np.arange(shape[0])[:, None] < lengths[None, :])[:, :, None]
+
+
+def reverse_time_ref(a, mask, out):
+    """Explicit loops: each sequence reversed within its length."""
+    out = a.copy()
+    for b in range(a.shape[1]):
+        n = a.shape[0] if mask is None else int(mask[:, b, 0].sum())
+        out[:n, b] = a[:n, b][::-1]
+    return {'out': out}
+
+
+def reverse_time_rows():
+    rows = []
+    for g, (t, b, f) in enumerate([(5, 4, 3), (1, 2, 2), (6, 1, 4)]):
+        view = ('rows', 'last', None)[g]
+        for masked in (False, True):
+            mask = A(t, b, 1, values=_prefix_mask) if masked else None
+            rows.append(
+                case(
+                    'reverse_time_t',
+                    {
+                        'a': A(t, b, f, view=view),
+                        'mask': mask,
+                        'out': A(t, b, f, view=view),
+                    },
+                    reverse_time_ref,
+                    variant=f'-{g}' + ('-masked' if masked else ''),
+                )
+            )
+    return rows
 
 
 def conv_rows():
     rows = []
     for g, (n, h, w, c, f, k, p, s) in enumerate(CONV_GEOMETRIES):
-        oh, ow = _out_size(h, k[0], p, s[0]), _out_size(w, k[1], p, s[1])
+        oh, ow = _out_size(h, k[0], p, s[0]), _out_size(w, k[1], p, s[1], 1)
         view = ('rows', 'last')[g % 2]
         rows.append(
             case(
@@ -534,13 +616,18 @@ POOL_GEOMETRIES = [  # N, H, W, C, window, padding, stride
     (3, 3, 3, 1, (1, 1), 0, (1, 1)),
     (2, 6, 4, 2, (2, 3), 1, (3, 2)),
     (2, 5, 9, 40, (3, 3), 0, (2, 2)),  # rank * channels > 255
+    # padding that differs by side: (top, bottom, left, right)
+    (2, 5, 6, 2, (2, 2), (0, 1, 0, 1), (1, 1)),
+    (2, 5, 5, 3, (3, 2), (1, 1, 0, 1), (2, 2)),
+    (1, 4, 6, 2, (2, 3), (0, 3, 2, 0), (1, 2)),  # a window of padding only
+    (2, 3, 3, 1, (2, 2), (1, 1, 1, 1), (1, 1)),
 ]
 
 
 def pool_rows():
     rows = []
     for g, (n, h, w, c, win, p, s) in enumerate(POOL_GEOMETRIES):
-        oh, ow = _out_size(h, win[0], p, s[0]), _out_size(w, win[1], p, s[1])
+        oh, ow = _out_size(h, win[0], p, s[0]), _out_size(w, win[1], p, s[1], 1)
         view = ('rows', 'last')[g % 2]
 
         def max_ref(inputs, window, outputs, padding, stride, argmax):
@@ -1069,11 +1156,16 @@ CASES = [
     *activation_rows('rel'),
     *activation_rows('sigmoid'),
     *activation_rows('tanh'),
+    *activation_rows('gelu'),
+    *activation_rows('leaky_rel'),
+    *activation_rows('softplus'),
     # conv/pool
     *conv_rows(),
     *pool_rows(),
     # recurrent
     *lstm_rows(),
+    # sequences
+    *reverse_time_rows(),
 ]
 
 
@@ -1144,6 +1236,54 @@ def table_rows(cases):
         for row in numpy_reference_rows(op)
     ]
 
+
+# ------------------------------------------------------------- embedding
+
+
+def _gather(m, v, out):
+    return {'out': m[v[:, 0].astype(int)]}
+
+
+def _scatter_add(m, v, out):
+    total = out.copy()
+    for row, k in zip(m, v[:, 0].astype(int)):
+        total[k] += row  # repeated ids accumulate
+    return {'out': total}
+
+
+CASES += [
+    case(
+        'gather_m_by_v',
+        {'m': A(4, 3), 'v': A(6, 1, values='ids', high=4), 'out': A(6, 3)},
+        _gather,
+    ),
+    case(
+        'gather_m_by_v',
+        {
+            'm': A(5, 2, view='last'),
+            'v': A(3, 1, values='ids', high=5, view='last'),
+            'out': A(3, 2, view='last'),
+        },
+        _gather,
+        variant='-views',
+    ),
+    case(
+        'scatter_add_m_by_v',
+        # 9 rows into 3 ids: every id is repeated
+        {'m': A(9, 4), 'v': A(9, 1, values='ids', high=3), 'out': A(3, 4)},
+        _scatter_add,
+    ),
+    case(
+        'scatter_add_m_by_v',
+        {
+            'm': A(4, 2, view='last'),
+            'v': A(4, 1, values='ids', high=6, view='last'),
+            'out': A(6, 2, view='last'),
+        },
+        _scatter_add,
+        variant='-views',
+    ),
+]
 
 CASES += table_rows(CASES)
 
@@ -1298,7 +1438,7 @@ def test_activation_dicts(handler, name):
     handler.act_func_deriv[name](x_h, y_h, dy_h, dx_h)
     np.testing.assert_allclose(
         handler.get_numpy_copy(dx_h),
-        dy * deriv(y),
+        dy * deriv(x, y),
         **tol,
         err_msg=f'act_func_deriv[{name!r}]',
     )
@@ -1306,10 +1446,14 @@ def test_activation_dicts(handler, name):
     np.testing.assert_allclose(
         handler.get_numpy_copy(x_h), f(x), **tol, err_msg=f'inplace_act_func[{name!r}]'
     )
+    if name in NEEDS_INPUT:
+        with pytest.raises(ValueError, match=f'derivative of {name!r} needs the input'):
+            handler.inplace_act_func_deriv[name](y_h, dy_h)
+        return
     handler.inplace_act_func_deriv[name](y_h, dy_h)
     np.testing.assert_allclose(
         handler.get_numpy_copy(dy_h),
-        dy * deriv(y),
+        dy * deriv(x, y),
         **tol,
         err_msg=f'inplace_act_func_deriv[{name!r}]',
     )
@@ -1643,6 +1787,38 @@ DEBUG_CHECKS = {  # name: (call on a fresh DebugHandler, expected substrings)
         ),
         ['maxpool2d_forward_batch', '(3, 3)', 'does not fit'],
     ),
+    'padding-sides': (
+        lambda h: h.maxpool2d_forward_batch(
+            _arr(h, 1, 4, 4, 1),
+            (2, 2),
+            _arr(h, 1, 4, 4, 1),
+            (1, 1),
+            (1, 1),
+            _arr(h, 1, 4, 4, 1),
+        ),
+        [
+            'maxpool2d_forward_batch',
+            "'padding'",
+            '(top, bottom, left, right)',
+            '(1, 1)',
+        ],
+    ),
+    'padding-sides-fit': (
+        lambda h: h.avgpool2d_forward_batch(
+            _arr(h, 1, 2, 2, 1), (4, 3), _arr(h, 1, 1, 1, 1), (0, 1, 0, 1), (1, 1)
+        ),
+        ['avgpool2d_forward_batch', '(4, 3)', 'does not fit', '(3, 3)'],
+    ),
+    'reverse-time-mask-shape': (
+        lambda h: h.reverse_time_t(
+            _arr(h, 3, 2, 4), _arr(h, 3, 2, 2), _arr(h, 3, 2, 4)
+        ),
+        ['reverse_time_t', "'mask'", '(3, 2, 1)', '(3, 2, 2)'],
+    ),
+    'reverse-time-out-shape': (
+        lambda h: h.reverse_time_t(_arr(h, 3, 2, 4), None, _arr(h, 2, 3, 4)),
+        ['reverse_time_t', "'out'", '(3, 2, 4)'],
+    ),
     'clip-bounds': (
         lambda h: h.clip_t(_arr(h, 2), 1.0, 0.0, _arr(h, 2)),
         ['clip_t', 'a_min=1.0', 'a_max=0.0'],
@@ -1670,6 +1846,30 @@ DEBUG_CHECKS = {  # name: (call on a fresh DebugHandler, expected substrings)
             _arr(h, 2, 3), h.create_from_numpy(np.array([[0.0], [-1.0]])), _arr(h, 2, 1)
         ),
         ['index_m_by_v', "'v'", '[0, 3)', '-1.0'],
+    ),
+    'gather-ids': (
+        lambda h: h.gather_m_by_v(
+            _arr(h, 3, 2), h.create_from_numpy(np.array([[0.0], [3.0]])), _arr(h, 2, 2)
+        ),
+        ['gather_m_by_v', "'v'", '[0, 3)', '3.0'],
+    ),
+    'gather-out-shape': (
+        lambda h: h.gather_m_by_v(
+            _arr(h, 3, 2), h.create_from_numpy(np.array([[0.0], [1.0]])), _arr(h, 2, 3)
+        ),
+        ['gather_m_by_v', "'out'", '(2, 2)', '(2, 3)'],
+    ),
+    'scatter-ids': (
+        lambda h: h.scatter_add_m_by_v(
+            _arr(h, 2, 2), h.create_from_numpy(np.array([[0.5], [1.0]])), _arr(h, 3, 2)
+        ),
+        ['scatter_add_m_by_v', "'v'", 'integral', '0.5'],
+    ),
+    'scatter-v-shape': (
+        lambda h: h.scatter_add_m_by_v(
+            _arr(h, 2, 2), h.create_from_numpy(np.array([[0.0]])), _arr(h, 3, 2)
+        ),
+        ['scatter_add_m_by_v', "'v'", '(2, 1)', '(1, 1)'],
     ),
     'merge-shapes': (
         lambda h: h.merge_tt(_arr(h, 2, 3), _arr(h, 2, 4), _arr(h, 2, 6)),
@@ -1902,7 +2102,7 @@ def test_conv2d_columns_workspace(handler, layout, geometry):
     array match the references; the workspace may be a layer internal
     (contiguous per image, 'images') or any other view ('strided')."""
     n, h, w, c, f, k, p, s = geometry
-    oh, ow = _out_size(h, k[0], p, s[0]), _out_size(w, k[1], p, s[1])
+    oh, ow = _out_size(h, k[0], p, s[0]), _out_size(w, k[1], p, s[1], 1)
     rng = np.random.RandomState(5)
     x, weights, bias = rng.randn(n, h, w, c), rng.randn(f, *k, c), rng.randn(f)
     dy, dx = rng.randn(n, oh, ow, f), rng.randn(n, h, w, c)

@@ -569,3 +569,37 @@ def test_shapes_onednn_cannot_run_use_numpy_handler_ops(handler, monkeypatch):
                 np.testing.assert_array_equal(a, b)
     assert len(asked) == 3  # one convolution and two pooling shapes, once each
     assert set(handler._plans.values()) == {None}
+
+
+@pytest.mark.parametrize(
+    'padding, stride',
+    [((0, 1, 0, 1), (1, 1)), ((1, 1, 0, 1), (2, 2)), ((1, 1, 2, 2), (2, 1))],
+)
+def test_per_side_padding_matches_numpy_float64(handler, padding, stride):
+    """Padding given per side (``'same'`` with even kernels, say): oneDNN's
+    left padding is the top/left one, its right padding follows from the
+    output size."""
+    top, bottom, left, right = padding
+    n, h, w, c, f, k = 2, 9, 8, 3, 4, (2, 3)
+    oh = (h + top + bottom - k[0]) // stride[0] + 1
+    ow = (w + left + right - k[1]) // stride[1] + 1
+    rng = np.random.RandomState(15)
+    args = (
+        rng.randn(n, h, w, c),
+        rng.randn(f, *k, c),
+        rng.randn(f),
+        rng.randn(n, oh, ow, f),
+        rng.randn(n, h, w, c),
+    )
+    got = run_conv(handler, *args, padding, stride)
+    expected = run_conv(NumpyHandler(np.float64), *args, padding, stride)
+    for name, a, b in zip(('outputs', 'in_deltas', 'dW', 'dbias'), got, expected):
+        close(a, b, name)
+    x, dy = args[0], rng.randn(n, oh, ow, c)
+    for kind in ('max', 'avg'):
+        pooled = run_pool(handler, kind, x, dy, k, padding, stride)
+        reference = run_pool(NumpyHandler(np.float64), kind, x, dy, k, padding, stride)
+        for a, b in zip(pooled, reference):
+            close(a, b, kind)
+    assert all(plan is not None for plan in handler._plans.values())
+    assert len(handler._plans) == 3

@@ -480,7 +480,7 @@ def test_kernel_arg_formats_follow_the_c_signatures():
 
 def test_kernel_sources_are_the_cu_files_and_the_elementwise_table():
     directory = Path(kernels.__file__).parent / 'cu'
-    for module in ('reduce', 'rows', 'conv', 'pool'):
+    for module in ('reduce', 'rows', 'conv', 'pool', 'embedding'):
         source = (directory / f'{module}.cu').read_text()
         assert kernels.KERNEL_SOURCES[module] == source
     elementwise = kernels.KERNEL_SOURCES['elementwise']
@@ -565,6 +565,8 @@ static inline float __int_as_float(int i)
 static inline float cospif(float x)
 { return (float)std::cos(3.14159265358979323846 * (double)x); }
 using std::isfinite;
+static inline float atomicAdd(float* a, float v)
+{ float o = *a; *a = o + v; return o; }
 """
 
 _SIGNATURE = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(([^)]*)\)')

@@ -68,6 +68,57 @@ LAYER_SPECS = [
         in_shapes={'default': (3, 3, 2)},
         kwargs={'kernel_size': (2, 2), 'type': 'avg', 'padding': 2, 'stride': (2, 2)},
     ),
+]
+
+# 'same' and 'valid' padding: odd and even kernels, strides above 1 and
+# padding that differs by side (even kernels, odd totals)
+PADDING_CASES = [
+    ('same-k3', (4, 5, 2), (3, 3), (1, 1), 'same'),
+    ('same-k2', (4, 5, 2), (2, 2), (1, 1), 'same'),
+    ('same-k2x3-stride2', (5, 4, 2), (2, 3), (2, 2), 'same'),
+    ('same-k3-stride2x3', (5, 7, 1), (3, 3), (2, 3), 'same'),
+    ('valid-k2x3-stride2x1', (5, 4, 2), (2, 3), (2, 1), 'valid'),
+    ('tuple-0121', (4, 4, 2), (3, 2), (1, 2), (0, 1, 2, 1)),
+]
+for name, image, kernel, stride, padding in PADDING_CASES:
+    LAYER_SPECS += [
+        dict(
+            id=f'Convolution2D-{name}',
+            layer_class=Convolution2DLayerImpl,
+            in_shapes={'default': image},
+            kwargs={
+                'num_filters': 2,
+                'kernel_size': kernel,
+                'stride': stride,
+                'padding': padding,
+            },
+            activation=True,
+        ),
+        dict(
+            id=f'Pooling2D-max-{name}',
+            layer_class=Pooling2DLayerImpl,
+            in_shapes={'default': image},
+            kwargs={
+                'kernel_size': kernel,
+                'type': 'max',
+                'stride': stride,
+                'padding': padding,
+            },
+        ),
+        dict(
+            id=f'Pooling2D-avg-{name}',
+            layer_class=Pooling2DLayerImpl,
+            in_shapes={'default': image},
+            kwargs={
+                'kernel_size': kernel,
+                'type': 'avg',
+                'stride': stride,
+                'padding': padding,
+            },
+        ),
+    ]
+
+LAYER_SPECS += [
     dict(
         id='BatchNorm',
         layer_class=BatchNormLayerImpl,

@@ -18,7 +18,9 @@ from brainstorm.handlers import NumpyHandler
 from brainstorm.layers import Input, Loss, SquaredError
 from brainstorm.layers.clockwork_layer import ClockworkLayerImpl
 from brainstorm.layers.clockwork_lstm_layer import ClockworkLstmLayerImpl
+from brainstorm.layers.gru_layer import GRULayerImpl
 from brainstorm.layers.lstm_layer import LstmLayerImpl
+from brainstorm.layers.recurrent_layer import RecurrentLayerImpl
 from brainstorm.structure.network import Network
 from brainstorm.testing import instantiate_layer, set_up_layer
 
@@ -67,6 +69,63 @@ LAYER_SPECS = [
         configurations=LONG_CONFIGURATIONS,
     ),
 ]
+
+LAYER_SPECS += [
+    dict(
+        id='GRU',
+        layer_class=GRULayerImpl,
+        in_shapes={'default': (3,)},
+        kwargs={'size': 4},
+        activation=True,
+    ),
+    dict(
+        id='GRU-multidim',
+        layer_class=GRULayerImpl,
+        in_shapes={'default': (2, 3)},
+        kwargs={'size': 3},
+        activation=True,
+    ),
+    dict(
+        id='GRU-default-size',
+        layer_class=GRULayerImpl,
+        in_shapes={'default': (3,)},
+        kwargs={},
+        configurations=LONG_CONFIGURATIONS,
+    ),
+]
+
+
+def prefix_mask(time_steps, batch_size, rnd):
+    """A ``(T, B, 1)`` mask of ones up to random lengths in [1, T]; the
+    first sequence is full, the last of length 1."""
+    lengths = rnd.randint(1, time_steps + 1, batch_size)
+    lengths[0], lengths[-1] = time_steps, 1
+    return (np.arange(time_steps)[:, None] < lengths)[:, :, None].astype(float)
+
+
+# reverse=True, without a mask (every sequence full) and with one
+for _name, _class, _kwargs in [
+    ('Recurrent', RecurrentLayerImpl, {'size': 4}),
+    ('Lstm', LstmLayerImpl, {'size': 4}),
+    ('GRU', GRULayerImpl, {'size': 4}),
+]:
+    LAYER_SPECS += [
+        dict(
+            id=f'{_name}-reverse',
+            layer_class=_class,
+            in_shapes={'default': (2, 3)},
+            kwargs={**_kwargs, 'reverse': True},
+            activation=True,
+        ),
+        dict(
+            id=f'{_name}-reverse-mask',
+            layer_class=_class,
+            in_shapes={'default': (3,), 'mask': (1,)},
+            kwargs={**_kwargs, 'reverse': True},
+            activation=True,
+            spec={'mask': prefix_mask},
+        ),
+    ]
 
 TIMING = {'timing': [1, 2, 3, 1]}
 

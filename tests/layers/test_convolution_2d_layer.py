@@ -196,7 +196,7 @@ def test_input_must_have_three_feature_dims(features):
             'padding must be an int >= 0',
         ),
         (
-            {'num_filters': 2, 'kernel_size': (2, 2), 'activation': 'relu'},
+            {'num_filters': 2, 'kernel_size': (2, 2), 'activation': 'swish'},
             'activation must be one of',
         ),
         ({'num_filters': 2, 'kernel_size': (2, 2), 'size': 3}, 'unexpected argument'),

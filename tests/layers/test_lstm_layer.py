@@ -53,7 +53,7 @@ def test_size_defaults_to_the_flattened_input_size():
     [
         ({'size': -3}, 'size must be a positive int. Received: size=-3'),
         ({'size': 2.5}, 'size must be a positive int'),
-        ({'size': 4, 'activation': 'relu'}, 'activation must be one of'),
+        ({'size': 4, 'activation': 'swish'}, 'activation must be one of'),
         ({'size': 4, 'peepholes': False}, 'unexpected argument'),
     ],
 )

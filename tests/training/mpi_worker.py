@@ -237,6 +237,54 @@ def random_run(epochs=2):
     }
 
 
+class CountingReads:
+    """An h5py dataset that counts the samples read from it (its axis 1)."""
+
+    def __init__(self, dataset):
+        self.dataset = dataset
+        self.shape, self.dtype, self.ndim = dataset.shape, dataset.dtype, dataset.ndim
+        self.samples_read = 0
+
+    def __getitem__(self, index):
+        block = self.dataset[index]
+        self.samples_read += block.shape[1]
+        return block
+
+
+def file_run(path: str | None, parallel: bool, epochs: int = 3):
+    """Sample-shuffled batches read from the HDF5 file ``path`` (or, for
+    ``path=None``, from the same arrays in memory); returns the parameters
+    and the number of samples read from the file."""
+    import h5py
+
+    bs.global_rnd.set_seed(13)
+    if path is None:
+        train, read = blob_split()[0], None
+    else:
+        f = h5py.File(path, 'r')
+        read = {name: CountingReads(f[name]) for name in ('default', 'targets')}
+        train = read
+    train_iter = Minibatches(BATCH_SIZE, shuffle='samples', **train)
+    net = blob_net(seed=3)
+    stepper = MomentumStepper(0.3, 0.5)
+    if parallel:
+        train_iter, stepper = Shard(train_iter), DataParallel(stepper)
+    trainer = Trainer(stepper, verbose=False)
+    trainer.add_hook(StopAfterEpoch(epochs))
+    trainer.train(net, train_iter)
+    samples_read = 0 if read is None else read['default'].samples_read
+    return net.get('parameters'), samples_read
+
+
+def write_blob_file(path: str) -> None:
+    """The training data of :func:`blob_split` as an HDF5 file."""
+    import h5py
+
+    with h5py.File(path, 'w') as f:
+        for name, values in blob_split()[0].items():
+            f[name] = values
+
+
 def main(scenario: str, outdir: str) -> None:
     from mpi4py import MPI
 
@@ -266,6 +314,11 @@ def main(scenario: str, outdir: str) -> None:
         logs = trainer.logs
     elif scenario == 'random':
         results = random_run()
+    elif scenario == 'file':
+        parameters, samples_read = file_run(
+            os.path.join(outdir, 'train.h5'), parallel=True
+        )
+        results = {'parameters': parameters, 'samples_read': np.array(samples_read)}
     elif scenario in ('exception', 'nan'):
         failing_run(scenario, rank)
     else:

@@ -18,6 +18,8 @@ PATTERN:
         iterator, so every update draws a pass from its random states.
     ``alias``: the training iterator object is also given as ``valid=``
         and monitored per epoch and every second update.
+    ``samples_file``: as ``monitor_training``, with the training data in
+        an HDF5 file (read batch by batch) and ``shuffle='samples'``.
 """
 
 import glob
@@ -26,6 +28,7 @@ import json
 import os
 import sys
 
+import h5py
 import numpy as np
 
 import brainstorm as bs
@@ -55,10 +58,23 @@ class ParameterDigest(bs.hooks.Hook):
         return hashlib.sha256(net.get('parameters').tobytes()).hexdigest()[:16]
 
 
-def iterators(pattern):
-    train = AddGaussianNoise(
-        Minibatches(8, shuffle=True, **data(24, 1)), {'default': 0.3}
-    )
+def _file_data(outdir):
+    """The datasets of ``data(24, 1)`` in an HDF5 file in ``outdir``."""
+    path = os.path.join(outdir, 'data.h5')
+    if not os.path.exists(path):
+        with h5py.File(path, 'w') as f:
+            for name, values in data(24, 1).items():
+                f[name] = values
+    f = h5py.File(path, 'r')
+    return {name: f[name] for name in ('default', 'targets')}
+
+
+def iterators(pattern, outdir):
+    if pattern == 'samples_file':
+        base = Minibatches(8, shuffle='samples', **_file_data(outdir))
+    else:
+        base = Minibatches(8, shuffle=True, **data(24, 1))
+    train = AddGaussianNoise(base, {'default': 0.3})
     if pattern == 'alias':
         return train, {'valid': train}
     return train, {}
@@ -94,7 +110,7 @@ def run(outdir, pattern):
     trainer.add_hook(PositionCheckpoint(outdir, 'update'))
     trainer.add_hook(PositionCheckpoint(outdir, 'epoch'))
     trainer.add_hook(StopAfterEpoch(EPOCHS))
-    train, named = iterators(pattern)
+    train, named = iterators(pattern, outdir)
     trainer.train(net, train, **named)
     np.save(os.path.join(outdir, 'final.npy'), net.get('parameters'))
     with open(os.path.join(outdir, 'logs.json'), 'w') as f:
@@ -112,7 +128,7 @@ def resume(outdir, pattern):
         if not filename.endswith(f'e{EPOCHS}.ckpt'):
             for name in ('ckpt_update', 'ckpt_epoch'):
                 trainer.hooks[name].directory = scratch
-            train, named = iterators(pattern)
+            train, named = iterators(pattern, outdir)
             trainer.train(net, train, **named)
         resumed_logs = json.loads(json.dumps(bs.get_description(trainer.logs)))
         print(

@@ -48,6 +48,8 @@ from tests.training.mpi_worker import (
     batchnorm_run,
     checkpoint_iterators,
     equivalence_run,
+    file_run,
+    write_blob_file,
 )
 from tests.training.nets import batchnorm_net, roundtrip, xor_data, xor_net
 
@@ -658,6 +660,22 @@ def test_validation_scores_on_two_ranks_equal_one_process(equivalence_results):
     assert_logs_close(logs0['validation'], reference['validation'])
     assert logs0['validation']['Accuracy'] == reference['validation']['Accuracy']
     assert_logs_close(logs0['rolling_training'], reference['rolling_training'])
+
+
+@needs_mpi
+def test_two_ranks_read_their_parts_of_sample_shuffled_batches_from_a_file(tmp_path):
+    """Minibatches over HDF5 datasets with shuffle='samples' under Shard:
+    each rank reads only its part of every global batch from the file,
+    and the ranks train like one process over the arrays in memory."""
+    write_blob_file(str(tmp_path / 'train.h5'))
+    _, ((rank0, _), (rank1, _)) = run_ranks('file', tmp_path)
+    np.testing.assert_array_equal(rank0['parameters'], rank1['parameters'])
+    parameters, _ = file_run(None, parallel=False)
+    np.testing.assert_allclose(rank0['parameters'], parameters, rtol=1e-10, atol=1e-13)
+    initial, _ = file_run(None, parallel=False, epochs=0)
+    assert np.abs(parameters - initial).max() > 0.1
+    # 21 samples in global batches of 6 (3 + 3, 3 + 3, 3 + 3, 1 + 2), 3 epochs
+    assert (int(rank0['samples_read']), int(rank1['samples_read'])) == (30, 33)
 
 
 @needs_mpi

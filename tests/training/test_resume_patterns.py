@@ -1,6 +1,8 @@
 """Resume is exact when monitors draw passes from the training iterator's
 random states: per-update monitors of the training iterator, and one
-iterator object given to ``train`` under two names. Every checkpoint
+iterator object given to ``train`` under two names; and sample shuffling
+(``shuffle='samples'``) over data read batch by batch from an HDF5 file.
+Every checkpoint
 (each update and each epoch end) is continued in a fresh process and
 compared with the uninterrupted run: final parameters, and the logs,
 which hold a digest of the parameters after every update and epoch."""
@@ -32,7 +34,7 @@ def _worker(*args):
     return result.stdout
 
 
-@pytest.mark.parametrize('pattern', ['monitor_training', 'alias'])
+@pytest.mark.parametrize('pattern', ['monitor_training', 'alias', 'samples_file'])
 def test_resume_from_every_position_with_monitors_on_the_training_iterator(
     tmp_path, pattern
 ):

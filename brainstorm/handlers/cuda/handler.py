@@ -17,6 +17,7 @@ from brainstorm.arguments import SEED, Arg, Optional
 from brainstorm.handlers.base_handler import FirstUseRandomState, Handler
 from brainstorm.handlers.cuda import kernels
 from brainstorm.handlers.cuda.cublas import Cublas, row_major_gemm, row_major_ld
+from brainstorm.handlers.cuda.embedding import install_embedding_ops
 from brainstorm.handlers.cuda.recurrent import RecurrentKernels
 from brainstorm.handlers.cuda.views import (
     GPUView,
@@ -27,6 +28,7 @@ from brainstorm.handlers.cuda.views import (
 )
 from brainstorm.handlers.ops import OPS, Op, install_ops
 from brainstorm.randomness import RandomState
+from brainstorm.shapes import padding_sides
 
 __all__ = ['PyCudaHandler', 'INSTALL_HINT']
 
@@ -68,8 +70,8 @@ def _pad4(values: tuple, fill: int) -> tuple:
     return (fill,) * (4 - len(values)) + tuple(values)
 
 
-def _out_size(size: int, kernel: int, padding: int, stride: int) -> int:
-    return (size + 2 * padding - kernel) // stride + 1
+def _out_size(size: int, kernel: int, before: int, after: int, stride: int) -> int:
+    return (size + before + after - kernel) // stride + 1
 
 
 class PyCudaHandler(RecurrentKernels, Handler):
@@ -363,14 +365,17 @@ class PyCudaHandler(RecurrentKernels, Handler):
         n, h, w, c = inputs.shape
         kh, kw = window
         sy, sx = stride
-        oh, ow = _out_size(h, kh, padding, sy), _out_size(w, kw, padding, sx)
+        top, bottom, left, right = padding_sides(padding)
+        oh = _out_size(h, kh, top, bottom, sy)
+        ow = _out_size(w, kw, left, right, sx)
         if tuple(outputs.shape) != (n, oh, ow, channels):
             raise ValueError(
                 f'{what}: inputs {inputs.shape}, window {(kh, kw)}, padding '
                 f'{padding} and stride {(sy, sx)} give outputs '
                 f'{(n, oh, ow, channels)}. Received: {outputs.shape}'
             )
-        return h, w, c, oh, ow, kh, kw, padding, sy, sx
+        # the kernels take the top and left padding: where windows start
+        return h, w, c, oh, ow, kh, kw, top, left, sy, sx
 
     def _batch_chunks(self, n: int, per_image: int):
         step = max(1, COL_ELEMENTS // max(per_image, 1))
@@ -378,7 +383,7 @@ class PyCudaHandler(RecurrentKernels, Handler):
             yield start, min(start + step, n)
 
     def _im2col(self, x: GPUView, geometry: tuple) -> GPUView:
-        h, w, c, oh, ow, kh, kw, padding, sy, sx = geometry
+        h, w, c, oh, ow, kh, kw, top, left, sy, sx = geometry
         rows, k = x.shape[0] * oh * ow, kh * kw * c
         col = self._scratch('col', (rows, k))
         self._launch('conv', 'im2col', rows * k, *geometry, x.ptr, *x.strides, col.ptr)
@@ -580,7 +585,7 @@ class PyCudaHandler(RecurrentKernels, Handler):
         weights,
         bias,
         outputs,
-        padding: int,
+        padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
         *,
         columns=None,
@@ -611,7 +616,7 @@ class PyCudaHandler(RecurrentKernels, Handler):
         self,
         inputs,
         weights,
-        padding: int,
+        padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
         in_deltas,
         out_deltas,
@@ -659,7 +664,7 @@ class PyCudaHandler(RecurrentKernels, Handler):
         inputs,
         window: tuple[int, int],
         outputs,
-        padding: int,
+        padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
         argmax,
     ) -> None:
@@ -691,7 +696,7 @@ class PyCudaHandler(RecurrentKernels, Handler):
         inputs,
         window: tuple[int, int],
         outputs,
-        padding: int,
+        padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
         argmax,
         in_deltas,
@@ -726,7 +731,7 @@ class PyCudaHandler(RecurrentKernels, Handler):
         inputs,
         window: tuple[int, int],
         outputs,
-        padding: int,
+        padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
     ) -> None:
         geometry = self._geometry(
@@ -754,7 +759,7 @@ class PyCudaHandler(RecurrentKernels, Handler):
         inputs,
         window: tuple[int, int],
         outputs,
-        padding: int,
+        padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
         in_deltas,
         out_deltas,
@@ -780,6 +785,12 @@ class PyCudaHandler(RecurrentKernels, Handler):
             *in_deltas.strides,
         )
 
+    def reverse_time_t(self, a, mask, out) -> None:
+        check_shapes('reverse_time_t', a, out)
+        m = a if mask is None else mask  # any valid pointer without a mask
+        args = (*a.shape, a.ptr, *a.strides, m.ptr, *m.strides[:2], int(m is mask))
+        self._launch('sequences', 'reverse_time', a.size, *args, out.ptr, *out.strides)
+
 
 # the elementwise ops, one kernel each, from the kernel table
 install_ops(
@@ -787,3 +798,6 @@ install_ops(
     [OPS[name] for name in kernels.ELEMENTWISE],
     PyCudaHandler._elementwise,
 )
+
+# the embedding ops, written in their own module (see there)
+install_embedding_ops(PyCudaHandler)

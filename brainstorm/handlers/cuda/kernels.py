@@ -117,6 +117,21 @@ ELEMENTWISE = {
     'sigmoid_deriv': 'dx = dy * (y * (1.0f - y));',
     'tanh': 'y = tanhf(x);',
     'tanh_deriv': 'dx = dy * (1.0f - y * y);',
+    # more activations; gelu's derivative reads x (NEEDS_INPUT)
+    'gelu': (
+        'const float t = tanhf(0.7978845608f * x * (1.0f + 0.044715f * x * x));\n'
+        'y = 0.5f * x * (1.0f + t);'
+    ),
+    'gelu_deriv': (
+        'const float t = tanhf(0.7978845608f * x * (1.0f + 0.044715f * x * x));\n'
+        'dx = dy * (0.5f * (1.0f + t) + 0.3989422804f * x\n'
+        '           * (1.0f + 0.134145f * x * x) * (1.0f - t * t));'
+    ),
+    'leaky_rel': 'y = (x > 0.0f) ? x : 0.01f * x;',
+    'leaky_rel_deriv': 'dx = (y > 0.0f) ? dy : 0.01f * dy;',
+    # max(x, 0) + log(1 + exp(-|x|)): no overflow for large |x|
+    'softplus': 'y = fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x)));',
+    'softplus_deriv': 'dx = dy * -expm1f(-y);',
 }
 
 
@@ -209,7 +224,15 @@ def elementwise_source(name: str, op: ElementwiseOp) -> str:
 
 
 #: The modules written as ``.cu`` files in ``cu/`` (besides ``philox.cu``).
-_CU_MODULES = ('reduce', 'rows', 'conv', 'pool', 'recurrent')
+_CU_MODULES = (
+    'reduce',
+    'rows',
+    'conv',
+    'pool',
+    'recurrent',
+    'embedding',
+    'sequences',
+)
 
 
 def _read(name: str) -> str:

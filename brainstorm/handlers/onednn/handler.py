@@ -8,6 +8,7 @@ from brainstorm.handlers import _numpy_conv as _conv
 from brainstorm.handlers.numpy_handler import NumpyHandler
 from brainstorm.handlers.onednn import _dnnl
 from brainstorm.handlers.onednn.plans import ConvPlan, PoolPlan
+from brainstorm.shapes import padding_sides
 
 __all__ = ['OneDnnHandler']
 
@@ -30,8 +31,9 @@ class OneDnnHandler(NumpyHandler):
 
     oneDNN has no float64 convolution or pooling: with ``dtype=float64``
     (which the tests use as the reference) every op is NumpyHandler's. A
-    geometry with windows of padding only (``padding >= kernel`` size)
-    also runs NumpyHandler's ops, which define their output as 0.
+    pooling geometry with windows of padding only (``padding >= kernel``
+    size) also runs NumpyHandler's ops, which define their output as 0, as
+    does any shape oneDNN has no implementation for.
 
     oneDNN comes from PyPI's ``onednn-cpu-gomp`` (installed with
     brainstorm-nn on Linux x86-64); its threads are GNU OpenMP's
@@ -150,14 +152,9 @@ class OneDnnHandler(NumpyHandler):
         """The plan, or None where NumpyHandler's op must run."""
         if not self._runs_onednn(inputs, outputs):
             return None
-        key = (
-            'conv',
-            inputs.shape,
-            weights.shape,
-            outputs.shape,
-            int(padding),
-            tuple(stride),
-        )
+        top, _, left, _ = padding_sides(padding)
+        stride = tuple(int(s) for s in stride)
+        key = ('conv', inputs.shape, weights.shape, outputs.shape, top, left, stride)
         return self._plan(
             key,
             lambda: ConvPlan(
@@ -165,8 +162,8 @@ class OneDnnHandler(NumpyHandler):
                 inputs.shape,
                 weights.shape,
                 outputs.shape,
-                int(padding),
-                tuple(int(s) for s in stride),
+                (top, left),
+                stride,
             ),
         )
 
@@ -176,7 +173,7 @@ class OneDnnHandler(NumpyHandler):
         weights,
         bias,
         outputs,
-        padding: int,
+        padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
         *,
         columns=None,
@@ -204,7 +201,7 @@ class OneDnnHandler(NumpyHandler):
         self,
         inputs,
         weights,
-        padding: int,
+        padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
         in_deltas,
         out_deltas,
@@ -271,9 +268,10 @@ class OneDnnHandler(NumpyHandler):
             return None
         window = tuple(int(k) for k in window)
         stride = tuple(int(s) for s in stride)
-        key = (kind, inputs.shape, outputs.shape, window, int(padding), stride)
+        top, _, left, _ = padding_sides(padding)
+        key = (kind, inputs.shape, outputs.shape, window, top, left, stride)
         if _has_empty_window(
-            window, int(padding), stride, outputs.shape[1:3], inputs.shape[1:3]
+            window, (top, left), stride, outputs.shape[1:3], inputs.shape[1:3]
         ):
             return None
         return self._plan(
@@ -284,7 +282,7 @@ class OneDnnHandler(NumpyHandler):
                 inputs.shape,
                 outputs.shape,
                 window,
-                int(padding),
+                (top, left),
                 stride,
             ),
         )
@@ -294,7 +292,7 @@ class OneDnnHandler(NumpyHandler):
         inputs,
         window: tuple[int, int],
         outputs,
-        padding: int,
+        padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
         argmax,
     ) -> None:
@@ -323,7 +321,7 @@ class OneDnnHandler(NumpyHandler):
         np.copyto(index, ws)
         found = self._buffer('onednn_found', outputs.shape)
         np.take(offsets, index, out=found, mode='clip')
-        base = _conv._pool_base(self, padding, stride, outputs.shape[1:], w)
+        base = _conv._pool_base(self, _top_left(padding), stride, outputs.shape[1:], w)
         np.add(found, base, out=argmax)
 
     def _window_to_image(self, window, width: int, channels: int):
@@ -352,7 +350,7 @@ class OneDnnHandler(NumpyHandler):
         inputs,
         window: tuple[int, int],
         outputs,
-        padding: int,
+        padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
         argmax,
         in_deltas,
@@ -367,7 +365,7 @@ class OneDnnHandler(NumpyHandler):
         # oneDNN's workspace (the cell of each maximum in its window) from
         # argmax: ((argmax - base) / C) is u * W + v
         h, w, c = inputs.shape[1:]
-        base = _conv._pool_base(self, padding, stride, outputs.shape[1:], w)
+        base = _conv._pool_base(self, _top_left(padding), stride, outputs.shape[1:], w)
         cell = self._buffer('onednn_found', argmax.shape)
         np.subtract(argmax, base, out=cell)
         np.divide(cell, c, out=cell)
@@ -395,7 +393,7 @@ class OneDnnHandler(NumpyHandler):
         inputs,
         window: tuple[int, int],
         outputs,
-        padding: int,
+        padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
     ) -> None:
         plan = self._pool_plan('avg', inputs, window, outputs, padding, stride)
@@ -414,7 +412,7 @@ class OneDnnHandler(NumpyHandler):
         inputs,
         window: tuple[int, int],
         outputs,
-        padding: int,
+        padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
         in_deltas,
         out_deltas,
@@ -438,9 +436,19 @@ def _address(array) -> int:
     return array.__array_interface__['data'][0]
 
 
-def _has_empty_window(window, padding, stride, out_hw, in_hw) -> bool:
-    """Does some window hold padding only (no in-bounds cell)?"""
-    for k, s, n_out, n_in in zip(window, stride, out_hw, in_hw):
+def _top_left(padding) -> tuple[int, int]:
+    """The padding cells above and left of the image."""
+    top, _, left, _ = padding_sides(padding)
+    return top, left
+
+
+def _has_empty_window(window, top_left, stride, out_hw, in_hw) -> bool:
+    """Does some window hold padding only (no in-bounds cell)?
+
+    ``top_left`` is the padding above and left of the image; the output
+    size bounds the windows on the other sides.
+    """
+    for k, padding, s, n_out, n_in in zip(window, top_left, stride, out_hw, in_hw):
         # the first and the last window of the axis are the emptiest
         first_end = k - padding  # exclusive end of the first window
         last_start = (n_out - 1) * s - padding

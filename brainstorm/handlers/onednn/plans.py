@@ -73,7 +73,8 @@ class ConvPlan:
         x_shape: ``(N, H, W, C)`` of the inputs.
         w_shape: ``(F, kh, kw, C)`` of the weights.
         y_shape: ``(N, OH, OW, F)`` of the outputs.
-        padding: zero cells on every side.
+        padding: ``(top, left)``, the zero cells above and left of the
+            image (those below and right follow from the output size).
         stride: ``(sy, sx)``.
     """
 
@@ -91,13 +92,13 @@ class ConvPlan:
         self.geometry = (
             d.dims(stride),
             d.dims((0, 0)),
-            d.dims((padding, padding)),
+            d.dims(padding),
             # the right padding that gives the (floored) output size: may be
             # negative, which oneDNN accepts
             d.dims(
                 (
-                    (oh - 1) * stride[0] + kh - h - padding,
-                    (ow - 1) * stride[1] + kw - w - padding,
+                    (oh - 1) * stride[0] + kh - h - padding[0],
+                    (ow - 1) * stride[1] + kw - w - padding[1],
                 )
             ),
         )
@@ -219,7 +220,8 @@ class PoolPlan:
         x_shape: ``(N, H, W, C)`` of the inputs.
         y_shape: ``(N, OH, OW, C)`` of the outputs.
         window: ``(kh, kw)``.
-        padding: padding cells on every side.
+        padding: ``(top, left)``, the padding cells above and left of the
+            image (those below and right follow from the output size).
         stride: ``(sy, sx)``.
     """
 
@@ -235,11 +237,11 @@ class PoolPlan:
             d.dims(stride),
             d.dims(window),
             d.dims((0, 0)),
-            d.dims((padding, padding)),
+            d.dims(padding),
             d.dims(
                 (
-                    (oh - 1) * stride[0] + window[0] - h - padding,
-                    (ow - 1) * stride[1] + window[1] - w - padding,
+                    (oh - 1) * stride[0] + window[0] - h - padding[0],
+                    (ow - 1) * stride[1] + window[1] - w - padding[1],
                 )
             ),
         )

@@ -25,7 +25,7 @@ __device__ int bs_inside(int i, int pad, int k, int s, int len)
    (row * W + col) * C + c; output 0 and argmax -1 for a window of padding
    only. */
 extern "C" __global__ void maxpool_forward(
-    int total, int H, int W, int C, int OH, int OW, int KH, int KW, int pad, int sy, int sx, const float* x, int x0, int x1, int x2, int x3,
+    int total, int H, int W, int C, int OH, int OW, int KH, int KW, int pad_y, int pad_x, int sy, int sx, const float* x, int x0, int x1, int x2, int x3,
     float* y, int y0, int y1, int y2, int y3, float* am, int a0, int a1,
     int a2, int a3)
 {
@@ -41,10 +41,10 @@ extern "C" __global__ void maxpool_forward(
         float arg = -1.0f;
         int found = 0;
         for (int u = 0; u < KH; ++u) {
-            int r = i * sy - pad + u;
+            int r = i * sy - pad_y + u;
             if (r < 0 || r >= H) continue;
             for (int v = 0; v < KW; ++v) {
-                int q = j * sx - pad + v;
+                int q = j * sx - pad_x + v;
                 if (q < 0 || q >= W) continue;
                 float value = x[(long long)n * x0 + (long long)r * x1 +
                                 (long long)q * x2 + (long long)c * x3];
@@ -65,7 +65,7 @@ extern "C" __global__ void maxpool_forward(
 /* One thread per input cell (n, y, x, c): ADD the deltas of all outputs
    whose argmax is this cell (a gather, so no atomics). */
 extern "C" __global__ void maxpool_backward_add(
-    int total, int H, int W, int C, int OH, int OW, int KH, int KW, int pad, int sy, int sx, const float* am, int a0, int a1, int a2, int a3,
+    int total, int H, int W, int C, int OH, int OW, int KH, int KW, int pad_y, int pad_x, int sy, int sx, const float* am, int a0, int a1, int a2, int a3,
     const float* dy, int g0, int g1, int g2, int g3, float* dx, int d0,
     int d1, int d2, int d3)
 {
@@ -79,8 +79,8 @@ extern "C" __global__ void maxpool_backward_add(
         int n = t / H;
         float me = (float)((y * W + xx) * C + c);
         int i_lo, i_hi, j_lo, j_hi;
-        bs_covering(y, pad, KH, sy, OH, &i_lo, &i_hi);
-        bs_covering(xx, pad, KW, sx, OW, &j_lo, &j_hi);
+        bs_covering(y, pad_y, KH, sy, OH, &i_lo, &i_hi);
+        bs_covering(xx, pad_x, KW, sx, OW, &j_lo, &j_hi);
         float acc = 0.0f;
         for (int i = i_lo; i <= i_hi; ++i) {
             for (int j = j_lo; j <= j_hi; ++j) {
@@ -99,7 +99,7 @@ extern "C" __global__ void maxpool_backward_add(
 
 /* One thread per output: the mean over the in-bounds cells (0 if none). */
 extern "C" __global__ void avgpool_forward(
-    int total, int H, int W, int C, int OH, int OW, int KH, int KW, int pad, int sy, int sx, const float* x, int x0, int x1, int x2, int x3,
+    int total, int H, int W, int C, int OH, int OW, int KH, int KW, int pad_y, int pad_x, int sy, int sx, const float* x, int x0, int x1, int x2, int x3,
     float* y, int y0, int y1, int y2, int y3)
 {
     for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < total;
@@ -112,16 +112,16 @@ extern "C" __global__ void avgpool_forward(
         int n = t / OH;
         float acc = 0.0f;
         for (int u = 0; u < KH; ++u) {
-            int r = i * sy - pad + u;
+            int r = i * sy - pad_y + u;
             if (r < 0 || r >= H) continue;
             for (int v = 0; v < KW; ++v) {
-                int q = j * sx - pad + v;
+                int q = j * sx - pad_x + v;
                 if (q < 0 || q >= W) continue;
                 acc += x[(long long)n * x0 + (long long)r * x1 +
                          (long long)q * x2 + (long long)c * x3];
             }
         }
-        int count = bs_inside(i, pad, KH, sy, H) * bs_inside(j, pad, KW, sx, W);
+        int count = bs_inside(i, pad_y, KH, sy, H) * bs_inside(j, pad_x, KW, sx, W);
         y[(long long)n * y0 + (long long)i * y1 + (long long)j * y2 +
           (long long)c * y3] = (count > 0) ? acc / (float)count : 0.0f;
     }
@@ -129,7 +129,7 @@ extern "C" __global__ void avgpool_forward(
 
 /* One thread per input cell: ADD delta / count of every covering window. */
 extern "C" __global__ void avgpool_backward_add(
-    int total, int H, int W, int C, int OH, int OW, int KH, int KW, int pad, int sy, int sx, const float* dy, int g0, int g1, int g2, int g3,
+    int total, int H, int W, int C, int OH, int OW, int KH, int KW, int pad_y, int pad_x, int sy, int sx, const float* dy, int g0, int g1, int g2, int g3,
     float* dx, int d0, int d1, int d2, int d3)
 {
     for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < total;
@@ -141,13 +141,13 @@ extern "C" __global__ void avgpool_backward_add(
         int y = t % H;
         int n = t / H;
         int i_lo, i_hi, j_lo, j_hi;
-        bs_covering(y, pad, KH, sy, OH, &i_lo, &i_hi);
-        bs_covering(xx, pad, KW, sx, OW, &j_lo, &j_hi);
+        bs_covering(y, pad_y, KH, sy, OH, &i_lo, &i_hi);
+        bs_covering(xx, pad_x, KW, sx, OW, &j_lo, &j_hi);
         float acc = 0.0f;
         for (int i = i_lo; i <= i_hi; ++i) {
-            int rows = bs_inside(i, pad, KH, sy, H);
+            int rows = bs_inside(i, pad_y, KH, sy, H);
             for (int j = j_lo; j <= j_hi; ++j) {
-                int count = rows * bs_inside(j, pad, KW, sx, W);
+                int count = rows * bs_inside(j, pad_x, KW, sx, W);
                 acc += dy[(long long)n * g0 + (long long)i * g1 +
                           (long long)j * g2 + (long long)c * g3] /
                        (float)count;

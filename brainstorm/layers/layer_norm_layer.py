@@ -1,0 +1,142 @@
+"""LayerNorm: normalise each position over its features, then scale and shift."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+
+from brainstorm.layers.attributes import FloatIn, Kwarg
+from brainstorm.layers.base_layer import Layer, time_template
+from brainstorm.shapes import flatten_time_and_features
+from brainstorm.structure.buffer_structure import BufferStructure
+from brainstorm.structure.construction import ConstructionWrapper
+
+
+def LayerNorm(epsilon: float = 1e-5, name: str | None = None) -> ConstructionWrapper:
+    """Layer normalisation over all feature axes, with learned scale and shift.
+
+    Each time step of each sequence is normalised on its own, over its
+    ``F`` features (all feature axes together), with the mean and the
+    biased variance of those features::
+
+        mean  = sum_f x[f] / F
+        std   = sqrt(sum_f (x[f] - mean)**2 / F + epsilon)
+        x_hat = (x - mean) / std
+        y     = gamma * x_hat + beta
+
+    ``gamma`` and ``beta`` have the input's feature shape (as the
+    ``weight`` and ``bias`` of ``torch.nn.LayerNorm(feature_shape)``). The
+    statistics never mix positions, so the layer behaves the same in
+    training and inference, for every batch size and under masks. Initialise
+    ``gamma`` with 1 and ``beta`` with 0 for the usual start, e.g.
+    ``net.initialize({'default': Gaussian(0.1), 'Norm': {'gamma': 1, 'beta': 0}})``.
+
+    Args:
+        epsilon: added to the variance, a float > 0.
+        name: the layer name.
+
+    Shapes:
+        default input ``('T', 'B', ...)`` -> default output of the same
+        shape; parameters ``gamma`` and ``beta`` of the feature shape.
+    """
+    return ConstructionWrapper.create(LayerNormLayerImpl, name=name, epsilon=epsilon)
+
+
+class LayerNormLayerImpl(Layer):
+    """Implementation of :func:`LayerNorm`."""
+
+    expected_inputs = {'default': time_template()}
+    declared_kwargs = {
+        'epsilon': Kwarg(
+            FloatIn(0, np.inf, include_low=False, include_high=False),
+            description='added to the variance',
+        ),
+    }
+    overwrites_gradients = True
+
+    def setup(self, kwargs, in_shapes):
+        """Output of the input's shape; ``gamma`` and ``beta`` of its features.
+
+        The internals keep ``x_hat`` and each position's ``std`` for the
+        backward pass, plus backward-only scratch.
+        """
+        self.epsilon = kwargs['epsilon']
+        in_shape = in_shapes['default']
+        self.features = in_shape.feature_size
+        feature = BufferStructure(*in_shape.feature_shape)
+        outputs = OrderedDict(default=BufferStructure(*in_shape.shape))
+        parameters = OrderedDict(gamma=feature, beta=feature)
+        internals = OrderedDict(
+            x_hat=BufferStructure(*in_shape.shape),
+            std=BufferStructure('T', 'B', 1),
+            scratch=BufferStructure(*in_shape.shape, is_backward_only=True),
+            g_mean=BufferStructure('T', 'B', 1, is_backward_only=True),
+            gx_mean=BufferStructure('T', 'B', 1, is_backward_only=True),
+        )
+        return outputs, parameters, internals
+
+    def _row(self, vector):
+        return vector.reshape((1, self.features))
+
+    def _row_mean(self, rows, out) -> None:
+        """``out[n, 0] = mean of rows[n]``."""
+        _h = self.handler
+        _h.sum_t(rows, 1, out)
+        _h.mult_st(1.0 / self.features, out, out)
+
+    def forward_pass(self, buffers, training_pass=True):
+        """``y = gamma * (x - mean) / std + beta`` per position."""
+        _h = self.handler
+        gamma, beta = buffers.parameters
+        x = flatten_time_and_features(buffers.inputs.default)
+        y = flatten_time_and_features(buffers.outputs.default)
+        x_hat = flatten_time_and_features(buffers.internals.x_hat)
+        std = flatten_time_and_features(buffers.internals.std)
+
+        # the mean, kept in std until the variance replaces it
+        self._row_mean(x, std)
+        _h.subtract_mv(x, std, x_hat)
+        _h.mult_tt(x_hat, x_hat, y)
+        self._row_mean(y, std)
+        _h.add_st(self.epsilon, std, std)
+        _h.sqrt_t(std, std)
+        _h.divide_mv(x_hat, std, x_hat)
+        _h.mult_mv(x_hat, self._row(gamma), y)
+        _h.add_mv(y, self._row(beta), y)
+
+    def backward_pass(self, buffers):
+        """Add the input deltas; write the ``gamma`` and ``beta`` gradients.
+
+        With ``g = gamma * dy``: ``dx += (g - mean(g) - x_hat * mean(g *
+        x_hat)) / std``, the means over each position's features;
+        ``dgamma = sum(dy * x_hat)`` and ``dbeta = sum(dy)`` over positions.
+        """
+        _h = self.handler
+        gamma = buffers.parameters.gamma
+        dgamma, dbeta = buffers.gradients.gamma, buffers.gradients.beta
+        x_hat = flatten_time_and_features(buffers.internals.x_hat)
+        std = flatten_time_and_features(buffers.internals.std)
+        scratch = flatten_time_and_features(buffers.internals.scratch)
+        g_mean = flatten_time_and_features(buffers.internals.g_mean)
+        gx_mean = flatten_time_and_features(buffers.internals.gx_mean)
+        dx = flatten_time_and_features(buffers.input_deltas.default)
+        dy = flatten_time_and_features(buffers.output_deltas.default)
+
+        _h.sum_t(dy, 0, self._row(dbeta))
+        _h.mult_tt(dy, x_hat, scratch)
+        _h.sum_t(scratch, 0, self._row(dgamma))
+        if 'default' in self.skip_input_deltas:
+            return
+        # g = gamma * dy, and the two means over the features
+        _h.mult_mv(dy, self._row(gamma), scratch)
+        self._row_mean(scratch, g_mean)
+        _h.mult_tt(scratch, x_hat, scratch)
+        self._row_mean(scratch, gx_mean)
+        # dx += (g - g_mean - x_hat * gx_mean) / std
+        _h.mult_mv(x_hat, gx_mean, scratch)
+        _h.mult_st(-1.0, scratch, scratch)
+        _h.mult_add_mv(dy, self._row(gamma), scratch)
+        _h.subtract_mv(scratch, g_mean, scratch)
+        _h.divide_mv(scratch, std, scratch)
+        _h.add_tt(dx, scratch, dx)
