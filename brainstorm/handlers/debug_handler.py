@@ -93,6 +93,10 @@ class DebugHandler(Handler):
     def rnd(self, value):
         self.handler.rnd = value
 
+    def __repr__(self) -> str:
+        """``DebugHandler(NumpyHandler(dtype=np.float64))``."""
+        return f'DebugHandler({self.handler!r})'
+
     def __describe__(self) -> dict:
         """``{'@type': 'DebugHandler', 'handler': <inner description>}``."""
         return {'@type': 'DebugHandler', 'handler': get_description(self.handler)}

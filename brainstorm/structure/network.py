@@ -688,8 +688,8 @@ class Network(Seedable):
                 # e.g. a network saved from a GPU, loaded without CUDA
                 warnings.warn(
                     f'The network was saved with a {handler.get("@type")} '
-                    f'that cannot be created here ({err}); using the default '
-                    'NumpyHandler instead.',
+                    f'that cannot be created here ({err}); using {net.handler!r} '
+                    'instead.',
                     RuntimeWarning,
                     stacklevel=2,
                 )
