@@ -1,4 +1,4 @@
-"""Time the NumpyHandler's hot ops at the shapes of the benchmark workloads.
+"""Time the CPU handlers' hot ops at the shapes of the benchmark workloads.
 
 The operands are laid out like a network lays them out: time-sized arrays
 are feature slices of a wider buffer (rows not contiguous), parameters are
@@ -9,6 +9,11 @@ regression in one op shows up here before it hides in a whole step.
 Usage::
 
     python benchmarks/bench_ops.py [--repeats 50] [--filter conv]
+        [--handler numpy|onednn|both]
+
+``--handler`` picks the float32 handler(s): NumpyHandler, OneDnnHandler
+(oneDNN's convolution and pooling; its other ops are NumpyHandler's) or
+both, one after the other (the default where oneDNN loads).
 
 Besides the single ops, ``lstm step`` times one time step of the Lstm layer
 (forward and backward, from its median per-layer times divided by T). The
@@ -25,8 +30,8 @@ import time
 
 import numpy as np
 
-from brainstorm.handlers._numpy_conv import MIN_CELLS_TO_KEEP_COLUMNS
 from brainstorm.handlers.numpy_handler import NumpyHandler
+from brainstorm.handlers.onednn import OneDnnHandler, onednn_available
 
 RND = np.random.RandomState(0)
 
@@ -173,7 +178,7 @@ def conv_pool_cases(h):
                     ),
                 )
             )
-        if height * width < MIN_CELLS_TO_KEEP_COLUMNS:
+        if not h.keeps_conv_columns(height * width):
             continue
         # the receptive fields kept in a layer internal ('columns'), as
         # Convolution2D does for big images (conv1; it skips the deltas of
@@ -241,6 +246,24 @@ def conv_pool_cases(h):
                 ),
             )
         )
+        cases.append(
+            (
+                f'avgpool2d_forward_batch {name}',
+                shape,
+                0,
+                lambda x=x, y=y: h.avgpool2d_forward_batch(x, (3, 3), y, 0, (2, 2)),
+            )
+        )
+        cases.append(
+            (
+                f'avgpool2d_backward_batch {name}',
+                shape,
+                0,
+                lambda x=x, y=y, dx=dx, dy=dy: h.avgpool2d_backward_batch(
+                    x, (3, 3), y, 0, (2, 2), dx, dy
+                ),
+            )
+        )
     return cases
 
 
@@ -287,24 +310,47 @@ def main(argv=None) -> int:
     parser.add_argument(
         '--filter', default='', help='only ops whose name contains this text'
     )
+    parser.add_argument(
+        '--handler',
+        choices=('numpy', 'onednn', 'both'),
+        default='both',
+        help='the float32 handler(s) to time (default both; numpy alone '
+        'where oneDNN cannot load)',
+    )
     args = parser.parse_args(argv)
-    h = NumpyHandler(np.float32)
+    available, why = onednn_available()
+    if args.handler == 'onednn' and not available:
+        parser.error(f'oneDNN is unavailable: {why}')
+    makers = {'numpy': NumpyHandler, 'onednn': OneDnnHandler}
+    names = ['numpy', 'onednn'] if args.handler == 'both' else [args.handler]
+    if not available:
+        print(f'oneDNN is unavailable ({why}): NumpyHandler only')
+        names = ['numpy']
     rows = []
-    for name, shape, flops, func in (
-        gemm_cases(h) + conv_pool_cases(h) + elementwise_cases(h)
-    ):
-        if args.filter in name:
-            rows.append((name, shape, flops) + time_op(func, args.repeats))
+    for handler_name in names:
+        h = makers[handler_name](np.float32)
+        print(f'{handler_name}: {h}')
+        for name, shape, flops, func in (
+            gemm_cases(h) + conv_pool_cases(h) + elementwise_cases(h)
+        ):
+            if args.filter in name:
+                rows.append(
+                    (handler_name, name, shape, flops) + time_op(func, args.repeats)
+                )
     if args.filter in 'lstm step forward backward':
         rows += [
-            (name, shape, 0, seconds, seconds)
+            ('default', name, shape, 0, seconds, seconds)
             for name, shape, seconds in lstm_step_cases(args.repeats)
         ]
-    print(f'{"op":<38} {"shape":<26} {"median ms":>9} {"min ms":>8} {"GFLOP/s":>7}')
-    for name, shape, flops, median, fastest in rows:
+    print(
+        f'{"handler":<8} {"op":<38} {"shape":<26} {"median ms":>9} {"min ms":>8} '
+        f'{"GFLOP/s":>7}'
+    )
+    for handler_name, name, shape, flops, median, fastest in rows:
         rate = f'{flops / median / 1e9:7.1f}' if flops else ''
         print(
-            f'{name:<38} {shape:<26} {median * 1e3:9.3f} {fastest * 1e3:8.3f} {rate:>7}'
+            f'{handler_name:<8} {name:<38} {shape:<26} {median * 1e3:9.3f} '
+            f'{fastest * 1e3:8.3f} {rate:>7}'
         )
     return 0
 

@@ -1,5 +1,6 @@
 """Time one training step of brainstorm, optionally next to PyTorch, on the
-CPU (NumpyHandler) or on an NVIDIA GPU (PyCudaHandler, ``--device gpu``).
+CPU (the default handler, or the one ``--handler`` names) or on an NVIDIA
+GPU (PyCudaHandler, ``--device gpu``).
 
 A step is what ``MomentumStepper.run()`` does after
 ``net.provide_external_data``: forward pass, backward pass and momentum
@@ -24,6 +25,12 @@ Usage::
 
     python benchmarks/bench_step.py [--compare-torch] [--repeats 20]
         [--rounds 1] [--workloads mlp lstm cnn] [--layers] [--device gpu]
+        [--handler default|numpy|onednn]
+
+``--handler`` picks brainstorm's CPU handler: ``default`` (brainstorm's
+default handler: OneDnnHandler where oneDNN loads, else NumpyHandler),
+``numpy`` (NumpyHandler) or ``onednn`` (OneDnnHandler); always float32.
+The handler used is printed with oneDNN's version and thread count.
 
 ``--layers`` adds brainstorm's median forward and backward time per layer
 (and the stepper update) for each workload.
@@ -67,17 +74,25 @@ BLAS_VARIABLES = (
 # ------------------------------------------------------------ brainstorm ---
 
 
-def make_handler(device: str):
-    """The handler of a run: float32 NumPy on the CPU, PyCUDA on the GPU."""
+HANDLERS = ('default', 'numpy', 'onednn')
+
+
+def make_handler(device: str, handler: str = 'default'):
+    """The handler of a run: PyCUDA on the GPU; on the CPU the float32
+    ``handler`` (one of :data:`HANDLERS`)."""
     if device == 'gpu':
         from brainstorm.handlers.pycuda_handler import PyCudaHandler
 
         return PyCudaHandler()
     import numpy as np
 
-    from brainstorm.handlers.numpy_handler import NumpyHandler
+    import brainstorm.handlers as handlers
 
-    return NumpyHandler(np.float32)
+    if handler == 'numpy':
+        return handlers.NumpyHandler(np.float32)
+    if handler == 'onednn':
+        return handlers.OneDnnHandler(np.float32)
+    return handlers.default_handler
 
 
 def synchronizer(device: str):
@@ -89,7 +104,7 @@ def synchronizer(device: str):
     return lambda: None
 
 
-def build_brainstorm(workload: str, device: str = 'cpu'):
+def build_brainstorm(workload: str, device: str = 'cpu', handler: str = 'default'):
     """The brainstorm network, its data and a started MomentumStepper.
 
     Returns:
@@ -140,7 +155,7 @@ def build_brainstorm(workload: str, device: str = 'cpu'):
             'default': rnd.rand(1, 100, 32, 32, 3).astype(np.float32),
             'targets': rnd.randint(0, 10, (1, 100, 1)).astype(np.float32),
         }
-    net.set_handler(make_handler(device))
+    net.set_handler(make_handler(device, handler))
     net.initialize(Gaussian(0.01))
     stepper = MomentumStepper(learning_rate=0.01, momentum=0.9)
     stepper.start(net)
@@ -148,10 +163,14 @@ def build_brainstorm(workload: str, device: str = 'cpu'):
 
 
 def time_brainstorm(
-    workload: str, repeats: int, per_layer: bool, device: str = 'cpu'
+    workload: str,
+    repeats: int,
+    per_layer: bool,
+    device: str = 'cpu',
+    handler: str = 'default',
 ) -> dict:
     """Median step time of brainstorm (and per-layer times if asked)."""
-    net, data, stepper = build_brainstorm(workload, device)
+    net, data, stepper = build_brainstorm(workload, device, handler)
     sync = synchronizer(device)
     net.provide_external_data(data)
     for _ in range(WARMUP_STEPS):
@@ -164,7 +183,7 @@ def time_brainstorm(
         stepper.run()
         sync()
         times.append(time.perf_counter() - start)
-    result = {'times': times, 'handler': type(net.handler).__name__}
+    result = {'times': times, 'handler': str(net.handler)}
     if per_layer:
         result['layers'] = time_layers(net, stepper, repeats, sync)
     return result
@@ -308,11 +327,16 @@ def blas_kernel() -> str:
 
 
 def run_worker(
-    framework: str, workload: str, repeats: int, per_layer: bool, device: str
+    framework: str,
+    workload: str,
+    repeats: int,
+    per_layer: bool,
+    device: str,
+    handler: str = 'default',
 ) -> None:
     """Measure one pair in this process and print the result as JSON."""
     if framework == 'brainstorm':
-        result = time_brainstorm(workload, repeats, per_layer, device)
+        result = time_brainstorm(workload, repeats, per_layer, device, handler)
     else:
         result = time_torch(workload, repeats, device, framework != 'torch-nocudnn')
     # ru_maxrss is in KiB on Linux (bytes on macOS)
@@ -334,7 +358,12 @@ def cpu_pressure() -> float | None:
 
 
 def measure(
-    framework: str, workload: str, repeats: int, per_layer: bool, device: str = 'cpu'
+    framework: str,
+    workload: str,
+    repeats: int,
+    per_layer: bool,
+    device: str = 'cpu',
+    handler: str = 'default',
 ) -> dict:
     """Run one worker subprocess and return its JSON result (with the CPU
     pressure seen when it ended: other programs competing for the cores)."""
@@ -348,6 +377,8 @@ def measure(
         str(repeats),
         '--device',
         device,
+        '--handler',
+        handler,
     ]
     if per_layer:
         command.append('--layers')
@@ -454,8 +485,15 @@ def parse_arguments(argv):
         '--device',
         choices=('cpu', 'gpu'),
         default='cpu',
-        help='cpu (NumpyHandler, PyTorch CPU) or gpu (PyCudaHandler, PyTorch '
-        'CUDA with and without cuDNN); default cpu',
+        help='cpu (brainstorm on --handler, PyTorch CPU) or gpu (PyCudaHandler, '
+        'PyTorch CUDA with and without cuDNN); default cpu',
+    )
+    parser.add_argument(
+        '--handler',
+        choices=HANDLERS,
+        default='default',
+        help="brainstorm's float32 CPU handler: default (OneDnnHandler where "
+        'oneDNN loads, else NumpyHandler), numpy or onednn; default default',
     )
     parser.add_argument(
         '--worker', nargs=2, metavar=('FRAMEWORK', 'WORKLOAD'), help=argparse.SUPPRESS
@@ -524,7 +562,12 @@ def main(argv=None) -> int:
     parser, args = parse_arguments(argv)
     if args.worker:
         run_worker(
-            args.worker[0], args.worker[1], args.repeats, args.layers, args.device
+            args.worker[0],
+            args.worker[1],
+            args.repeats,
+            args.layers,
+            args.device,
+            args.handler,
         )
         return 0
 
@@ -553,6 +596,7 @@ def main(argv=None) -> int:
                         args.repeats,
                         args.layers and framework == 'brainstorm',
                         args.device,
+                        args.handler,
                     )
                 )
     handlers = {

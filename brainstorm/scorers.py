@@ -24,6 +24,7 @@ from brainstorm.errors import (
 )
 from brainstorm.parallel import processes_of
 from brainstorm.shapes import flatten_all_but_last
+from brainstorm.structure.prediction import check_output_name
 
 __all__ = [
     'Scorer',
@@ -254,7 +255,12 @@ def gather_losses_and_scores(
                 f'{scorer.__name__}: no output to score. Set out_name on the '
                 'scorer, pass out_name, or set net.output_name'
             )
-        predicted = flatten_all_but_last(net.get(path))
+        try:
+            predicted = flatten_all_but_last(net.get(path))
+        except KeyError:
+            # the message lists the network's outputs
+            check_output_name(net, path, f'{scorer.__name__} (out_name)')
+            raise
         true_labels = flatten_all_but_last(
             net.get_input(scorer.targets_name or targets_name)
         )

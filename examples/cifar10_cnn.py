@@ -91,7 +91,7 @@ def main(argv=None) -> dict:
     network = build_network(x_tr.shape[2:])
     if args.gpu:  # needs the pycuda extra; parameters move to the GPU
         network.set_handler(bs.handlers.PyCudaHandler())
-    print(f'Handler: {type(network.handler).__name__}')
+    print(f'Handler: {network.handler}')
 
     # ---- the trainer: a stepper and hooks
     learning_rate = settings['learning_rate']

@@ -101,7 +101,7 @@ def main(argv=None) -> dict:
     network.initialize(bs.initializers.Gaussian(0.05))
     if args.gpu:  # needs the pycuda extra; parameters move to the GPU
         network.set_handler(bs.handlers.PyCudaHandler())
-    print(f'Handler: {type(network.handler).__name__}')
+    print(f'Handler: {network.handler}')
 
     trainer = bs.Trainer(bs.training.MomentumStepper(args.learning_rate, momentum=0.9))
     trainer.add_hook(bs.hooks.ProgressBar())

@@ -90,7 +90,7 @@ def main(argv=None) -> dict:
     network.initialize(bs.initializers.Gaussian(0.01))
     if args.gpu:  # needs the pycuda extra; parameters move to the GPU
         network.set_handler(bs.handlers.PyCudaHandler())
-    print(f'Handler: {type(network.handler).__name__}')
+    print(f'Handler: {network.handler}')
 
     lr, clip = settings['learning_rate'], settings['clip_norm']
     stepper = bs.training.MomentumStepper(lr, momentum=0.9, clip_norm=clip)

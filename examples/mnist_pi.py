@@ -89,7 +89,7 @@ def main(argv=None) -> dict:
     network.initialize(bs.initializers.Gaussian(0.01))
     if args.gpu:  # needs the pycuda extra; parameters move to the GPU
         network.set_handler(bs.handlers.PyCudaHandler())
-    print(f'Handler: {type(network.handler).__name__}')
+    print(f'Handler: {network.handler}')
     network.set_weight_modifiers({'FC': bs.value_modifiers.ConstrainL2Norm(1)})
 
     learning_rate = settings['learning_rate']

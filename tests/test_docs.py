@@ -86,6 +86,8 @@ def test_docs_build_without_warnings(tmp_path):
         'saving',
         'gpu',
         'troubleshooting',
+        'inference',
+        'coming_from_keras_pytorch',
     ]:
         assert (html / f'{page}.html').exists(), page
     layers = (html / 'layers.html').read_text()
@@ -152,6 +154,8 @@ def test_pages_have_their_snippets():
         'saving.rst',
         'gpu.rst',
         'troubleshooting.rst',
+        'inference.rst',
+        'coming_from_keras_pytorch.rst',
         'README.rst',
     ]:
         assert counts[name] >= 1, (name, counts)

@@ -1,6 +1,7 @@
-"""Training steps on the NumpyHandler allocate nothing after warm-up.
+"""Training steps on the NumpyHandler and the OneDnnHandler allocate
+nothing after warm-up.
 
-Three checks per network, all after two warm-up steps:
+Four checks per network and handler, all after two warm-up steps:
 
 * the handler's allocating ops (``allocate``, ``zeros``, ``ones``,
   ``create_from_numpy``) are not called by ``provide_external_data``,
@@ -12,7 +13,9 @@ Three checks per network, all after two warm-up steps:
   ``x <= 0`` or ``a * b`` of one of the big operands (0.5 to 2.5 MB here)
   would show up. What a step may allocate are NumPy's ufunc iterator
   buffers (``np.getbufsize()`` elements per operand, freed after each call,
-  independent of the array sizes) and small Python objects.
+  independent of the array sizes) and small Python objects;
+* the handler's scratch buffers and oneDNN primitives (made once per
+  shape, with the scratch buffers as their scratchpads) stay the same.
 """
 
 import tracemalloc
@@ -37,6 +40,7 @@ from brainstorm.structure.buffer_views import BufferView
 from brainstorm.structure.network import Network
 from brainstorm.tools import get_in_out_layers
 from brainstorm.training.steppers import MomentumStepper
+from tests.onednn_support import onednn_handler
 from tests.training.nets import CountingHandler
 
 ALLOCATING_OPS = ('allocate', 'zeros', 'ones', 'create_from_numpy')
@@ -138,14 +142,36 @@ def pointer(array) -> int:
     return array.__array_interface__['data'][0]
 
 
+def counting_onednn_handler(dtype, seed):
+    """A OneDnnHandler counting its allocating ops (skips without oneDNN)."""
+    onednn_handler()
+    from brainstorm.handlers.onednn import OneDnnHandler
+
+    class CountingOneDnnHandler(CountingHandler, OneDnnHandler):
+        pass
+
+    return CountingOneDnnHandler(dtype, seed=seed)
+
+
+HANDLERS = {'numpy': CountingHandler, 'onednn': counting_onednn_handler}
+NETS = {
+    'mlp': mlp,
+    'recurrent': recurrent,
+    'cnn': cnn,
+    'reverse-rnn': reverse_rnn,
+    'same-padding-cnn': same_padding_cnn,
+}
+
+
 @pytest.fixture(
-    params=[mlp, recurrent, cnn, reverse_rnn, same_padding_cnn],
-    ids=['mlp', 'recurrent', 'cnn', 'reverse-rnn', 'same-padding-cnn'],
+    params=[(n, h) for h in HANDLERS for n in NETS.values()],
+    ids=[f'{n}-{h}' for h in HANDLERS for n in NETS],
 )
 def trained(request):
     """A network with a started MomentumStepper after two warm-up steps."""
-    net, shapes = request.param()
-    handler = CountingHandler(np.float32, seed=1)
+    make_net, kind = request.param
+    net, shapes = make_net()
+    handler = HANDLERS[kind](np.float32, seed=1)
     net.set_handler(handler)
     net.initialize(Gaussian(0.1), seed=1)
     stepper = MomentumStepper(learning_rate=0.01, momentum=0.9)
@@ -198,3 +224,25 @@ def test_a_step_makes_no_large_temporaries(trained):
         f'a training step allocated up to {peak} bytes at once; the limit '
         f'is {PEAK_LIMIT} bytes'
     )
+
+
+def scratch_memory(handler):
+    """``{(name, dtype): data pointer}`` of the handler's scratch buffers."""
+    return {key: pointer(a) for key, a in handler._scratch.items()}
+
+
+def test_primitives_and_scratch_memory_are_made_once(trained):
+    """oneDNN's primitives (and their user scratchpads, which are handler
+    scratch buffers) exist after the warm-up; a step makes no new ones and
+    grows no scratch buffer. (tracemalloc does not see oneDNN's own C
+    allocations: with user scratchpads it makes none while it runs.)"""
+    net, stepper, data = trained
+    handler = net.handler
+    plans = dict(getattr(handler, '_plans', {}))
+    scratch = scratch_memory(handler)
+    net.provide_external_data(data)
+    stepper.run()
+    assert getattr(handler, '_plans', {}) == plans
+    assert scratch_memory(handler) == scratch
+    if 'Convolution2D_1' in net.layers and hasattr(handler, '_plans'):
+        assert plans, 'the convolution and pooling did not run on oneDNN'

@@ -357,3 +357,74 @@ def test_extract_returns_only_the_data_time_steps_of_context_layers(layer, tmp_p
         alone = net.get(name)[:steps, 0]
         np.testing.assert_allclose(result[:steps, b], alone, rtol=1e-12)
         assert not result[steps:, b].any()
+
+
+# ---------------------------------------- results in data order (issue 26) ---
+
+
+def _identity_net():
+    """Input(1) -> Output: predictions are the inputs (x * 1 + 0)."""
+    inp, out = bs.tools.get_in_out_layers('regression', 1, 1)
+    net = bs.Network.from_layer(inp >> out)
+    net.initialize({'default': 1.0, 'Output_projection': {'bias': 0.0}})
+    return net
+
+
+def _ordered_data(n=10, T=1):
+    x = np.arange(float(n)).reshape(1, n, 1).repeat(T, axis=0)
+    return {'default': x, 'targets': x}
+
+
+def _shuffling_chains(data):
+    minibatches = Minibatches(3, **data)  # shuffle=True, the 0.5 default
+    return {
+        'Minibatches': minibatches,
+        'noise': bs.data_iterators.AddGaussianNoise(
+            Minibatches(3, **data), {'targets': 1.0}
+        ),
+        'Shard': bs.data_iterators.Shard(Minibatches(4, **data), rank=0, size=1),
+        'samples': Minibatches(3, shuffle='samples', **data),
+    }
+
+
+@pytest.mark.parametrize('chain', ['Minibatches', 'noise', 'Shard', 'samples'])
+def test_extract_returns_the_data_order_of_shuffling_iterators(chain):
+    data = _ordered_data()
+    iterator = _shuffling_chains(data)[chain]
+    shuffling = iterator
+    while not isinstance(shuffling, Minibatches):
+        shuffling = shuffling.iter
+    state = shuffling.rnd.get_state()[1].copy()
+    for _ in range(3):  # each pass would draw another batch order
+        got = extract(_identity_net(), iterator, 'Output.outputs.predictions')
+        np.testing.assert_array_equal(
+            got['Output.outputs.predictions'].ravel(), np.arange(10.0)
+        )
+    # the iterator itself still shuffles, and extract drew no batch order
+    np.testing.assert_array_equal(shuffling.rnd.get_state()[1], state)
+    assert shuffling.shuffle == ('samples' if chain == 'samples' else True)
+
+
+def test_extract_and_save_writes_the_data_order(tmp_path):
+    data = _ordered_data(T=2)
+    path = tmp_path / 'out.h5'
+    extract_and_save(
+        _identity_net(), Minibatches(3, **data), 'Output.outputs.predictions', path
+    )
+    with h5py.File(path, 'r') as f:
+        stored = f['Output.outputs.predictions'][()]
+    assert stored.shape == (2, 10, 1)
+    np.testing.assert_array_equal(stored[1].ravel(), np.arange(10.0))
+
+
+def test_evaluate_does_not_depend_on_the_batch_order():
+    data = _ordered_data()
+    net = _identity_net()
+    net.set_handler(bs.handlers.NumpyHandler(np.float64))
+    net.buffer.Output_projection.parameters.W[:] = 0.5  # a non-zero loss
+    figures = [
+        evaluate(net, Minibatches(3, shuffle=shuffle, **data))['total_loss']
+        for shuffle in (False, True, True)
+    ]
+    assert figures[0] > 0
+    np.testing.assert_allclose(figures[1:], figures[0], rtol=1e-14)

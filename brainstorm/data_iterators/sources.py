@@ -310,7 +310,7 @@ class FromGenerator(DataIterator):
         >>> it = bs.data_iterators.FromGenerator(batches, length=3)
         >>> it.data_shapes
         {'default': (1, 2, 3), 'targets': (1, 2, 1)}
-        >>> [batch['default'][0, 0, 0] for batch in it()]
+        >>> [float(batch['default'][0, 0, 0]) for batch in it()]
         [0.0, 2.0, 4.0]
     """
 

@@ -14,6 +14,8 @@ import math
 
 import numpy as np
 
+from brainstorm.handlers.base_handler import ACTIVATIONS
+
 __all__ = [
     'DebugArray',
     'DebugHandlerError',
@@ -264,3 +266,36 @@ def assert_is_scalar(value) -> None:
             f'expected a scalar (int or float). '
             f'Received: {type(value).__name__} {value!r}'
         )
+
+
+# ------------------------------------------ operand kinds of the op table
+
+
+def _is_pair(value) -> bool:
+    return (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and all(_is_int(x) and x > 0 for x in value)
+    )
+
+
+def _is_padding(value) -> bool:
+    sides = value if isinstance(value, tuple) and len(value) == 4 else (value,)
+    return all(_is_int(x) and x >= 0 for x in sides)
+
+
+def _is_shape(shape) -> bool:
+    dims = shape if isinstance(shape, (tuple, list)) else (shape,)
+    return all(_is_int(d) and d >= 0 for d in dims)
+
+
+# kind -> (test, what is expected), for the kinds that are no arrays
+KIND_CHECKS = {
+    'scalar': (_is_scalar, 'a Python int or float'),
+    'flag': (lambda value: isinstance(value, bool), 'a bool'),
+    'pair': (_is_pair, 'a tuple of two positive ints'),
+    'padding': (_is_padding, 'an int >= 0 or a tuple (top, bottom, left, right)'),
+    'shape': (_is_shape, 'a tuple of ints >= 0'),
+    'numpy': (lambda value: isinstance(value, np.ndarray), 'a numpy array'),
+    'activation': (lambda value: value in ACTIVATIONS, f'one of {ACTIVATIONS}'),
+}

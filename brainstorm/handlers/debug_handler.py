@@ -20,8 +20,9 @@ import numpy as np
 from brainstorm.arguments import Arg, Instance
 from brainstorm.describable import get_description
 from brainstorm.handlers import debug_attention as _attention_checks
-from brainstorm.handlers.base_handler import ACTIVATIONS, Handler
+from brainstorm.handlers.base_handler import Handler
 from brainstorm.handlers.debug_array import (
+    KIND_CHECKS,
     DebugArray,
     DebugHandlerError,
     _is_int,
@@ -93,6 +94,10 @@ class DebugHandler(Handler):
     def rnd(self, value):
         self.handler.rnd = value
 
+    def __repr__(self) -> str:
+        """``DebugHandler(NumpyHandler(dtype=np.float64))``."""
+        return f'DebugHandler({self.handler!r})'
+
     def __describe__(self) -> dict:
         """``{'@type': 'DebugHandler', 'handler': <inner description>}``."""
         return {'@type': 'DebugHandler', 'handler': get_description(self.handler)}
@@ -152,8 +157,8 @@ class DebugHandler(Handler):
                     f"argument '{name}' must be a DebugArray (created by this "
                     f'handler). Received: {type(value).__name__}',
                 )
-        elif kind in _KIND_CHECKS:
-            valid, expected = _KIND_CHECKS[kind]
+        elif kind in KIND_CHECKS:
+            valid, expected = KIND_CHECKS[kind]
             if not valid(value):
                 received = f'{type(value).__name__} {value!r}'
                 if kind in ('pair', 'padding'):
@@ -410,13 +415,7 @@ class DebugHandler(Handler):
         for name, value in args.items():
             if name in ('pi', 'pf', 'po'):
                 self._expect_shape(op, name, value, [(1, s)])
-            elif name in (
-                'gates',
-                'gate_outputs',
-                'factors',
-                'd_gates',
-                'd_gates_next',
-            ):
+            elif name in _FOUR_GATES:
                 self._expect_shape(op, name, value, [(b, 4 * s)])
             elif name != 'activation':
                 self._expect_shape(op, name, value, [(b, s)])
@@ -426,37 +425,12 @@ class DebugHandler(Handler):
     _check_masked_softmax = _attention_checks.check_masked_softmax
 
 
+#: the operands of the LSTM step ops that hold the four gates side by side
+_FOUR_GATES = ('gates', 'gate_outputs', 'factors', 'd_gates', 'd_gates_next')
+
+
 def _unwrap(value):
     return value.array if isinstance(value, DebugArray) else value
 
-
-def _is_pair(value) -> bool:
-    return (
-        isinstance(value, tuple)
-        and len(value) == 2
-        and all(_is_int(x) and x > 0 for x in value)
-    )
-
-
-def _is_padding(value) -> bool:
-    sides = value if isinstance(value, tuple) and len(value) == 4 else (value,)
-    return all(_is_int(x) and x >= 0 for x in sides)
-
-
-def _is_shape(shape) -> bool:
-    dims = shape if isinstance(shape, (tuple, list)) else (shape,)
-    return all(_is_int(d) and d >= 0 for d in dims)
-
-
-# kind -> (test, what is expected), for the kinds that are no arrays
-_KIND_CHECKS = {
-    'scalar': (_is_scalar, 'a Python int or float'),
-    'flag': (lambda value: isinstance(value, bool), 'a bool'),
-    'pair': (_is_pair, 'a tuple of two positive ints'),
-    'padding': (_is_padding, 'an int >= 0 or a tuple (top, bottom, left, right)'),
-    'shape': (_is_shape, 'a tuple of ints >= 0'),
-    'numpy': (lambda value: isinstance(value, np.ndarray), 'a numpy array'),
-    'activation': (lambda value: value in ACTIVATIONS, f'one of {ACTIVATIONS}'),
-}
 
 install_ops(DebugHandler, OPS.values(), DebugHandler._call)

@@ -66,6 +66,10 @@ class NumpyHandler(Handler):
         """Recreate from :meth:`__describe__`'s output (fresh ``rnd``)."""
         type(self).__init__(self, self.dtype)
 
+    def __repr__(self) -> str:
+        """``NumpyHandler(dtype=np.float32)`` (the class name of subclasses)."""
+        return f'{type(self).__name__}(dtype=np.{np.dtype(self.dtype).name})'
+
     def __getstate__(self):
         """The state for ``copy.deepcopy`` and pickle.
 

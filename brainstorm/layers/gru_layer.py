@@ -72,7 +72,12 @@ def GRU(
         Na``) and ``GB`` (``Rb Zb``).
     """
     return ConstructionWrapper.create(
-        GRULayerImpl, name=name, size=size, activation=activation, reverse=reverse
+        GRULayerImpl,
+        name=name,
+        size=size,
+        activation=activation,
+        # only where set: the architecture of a forward layer stays 0.5's
+        **({} if reverse is False else {'reverse': reverse}),
     )
 
 

@@ -67,7 +67,12 @@ def Lstm(
         ``Rz Ri Rf Ro (size, size)``, ``bz bi bf bo (size,)``.
     """
     return ConstructionWrapper.create(
-        LstmLayerImpl, name=name, size=size, activation=activation, reverse=reverse
+        LstmLayerImpl,
+        name=name,
+        size=size,
+        activation=activation,
+        # only where set: the architecture of a forward layer stays 0.5's
+        **({} if reverse is False else {'reverse': reverse}),
     )
 
 

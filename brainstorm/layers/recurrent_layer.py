@@ -47,7 +47,12 @@ def Recurrent(
         ``W (size, in)``, ``R (size, size)``, ``bias (size,)``.
     """
     return ConstructionWrapper.create(
-        RecurrentLayerImpl, name=name, size=size, activation=activation, reverse=reverse
+        RecurrentLayerImpl,
+        name=name,
+        size=size,
+        activation=activation,
+        # only where set: the architecture of a forward layer stays 0.5's
+        **({} if reverse is False else {'reverse': reverse}),
     )
 
 

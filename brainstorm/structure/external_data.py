@@ -142,7 +142,10 @@ def _collect_arrays(out_shapes: dict, data: dict, all_inputs: bool) -> dict:
                 raise MissingInputError(
                     f"Data for input '{name}' is missing. The network's "
                     f'inputs are {list(out_shapes)}; received '
-                    f'{list(data)}.'
+                    f'{list(data)}. To run without targets, pass '
+                    'all_inputs=False (inputs left out keep no data of this '
+                    "batch), or use net.predict(data) for the network's "
+                    'outputs.'
                 )
             continue
         arrays[name] = check_data(name, data[name], structure)

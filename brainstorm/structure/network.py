@@ -28,7 +28,7 @@ from brainstorm.initializers import (
 )
 from brainstorm.randomness import Seedable
 from brainstorm.shapes import reshape_view
-from brainstorm.structure import external_data, network_io
+from brainstorm.structure import external_data, network_io, prediction
 from brainstorm.structure.architecture import (
     generate_architecture,
     instantiate_layers_from_architecture,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
@@ -110,6 +110,9 @@ class Network(Seedable):
         self._weight_modifier_refs = {}
         self._gradient_modifier_refs = {}
         self.output_name = None
+        # set by initialize, loading and the first run that finds a
+        # parameter other than zero (see prediction.check_parameters_set)
+        self._parameters_set = False
         # layer name -> its inputs fed only by the Input layer (the data)
         self._data_fed_inputs = {
             name: frozenset(
@@ -163,6 +166,9 @@ class Network(Seedable):
     def __setstate__(self, state: dict) -> None:
         """Restore a copy; it gets a thread guard of its own."""
         self.__dict__.update(state)
+        # copies from before the flag existed: their parameters are
+        # looked at once, when they first run
+        self.__dict__.setdefault('_parameters_set', False)
         self._init_thread_guard()
 
     # ------------------------------------------------------- threads ------
@@ -350,9 +356,17 @@ class Network(Seedable):
             training_pass: whether this pass is for training (dropout etc.).
             context: a context from :meth:`get_context` to continue from;
                 the context slots are zeroed if None.
+
+        Raises:
+            UninitializedNetworkError: (a NetworkValidationError) if the
+                parameters were never initialised, loaded or set: all
+                of them are zero and neither :meth:`initialize` nor
+                loading set them (see
+                :func:`~brainstorm.structure.prediction.check_parameters_set`).
         """
         self._enter('forward_pass')
         try:
+            prediction.check_parameters_set(self)
             self.buffer_manager.apply_context(context)
             for name, layer in self.layers.items():
                 if name != 'Input':
@@ -425,6 +439,72 @@ class Network(Seedable):
         Pass it as ``forward_pass(context=...)`` for the next batch.
         """
         return self.buffer_manager.get_context()
+
+    def predict(
+        self,
+        data,
+        batch_size: int | None = None,
+        out_name: str | None = None,
+        check_finite: bool = True,
+    ) -> np.ndarray:
+        """The network's output for every sample of ``data``, in its order.
+
+        A method of the network (as Keras's ``model.predict``): it needs
+        nothing but the network and the data, and it runs on the network's
+        own handler. The passes are no training passes (dropout is off,
+        batch normalisation uses its running statistics); each batch
+        starts without context (recurrent state).
+
+        Args:
+            data: input name -> array in the network's layout ``(T, B,
+                *features)`` (``(B, *features)`` for batch-sized inputs).
+                Targets are not needed. Where the output needs only one
+                input, the array alone will do. Batch-first arrays
+                ``(B, *features)`` for time-sized inputs are read as T = 1
+                (the rule: one dimension less than the input's shape),
+                and a time-sized output then comes back as ``(B, ...)``.
+            batch_size: run at most this many samples at a time (None:
+                all at once). The results do not depend on it.
+            out_name: the output to return, a path such as
+                ``'Output.outputs.probabilities'`` or the name of a layer
+                with a single output; default ``net.output_name``.
+            check_finite: refuse data that is not finite (as
+                :meth:`provide_external_data`).
+
+        Returns:
+            A NumPy array: ``(T, B, ...)`` for a time-sized output,
+            ``(B, ...)`` for a batch-sized one (or batch-first data), with
+            the samples in the order of ``data``.
+
+        Raises:
+            UnknownOutputError: (a NetworkValidationError and KeyError)
+                for an ``out_name`` that is not an output; it lists them.
+            NetworkValidationError: for a missing input that the output
+                needs (a ``MissingInputError``, also a KeyError), unknown
+                input names, arrays that do not fit the inputs, or a bad
+                ``batch_size``.
+            UninitializedNetworkError: if the parameters were never set.
+
+        The network is left as it was: the last batch's data, activations,
+        deltas and context, its batch size, its parameters and gradients,
+        and every random state (predict runs in memory of its own, freed
+        when it returns).
+
+        Example:
+            >>> import numpy as np
+            >>> import brainstorm as bs
+            >>> inp, out = bs.tools.get_in_out_layers('classification', 4, 3)
+            >>> net = bs.Network.from_layer(inp >> out)
+            >>> net.initialize(bs.initializers.Gaussian(0.1), seed=1)
+            >>> x = np.random.default_rng(0).normal(size=(1, 5, 4))
+            >>> net.predict(x, out_name='Output.outputs.predictions').shape
+            (1, 5, 3)
+        """
+        self._enter('predict')
+        try:
+            return prediction.predict(self, data, batch_size, out_name, check_finite)
+        finally:
+            self._leave()
 
     # ------------------------------------------------- parameter masks -----
 
@@ -500,6 +580,7 @@ class Network(Seedable):
                 )
                 self._initialize_parameter(lname, pname, init, fallback, param_seed)
         self.initializers = get_description(refs)
+        self._parameters_set = True
 
     def _initialize_parameter(
         self, lname: str, pname: str, init, fallback, seed: int
@@ -607,8 +688,8 @@ class Network(Seedable):
                 # e.g. a network saved from a GPU, loaded without CUDA
                 warnings.warn(
                     f'The network was saved with a {handler.get("@type")} '
-                    f'that cannot be created here ({err}); using the default '
-                    'NumpyHandler instead.',
+                    f'that cannot be created here ({err}); using {net.handler!r} '
+                    'instead.',
                     RuntimeWarning,
                     stacklevel=2,
                 )

@@ -263,6 +263,7 @@ def build_from_file(
             f'{expected}.'
         )
     net.handler.set_from_numpy(net.buffer.parameters, parameters)
+    net._parameters_set = True  # loaded: whatever they are, they were set
     return net
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections import OrderedDict
 
 import numpy as np
@@ -34,6 +35,7 @@ from brainstorm.scorers import (
 )
 from brainstorm.structure.layout import get_buffer_type
 from brainstorm.structure.network import Network
+from brainstorm.structure.prediction import UnknownOutputError, output_names
 from brainstorm.training.utils import run_network
 
 BUFFERS_FILE_FORMAT = b'Buffers file v1.0'
@@ -162,8 +164,10 @@ def _buffer_type(network, path: str) -> int:
     try:
         node = get_by_path(network.layout, path)
     except KeyError:
-        raise NetworkValidationError(
-            f"Unknown buffer '{path}'. Layers: {list(network.layers)}"
+        raise UnknownOutputError(
+            f"Unknown buffer '{path}'. The network's outputs are "
+            f'{output_names(network)}; other buffers are reached the same '
+            "way (e.g. 'parameters', '<layer>.internals.<name>')."
         ) from None
     if '@shape' not in node:
         raise NetworkValidationError(
@@ -179,10 +183,44 @@ def _as_names(buffer_names) -> list:
     return list(buffer_names)
 
 
+def in_data_order(iterator):
+    """``iterator`` reading its data in order: its shuffling turned off.
+
+    Every iterator of the chain (the iterator and those it wraps through
+    ``.iter``) that has a true ``shuffle`` attribute (``Minibatches``) is
+    replaced by a shallow copy with ``shuffle = False``, and so is every
+    wrapper above it. The data arrays are shared, nothing is read, and the
+    given iterators and their random states are left as they were (the
+    shuffling draws nothing). An iterator without shuffling is returned
+    as it is.
+
+    Args:
+        iterator: a :class:`~brainstorm.data_iterators.DataIterator` (or
+            any iterable of batches, returned as it is).
+
+    Returns:
+        The iterator to read from.
+    """
+    inner = getattr(iterator, 'iter', None)
+    unshuffled = in_data_order(inner) if isinstance(inner, DataIterator) else inner
+    shuffles = bool(getattr(iterator, 'shuffle', False))
+    if unshuffled is inner and not shuffles:
+        return iterator
+    result = copy.copy(iterator)
+    if unshuffled is not inner:
+        result.iter = unshuffled
+    if shuffles:
+        result.shuffle = False
+    return result
+
+
 def _extract_batches(network, iter, names):
-    """Yield ``{path: array}`` per batch after a forward pass."""
+    """Yield ``{path: array}`` per batch after a forward pass, in data order."""
     time_sized = {name for name in names if _buffer_type(network, name) == 2}
-    batches = iter(handler=network.handler) if isinstance(iter, DataIterator) else iter
+    if isinstance(iter, DataIterator):
+        batches = in_data_order(iter)(handler=network.handler)
+    else:
+        batches = iter
     for data in batches:
         # each batch is held from its data to its results (not across the
         # yield: the caller may stop early)

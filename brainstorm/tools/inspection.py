@@ -61,11 +61,17 @@ def get_network_info(network) -> str:
 
 @declare(NetworkValidationError, network=Arg(_NETWORK))
 def print_network_info(network) -> None:
-    """Print :func:`get_network_info` under a banner."""
+    """Print the handler in use and :func:`get_network_info` under a banner.
+
+    The handler is shown as its str: class and dtype, for a
+    :class:`~brainstorm.handlers.onednn.handler.OneDnnHandler` also oneDNN's
+    version and thread count.
+    """
     banner = '=' * 80
     print(banner)
     print(f'{"Network information":^80}')
     print(banner)
+    print(f'Handler: {network.handler}')
     print(get_network_info(network))
 
 

@@ -285,6 +285,8 @@ class DataParallel(Describable):
                 net.buffer.parameters,
                 lambda values: comm.Bcast(values, root=0),
             )
+        # rank 0's parameters, set there (rank 0 checks its own)
+        net._parameters_set = True
         self._reseed(net)
         self._sizes = np.zeros(1, dtype=np.float64)
         self._find_maintained_parameters(net)

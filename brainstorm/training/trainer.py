@@ -31,6 +31,7 @@ from brainstorm.scorers import (
     aggregate_losses_and_scores,
     gather_losses_and_scores,
 )
+from brainstorm.structure.prediction import check_parameters_set
 from brainstorm.training import checkpoint
 from brainstorm.training.data_parallel import DataParallel
 from brainstorm.training.finite_check import FiniteCheck
@@ -443,6 +444,8 @@ class Trainer(Describable):
 
     def _start_and_train(self, net, training_data_iter, named_data_iters):
         self.stepper.start(net)
+        # after start: DataParallel gives every rank rank 0's parameters
+        check_parameters_set(net)
         if isinstance(self.stepper, DataParallel):
             # each rank its own augmentation noise (checkpoints restore it)
             self.stepper.reseed_iterators(named_data_iters.values())

@@ -68,8 +68,10 @@ def test_class_is_importable_and_concrete_without_pycuda():
 
 
 def test_every_op_has_the_base_signature():
+    # the class itself or one of its mixins (cuda/pooling.py, ...) defines it
+    own = [k for k in PyCudaHandler.__mro__ if k not in Handler.__mro__]
     for name in Handler.__abstractmethods__:
-        method = PyCudaHandler.__dict__.get(name)
+        method = next((vars(k)[name] for k in own if name in vars(k)), None)
         assert method is not None, f'PyCudaHandler.{name} is missing'
         assert inspect.signature(method) == inspect.signature(getattr(Handler, name)), (
             name
@@ -1086,6 +1088,35 @@ def test_set_handler_moves_buffers_and_saving_matches_cpu(make_handler, tmp_path
         {'@type': 'NumpyHandler', 'dtype': 'float32'},
         {'@type': 'PyCudaHandler'},
     ]
+
+
+@pytest.mark.parametrize('index', [0, 1], ids=['recurrent', 'conv'])
+def test_predict_matches_forward_pass_and_cpu(make_handler, index):
+    """``Network.predict`` on the handler: exactly its own forward pass's
+    outputs (all at once and in batches of 2, samples in order), within
+    float32 tolerance of NumPy float64, and the network's last batch left
+    as it was (issue 26)."""
+    from brainstorm.initializers import Gaussian
+
+    def run(handler):
+        net, data = _small_nets()[index]
+        net.set_handler(handler)
+        net.initialize(Gaussian(0.5), seed=3)
+        x = {'default': data['default']}
+        net.provide_external_data(data)
+        net.forward_pass()
+        before = net.get('Output.outputs.predictions')
+        got = net.predict(x, out_name='Output.outputs.predictions')
+        batched = net.predict(x, batch_size=2, out_name='Output.outputs.predictions')
+        np.testing.assert_array_equal(got, before)
+        np.testing.assert_array_equal(net.get('Output.outputs.predictions'), before)
+        return got, batched
+
+    want, _ = run(NumpyHandler(np.float64))
+    got, batched = run(make_handler(seed=1))
+    assert isinstance(got, np.ndarray) and got.dtype == np.float32
+    _compare('predict', got, want)
+    _compare('predict in batches of 2', batched, want)
 
 
 @pytest.mark.parametrize('index', [0, 1], ids=['recurrent', 'conv'])

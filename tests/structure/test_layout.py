@@ -195,6 +195,7 @@ def test_impossible_concatenation_is_a_clear_error():
 
 def test_context_slots_are_addressable_at_negative_time_indices():
     net = seed_network()
+    net.initialize(0.0)
     net.provide_external_data(
         {'input_data': np.zeros((3, 2, 4)), 'targets': np.zeros((3, 2, 10))}
     )

@@ -353,9 +353,11 @@ def test_a_gpu_network_file_loads_without_cuda(tmp_path):
             json.dumps(description).encode(), dtype=np.uint8
         )
         add_checksums(f)  # as written on a machine with a GPU
-    with pytest.warns(RuntimeWarning, match='PyCudaHandler.*NumpyHandler'):
+    with pytest.warns(RuntimeWarning, match='PyCudaHandler') as caught:
         loaded = Network.from_hdf5(filename)
     assert isinstance(loaded.handler, NumpyHandler)
+    # the warning names the handler the network got (the default handler)
+    assert f'using {loaded.handler!r} instead' in str(caught[0].message)
     np.testing.assert_array_equal(loaded.get('parameters'), net.get('parameters'))
 
 

@@ -174,6 +174,9 @@ def scenario(name, folder, extra=(), breaks=False, evaluate=False, verbose=False
 
 
 def main(folder):
+    # brainstorm imports these when first needed; importing them registers
+    # their loggers, which is the import's doing, not training's
+    import h5py  # noqa: F401  (imported by the first checkpoint)
     import tqdm  # noqa: F401  (imported by ProgressBar.start)
 
     results = [

@@ -19,6 +19,7 @@ from brainstorm.handlers.cuda import kernels
 from brainstorm.handlers.cuda.attention import install_attention_ops
 from brainstorm.handlers.cuda.cublas import Cublas, row_major_gemm, row_major_ld
 from brainstorm.handlers.cuda.embedding import install_embedding_ops
+from brainstorm.handlers.cuda.pooling import PoolingKernels
 from brainstorm.handlers.cuda.recurrent import RecurrentKernels
 from brainstorm.handlers.cuda.views import (
     GPUView,
@@ -75,7 +76,7 @@ def _out_size(size: int, kernel: int, before: int, after: int, stride: int) -> i
     return (size + before + after - kernel) // stride + 1
 
 
-class PyCudaHandler(RecurrentKernels, Handler):
+class PyCudaHandler(RecurrentKernels, PoolingKernels, Handler):
     """Runs every op on an NVIDIA GPU with PyCUDA kernels and cuBLAS.
 
     Arrays are :class:`GPUView` objects (float32). The package docstring
@@ -659,132 +660,6 @@ class PyCudaHandler(RecurrentKernels, Handler):
             )
         if spill is not None:
             self._ew('copy_to', spill, weight_deltas)
-
-    def maxpool2d_forward_batch(
-        self,
-        inputs,
-        window: tuple[int, int],
-        outputs,
-        padding: int | tuple[int, int, int, int],
-        stride: tuple[int, int],
-        argmax,
-    ) -> None:
-        geometry = self._geometry(
-            inputs,
-            window,
-            outputs,
-            padding,
-            stride,
-            inputs.shape[3],
-            'maxpool2d_forward_batch',
-        )
-        check_shapes('maxpool2d_forward_batch', outputs, argmax)
-        self._launch(
-            'pool',
-            'maxpool_forward',
-            outputs.size,
-            *geometry,
-            inputs.ptr,
-            *inputs.strides,
-            outputs.ptr,
-            *outputs.strides,
-            argmax.ptr,
-            *argmax.strides,
-        )
-
-    def maxpool2d_backward_batch(
-        self,
-        inputs,
-        window: tuple[int, int],
-        outputs,
-        padding: int | tuple[int, int, int, int],
-        stride: tuple[int, int],
-        argmax,
-        in_deltas,
-        out_deltas,
-    ) -> None:
-        geometry = self._geometry(
-            inputs,
-            window,
-            out_deltas,
-            padding,
-            stride,
-            inputs.shape[3],
-            'maxpool2d_backward_batch',
-        )
-        check_shapes('maxpool2d_backward_batch', out_deltas, argmax)
-        check_shapes('maxpool2d_backward_batch', inputs, in_deltas)
-        self._launch(
-            'pool',
-            'maxpool_backward_add',
-            in_deltas.size,
-            *geometry,
-            argmax.ptr,
-            *argmax.strides,
-            out_deltas.ptr,
-            *out_deltas.strides,
-            in_deltas.ptr,
-            *in_deltas.strides,
-        )
-
-    def avgpool2d_forward_batch(
-        self,
-        inputs,
-        window: tuple[int, int],
-        outputs,
-        padding: int | tuple[int, int, int, int],
-        stride: tuple[int, int],
-    ) -> None:
-        geometry = self._geometry(
-            inputs,
-            window,
-            outputs,
-            padding,
-            stride,
-            inputs.shape[3],
-            'avgpool2d_forward_batch',
-        )
-        self._launch(
-            'pool',
-            'avgpool_forward',
-            outputs.size,
-            *geometry,
-            inputs.ptr,
-            *inputs.strides,
-            outputs.ptr,
-            *outputs.strides,
-        )
-
-    def avgpool2d_backward_batch(
-        self,
-        inputs,
-        window: tuple[int, int],
-        outputs,
-        padding: int | tuple[int, int, int, int],
-        stride: tuple[int, int],
-        in_deltas,
-        out_deltas,
-    ) -> None:
-        geometry = self._geometry(
-            inputs,
-            window,
-            out_deltas,
-            padding,
-            stride,
-            inputs.shape[3],
-            'avgpool2d_backward_batch',
-        )
-        check_shapes('avgpool2d_backward_batch', inputs, in_deltas)
-        self._launch(
-            'pool',
-            'avgpool_backward_add',
-            in_deltas.size,
-            *geometry,
-            out_deltas.ptr,
-            *out_deltas.strides,
-            in_deltas.ptr,
-            *in_deltas.strides,
-        )
 
     def reverse_time_t(self, a, mask, out) -> None:
         check_shapes('reverse_time_t', a, out)

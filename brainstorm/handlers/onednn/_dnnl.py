@@ -1,0 +1,391 @@
+"""A small ctypes binding of oneDNN's C API (``libdnnl.so.3``, oneDNN 3.x).
+
+Only what :class:`~brainstorm.handlers.onednn.handler.OneDnnHandler`
+needs: one CPU engine and stream, memory descriptors made from NumPy
+shapes and strides, convolution, pooling and reorder primitives, and
+their execution on memory objects whose data handle is set to the NumPy
+arrays of the network before each run (no copies).
+
+The library comes from PyPI's ``onednn-cpu-gomp`` (it installs
+``libdnnl.so.3`` under the environment's ``lib/``). :func:`library`
+finds and loads it once; if it cannot, it raises
+:class:`OneDnnUnavailable` saying why. The constants below are those of
+oneDNN 3.x's ``dnnl_types.h`` and ``dnnl_common_types.h``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ['OneDnnUnavailable', 'library', 'library_path']
+
+# ------------------------------------------------------------------ constants
+#: the sonames tried, newest first
+SONAMES = ('libdnnl.so.3',)
+MAX_NDIMS = 12  # DNNL_MAX_NDIMS
+SUCCESS = 0
+CPU = 1  # dnnl_cpu
+FORMAT_ANY = 1  # dnnl_format_tag_any
+F32, S32, U8 = 3, 4, 6  # dnnl_data_type_t
+FORWARD_TRAINING, FORWARD_INFERENCE = 64, 96
+CONVOLUTION_DIRECT = 0x1
+POOLING_MAX, POOLING_AVG_EXCLUDE_PADDING = 0x1FF, 0x3FF
+SCRATCHPAD_MODE_USER = 1
+QUERY_IMPL_INFO_STR = 8
+QUERY_SRC_MD, QUERY_DIFF_SRC_MD = 129, 130
+QUERY_WEIGHTS_MD, QUERY_DIFF_WEIGHTS_MD = 131, 132
+QUERY_DST_MD, QUERY_DIFF_DST_MD = 133, 134
+QUERY_WORKSPACE_MD, QUERY_SCRATCHPAD_MD = 135, 136
+ARG_SRC, ARG_DST, ARG_WEIGHTS, ARG_BIAS = 1, 17, 33, 41
+ARG_WORKSPACE, ARG_SCRATCHPAD = 64, 80
+ARG_DIFF_SRC, ARG_DIFF_DST, ARG_DIFF_WEIGHTS, ARG_DIFF_BIAS = 129, 145, 161, 169
+
+_STATUS = {
+    1: 'out of memory',
+    2: 'invalid arguments',
+    3: 'unimplemented',
+    4: 'last implementation reached',
+    5: 'runtime error',
+    6: 'not required',
+}
+
+_DTYPES = {np.dtype(np.float32): F32, np.dtype(np.int32): S32, np.dtype(np.uint8): U8}
+
+Dims = ctypes.c_int64 * MAX_NDIMS
+
+
+class ExecArg(ctypes.Structure):
+    """``dnnl_exec_arg_t``: an argument index and a memory object."""
+
+    _fields_ = [('arg', ctypes.c_int), ('memory', ctypes.c_void_p)]
+
+
+class OneDnnUnavailable(ImportError):
+    """oneDNN's library could not be found or loaded (the message says why)."""
+
+
+class OneDnnError(RuntimeError):
+    """A oneDNN call failed (the message names the call and the status)."""
+
+
+def dims(values) -> ctypes.Array:
+    """A ``dnnl_dims_t`` holding ``values``."""
+    out = Dims()
+    for i, value in enumerate(values):
+        out[i] = int(value)
+    return out
+
+
+def library_path() -> list[Path]:
+    """The places :func:`library` looks for ``libdnnl.so.3``, in order.
+
+    The ``lib/`` folders of the running environment (``sys.prefix``, where
+    ``pip install onednn-cpu-gomp`` puts it) and of the base installation,
+    then ``$DNNLROOT/lib``; after those, the system's loader path.
+    """
+    roots = [sys.prefix, sys.base_prefix, os.environ.get('DNNLROOT', '')]
+    places: list[Path] = []
+    for root in roots:
+        if root:
+            for sub in ('lib', 'lib64'):
+                place = Path(root) / sub
+                if place not in places:
+                    places.append(place)
+    return places
+
+
+class Library:
+    """The loaded library with one CPU engine and one in-order stream.
+
+    Args:
+        path: what ``ctypes.CDLL`` loads.
+    """
+
+    def __init__(self, path: str):
+        self.path = path
+        self.lib = lib = ctypes.CDLL(path)
+        for name, restype in (
+            ('dnnl_primitive_desc_query_md', ctypes.c_void_p),
+            ('dnnl_memory_desc_get_size', ctypes.c_size_t),
+            ('dnnl_memory_desc_equal', ctypes.c_int),
+            ('dnnl_version', ctypes.c_void_p),
+        ):
+            getattr(lib, name).restype = restype
+        lib.dnnl_primitive_desc_query_md.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_int,
+            ctypes.c_int,
+        ]
+        lib.dnnl_memory_desc_get_size.argtypes = [ctypes.c_void_p]
+        lib.dnnl_memory_desc_equal.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        lib.dnnl_memory_set_data_handle.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        lib.dnnl_primitive_execute.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_int,
+            ctypes.c_void_p,
+        ]
+        self.engine = self._make('dnnl_engine_create', CPU, ctypes.c_size_t(0))
+        self.stream = self._make('dnnl_stream_create', self.engine, ctypes.c_uint(1))
+        self.lock = threading.Lock()
+
+    @property
+    def version(self) -> str:
+        """OneDNN's version, like ``'3.2.0'``."""
+
+        class Version(ctypes.Structure):
+            _fields_ = [
+                ('major', ctypes.c_int),
+                ('minor', ctypes.c_int),
+                ('patch', ctypes.c_int),
+            ]
+
+        v = ctypes.cast(self.lib.dnnl_version(), ctypes.POINTER(Version)).contents
+        return f'{v.major}.{v.minor}.{v.patch}'
+
+    @property
+    def threads(self) -> int:
+        """OpenMP's thread count for oneDNN's primitives.
+
+        GNU OpenMP's ``omp_get_max_threads``: ``OMP_NUM_THREADS``, else the
+        cores available.
+        """
+        return int(ctypes.CDLL('libgomp.so.1').omp_get_max_threads())
+
+    def call(self, name: str, *args) -> None:
+        """Call the C function ``name``; raise :class:`OneDnnError` on failure."""
+        status = getattr(self.lib, name)(*args)
+        if status != SUCCESS:
+            raise OneDnnError(
+                f'oneDNN: {name} failed: {_STATUS.get(status, status)} '
+                f'(status {status})'
+            )
+
+    def _make(self, name: str, *args) -> ctypes.c_void_p:
+        """Call a creating function whose first argument receives a handle."""
+        handle = ctypes.c_void_p()
+        self.call(name, ctypes.byref(handle), *args)
+        return handle
+
+    # ---------------------------------------------------------------- memory
+
+    def md(self, shape, strides, dtype) -> MemoryDesc:
+        """A memory descriptor of ``shape`` with ``strides`` in elements."""
+        handle = self._make(
+            'dnnl_memory_desc_create_with_strides',
+            ctypes.c_int(len(shape)),
+            dims(shape),
+            ctypes.c_int(_DTYPES[np.dtype(dtype)]),
+            dims(strides),
+        )
+        return MemoryDesc(self, handle, owned=True)
+
+    def md_any(self, shape, dtype) -> MemoryDesc:
+        """A memory descriptor whose format the primitive chooses."""
+        handle = self._make(
+            'dnnl_memory_desc_create_with_tag',
+            ctypes.c_int(len(shape)),
+            dims(shape),
+            ctypes.c_int(_DTYPES[np.dtype(dtype)]),
+            ctypes.c_int(FORMAT_ANY),
+        )
+        return MemoryDesc(self, handle, owned=True)
+
+    def memory(self, md: MemoryDesc) -> ctypes.c_void_p:
+        """A memory object of ``md`` without data (set before each run)."""
+        return self._make('dnnl_memory_create', md.handle, self.engine, None)
+
+    def attr(self) -> Attributes:
+        """Primitive attributes with a user-provided scratchpad."""
+        attr = Attributes(self, self._make('dnnl_primitive_attr_create'))
+        self.call(
+            'dnnl_primitive_attr_set_scratchpad_mode',
+            attr.handle,
+            SCRATCHPAD_MODE_USER,
+        )
+        return attr
+
+    def query_md(self, pd: ctypes.c_void_p, what: int, index: int = 0) -> MemoryDesc:
+        """The memory descriptor primitive descriptor ``pd`` has for ``what``.
+
+        It belongs to ``pd`` and lives as long as ``pd``.
+        """
+        handle = self.lib.dnnl_primitive_desc_query_md(pd, what, index)
+        return MemoryDesc(self, ctypes.c_void_p(handle), owned=False)
+
+
+class Attributes:
+    """A ``dnnl_primitive_attr_t``, destroyed with this object."""
+
+    def __init__(self, lib: Library, handle: ctypes.c_void_p):
+        self.lib, self.handle = lib, handle
+
+    def __del__(self):
+        if self.handle:
+            self.lib.lib.dnnl_primitive_attr_destroy(self.handle)
+            self.handle = None
+
+
+class MemoryDesc:
+    """A ``dnnl_memory_desc_t``; ``owned`` ones are destroyed with this object."""
+
+    def __init__(self, lib: Library, handle: ctypes.c_void_p, owned: bool):
+        self.lib, self.handle, self.owned = lib, handle, owned
+
+    @property
+    def size(self) -> int:
+        """Bytes the memory of this descriptor takes."""
+        return int(self.lib.lib.dnnl_memory_desc_get_size(self.handle))
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, MemoryDesc) and bool(
+            self.lib.lib.dnnl_memory_desc_equal(self.handle, other.handle)
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __del__(self):
+        if self.owned and self.handle:
+            self.lib.lib.dnnl_memory_desc_destroy(self.handle)
+            self.handle = None
+
+
+class Primitive:
+    """A primitive descriptor, its primitive and its run-time arguments.
+
+    Args:
+        lib: the :class:`Library`.
+        pd: the primitive descriptor handle (owned from now on).
+        args: ``{argument index: memory descriptor}`` of the arguments
+            the caller supplies arrays for, in :meth:`run`'s order.
+    """
+
+    def __init__(self, lib: Library, pd: ctypes.c_void_p, args: dict[int, MemoryDesc]):
+        self.lib, self.pd = lib, pd
+        self.primitive = lib._make('dnnl_primitive_create', pd)
+        self.order = list(args)
+        self.memories = [lib.memory(md) for md in args.values()]
+        extra = []
+        scratch = self.query_md(QUERY_SCRATCHPAD_MD)
+        self.scratchpad_bytes = scratch.size
+        if self.scratchpad_bytes:
+            extra.append((ARG_SCRATCHPAD, lib.memory(scratch)))
+        self.extra = extra
+        every = list(zip(self.order, self.memories)) + extra
+        self.args = (ExecArg * len(every))(*[ExecArg(a, m.value) for a, m in every])
+        self.all_memories = [m for _, m in every]
+
+    def query_md(self, what: int, index: int = 0) -> MemoryDesc:
+        """The memory descriptor the primitive descriptor has for ``what``."""
+        return self.lib.query_md(self.pd, what, index)
+
+    @property
+    def implementation(self) -> str:
+        """The name of the implementation oneDNN chose (``'brg:avx512_core'``)."""
+        name = ctypes.c_char_p()
+        self.lib.call(
+            'dnnl_primitive_desc_query',
+            self.pd,
+            QUERY_IMPL_INFO_STR,
+            0,
+            ctypes.byref(name),
+        )
+        return (name.value or b'').decode()
+
+    def run(self, pointers, scratchpad: int = 0) -> None:
+        """Execute on the data at ``pointers`` (in the order of ``args``).
+
+        ``scratchpad`` is the address of at least ``scratchpad_bytes``
+        bytes.
+        """
+        lib = self.lib.lib
+        for memory, pointer in zip(self.memories, pointers):
+            lib.dnnl_memory_set_data_handle(memory, pointer)
+        if self.extra:
+            lib.dnnl_memory_set_data_handle(self.extra[0][1], scratchpad)
+        status = lib.dnnl_primitive_execute(
+            self.primitive, self.lib.stream, len(self.args), self.args
+        )
+        if status != SUCCESS:
+            raise OneDnnError(
+                f'oneDNN: executing {self.implementation} failed: '
+                f'{_STATUS.get(status, status)} (status {status})'
+            )
+
+    def __del__(self):
+        lib = getattr(self.lib, 'lib', None)
+        if lib is None:  # pragma: no cover (interpreter shutdown)
+            return
+        for memory in getattr(self, 'all_memories', ()):
+            lib.dnnl_memory_destroy(memory)
+        if getattr(self, 'primitive', None):
+            lib.dnnl_primitive_destroy(self.primitive)
+        if self.pd:
+            lib.dnnl_primitive_desc_destroy(self.pd)
+
+
+_loaded: Library | None = None
+_failure: str | None = None
+_load_lock = threading.Lock()
+
+
+def _candidates() -> list[str]:
+    found = []
+    for place in library_path():
+        for soname in SONAMES:
+            if (place / soname).is_file():
+                found.append(str(place / soname))
+    return found + list(SONAMES)
+
+
+def library() -> Library:
+    """Load oneDNN once and return it.
+
+    Raises:
+        OneDnnUnavailable: if no ``libdnnl.so.3`` loads (the message lists
+            the places tried and the loader's errors), or if the
+            environment variable ``BRAINSTORM_NO_ONEDNN`` is set to a
+            non-empty value other than ``0``.
+    """
+    global _loaded, _failure
+    if os.environ.get('BRAINSTORM_NO_ONEDNN', '') not in ('', '0'):
+        raise OneDnnUnavailable(
+            'oneDNN is switched off by the environment variable BRAINSTORM_NO_ONEDNN'
+        )
+    with _load_lock:
+        if _loaded is not None:
+            return _loaded
+        if _failure is not None:
+            raise OneDnnUnavailable(_failure)
+        _prepare_openmp()
+        errors = []
+        for candidate in _candidates():
+            try:
+                _loaded = Library(candidate)
+                return _loaded
+            except (OSError, AttributeError, OneDnnError) as error:
+                errors.append(f'{candidate}: {error}')
+        places = ', '.join(str(p) for p in library_path())
+        _failure = (
+            'oneDNN (libdnnl.so.3) could not be loaded; install it with '
+            '"pip install onednn-cpu-gomp" (Linux x86-64). Looked in '
+            f'{places} and the system loader path: ' + '; '.join(errors)
+        )
+        raise OneDnnUnavailable(_failure)
+
+
+def _prepare_openmp() -> None:
+    """Let idle OpenMP threads sleep instead of spinning (unless set).
+
+    oneDNN's threads are GNU OpenMP's; between two oneDNN primitives the
+    step runs NumPy and OpenBLAS, whose own threads would compete with
+    OpenMP threads spinning on the same cores. libgomp reads
+    ``OMP_WAIT_POLICY`` when it is loaded, so this must come before.
+    """
+    os.environ.setdefault('OMP_WAIT_POLICY', 'PASSIVE')

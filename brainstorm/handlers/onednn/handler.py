@@ -1,0 +1,457 @@
+"""OneDnnHandler: NumpyHandler with oneDNN's convolution and pooling."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from brainstorm.handlers import _numpy_conv as _conv
+from brainstorm.handlers.numpy_handler import NumpyHandler
+from brainstorm.handlers.onednn import _dnnl
+from brainstorm.handlers.onednn.plans import ConvPlan, PoolPlan
+from brainstorm.shapes import padding_sides
+
+__all__ = ['OneDnnHandler']
+
+
+class OneDnnHandler(NumpyHandler):
+    """A NumpyHandler running convolution and pooling with oneDNN.
+
+    Convolution (forward, input deltas, weight and bias gradients) and max
+    and average pooling (forward and backward) run as oneDNN primitives on
+    NumPy arrays in brainstorm's own NHWC image layout. oneDNN's optimised
+    kernels need images contiguous over the batch: such arrays are used in
+    place; others, such as a network's image buffers (feature slices of
+    its shared ``(T, B, features)`` buffer), are copied into and out of
+    contiguous scratch buffers. Every other op is NumpyHandler's.
+
+    Primitives are made once per shape and kept, and oneDNN's scratchpads
+    are the handler's scratch buffers: after the first step nothing is
+    allocated. Results ADDED to (input deltas) are computed into a scratch
+    buffer first and then added.
+
+    oneDNN has no float64 convolution or pooling: with ``dtype=float64``
+    (which the tests use as the reference) every op is NumpyHandler's. A
+    pooling geometry with windows of padding only (``padding >= kernel``
+    size) also runs NumpyHandler's ops, which define their output as 0, as
+    does any shape oneDNN has no implementation for.
+
+    oneDNN comes from PyPI's ``onednn-cpu-gomp`` (installed with
+    brainstorm-nn on Linux x86-64); its threads are GNU OpenMP's
+    (``OMP_NUM_THREADS``), see :doc:`/cpu`.
+
+    Args:
+        dtype: the floating point type of all arrays.
+        seed: seed of the handler's random state ``rnd`` (see
+            :class:`~brainstorm.handlers.numpy_handler.NumpyHandler`).
+
+    Raises:
+        ImportError: (:class:`~brainstorm.handlers.onednn.OneDnnUnavailable`)
+            if oneDNN cannot be loaded; the message says why.
+    """
+
+    def __init__(self, dtype=np.float32, seed: int | None = None):
+        self._lib = _dnnl.library()
+        super().__init__(dtype, seed)
+        self._plans: dict = {}
+
+    def __describe__(self) -> dict:
+        """``{'@type': 'OneDnnHandler', 'dtype': 'float32'}``."""
+        return {'@type': 'OneDnnHandler', 'dtype': np.dtype(self.dtype).name}
+
+    def __init_from_description__(self, description: dict) -> None:
+        """Recreate from :meth:`__describe__`'s output (fresh ``rnd``)."""
+        type(self).__init__(self, self.dtype)
+
+    def __getstate__(self):
+        """As NumpyHandler's, without oneDNN's objects (made again on use)."""
+        state = super().__getstate__()
+        state.pop('_lib', None)
+        state['_plans'] = {}
+        return state
+
+    def __setstate__(self, state) -> None:
+        """Restore; loads oneDNN (ImportError if it cannot be here)."""
+        self.__dict__.update(state)
+        self._lib = _dnnl.library()
+
+    def __str__(self) -> str:
+        """The repr, then oneDNN's version and OpenMP's thread count."""
+        return f'{self!r} with oneDNN {self.onednn_version} on {self.threads} threads'
+
+    @property
+    def onednn_version(self) -> str:
+        """The version of the oneDNN library in use, like ``'3.2.0'``."""
+        return self._lib.version
+
+    @property
+    def threads(self) -> int:
+        """The number of OpenMP threads oneDNN's primitives run on."""
+        return self._lib.threads
+
+    def _runs_onednn(self, *arrays) -> bool:
+        return self.dtype == np.float32 and all(a.size for a in arrays)
+
+    def _plan(self, key, make):
+        """The plan kept under ``key``, made by ``make()`` on first use.
+
+        None (kept too) where oneDNN has no implementation for the shape:
+        NumpyHandler's op runs then.
+        """
+        plan = self._plans.get(key, False)
+        if plan is False:
+            try:
+                plan = make()
+            except _dnnl.OneDnnError:
+                plan = None
+            self._plans[key] = plan
+        return plan
+
+    # ----------------------------------------------------- memory in and out
+
+    def _dense(self, name: str, array, copy_in: bool = True):
+        """``array`` if C-contiguous, else a scratch copy (or empty scratch)."""
+        if array.flags.c_contiguous:
+            return array
+        scratch = self._buffer(name, array.shape)
+        if copy_in:
+            np.copyto(scratch, array)
+        return scratch
+
+    def _aligned(self, name: str, size: int) -> int:
+        """The 64-byte aligned address of ``size`` scratch bytes."""
+        memory = _address(self._buffer(name, (size + _ALIGNMENT,), np.uint8))
+        return memory + (-memory) % _ALIGNMENT
+
+    def _scratchpad(self, *primitives) -> int:
+        """The address of a scratchpad for any of ``primitives``."""
+        size = max(p.scratchpad_bytes for p in primitives)
+        if not size:
+            return 0
+        return self._aligned('onednn_scratchpad', size)
+
+    def _weights_in(self, primitive, weights) -> int:
+        """The weights in the primitive's format: their address."""
+        weights = self._dense('onednn_w_user', weights)
+        if primitive.reorder is None:
+            return _address(weights)
+        target = self._aligned('onednn_w', primitive.weights_bytes)
+        primitive.reorder.primitive.run(
+            (_address(weights), target), self._scratchpad(primitive.reorder.primitive)
+        )
+        return target
+
+    # ---------------------------------------------------------- convolution
+
+    def keeps_conv_columns(self, out_cells: int) -> bool:
+        """No columns are kept for float32 (oneDNN needs none)."""
+        if self.dtype == np.float32:
+            return False
+        return super().keeps_conv_columns(out_cells)
+
+    def _conv_plan(self, inputs, weights, outputs, padding, stride):
+        """The plan, or None where NumpyHandler's op must run."""
+        if not self._runs_onednn(inputs, outputs):
+            return None
+        top, _, left, _ = padding_sides(padding)
+        stride = tuple(int(s) for s in stride)
+        key = ('conv', inputs.shape, weights.shape, outputs.shape, top, left, stride)
+        return self._plan(
+            key,
+            lambda: ConvPlan(
+                self._lib,
+                inputs.shape,
+                weights.shape,
+                outputs.shape,
+                (top, left),
+                stride,
+            ),
+        )
+
+    def conv2d_forward_batch(
+        self,
+        inputs,
+        weights,
+        bias,
+        outputs,
+        padding: int | tuple[int, int, int, int],
+        stride: tuple[int, int],
+        *,
+        columns=None,
+    ) -> None:
+        plan = self._conv_plan(inputs, weights, outputs, padding, stride)
+        if plan is None:
+            super().conv2d_forward_batch(
+                inputs, weights, bias, outputs, padding, stride, columns=columns
+            )
+            return
+        x = self._dense('onednn_x', inputs)
+        y = self._dense('onednn_y', outputs, copy_in=False)
+        b = self._dense('onednn_b', bias)
+        forward = plan.forward
+        with plan.lock:
+            w = self._weights_in(forward, weights)
+            forward.run(
+                (_address(x), w, _address(b), _address(y)),
+                self._scratchpad(forward),
+            )
+        if y is not outputs:
+            np.copyto(outputs, y)
+
+    def conv2d_backward_batch(
+        self,
+        inputs,
+        weights,
+        padding: int | tuple[int, int, int, int],
+        stride: tuple[int, int],
+        in_deltas,
+        out_deltas,
+        weight_deltas,
+        bias_deltas,
+        *,
+        columns=None,
+        skip_in_deltas: bool = False,
+    ) -> None:
+        plan = self._conv_plan(inputs, weights, out_deltas, padding, stride)
+        if plan is None:
+            super().conv2d_backward_batch(
+                inputs,
+                weights,
+                padding,
+                stride,
+                in_deltas,
+                out_deltas,
+                weight_deltas,
+                bias_deltas,
+                columns=columns,
+                skip_in_deltas=skip_in_deltas,
+            )
+            return
+        x = self._dense('onednn_x', inputs)
+        dy = self._dense('onednn_y', out_deltas)
+        with plan.lock:
+            self._conv_gradients(plan, x, dy, weight_deltas, bias_deltas)
+            if not skip_in_deltas:
+                data = plan.backward_data
+                dx = self._buffer('onednn_dx', in_deltas.shape)
+                data.run(
+                    (_address(dy), self._weights_in(data, weights), _address(dx)),
+                    self._scratchpad(data),
+                )
+                _conv._add_into(in_deltas, dx)
+
+    def _conv_gradients(self, plan, x, dy, weight_deltas, bias_deltas) -> None:
+        """Overwrite ``weight_deltas`` and ``bias_deltas``."""
+        grads = plan.backward_weights
+        db = self._dense('onednn_b', bias_deltas, copy_in=False)
+        dw = self._dense('onednn_w_user', weight_deltas, copy_in=False)
+        if grads.reorder is None:
+            target = _address(dw)
+        else:
+            target = self._aligned('onednn_w', grads.weights_bytes)
+        grads.run(
+            (_address(x), _address(dy), target, _address(db)), self._scratchpad(grads)
+        )
+        if grads.reorder is not None:
+            grads.reorder.primitive.run(
+                (target, _address(dw)), self._scratchpad(grads.reorder.primitive)
+            )
+        if dw is not weight_deltas:
+            np.copyto(weight_deltas, dw)
+        if db is not bias_deltas:
+            np.copyto(bias_deltas, db)
+
+    # -------------------------------------------------------------- pooling
+
+    def _pool_plan(self, kind, inputs, window, outputs, padding, stride):
+        """The plan, or None where NumpyHandler's op must run."""
+        if not self._runs_onednn(inputs, outputs):
+            return None
+        window = tuple(int(k) for k in window)
+        stride = tuple(int(s) for s in stride)
+        top, _, left, _ = padding_sides(padding)
+        key = (kind, inputs.shape, outputs.shape, window, top, left, stride)
+        if _has_empty_window(
+            window, (top, left), stride, outputs.shape[1:3], inputs.shape[1:3]
+        ):
+            return None
+        return self._plan(
+            key,
+            lambda: PoolPlan(
+                self._lib,
+                kind,
+                inputs.shape,
+                outputs.shape,
+                window,
+                (top, left),
+                stride,
+            ),
+        )
+
+    def maxpool2d_forward_batch(
+        self,
+        inputs,
+        window: tuple[int, int],
+        outputs,
+        padding: int | tuple[int, int, int, int],
+        stride: tuple[int, int],
+        argmax,
+    ) -> None:
+        plan = self._pool_plan('max', inputs, window, outputs, padding, stride)
+        if plan is None:
+            super().maxpool2d_forward_batch(
+                inputs, window, outputs, padding, stride, argmax
+            )
+            return
+        x = self._dense('onednn_x', inputs)
+        y = self._dense('onednn_y', outputs, copy_in=False)
+        ws = self._buffer('onednn_ws', outputs.shape, plan.workspace_dtype)
+        with plan.lock:
+            plan.forward.run(
+                (_address(x), _address(y), _address(ws)),
+                self._scratchpad(plan.forward),
+            )
+        if y is not outputs:
+            np.copyto(outputs, y)
+        # argmax = the flat index of the window's first cell + the offset
+        # of cell (u, v) = divmod(ws, kw) in the image
+        h, w, c = inputs.shape[1:]
+        offsets = self._window_to_image(window, w, c)
+        # np.take casts other indices to intp in a temporary array
+        index = self._buffer('onednn_cell', outputs.shape, np.intp)
+        np.copyto(index, ws)
+        found = self._buffer('onednn_found', outputs.shape)
+        np.take(offsets, index, out=found, mode='clip')
+        base = _conv._pool_base(self, _top_left(padding), stride, outputs.shape[1:], w)
+        np.add(found, base, out=argmax)
+
+    def _window_to_image(self, window, width: int, channels: int):
+        """``(u * width + v) * channels`` at ``u * kw + v``, for every cell."""
+        key = ('onednn_window_offsets', tuple(window), width, channels)
+        table = self._constants.get(key)
+        if table is None:
+            u, v = np.divmod(np.arange(window[0] * window[1]), window[1])
+            table = ((u * width + v) * channels).astype(self.dtype)
+            table = self._constants[key] = table
+        return table
+
+    def _image_to_window(self, window, width: int, dtype):
+        """``u * kw + v`` at ``u * width + v``, for every cell of a window."""
+        key = ('onednn_window_cells', tuple(window), width, dtype)
+        table = self._constants.get(key)
+        if table is None:
+            table = np.zeros((window[0] - 1) * width + window[1], dtype)
+            u, v = np.divmod(np.arange(window[0] * window[1]), window[1])
+            table[u * width + v] = u * window[1] + v
+            table = self._constants[key] = table
+        return table
+
+    def maxpool2d_backward_batch(
+        self,
+        inputs,
+        window: tuple[int, int],
+        outputs,
+        padding: int | tuple[int, int, int, int],
+        stride: tuple[int, int],
+        argmax,
+        in_deltas,
+        out_deltas,
+    ) -> None:
+        plan = self._pool_plan('max', inputs, window, outputs, padding, stride)
+        if plan is None:
+            super().maxpool2d_backward_batch(
+                inputs, window, outputs, padding, stride, argmax, in_deltas, out_deltas
+            )
+            return
+        # oneDNN's workspace (the cell of each maximum in its window) from
+        # argmax: ((argmax - base) / C) is u * W + v
+        h, w, c = inputs.shape[1:]
+        base = _conv._pool_base(self, _top_left(padding), stride, outputs.shape[1:], w)
+        cell = self._buffer('onednn_found', argmax.shape)
+        np.subtract(argmax, base, out=cell)
+        np.divide(cell, c, out=cell)
+        index = self._buffer('onednn_cell', argmax.shape, np.intp)
+        np.copyto(index, cell, casting='unsafe')
+        ws = self._buffer('onednn_ws', argmax.shape, plan.workspace_dtype)
+        table = self._image_to_window(window, w, plan.workspace_dtype)
+        np.take(table, index, out=ws, mode='clip')
+        self._pool_backward(plan, ws, in_deltas, out_deltas)
+
+    def _pool_backward(self, plan, ws, in_deltas, out_deltas) -> None:
+        """Add the input deltas of pooling ``plan`` to ``in_deltas``."""
+        dy = self._dense('onednn_y', out_deltas)
+        dx = self._buffer('onednn_dx', in_deltas.shape)
+        backward = plan.backward
+        pointers = [_address(dy), _address(dx)]
+        if ws is not None:
+            pointers.append(_address(ws))
+        with plan.lock:
+            backward.run(pointers, self._scratchpad(backward))
+        _conv._add_into(in_deltas, dx)
+
+    def avgpool2d_forward_batch(
+        self,
+        inputs,
+        window: tuple[int, int],
+        outputs,
+        padding: int | tuple[int, int, int, int],
+        stride: tuple[int, int],
+    ) -> None:
+        plan = self._pool_plan('avg', inputs, window, outputs, padding, stride)
+        if plan is None:
+            super().avgpool2d_forward_batch(inputs, window, outputs, padding, stride)
+            return
+        x = self._dense('onednn_x', inputs)
+        y = self._dense('onednn_y', outputs, copy_in=False)
+        with plan.lock:
+            plan.forward.run((_address(x), _address(y)), self._scratchpad(plan.forward))
+        if y is not outputs:
+            np.copyto(outputs, y)
+
+    def avgpool2d_backward_batch(
+        self,
+        inputs,
+        window: tuple[int, int],
+        outputs,
+        padding: int | tuple[int, int, int, int],
+        stride: tuple[int, int],
+        in_deltas,
+        out_deltas,
+    ) -> None:
+        plan = self._pool_plan('avg', inputs, window, outputs, padding, stride)
+        if plan is None:
+            super().avgpool2d_backward_batch(
+                inputs, window, outputs, padding, stride, in_deltas, out_deltas
+            )
+            return
+        self._pool_backward(plan, None, in_deltas, out_deltas)
+
+
+# oneDNN's own allocations are 64-byte aligned; so are the scratchpads and
+# reordered weights it gets from the handler
+_ALIGNMENT = 64
+
+
+def _address(array) -> int:
+    """The address of ``array``'s first element."""
+    return array.__array_interface__['data'][0]
+
+
+def _top_left(padding) -> tuple[int, int]:
+    """The padding cells above and left of the image."""
+    top, _, left, _ = padding_sides(padding)
+    return top, left
+
+
+def _has_empty_window(window, top_left, stride, out_hw, in_hw) -> bool:
+    """Does some window hold padding only (no in-bounds cell)?
+
+    ``top_left`` is the padding above and left of the image; the output
+    size bounds the windows on the other sides.
+    """
+    for k, padding, s, n_out, n_in in zip(window, top_left, stride, out_hw, in_hw):
+        # the first and the last window of the axis are the emptiest
+        first_end = k - padding  # exclusive end of the first window
+        last_start = (n_out - 1) * s - padding
+        if first_end <= 0 or last_start >= n_in:
+            return True
+    return False

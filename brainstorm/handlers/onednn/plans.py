@@ -1,0 +1,292 @@
+"""oneDNN primitives for one shape of convolution or pooling, made once.
+
+A plan holds the primitive descriptors and primitives of one geometry
+(batch size, image, kernel, padding, stride) for float32 NHWC images
+(brainstorm's own layout, ``(N, H, W, C)``; oneDNN's dims are ``(N, C,
+H, W)`` with the strides of NHWC). All primitives are made with the plan
+(a shape oneDNN cannot run fails at once). Weights are ``(F, kh, kw, C)``,
+oneDNN's ``ohwi``; the convolution chooses its own weight format, and the
+plan reorders the network's weights into it (and the weight gradient back)
+through reorder primitives.
+
+Every primitive gets a user scratchpad (the handler's scratch memory), so
+oneDNN allocates nothing while it runs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import threading
+
+import numpy as np
+
+from brainstorm.handlers.onednn import _dnnl as d
+
+__all__ = ['ConvPlan', 'PoolPlan', 'image_md', 'dense_md']
+
+
+def dense_md(lib, shape, dtype=np.float32):
+    """The descriptor of a C-contiguous array of ``shape``."""
+    strides = [math.prod(shape[i + 1 :]) for i in range(len(shape))]
+    return lib.md(shape, strides, dtype)
+
+
+def image_md(lib, shape, dtype=np.float32):
+    """The descriptor of C-contiguous ``(N, H, W, C)`` images."""
+    n, h, w, c = shape
+    return lib.md((n, c, h, w), (h * w * c, 1, w * c, c), dtype)
+
+
+def _weights_md(lib, shape):
+    """The descriptor of C-contiguous ``(F, kh, kw, C)`` weights."""
+    f, kh, kw, c = shape
+    return lib.md((f, c, kh, kw), (kh * kw * c, 1, kw * c, c), np.float32)
+
+
+def _create(lib, name: str, *args) -> ctypes.c_void_p:
+    """Create a primitive descriptor with ``name``; its handle."""
+    return lib._make(name, lib.engine, *args)
+
+
+class _Reorder:
+    """A reorder primitive from ``source`` to ``target`` (descriptors)."""
+
+    def __init__(self, lib, source, target):
+        pd = lib._make(
+            'dnnl_reorder_primitive_desc_create',
+            source.handle,
+            lib.engine,
+            target.handle,
+            lib.engine,
+            None,
+        )
+        self.primitive = d.Primitive(lib, pd, {d.ARG_SRC: source, d.ARG_DST: target})
+        self.target_bytes = target.size
+
+
+class ConvPlan:
+    """Convolution forward, backward-data and backward-weights of one shape.
+
+    Args:
+        lib: the loaded library (``_dnnl.library()``).
+        x_shape: ``(N, H, W, C)`` of the inputs.
+        w_shape: ``(F, kh, kw, C)`` of the weights.
+        y_shape: ``(N, OH, OW, F)`` of the outputs.
+        padding: ``(top, left)``, the zero cells above and left of the
+            image (those below and right follow from the output size).
+        stride: ``(sy, sx)``.
+    """
+
+    def __init__(self, lib, x_shape, w_shape, y_shape, padding, stride):
+        self.lib = lib
+        self.lock = threading.Lock()
+        n, h, w, c = x_shape
+        f, kh, kw, _ = w_shape
+        oh, ow = y_shape[1:3]
+        self.x_md = image_md(lib, x_shape)
+        self.y_md = image_md(lib, y_shape)
+        self.user_w_md = _weights_md(lib, w_shape)
+        self.b_md = dense_md(lib, (f,))
+        self.any_w_md = lib.md_any((f, c, kh, kw), np.float32)
+        self.geometry = (
+            d.dims(stride),
+            d.dims((0, 0)),
+            d.dims(padding),
+            # the right padding that gives the (floored) output size: may be
+            # negative, which oneDNN accepts
+            d.dims(
+                (
+                    (oh - 1) * stride[0] + kh - h - padding[0],
+                    (ow - 1) * stride[1] + kw - w - padding[1],
+                )
+            ),
+        )
+        self.attr = lib.attr()
+        self.fwd_pd = _create(
+            lib,
+            'dnnl_convolution_forward_primitive_desc_create',
+            d.FORWARD_TRAINING,
+            d.CONVOLUTION_DIRECT,
+            self.x_md.handle,
+            self.any_w_md.handle,
+            self.b_md.handle,
+            self.y_md.handle,
+            *self.geometry,
+            self.attr.handle,
+        )
+        self.forward = self._primitive(
+            self.fwd_pd,
+            {
+                d.ARG_SRC: self.x_md,
+                d.ARG_WEIGHTS: d.QUERY_WEIGHTS_MD,
+                d.ARG_BIAS: self.b_md,
+                d.ARG_DST: self.y_md,
+            },
+            d.QUERY_WEIGHTS_MD,
+        )
+        # all made now: a shape oneDNN cannot run fails here, not later
+        self._backward_data: d.Primitive | None = None
+        self._backward_weights: d.Primitive | None = None
+        self.backward_data, self.backward_weights  # noqa: B018
+
+    def _primitive(self, pd, args, weights_query) -> d.Primitive:
+        """A primitive of ``pd``; its weights argument in the format chosen.
+
+        ``args`` maps argument indices to descriptors, or to the query of
+        the weights' descriptor, which the primitive answers. A reorder
+        from or to the network's weights format is kept for it in
+        ``reorders[weights_query]`` if the formats differ (else None).
+        """
+        chosen = self.lib.query_md(pd, weights_query)
+        full = {k: (chosen if isinstance(v, int) else v) for k, v in args.items()}
+        primitive = d.Primitive(self.lib, pd, full)
+        if chosen == self.user_w_md:
+            reorder = None
+        elif weights_query == d.QUERY_DIFF_WEIGHTS_MD:
+            reorder = _Reorder(self.lib, chosen, self.user_w_md)
+        else:
+            reorder = _Reorder(self.lib, self.user_w_md, chosen)
+        primitive.reorder = reorder  # type: ignore[attr-defined]
+        primitive.weights_bytes = chosen.size  # type: ignore[attr-defined]
+        return primitive
+
+    @property
+    def backward_data(self) -> d.Primitive:
+        """The backward-data primitive."""
+        if self._backward_data is None:
+            pd = _create(
+                self.lib,
+                'dnnl_convolution_backward_data_primitive_desc_create',
+                d.CONVOLUTION_DIRECT,
+                self.x_md.handle,
+                self.any_w_md.handle,
+                self.y_md.handle,
+                *self.geometry,
+                self.fwd_pd_handle,
+                self.attr.handle,
+            )
+            self._backward_data = self._primitive(
+                pd,
+                {
+                    d.ARG_DIFF_DST: self.y_md,
+                    d.ARG_WEIGHTS: d.QUERY_WEIGHTS_MD,
+                    d.ARG_DIFF_SRC: self.x_md,
+                },
+                d.QUERY_WEIGHTS_MD,
+            )
+        return self._backward_data
+
+    @property
+    def backward_weights(self) -> d.Primitive:
+        """The backward-weights primitive."""
+        if self._backward_weights is None:
+            pd = _create(
+                self.lib,
+                'dnnl_convolution_backward_weights_primitive_desc_create',
+                d.CONVOLUTION_DIRECT,
+                self.x_md.handle,
+                self.any_w_md.handle,
+                self.b_md.handle,
+                self.y_md.handle,
+                *self.geometry,
+                self.fwd_pd_handle,
+                self.attr.handle,
+            )
+            self._backward_weights = self._primitive(
+                pd,
+                {
+                    d.ARG_SRC: self.x_md,
+                    d.ARG_DIFF_DST: self.y_md,
+                    d.ARG_DIFF_WEIGHTS: d.QUERY_DIFF_WEIGHTS_MD,
+                    d.ARG_DIFF_BIAS: self.b_md,
+                },
+                d.QUERY_DIFF_WEIGHTS_MD,
+            )
+        return self._backward_weights
+
+    @property
+    def fwd_pd_handle(self) -> ctypes.c_void_p:
+        """The forward primitive descriptor (the hint of the backward ones)."""
+        return self.forward.pd
+
+
+class PoolPlan:
+    """Max or average pooling forward and backward of one shape.
+
+    Args:
+        lib: the loaded library.
+        kind: ``'max'`` or ``'avg'`` (average over in-bounds cells).
+        x_shape: ``(N, H, W, C)`` of the inputs.
+        y_shape: ``(N, OH, OW, C)`` of the outputs.
+        window: ``(kh, kw)``.
+        padding: ``(top, left)``, the padding cells above and left of the
+            image (those below and right follow from the output size).
+        stride: ``(sy, sx)``.
+    """
+
+    def __init__(self, lib, kind, x_shape, y_shape, window, padding, stride):
+        self.lib = lib
+        self.lock = threading.Lock()
+        h, w = x_shape[1:3]
+        oh, ow = y_shape[1:3]
+        self.x_md = image_md(lib, x_shape)
+        self.y_md = image_md(lib, y_shape)
+        self.alg = d.POOLING_MAX if kind == 'max' else d.POOLING_AVG_EXCLUDE_PADDING
+        self.geometry = (
+            d.dims(stride),
+            d.dims(window),
+            d.dims((0, 0)),
+            d.dims(padding),
+            d.dims(
+                (
+                    (oh - 1) * stride[0] + window[0] - h - padding[0],
+                    (ow - 1) * stride[1] + window[1] - w - padding[1],
+                )
+            ),
+        )
+        self.attr = lib.attr()
+        pd = _create(
+            lib,
+            'dnnl_pooling_forward_primitive_desc_create',
+            d.FORWARD_TRAINING,
+            self.alg,
+            self.x_md.handle,
+            self.y_md.handle,
+            *self.geometry,
+            self.attr.handle,
+        )
+        args = {d.ARG_SRC: self.x_md, d.ARG_DST: self.y_md}
+        workspace = lib.query_md(pd, d.QUERY_WORKSPACE_MD)
+        self.workspace_bytes = workspace.size
+        if self.workspace_bytes:
+            args[d.ARG_WORKSPACE] = workspace
+            # the index of each maximum in its window (u * kw + v), one per
+            # output, as unsigned bytes or int32
+            self.workspace_dtype = np.dtype(
+                np.uint8 if self.workspace_bytes == math.prod(y_shape) else np.int32
+            )
+        self.workspace = workspace
+        self.forward = d.Primitive(lib, pd, args)
+        self._backward: d.Primitive | None = None
+        self.backward  # noqa: B018 - made now, like the forward primitive
+
+    @property
+    def backward(self) -> d.Primitive:
+        """The backward primitive."""
+        if self._backward is None:
+            pd = _create(
+                self.lib,
+                'dnnl_pooling_backward_primitive_desc_create',
+                self.alg,
+                self.x_md.handle,
+                self.y_md.handle,
+                *self.geometry,
+                self.forward.pd,
+                self.attr.handle,
+            )
+            args = {d.ARG_DIFF_DST: self.y_md, d.ARG_DIFF_SRC: self.x_md}
+            if self.workspace_bytes:
+                args[d.ARG_WORKSPACE] = self.workspace
+            self._backward = d.Primitive(self.lib, pd, args)
+        return self._backward

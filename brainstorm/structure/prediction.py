@@ -1,0 +1,360 @@
+"""Running a network on data for its outputs: ``Network.predict``.
+
+Also the checks shared by everything that reads a network output by name
+(:func:`check_output_name`, used by ``predict``, ``tools.extract``,
+``tools.evaluate`` and the scorers), and the check that refuses to run a
+network whose parameters were never set (:func:`check_parameters_set`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from brainstorm.errors import NetworkValidationError
+from brainstorm.structure.external_data import MissingInputError, check_data
+from brainstorm.structure.layout import get_buffer_type
+
+__all__ = [
+    'UnknownOutputError',
+    'UninitializedNetworkError',
+    'output_names',
+    'check_output_name',
+    'check_parameters_set',
+    'predict',
+]
+
+#: Inputs of layers with this name take targets: ``predict`` needs no data
+#: for what reaches the network only through them.
+TARGET_INPUT = 'targets'
+
+
+class UnknownOutputError(NetworkValidationError, KeyError):
+    """An output name that is not an output of the network.
+
+    A KeyError too, as the bare BufferView KeyError it replaces.
+    """
+
+    def __str__(self):
+        return str(self.args[0])
+
+
+class UninitializedNetworkError(NetworkValidationError):
+    """A network's parameters were never initialised, loaded or set."""
+
+
+# ---------------------------------------------------------- output names ---
+
+
+def output_names(network) -> list[str]:
+    """Every output path of ``network``: ``'<layer>.outputs.<name>'``.
+
+    Args:
+        network: the network.
+
+    Returns:
+        The paths in the network's layer order (the Input layer's first).
+    """
+    return [
+        f'{lname}.outputs.{oname}'
+        for lname, layer in network.layers.items()
+        for oname in layer.out_shapes
+    ]
+
+
+def check_output_name(network, out_name, who: str) -> str:
+    """The buffer path of ``out_name``, or an error listing the outputs.
+
+    Args:
+        network: the network.
+        out_name: a path such as ``'Output.outputs.predictions'``, or the
+            name of a layer with a single output (that output).
+        who: names the caller in the message (``'predict'``).
+
+    Returns:
+        The full buffer path.
+
+    Raises:
+        UnknownOutputError: if ``out_name`` is not an output (or another
+            buffer) of ``network``; the message lists its output names.
+    """
+    if isinstance(out_name, str):
+        layer = network.layers.get(out_name)
+        if layer is not None and len(layer.out_shapes) == 1:
+            return f'{out_name}.outputs.{next(iter(layer.out_shapes))}'
+        if _is_buffer(network.layout, out_name):
+            return out_name
+    raise UnknownOutputError(
+        f'{who}: {out_name!r} is not an output of the network. Its outputs '
+        f'are {output_names(network)} (a layer name stands for its output '
+        'if it has only one).'
+    )
+
+
+def _is_buffer(layout: dict, path: str) -> bool:
+    node = layout
+    for part in path.split('.'):
+        if part.startswith('@') or not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return isinstance(node, dict) and '@shape' in node
+
+
+# ------------------------------------------------------ initialisation ---
+
+
+def check_parameters_set(network) -> None:
+    """Refuse to run a network whose parameters were never set.
+
+    A network's parameters count as set once :meth:`Network.initialize`
+    ran, it was loaded from a file or a checkpoint, or any parameter holds
+    a value other than zero (the user wrote them, e.g. through
+    ``net.buffer.parameters``). Only a network that has parameters, all of
+    them zero, and none of those is refused. The first check that passes
+    is remembered, so this costs one look at the parameters per network.
+
+    Args:
+        network: the network.
+
+    Raises:
+        UninitializedNetworkError: naming ``net.initialize(...)``.
+    """
+    if getattr(network, '_parameters_set', True):
+        return  # set, or no Network (a stand-in of a test)
+    parameters = network.buffer.parameters
+    if parameters.size and not network.handler.get_numpy_copy(parameters).any():
+        raise UninitializedNetworkError(
+            f'{network!r}: its parameters were never initialised (all '
+            f'{parameters.size} are zero, so no hidden unit could ever '
+            'differ from another). Call net.initialize(...) first, e.g. '
+            'net.initialize(bs.initializers.Gaussian(0.01)), or load a '
+            'trained network with bs.Network.from_hdf5(path). To start '
+            'from zeros on purpose, call net.initialize(0.0).'
+        )
+    network._parameters_set = True
+
+
+# ------------------------------------------------------------- predict ---
+
+
+def required_inputs(network, path: str) -> list[str]:
+    """The Input outputs that the layer of ``path`` depends on.
+
+    Connections into an input named ``'targets'`` are not followed: they
+    feed losses, not predictions.
+    """
+    needed: set = set()
+    seen: set = set()
+    todo = [path.split('.')[0]]
+    while todo:
+        lname = todo.pop()
+        if lname in seen:
+            continue
+        seen.add(lname)
+        for connection in network.layers[lname].incoming:
+            if connection.input_name == TARGET_INPUT:
+                continue
+            if connection.start_layer == 'Input':
+                needed.add(connection.output_name)
+            else:
+                todo.append(connection.start_layer)
+    if path.split('.')[0] == 'Input':
+        needed.add(path.split('.')[-1])
+    return [name for name in network.layers['Input'].out_shapes if name in needed]
+
+
+def _as_data_dict(network, data, needed: list) -> dict:
+    """``data`` as a dict of input names to arrays, checked."""
+    inputs = network.layers['Input'].out_shapes
+    if not hasattr(data, 'items'):
+        if len(needed) != 1:
+            raise NetworkValidationError(
+                f'predict: give a dict of input names to arrays; this '
+                f'output needs the inputs {needed}. Received: '
+                f'{type(data).__name__}'
+            )
+        data = {needed[0]: data}
+    unknown = [name for name in data if name not in inputs]
+    if unknown:
+        raise NetworkValidationError(
+            f"predict: unknown inputs {unknown}. The network's inputs are "
+            f'{list(inputs)}.'
+        )
+    missing = [name for name in needed if name not in data]
+    if missing:
+        raise MissingInputError(
+            f'predict: data for the inputs {missing} is missing; this '
+            f'output needs {needed} (targets are not needed). Received '
+            f'{list(data)}.'
+        )
+    return dict(data)
+
+
+def _batch_first(inputs: dict, data: dict) -> bool:
+    """Whether ``data`` gives its time-sized arrays batch-first ``(B, ...)``.
+
+    That is the case when every time-sized array has one dimension less
+    than the input's ``(T, B, *features)`` (and is then read as T = 1);
+    arrays with the full number of dimensions are ``(T, B, ...)``.
+
+    Raises:
+        NetworkValidationError: if the arrays mix both layouts.
+    """
+    layouts = {}
+    for name, array in data.items():
+        structure = inputs[name]
+        ndim = getattr(array, 'ndim', None)
+        if structure.buffer_type == 2 and ndim is not None:
+            layouts[name] = ndim == len(structure.shape) - 1
+    if len(set(layouts.values())) > 1:
+        raise NetworkValidationError(
+            'predict: give every time-sized input as (T, B, ...) or every '
+            'one as (B, ...) (read as T = 1), not both. Batch-first: '
+            f'{sorted(n for n, b in layouts.items() if b)}; time-first: '
+            f'{sorted(n for n, b in layouts.items() if not b)}.'
+        )
+    return any(layouts.values())
+
+
+def _checked_arrays(network, data: dict) -> tuple[dict, bool, int]:
+    """The arrays in ``(T, B, ...)`` layout, the layout given, and B."""
+    inputs = network.layers['Input'].out_shapes
+    batch_first = _batch_first(inputs, data)
+    arrays = {}
+    for name, array in data.items():
+        if not isinstance(array, np.ndarray) and hasattr(array, '__array__'):
+            array = np.asarray(array)
+        if batch_first and inputs[name].buffer_type == 2:
+            array = array[np.newaxis]
+        arrays[name] = check_data(name, array, inputs[name])
+    sizes = {
+        name: int(a.shape[inputs[name].buffer_type - 1]) for name, a in arrays.items()
+    }
+    if len(set(sizes.values())) > 1:
+        raise NetworkValidationError(
+            f'predict: the inputs differ in batch size (B): {sizes}.'
+        )
+    return arrays, batch_first, next(iter(sizes.values()), 0)
+
+
+def _batch_slices(arrays: dict, inputs: dict, batch_size: int, total: int):
+    """Yield the data of consecutive batches of ``batch_size`` samples."""
+    for start in range(0, total, batch_size):
+        stop = min(start + batch_size, total)
+        yield {
+            name: a[start:stop] if inputs[name].buffer_type == 1 else a[:, start:stop]
+            for name, a in arrays.items()
+        }
+
+
+def _join(results: list, buffer_type: int) -> np.ndarray:
+    if buffer_type == 0:
+        return results[-1]
+    axis = 1 if buffer_type == 2 else 0
+    if buffer_type == 2:
+        steps = max(r.shape[0] for r in results)
+        padded = []
+        for r in results:
+            if r.shape[0] < steps:
+                r = np.concatenate(
+                    [r, np.zeros((steps - r.shape[0],) + r.shape[1:], r.dtype)]
+                )
+            padded.append(r)
+        results = padded
+    return np.concatenate(results, axis=axis)
+
+
+def predict(network, data, batch_size=None, out_name=None, check_finite=True):
+    """See :meth:`brainstorm.structure.network.Network.predict`."""
+    if out_name is None:
+        out_name = network.output_name
+    if not out_name:
+        raise NetworkValidationError(
+            'predict: this network has no output_name; name the output to '
+            f'return with out_name=..., one of {output_names(network)}.'
+        )
+    path = check_output_name(network, out_name, 'predict')
+    if batch_size is not None and (
+        isinstance(batch_size, bool)
+        or not isinstance(batch_size, (int, np.integer))
+        or batch_size < 1
+    ):
+        raise NetworkValidationError(
+            'predict: batch_size must be a positive int or None. Received: '
+            f'batch_size={batch_size!r}'
+        )
+    data = _as_data_dict(network, data, required_inputs(network, path))
+    arrays, batch_first, total = _checked_arrays(network, data)
+    if not total:
+        raise NetworkValidationError(
+            'predict: the data holds no sample (its batch size B is 0).'
+        )
+    buffer_type = _buffer_type_of(network, path)
+    inputs = network.layers['Input'].out_shapes
+    results = []
+    with _SpareBuffers(network.buffer_manager):
+        for batch in _batch_slices(arrays, inputs, int(batch_size or total), total):
+            network.provide_external_data(
+                batch, all_inputs=False, check_finite=check_finite
+            )
+            network.forward_pass(training_pass=False)
+            result = network.get(path)
+            if buffer_type == 2:
+                result = result[: network.buffer_manager.time_size]
+            results.append(result)
+    output = _join(results, buffer_type)
+    if batch_first and buffer_type == 2:
+        output = output[0]
+    return output
+
+
+def _buffer_type_of(network, path: str) -> int:
+    node = network.layout
+    for part in path.split('.'):
+        node = node[part]
+    return get_buffer_type(node['@shape'])
+
+
+class _SpareBuffers:
+    """Run on fresh batch and time buffers, then put the old ones back.
+
+    Everything the last training or evaluation batch left in the network
+    (its data, activations, deltas, context, ``(T, B)``) is kept as it was:
+    the network computes in new memory meanwhile. The constant buffer is
+    shared: its parameters and gradients are not written by a forward pass
+    that is no training pass, and its other arrays (the value of a
+    ``Loss`` layer) are copied and put back.
+    """
+
+    def __init__(self, manager):
+        self.manager = manager
+
+    def __enter__(self):
+        m = self.manager
+        h = m.handler
+        self.saved = (list(m._flat), list(m.buffers), m.time_size, m.batch_size)
+        self.constants = []
+        for spec in m._specs:
+            if spec.buffer_type == 0 and not _KEPT.intersection(spec.path[:2]):
+                source = m.buffers[0][spec.start : spec.stop]
+                copy = h.allocate(source.shape)
+                h.copy_to(source, copy)
+                self.constants.append((spec, copy))
+        m._flat[1] = m._flat[2] = None
+        m.time_size = m.batch_size = None
+        return self
+
+    def __exit__(self, *exc):
+        m = self.manager
+        flat, buffers, time_size, batch_size = self.saved
+        m._flat[:] = flat
+        m.buffers[:] = buffers
+        m.time_size, m.batch_size = time_size, batch_size
+        m._build_views()
+        for spec, copy in self.constants:
+            m.handler.copy_to(copy, m.buffers[0][spec.start : spec.stop])
+        return False
+
+
+#: parts of a layer's constant memory that a forward pass (no training
+#: pass) leaves alone
+_KEPT = frozenset({'parameters', 'gradients'})

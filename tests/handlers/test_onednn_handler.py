@@ -1,0 +1,605 @@
+"""OneDnnHandler's own behaviour: oneDNN primitives made once per shape,
+results equal to NumpyHandler's within float32's precision, the float64
+fallback, copies, descriptions, files across handlers, loading and its
+failure, and OpenMP's thread settings (in fresh processes).
+
+The ops themselves are checked against float64 references by the handler
+op table (tests/handlers/test_handler_ops.py)."""
+
+import copy
+import json
+import os
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import brainstorm as bs
+from brainstorm.describable import create_from_description, get_description
+from brainstorm.handlers import NumpyHandler
+from brainstorm.handlers.onednn import _dnnl
+from tests.onednn_support import onednn_handler
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture
+def handler():
+    return onednn_handler(np.float32, seed=1)
+
+
+def out_size(size, kernel, padding, stride):
+    return (size + 2 * padding - kernel) // stride + 1
+
+
+GEOMETRIES = [  # n, h, w, c, f, kernel, padding, stride
+    (4, 9, 8, 3, 5, (3, 3), 1, (1, 1)),
+    (3, 12, 12, 16, 8, (5, 5), 2, (2, 2)),
+    (2, 7, 9, 4, 6, (3, 2), 0, (2, 1)),
+    (2, 24, 24, 3, 16, (3, 3), 0, (2, 2)),  # right padding of -1 in oneDNN
+]
+
+
+def run_conv(h, x, w, b, dy, dx0, padding, stride):
+    on = h.create_from_numpy
+    y = h.zeros(dy.shape)
+    h.conv2d_forward_batch(on(x), on(w), on(b), y, padding, stride)
+    dx, dw, db = on(dx0), h.zeros(w.shape), h.zeros(b.shape)
+    h.conv2d_backward_batch(on(x), on(w), padding, stride, dx, on(dy), dw, db)
+    return [h.get_numpy_copy(a).astype(np.float64) for a in (y, dx, dw, db)]
+
+
+def run_pool(h, kind, x, dy, window, padding, stride):
+    on = h.create_from_numpy
+    y, dx = h.zeros(dy.shape), on(np.ones(x.shape))
+    if kind == 'max':
+        argmax = h.zeros(dy.shape)
+        h.maxpool2d_forward_batch(on(x), window, y, padding, stride, argmax)
+        h.maxpool2d_backward_batch(
+            on(x), window, y, padding, stride, argmax, dx, on(dy)
+        )
+        return [h.get_numpy_copy(a) for a in (y, argmax, dx)]
+    h.avgpool2d_forward_batch(on(x), window, y, padding, stride)
+    h.avgpool2d_backward_batch(on(x), window, y, padding, stride, dx, on(dy))
+    return [h.get_numpy_copy(a) for a in (y, dx)]
+
+
+def close(got, expected, what):
+    scale = max(1.0, float(np.abs(expected).max()))
+    np.testing.assert_allclose(
+        got, expected, rtol=1e-4, atol=1e-5 * scale, err_msg=what
+    )
+
+
+@pytest.mark.parametrize('geometry', GEOMETRIES)
+def test_convolution_matches_numpy_float64(handler, geometry):
+    n, h, w, c, f, k, p, s = geometry
+    rng = np.random.RandomState(3)
+    oh, ow = out_size(h, k[0], p, s[0]), out_size(w, k[1], p, s[1])
+    args = (
+        rng.randn(n, h, w, c),
+        rng.randn(f, *k, c),
+        rng.randn(f),
+        rng.randn(n, oh, ow, f),
+        rng.randn(n, h, w, c),
+    )
+    got = run_conv(handler, *args, p, s)
+    expected = run_conv(NumpyHandler(np.float64), *args, p, s)
+    for name, a, b in zip(('outputs', 'in_deltas', 'dW', 'dbias'), got, expected):
+        close(a, b, name)
+
+
+@pytest.mark.parametrize('kind', ['max', 'avg'])
+@pytest.mark.parametrize('geometry', GEOMETRIES)
+def test_pooling_matches_numpy_float64(handler, kind, geometry):
+    n, h, w, c, _, k, p, s = geometry
+    if p >= min(k):
+        pytest.skip('windows of padding only: NumpyHandler runs those')
+    rng = np.random.RandomState(4)
+    oh, ow = out_size(h, k[0], p, s[0]), out_size(w, k[1], p, s[1])
+    x, dy = rng.randn(n, h, w, c), rng.randn(n, oh, ow, c)
+    got = run_pool(handler, kind, x, dy, k, p, s)
+    expected = run_pool(NumpyHandler(np.float64), kind, x, dy, k, p, s)
+    for a, b in zip(got, expected):
+        close(a, b, kind)
+    assert any(key[0] == kind for key in handler._plans), 'oneDNN did not run'
+
+
+def test_max_pooling_takes_the_first_of_equal_maxima(handler):
+    """Ties (ReLU zeros, small integers) go to the first cell in row-major
+    window order, as NumpyHandler's do: argmax and the deltas agree
+    exactly."""
+    rng = np.random.RandomState(5)
+    x = rng.randint(0, 3, (3, 10, 10, 4)).astype(np.float64)
+    dy = rng.randn(3, 4, 4, 4)
+    got = run_pool(handler, 'max', x, dy, (3, 3), 0, (2, 2))
+    expected = run_pool(NumpyHandler(np.float64), 'max', x, dy, (3, 3), 0, (2, 2))
+    np.testing.assert_array_equal(got[0], expected[0])
+    np.testing.assert_array_equal(got[1], expected[1])
+    close(got[2], expected[2], 'in_deltas')
+
+
+def test_primitives_are_made_once_per_shape(handler):
+    rng = np.random.RandomState(6)
+    args = (
+        rng.randn(2, 8, 8, 3),
+        rng.randn(4, 3, 3, 3),
+        rng.randn(4),
+        rng.randn(2, 8, 8, 4),
+        rng.randn(2, 8, 8, 3),
+    )
+    run_conv(handler, *args, 1, (1, 1))
+    plans = dict(handler._plans)
+    primitives = [
+        id(p) for plan in plans.values() for p in (plan.forward, plan.backward_data)
+    ]
+    run_conv(handler, *args, 1, (1, 1))
+    assert handler._plans == plans
+    assert primitives == [
+        id(p) for plan in plans.values() for p in (plan.forward, plan.backward_data)
+    ]
+    # another batch size is another shape
+    x, w, b, dy, dx = args
+    run_conv(handler, x[:1], w, b, dy[:1], dx[:1], 1, (1, 1))
+    assert len(handler._plans) == len(plans) + 1
+
+
+def test_oneDNN_runs_its_optimized_kernels(handler):
+    """Contiguous NHWC images get oneDNN's vectorised implementations, not
+    its reference loops (strided memory would get those)."""
+    rng = np.random.RandomState(7)
+    run_conv(
+        handler,
+        rng.randn(4, 16, 16, 16),
+        rng.randn(32, 5, 5, 16),
+        rng.randn(32),
+        rng.randn(4, 16, 16, 32),
+        rng.randn(4, 16, 16, 16),
+        2,
+        (1, 1),
+    )
+    (plan,) = handler._plans.values()
+    for primitive in (plan.forward, plan.backward_data, plan.backward_weights):
+        assert not primitive.implementation.startswith('ref'), primitive.implementation
+
+
+def test_strided_views_give_the_same_results(handler):
+    """Feature slices of wider buffers (how a network may lay out images)
+    go through scratch copies and give the results of contiguous arrays,
+    writing nothing outside the view."""
+    rng = np.random.RandomState(8)
+    x, w, b = rng.randn(2, 6, 6, 3), rng.randn(4, 3, 3, 3), rng.randn(4)
+    dy, dx0 = rng.randn(2, 6, 6, 4), rng.randn(2, 6, 6, 3)
+    expected = run_conv(handler, x, w, b, dy, dx0, 1, (1, 1))
+
+    def view(a):
+        wide = handler.create_from_numpy(
+            np.full(a.shape[:-1] + (a.shape[-1] + 4,), 7.0)
+        )
+        part = wide[..., 2 : 2 + a.shape[-1]]
+        part[...] = a
+        return wide, part
+
+    (wx, vx), (wdy, vdy), (wdx, vdx) = view(x), view(dy), view(dx0)
+    wy, vy = view(np.zeros(dy.shape))
+    on = handler.create_from_numpy
+    handler.conv2d_forward_batch(vx, on(w), on(b), vy, 1, (1, 1))
+    dw, db = handler.zeros(w.shape), handler.zeros(b.shape)
+    handler.conv2d_backward_batch(vx, on(w), 1, (1, 1), vdx, vdy, dw, db)
+    for got, want in zip((vy, vdx, dw, db), expected):
+        np.testing.assert_array_equal(got, want)
+    for wide in (wx, wy, wdy, wdx):
+        assert (wide[..., :2] == 7).all() and (wide[..., -2:] == 7).all()
+
+
+def test_float64_runs_numpy_handler_ops_exactly(handler):
+    """oneDNN has no float64 convolution: the float64 handler is
+    NumpyHandler, bit for bit, and makes no primitives."""
+    h64 = onednn_handler(np.float64)
+    rng = np.random.RandomState(9)
+    args = (
+        rng.randn(2, 7, 7, 3),
+        rng.randn(4, 3, 3, 3),
+        rng.randn(4),
+        rng.randn(2, 4, 4, 4),
+        rng.randn(2, 7, 7, 3),
+    )
+    got = run_conv(h64, *args, 1, (2, 2))
+    expected = run_conv(NumpyHandler(np.float64), *args, 1, (2, 2))
+    for a, b in zip(got, expected):
+        np.testing.assert_array_equal(a, b)
+    assert h64._plans == {}
+    assert h64.keeps_conv_columns(10**6) and not handler.keeps_conv_columns(10**6)
+
+
+def test_windows_of_padding_only_follow_numpy_handler(handler):
+    x = np.random.RandomState(10).randn(1, 2, 2, 1)
+    dy = np.ones((1, 4, 4, 1))
+    for kind in ('max', 'avg'):
+        got = run_pool(handler, kind, x, dy, (1, 1), 1, (1, 1))
+        expected = run_pool(NumpyHandler(np.float64), kind, x, dy, (1, 1), 1, (1, 1))
+        for a, b in zip(got, expected):
+            close(a, b, kind)
+
+
+def test_description_copy_and_pickle(handler):
+    description = get_description(handler)
+    assert description == {'@type': 'OneDnnHandler', 'dtype': 'float32'}
+    again = create_from_description(description)
+    assert type(again) is type(handler) and again.dtype == np.float32
+    assert repr(handler) == 'OneDnnHandler(dtype=np.float32)'
+    rng = np.random.RandomState(11)
+    args = (
+        rng.randn(2, 5, 5, 2),
+        rng.randn(3, 3, 3, 2),
+        rng.randn(3),
+        rng.randn(2, 5, 5, 3),
+        rng.randn(2, 5, 5, 2),
+    )
+    expected = run_conv(handler, *args, 1, (1, 1))
+    for other in (copy.deepcopy(handler), pickle.loads(pickle.dumps(handler))):
+        assert other._plans == {}
+        for a, b in zip(run_conv(other, *args, 1, (1, 1)), expected):
+            np.testing.assert_array_equal(a, b)
+
+
+def small_cnn():
+    inp, out = bs.tools.get_in_out_layers('classification', (8, 8, 3), 5)
+    net = bs.Network.from_layer(
+        inp
+        >> bs.layers.Convolution2D(4, kernel_size=(3, 3), padding=1)
+        >> bs.layers.Pooling2D(kernel_size=(2, 2), type='max', stride=(2, 2))
+        >> bs.layers.FullyConnected(5)
+        >> out
+    )
+    net.initialize(bs.initializers.Gaussian(0.1), seed=3)
+    return net
+
+
+@pytest.mark.parametrize('saving', ['numpy', 'onednn'])
+def test_a_file_saved_under_one_handler_loads_under_the_other(tmp_path, saving):
+    handlers = {
+        'numpy': lambda: NumpyHandler(np.float32),
+        'onednn': lambda: onednn_handler(np.float32),
+    }
+    loading = 'onednn' if saving == 'numpy' else 'numpy'
+    net = small_cnn()
+    net.set_handler(handlers[saving]())
+    path = str(tmp_path / 'net.h5')
+    net.save_as_hdf5(path)
+    loaded = bs.Network.from_hdf5(path)
+    assert (
+        type(loaded.handler).__name__
+        == {
+            'numpy': 'NumpyHandler',
+            'onednn': 'OneDnnHandler',
+        }[saving]
+    )
+    loaded.set_handler(handlers[loading]())
+    np.testing.assert_array_equal(loaded.get('parameters'), net.get('parameters'))
+    # and the two compute the same outputs within float32's precision
+    x = np.random.RandomState(12).rand(1, 6, 8, 8, 3).astype(np.float32)
+    results = []
+    for n in (net, loaded):
+        n.provide_external_data({'default': x, 'targets': np.zeros((1, 6, 1))})
+        n.forward_pass()
+        results.append(n.get('Output.outputs.predictions'))
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-5, atol=1e-6)
+
+
+# -------------------------------------------------------------- loading
+
+
+def test_a_missing_library_makes_the_handler_unavailable(monkeypatch):
+    """Where no libdnnl.so.3 loads, creating the handler raises an
+    ImportError naming the places searched and how to install it."""
+    monkeypatch.setattr(_dnnl, '_loaded', None)
+    monkeypatch.setattr(_dnnl, '_failure', None)
+    monkeypatch.setattr(_dnnl, '_candidates', lambda: ['/nonexistent/libdnnl.so.3'])
+    from brainstorm.handlers.onednn import OneDnnHandler, onednn_available
+
+    with pytest.raises(ImportError) as info:
+        OneDnnHandler()
+    message = str(info.value)
+    assert 'pip install onednn-cpu-gomp' in message
+    assert '/nonexistent/libdnnl.so.3' in message
+    assert onednn_available() == (False, message)
+
+
+def run_fresh(code, **env):
+    environment = {k: v for k, v in os.environ.items() if not k.startswith('OMP_')}
+    environment.pop('BRAINSTORM_NO_ONEDNN', None)
+    environment.update(env)
+    done = subprocess.run(
+        [sys.executable, '-c', code],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[0])
+    result['openmp'] = done.stdout + done.stderr
+    return result
+
+
+PROBE = """
+import ctypes, json, os, sys
+import numpy as np
+from brainstorm.handlers.onednn import OneDnnHandler, onednn_available
+ok, why = onednn_available()
+h = OneDnnHandler() if ok else None
+print(json.dumps({'ok': ok, 'why': why,
+                  'threads': h.threads if ok else None,
+                  'policy': os.environ.get('OMP_WAIT_POLICY')}), flush=True)
+if ok:  # libgomp's own view of its settings, on stderr
+    ctypes.CDLL('libgomp.so.1').omp_display_env(1)
+"""
+
+
+def test_the_environment_switch_turns_onednn_off():
+    got = run_fresh(PROBE, BRAINSTORM_NO_ONEDNN='1')
+    assert got['ok'] is False
+    assert 'BRAINSTORM_NO_ONEDNN' in got['why']
+
+
+def test_openmp_threads_follow_omp_num_threads():
+    onednn_handler()  # skips where oneDNN cannot load
+    got = run_fresh(PROBE, OMP_NUM_THREADS='1')
+    assert got['threads'] == 1
+    default = run_fresh(PROBE)
+    assert default['threads'] == len(os.sched_getaffinity(0))
+
+
+def test_idle_openmp_threads_sleep_unless_the_user_says_otherwise():
+    """Between oneDNN's primitives NumPy's OpenBLAS threads run: OpenMP's
+    idle threads must not spin on the same cores. The handler sets
+    OMP_WAIT_POLICY=PASSIVE before oneDNN (and libgomp) load, but keeps a
+    policy the user set."""
+    onednn_handler()
+    passive = run_fresh(PROBE)
+    assert passive['policy'] == 'PASSIVE'
+    # libgomp spins 300000 times before sleeping unless the policy is passive
+    assert "GOMP_SPINCOUNT = '0'" in passive['openmp'], passive['openmp']
+    active = run_fresh(PROBE, OMP_WAIT_POLICY='ACTIVE')
+    assert active['policy'] == 'ACTIVE'
+    assert "OMP_WAIT_POLICY = 'ACTIVE'" in active['openmp'], active['openmp']
+
+
+# ------------------------------------------------------------ the default
+
+DEFAULT_PROBE = """
+import json, os
+import brainstorm as bs
+inp, out = bs.tools.get_in_out_layers('classification', 4, 3)
+net = bs.Network.from_layer(inp >> out)
+print(json.dumps({'default': repr(bs.handlers.default_handler),
+                  'net': repr(net.handler),
+                  'same': net.handler is bs.handlers.default_handler}))
+"""
+
+
+def test_the_default_handler_is_onednn_where_it_loads():
+    onednn_handler()
+    got = run_fresh(DEFAULT_PROBE)
+    assert got['default'] == got['net'] == 'OneDnnHandler(dtype=np.float32)'
+    assert got['same']
+
+
+def test_the_environment_switch_makes_numpy_handler_the_default():
+    got = run_fresh(DEFAULT_PROBE, BRAINSTORM_NO_ONEDNN='1')
+    assert got['default'] == got['net'] == 'NumpyHandler(dtype=np.float32)'
+
+
+def test_set_default_handler_forces_numpy_handler():
+    previous = bs.handlers.set_default_handler(NumpyHandler(np.float32))
+    try:
+        inp, out = bs.tools.get_in_out_layers('classification', 4, 3)
+        net = bs.Network.from_layer(inp >> out)
+        assert type(net.handler) is NumpyHandler
+        with pytest.raises(TypeError, match='must be a Handler.*received str'):
+            bs.handlers.set_default_handler('numpy')
+    finally:
+        assert type(bs.handlers.set_default_handler(previous)) is NumpyHandler
+    assert bs.handlers.default_handler is previous
+
+
+def test_print_network_info_names_the_handler(handler, capsys):
+    net = small_cnn()
+    net.set_handler(handler)
+    bs.tools.print_network_info(net)
+    text = capsys.readouterr().out
+    assert (
+        f'Handler: OneDnnHandler(dtype=np.float32) with oneDNN '
+        f'{handler.onednn_version} on {handler.threads} threads'
+    ) in text
+    net.set_handler(NumpyHandler(np.float64))
+    bs.tools.print_network_info(net)
+    assert 'Handler: NumpyHandler(dtype=np.float64)\n' in capsys.readouterr().out
+
+
+def test_a_checkpoint_resumes_bit_for_bit_on_onednn(tmp_path, handler):
+    """oneDNN's kernels are deterministic for fixed shapes and threads: a
+    CNN run continued from a checkpoint (on a fresh handler with fresh
+    primitives) ends with the parameters of the uninterrupted run."""
+
+    def setup():
+        bs.global_rnd.set_seed(7)
+        rnd = np.random.RandomState(0)
+        x = rnd.rand(1, 24, 8, 8, 3)
+        y = rnd.randint(0, 5, (1, 24, 1))
+        net = small_cnn()
+        net.set_handler(onednn_handler(np.float32))
+        trainer = bs.Trainer(bs.training.MomentumStepper(0.1, 0.9), verbose=False)
+        trainer.add_hook(
+            bs.hooks.SaveCheckpoint(
+                str(tmp_path / 'run.ckpt'), timescale='update', interval=4
+            )
+        )
+        trainer.add_hook(bs.hooks.StopAfterEpoch(3))
+        data = bs.data_iterators.Minibatches(6, shuffle=True, default=x, targets=y)
+        return net, trainer, data
+
+    net, trainer, data = setup()
+    trainer.train(net, data)
+    full = net.get('parameters')
+    net, trainer, data = setup()
+    trainer.hooks['StopAfterEpoch'].max_epochs = 2
+    trainer.train(net, data)
+    resumed, net = bs.Trainer.from_checkpoint(str(tmp_path / 'run.ckpt'))
+    assert type(net.handler).__name__ == 'OneDnnHandler'
+    assert resumed.current_update_nr == 8
+    resumed.hooks['StopAfterEpoch'].max_epochs = 3
+    resumed.train(net, setup()[2])
+    np.testing.assert_array_equal(net.get('parameters'), full)
+
+
+def test_cnns_in_threads_share_one_handler(handler):
+    """Networks of the same shapes in several threads share the handler's
+    primitives (one lock each) and keep their scratch memory per thread:
+    each thread's training ends exactly as when it runs alone."""
+    import sys
+    import threading
+
+    rnd = np.random.RandomState(13)
+    x = rnd.rand(1, 12, 8, 8, 3)
+    y = rnd.randint(0, 5, (1, 12, 1))
+
+    def run(seed, results, barrier=None):
+        net = small_cnn()
+        net.initialize(bs.initializers.Gaussian(0.1), seed=seed)
+        net.set_handler(handler)
+        stepper = bs.training.MomentumStepper(0.05, 0.9)
+        stepper.start(net)
+        for _ in range(6):
+            if barrier is not None:
+                barrier.wait(30)
+            net.provide_external_data({'default': x, 'targets': y})
+            stepper.run()
+        results[seed] = net.get('parameters')
+
+    alone: dict = {}
+    for seed in (1, 2, 3):
+        run(seed, alone)
+    together: dict = {}
+    barrier = threading.Barrier(3)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [
+            threading.Thread(target=run, args=(seed, together, barrier), daemon=True)
+            for seed in (1, 2, 3)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)  # each takes about a second
+    finally:
+        sys.setswitchinterval(interval)
+    assert not any(thread.is_alive() for thread in threads), 'a thread hangs'
+    assert sorted(together) == [1, 2, 3]
+    for seed in (1, 2, 3):
+        np.testing.assert_array_equal(together[seed], alone[seed])
+
+
+def test_a_file_saved_on_onednn_loads_where_onednn_cannot(tmp_path, handler):
+    """Another machine (here: a fresh process with oneDNN switched off)
+    loads the file on a NumpyHandler, says so, and gets the parameters."""
+    net = small_cnn()
+    net.set_handler(handler)
+    path = tmp_path / 'net.h5'
+    net.save_as_hdf5(str(path))
+    np.save(tmp_path / 'saved.npy', net.get('parameters'))
+    code = f"""
+import json, warnings
+import numpy as np
+import brainstorm as bs
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    net = bs.Network.from_hdf5({str(path)!r})
+same = np.array_equal(net.get('parameters'), np.load({str(tmp_path / 'saved.npy')!r}))
+print(json.dumps({{'handler': repr(net.handler), 'same': bool(same),
+                  'warnings': [str(w.message) for w in caught]}}))
+"""
+    got = run_fresh(code, BRAINSTORM_NO_ONEDNN='1')
+    assert got['handler'] == 'NumpyHandler(dtype=np.float32)'
+    assert got['same']
+    assert any(
+        'OneDnnHandler' in w and 'BRAINSTORM_NO_ONEDNN' in w for w in got['warnings']
+    ), got['warnings']
+
+
+def test_shapes_onednn_cannot_run_use_numpy_handler_ops(handler, monkeypatch):
+    """Where oneDNN has no implementation for a shape (its primitive
+    descriptor fails), the op runs NumpyHandler's code, and oneDNN is not
+    asked again for that shape."""
+    from brainstorm.handlers.onednn import handler as module
+
+    asked = []
+
+    def unimplemented(*args):
+        asked.append(args)
+        raise _dnnl.OneDnnError('oneDNN: ... failed: unimplemented (status 3)')
+
+    monkeypatch.setattr(module, 'ConvPlan', unimplemented)
+    monkeypatch.setattr(module, 'PoolPlan', unimplemented)
+    rng = np.random.RandomState(14)
+    args = (
+        rng.randn(2, 6, 6, 3),
+        rng.randn(4, 3, 3, 3),
+        rng.randn(4),
+        rng.randn(2, 6, 6, 4),
+        rng.randn(2, 6, 6, 3),
+    )
+    for _ in range(2):
+        got = run_conv(handler, *args, 1, (1, 1))
+        expected = run_conv(NumpyHandler(np.float32), *args, 1, (1, 1))
+        for a, b in zip(got, expected):
+            np.testing.assert_array_equal(a, b)
+        x, dy = rng.randn(2, 6, 6, 3), rng.randn(2, 2, 2, 3)
+        for kind in ('max', 'avg'):
+            pooled = run_pool(handler, kind, x, dy, (3, 3), 0, (2, 2))
+            reference = run_pool(
+                NumpyHandler(np.float32), kind, x, dy, (3, 3), 0, (2, 2)
+            )
+            for a, b in zip(pooled, reference):
+                np.testing.assert_array_equal(a, b)
+    assert len(asked) == 3  # one convolution and two pooling shapes, once each
+    assert set(handler._plans.values()) == {None}
+
+
+@pytest.mark.parametrize(
+    'padding, stride',
+    [((0, 1, 0, 1), (1, 1)), ((1, 1, 0, 1), (2, 2)), ((1, 1, 2, 2), (2, 1))],
+)
+def test_per_side_padding_matches_numpy_float64(handler, padding, stride):
+    """Padding given per side (``'same'`` with even kernels, say): oneDNN's
+    left padding is the top/left one, its right padding follows from the
+    output size."""
+    top, bottom, left, right = padding
+    n, h, w, c, f, k = 2, 9, 8, 3, 4, (2, 3)
+    oh = (h + top + bottom - k[0]) // stride[0] + 1
+    ow = (w + left + right - k[1]) // stride[1] + 1
+    rng = np.random.RandomState(15)
+    args = (
+        rng.randn(n, h, w, c),
+        rng.randn(f, *k, c),
+        rng.randn(f),
+        rng.randn(n, oh, ow, f),
+        rng.randn(n, h, w, c),
+    )
+    got = run_conv(handler, *args, padding, stride)
+    expected = run_conv(NumpyHandler(np.float64), *args, padding, stride)
+    for name, a, b in zip(('outputs', 'in_deltas', 'dW', 'dbias'), got, expected):
+        close(a, b, name)
+    x, dy = args[0], rng.randn(n, oh, ow, c)
+    for kind in ('max', 'avg'):
+        pooled = run_pool(handler, kind, x, dy, k, padding, stride)
+        reference = run_pool(NumpyHandler(np.float64), kind, x, dy, k, padding, stride)
+        for a, b in zip(pooled, reference):
+            close(a, b, kind)
+    assert all(plan is not None for plan in handler._plans.values())
+    assert len(handler._plans) == 3
