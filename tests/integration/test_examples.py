@@ -149,7 +149,7 @@ def test_cifar10_resnet_runs_on_upscaled_digits(tmp_path):
     assert 'upscaled from 8x8 to 32x32 pixels' in out
     assert 'of shape (32, 32, 1)' in out
     best = percentage(r'Validation accuracy: ([\d.]+)% \(best', out)
-    assert best >= 0.35  # 60.8 % measured; chance is 10 %
+    assert best >= 0.35  # 61.1 % measured (60.8 % on NumpyHandler); chance 10 %
     assert (tmp_path / 'best.hdf5').exists()
 
 
