@@ -18,6 +18,7 @@ import pytest
 
 import brainstorm
 from brainstorm.__about__ import __distribution__, install_hint
+from tests.source_tree import tree_files
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # PyPI's "brainstorm" is IDSIA's 0.5: a hint naming it installs that one.
@@ -143,17 +144,10 @@ def test_wheel_and_sdist_carry_the_cuda_sources(tmp_path):
     )
     assert len(sources) >= 5, sources
     # the files of a clean checkout (committed or not, nothing ignored)
-    listed = subprocess.run(
-        ['git', 'ls-files', '-z', '--cached', '--others', '--exclude-standard'],
-        cwd=root,
-        capture_output=True,
-        check=True,
-    ).stdout.decode()
     tree = tmp_path / 'tree'
-    for name in filter(None, listed.split('\0')):
-        if (root / name).is_file():
-            (tree / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(root / name, tree / name)
+    for name in tree_files(root):
+        (tree / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / name, tree / name)
     result = subprocess.run(
         [sys.executable, '-m', 'build', '--no-isolation', '--outdir', 'dist'],
         cwd=tree,

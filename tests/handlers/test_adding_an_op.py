@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.source_tree import tree_files
+
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / 'docs' / 'custom_handler.rst'
 
@@ -65,14 +67,8 @@ def insert(text: str, anchor: str, indent: int, lines_before: int, code: str) ->
 
 
 def copy_of_the_repository(target: Path) -> None:
-    listed = subprocess.run(
-        ['git', 'ls-files', '-z', '--cached', '--others', '--exclude-standard'],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout.decode()
-    for name in filter(None, listed.split('\0')):
-        if (ROOT / name).is_file() and name.startswith(('brainstorm/', 'tests/')):
+    for name in tree_files(ROOT):
+        if name.startswith(('brainstorm/', 'tests/')):
             (target / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, target / name)
     shutil.copy2(ROOT / 'pyproject.toml', target / 'pyproject.toml')
