@@ -1,6 +1,7 @@
 """The DebugHandler checks of the attention ops.
 
-The ops are those of :mod:`brainstorm.handlers.ops_attention`.
+The ops are those of the ``attention`` section of
+:mod:`brainstorm.handlers.ops_layers`.
 
 Functions taking the debug handler as ``self``; the class binds them as its
 ``_check_batch_dot`` and ``_check_masked_softmax``.

@@ -55,9 +55,7 @@ from brainstorm.handlers.op_spec import (
     op_method,
     signature,
 )
-from brainstorm.handlers.ops_added import SECTIONS_ADDED
-from brainstorm.handlers.ops_attention import ATTENTION_OPS
-from brainstorm.handlers.ops_layers import LAYER_SECTIONS
+from brainstorm.handlers.ops_layers import EARLY_SECTIONS, LAYER_SECTIONS
 
 __all__ = [
     'Op',
@@ -583,8 +581,8 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
             optional=('x',),
         ),
     ),
-    # the sections added with the layers of today, in their own module
-    **SECTIONS_ADDED,
+    # the ops of particular layers stand in ops_layers.py
+    **EARLY_SECTIONS,
     'conv/pool': (
         Op(
             'conv2d_forward_batch',
@@ -752,7 +750,6 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
         ),
     ),
     **LAYER_SECTIONS,
-    'attention': ATTENTION_OPS,
 }
 
 #: Every op, in the order of the handler files' sections.

@@ -1,19 +1,129 @@
 """The rows of the op table for the ops of particular layers.
 
 Part of :data:`brainstorm.handlers.ops.OPS` (see there for what a row
-says). These ops exist so that a layer's inner loop is one handler call: the
-base class composes each of them of the general ops (the reference), and a
-handler may run one as a single pass (``PyCudaHandler`` does, with one
-kernel each).
+says), kept here so that ``ops.py`` holds the general ops:
+:data:`EARLY_SECTIONS` (``Embedding``'s ops and the activations added in
+this release) stand before ``'conv/pool'`` in the table,
+:data:`LAYER_SECTIONS` (``Lstm``'s time step, the sequence reversal of the
+reverse recurrent layers and ``MultiHeadAttention``'s ops) at its end. The
+LSTM step ops are not abstract: the base class composes them of the general
+ops, and ``PyCudaHandler`` runs each as one kernel.
 """
 
 from __future__ import annotations
 
 from brainstorm.handlers.op_spec import Op
 
-__all__ = ['LAYER_SECTIONS']
+__all__ = ['EARLY_SECTIONS', 'LAYER_SECTIONS']
 
-#: Section name -> rows, in the order of the handler files.
+#: The sections that stand before ``'conv/pool'`` in the table: the ops of
+#: ``Embedding`` and the activation functions added to
+#: :data:`~brainstorm.handlers.base_handler.ACTIVATIONS`.
+EARLY_SECTIONS: dict[str, tuple[Op, ...]] = {
+    'embedding': (
+        Op(
+            'gather_m_by_v',
+            'm, v, out',
+            """Pick one row per id: ``out[i, :] = m[int(v[i, 0]), :]``.
+
+            Args:
+                m: matrix ``(K, F)`` (e.g. an embedding table).
+                v: vector ``(N, 1)`` of integral row ids in ``[0, K)``.
+                out: matrix ``(N, F)``, overwritten.
+            """,
+            check='rows_by_id',
+        ),
+        Op(
+            'scatter_add_m_by_v',
+            'm, v, out',
+            """Add each row to the row its id names: ``out[v[i, 0], :] += m[i, :]``.
+
+            Rows with the same id all add to it (the gradient of
+            :meth:`gather_m_by_v`); the order of the additions is unspecified.
+
+            Args:
+                m: matrix ``(N, F)``.
+                v: vector ``(N, 1)`` of integral row ids in ``[0, K)``.
+                out: matrix ``(K, F)``, added to.
+            """,
+            check='rows_by_id',
+        ),
+    ),
+    'more activations': (
+        Op(
+            'gelu',
+            'x, y',
+            """Gaussian error linear unit, tanh approximation; ``y`` may alias ``x``.
+
+            ``y = x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3)))``
+            (``torch.nn.GELU(approximate='tanh')``; within 1e-3 of the exact
+            ``x * Phi(x)``).
+            """,
+            alias=True,
+            writes=('y',),
+        ),
+        Op(
+            'gelu_deriv',
+            'x, y, dy, dx',
+            """``dx = dy * gelu'(x)``, from ``x`` (it does not follow from ``y``).
+
+            Args:
+                x: the activation input (required).
+                y: ``gelu(x)`` (unused).
+                dy: delta of ``y``.
+                dx: delta of ``x``, overwritten; same shape, may alias ``dy``.
+            """,
+            alias=True,
+            writes=('dx',),
+        ),
+        Op(
+            'leaky_rel',
+            'x, y',
+            """Leaky rectified linear: ``y = x if x > 0 else 0.01 * x``.
+
+            The slope 0.01 is fixed (PyTorch's default); ``y`` may alias ``x``.
+            """,
+            alias=True,
+            writes=('y',),
+            check='same',
+        ),
+        Op(
+            'leaky_rel_deriv',
+            'x, y, dy, dx',
+            """``dx = dy if y > 0 else 0.01 * dy`` (uses only ``y``).
+
+            Arguments as in :meth:`el_deriv`.
+            """,
+            alias=True,
+            writes=('dx',),
+            optional=('x',),
+        ),
+        Op(
+            'softplus',
+            'x, y',
+            """Softplus ``y = ln(1 + exp(x))``, finite for every finite ``x``.
+
+            ``y`` may alias ``x``.
+            """,
+            alias=True,
+            writes=('y',),
+        ),
+        Op(
+            'softplus_deriv',
+            'x, y, dy, dx',
+            """``dx = dy * (1 - exp(-y))`` (the sigmoid of ``x``; uses only ``y``).
+
+            Arguments as in :meth:`el_deriv`.
+            """,
+            alias=True,
+            writes=('dx',),
+            optional=('x',),
+        ),
+    ),
+}
+
+#: The sections at the end of the table: the ops of ``Lstm``, of the
+#: reverse recurrent layers and of ``MultiHeadAttention``.
 LAYER_SECTIONS: dict[str, tuple[Op, ...]] = {
     'recurrent': (
         Op(
@@ -110,6 +220,78 @@ LAYER_SECTIONS: dict[str, tuple[Op, ...]] = {
             """,
             optional=('mask',),
             check='reverse_time',
+        ),
+    ),
+    'attention': (
+        Op(
+            'batch_dot_tt',
+            'a, b, out, transa: bool = False, transb: bool = False',
+            """Batched matrix products over the middle axes: ``out = op(a) @ op(b)``.
+
+            The first and the last axis of each operand are the two axes of
+            its matrices; all axes between them are batch axes, equal for
+            ``a``, ``b`` and ``out``: for every batch index ``i``,
+            ``out[:, i, :] = op(a[:, i, :]) @ op(b[:, i, :])``, where ``op``
+            transposes the matrix if ``transa`` (``transb``) is set. This is
+            the time-major layout of attention: with ``q`` and ``k`` of shape
+            ``(T, B, heads, d)``, ``batch_dot_tt(q, k, scores, transb=True)``
+            gives the ``(T, B, heads, T)`` scores of every sequence and head.
+
+            Args:
+                a: ``(M, *batch, K)``, or ``(K, *batch, M)`` with ``transa``.
+                b: ``(K, *batch, N)``, or ``(N, *batch, K)`` with ``transb``.
+                out: ``(M, *batch, N)``, overwritten; must not overlap ``a``
+                    or ``b``.
+                transa: transpose the matrices of ``a``.
+                transb: transpose the matrices of ``b``.
+            """,
+            check='batch_dot',
+        ),
+        Op(
+            'batch_dot_add_tt',
+            'a, b, out, transa: bool = False, transb: bool = False',
+            """Like :meth:`batch_dot_tt`, but ADDS the products to ``out``.""",
+            check='batch_dot',
+        ),
+        Op(
+            'masked_softmax_t',
+            'x, mask, out, causal: bool = False',
+            """Softmax of attention scores over their last axis, with masks.
+
+            ``x`` holds scores ``x[t, i..., s]`` of query position ``t``
+            for key position ``s`` (``i...`` are batch axes, the first of
+            them the sequence ``b``). A key takes part if ``mask[s, b] != 0``
+            and, with ``causal``, ``s <= t``; ``out[t, i..., :]`` is the
+            softmax over those keys and 0 at all others. A query with
+            ``mask[t, b] == 0``, or without any key, gets a row of zeros.
+            So padding positions neither give nor receive attention.
+
+            Args:
+                x: ``(T, B, ..., S)``.
+                mask: None (every position is real) or ``(L, B, 1)`` with
+                    ``L >= max(T, S)``; non-zero marks a real position.
+                out: of ``x``'s shape, overwritten; may alias ``x``.
+                causal: let position ``t`` attend only to ``s <= t``.
+            """,
+            alias=True,
+            optional=('mask',),
+            check='masked_softmax',
+        ),
+        Op(
+            'softmax_deriv_t',
+            'y, dy, dx',
+            """Deltas of a softmax over the last axis: ``dx = y * (dy - sum(dy * y))``.
+
+            The sum runs over the last axis (keepdims). Entries where
+            ``y == 0`` (masked ones of :meth:`masked_softmax_t`) get 0.
+
+            Args:
+                y: the softmax output, any shape.
+                dy: the deltas of ``y``, of ``y``'s shape.
+                dx: of ``y``'s shape, overwritten; may alias ``dy``.
+            """,
+            writes=('dx',),
+            alias=True,
         ),
     ),
 }
