@@ -2,9 +2,9 @@
 
 Part of :data:`brainstorm.handlers.ops.OPS` (see there for what a row
 says), kept here so that ``ops.py`` holds the general ops:
-:data:`EARLY_SECTIONS` (``Embedding``'s ops and the activations added in
+``EARLY_SECTIONS`` (``Embedding``'s ops and the activations added in
 this release) stand before ``'conv/pool'`` in the table,
-:data:`LAYER_SECTIONS` (``Lstm``'s time step, the sequence reversal of the
+``LAYER_SECTIONS`` (``Lstm``'s time step, the sequence reversal of the
 reverse recurrent layers and ``MultiHeadAttention``'s ops) at its end. The
 LSTM step ops are not abstract: the base class composes them of the general
 ops, and ``PyCudaHandler`` runs each as one kernel.
