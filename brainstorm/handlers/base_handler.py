@@ -13,6 +13,7 @@ from __future__ import annotations
 import abc
 import functools
 import inspect
+import math
 from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from typing import TYPE_CHECKING, Any
 
@@ -143,8 +144,11 @@ class Handler(Describable, abc.ABC):
     convolution/pooling ops, which work on a whole batch of images. The
     allocation, conversion, copy/fill and check ops (``allocate``,
     ``copy_to``, ``fill_gaussian``, ``is_fully_finite``, ...) are named
-    after what they do. A new op fits this grammar, or the grammar is
-    amended here first.
+    after what they do, and so are the ops of one layer
+    (``lstm_forward_step``) and the parameter updates of one stepper, named
+    ``<rule>_update`` (``momentum_update``, ``adam_update``; Nesterov's
+    momentum has two: ``nesterov_lookahead`` and ``nesterov_update``). A new
+    op fits this grammar, or the grammar is amended here first.
 
     **Calling convention.** Results go into a caller-owned output argument
     (``out``, ``y``, ``dx``, ...) and every op returns None, except the
@@ -330,6 +334,88 @@ class Handler(Describable, abc.ABC):
             out_cells: output cells per image, ``OH * OW``.
         """
         return False
+
+    # ---------------------------------------------------------------- updates
+    # Each update op is the sequence of general ops the steppers ran before
+    # it was an op, in the same order, so results stay bit-identical on
+    # every handler (resumed runs and the reproducibility tests rely on it).
+
+    def sgd_update(  # noqa: D102 - documented in the table
+        self, parameters, gradients, learning_rate: float
+    ) -> None:
+        self.mult_add_st(-learning_rate, gradients, parameters)
+
+    def momentum_update(  # noqa: D102 - documented in the table
+        self, parameters, gradients, velocity, learning_rate: float, momentum: float
+    ) -> None:
+        self.mult_st(momentum, velocity, velocity)
+        self.mult_add_st(-learning_rate, gradients, velocity)
+        self.add_tt(parameters, velocity, parameters)
+
+    def nesterov_lookahead(  # noqa: D102 - documented in the table
+        self, parameters, velocity, momentum: float
+    ) -> None:
+        self.mult_st(momentum, velocity, velocity)
+        self.add_tt(parameters, velocity, parameters)
+
+    def nesterov_update(  # noqa: D102 - documented in the table
+        self, parameters, gradients, velocity, learning_rate: float
+    ) -> None:
+        self.mult_add_st(-learning_rate, gradients, velocity)
+        self.mult_add_st(-learning_rate, gradients, parameters)
+
+    def rmsprop_update(  # noqa: D102 - documented in the table
+        self,
+        parameters,
+        gradients,
+        mean_square,
+        scratch,
+        learning_rate: float,
+        decay: float,
+        epsilon: float,
+    ) -> None:
+        self.mult_st(decay, mean_square, mean_square)
+        self.mult_tt(gradients, gradients, scratch)
+        self.mult_add_st(1.0 - decay, scratch, mean_square)
+        self.sqrt_t(mean_square, scratch)
+        self.add_st(epsilon, scratch, scratch)
+        self.divide_tt(gradients, scratch, scratch)
+        self.mult_add_st(-learning_rate, scratch, parameters)
+
+    def adam_update(  # noqa: D102 - documented in the table
+        self,
+        parameters,
+        gradients,
+        m,
+        v,
+        mask,
+        scratch,
+        learning_rate: float,
+        beta1: float,
+        beta2: float,
+        epsilon: float,
+        step: int,
+        weight_decay: float,
+    ) -> None:
+        decay = learning_rate * weight_decay
+        if decay != 0.0:
+            if mask is None:
+                self.mult_st(1.0 - decay, parameters, parameters)
+            else:
+                self.mult_tt(parameters, mask, scratch)
+                self.mult_add_st(-decay, scratch, parameters)
+        correction1 = 1.0 - beta1**step
+        root_correction2 = math.sqrt(1.0 - beta2**step)
+        self.mult_st(beta1, m, m)
+        self.mult_add_st(1.0 - beta1, gradients, m)
+        self.mult_st(beta2, v, v)
+        self.mult_tt(gradients, gradients, scratch)
+        self.mult_add_st(1.0 - beta2, scratch, v)
+        self.sqrt_t(v, scratch)
+        self.mult_st(1.0 / root_correction2, scratch, scratch)
+        self.add_st(epsilon, scratch, scratch)
+        self.divide_tt(m, scratch, scratch)
+        self.mult_add_st(-learning_rate / correction1, scratch, parameters)
 
 
 install_contract(Handler, OPS)

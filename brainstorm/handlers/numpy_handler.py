@@ -10,6 +10,7 @@ import numpy as np
 from brainstorm.arguments import SEED, Arg, FloatDtype, Optional
 from brainstorm.errors import NetworkValidationError
 from brainstorm.handlers import _numpy_conv as _conv
+from brainstorm.handlers import _numpy_update as _update
 from brainstorm.handlers.base_handler import FirstUseRandomState, Handler
 from brainstorm.randomness import (
     RandomState,
@@ -620,6 +621,80 @@ class NumpyHandler(Handler):
         np.sum(product, axis=-1, keepdims=True, out=total)
         np.subtract(dy, total, out=dx)
         np.multiply(dx, y, out=dx)
+
+    # --------------------------------------------------------------- updates
+    # the base class's sequences of ops, one cache-sized chunk at a time
+    # (bit-identical results): see _numpy_update.py
+
+    def sgd_update(self, parameters, gradients, learning_rate: float) -> None:
+        _update.sgd_update(self, parameters, gradients, learning_rate)
+
+    def momentum_update(
+        self, parameters, gradients, velocity, learning_rate: float, momentum: float
+    ) -> None:
+        _update.momentum_update(
+            self, parameters, gradients, velocity, learning_rate, momentum
+        )
+
+    def nesterov_lookahead(self, parameters, velocity, momentum: float) -> None:
+        _update.nesterov_lookahead(self, parameters, velocity, momentum)
+
+    def nesterov_update(
+        self, parameters, gradients, velocity, learning_rate: float
+    ) -> None:
+        _update.nesterov_update(self, parameters, gradients, velocity, learning_rate)
+
+    def rmsprop_update(
+        self,
+        parameters,
+        gradients,
+        mean_square,
+        scratch,
+        learning_rate: float,
+        decay: float,
+        epsilon: float,
+    ) -> None:
+        _update.rmsprop_update(
+            self,
+            parameters,
+            gradients,
+            mean_square,
+            scratch,
+            learning_rate,
+            decay,
+            epsilon,
+        )
+
+    def adam_update(
+        self,
+        parameters,
+        gradients,
+        m,
+        v,
+        mask,
+        scratch,
+        learning_rate: float,
+        beta1: float,
+        beta2: float,
+        epsilon: float,
+        step: int,
+        weight_decay: float,
+    ) -> None:
+        _update.adam_update(
+            self,
+            parameters,
+            gradients,
+            m,
+            v,
+            mask,
+            scratch,
+            learning_rate,
+            beta1,
+            beta2,
+            epsilon,
+            step,
+            weight_decay,
+        )
 
 
 def _matrices(x, trans: bool):

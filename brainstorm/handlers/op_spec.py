@@ -27,6 +27,11 @@ __all__ = [
 KINDS = {
     **dict.fromkeys(('s', 'val', 'mean', 'std', 'probability'), 'scalar'),
     **dict.fromkeys(('a_min', 'a_max'), 'scalar'),
+    # the hyperparameters of the update ops
+    **dict.fromkeys(
+        ('learning_rate', 'momentum', 'decay', 'epsilon', 'beta1', 'beta2'), 'scalar'
+    ),
+    **dict.fromkeys(('step', 'weight_decay'), 'scalar'),
     **dict.fromkeys(('transa', 'transb', 'skip_in_deltas', 'causal'), 'flag'),
     **dict.fromkeys(('window', 'stride'), 'pair'),
     'padding': 'padding',

@@ -23,12 +23,15 @@ hand: it is the executable reference.
 
 **Operand kinds** follow from the parameter names
 (:data:`~brainstorm.handlers.op_spec.KINDS`): ``s``, ``val``, ``mean``,
-``std``, ``probability``, ``a_min`` and ``a_max`` are Python scalars,
-``transa``, ``transb``, ``skip_in_deltas`` and ``causal`` flags, ``window`` and
-``stride`` tuples of two positive ints, ``padding`` an int ``>= 0`` (the
-same on every side) or a tuple ``(top, bottom, left, right)`` of them,
-``axis`` an axis, ``shape`` a shape tuple and ``arr`` a NumPy array; every
-other parameter is an array of the handler.
+``std``, ``probability``, ``a_min`` and ``a_max`` are Python scalars (and
+so are the hyperparameters of the update ops: ``learning_rate``,
+``momentum``, ``decay``, ``epsilon``, ``beta1``, ``beta2``, ``step`` and
+``weight_decay``), ``transa``, ``transb``, ``skip_in_deltas`` and
+``causal`` flags, ``window`` and ``stride`` tuples of two positive ints,
+``padding`` an int ``>= 0`` (the same on every side) or a tuple ``(top,
+bottom, left, right)`` of them, ``axis`` an axis, ``shape`` a shape tuple
+and ``arr`` a NumPy array; every other parameter is an array of the
+handler.
 
 **Check rules** (the row's ``check``): ``'same'``, all array operands have
 one shape (the ``_t``, ``_tt`` and ``_st`` ops and the activations);
@@ -55,7 +58,11 @@ from brainstorm.handlers.op_spec import (
     op_method,
     signature,
 )
-from brainstorm.handlers.ops_layers import EARLY_SECTIONS, LAYER_SECTIONS
+from brainstorm.handlers.ops_layers import (
+    EARLY_SECTIONS,
+    LAYER_SECTIONS,
+    UPDATE_SECTIONS,
+)
 
 __all__ = [
     'Op',
@@ -750,6 +757,7 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
         ),
     ),
     **LAYER_SECTIONS,
+    **UPDATE_SECTIONS,
 }
 
 #: Every op, in the order of the handler files' sections.

@@ -5,16 +5,20 @@ says), kept here so that ``ops.py`` holds the general ops:
 ``EARLY_SECTIONS`` (``Embedding``'s ops and the activations added in
 this release) stand before ``'conv/pool'`` in the table,
 ``LAYER_SECTIONS`` (``Lstm``'s time step, the sequence reversal of the
-reverse recurrent layers and ``MultiHeadAttention``'s ops) at its end. The
-LSTM step ops are not abstract: the base class composes them of the general
-ops, and ``PyCudaHandler`` runs each as one kernel.
+reverse recurrent layers and ``MultiHeadAttention``'s ops) after it, and
+``UPDATE_SECTIONS`` (the parameter updates of the steppers) at its end.
+The LSTM step ops are not abstract: the base class composes them of the
+general ops, and ``PyCudaHandler`` runs each as one kernel. Neither are the
+update ops: the base class composes them of the general ops in the order
+the steppers always used (so every handler gives the results it gave
+before), and ``NumpyHandler`` runs that same sequence chunk by chunk.
 """
 
 from __future__ import annotations
 
 from brainstorm.handlers.op_spec import Op
 
-__all__ = ['EARLY_SECTIONS', 'LAYER_SECTIONS']
+__all__ = ['EARLY_SECTIONS', 'LAYER_SECTIONS', 'UPDATE_SECTIONS']
 
 #: The sections that stand before ``'conv/pool'`` in the table: the ops of
 #: ``Embedding`` and the activation functions added to
@@ -292,6 +296,182 @@ LAYER_SECTIONS: dict[str, tuple[Op, ...]] = {
             """,
             writes=('dx',),
             alias=True,
+        ),
+    ),
+}
+
+#: The section at the very end of the table: one op per update rule of the
+#: steppers (:mod:`brainstorm.training.steppers`), one call per contiguous
+#: part of the parameters.
+UPDATE_SECTIONS: dict[str, tuple[Op, ...]] = {
+    'updates': (
+        Op(
+            'sgd_update',
+            'parameters, gradients, learning_rate: float',
+            """Plain gradient descent: ``parameters -= learning_rate * gradients``.
+
+            Computed as ``mult_add_st(-learning_rate, gradients,
+            parameters)``. The update ops are not abstract: the base class
+            composes each of the general ops, in the order given, and a
+            handler may run that same sequence in one pass over memory
+            (``NumpyHandler`` runs it chunk by chunk) with the very same
+            results. Operands of one op have one shape and must not overlap.
+
+            Args:
+                parameters: updated in place.
+                gradients: of the same shape (scaled or clipped already).
+                learning_rate: the step size.
+            """,
+            writes=('parameters',),
+            check='same',
+            abstract=False,
+        ),
+        Op(
+            'momentum_update',
+            'parameters, gradients, velocity, learning_rate: float, momentum: float',
+            """Gradient descent with classical momentum, as one op.
+
+            In this order::
+
+                mult_st(momentum, velocity, velocity)
+                mult_add_st(-learning_rate, gradients, velocity)
+                add_tt(parameters, velocity, parameters)
+
+            Args:
+                parameters: updated in place.
+                gradients: of the same shape.
+                velocity: of the same shape, updated in place.
+                learning_rate: the step size (already scaled by
+                    ``1 - momentum`` where the stepper does so).
+                momentum: the decay of the velocity.
+            """,
+            writes=('parameters', 'velocity'),
+            check='same',
+            abstract=False,
+        ),
+        Op(
+            'nesterov_lookahead',
+            'parameters, velocity, momentum: float',
+            """The first half of Nesterov's momentum, before the passes.
+
+            ``mult_st(momentum, velocity, velocity)``, then
+            ``add_tt(parameters, velocity, parameters)``: the parameters
+            step ahead along the decayed velocity. :meth:`nesterov_update`
+            is the second half.
+
+            Args:
+                parameters: updated in place.
+                velocity: of the same shape, updated in place.
+                momentum: the decay of the velocity.
+            """,
+            writes=('parameters', 'velocity'),
+            check='same',
+            abstract=False,
+        ),
+        Op(
+            'nesterov_update',
+            'parameters, gradients, velocity, learning_rate: float',
+            """The second half of Nesterov's momentum, after the passes.
+
+            In this order::
+
+                mult_add_st(-learning_rate, gradients, velocity)
+                mult_add_st(-learning_rate, gradients, parameters)
+
+            Args:
+                parameters: updated in place.
+                gradients: of the same shape.
+                velocity: of the same shape, updated in place.
+                learning_rate: the step size.
+            """,
+            writes=('parameters', 'velocity'),
+            check='same',
+            abstract=False,
+        ),
+        Op(
+            'rmsprop_update',
+            (
+                'parameters, gradients, mean_square, scratch, '
+                'learning_rate: float, decay: float, epsilon: float'
+            ),
+            """RMSProp: the gradients divided by a running root mean square.
+
+            In this order::
+
+                mult_st(decay, mean_square, mean_square)
+                mult_tt(gradients, gradients, scratch)
+                mult_add_st(1.0 - decay, scratch, mean_square)
+                sqrt_t(mean_square, scratch)
+                add_st(epsilon, scratch, scratch)
+                divide_tt(gradients, scratch, scratch)
+                mult_add_st(-learning_rate, scratch, parameters)
+
+            Args:
+                parameters: updated in place.
+                gradients: of the same shape.
+                mean_square: of the same shape (``>= 0``), updated in place.
+                scratch: of the same shape; its content is arbitrary
+                    afterwards (a handler may leave it alone).
+                learning_rate: the step size.
+                decay: the decay of the running mean square.
+                epsilon: added to the root.
+            """,
+            writes=('parameters', 'mean_square', 'scratch'),
+            check='same',
+            abstract=False,
+        ),
+        Op(
+            'adam_update',
+            (
+                'parameters, gradients, m, v, mask, scratch, '
+                'learning_rate: float, beta1: float, beta2: float, '
+                'epsilon: float, step: int, weight_decay: float'
+            ),
+            """Adam with bias correction and decoupled weight decay (AdamW).
+
+            With ``decay = learning_rate * weight_decay``, the parameters
+            first shrink, if ``decay`` is not 0: by
+            ``mult_st(1.0 - decay, parameters, parameters)``, or, with a
+            ``mask``, by ``mult_tt(parameters, mask, scratch)`` and
+            ``mult_add_st(-decay, scratch, parameters)`` (parameters where
+            ``mask`` is 0 keep their value). Then, with
+            ``c1 = 1.0 - beta1**step`` and ``r2 = math.sqrt(1.0 -
+            beta2**step)``, in this order::
+
+                mult_st(beta1, m, m)
+                mult_add_st(1.0 - beta1, gradients, m)
+                mult_st(beta2, v, v)
+                mult_tt(gradients, gradients, scratch)
+                mult_add_st(1.0 - beta2, scratch, v)
+                sqrt_t(v, scratch)
+                mult_st(1.0 / r2, scratch, scratch)
+                add_st(epsilon, scratch, scratch)
+                divide_tt(m, scratch, scratch)
+                mult_add_st(-learning_rate / c1, scratch, parameters)
+
+            Args:
+                parameters: updated in place.
+                gradients: of the same shape.
+                m: the first moment, of the same shape, updated in place.
+                v: the second moment, of the same shape (``>= 0``), updated
+                    in place.
+                mask: None, or of the same shape: 0 where a parameter is
+                    not trained (only the weight decay reads it; the
+                    steppers have masked the gradients already).
+                scratch: of the same shape; its content is arbitrary
+                    afterwards (a handler may leave it alone).
+                learning_rate: the step size.
+                beta1: the decay of the first moment.
+                beta2: the decay of the second moment.
+                epsilon: added to the corrected root.
+                step: the number of this update, 1 at the first.
+                weight_decay: the decoupled weight decay per unit learning
+                    rate (0 for plain Adam).
+            """,
+            writes=('parameters', 'm', 'v', 'scratch'),
+            optional=('mask',),
+            check='same',
+            abstract=False,
         ),
     ),
 }

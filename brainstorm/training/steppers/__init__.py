@@ -4,7 +4,10 @@ A stepper is given the network in :meth:`TrainingStepper.start` and then
 performs one training step per :meth:`TrainingStepper.run`: it runs the
 forward pass (``training_pass=True``) and the backward pass itself and then
 updates ``net.buffer.parameters`` (one flat array) from
-``net.buffer.gradients`` with a few handler operations over the whole array.
+``net.buffer.gradients`` with one handler op per update rule
+(``momentum_update``, ``adam_update``, ...; see
+:class:`~brainstorm.handlers.base_handler.Handler`), which NumPy handlers
+run in about one pass over memory.
 All state (velocities, moments) and scratch memory is allocated in
 ``start``, so a step allocates nothing.
 

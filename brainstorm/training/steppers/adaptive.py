@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from brainstorm.arguments import Arg, Real
@@ -64,15 +62,17 @@ class RMSPropStepper(TrainingStepper):
     def _update(self) -> None:
         h = self.net.handler
         lr, rho = float(self.learning_rate), float(self.decay)
+        epsilon = float(self.epsilon)
         for part in self._parts:
-            g, s, tmp = part.gradients, part.state['mean_square'], part.tmp
-            h.mult_st(rho, s, s)
-            h.mult_tt(g, g, tmp)
-            h.mult_add_st(1.0 - rho, tmp, s)
-            h.sqrt_t(s, tmp)
-            h.add_st(float(self.epsilon), tmp, tmp)
-            h.divide_tt(g, tmp, tmp)
-            h.mult_add_st(-lr, tmp, part.parameters)
+            h.rmsprop_update(
+                part.parameters,
+                part.gradients,
+                part.state['mean_square'],
+                part.tmp,
+                lr,
+                rho,
+                epsilon,
+            )
 
 
 class AdamStepper(TrainingStepper):
@@ -149,31 +149,31 @@ class AdamStepper(TrainingStepper):
     def _set_scalar_state(self, state: dict) -> None:
         self.step_count = int(state['step_count'])
 
-    def _decay_weights(self) -> None:
-        """Hook for decoupled weight decay (AdamW)."""
+    def _weight_decay(self) -> float:
+        """The decoupled weight decay per unit learning rate (AdamW's)."""
+        return 0.0
 
     def _update(self) -> None:
         h = self.net.handler
         self.step_count += 1
-        t = self.step_count
-        lr = float(self.learning_rate)
+        lr, epsilon = float(self.learning_rate), float(self.epsilon)
         b1, b2 = float(self.beta1), float(self.beta2)
-        correction1 = 1.0 - b1**t
-        root_correction2 = math.sqrt(1.0 - b2**t)
-        self._decay_weights()
+        weight_decay = self._weight_decay()
         for part in self._parts:
-            g, m, v, tmp = (part.gradients, part.state['m'], part.state['v'], part.tmp)
-            h.mult_st(b1, m, m)
-            h.mult_add_st(1.0 - b1, g, m)
-            h.mult_st(b2, v, v)
-            h.mult_tt(g, g, tmp)
-            h.mult_add_st(1.0 - b2, tmp, v)
-            # tmp = sqrt(v̂) + epsilon, then the step m̂ / tmp
-            h.sqrt_t(v, tmp)
-            h.mult_st(1.0 / root_correction2, tmp, tmp)
-            h.add_st(float(self.epsilon), tmp, tmp)
-            h.divide_tt(m, tmp, tmp)
-            h.mult_add_st(-lr / correction1, tmp, part.parameters)
+            h.adam_update(
+                part.parameters,
+                part.gradients,
+                part.state['m'],
+                part.state['v'],
+                part.mask,
+                part.tmp,
+                lr,
+                b1,
+                b2,
+                epsilon,
+                self.step_count,
+                weight_decay,
+            )
 
 
 class AdamWStepper(AdamStepper):
@@ -223,17 +223,8 @@ class AdamWStepper(AdamStepper):
         self.weight_decay = weight_decay
         super().__init__(learning_rate, beta1, beta2, epsilon, clip_norm)
 
-    def _decay_weights(self) -> None:
-        h = self.net.handler
-        decay = float(self.learning_rate) * float(self.weight_decay)
-        if decay == 0.0:
-            return
-        for part in self._parts:
-            if part.mask is None:
-                h.mult_st(1.0 - decay, part.parameters, part.parameters)
-            else:
-                h.mult_tt(part.parameters, part.mask, part.tmp)
-                h.mult_add_st(-decay, part.tmp, part.parameters)
+    def _weight_decay(self) -> float:
+        return float(self.weight_decay)
 
 
 # ---------------------------------------------------------- per layer -----

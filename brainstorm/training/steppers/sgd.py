@@ -81,7 +81,7 @@ class SgdStepper(TrainingStepper):
         h = self.net.handler
         lr = float(self.learning_rate)
         for part in self._parts:
-            h.mult_add_st(-lr, part.gradients, part.parameters)
+            h.sgd_update(part.parameters, part.gradients, lr)
 
 
 class MomentumStepper(TrainingStepper):
@@ -146,10 +146,9 @@ class MomentumStepper(TrainingStepper):
         lr = self._effective_learning_rate()
         mu = float(self.momentum)
         for part in self._parts:
-            v = part.state['velocity']
-            h.mult_st(mu, v, v)
-            h.mult_add_st(-lr, part.gradients, v)
-            h.add_tt(part.parameters, v, part.parameters)
+            h.momentum_update(
+                part.parameters, part.gradients, part.state['velocity'], lr, mu
+            )
 
 
 class NesterovStepper(MomentumStepper):
@@ -180,13 +179,12 @@ class NesterovStepper(MomentumStepper):
         h = self.net.handler
         mu = float(self.momentum)
         for part in self._parts:
-            v = part.state['velocity']
-            h.mult_st(mu, v, v)
-            h.add_tt(part.parameters, v, part.parameters)
+            h.nesterov_lookahead(part.parameters, part.state['velocity'], mu)
 
     def _update(self) -> None:
         h = self.net.handler
         lr = self._effective_learning_rate()
         for part in self._parts:
-            h.mult_add_st(-lr, part.gradients, part.state['velocity'])
-            h.mult_add_st(-lr, part.gradients, part.parameters)
+            h.nesterov_update(
+                part.parameters, part.gradients, part.state['velocity'], lr
+            )
