@@ -16,6 +16,9 @@ Four checks per network and handler, all after two warm-up steps:
   independent of the array sizes) and small Python objects;
 * the handler's scratch buffers and oneDNN primitives (made once per
   shape, with the scratch buffers as their scratchpads) stay the same.
+
+The same checks run for the other steppers' updates (each one handler op
+per part, run in chunks with chunk-sized scratch buffers).
 """
 
 import tracemalloc
@@ -24,6 +27,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from brainstorm.handlers import _numpy_update
 from brainstorm.initializers import Gaussian
 from brainstorm.layers import (
     GRU,
@@ -39,7 +43,13 @@ from brainstorm.layers import (
 from brainstorm.structure.buffer_views import BufferView
 from brainstorm.structure.network import Network
 from brainstorm.tools import get_in_out_layers
-from brainstorm.training.steppers import MomentumStepper
+from brainstorm.training.steppers import (
+    AdamWStepper,
+    MomentumStepper,
+    NesterovStepper,
+    RMSPropStepper,
+    SgdStepper,
+)
 from tests.onednn_support import onednn_handler
 from tests.training.nets import CountingHandler
 
@@ -246,3 +256,45 @@ def test_primitives_and_scratch_memory_are_made_once(trained):
     assert scratch_memory(handler) == scratch
     if 'Convolution2D_1' in net.layers and hasattr(handler, '_plans'):
         assert plans, 'the convolution and pooling did not run on oneDNN'
+
+
+UPDATE_STEPPERS = {
+    'sgd': lambda: SgdStepper(0.01),
+    'nesterov': lambda: NesterovStepper(0.01, 0.9),
+    'rmsprop': lambda: RMSPropStepper(0.001),
+    'adamw': lambda: AdamWStepper(0.001, weight_decay=0.1, clip_norm=1.0),
+}
+
+
+@pytest.mark.parametrize('kind', list(HANDLERS))
+@pytest.mark.parametrize('make_stepper', UPDATE_STEPPERS.values(), ids=UPDATE_STEPPERS)
+def test_every_stepper_updates_through_its_op_without_allocating(make_stepper, kind):
+    """The other steppers too: after warm-up a step calls no allocating op,
+    makes no large temporary and grows no scratch buffer; the update ran
+    through its handler op, in chunks of chunk-sized scratch buffers."""
+    net, shapes = mlp()
+    handler = HANDLERS[kind](np.float32, seed=1)
+    net.set_handler(handler)
+    net.initialize(Gaussian(0.1), seed=1)
+    stepper = make_stepper()
+    stepper.start(net)
+    data = make_data(shapes, np.random.RandomState(1))
+    for _ in range(2):
+        net.provide_external_data(data)
+        stepper.run()
+    handler.calls.clear()
+    scratch = scratch_memory(handler)
+    net.provide_external_data(data)
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        stepper.run()
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert handler.calls == Counter(), handler.calls
+    assert peak < PEAK_LIMIT, f'a step allocated up to {peak} bytes at once'
+    assert scratch_memory(handler) == scratch
+    chunk = handler._scratch[('update_0', np.float32)]
+    assert chunk.size == _numpy_update.UPDATE_CHUNK < net.buffer.parameters.size

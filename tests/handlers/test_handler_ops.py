@@ -1440,6 +1440,140 @@ CASES += [
     ),
 ]
 
+
+# ------------------------------------------------------- parameter updates
+
+
+def _keeps_read_only_operands(handler, written, values):
+    """The update ops write parameters, states and scratch only."""
+    assert written.pop('@return') is None
+    for name in ('gradients', 'mask'):
+        if name in written:
+            np.testing.assert_array_equal(
+                written[name], values[name], err_msg=f'changed its input {name!r}'
+            )
+
+
+def _mask(rng, shape):
+    return (rng.uniform(size=shape) < 0.7).astype(float)
+
+
+def _adam_ref(
+    parameters, gradients, m, v, mask, scratch, learning_rate, beta1, beta2,
+    epsilon, step, weight_decay,
+):  # fmt: skip
+    keep = 1.0 if mask is None else mask
+    decayed = parameters - learning_rate * weight_decay * keep * parameters
+    m = beta1 * m + (1 - beta1) * gradients
+    v = beta2 * v + (1 - beta2) * gradients**2
+    m_hat, v_hat = m / (1 - beta1**step), v / (1 - beta2**step)
+    step_ = learning_rate * m_hat / (np.sqrt(v_hat) + epsilon)
+    return {'parameters': decayed - step_, 'm': m, 'v': v}
+
+
+def _rmsprop_ref(
+    parameters, gradients, mean_square, scratch, learning_rate, decay, epsilon
+):
+    s = decay * mean_square + (1 - decay) * gradients**2
+    step_ = learning_rate * gradients / (np.sqrt(s) + epsilon)
+    return {'parameters': parameters - step_, 'mean_square': s}
+
+
+def update_rows():
+    """Each update op from its equations in float64: on a flat array (as
+    the steppers call them) and on feature-slice views."""
+    rows = []
+    for shape, view in (((37,), None), ((3, 5), 'last')):
+        variant = '' if view is None else '-views'
+
+        def arrays(*names, nonnegative=(), shape=shape, view=view):
+            low = {n: 0.0 for n in nonnegative}
+            return {n: A(*shape, view=view, low=low.get(n, -2.0)) for n in names}
+
+        def row(op, args, ref, suffix='', variant=variant):
+            rows.append(
+                case(op, args, ref, _keeps_read_only_operands, variant + suffix)
+            )
+
+        row(
+            'sgd_update',
+            {**arrays('parameters', 'gradients'), 'learning_rate': 0.3},
+            lambda parameters, gradients, learning_rate: {
+                'parameters': parameters - learning_rate * gradients
+            },
+        )
+
+        def momentum_ref(parameters, gradients, velocity, learning_rate, momentum):
+            v = momentum * velocity - learning_rate * gradients
+            return {'parameters': parameters + v, 'velocity': v}
+
+        row(
+            'momentum_update',
+            {
+                **arrays('parameters', 'gradients', 'velocity'),
+                'learning_rate': 0.3,
+                'momentum': 0.9,
+            },
+            momentum_ref,
+        )
+        row(
+            'nesterov_lookahead',
+            {**arrays('parameters', 'velocity'), 'momentum': 0.9},
+            lambda parameters, velocity, momentum: {
+                'parameters': parameters + momentum * velocity,
+                'velocity': momentum * velocity,
+            },
+        )
+        row(
+            'nesterov_update',
+            {**arrays('parameters', 'gradients', 'velocity'), 'learning_rate': 0.3},
+            lambda parameters, gradients, velocity, learning_rate: {
+                'parameters': parameters - learning_rate * gradients,
+                'velocity': velocity - learning_rate * gradients,
+            },
+        )
+        row(
+            'rmsprop_update',
+            {
+                **arrays(
+                    'parameters',
+                    'gradients',
+                    'mean_square',
+                    'scratch',
+                    nonnegative=('mean_square',),
+                ),
+                'learning_rate': 0.1,
+                'decay': 0.9,
+                'epsilon': 1e-3,
+            },
+            _rmsprop_ref,
+        )
+        for suffix, mask, weight_decay in (
+            ('', None, 0.0),
+            ('-decay', None, 0.2),
+            ('-decay-mask', A(*shape, values=_mask, view=view), 0.2),
+        ):
+            row(
+                'adam_update',
+                {
+                    **arrays('parameters', 'gradients', 'm', 'v', nonnegative=('v',)),
+                    'mask': mask,
+                    **arrays('scratch'),
+                    'learning_rate': 0.1,
+                    'beta1': 0.9,
+                    'beta2': 0.999,
+                    'epsilon': 1e-3,
+                    'step': 3,
+                    'weight_decay': weight_decay,
+                },
+                _adam_ref,
+                suffix,
+            )
+    return rows
+
+
+CASES += update_rows()
+
 CASES += table_rows(CASES)
 
 

@@ -7,6 +7,7 @@ import pytest
 
 import brainstorm as bs
 from brainstorm.handlers import DebugHandler, NumpyHandler
+from brainstorm.handlers.base_handler import Handler
 from brainstorm.training.steppers import (
     AdamStepper,
     AdamWStepper,
@@ -284,6 +285,95 @@ def test_untrained_parameters_are_not_changed(make):
                 net.get(f'BN.parameters.{name}'), after_forward[name]
             )
     assert not np.array_equal(net.get('BN.parameters.gamma'), after_forward['gamma'])
+
+
+UPDATE_OPS = (
+    'sgd_update',
+    'momentum_update',
+    'nesterov_lookahead',
+    'nesterov_update',
+    'rmsprop_update',
+    'adam_update',
+)
+
+
+class ComposedUpdates(NumpyHandler):
+    """Runs the update ops as the base class composes them (the sequence of
+    general ops the steppers ran before the ops existed); counts them."""
+
+    def __init__(self, dtype=np.float32, seed=None):
+        super().__init__(dtype, seed)
+        self.update_calls = []
+
+
+def _composed(name):
+    base = getattr(Handler, name)
+
+    def op(self, *args):
+        self.update_calls.append(name)
+        base(self, *args)
+
+    return op
+
+
+for _name in UPDATE_OPS:
+    setattr(ComposedUpdates, _name, _composed(_name))
+
+
+def _stepper_cases():
+    cases = [(name, make) for name, make, _ in CASES]
+    cases.append(
+        (
+            'multi',
+            lambda: MultiStepper(
+                {
+                    'Hid': AdamWStepper(0.1, weight_decay=0.3),
+                    'BN': NesterovStepper(0.5, 0.9),
+                    'default': RMSPropStepper(0.1, clip_norm=0.5),
+                },
+                clip_norm=1.0,
+            ),
+        )
+    )
+    return cases
+
+
+@pytest.mark.parametrize(
+    'make', [c[1] for c in _stepper_cases()], ids=[c[0] for c in _stepper_cases()]
+)
+def test_steppers_give_the_results_of_the_composed_updates(monkeypatch, make):
+    """On NumpyHandler (its update ops run in chunks, made small here) every
+    stepper gives bit for bit the parameters and state that the base
+    composition gives, in float32, with masked parameters (BatchNorm's
+    statistics) and clipping; one update op call per part and step."""
+    from brainstorm.handlers import _numpy_update
+
+    monkeypatch.setattr(_numpy_update, 'UPDATE_CHUNK', 5)
+    rnd = np.random.RandomState(3)
+    data = {'default': rnd.randn(1, 6, 3), 'targets': rnd.randint(0, 2, (1, 6, 1))}
+    results = []
+    for handler in (NumpyHandler(np.float32, seed=1), ComposedUpdates(np.float32, 1)):
+        net = batchnorm_net()
+        net.set_handler(handler)
+        stepper = make()
+        stepper.start(net)
+        for _ in range(4):
+            net.provide_external_data(data)
+            stepper.run()
+        results.append((net.get('parameters'), stepper.get_state()))
+    (params, state), (composed_params, composed_state) = results
+    assert params.dtype == np.float32
+    assert np.array_equal(params, composed_params), (
+        f'parameters differ in {int(np.sum(params != composed_params))} elements'
+    )
+    assert state.keys() == composed_state.keys()
+    for key in state:
+        assert np.array_equal(state[key], composed_state[key]), key
+    steppers = getattr(stepper, 'steppers', {None: stepper}).values()
+    calls = sum(
+        len(s._parts) * (2 if isinstance(s, NesterovStepper) else 1) for s in steppers
+    )
+    assert len(handler.update_calls) == 4 * calls, handler.update_calls
 
 
 # -------------------------------------------------------- ForwardStepper ---
