@@ -15,6 +15,11 @@ Usage::
 (oneDNN's convolution and pooling; its other ops are NumpyHandler's) or
 both, one after the other (the default where oneDNN loads).
 
+The update rows time the steppers' updates of the MLP's parameters: the
+update ops (``momentum_update``, ``adam_update``, ...; NumpyHandler runs
+each in one pass over memory) next to the general ops they replaced,
+``momentum update (3 ops)`` and ``adam update (10 ops)``.
+
 Besides the single ops, ``lstm step`` times one time step of the Lstm layer
 (forward and backward, from its median per-layer times divided by T). The
 minimum is printed next to the median: on a busy machine it is the better
@@ -30,6 +35,7 @@ import time
 
 import numpy as np
 
+from brainstorm.handlers.base_handler import Handler
 from brainstorm.handlers.numpy_handler import NumpyHandler
 from brainstorm.handlers.onednn import OneDnnHandler, onednn_available
 
@@ -277,15 +283,65 @@ def elementwise_cases(h):
     cases.append(('sigmoid_deriv', '32x512', 0, lambda: h.sigmoid_deriv(g, g, dg, dg)))
     cases.append(('tanh', '32x512', 0, lambda: h.tanh(g, g)))
     cases.append(('mult_add_tt', '32x512', 0, lambda: h.mult_add_tt(g, dg, dg)))
-    params, grads, velocity = dense(2_400_000), dense(2_400_000), dense(2_400_000)
+    cases += update_cases(h)
+    return cases
+
+
+#: The parameter count of the MLP workload (784-1200-1200-10).
+MLP_PARAMETERS = 784 * 1200 + 1200 + 1200 * 1200 + 1200 + 1200 * 10 + 10
+
+
+def update_cases(h):
+    """The steppers' updates of the MLP's parameters: the update ops, and
+    the general ops they replaced as the reference."""
+    n = MLP_PARAMETERS
+    params, grads, velocity = dense(n), dense(n), dense(n)
+    m, scratch = dense(n), dense(n)
+    v = np.abs(dense(n))  # a mean square: >= 0
+    mask = (RND.rand(n) < 0.99).astype(np.float32)
+    shape = f'{n / 1e6:.2f}M'
 
     def momentum():
         h.mult_st(0.9, velocity, velocity)
         h.mult_add_st(-0.001, grads, velocity)
         h.add_tt(params, velocity, params)
 
-    cases.append(('momentum update (3 ops)', '2.4M', 0, momentum))
-    return cases
+    def nesterov():
+        h.nesterov_lookahead(params, velocity, 0.9)
+        h.nesterov_update(params, grads, velocity, 0.001)
+
+    adam = (params, grads, m, v, None, scratch, 1e-3, 0.9, 0.999, 1e-8, 10)
+    adamw = (params, grads, m, v, mask, scratch, 1e-3, 0.9, 0.999, 1e-8, 10)
+    return [
+        ('momentum update (3 ops)', shape, 0, momentum),
+        ('sgd_update', shape, 0, lambda: h.sgd_update(params, grads, 0.001)),
+        (
+            'momentum_update',
+            shape,
+            0,
+            lambda: h.momentum_update(params, grads, velocity, 0.001, 0.9),
+        ),
+        ('nesterov_lookahead + nesterov_update', shape, 0, nesterov),
+        (
+            'rmsprop_update',
+            shape,
+            0,
+            lambda: h.rmsprop_update(params, grads, v, scratch, 0.001, 0.9, 1e-8),
+        ),
+        (
+            'adam update (10 ops)',
+            shape,
+            0,
+            lambda: Handler.adam_update(h, *adam, 0.0),
+        ),
+        ('adam_update', shape, 0, lambda: h.adam_update(*adam, 0.0)),
+        (
+            'adam_update, AdamW masked decay',
+            shape,
+            0,
+            lambda: h.adam_update(*adamw, 0.1),
+        ),
+    ]
 
 
 def lstm_step_cases(repeats: int):
