@@ -1936,6 +1936,8 @@ def _arr(h, *shape, value=0.5):
     return h.create_from_numpy(np.full(shape, value))
 
 
+ADAM = (0.1, 0.9, 0.99, 1e-8, 1, 0.1)  # adam_update's scalars
+
 DEBUG_CHECKS = {  # name: (call on a fresh DebugHandler, expected substrings)
     'not-a-debug-array': (
         lambda h: h.add_tt(_arr(h, 3, 4), np.zeros((3, 4)), _arr(h, 3, 4)),
@@ -2167,6 +2169,20 @@ DEBUG_CHECKS = {  # name: (call on a fresh DebugHandler, expected substrings)
     'set-from-numpy-shape': (
         lambda h: h.set_from_numpy(_arr(h, 2, 3), np.zeros((3, 2))),
         ['set_from_numpy', "'arr'", '(2, 3)', '(3, 2)'],
+    ),
+    'update-state-shape': (
+        lambda h: h.momentum_update(_arr(h, 6), _arr(h, 6), _arr(h, 5), 0.1, 0.9),
+        ['momentum_update', "'velocity'", '(6,)', '(5,)'],
+    ),
+    'update-mask-shape': (
+        lambda h: h.adam_update(
+            *(_arr(h, 4) for _ in range(4)), _arr(h, 2, 2), _arr(h, 4), *ADAM
+        ),
+        ['adam_update', "'mask'", '(4,)', '(2, 2)'],
+    ),
+    'update-scalar-kind': (
+        lambda h: h.sgd_update(_arr(h, 3), _arr(h, 3), np.array(0.1)),
+        ['sgd_update', "'learning_rate'", 'Python int or float', 'ndarray'],
     ),
     'activation-deriv-shape': (
         lambda h: h.tanh_deriv(None, _arr(h, 2, 3), _arr(h, 2, 3), _arr(h, 2, 2)),
