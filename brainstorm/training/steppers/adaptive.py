@@ -171,7 +171,7 @@ class AdamStepper(TrainingStepper):
                 b1,
                 b2,
                 epsilon,
-                self.step_count,
+                int(self.step_count),
                 weight_decay,
             )
 
