@@ -168,3 +168,37 @@ def test_threads_keep_their_own_fixed_weights(handler):
     assert not any(thread.is_alive() for thread in threads), 'a thread hangs'
     for i in (0, 1):
         close(results[i], a @ weights[i])
+
+
+def train(handler, layer, steps=3):
+    rng = np.random.RandomState(7)
+    net = lstm_net(handler, layer)
+    stepper = bs.training.MomentumStepper(0.1, 0.9)
+    stepper.start(net)
+    data = {
+        'default': rng.randn(5, 3, 6).astype(handler.dtype),
+        'targets': rng.randint(0, 4, (5, 3, 1)).astype(handler.dtype),
+    }
+    for _ in range(steps):
+        net.provide_external_data(data)
+        stepper.run()
+    return net.get('parameters')
+
+
+def test_what_is_bit_identical_across_the_cpu_handlers():
+    """As docs/reproducibility.rst says: float64 recurrent networks and
+    float32 networks without convolution, pooling or recurrent layers
+    train bit for bit alike on both CPU handlers."""
+    h64 = onednn_handler(np.float64)
+    np.testing.assert_array_equal(
+        train(h64, bs.layers.Lstm(9, name='Rec')),
+        train(NumpyHandler(np.float64), bs.layers.Lstm(9, name='Rec')),
+    )
+    h32 = onednn_handler(np.float32)
+    np.testing.assert_array_equal(
+        train(h32, bs.layers.FullyConnected(9, name='Rec', activation='tanh')),
+        train(
+            NumpyHandler(np.float32),
+            bs.layers.FullyConnected(9, name='Rec', activation='tanh'),
+        ),
+    )
