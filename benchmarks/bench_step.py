@@ -279,21 +279,18 @@ def layout_name(variant: str, workload: str) -> str:
     return 'NCHW' if workload == 'cnn' else '-'
 
 
-def time_torch(
-    workload: str,
-    repeats: int,
-    device: str = 'cpu',
-    cudnn: bool = True,
-    channels_last: bool = False,
-) -> dict:
-    """Median step time of the same workload in PyTorch eager mode (on CUDA
-    for ``device='gpu'``, with or without cuDNN; the CNN's model and images
-    in ``torch.channels_last`` memory format if ``channels_last``)."""
+def build_torch(workload: str, channels_last: bool = False):
+    """The PyTorch network of a workload and its data, on the CPU (the
+    CNN's model and images in ``torch.channels_last`` memory format if
+    ``channels_last``; the other workloads have no image layout).
+
+    Returns:
+        ``(net, x, y)``.
+    """
     import torch
     from torch import nn
 
     torch.manual_seed(1)
-    torch.backends.cudnn.enabled = cudnn
 
     class LstmNet(nn.Module):
         def __init__(self):
@@ -312,31 +309,47 @@ def time_torch(
             nn.ReLU(),
             nn.Linear(1200, 10),
         )
-        x, y = torch.rand(100, 784), torch.randint(0, 10, (100,))
-    elif workload == 'lstm':
-        net = LstmNet()
+        return net, torch.rand(100, 784), torch.randint(0, 10, (100,))
+    if workload == 'lstm':
         x = torch.zeros(50, 32, 205)
         x.scatter_(2, torch.randint(0, 205, (50, 32, 1)), 1.0)
-        y = torch.randint(0, 205, (50, 32))
-    else:
-        modules = []
-        for in_channels, filters in ((3, 32), (32, 32), (32, 64)):
-            modules += [
-                nn.Conv2d(in_channels, filters, 5, padding=2),
-                nn.ReLU(),
-                nn.MaxPool2d(3, 2),
-            ]
-        net = nn.Sequential(
-            *modules,
-            nn.Flatten(),
-            nn.Linear(64 * 3 * 3, 64),
+        return LstmNet(), x, torch.randint(0, 205, (50, 32))
+    modules = []
+    for in_channels, filters in ((3, 32), (32, 32), (32, 64)):
+        modules += [
+            nn.Conv2d(in_channels, filters, 5, padding=2),
             nn.ReLU(),
-            nn.Linear(64, 10),
-        )
-        x, y = torch.rand(100, 3, 32, 32), torch.randint(0, 10, (100,))
-        if channels_last:
-            net = net.to(memory_format=torch.channels_last)
-            x = x.contiguous(memory_format=torch.channels_last)
+            nn.MaxPool2d(3, 2),
+        ]
+    net = nn.Sequential(
+        *modules,
+        nn.Flatten(),
+        nn.Linear(64 * 3 * 3, 64),
+        nn.ReLU(),
+        nn.Linear(64, 10),
+    )
+    x, y = torch.rand(100, 3, 32, 32), torch.randint(0, 10, (100,))
+    if channels_last:
+        net = net.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+    return net, x, y
+
+
+def time_torch(
+    workload: str,
+    repeats: int,
+    device: str = 'cpu',
+    cudnn: bool = True,
+    channels_last: bool = False,
+) -> dict:
+    """Median step time of the same workload in PyTorch eager mode (on CUDA
+    for ``device='gpu'``, with or without cuDNN; the CNN's model and images
+    in ``torch.channels_last`` memory format if ``channels_last``)."""
+    import torch
+    from torch import nn
+
+    torch.backends.cudnn.enabled = cudnn
+    net, x, y = build_torch(workload, channels_last)
     if device == 'gpu':
         net, x, y = net.cuda(), x.cuda(), y.cuda()
         sync = torch.cuda.synchronize

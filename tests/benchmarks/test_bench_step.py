@@ -266,6 +266,86 @@ def test_faster_variant():
         bench.faster_variant({})
 
 
+@pytest.mark.skipif(not torch_available(), reason='needs PyTorch')
+def test_torch_cnn_in_channels_last():
+    import torch
+
+    nchw = torch.contiguous_format
+    cl = torch.channels_last
+    for channels_last, layout in ((False, nchw), (True, cl)):
+        net, x, _ = bench.build_torch('cnn', channels_last)
+        assert x.is_contiguous(memory_format=layout)
+        convs = [m for m in net if isinstance(m, torch.nn.Conv2d)]
+        assert len(convs) == 3
+        for conv in convs:
+            assert conv.weight.is_contiguous(memory_format=layout)
+        assert net(x[:2]).shape == (2, 10)
+    # the NCHW images are not channels_last (3 channels: the formats differ)
+    _, x, _ = bench.build_torch('cnn')
+    assert not x.is_contiguous(memory_format=cl)
+
+
+@pytest.mark.skipif(not torch_available(), reason='needs PyTorch')
+@pytest.mark.parametrize('workload', bench.WORKLOADS)
+def test_products_have_the_shapes_of_the_torch_networks(workload):
+    import torch
+
+    net, x, _ = bench.build_torch(workload)
+    weights = [
+        tuple(p.shape) for name, p in net.named_parameters() if 'bias' not in name
+    ]
+    expected = []
+    for product in bench.workload_products(workload):
+        if product.phase != 'forward':
+            continue
+        if product.operation.kind == 'conv':
+            _, _, _, c, f, kernel, _ = product.operation.shape
+            expected.append((f, c, kernel, kernel))
+        else:
+            _, n_in, n_out = product.operation.shape
+            expected.append((n_out, n_in))  # nn.LSTM: 4 gates stacked
+    assert weights == expected
+    if workload == 'cnn':  # the images have the products' size
+        assert tuple(x.shape[1:]) == (3, 32, 32)
+        assert isinstance(net[-1], torch.nn.Linear)
+
+
+def test_rounds_alternate_brainstorm_and_both_torch_layouts(monkeypatch):
+    calls = []
+
+    def fake_measure(framework, workload, *args):
+        calls.append((framework, workload))
+        return {'median': 0.01, 'peak_rss': 1}
+
+    monkeypatch.setattr(bench, 'measure', fake_measure)
+    args = SimpleNamespace(
+        rounds=2,
+        workloads=['mlp', 'cnn'],
+        repeats=1,
+        layers=False,
+        device='cpu',
+        handler='numpy',
+    )
+    results = bench.run_rounds(args, with_torch=True)
+    one_round = [
+        ('brainstorm', 'mlp'),
+        ('torch', 'mlp'),
+        ('brainstorm', 'cnn'),
+        ('torch', 'cnn'),
+        ('torch-channels_last', 'cnn'),
+    ]
+    assert calls == one_round * 2
+    assert len(results['torch-channels_last', 'cnn']) == 2
+    calls.clear()
+    args.device = 'gpu'
+    bench.run_rounds(args, with_torch=True)
+    assert ('torch-nocudnn', 'cnn') in calls
+    assert ('torch-channels_last', 'cnn') not in calls
+    calls.clear()
+    bench.run_rounds(args, with_torch=False)
+    assert {framework for framework, _ in calls} == {'brainstorm'}
+
+
 def runs(*medians, rss=100 * 2**20):
     return [{'median': m, 'peak_rss': rss, 'cpu_pressure': None} for m in medians]
 
