@@ -476,3 +476,91 @@ def test_numbers_are_float32_products():
     result = call()
     assert result.dtype == np.float32 and result.shape == (3, 5)
     assert result.flags.c_contiguous
+
+
+def fake_measure(
+    framework,
+    workload,
+    repeats,
+    per_layer,
+    device='cpu',
+    handler='x',
+    workloads=bench.WORKLOADS,
+):
+    """measure() without subprocesses: every step 10 ms (brainstorm 20 ms,
+    PyTorch channels_last 5 ms), every rate call 1 ms."""
+    if workload == bench.RATES:
+        operations = bench.step_operations(workloads)
+        source = 'handler' if framework == 'brainstorm' else 'torch channels_last'
+        seconds = {
+            op.key: {source: 1e-3}
+            for op in operations
+            if framework == 'brainstorm' or op.kind == 'conv'
+        }
+        return {'seconds': seconds, 'cpu_pressure': 0.0}
+    median = {'brainstorm': 0.02, 'torch-channels_last': 0.005}.get(framework, 0.01)
+    return {
+        'median': median,
+        'times': [median],
+        'peak_rss': 2**20,
+        'handler': 'FakeHandler',
+        'cpu_pressure': 0.0,
+    }
+
+
+def driver_output(monkeypatch, capsys, argv):
+    monkeypatch.setattr(bench, 'measure', fake_measure)
+    monkeypatch.setattr(bench, 'torch_version', lambda: '9.9, 2 threads')
+    monkeypatch.setattr(bench, 'print_gpu_header', lambda: print('GPU: fake'))
+    assert bench.main(argv) == 0
+    return capsys.readouterr().out
+
+
+def test_driver_on_the_cpu(monkeypatch, capsys):
+    out = driver_output(
+        monkeypatch,
+        capsys,
+        ['--compare-torch', '--workloads', 'mlp', 'cnn', '--shapes'],
+    )
+    lines = out.splitlines()
+    assert 'brainstorm handler: FakeHandler' in lines
+    cnn_used = next(line.split() for line in lines if 'channels_last (used)' in line)
+    assert cnn_used[-2:] == ['4.00', '1.00']  # 20 ms / 5 ms
+    # the limits: every call 1 ms
+    mlp_calls = len(bench.workload_products('mlp'))
+    mlp_row = next(
+        line.split() for line in lines if line.split()[:2] == ['mlp', '1.25']
+    )
+    assert mlp_row[2:] == [
+        f'{mlp_calls:.1f}',
+        f'{20 / mlp_calls:.2f}',
+        f'{10 / mlp_calls:.2f}',
+    ]
+    cnn_row = next(
+        line.split() for line in lines if line.split()[:2] == ['cnn', '5.97']
+    )
+    cnn_calls = len(bench.step_operations(['cnn']))  # one call per shape
+    assert cnn_row[2:] == [
+        f'{cnn_calls:.1f}',
+        f'{20 / cnn_calls:.2f}',
+        f'{5 / cnn_calls:.2f}',
+    ]
+    assert (
+        'conv backward 100x15x15x32 * 32x5x5 pad 2: handler 2304, '
+        'torch channels_last 2304' in out
+    )
+
+
+def test_driver_on_the_gpu_keeps_the_cudnn_comparison(monkeypatch, capsys):
+    out = driver_output(
+        monkeypatch,
+        capsys,
+        ['--device', 'gpu', '--compare-torch', '--workloads', 'cnn'],
+    )
+    header = next(
+        line for line in out.splitlines() if line.lstrip().startswith('workload')
+    )
+    assert 'torch ms' in header and 'torch-nocudnn ms' in header
+    assert 'layout' not in header and 'channels_last' not in out
+    assert 'physical limits: measured on the CPU only' in out
+    assert 'GPU: fake' in out
