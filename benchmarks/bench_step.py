@@ -40,10 +40,12 @@ On the CPU the script also prints each workload's physical limit (unless
 (2 per multiply-add, for the forward, backward-data and backward-weights
 passes; no backward-data pass for layers fed by the data; a recurrent
 product in every time step) divided, shape by shape, by the best rate
-measured in the same run for that shape: GEMMs with ``numpy.matmul`` on
-contiguous float32 operands, convolutions with the handler's conv2d ops
-and, where PyTorch is installed, with PyTorch's convolution in
-``channels_last``; the fastest call of any source counts. Next to it:
+measured in the same run for that shape: GEMMs with ``numpy.matmul`` and
+with the handler's ``dot_mm`` (inside its ``fixed_weights`` for the
+products of a time step, as the recurrent layers run them) on contiguous
+float32 operands, convolutions with the handler's conv2d ops and, where
+PyTorch is installed, with PyTorch's convolution in ``channels_last``;
+the fastest call of any source counts. Next to it:
 GFLOP per step, brainstorm ms / limit and PyTorch ms / limit (the faster
 layout). ``--shapes`` prints every shape's rate per source. This adds a
 few seconds.
@@ -577,16 +579,38 @@ def time_calls(func) -> float:
     return min(times)
 
 
-def gemm_call(operation: Operation):
-    """A call of numpy.matmul on contiguous float32 operands of the shape."""
+def gemm_operands(operation: Operation):
+    """Contiguous float32 ``a`` (m x k), ``b`` (k x n) and ``out`` (m x n)."""
     import numpy as np
 
     m, k, n = operation.shape
     rnd = np.random.RandomState(0)
     a = rnd.rand(m, k).astype(np.float32)
     b = rnd.rand(k, n).astype(np.float32)
-    out = np.empty((m, n), np.float32)
+    return a, b, np.empty((m, n), np.float32)
+
+
+def gemm_call(operation: Operation):
+    """A call of numpy.matmul on contiguous float32 operands of the shape."""
+    import numpy as np
+
+    a, b, out = gemm_operands(operation)
     return lambda: np.matmul(a, b, out=out)
+
+
+def handler_gemm_seconds(handler, operation: Operation, fixed: bool) -> float:
+    """:func:`time_calls` of the handler's ``dot_mm`` on contiguous float32
+    operands of the shape; with ``fixed``, inside ``fixed_weights(b)``, as
+    a recurrent layer runs its products per time step."""
+    a, b, out = gemm_operands(operation)
+
+    def call():
+        handler.dot_mm(a, b, out)
+
+    if not fixed:
+        return time_calls(call)
+    with handler.fixed_weights(b):
+        return time_calls(call)
 
 
 def handler_conv_call(handler, operation: Operation):
@@ -636,11 +660,26 @@ def torch_conv_call(operation: Operation):
     )
 
 
+def per_time_step(workloads) -> set[str]:
+    """Keys of the operations a step runs more than once with the same
+    weights (a recurrent layer's products per time step)."""
+    return {
+        product.operation.key
+        for workload in workloads
+        for product in workload_products(workload)
+        if product.count > 1
+    }
+
+
 def measure_rates(framework: str, workloads, handler: str = 'default') -> dict:
-    """Seconds per call of the workloads' operations in this process:
-    brainstorm's side times the GEMMs with numpy.matmul and the
-    convolutions with the handler's conv2d ops; PyTorch's side times the
-    convolutions only. Returns ``{'seconds': {key: {source: seconds}}}``."""
+    """Seconds per call of the workloads' operations in this process.
+
+    brainstorm's side times each GEMM with numpy.matmul and with the
+    handler's ``dot_mm`` (inside ``fixed_weights`` for the products of a
+    time step), each convolution with the handler's conv2d ops; PyTorch's
+    side times the convolutions only. Returns ``{'seconds': {key: {source:
+    seconds}}}``.
+    """
     operations = step_operations(workloads)
     seconds: dict[str, dict[str, float]] = {}
     if framework == 'torch':
@@ -651,16 +690,20 @@ def measure_rates(framework: str, workloads, handler: str = 'default') -> dict:
                 call = torch_conv_call(operation)
                 seconds[operation.key] = {TORCH_CONV_SOURCE: time_calls(call)}
         return {'seconds': seconds}
-    conv_handler = make_handler('cpu', handler)
-    conv_source = f'{type(conv_handler).__name__} conv2d'
+    h = make_handler('cpu', handler)
+    name = type(h).__name__
+    fixed = per_time_step(workloads)
     for operation in operations:
-        if operation.kind == 'gemm':
-            seconds[operation.key] = {
-                GEMM_RATE_SOURCE: time_calls(gemm_call(operation))
-            }
-        else:
-            call = handler_conv_call(conv_handler, operation)
-            seconds[operation.key] = {conv_source: time_calls(call)}
+        if operation.kind == 'conv':
+            call = handler_conv_call(h, operation)
+            seconds[operation.key] = {f'{name} conv2d': time_calls(call)}
+            continue
+        in_step = operation.key in fixed
+        source = f'{name} dot_mm' + (' (fixed weights)' if in_step else '')
+        seconds[operation.key] = {
+            GEMM_RATE_SOURCE: time_calls(gemm_call(operation)),
+            source: handler_gemm_seconds(h, operation, in_step),
+        }
     return {'seconds': seconds}
 
 
@@ -850,9 +893,11 @@ LIMITS_HELP = (
     'forward, backward data and backward weights, no backward data for layers '
     'fed by the data; recurrent products in every time step) divided, shape '
     'by shape, by the best rate measured in this run for the same shape: '
-    'GEMMs with numpy.matmul of contiguous float32 operands, convolutions with '
-    "the handler's conv2d ops and, where PyTorch is installed, with PyTorch's "
-    'convolution in channels_last (the fastest call of any source counts)'
+    "GEMMs with numpy.matmul and with the handler's dot_mm (inside its "
+    'fixed_weights for the products of a time step) on contiguous float32 '
+    "operands, convolutions with the handler's conv2d ops and, where PyTorch "
+    "is installed, with PyTorch's convolution in channels_last (the fastest "
+    'call of any source counts)'
 )
 
 
