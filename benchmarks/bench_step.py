@@ -17,6 +17,9 @@ peak resident memory of the whole process (``ru_maxrss``: interpreter,
 libraries, network and data). With ``--compare-torch`` the same steps run
 in PyTorch eager mode (``torch.nn`` equivalents, SGD with momentum) and the
 ratio brainstorm / PyTorch is printed; PyTorch is only needed for that.
+On the CPU the CNN runs in PyTorch twice in every round, with NCHW tensors
+(PyTorch's default) and with model and images in ``channels_last`` memory
+format; the table shows both and the ratio uses the faster one.
 ``--rounds R`` repeats all measurements R times, alternating the two
 frameworks, and reports the median of the per-round medians (the spread is
 printed too, so the noise of a shared machine is visible).
@@ -25,12 +28,27 @@ Usage::
 
     python benchmarks/bench_step.py [--compare-torch] [--repeats 20]
         [--rounds 1] [--workloads mlp lstm cnn] [--layers] [--device gpu]
-        [--handler default|numpy|onednn]
+        [--handler default|numpy|onednn] [--no-limits] [--shapes]
 
 ``--handler`` picks brainstorm's CPU handler: ``default`` (brainstorm's
 default handler: OneDnnHandler where oneDNN loads, else NumpyHandler),
 ``numpy`` (NumpyHandler) or ``onednn`` (OneDnnHandler); always float32.
 The handler used is printed with oneDNN's version and thread count.
+
+On the CPU the script also prints each workload's physical limit (unless
+``--no-limits``): the FLOPs of one step's matrix products and convolutions
+(2 per multiply-add, for the forward, backward-data and backward-weights
+passes; no backward-data pass for layers fed by the data; a recurrent
+product in every time step) divided, shape by shape, by the best rate
+measured in the same run for that shape: GEMMs with ``numpy.matmul`` and
+with the handler's ``dot_mm`` (inside its ``fixed_weights`` for the
+products of a time step, as the recurrent layers run them) on contiguous
+float32 operands, convolutions with the handler's conv2d ops and, where
+PyTorch is installed, with PyTorch's convolution in ``channels_last``;
+the fastest call of any source counts. Next to it:
+GFLOP per step, brainstorm ms / limit and PyTorch ms / limit (the faster
+layout). ``--shapes`` prints every shape's rate per source. This adds a
+few seconds.
 
 ``--layers`` adds brainstorm's median forward and backward time per layer
 (and the stepper update) for each workload.
@@ -60,6 +78,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 
 WORKLOADS = ('mlp', 'lstm', 'cnn')
 WARMUP_STEPS = 3
@@ -228,17 +247,52 @@ def time_layers(net, stepper, repeats: int, sync=lambda: None) -> dict:
 
 # --------------------------------------------------------------- PyTorch ---
 
+TORCH_CHANNELS_LAST = 'torch-channels_last'
+TORCH_NO_CUDNN = 'torch-nocudnn'
 
-def time_torch(
-    workload: str, repeats: int, device: str = 'cpu', cudnn: bool = True
-) -> dict:
-    """Median step time of the same workload in PyTorch eager mode (on CUDA
-    for ``device='gpu'``, with or without cuDNN)."""
+
+def torch_variants(workload: str, device: str) -> list[str]:
+    """The PyTorch measurements of a workload, in the order they run.
+
+    On the GPU: ``torch`` (cuDNN, PyTorch's default) and ``torch-nocudnn``.
+    On the CPU the CNN runs in both of PyTorch's image layouts, ``torch``
+    (NCHW, the default) and ``torch-channels_last`` (model and input in
+    ``torch.channels_last``); the MLP and LSTM have no layout to choose.
+    """
+    if device == 'gpu':
+        return ['torch', TORCH_NO_CUDNN]
+    if workload == 'cnn':
+        return ['torch', TORCH_CHANNELS_LAST]
+    return ['torch']
+
+
+def faster_variant(medians: dict[str, float]) -> str:
+    """The PyTorch variant with the smallest median step (on a tie the one
+    listed first, i.e. PyTorch's default)."""
+    if not medians:
+        raise ValueError('faster_variant: no PyTorch measurements given')
+    return min(medians, key=lambda name: medians[name])
+
+
+def layout_name(variant: str, workload: str) -> str:
+    """The image layout a CPU PyTorch variant ran in ('-' where none)."""
+    if variant == TORCH_CHANNELS_LAST:
+        return 'channels_last'
+    return 'NCHW' if workload == 'cnn' else '-'
+
+
+def build_torch(workload: str, channels_last: bool = False):
+    """The PyTorch network of a workload and its data, on the CPU (the
+    CNN's model and images in ``torch.channels_last`` memory format if
+    ``channels_last``; the other workloads have no image layout).
+
+    Returns:
+        ``(net, x, y)``.
+    """
     import torch
     from torch import nn
 
     torch.manual_seed(1)
-    torch.backends.cudnn.enabled = cudnn
 
     class LstmNet(nn.Module):
         def __init__(self):
@@ -257,28 +311,47 @@ def time_torch(
             nn.ReLU(),
             nn.Linear(1200, 10),
         )
-        x, y = torch.rand(100, 784), torch.randint(0, 10, (100,))
-    elif workload == 'lstm':
-        net = LstmNet()
+        return net, torch.rand(100, 784), torch.randint(0, 10, (100,))
+    if workload == 'lstm':
         x = torch.zeros(50, 32, 205)
         x.scatter_(2, torch.randint(0, 205, (50, 32, 1)), 1.0)
-        y = torch.randint(0, 205, (50, 32))
-    else:
-        modules = []
-        for in_channels, filters in ((3, 32), (32, 32), (32, 64)):
-            modules += [
-                nn.Conv2d(in_channels, filters, 5, padding=2),
-                nn.ReLU(),
-                nn.MaxPool2d(3, 2),
-            ]
-        net = nn.Sequential(
-            *modules,
-            nn.Flatten(),
-            nn.Linear(64 * 3 * 3, 64),
+        return LstmNet(), x, torch.randint(0, 205, (50, 32))
+    modules = []
+    for in_channels, filters in ((3, 32), (32, 32), (32, 64)):
+        modules += [
+            nn.Conv2d(in_channels, filters, 5, padding=2),
             nn.ReLU(),
-            nn.Linear(64, 10),
-        )
-        x, y = torch.rand(100, 3, 32, 32), torch.randint(0, 10, (100,))
+            nn.MaxPool2d(3, 2),
+        ]
+    net = nn.Sequential(
+        *modules,
+        nn.Flatten(),
+        nn.Linear(64 * 3 * 3, 64),
+        nn.ReLU(),
+        nn.Linear(64, 10),
+    )
+    x, y = torch.rand(100, 3, 32, 32), torch.randint(0, 10, (100,))
+    if channels_last:
+        net = net.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+    return net, x, y
+
+
+def time_torch(
+    workload: str,
+    repeats: int,
+    device: str = 'cpu',
+    cudnn: bool = True,
+    channels_last: bool = False,
+) -> dict:
+    """Median step time of the same workload in PyTorch eager mode (on CUDA
+    for ``device='gpu'``, with or without cuDNN; the CNN's model and images
+    in ``torch.channels_last`` memory format if ``channels_last``)."""
+    import torch
+    from torch import nn
+
+    torch.backends.cudnn.enabled = cudnn
+    net, x, y = build_torch(workload, channels_last)
     if device == 'gpu':
         net, x, y = net.cuda(), x.cuda(), y.cuda()
         sync = torch.cuda.synchronize
@@ -304,6 +377,334 @@ def time_torch(
         sync()
         times.append(time.perf_counter() - start)
     return {'times': times}
+
+
+# ------------------------------------------------------- physical limits ---
+
+# The FLOPs of a step are those of its matrix products and convolutions,
+# 2 per multiply-add: 2*m*k*n for an m x k . k x n product, 2*N*OH*OW*F*KH*KW*C
+# for a convolution of N images (C channels, F filters KH x KW, OH x OW
+# outputs), counted once for each of the three passes a layer runs:
+# forward, backward data (input deltas) and backward weights. Layers fed by
+# the data compute no backward data pass (neither brainstorm's steppers nor
+# PyTorch, whose data needs no gradient), so none is counted; a recurrent
+# product counts in every time step, the first (whose previous output is
+# zero) included. Biases, activations, pooling, softmax and the update are
+# not counted.
+RATES = 'rates'  # the worker's pseudo-workload that measures rates
+MIN_RATE_CALLS = 5
+MIN_RATE_SECONDS = 0.05
+GEMM_RATE_SOURCE = 'numpy.matmul'
+TORCH_CONV_SOURCE = 'torch channels_last'
+
+
+@dataclass(frozen=True)
+class Operation:
+    """A measured kernel call.
+
+    ``kind`` ``'gemm'``: ``shape`` is ``(m, k, n)``, an ``m x k . k x n``
+    product of contiguous float32 operands. ``kind`` ``'conv'``: ``shape``
+    is ``(n, h, w, c, f, kernel, pad)``, n images of h x w x c, f filters of
+    kernel x kernel, stride 1, zero padding ``pad``; ``group`` is the call:
+    ``'forward'``, ``'backward'`` (data and weights in one call, with the
+    bias) or ``'backward weights'`` (weights and bias only).
+    """
+
+    kind: str
+    shape: tuple[int, ...]
+    group: str = ''
+
+    @property
+    def key(self) -> str:
+        if self.kind == 'gemm':
+            m, k, n = self.shape
+            return f'gemm {m}x{k} . {k}x{n}'
+        n, h, w, c, f, kernel, pad = self.shape
+        return f'conv {self.group} {n}x{h}x{w}x{c} * {f}x{kernel}x{kernel} pad {pad}'
+
+    @property
+    def flops(self) -> int:
+        """The FLOPs of one call."""
+        passes = 2 if self.group == 'backward' else 1
+        return passes * shape_flops(self.kind, self.shape)
+
+
+@dataclass(frozen=True)
+class Product:
+    """One pass of a layer's matrix product or convolution in a step:
+    ``count`` calls of ``operation``'s shape (the operation measured for
+    it)."""
+
+    layer: str
+    phase: str  # 'forward', 'backward data' or 'backward weights'
+    operation: Operation
+    count: int = 1
+
+    @property
+    def flops(self) -> int:
+        return self.count * shape_flops(self.operation.kind, self.operation.shape)
+
+
+def conv_output_size(size: int, kernel: int, pad: int) -> int:
+    """Output cells along one axis of a stride-1 convolution."""
+    return size + 2 * pad - kernel + 1
+
+
+def shape_flops(kind: str, shape: tuple[int, ...]) -> int:
+    """The FLOPs of one pass of a product (``'gemm'``) or convolution."""
+    if kind == 'gemm':
+        m, k, n = shape
+        return 2 * m * k * n
+    n, h, w, c, f, kernel, pad = shape
+    out_cells = conv_output_size(h, kernel, pad) * conv_output_size(w, kernel, pad)
+    return 2 * n * out_cells * f * kernel * kernel * c
+
+
+def dense_products(
+    layer: str, batch: int, n_in: int, n_out: int, data_fed: bool = False
+) -> list[Product]:
+    """A fully connected layer's products: forward ``batch x n_in .
+    n_in x n_out``, backward data ``batch x n_out . n_out x n_in`` (unless
+    fed by the data), backward weights ``n_out x batch . batch x n_in``."""
+    products = [Product(layer, 'forward', Operation('gemm', (batch, n_in, n_out)))]
+    if not data_fed:
+        products.append(
+            Product(layer, 'backward data', Operation('gemm', (batch, n_out, n_in)))
+        )
+    products.append(
+        Product(layer, 'backward weights', Operation('gemm', (n_out, batch, n_in)))
+    )
+    return products
+
+
+def conv_products(
+    layer: str, shape: tuple[int, ...], data_fed: bool = False
+) -> list[Product]:
+    """A convolution layer's passes (``shape`` as in :class:`Operation`);
+    both backward passes are measured as one call, as the handler runs
+    them."""
+    backward = Operation('conv', shape, 'backward weights' if data_fed else 'backward')
+    products = [Product(layer, 'forward', Operation('conv', shape, 'forward'))]
+    if not data_fed:
+        products.append(Product(layer, 'backward data', backward))
+    products.append(Product(layer, 'backward weights', backward))
+    return products
+
+
+def workload_products(workload: str) -> list[Product]:
+    """The matrix products and convolutions of one training step."""
+    if workload == 'mlp':
+        return [
+            *dense_products('FullyConnected_1', 100, 784, 1200, data_fed=True),
+            *dense_products('FullyConnected_2', 100, 1200, 1200),
+            *dense_products('Output_projection', 100, 1200, 10),
+        ]
+    if workload == 'lstm':
+        steps, batch, size = 50, 32, 512
+        rows = steps * batch
+        recurrent = 'Lstm (recurrent)'
+        return [
+            *dense_products('Lstm (inputs)', rows, 205, 4 * size, data_fed=True),
+            Product(
+                recurrent, 'forward', Operation('gemm', (batch, size, 4 * size)), steps
+            ),
+            Product(
+                recurrent,
+                'backward data',
+                Operation('gemm', (batch, 4 * size, size)),
+                steps,
+            ),
+            Product(
+                recurrent, 'backward weights', Operation('gemm', (4 * size, rows, size))
+            ),
+            *dense_products('Output_projection', rows, size, 205),
+        ]
+    if workload == 'cnn':
+        return [
+            *conv_products(
+                'Convolution2D_1', (100, 32, 32, 3, 32, 5, 2), data_fed=True
+            ),
+            *conv_products('Convolution2D_2', (100, 15, 15, 32, 32, 5, 2)),
+            *conv_products('Convolution2D_3', (100, 7, 7, 32, 64, 5, 2)),
+            *dense_products('FullyConnected', 100, 3 * 3 * 64, 64),
+            *dense_products('Output_projection', 100, 64, 10),
+        ]
+    raise ValueError(f'workload_products: unknown workload {workload!r}')
+
+
+def step_operations(workloads) -> list[Operation]:
+    """The distinct operations of the workloads' products, in order."""
+    operations: dict[str, Operation] = {}
+    for workload in workloads:
+        for product in workload_products(workload):
+            operations.setdefault(product.operation.key, product.operation)
+    return list(operations.values())
+
+
+def best_source(operation: Operation, seconds: dict[str, dict[str, float]]):
+    """``(source, seconds)`` of the fastest measured call of ``operation``
+    (``seconds`` maps operation keys to the seconds per call of each
+    source)."""
+    measured = seconds.get(operation.key)
+    if not measured:
+        raise KeyError(f'no rate measured for {operation.key}')
+    source = min(measured, key=lambda name: measured[name])
+    return source, measured[source]
+
+
+def limit_seconds(products, seconds: dict[str, dict[str, float]]) -> float:
+    """The physical limit of a step: for every operation, the FLOPs counted
+    for it divided by its best measured rate (FLOPs of one call / seconds
+    of its fastest call, over all sources), summed."""
+    total = 0.0
+    for product in products:
+        operation = product.operation
+        _, best = best_source(operation, seconds)
+        total += product.flops * best / operation.flops
+    return total
+
+
+def time_calls(func) -> float:
+    """Seconds of the fastest call, after one warm-up call, of at least
+    :data:`MIN_RATE_CALLS` calls and :data:`MIN_RATE_SECONDS` seconds (the
+    fastest, not the median: a limit estimates what the hardware can do,
+    and other programs on the machine only ever slow a call down)."""
+    func()
+    times: list[float] = []
+    begin = time.perf_counter()
+    while len(times) < MIN_RATE_CALLS or time.perf_counter() - begin < MIN_RATE_SECONDS:
+        start = time.perf_counter()
+        func()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def gemm_operands(operation: Operation):
+    """Contiguous float32 ``a`` (m x k), ``b`` (k x n) and ``out`` (m x n)."""
+    import numpy as np
+
+    m, k, n = operation.shape
+    rnd = np.random.RandomState(0)
+    a = rnd.rand(m, k).astype(np.float32)
+    b = rnd.rand(k, n).astype(np.float32)
+    return a, b, np.empty((m, n), np.float32)
+
+
+def gemm_call(operation: Operation):
+    """A call of numpy.matmul on contiguous float32 operands of the shape."""
+    import numpy as np
+
+    a, b, out = gemm_operands(operation)
+    return lambda: np.matmul(a, b, out=out)
+
+
+def handler_gemm_seconds(handler, operation: Operation, fixed: bool) -> float:
+    """:func:`time_calls` of the handler's ``dot_mm`` on contiguous float32
+    operands of the shape; with ``fixed``, inside ``fixed_weights(b)``, as
+    a recurrent layer runs its products per time step."""
+    a, b, out = gemm_operands(operation)
+
+    def call():
+        handler.dot_mm(a, b, out)
+
+    if not fixed:
+        return time_calls(call)
+    with handler.fixed_weights(b):
+        return time_calls(call)
+
+
+def handler_conv_call(handler, operation: Operation):
+    """A call of the handler's conv2d op of the shape, on contiguous NHWC
+    float32 operands (no kept receptive fields)."""
+    import numpy as np
+
+    n, h, w, c, f, kernel, pad = operation.shape
+    oh, ow = conv_output_size(h, kernel, pad), conv_output_size(w, kernel, pad)
+    rnd = np.random.RandomState(0)
+    x = rnd.rand(n, h, w, c).astype(np.float32)
+    weights = (rnd.rand(f, kernel, kernel, c).astype(np.float32) - 0.5) * 0.1
+    bias = rnd.rand(f).astype(np.float32)
+    if operation.group == 'forward':
+        y = np.empty((n, oh, ow, f), np.float32)
+        return lambda: handler.conv2d_forward_batch(x, weights, bias, y, pad, (1, 1))
+    dy = rnd.rand(n, oh, ow, f).astype(np.float32) - 0.5
+    dx, dw, db = np.zeros_like(x), np.zeros_like(weights), np.zeros_like(bias)
+    skip = operation.group == 'backward weights'
+    return lambda: handler.conv2d_backward_batch(
+        x, weights, pad, (1, 1), dx, dy, dw, db, skip_in_deltas=skip
+    )
+
+
+def torch_conv_call(operation: Operation):
+    """A call of PyTorch's convolution (forward, or the backward passes as
+    autograd runs them) of the shape, in channels_last memory format."""
+    import torch
+
+    n, h, w, c, f, kernel, pad = operation.shape
+    oh, ow = conv_output_size(h, kernel, pad), conv_output_size(w, kernel, pad)
+    layout = torch.channels_last
+    x = torch.rand(n, c, h, w).contiguous(memory_format=layout)
+    weights = (torch.rand(f, c, kernel, kernel) - 0.5).contiguous(memory_format=layout)
+    bias = torch.rand(f)
+    if operation.group == 'forward':
+
+        def forward():
+            with torch.no_grad():
+                torch.nn.functional.conv2d(x, weights, bias, padding=pad)
+
+        return forward
+    dy = (torch.rand(n, f, oh, ow) - 0.5).contiguous(memory_format=layout)
+    mask = [operation.group == 'backward', True, True]
+    return lambda: torch.ops.aten.convolution_backward(
+        dy, x, weights, [f], [1, 1], [pad, pad], [1, 1], False, [0, 0], 1, mask
+    )
+
+
+def per_time_step(workloads) -> set[str]:
+    """Keys of the operations a step runs more than once with the same
+    weights (a recurrent layer's products per time step)."""
+    return {
+        product.operation.key
+        for workload in workloads
+        for product in workload_products(workload)
+        if product.count > 1
+    }
+
+
+def measure_rates(framework: str, workloads, handler: str = 'default') -> dict:
+    """Seconds per call of the workloads' operations in this process.
+
+    brainstorm's side times each GEMM with numpy.matmul and with the
+    handler's ``dot_mm`` (inside ``fixed_weights`` for the products of a
+    time step), each convolution with the handler's conv2d ops; PyTorch's
+    side times the convolutions only. Returns ``{'seconds': {key: {source:
+    seconds}}}``.
+    """
+    operations = step_operations(workloads)
+    seconds: dict[str, dict[str, float]] = {}
+    if framework == 'torch':
+        import torch  # noqa: F401  (its start-up stays out of the first call)
+
+        for operation in operations:
+            if operation.kind == 'conv':
+                call = torch_conv_call(operation)
+                seconds[operation.key] = {TORCH_CONV_SOURCE: time_calls(call)}
+        return {'seconds': seconds}
+    h = make_handler('cpu', handler)
+    name = type(h).__name__
+    fixed = per_time_step(workloads)
+    for operation in operations:
+        if operation.kind == 'conv':
+            call = handler_conv_call(h, operation)
+            seconds[operation.key] = {f'{name} conv2d': time_calls(call)}
+            continue
+        in_step = operation.key in fixed
+        source = f'{name} dot_mm' + (' (fixed weights)' if in_step else '')
+        seconds[operation.key] = {
+            GEMM_RATE_SOURCE: time_calls(gemm_call(operation)),
+            source: handler_gemm_seconds(h, operation, in_step),
+        }
+    return {'seconds': seconds}
 
 
 # ---------------------------------------------------------------- driver ---
@@ -333,12 +734,24 @@ def run_worker(
     per_layer: bool,
     device: str,
     handler: str = 'default',
+    workloads=WORKLOADS,
 ) -> None:
-    """Measure one pair in this process and print the result as JSON."""
+    """Measure one pair (or, for the workload ``rates``, the rates of the
+    ``workloads``' operations) in this process and print the result as
+    JSON."""
+    if workload == RATES:
+        print(json.dumps(measure_rates(framework, workloads, handler)))
+        return
     if framework == 'brainstorm':
         result = time_brainstorm(workload, repeats, per_layer, device, handler)
     else:
-        result = time_torch(workload, repeats, device, framework != 'torch-nocudnn')
+        result = time_torch(
+            workload,
+            repeats,
+            device,
+            cudnn=framework != TORCH_NO_CUDNN,
+            channels_last=framework == TORCH_CHANNELS_LAST,
+        )
     # ru_maxrss is in KiB on Linux (bytes on macOS)
     scale = 1 if sys.platform == 'darwin' else 1024
     result['peak_rss'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
@@ -364,6 +777,7 @@ def measure(
     per_layer: bool,
     device: str = 'cpu',
     handler: str = 'default',
+    workloads=WORKLOADS,
 ) -> dict:
     """Run one worker subprocess and return its JSON result (with the CPU
     pressure seen when it ended: other programs competing for the cores)."""
@@ -379,6 +793,8 @@ def measure(
         device,
         '--handler',
         handler,
+        '--workloads',
+        *workloads,
     ]
     if per_layer:
         command.append('--layers')
@@ -407,11 +823,25 @@ def torch_version() -> str | None:
     return f'{version}, {threads} threads'
 
 
+def cpu_model(cpuinfo: str = '/proc/cpuinfo') -> str:
+    """The CPU's model name: the first ``model name`` of ``cpuinfo`` (Linux),
+    else ``platform.processor()``, else '?'."""
+    try:
+        with open(cpuinfo, encoding='utf-8', errors='replace') as file:
+            for line in file:
+                name, _, value = line.partition(':')
+                if name.strip() == 'model name' and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or '?'
+
+
 def print_header(torch_info: str | None) -> None:
     import numpy
 
     print(
-        f'machine: {platform.machine()} {platform.processor() or ""} '
+        f'machine: {cpu_model()}, {platform.machine()}, '
         f'{os.cpu_count()} cpus; Python {platform.python_version()}; '
         f'NumPy {numpy.__version__}'
     )
@@ -457,11 +887,28 @@ def summarize(runs: list[dict]) -> tuple[float, str, float]:
     return (statistics.median(medians), spread, max(run['peak_rss'] for run in runs))
 
 
+LIMITS_HELP = (
+    "print each workload's physical limit (CPU only; on by default): the FLOPs "
+    'of the matrix products and convolutions of one step (2 per multiply-add; '
+    'forward, backward data and backward weights, no backward data for layers '
+    'fed by the data; recurrent products in every time step) divided, shape '
+    'by shape, by the best rate measured in this run for the same shape: '
+    "GEMMs with numpy.matmul and with the handler's dot_mm (inside its "
+    'fixed_weights for the products of a time step) on contiguous float32 '
+    "operands, convolutions with the handler's conv2d ops and, where PyTorch "
+    "is installed, with PyTorch's convolution in channels_last (the fastest "
+    'call of any source counts)'
+)
+
+
 def parse_arguments(argv):
     """The command line: what to time, how often, and what to print."""
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument(
-        '--compare-torch', action='store_true', help='also time the PyTorch equivalents'
+        '--compare-torch',
+        action='store_true',
+        help='also time the PyTorch equivalents (on the CPU the CNN in NCHW and '
+        'in channels_last; the ratio uses the faster)',
     )
     parser.add_argument(
         '--repeats',
@@ -480,6 +927,17 @@ def parse_arguments(argv):
     )
     parser.add_argument(
         '--layers', action='store_true', help="print brainstorm's per-layer times"
+    )
+    parser.add_argument(
+        '--limits',
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help=LIMITS_HELP,
+    )
+    parser.add_argument(
+        '--shapes',
+        action='store_true',
+        help='print the rate of every shape behind the limits, per source',
     )
     parser.add_argument(
         '--device',
@@ -504,6 +962,13 @@ def parse_arguments(argv):
     return parser, args
 
 
+def print_rows(rows) -> None:
+    """Right-aligned columns."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print('  '.join(cell.rjust(width) for cell, width in zip(row, widths)))
+
+
 def print_table(results, workloads, others) -> None:
     """One row per workload: medians, ranges, peak memory and, for each
     framework in ``others``, its figures and the ratios brainstorm / it."""
@@ -524,9 +989,54 @@ def print_table(results, workloads, others) -> None:
                 f'{bs_rss / th_rss:.2f}',
             ]
         rows.append(row)
-    widths = [max(len(row[i]) for row in rows) for i in range(len(columns))]
-    for row in rows:
-        print('  '.join(cell.rjust(width) for cell, width in zip(row, widths)))
+    print_rows(rows)
+
+
+def used_torch_variant(results, workload: str, device: str = 'cpu') -> str:
+    """The CPU PyTorch variant a workload's ratio uses: the faster layout."""
+    return faster_variant(
+        {
+            variant: summarize(results[variant, workload])[0]
+            for variant in torch_variants(workload, device)
+        }
+    )
+
+
+def print_cpu_torch_table(results, workloads) -> None:
+    """brainstorm next to PyTorch on the CPU: one row per workload against
+    PyTorch's faster layout (marked 'used'), one more per other layout (its
+    ratios in parentheses, not used)."""
+    rows = [
+        ['workload', 'torch layout', 'brainstorm ms', 'range', 'peak MiB']
+        + ['torch ms', 'range', 'peak MiB', 'ratio', 'memory ratio']
+    ]
+    notes = []
+    for workload in workloads:
+        bs_time, bs_spread, bs_rss = summarize(results['brainstorm', workload])
+        variants = torch_variants(workload, 'cpu')
+        used = used_torch_variant(results, workload)
+        for variant in [used] + [v for v in variants if v != used]:
+            th_time, th_spread, th_rss = summarize(results[variant, workload])
+            ratio, memory = f'{bs_time / th_time:.2f}', f'{bs_rss / th_rss:.2f}'
+            layout = layout_name(variant, workload)
+            if variant == used:
+                bs_cells = [f'{bs_time * 1e3:.1f}', bs_spread, megabytes(bs_rss)]
+                if len(variants) > 1:
+                    layout += ' (used)'
+            else:
+                bs_cells, ratio, memory = ['', '', ''], f'({ratio})', f'({memory})'
+            rows.append(
+                [workload, layout, *bs_cells]
+                + [f'{th_time * 1e3:.1f}', th_spread, megabytes(th_rss), ratio, memory]
+            )
+        if len(variants) > 1:
+            notes.append(
+                f'{workload}: the ratio uses PyTorch {layout_name(used, workload)}, '
+                'the faster layout (the other in parentheses)'
+            )
+    print_rows(rows)
+    for note in notes:
+        print(note)
 
 
 def print_pressure(results) -> None:
@@ -558,6 +1068,107 @@ def print_layer_times(results, workloads) -> None:
         print(f'  {"sum":<40} {total * 1e3:8.2f}')
 
 
+def measure_limits(workloads, handler: str, with_torch: bool):
+    """Seconds per call of every operation of the workloads, by source
+    (brainstorm's side, then PyTorch's convolutions if ``with_torch`` and
+    there are any), and the CPU pressure seen."""
+    seconds: dict[str, dict[str, float]] = {}
+    pressures = []
+    has_conv = any(op.kind == 'conv' for op in step_operations(workloads))
+    for framework in ['brainstorm'] + (['torch'] if with_torch and has_conv else []):
+        run = measure(framework, RATES, 1, False, 'cpu', handler, workloads)
+        pressures.append(run['cpu_pressure'])
+        for key, by_source in run['seconds'].items():
+            seconds.setdefault(key, {}).update(by_source)
+    return seconds, pressures
+
+
+def print_limits(results, workloads, seconds, with_torch: bool) -> None:
+    """Per workload: GFLOP of a step, its limit and the steps over it."""
+    print(
+        '\nphysical limit of a step: FLOPs of its matrix products and '
+        'convolutions / best rate measured for the same shapes (--help '
+        'states the rule)'
+    )
+    columns = ['workload', 'GFLOP/step', 'limit ms', 'brainstorm / limit']
+    rows = [columns + (['torch / limit'] if with_torch else [])]
+    for workload in workloads:
+        products = workload_products(workload)
+        limit = limit_seconds(products, seconds)
+        bs_time = summarize(results['brainstorm', workload])[0]
+        row = [
+            workload,
+            f'{sum(p.flops for p in products) / 1e9:.2f}',
+            f'{limit * 1e3:.1f}',
+            f'{bs_time / limit:.2f}',
+        ]
+        if with_torch:
+            used = used_torch_variant(results, workload)
+            th_time = summarize(results[used, workload])[0]
+            row.append(f'{th_time / limit:.2f}')
+        rows.append(row)
+    print_rows(rows)
+    if with_torch:
+        print('torch / limit: PyTorch in the layout the ratio uses')
+
+
+def print_shapes(workloads, seconds) -> None:
+    """Each operation's GFLOP/s per source, and what it adds to the limit."""
+    for workload in workloads:
+        print(f'\n{workload}: rate of each shape, GFLOP/s of its fastest call')
+        added: dict[str, float] = {}
+        passes: dict[str, list[str]] = {}
+        for product in workload_products(workload):
+            key = product.operation.key
+            _, best = best_source(product.operation, seconds)
+            added[key] = added.get(key, 0.0) + product.flops * best / (
+                product.operation.flops
+            )
+            passes.setdefault(key, []).append(f'{product.layer} {product.phase}')
+        for operation in step_operations([workload]):
+            key = operation.key
+            rates = ', '.join(
+                f'{source} {operation.flops / spent / 1e9:.0f}'
+                for source, spent in seconds[key].items()
+            )
+            print(f'  {key}: {rates}; {added[key] * 1e3:.2f} ms of the limit')
+            print(f'    ({"; ".join(passes[key])})')
+
+
+def run_rounds(args, with_torch: bool) -> dict:
+    """All step measurements, alternating the frameworks within each round."""
+    results: dict = {}
+    for _ in range(args.rounds):
+        for workload in args.workloads:
+            frameworks = ['brainstorm']
+            if with_torch:
+                frameworks += torch_variants(workload, args.device)
+            for framework in frameworks:
+                results.setdefault((framework, workload), []).append(
+                    measure(
+                        framework,
+                        workload,
+                        args.repeats,
+                        args.layers and framework == 'brainstorm',
+                        args.device,
+                        args.handler,
+                    )
+                )
+    return results
+
+
+def report_limits(args, results, with_torch: bool, torch_installed: bool) -> None:
+    """Measure the rates, print the limits (and the shapes if asked)."""
+    if args.device == 'gpu':
+        print('\nphysical limits: measured on the CPU only (--device cpu)')
+        return
+    seconds, pressures = measure_limits(args.workloads, args.handler, torch_installed)
+    results['rates', 'all'] = [{'cpu_pressure': p} for p in pressures]
+    print_limits(results, args.workloads, seconds, with_torch)
+    if args.shapes:
+        print_shapes(args.workloads, seconds)
+
+
 def main(argv=None) -> int:
     parser, args = parse_arguments(argv)
     if args.worker:
@@ -568,10 +1179,12 @@ def main(argv=None) -> int:
             args.layers,
             args.device,
             args.handler,
+            args.workloads,
         )
         return 0
 
-    torch_info = torch_version() if args.compare_torch else None
+    limits = args.limits and args.device == 'cpu'
+    torch_info = torch_version() if args.compare_torch or limits else None
     if args.compare_torch and torch_info is None:
         parser.error('--compare-torch needs PyTorch installed')
     print_header(torch_info)
@@ -581,29 +1194,18 @@ def main(argv=None) -> int:
         f'median step time of {args.repeats} steps after {WARMUP_STEPS} '
         f'warm-up steps; {args.rounds} round(s); device {args.device}\n'
     )
-    others = []
-    if torch_info:
-        others = ['torch', 'torch-nocudnn'] if args.device == 'gpu' else ['torch']
-    frameworks = ['brainstorm', *others]
-    results = {(f, w): [] for f in frameworks for w in args.workloads}
-    for _ in range(args.rounds):
-        for workload in args.workloads:
-            for framework in frameworks:
-                results[framework, workload].append(
-                    measure(
-                        framework,
-                        workload,
-                        args.repeats,
-                        args.layers and framework == 'brainstorm',
-                        args.device,
-                        args.handler,
-                    )
-                )
+    results = run_rounds(args, args.compare_torch)
     handlers = {
         run.get('handler') for w in args.workloads for run in results['brainstorm', w]
     }
     print(f'brainstorm handler: {", ".join(sorted(map(str, handlers)))}')
-    print_table(results, args.workloads, others)
+    if args.compare_torch and args.device == 'cpu':
+        print_cpu_torch_table(results, args.workloads)
+    else:
+        others = torch_variants('', 'gpu') if args.compare_torch else []
+        print_table(results, args.workloads, others)
+    if args.limits:
+        report_limits(args, results, args.compare_torch, torch_info is not None)
     print_pressure(results)
     if args.layers:
         print_layer_times(results, args.workloads)

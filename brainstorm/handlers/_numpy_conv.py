@@ -69,6 +69,11 @@ _FIELD_CHUNK_BYTES = 4 << 20
 _POOL_CHUNK_BYTES = 1 << 20
 
 
+#: Products with more rows than this are never computed transposed (see
+#: :func:`product`).
+_MAX_ROWS_TO_TRANSPOSE = 256
+
+
 def product(handler, a, b, out, transa, transb, add):
     """Compute ``out (+)= op(a) @ op(b)``, transposed where that is faster.
 
@@ -78,12 +83,15 @@ def product(handler, a, b, out, transa, transb, add):
     batch of 32-100 times a weight matrix), the more so with the second
     operand transposed: the transposed product is 1.2-1.7x faster for
     the Lstm and FullyConnected shapes even with the extra transposing
-    pass (benchmarks/bench_ops.py).
+    pass (benchmarks/bench_ops.py). Products with many rows (the input
+    projections of all time steps of an Lstm, 1600 x 205 . 205 x 2048) are
+    2.4x slower transposed, the transposing pass then costing more than
+    the product: they run as they are.
     """
     left = a.T if transa else a
     right = b.T if transb else b
     rows, cols = out.shape
-    if rows < cols and (transb or rows <= 64):
+    if rows < cols and rows <= _MAX_ROWS_TO_TRANSPOSE and (transb or rows <= 64):
         product = handler._buffer('dot', (cols, rows))
         np.matmul(right.T, left.T, out=product)
         product = product.T

@@ -10,6 +10,7 @@ import numpy as np
 from brainstorm.arguments import SEED, Arg, FloatDtype, Optional
 from brainstorm.errors import NetworkValidationError
 from brainstorm.handlers import _numpy_conv as _conv
+from brainstorm.handlers import _numpy_lstm as _lstm
 from brainstorm.handlers import _numpy_update as _update
 from brainstorm.handlers.base_handler import FirstUseRandomState, Handler
 from brainstorm.randomness import (
@@ -238,6 +239,22 @@ class NumpyHandler(Handler):
         _check_ids('index_m_by_v', v, m.shape[1])
         rows = np.arange(m.shape[0])
         out[:, 0] = m[rows, v[:, 0].astype(np.intp)]
+
+    def lstm_forward_step(  # noqa: D102 - documented in the table
+        self, gates, c_prev, pi, pf, po, activation: str, gate_outputs, c, c_out, y
+    ) -> None:
+        _lstm.forward_step(
+            self, gates, c_prev, pi, pf, po, activation, gate_outputs, c, c_out, y
+        )
+
+    def lstm_backward_step(  # noqa: D102 - documented in the table
+        self, dy, factors, c_factor, d_gates_next, dc_next, f_next, pi, pf, po,
+        d_gates, dc,
+    ) -> None:  # fmt: skip
+        _lstm.backward_step(
+            self, dy, factors, c_factor, d_gates_next, dc_next, f_next, pi, pf, po,
+            d_gates, dc,
+        )  # fmt: skip
 
     def log_t(self, a, out) -> None:
         np.log(a, out=out)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from brainstorm.handlers import NumpyHandler
+from brainstorm.handlers.base_handler import Handler
 
 SHAPES = [(3, 5, 7), (32, 64, 256), (100, 40, 120), (130, 30, 20), (20, 30, 90)]
 
@@ -140,3 +141,51 @@ def test_each_thread_has_scratch_buffers_of_its_own():
     assert not np.shares_memory(mine, theirs[0])
     # within a thread the buffer is kept between calls (no allocation)
     assert np.shares_memory(h._buffer('tmp', (2, 3)), mine)
+
+
+@pytest.mark.parametrize('dtype', [np.float32, np.float64])
+@pytest.mark.parametrize('activation', ['tanh', 'rel', 'sigmoid', 'linear'])
+def test_lstm_steps_are_the_base_composition_bit_for_bit(dtype, activation):
+    """NumpyHandler runs the LSTM step ops on contiguous scratch copies of
+    its strided operands (as a network's buffers are): the same bits as the
+    base class's composition, in every output and every argument it
+    writes, and nothing written outside the views."""
+    rng = np.random.RandomState(3)
+    rows, size = 3, 5
+
+    def wide(features):
+        full = rng.randn(rows, features + 11).astype(dtype)
+        return full, full[:, 7 : 7 + features]
+
+    def case(shapes):
+        fulls, views = zip(*(wide(f) if f else (None, None) for f in shapes))
+        return list(fulls), list(views)
+
+    h = NumpyHandler(dtype)
+    peep = [rng.randn(1, size).astype(dtype) for _ in range(3)]
+    fulls, views = case([4 * size, size, 0, 0, 0, 4 * size, size, size, size])
+    views[2:5] = peep
+    twins = [None if f is None else f.copy() for f in fulls]
+    twin_views = [
+        None if t is None else t[:, 7 : 7 + v.shape[1]] for t, v in zip(twins, views)
+    ]
+    twin_views[2:5] = peep
+    h.lstm_forward_step(*views[:5], activation, *views[5:])
+    Handler.lstm_forward_step(h, *twin_views[:5], activation, *twin_views[5:])
+    for full, twin in zip(fulls, twins):
+        if full is not None:
+            np.testing.assert_array_equal(full, twin)
+
+    sizes = [size, 4 * size, size, 4 * size, size, size, 0, 0, 0, 4 * size, size]
+    fulls, views = case(sizes)
+    views[6:9] = peep
+    twins = [None if f is None else f.copy() for f in fulls]
+    twin_views = [
+        None if t is None else t[:, 7 : 7 + v.shape[1]] for t, v in zip(twins, views)
+    ]
+    twin_views[6:9] = peep
+    h.lstm_backward_step(*views)
+    Handler.lstm_backward_step(h, *twin_views)
+    for full, twin in zip(fulls, twins):
+        if full is not None:
+            np.testing.assert_array_equal(full, twin)
