@@ -240,22 +240,6 @@ class NumpyHandler(Handler):
         rows = np.arange(m.shape[0])
         out[:, 0] = m[rows, v[:, 0].astype(np.intp)]
 
-    def lstm_forward_step(  # noqa: D102 - documented in the table
-        self, gates, c_prev, pi, pf, po, activation: str, gate_outputs, c, c_out, y
-    ) -> None:
-        _lstm.forward_step(
-            self, gates, c_prev, pi, pf, po, activation, gate_outputs, c, c_out, y
-        )
-
-    def lstm_backward_step(  # noqa: D102 - documented in the table
-        self, dy, factors, c_factor, d_gates_next, dc_next, f_next, pi, pf, po,
-        d_gates, dc,
-    ) -> None:  # fmt: skip
-        _lstm.backward_step(
-            self, dy, factors, c_factor, d_gates_next, dc_next, f_next, pi, pf, po,
-            d_gates, dc,
-        )  # fmt: skip
-
     def log_t(self, a, out) -> None:
         np.log(a, out=out)
 
@@ -563,6 +547,24 @@ class NumpyHandler(Handler):
             self, inputs, window, outputs, padding, stride, in_deltas, out_deltas
         )
 
+    # -------------------------------------------------------------- recurrent
+
+    def lstm_forward_step(  # noqa: D102 - documented in the table
+        self, gates, c_prev, pi, pf, po, activation: str, gate_outputs, c, c_out, y
+    ) -> None:
+        _lstm.forward_step(
+            self, gates, c_prev, pi, pf, po, activation, gate_outputs, c, c_out, y
+        )
+
+    def lstm_backward_step(  # noqa: D102 - documented in the table
+        self, dy, factors, c_factor, d_gates_next, dc_next, f_next, pi, pf, po,
+        d_gates, dc,
+    ) -> None:  # fmt: skip
+        _lstm.backward_step(
+            self, dy, factors, c_factor, d_gates_next, dc_next, f_next, pi, pf, po,
+            d_gates, dc,
+        )  # fmt: skip
+
     # ---------------------------------------------------------- sequences
 
     def reverse_time_t(self, a, mask, out) -> None:
@@ -662,56 +664,22 @@ class NumpyHandler(Handler):
         _update.nesterov_update(self, parameters, gradients, velocity, learning_rate)
 
     def rmsprop_update(
-        self,
-        parameters,
-        gradients,
-        mean_square,
-        scratch,
-        learning_rate: float,
-        decay: float,
-        epsilon: float,
-    ) -> None:
+        self, parameters, gradients, mean_square, scratch, learning_rate: float,
+        decay: float, epsilon: float,
+    ) -> None:  # fmt: skip
         _update.rmsprop_update(
-            self,
-            parameters,
-            gradients,
-            mean_square,
-            scratch,
-            learning_rate,
-            decay,
+            self, parameters, gradients, mean_square, scratch, learning_rate, decay,
             epsilon,
-        )
+        )  # fmt: skip
 
     def adam_update(
-        self,
-        parameters,
-        gradients,
-        m,
-        v,
-        mask,
-        scratch,
-        learning_rate: float,
-        beta1: float,
-        beta2: float,
-        epsilon: float,
-        step: int,
-        weight_decay: float,
-    ) -> None:
+        self, parameters, gradients, m, v, mask, scratch, learning_rate: float,
+        beta1: float, beta2: float, epsilon: float, step: int, weight_decay: float,
+    ) -> None:  # fmt: skip
         _update.adam_update(
-            self,
-            parameters,
-            gradients,
-            m,
-            v,
-            mask,
-            scratch,
-            learning_rate,
-            beta1,
-            beta2,
-            epsilon,
-            step,
-            weight_decay,
-        )
+            self, parameters, gradients, m, v, mask, scratch, learning_rate, beta1,
+            beta2, epsilon, step, weight_decay,
+        )  # fmt: skip
 
 
 def _matrices(x, trans: bool):
