@@ -29,7 +29,6 @@ estimate of what the op costs.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
 import sys
 import time
@@ -66,32 +65,15 @@ def time_op(func, repeats: int) -> tuple[float, float]:
     return statistics.median(times), min(times)
 
 
-# the fixed_weights contexts of the 'fixed weights' cases, open while they run
-FIXED = contextlib.ExitStack()
-
-
 def gemm_cases(h):
     """``(name, shape text, flops, func)`` for the GEMMs of the workloads."""
     cases = []
 
-    def add(
-        name,
-        m,
-        k,
-        n,
-        out_view=False,
-        accumulate=False,
-        transa=False,
-        transb=True,
-        fixed=False,
-    ):
+    def add(name, m, k, n, out_view=False, accumulate=False, transa=False, transb=True):
         a = dense(k, m) if transa else dense(m, k)
         b = dense(n, k) if transb else dense(k, n)
         out = feature_slice((m, n)) if out_view else dense(m, n)
         op = h.dot_add_mm if accumulate else h.dot_mm
-        if fixed:  # as the recurrent layers' time steps: inside fixed_weights
-            a = feature_slice((m, k))
-            FIXED.enter_context(h.fixed_weights(b))
         cases.append(
             (
                 name,
@@ -133,27 +115,6 @@ def gemm_cases(h):
         out_view=True,
         accumulate=True,
     )
-    for fixed in (False, True):
-        suffix = ', fixed weights' if fixed else ''
-        add(
-            f'dot_add_mm lstm rec fwd{suffix}',
-            32,
-            512,
-            2048,
-            out_view=True,
-            accumulate=True,
-            fixed=fixed,
-        )
-        add(
-            f'dot_add_mm lstm rec bwd{suffix}',
-            32,
-            2048,
-            512,
-            out_view=True,
-            accumulate=True,
-            transb=False,
-            fixed=fixed,
-        )
     add(
         'dot_add_mm lstm dR (1 gate)',
         512,

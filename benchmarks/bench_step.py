@@ -41,11 +41,10 @@ On the CPU the script also prints each workload's physical limit (unless
 passes; no backward-data pass for layers fed by the data; a recurrent
 product in every time step) divided, shape by shape, by the best rate
 measured in the same run for that shape: GEMMs with ``numpy.matmul`` and
-with the handler's ``dot_mm`` (inside its ``fixed_weights`` for the
-products of a time step, as the recurrent layers run them) on contiguous
-float32 operands, convolutions with the handler's conv2d ops and, where
-PyTorch is installed, with PyTorch's convolution in ``channels_last``;
-the fastest call of any source counts. Next to it:
+with the handler's ``dot_mm`` on contiguous float32 operands, convolutions
+with the handler's conv2d ops and, where PyTorch is installed, with
+PyTorch's convolution in ``channels_last``; the fastest call of any source
+counts. Next to it:
 GFLOP per step, brainstorm ms / limit and PyTorch ms / limit (the faster
 layout). ``--shapes`` prints every shape's rate per source. This adds a
 few seconds.
@@ -598,19 +597,11 @@ def gemm_call(operation: Operation):
     return lambda: np.matmul(a, b, out=out)
 
 
-def handler_gemm_seconds(handler, operation: Operation, fixed: bool) -> float:
+def handler_gemm_seconds(handler, operation: Operation) -> float:
     """:func:`time_calls` of the handler's ``dot_mm`` on contiguous float32
-    operands of the shape; with ``fixed``, inside ``fixed_weights(b)``, as
-    a recurrent layer runs its products per time step."""
+    operands of the shape."""
     a, b, out = gemm_operands(operation)
-
-    def call():
-        handler.dot_mm(a, b, out)
-
-    if not fixed:
-        return time_calls(call)
-    with handler.fixed_weights(b):
-        return time_calls(call)
+    return time_calls(lambda: handler.dot_mm(a, b, out))
 
 
 def handler_conv_call(handler, operation: Operation):
@@ -660,23 +651,11 @@ def torch_conv_call(operation: Operation):
     )
 
 
-def per_time_step(workloads) -> set[str]:
-    """Keys of the operations a step runs more than once with the same
-    weights (a recurrent layer's products per time step)."""
-    return {
-        product.operation.key
-        for workload in workloads
-        for product in workload_products(workload)
-        if product.count > 1
-    }
-
-
 def measure_rates(framework: str, workloads, handler: str = 'default') -> dict:
     """Seconds per call of the workloads' operations in this process.
 
     brainstorm's side times each GEMM with numpy.matmul and with the
-    handler's ``dot_mm`` (inside ``fixed_weights`` for the products of a
-    time step), each convolution with the handler's conv2d ops; PyTorch's
+    handler's ``dot_mm``, each convolution with the handler's conv2d ops; PyTorch's
     side times the convolutions only. Returns ``{'seconds': {key: {source:
     seconds}}}``.
     """
@@ -692,17 +671,14 @@ def measure_rates(framework: str, workloads, handler: str = 'default') -> dict:
         return {'seconds': seconds}
     h = make_handler('cpu', handler)
     name = type(h).__name__
-    fixed = per_time_step(workloads)
     for operation in operations:
         if operation.kind == 'conv':
             call = handler_conv_call(h, operation)
             seconds[operation.key] = {f'{name} conv2d': time_calls(call)}
             continue
-        in_step = operation.key in fixed
-        source = f'{name} dot_mm' + (' (fixed weights)' if in_step else '')
         seconds[operation.key] = {
             GEMM_RATE_SOURCE: time_calls(gemm_call(operation)),
-            source: handler_gemm_seconds(h, operation, in_step),
+            f'{name} dot_mm': handler_gemm_seconds(h, operation),
         }
     return {'seconds': seconds}
 
@@ -893,9 +869,9 @@ LIMITS_HELP = (
     'forward, backward data and backward weights, no backward data for layers '
     'fed by the data; recurrent products in every time step) divided, shape '
     'by shape, by the best rate measured in this run for the same shape: '
-    "GEMMs with numpy.matmul and with the handler's dot_mm (inside its "
-    'fixed_weights for the products of a time step) on contiguous float32 '
-    "operands, convolutions with the handler's conv2d ops and, where PyTorch "
+    "GEMMs with numpy.matmul and with the handler's dot_mm on contiguous "
+    "float32 operands, convolutions with the handler's conv2d ops and, where "
+    'PyTorch '
     "is installed, with PyTorch's convolution in channels_last (the fastest "
     'call of any source counts)'
 )

@@ -11,7 +11,6 @@ each op and its docstring come from the op table,
 from __future__ import annotations
 
 import abc
-import contextlib
 import functools
 import inspect
 import math
@@ -335,26 +334,6 @@ class Handler(Describable, abc.ABC):
             out_cells: output cells per image, ``OH * OW``.
         """
         return False
-
-    # ---------------------------------------------------------- products
-
-    @contextlib.contextmanager
-    def fixed_weights(self, *weights) -> Iterator[None]:
-        """A context in which ``weights`` do not change.
-
-        A layer that multiplies by the same weights many times in one pass
-        (a recurrent layer's time steps) runs those :meth:`dot_mm` and
-        :meth:`dot_add_mm` calls inside it; a handler may then prepare
-        the weights once for all of them (``OneDnnHandler`` packs them
-        into its matrix library's blocked format, once per pass instead of
-        once per time step). The caller must not change ``weights`` inside
-        the context (``DebugHandler`` checks this). The base handler does
-        nothing.
-
-        Args:
-            *weights: the arrays, as passed as ``b`` to the products.
-        """
-        yield
 
     # ---------------------------------------------------------------- updates
     # Each update op is the sequence of general ops the steppers ran before

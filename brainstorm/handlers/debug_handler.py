@@ -13,9 +13,7 @@ grammar (``same``, ``mv``, ``dot``) serve most ops; the methods
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator
 
 import numpy as np
 
@@ -112,16 +110,6 @@ class DebugHandler(Handler):
         # the wrapped handler decides (one written for 0.5 has no say)
         keeps = getattr(self.handler, 'keeps_conv_columns', None)
         return bool(keeps(out_cells)) if keeps is not None else False
-
-    @contextlib.contextmanager
-    def fixed_weights(self, *weights) -> Iterator[None]:
-        # the wrapped handler's context; fails if the weights change in it
-        arrays, copy = [_unwrap(w) for w in weights], self.handler.get_numpy_copy
-        before, inner = [copy(a) for a in arrays], self.handler.fixed_weights
-        with inner(*arrays):
-            yield
-        if not all(np.array_equal(copy(a), b) for a, b in zip(arrays, before)):
-            self._fail('fixed_weights', 'weights changed inside the context')
 
     # ------------------------------------------------------- every op call
 

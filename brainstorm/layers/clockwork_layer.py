@@ -118,12 +118,11 @@ class ClockworkLayerImpl(RecurrentLayerImpl):
 
         T = self._project_inputs(buffers)
         compute_inactive(_h, timing, buffers.internals.timing_rows, inactive, T)
-        with _h.fixed_weights(R):
-            for t in range(T):
-                _h.dot_add_mm(y[t - 1], R, Ha[t], transb=True)
-                act(Ha[t], y[t])
-                if t:  # every unit is active at t = 0
-                    _h.copy_to_if(y[t - 1], y[t], inactive[t])
+        for t in range(T):
+            _h.dot_add_mm(y[t - 1], R, Ha[t], transb=True)
+            act(Ha[t], y[t])
+            if t:  # every unit is active at t = 0
+                _h.copy_to_if(y[t - 1], y[t], inactive[t])
 
     def backward_pass(self, buffers):
         """As Recurrent, but an inactive unit passes its delta to the previous step.
@@ -139,13 +138,12 @@ class ClockworkLayerImpl(RecurrentLayerImpl):
         act_deriv = _h.act_func_deriv[self.activation]
 
         # dHb[t] is the full delta of y[t]; dHa[T] is the zeroed context slot
-        with _h.fixed_weights(R):
-            for t in range(T - 1, -1, -1):
-                _h.copy_to(dy[t], dHb[t])
-                _h.dot_add_mm(dHa[t + 1], R, dHb[t])
-                if t + 1 < T:  # an inactive unit passes y[t + 1]'s delta on
-                    _h.add_into_if(dHb[t + 1], dHb[t], inactive[t + 1])
-                act_deriv(Ha[t], y[t], dHb[t], dHa[t])
-                if t:
-                    _h.fill_if(dHa[t], 0.0, inactive[t])
+        for t in range(T - 1, -1, -1):
+            _h.copy_to(dy[t], dHb[t])
+            _h.dot_add_mm(dHa[t + 1], R, dHb[t])
+            if t + 1 < T:  # an inactive unit passes y[t + 1]'s delta on
+                _h.add_into_if(dHb[t + 1], dHb[t], inactive[t + 1])
+            act_deriv(Ha[t], y[t], dHb[t], dHa[t])
+            if t:
+                _h.fill_if(dHa[t], 0.0, inactive[t])
         self._backward_through_inputs(buffers)

@@ -160,18 +160,17 @@ class GRULayerImpl(Layer):
         _h.add_mv(GA_all, b.reshape((1, 3 * S)), GA_all)
 
         # index -1 is the context slot, so t = 0 needs no special case
-        with _h.fixed_weights(R_rz, Rn):
-            for t in range(T):
-                _h.dot_add_mm(y[t - 1], R_rz, RZa[t], transb=True)
-                _h.sigmoid(RZa[t], GB[t])
-                _h.dot_mm(y[t - 1], Rn, Hn[t], transb=True)
-                _h.add_mv(Hn[t], bhn, Hn[t])
-                _h.mult_add_tt(GB[t][:, :S], Hn[t], Na[t])
-                act(Na[t], Nb[t])
-                # y = Nb + Zb * (y_ - Nb)
-                _h.subtract_tt(y[t - 1], Nb[t], y[t])
-                _h.mult_tt(Zb[t], y[t], y[t])
-                _h.add_tt(y[t], Nb[t], y[t])
+        for t in range(T):
+            _h.dot_add_mm(y[t - 1], R_rz, RZa[t], transb=True)
+            _h.sigmoid(RZa[t], GB[t])
+            _h.dot_mm(y[t - 1], Rn, Hn[t], transb=True)
+            _h.add_mv(Hn[t], bhn, Hn[t])
+            _h.mult_add_tt(GB[t][:, :S], Hn[t], Na[t])
+            act(Na[t], Nb[t])
+            # y = Nb + Zb * (y_ - Nb)
+            _h.subtract_tt(y[t - 1], Nb[t], y[t])
+            _h.mult_tt(Zb[t], y[t], y[t])
+            _h.add_tt(y[t], Nb[t], y[t])
 
     def backward_pass(self, buffers):
         """The steps in reverse, then the weight gradients as matrix products."""
@@ -202,15 +201,14 @@ class GRULayerImpl(Layer):
 
         # dy[t] accumulates the full delta of y[t] in place (a layer may
         # overwrite its own output deltas); dGR[T] is the zeroed context slot
-        with _h.fixed_weights(R):
-            for t in range(T - 1, -1, -1):
-                _h.dot_add_mm(dGR[t + 1], R, dy[t])
-                if t + 1 < T:  # y[t + 1] = ... + Zb[t + 1] * y[t]
-                    _h.mult_add_tt(dy[t + 1], Zb[t + 1], dy[t])
-                _h.mult_tt(dy[t], PN[t], dNa[t])
-                _h.mult_tt(dy[t], PZ[t], dZa[t])
-                _h.mult_tt(dNa[t], PR[t], dRa[t])
-                _h.mult_tt(dNa[t], Rb[t], dHn[t])
+        for t in range(T - 1, -1, -1):
+            _h.dot_add_mm(dGR[t + 1], R, dy[t])
+            if t + 1 < T:  # y[t + 1] = ... + Zb[t + 1] * y[t]
+                _h.mult_add_tt(dy[t + 1], Zb[t + 1], dy[t])
+            _h.mult_tt(dy[t], PN[t], dNa[t])
+            _h.mult_tt(dy[t], PZ[t], dZa[t])
+            _h.mult_tt(dNa[t], PR[t], dRa[t])
+            _h.mult_tt(dNa[t], Rb[t], dHn[t])
 
         self._gradients(buffers, dW, dR, db, W, dx)
 

@@ -104,10 +104,9 @@ class RecurrentLayerImpl(Layer):
         act = _h.act_func[self.activation]
 
         T = self._project_inputs(buffers)
-        with _h.fixed_weights(R):
-            for t in range(T):
-                _h.dot_add_mm(y[t - 1], R, Ha[t], transb=True)
-                act(Ha[t], y[t])
+        for t in range(T):
+            _h.dot_add_mm(y[t - 1], R, Ha[t], transb=True)
+            act(Ha[t], y[t])
 
     def backward_pass(self, buffers):
         """Back-propagate through time, then add the input deltas and gradients.
@@ -126,11 +125,10 @@ class RecurrentLayerImpl(Layer):
         # dHa[T] is the (zeroed) context slot, so the last step needs no
         # special case; dHa is added to, not overwritten, because a layer fed
         # with '..internals.Ha' has put its deltas there already
-        with _h.fixed_weights(R):
-            for t in range(T - 1, -1, -1):
-                _h.dot_add_mm(dHa[t + 1], R, dy[t])
-                act_deriv(Ha[t], y[t], dy[t], dHb[t])
-                _h.add_tt(dHa[t], dHb[t], dHa[t])
+        for t in range(T - 1, -1, -1):
+            _h.dot_add_mm(dHa[t + 1], R, dy[t])
+            act_deriv(Ha[t], y[t], dy[t], dHb[t])
+            _h.add_tt(dHa[t], dHb[t], dHa[t])
         self._backward_through_inputs(buffers)
 
     def _project_inputs(self, buffers) -> int:

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 import numpy as np
 
 from brainstorm.handlers import _numpy_conv as _conv
 from brainstorm.handlers.numpy_handler import NumpyHandler
 from brainstorm.handlers.onednn import _dnnl
-from brainstorm.handlers.onednn.plans import ConvPlan, MatmulPlan, PoolPlan
+from brainstorm.handlers.onednn.plans import ConvPlan, PoolPlan
 from brainstorm.shapes import padding_sides
 
 __all__ = ['OneDnnHandler']
@@ -142,87 +139,6 @@ class OneDnnHandler(NumpyHandler):
             (_address(weights), target), self._scratchpad(primitive.reorder.primitive)
         )
         return target
-
-    # ------------------------------------------------ products, fixed weights
-
-    @contextlib.contextmanager
-    def fixed_weights(self, *weights) -> Iterator[None]:
-        """A context in which ``weights`` do not change (see the base class).
-
-        Products by them inside (``b`` of :meth:`dot_mm` and
-        :meth:`dot_add_mm`, as given or transposed) run as oneDNN matmul
-        primitives on a copy of the weights packed into its blocked
-        format at their first use in the context: a recurrent layer's
-        products per time step then cost 0.5-0.6x of OpenBLAS's (Lstm,
-        32 x 512 . 512 x 2048, ``benchmarks/bench_ops.py``).
-        """
-        fixed = self._fixed_weights
-        added = []
-        if self.dtype == np.float32:
-            for w in weights:
-                key = _view_key(w)
-                if key not in fixed:
-                    # the packed copies: plan -> address, and their scratch
-                    fixed[key] = {None: f'onednn_packed_{len(fixed)}'}
-                    added.append(key)
-        try:
-            yield
-        finally:
-            for key in added:
-                del fixed[key]
-
-    @property
-    def _fixed_weights(self) -> dict:
-        """The calling thread's fixed weights: view key -> packed copies."""
-        self._scratch  # noqa: B018 - makes the thread's storage
-        per_thread = self._per_thread
-        try:
-            return per_thread.fixed_weights
-        except AttributeError:
-            per_thread.fixed_weights = {}
-            return per_thread.fixed_weights
-
-    def dot_mm(self, a, b, out, transa: bool = False, transb: bool = False) -> None:
-        if not self._fixed_product(a, b, out, transa, transb, add=False):
-            super().dot_mm(a, b, out, transa, transb)
-
-    def dot_add_mm(self, a, b, out, transa: bool = False, transb: bool = False) -> None:
-        if not self._fixed_product(a, b, out, transa, transb, add=True):
-            super().dot_add_mm(a, b, out, transa, transb)
-
-    def _fixed_product(self, a, b, out, transa, transb, add: bool) -> bool:
-        """Run ``out (+)= a @ op(b)`` on packed weights if ``b`` is fixed.
-
-        Returns False (nothing done) where ``b`` is not a fixed weight.
-        """
-        packs = self._fixed_weights.get(_view_key(b)) if not transa else None
-        if packs is None or not (a.size and out.size):
-            return False
-        w = b.T if transb else b
-        (m, k), n = a.shape, w.shape[1]
-        strides = tuple(s // w.itemsize for s in w.strides)
-        plan = self._plan(
-            ('matmul', m, k, n, strides),
-            lambda: MatmulPlan(self._lib, m, k, n, strides),
-        )
-        if plan is None:
-            return False
-        x = self._dense('onednn_mm_a', a)
-        y = self._buffer('onednn_mm_y', (m, n))
-        with plan.lock:
-            packed = packs.get(plan)
-            if packed is None:
-                slot = f'{packs[None]}_{len(packs)}'
-                packed = packs[plan] = self._aligned(slot, plan.packed_bytes)
-                plan.pack.run((_address(b), packed), self._scratchpad(plan.pack))
-            plan.product.run(
-                (_address(x), packed, _address(y)), self._scratchpad(plan.product)
-            )
-        if add:
-            np.add(out, y, out=out)
-        else:
-            np.copyto(out, y)
-        return True
 
     # ---------------------------------------------------------- convolution
 
@@ -518,11 +434,6 @@ _ALIGNMENT = 64
 def _address(array) -> int:
     """The address of ``array``'s first element."""
     return array.__array_interface__['data'][0]
-
-
-def _view_key(array) -> tuple:
-    """What identifies a view: its address, shape and strides."""
-    return (_address(array), array.shape, array.strides)
 
 
 def _top_left(padding) -> tuple[int, int]:

@@ -23,7 +23,7 @@ import numpy as np
 
 from brainstorm.handlers.onednn import _dnnl as d
 
-__all__ = ['ConvPlan', 'MatmulPlan', 'PoolPlan', 'image_md', 'dense_md']
+__all__ = ['ConvPlan', 'PoolPlan', 'image_md', 'dense_md']
 
 
 def dense_md(lib, shape, dtype=np.float32):
@@ -209,47 +209,6 @@ class ConvPlan:
     def fwd_pd_handle(self) -> ctypes.c_void_p:
         """The forward primitive descriptor (the hint of the backward ones)."""
         return self.forward.pd
-
-
-class MatmulPlan:
-    """A matrix product ``y = a @ w`` with ``w`` packed once for many products.
-
-    ``a`` is a C-contiguous ``(M, K)`` array, ``y`` a C-contiguous ``(M,
-    N)`` one. The weights ``w`` (``(K, N)`` with the element strides
-    ``w_strides``, so a transposed view is no copy) are reordered by
-    :attr:`pack` into the blocked format the product chooses, into
-    :attr:`packed_bytes` bytes that the caller keeps while ``w`` does not
-    change (``Handler.fixed_weights``).
-
-    Args:
-        lib: the loaded library.
-        m, k, n: the product's dimensions.
-        w_strides: the strides of ``w`` in elements.
-    """
-
-    def __init__(self, lib, m: int, k: int, n: int, w_strides):
-        self.lib = lib
-        self.lock = threading.Lock()
-        self.a_md = dense_md(lib, (m, k))
-        self.y_md = dense_md(lib, (m, n))
-        self.any_w_md = lib.md_any((k, n), np.float32)
-        self.user_w_md = lib.md((k, n), tuple(w_strides), np.float32)
-        self.attr = lib.attr()
-        pd = _create(
-            lib,
-            'dnnl_matmul_primitive_desc_create',
-            self.a_md.handle,
-            self.any_w_md.handle,
-            None,
-            self.y_md.handle,
-            self.attr.handle,
-        )
-        packed = lib.query_md(pd, d.QUERY_WEIGHTS_MD)
-        self.product = d.Primitive(
-            lib, pd, {d.ARG_SRC: self.a_md, d.ARG_WEIGHTS: packed, d.ARG_DST: self.y_md}
-        )
-        self.pack = _Reorder(lib, self.user_w_md, packed).primitive
-        self.packed_bytes = packed.size
 
 
 class PoolPlan:
