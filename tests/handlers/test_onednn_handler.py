@@ -603,3 +603,40 @@ def test_per_side_padding_matches_numpy_float64(handler, padding, stride):
             close(a, b, kind)
     assert all(plan is not None for plan in handler._plans.values())
     assert len(handler._plans) == 3
+
+
+def _train_small(handler, layer, steps=3):
+    rng = np.random.RandomState(7)
+    inp, out = bs.tools.get_in_out_layers('classification', 6, 4)
+    net = bs.Network.from_layer(inp >> layer >> out)
+    net.initialize(bs.initializers.Gaussian(0.3), seed=4)
+    net.set_handler(handler)
+    stepper = bs.training.AdamStepper(0.01)
+    stepper.start(net)
+    data = {
+        'default': rng.randn(5, 3, 6).astype(handler.dtype),
+        'targets': rng.randint(0, 4, (5, 3, 1)).astype(handler.dtype),
+    }
+    for _ in range(steps):
+        net.provide_external_data(data)
+        stepper.run()
+    return net.get('parameters')
+
+
+@pytest.mark.parametrize('dtype', [np.float32, np.float64])
+@pytest.mark.parametrize(
+    'make',
+    [
+        lambda: bs.layers.Lstm(9),
+        lambda: bs.layers.GRU(9),
+        lambda: bs.layers.FullyConnected(9, activation='tanh'),
+    ],
+    ids=['Lstm', 'GRU', 'FullyConnected'],
+)
+def test_networks_without_conv_or_pooling_train_alike_on_both(dtype, make):
+    """As docs/reproducibility.rst says: without Convolution2D and Pooling2D
+    layers both CPU handlers run the same NumPy code, bit for bit."""
+    np.testing.assert_array_equal(
+        _train_small(onednn_handler(dtype), make()),
+        _train_small(NumpyHandler(dtype), make()),
+    )
