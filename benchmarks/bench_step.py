@@ -44,7 +44,8 @@ measured in the same run for that shape: GEMMs with ``numpy.matmul`` and
 with the handler's ``dot_mm`` on contiguous float32 operands, convolutions
 with the handler's conv2d ops and, where PyTorch is installed, with
 PyTorch's convolution in ``channels_last``; the fastest call of any source
-counts. Next to it:
+counts. The limit is an estimate, not a bound: the layers multiply views
+of network buffers, some transposed, not contiguous operands. Next to it:
 GFLOP per step, brainstorm ms / limit and PyTorch ms / limit (the faster
 layout). ``--shapes`` prints every shape's rate per source. This adds a
 few seconds.

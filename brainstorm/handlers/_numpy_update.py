@@ -12,7 +12,10 @@ the composition (``tests/handlers/test_numpy_update.py`` checks this).
 
 Temporaries are chunk-sized scratch buffers of the handler, so a warm
 update allocates nothing. Operands that cannot be viewed as one flat array
-(a non-contiguous view of more than one dimension) take the composition.
+(a non-contiguous view of more than one dimension), or of different shapes
+or another dtype than the handler's, take the composition (and its
+errors). Like the composition, the chunks assume that no two operands
+overlap (the ops' contract; ``DebugHandler`` checks it).
 """
 
 from __future__ import annotations
@@ -46,6 +49,9 @@ def _chunks(handler, arrays, temporaries: int = 1):
     then ``temporaries`` scratch arrays of the chunk's length. Returns None
     if an array cannot be viewed as one flat array.
     """
+    given = [a for a in arrays if a is not None]
+    if any(a.shape != given[0].shape or a.dtype != handler.dtype for a in given):
+        return None  # the composition raises or computes what the contract says
     flat = [None if a is None else _flat(a) for a in arrays]
     if any(f is None and a is not None for f, a in zip(flat, arrays)):
         return None

@@ -32,6 +32,7 @@ from brainstorm.handlers.debug_array import (
     assert_is_shape,
     assert_shapes_equal,
     check_for_inf_or_nan,
+    overlapping_operands,
 )
 from brainstorm.handlers.numpy_handler import NumpyHandler, _sequence_lengths
 from brainstorm.handlers.ops import OPS, Op, install_ops, signature
@@ -51,6 +52,8 @@ __all__ = [
 # sections of the op table whose ops return values or read raw memory: no
 # finiteness check after them
 _UNCHECKED_SECTIONS = ('allocation', 'checks')
+# sections whose ops' contract says no two operands overlap
+_DISJOINT_SECTIONS = ('recurrent', 'updates')
 
 
 class DebugHandler(Handler):
@@ -118,6 +121,8 @@ class DebugHandler(Handler):
         for name, kind in op.kinds.items():
             self._expect_kind(op, name, kind, args[name])
         getattr(self, f'_check_{op.rule}')(op.name, args)
+        if op.section in _DISJOINT_SECTIONS:
+            self._expect_disjoint(op, args)
         parameters = signature(op).parameters
         positional = [
             _unwrap(v)
@@ -167,6 +172,11 @@ class DebugHandler(Handler):
                     op.name,
                     f"argument '{name}' must be {expected}. Received: {received}",
                 )
+
+    def _expect_disjoint(self, op: Op, args: dict) -> None:
+        arrays = {n: v.array for n, v in args.items() if isinstance(v, DebugArray)}
+        if pair := overlapping_operands(arrays, op.writes):
+            self._fail(op.name, f'{pair[0]!r} overlaps {pair[1]!r}: must not overlap')
 
     def _expect_finite(self, op: str, name: str, value) -> None:
         if isinstance(value, DebugArray):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from brainstorm.handlers import NumpyHandler
-from brainstorm.handlers.base_handler import Handler
+from brainstorm.handlers.base_handler import ACTIVATIONS, Handler
 
 SHAPES = [(3, 5, 7), (32, 64, 256), (100, 40, 120), (130, 30, 20), (20, 30, 90)]
 
@@ -143,15 +143,15 @@ def test_each_thread_has_scratch_buffers_of_its_own():
     assert np.shares_memory(h._buffer('tmp', (2, 3)), mine)
 
 
+@pytest.mark.parametrize('rows, size', [(3, 5), (32, 40)])
 @pytest.mark.parametrize('dtype', [np.float32, np.float64])
-@pytest.mark.parametrize('activation', ['tanh', 'rel', 'sigmoid', 'linear'])
-def test_lstm_steps_are_the_base_composition_bit_for_bit(dtype, activation):
+@pytest.mark.parametrize('activation', ACTIVATIONS)
+def test_lstm_steps_are_the_base_composition_bit_for_bit(dtype, activation, rows, size):
     """NumpyHandler runs the LSTM step ops on contiguous scratch copies of
     its strided operands (as a network's buffers are): the same bits as the
     base class's composition, in every output and every argument it
     writes, and nothing written outside the views."""
     rng = np.random.RandomState(3)
-    rows, size = 3, 5
 
     def wide(features):
         full = rng.randn(rows, features + 11).astype(dtype)
@@ -189,3 +189,48 @@ def test_lstm_steps_are_the_base_composition_bit_for_bit(dtype, activation):
     for full, twin in zip(fulls, twins):
         if full is not None:
             np.testing.assert_array_equal(full, twin)
+
+
+def test_lstm_steps_with_wrong_shapes_raise_and_write_nothing_outside():
+    """A gates operand narrower than 4 * S is an error, as in the base
+    composition, and nothing beyond the view is written."""
+    h = NumpyHandler(np.float32)
+    rows, size = 3, 5
+    full = np.zeros((rows, 4 * size + 5), np.float32)
+    gates = full[:, : 3 * size]  # one gate short
+    small = [np.zeros((rows, size), np.float32) for _ in range(5)]
+    peep = [np.zeros((1, size), np.float32) for _ in range(3)]
+    outputs = np.zeros((rows, 4 * size), np.float32)
+    with pytest.raises(ValueError):
+        h.lstm_forward_step(gates, small[0], *peep, 'tanh', outputs, *small[1:4])
+    assert not full[:, 3 * size :].any()
+
+
+def test_lstm_steps_in_another_dtype_give_the_base_compositions_results():
+    h = NumpyHandler(np.float32)
+    rng = np.random.RandomState(4)
+    rows, size = 2, 3
+    args = [rng.randn(rows, 4 * size), rng.randn(rows, size)]
+    args += [rng.randn(1, size) for _ in range(3)]
+    outs = [np.zeros((rows, 4 * size))] + [np.zeros((rows, size)) for _ in range(3)]
+    twins = [a.copy() for a in args], [o.copy() for o in outs]
+    h.lstm_forward_step(*args, 'tanh', *outs)
+    Handler.lstm_forward_step(h, *twins[0], 'tanh', *twins[1])
+    for got, want in zip(args + outs, twins[0] + twins[1]):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_products_of_many_rows_are_not_computed_transposed():
+    """Up to 256 rows a wide product with a transposed second operand runs
+    transposed through the 'dot' scratch buffer (faster for batches); with
+    more rows it runs as it is (the transposing pass cost more than it
+    saved: the Lstm's input projection of all time steps)."""
+    rng = np.random.RandomState(5)
+    b = rng.rand(2048, 205).astype(np.float32)
+    for rows, transposed in ((64, True), (256, True), (300, False)):
+        h = NumpyHandler(np.float32)
+        a = rng.rand(rows, 205).astype(np.float32)
+        out = np.zeros((rows, 2048), np.float32)
+        h.dot_mm(a, b, out, transb=True)
+        np.testing.assert_allclose(out, a @ b.T, rtol=1e-5)
+        assert any(name == 'dot' for name, _ in h._scratch) == transposed, rows

@@ -13,6 +13,7 @@ import pytest
 
 from brainstorm.handlers import DebugHandler, NumpyHandler, _numpy_update
 from brainstorm.handlers.base_handler import Handler
+from brainstorm.handlers.debug_array import DebugHandlerError
 from tests.onednn_support import onednn_handler
 
 # op -> (array operands, those that must be >= 0, scalars); 'mask' is
@@ -164,7 +165,7 @@ def test_other_layouts_equal_the_composition(monkeypatch, op, layout, views):
             assert a.base is not None, 'the operands must stay views'
 
 
-def test_empty_operands_are_left_alone():
+def test_empty_operands_do_not_raise():
     h = NumpyHandler(np.float32)
     empty = [np.zeros(0, np.float32) for _ in range(3)]
     h.momentum_update(*empty, 0.1, 0.9)
@@ -209,3 +210,28 @@ def test_wrapping_handlers_run_the_chunked_update(monkeypatch, op, kind):
     args = [None if a is None else h.create_from_numpy(a) for a in operands.values()]
     getattr(h, op)(*args, *scalars(op).values())
     assert calls == [op]
+
+
+def test_operands_of_other_shapes_or_dtypes_take_the_composition():
+    """The chunks never silently read part of a larger or differently
+    shaped operand: such calls do what the base composition does (here:
+    raise), and other dtypes than the handler's give its results."""
+    h = NumpyHandler(np.float32)
+    p, g = np.zeros(10, np.float32), np.ones(20, np.float32)
+    with pytest.raises(ValueError):
+        h.sgd_update(p, g, 1.0)
+    assert not p.any()
+    with pytest.raises(ValueError):
+        h.sgd_update(np.zeros((3, 4), np.float32), np.ones((4, 3), np.float32), 1.0)
+    p64, g64 = np.zeros(5), np.full(5, 1.0 / 3)
+    expected = p64.copy()
+    Handler.sgd_update(h, expected, g64, 0.1)
+    h.sgd_update(p64, g64, 0.1)
+    np.testing.assert_array_equal(p64, expected)
+
+
+def test_debug_handler_rejects_overlapping_update_operands():
+    h = DebugHandler(NumpyHandler(np.float32))
+    a = h.create_from_numpy(np.arange(10, dtype=np.float32))
+    with pytest.raises(DebugHandlerError, match="'parameters' overlaps 'gradients'"):
+        h.sgd_update(a[1:], a[:-1], 1.0)
