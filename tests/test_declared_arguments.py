@@ -50,6 +50,11 @@ from brainstorm.describable import (
     create_from_description,
     get_description,
 )
+from brainstorm.handlers.onednn import (
+    OneDnnHandler,
+    OneDnnUnavailable,
+    onednn_available,
+)
 from brainstorm.utils import DescriptionError, ValidationError, get_inheritors
 
 # ------------------------------------------------------ valid base calls ---
@@ -145,7 +150,12 @@ def base_kwargs(cls) -> dict:
     return kwargs
 
 
-CLASSES = library_classes()
+# OneDnnHandler cannot be made where oneDNN does not load (other platforms,
+# BRAINSTORM_NO_ONEDNN=1): it is left out there, see the test below
+ONEDNN_LOADS = onednn_available()[0]
+CLASSES = [
+    c for c in library_classes() if ONEDNN_LOADS or c.__name__ != 'OneDnnHandler'
+]
 
 # Classes holding code (a function), which descriptions never hold: their
 # description is refused (checked in tests/test_data_iterators.py).
@@ -208,6 +218,13 @@ def test_the_suite_covers_every_public_declared_class():
         'MultiStepper',
     ):
         assert expected in names
+
+
+@pytest.mark.skipif(ONEDNN_LOADS, reason='oneDNN loads: OneDnnHandler is checked')
+def test_onednn_handler_is_left_out_only_where_it_cannot_be_made():
+    assert OneDnnHandler not in CLASSES
+    with pytest.raises(OneDnnUnavailable):
+        OneDnnHandler()
 
 
 @pytest.mark.parametrize('cls', CLASSES, ids=lambda c: c.__name__)
