@@ -16,6 +16,24 @@ __all__ = ['PoolingKernels']
 class PoolingKernels:
     """Max and average pooling on the GPU (a mixin of :class:`PyCudaHandler`)."""
 
+    def _pool(
+        self, op: str, kernel: str, count: int, geometry_args, *arrays, same=()
+    ) -> None:
+        """Launch ``kernel`` of ``cu/pool.cu`` on ``count`` threads.
+
+        ``geometry_args`` are ``(inputs, window, outputs, padding, stride)``
+        for the handler's ``_geometry``, which checks them (backward, the
+        output deltas stand for the outputs); then each pair in ``same``
+        must have one shape. ``arrays`` go to the kernel, pointer and
+        strides each, in its order.
+        """
+        channels = geometry_args[0].shape[3]
+        geometry = self._geometry(*geometry_args, channels, op)  # type: ignore[attr-defined]
+        for pair in same:
+            check_shapes(op, *pair)
+        pointers = [value for a in arrays for value in (a.ptr, *a.strides)]
+        self._launch('pool', kernel, count, *geometry, *pointers)  # type: ignore[attr-defined]
+
     def maxpool2d_forward_batch(  # noqa: D102 - documented in the op table
         self,
         inputs,
@@ -25,28 +43,10 @@ class PoolingKernels:
         stride: tuple[int, int],
         argmax,
     ) -> None:
-        geometry = self._geometry(  # type: ignore[attr-defined]
-            inputs,
-            window,
-            outputs,
-            padding,
-            stride,
-            inputs.shape[3],
-            'maxpool2d_forward_batch',
-        )
-        check_shapes('maxpool2d_forward_batch', outputs, argmax)
-        self._launch(  # type: ignore[attr-defined]
-            'pool',
-            'maxpool_forward',
-            outputs.size,
-            *geometry,
-            inputs.ptr,
-            *inputs.strides,
-            outputs.ptr,
-            *outputs.strides,
-            argmax.ptr,
-            *argmax.strides,
-        )
+        geometry_args = (inputs, window, outputs, padding, stride)
+        self._pool('maxpool2d_forward_batch', 'maxpool_forward', outputs.size,
+                   geometry_args, inputs, outputs, argmax,
+                   same=[(outputs, argmax)])  # fmt: skip
 
     def maxpool2d_backward_batch(  # noqa: D102 - documented in the op table
         self,
@@ -59,29 +59,10 @@ class PoolingKernels:
         in_deltas,
         out_deltas,
     ) -> None:
-        geometry = self._geometry(  # type: ignore[attr-defined]
-            inputs,
-            window,
-            out_deltas,
-            padding,
-            stride,
-            inputs.shape[3],
-            'maxpool2d_backward_batch',
-        )
-        check_shapes('maxpool2d_backward_batch', out_deltas, argmax)
-        check_shapes('maxpool2d_backward_batch', inputs, in_deltas)
-        self._launch(  # type: ignore[attr-defined]
-            'pool',
-            'maxpool_backward_add',
-            in_deltas.size,
-            *geometry,
-            argmax.ptr,
-            *argmax.strides,
-            out_deltas.ptr,
-            *out_deltas.strides,
-            in_deltas.ptr,
-            *in_deltas.strides,
-        )
+        geometry_args = (inputs, window, out_deltas, padding, stride)
+        self._pool('maxpool2d_backward_batch', 'maxpool_backward_add',
+                   in_deltas.size, geometry_args, argmax, out_deltas, in_deltas,
+                   same=[(out_deltas, argmax), (inputs, in_deltas)])  # fmt: skip
 
     def avgpool2d_forward_batch(  # noqa: D102 - documented in the op table
         self,
@@ -91,25 +72,9 @@ class PoolingKernels:
         padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
     ) -> None:
-        geometry = self._geometry(  # type: ignore[attr-defined]
-            inputs,
-            window,
-            outputs,
-            padding,
-            stride,
-            inputs.shape[3],
-            'avgpool2d_forward_batch',
-        )
-        self._launch(  # type: ignore[attr-defined]
-            'pool',
-            'avgpool_forward',
-            outputs.size,
-            *geometry,
-            inputs.ptr,
-            *inputs.strides,
-            outputs.ptr,
-            *outputs.strides,
-        )
+        geometry_args = (inputs, window, outputs, padding, stride)
+        self._pool('avgpool2d_forward_batch', 'avgpool_forward', outputs.size,
+                   geometry_args, inputs, outputs)  # fmt: skip
 
     def avgpool2d_backward_batch(  # noqa: D102 - documented in the op table
         self,
@@ -121,23 +86,7 @@ class PoolingKernels:
         in_deltas,
         out_deltas,
     ) -> None:
-        geometry = self._geometry(  # type: ignore[attr-defined]
-            inputs,
-            window,
-            out_deltas,
-            padding,
-            stride,
-            inputs.shape[3],
-            'avgpool2d_backward_batch',
-        )
-        check_shapes('avgpool2d_backward_batch', inputs, in_deltas)
-        self._launch(  # type: ignore[attr-defined]
-            'pool',
-            'avgpool_backward_add',
-            in_deltas.size,
-            *geometry,
-            out_deltas.ptr,
-            *out_deltas.strides,
-            in_deltas.ptr,
-            *in_deltas.strides,
-        )
+        geometry_args = (inputs, window, out_deltas, padding, stride)
+        self._pool('avgpool2d_backward_batch', 'avgpool_backward_add',
+                   in_deltas.size, geometry_args, out_deltas, in_deltas,
+                   same=[(inputs, in_deltas)])  # fmt: skip
