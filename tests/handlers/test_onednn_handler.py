@@ -76,19 +76,8 @@ def close(got, expected, what):
 @pytest.mark.parametrize('geometry', GEOMETRIES)
 def test_convolution_matches_numpy_float64(handler, geometry):
     n, h, w, c, f, k, p, s = geometry
-    rng = np.random.RandomState(3)
     oh, ow = out_size(h, k[0], p, s[0]), out_size(w, k[1], p, s[1])
-    args = (
-        rng.randn(n, h, w, c),
-        rng.randn(f, *k, c),
-        rng.randn(f),
-        rng.randn(n, oh, ow, f),
-        rng.randn(n, h, w, c),
-    )
-    got = run_conv(handler, *args, p, s)
-    expected = run_conv(NumpyHandler(np.float64), *args, p, s)
-    for name, a, b in zip(('outputs', 'in_deltas', 'dW', 'dbias'), got, expected):
-        close(a, b, name)
+    conv_matches_numpy(handler, (n, h, w, c, f, k), (oh, ow), p, s, seed=3)
 
 
 @pytest.mark.parametrize('kind', ['max', 'avg'])
@@ -119,6 +108,25 @@ def test_max_pooling_takes_the_first_of_equal_maxima(handler):
     np.testing.assert_array_equal(got[0], expected[0])
     np.testing.assert_array_equal(got[1], expected[1])
     close(got[2], expected[2], 'in_deltas')
+
+
+def conv_matches_numpy(handler, shape, out_hw, padding, stride, seed):
+    """Convolution forward and backward on ``handler`` against float64
+    NumpyHandler, on random operands of ``shape`` ``(n, h, w, c, f,
+    kernel)`` with outputs ``out_hw``."""
+    n, h, w, c, f, k = shape
+    rng = np.random.RandomState(seed)
+    args = (
+        rng.randn(n, h, w, c),
+        rng.randn(f, *k, c),
+        rng.randn(f),
+        rng.randn(n, *out_hw, f),
+        rng.randn(n, h, w, c),
+    )
+    got = run_conv(handler, *args, padding, stride)
+    expected = run_conv(NumpyHandler(np.float64), *args, padding, stride)
+    for name, a, b in zip(('outputs', 'in_deltas', 'dW', 'dbias'), got, expected):
+        close(a, b, name)
 
 
 def test_primitives_are_made_once_per_shape(handler):
@@ -584,18 +592,8 @@ def test_per_side_padding_matches_numpy_float64(handler, padding, stride):
     oh = (h + top + bottom - k[0]) // stride[0] + 1
     ow = (w + left + right - k[1]) // stride[1] + 1
     rng = np.random.RandomState(15)
-    args = (
-        rng.randn(n, h, w, c),
-        rng.randn(f, *k, c),
-        rng.randn(f),
-        rng.randn(n, oh, ow, f),
-        rng.randn(n, h, w, c),
-    )
-    got = run_conv(handler, *args, padding, stride)
-    expected = run_conv(NumpyHandler(np.float64), *args, padding, stride)
-    for name, a, b in zip(('outputs', 'in_deltas', 'dW', 'dbias'), got, expected):
-        close(a, b, name)
-    x, dy = args[0], rng.randn(n, oh, ow, c)
+    conv_matches_numpy(handler, (n, h, w, c, f, k), (oh, ow), padding, stride, 15)
+    x, dy = rng.randn(n, h, w, c), rng.randn(n, oh, ow, c)
     for kind in ('max', 'avg'):
         pooled = run_pool(handler, kind, x, dy, k, padding, stride)
         reference = run_pool(NumpyHandler(np.float64), kind, x, dy, k, padding, stride)
