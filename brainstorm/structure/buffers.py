@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from typing import Any
 
 import numpy as np  # noqa: F401 - in Brainstorm 0.5's namespace of this module
@@ -44,6 +45,31 @@ class _ArraySpec:
         self.is_backward_only = bool(node.get('@is_backward_only', False))
 
 
+def _blocks(spans, size: int) -> list:
+    """The finest cut of ``[0, size)`` into blocks that no span crosses.
+
+    A cut may fall at any span's start or stop that lies strictly inside no
+    other span. Returns the ``(start, stop)`` of each block, in order; a
+    single empty block for ``size == 0``.
+    """
+    points = sorted({0, size, *(p for span in spans for p in span)})
+    # covered[i]: how many spans hold points[i] strictly inside them
+    covered = [0] * (len(points) + 1)
+    for a, b in spans:
+        lo, hi = bisect.bisect_right(points, a), bisect.bisect_left(points, b)
+        if lo < hi:
+            covered[lo] += 1
+            covered[hi] -= 1
+    cuts, depth = [], 0
+    for i, p in enumerate(points):
+        depth += covered[i]
+        if depth == 0 and 0 <= p <= size:
+            cuts.append(p)
+    if len(cuts) < 2:
+        return [(0, size)]
+    return list(zip(cuts, cuts[1:]))
+
+
 class BufferManager:
     """Allocates the three flat buffers of a layout and carves the views.
 
@@ -51,6 +77,16 @@ class BufferManager:
     (constant, batch-sized, time-sized). :meth:`resize` adapts the batch- and
     time-sized ones to the current ``(T, B)``; they are reallocated only when
     they must grow. The constant buffer (parameters, gradients) never moves.
+
+    The layout places every array on a range of its buffer type's feature
+    axis. The batch- and time-sized flat buffers are cut along that axis
+    into *blocks*, the smallest ranges that no array, input concatenation,
+    view or group crosses, and each block is stored contiguously: a block
+    of features ``[a, b)`` is an array ``(B, b - a)`` or ``(T + C, B, b -
+    a)`` starting at element ``B * a`` or ``(T + C) * B * a`` of the flat
+    buffer. So an output that no input concatenates with others is one
+    contiguous array (image operands of convolutions need no copies), and
+    all backward-only memory is still one range of each flat buffer.
 
     Args:
         layout: the layout dict (see :mod:`brainstorm.structure.layout`).
@@ -62,8 +98,11 @@ class BufferManager:
         forward_sizes: where the backward-only part of each buffer begins.
         max_context_size: the number of context slots of the time buffer.
         time_size, batch_size: the current ``T`` and ``B``.
-        buffers: the three typed arrays ``(N0,)``, ``(B, N1)``,
-            ``(T + C, B, N2)``.
+        blocks: for each buffer type, the feature range ``(a, b)`` of each
+            block (one block ``(0, N0)`` for the constant buffer).
+        buffers: the constant array ``(N0,)``, then for the batch- and
+            time-sized buffers the list of their blocks' arrays ``(B, b -
+            a)`` and ``(T + C, B, b - a)``.
     """
 
     def __init__(self, layout: dict, handler=None):
@@ -92,6 +131,7 @@ class BufferManager:
             for s in self._specs
             if s.buffer_type == 2 and s.context_size and not s.is_backward_only
         ]
+        self._plan_blocks()
         self.skip_clearing(())
         # None until resize(0, 0) below
         self.time_size: Any = None
@@ -111,6 +151,39 @@ class BufferManager:
                 self._specs.append(_ArraySpec(path + (name,), child))
             else:
                 self._collect(child, path + (name,))
+
+    def _plan_blocks(self) -> None:
+        """Cut the batch- and time-sized buffers into blocks (``blocks``)."""
+        spans: list = [[], [], []]
+        for spec in self._specs:
+            spans[spec.buffer_type].append((spec.start, spec.stop))
+        self._collect_view_spans(self.layout, spans)
+        self.blocks = [[(0, self.sizes[0])]] + [
+            _blocks(spans[t], self.sizes[t]) for t in (1, 2)
+        ]
+        self._block_starts = [[a for a, _ in blocks] for blocks in self.blocks]
+        for t in (1, 2):
+            edges = {a for a, _ in self.blocks[t]} | {self.sizes[t]}
+            if self.forward_sizes[t] not in edges:
+                raise NetworkValidationError(
+                    'Failed to lay out buffers: a view spans forward and '
+                    f'backward-only memory of buffer type {t}.'
+                )
+
+    def _collect_view_spans(self, node, spans) -> None:
+        """Add the ranges of groups to ``spans``.
+
+        Views with a ``@slice`` do not count: one whose range crosses blocks
+        gets no full buffer (see :meth:`_make_view`).
+        """
+        for name, child in node.items():
+            if name.startswith('@') or child['@type'] == 'array':
+                continue
+            for group in child.get('@groups', {}).values():
+                first, last = child[group[0]], child[group[-1]]
+                t = get_buffer_type(first['@shape'])
+                spans[t].append((int(first['@slice'][0]), int(last['@slice'][1])))
+            self._collect_view_spans(child, spans)
 
     @property
     def size(self) -> int:
@@ -152,25 +225,54 @@ class BufferManager:
             flat = self._flat[t]
             if flat is None or flat.shape[0] < needed:
                 self._flat[t] = h.zeros((needed,))
-        T, B, C = time_size, batch_size, self.max_context_size
-        self.buffers[1] = reshape_view(
-            self._flat[1][: self._needed(1)], (B, self.sizes[1])
-        )
-        self.buffers[2] = reshape_view(
-            self._flat[2][: self._needed(2)], (T + C, B, self.sizes[2])
-        )
+        for t in (1, 2):
+            rows = self._rows(t)
+            flat = self._flat[t]
+            self.buffers[t] = [
+                reshape_view(flat[rows * a : rows * b], self._row_shape(t) + (b - a,))
+                for a, b in self.blocks[t]
+            ]
         self._build_views()
 
+    def _rows(self, buffer_type: int) -> int:
+        """Elements per feature in a block of the batch- or time-sized buffer."""
+        B = self.batch_size or 0
+        if buffer_type == 1:
+            return B
+        return ((self.time_size or 0) + self.max_context_size) * B
+
+    def _row_shape(self, buffer_type: int) -> tuple:
+        B = self.batch_size or 0
+        if buffer_type == 1:
+            return (B,)
+        return ((self.time_size or 0) + self.max_context_size, B)
+
+    def _in_one_block(self, buffer_type: int, start: int, stop: int) -> bool:
+        k = bisect.bisect_right(self._block_starts[buffer_type], start) - 1
+        a, b = self.blocks[buffer_type][max(k, 0)]
+        return a <= start <= stop <= b
+
+    def _block(self, buffer_type: int, start: int, stop: int) -> tuple:
+        """``(a, array)`` of the block holding features ``[start, stop)``."""
+        k = bisect.bisect_right(self._block_starts[buffer_type], start) - 1
+        a, b = self.blocks[buffer_type][max(k, 0)]
+        if not a <= start <= stop <= b:
+            raise NetworkValidationError(
+                f'Failed to lay out buffers: features [{start}, {stop}) of '
+                f'buffer type {buffer_type} cross a block boundary.'
+            )
+        return a, self.buffers[buffer_type][max(k, 0)]
+
     def _carve(self, spec: _ArraySpec):
-        buf = self.buffers[spec.buffer_type]
         s, e = spec.start, spec.stop
         if spec.buffer_type == 0:
-            return reshape_view(buf[s:e], spec.feature_shape)
+            return reshape_view(self.buffers[0][s:e], spec.feature_shape)
+        a, block = self._block(spec.buffer_type, s, e)
         B = self.batch_size
         if spec.buffer_type == 1:
-            return reshape_view(buf[:, s:e], (B,) + spec.feature_shape)
+            return reshape_view(block[:, s - a : e - a], (B,) + spec.feature_shape)
         T = self.time_size + spec.context_size
-        return reshape_view(buf[:T, :, s:e], (T, B) + spec.feature_shape)
+        return reshape_view(block[:T, :, s - a : e - a], (T, B) + spec.feature_shape)
 
     def _build_views(self):
         arrays = {spec.path: self._carve(spec) for spec in self._specs}
@@ -191,6 +293,10 @@ class BufferManager:
         full = None
         if '@slice' in node and node['@type'] == 'BufferView' and names:
             first = node[names[0]]
+            t = get_buffer_type(first['@shape'])
+            start, stop = node['@slice']
+            if t and not self._in_one_block(t, start, stop):
+                return self._adjusted(existing, names, children, None, node)
             spec = _ArraySpec(
                 None,
                 {
@@ -201,6 +307,10 @@ class BufferManager:
                 },
             )
             full = self._carve(spec)
+        return self._adjusted(existing, names, children, full, node)
+
+    def _adjusted(self, existing, names, children, full, node):
+        """``existing`` adjusted to the new arrays, or a new BufferView."""
         groups = {
             group: self._carve_group(node, members)
             for group, members in node.get('@groups', {}).items()
@@ -257,22 +367,29 @@ class BufferManager:
         left alone.
         """
         h = self.handler
-        _, f1, f2 = self.forward_sizes
         for a, b in self._constant_clear:
             h.fill(self.buffers[0][a:b], 0.0)
-        if self.sizes[1] > f1 and self.batch_size:
-            h.fill(self.buffers[1][:, f1:], 0.0)
-        if self.sizes[2] > f2 and self.batch_size:
-            h.fill(self.buffers[2][:, :, f2:], 0.0)
+        for t in (1, 2):
+            # blocks are stored in feature order, so the backward-only ones
+            # are one range of the flat buffer
+            rows, f, end = self._rows(t), self.forward_sizes[t], self.sizes[t]
+            if end > f and rows:
+                h.fill(self._flat[t][rows * f : rows * end], 0.0)
+
+    def _forward_time_blocks(self):
+        """``(a, b, array)`` of each forward block of the time-sized buffer."""
+        f2 = self.forward_sizes[2]
+        for (a, b), array in zip(self.blocks[2], self.buffers[2]):
+            if b <= f2 and b > a:
+                yield a, b, array
 
     def clear_context(self) -> None:
         """Zero the context slots of all forward time-sized arrays."""
         C = self.max_context_size
         if C and self.batch_size and self.forward_sizes[2]:
             T = self.time_size
-            self.handler.fill(
-                self.buffers[2][T : T + C, :, : self.forward_sizes[2]], 0.0
-            )
+            for _, _, array in self._forward_time_blocks():
+                self.handler.fill(array[T : T + C], 0.0)
 
     def get_context(self) -> list | None:
         """A copy of the last ``C`` time steps of the forward time buffer.
@@ -287,9 +404,9 @@ class BufferManager:
         if T < C:
             return None
         h = self.handler
-        source = self.buffers[2][T - C : T, :, : self.forward_sizes[2]]
-        copy = h.allocate(source.shape)
-        h.copy_to(source, copy)
+        copy = h.allocate((C, self.batch_size, self.forward_sizes[2]))
+        for a, b, array in self._forward_time_blocks():
+            h.copy_to(array[T - C : T], copy[:, :, a:b])
         return [None, None, copy]
 
     def apply_context(self, context) -> None:
@@ -317,9 +434,10 @@ class BufferManager:
         h = self.handler
         for spec in self._context_specs:
             c = spec.context_size
+            a, block = self._block(2, spec.start, spec.stop)
             h.copy_to(
                 ctx[C - c : C, :, spec.start : spec.stop],
-                self.buffers[2][T : T + c, :, spec.start : spec.stop],
+                block[T : T + c, :, spec.start - a : spec.stop - a],
             )
 
     # ------------------------------------------------- copies, pickles ---

@@ -41,7 +41,8 @@ def provide_external_data(
         buffer_manager: the network's BufferManager (resized to the batch).
         data: input name -> array of shape ``(T, B, *features)`` (or
             ``(B, *features)`` for batch-sized inputs).
-        all_inputs: if False, inputs missing from ``data`` are skipped.
+        all_inputs: if False, inputs missing from ``data`` are skipped: they
+            keep their values, or are zeros if the batch changed ``(T, B)``.
         check_finite: refuse NaN, infinite values and values the handler's
             dtype cannot hold (e.g. float64 beyond the float32 range), see
             :func:`find_unrepresentable`; False skips the check.
@@ -67,9 +68,15 @@ def provide_external_data(
         for name, array in arrays.items():
             _check_finite_input(buffer_manager.handler, name, array)
     time_size, batch_size = _time_and_batch_size(input_layer.out_shapes, arrays)
+    before = (buffer_manager.time_size, buffer_manager.batch_size)
     buffer_manager.resize(time_size if time_size is not None else 1, batch_size)
     h = buffer_manager.handler
     outputs = buffer_manager.views.Input.outputs
+    if before != (buffer_manager.time_size, buffer_manager.batch_size):
+        # the skipped inputs now view memory laid out for another (T, B)
+        for name in input_layer.out_shapes:
+            if name not in arrays:
+                h.fill(outputs[name], 0.0)
     for name, array in arrays.items():
         if isinstance(array, np.ndarray):
             h.set_from_numpy(outputs[name], array)

@@ -324,7 +324,9 @@ class Network(Seedable):
         Args:
             data: input name -> array of shape ``(T, B, *features)`` (or
                 ``(B, *features)`` for batch-sized inputs).
-            all_inputs: if False, inputs missing from ``data`` are skipped.
+            all_inputs: if False, inputs missing from ``data`` are skipped:
+                they keep their values, or are zeros if the batch changed
+                ``(T, B)``.
             check_finite: refuse NaN, inf and values beyond the range of
                 the handler's dtype (e.g. float64 data beyond float32's);
                 one ``max`` and one ``min`` per array. False skips it (as

@@ -6,7 +6,7 @@ import pytest
 from brainstorm.handlers import DebugHandler, NumpyHandler, _numpy_conv
 from brainstorm.handlers.base_handler import Handler
 from brainstorm.initializers import Gaussian
-from brainstorm.layers import Convolution2D, Input, Loss
+from brainstorm.layers import Convolution2D, Input, Loss, Pooling2D
 from brainstorm.layers.convolution_2d_layer import Convolution2DLayerImpl
 from brainstorm.structure.network import Network
 from brainstorm.testing import (
@@ -226,21 +226,22 @@ def test_lists_are_accepted_for_pairs():
 
 
 def test_works_on_non_contiguous_feature_slices_in_a_network():
-    """In a network, the image is a feature slice of a larger buffer (here
-    beside a second input) and so is the output; results must still match
-    the reference."""
-    inp = Input({'default': ('T', 'B', 3, 4, 2), 'extra': ('T', 'B', 3)})
-    net = Network.from_layer(
-        inp
-        >> Convolution2D(
-            2, (2, 2), padding=1, stride=(1, 2), activation='linear', name='Conv'
-        )
+    """In a network, an image that a second layer's input concatenates with
+    another output is a feature slice of their shared block; results must
+    still match the reference."""
+    inp = Input({'default': ('T', 'B', 3, 4, 2), 'extra': ('T', 'B', 3, 4, 1)})
+    inp >> Convolution2D(
+        2, (2, 2), padding=1, stride=(1, 2), activation='linear', name='Conv'
     )
+    side = Pooling2D((2, 2), name='Side')
+    inp >> side
+    inp - 'extra' >> side
+    net = Network.from_layer(inp)
     net.set_handler(NumpyHandler(np.float64))
     net.initialize(Gaussian(1.0), seed=3)
     rnd = np.random.RandomState(0)
     x = rnd.randn(2, 3, 3, 4, 2)
-    net.provide_external_data({'default': x, 'extra': rnd.randn(2, 3, 3)})
+    net.provide_external_data({'default': x, 'extra': rnd.randn(2, 3, 3, 4, 1)})
     assert not net.buffer.Conv.inputs.default.flags.c_contiguous
     net.forward_pass()
     expected = conv_reference(

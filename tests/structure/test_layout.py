@@ -104,31 +104,93 @@ def test_every_array_is_a_view_of_one_of_three_buffers():
     net.provide_external_data(
         {'input_data': np.zeros((3, 2, 4)), 'targets': np.zeros((3, 2, 10))}
     )
-    assert len(manager.buffers) == 3
+    assert len(manager.buffers) == len(manager.full_buffer) == 3
     assert manager.buffers[0].ndim == 1
-    assert manager.buffers[2].shape == (3 + 1, 2, manager.sizes[2])
+    rows = {1: 2, 2: (3 + 1) * 2}
+    for t in (1, 2):
+        # the blocks tile the feature axis in order ...
+        edges = [e for block in manager.blocks[t] for e in block]
+        assert edges[0] == 0 and edges[-1] == manager.sizes[t]
+        assert all(b == c for b, c in zip(edges[1::2], edges[2::2]))
+        # ... and each is stored contiguously at its place in the flat buffer
+        for (a, b), block in zip(manager.blocks[t], manager.buffers[t]):
+            assert block.flags.c_contiguous
+            assert block.shape == ((2,) if t == 1 else (4, 2)) + (b - a,)
+            assert (
+                block.__array_interface__['data'][0]
+                == manager.full_buffer[t][rows[t] * a :].__array_interface__['data'][0]
+            )
     for path, node in iter_nodes(net.layout):
         if node['@type'] != 'array':
             continue
         array = net.buffer['.'.join(path)]
         btype = get_buffer_type(node['@shape'])
         owners = [
-            i for i, b in enumerate(manager.buffers) if np.shares_memory(array, b)
+            i for i, b in enumerate(manager.full_buffer) if np.shares_memory(array, b)
         ]
         assert owners == [btype], path
         start, stop = node['@slice']
-        buf = manager.buffers[btype]
         if btype == 0:
-            expected = buf[start:stop]
-        elif btype == 1:
-            expected = buf[:, start:stop]
+            expected = manager.buffers[0][start:stop]
         else:
-            expected = buf[: 3 + node.get('@context_size', 0), :, start:stop]
+            [(a, block)] = [
+                (a, block)
+                for (a, b), block in zip(manager.blocks[btype], manager.buffers[btype])
+                if a <= start and stop <= b
+            ]
+            if btype == 1:
+                expected = block[:, start - a : stop - a]
+            else:
+                time = 3 + node.get('@context_size', 0)
+                expected = block[:time, :, start - a : stop - a]
+        assert (
+            array.shape[: array.ndim - len(node['@shape'][btype:])]
+            == (expected.shape[:btype])
+        ), path
         assert array.size == expected.size, path
+        assert array.strides[:btype] == expected.strides[:btype], path
         assert (
             array.__array_interface__['data'][0]
             == expected.__array_interface__['data'][0]
         ), path
+
+
+def test_outputs_that_are_not_concatenated_are_contiguous():
+    """Each such output is a block of its own: a conv's images need no copy."""
+    from brainstorm.layers import Convolution2D, Pooling2D
+
+    inp = Input(out_shapes={'default': ('T', 'B', 8, 8, 3)})
+    conv = Convolution2D(4, kernel_size=(3, 3), padding=1, name='Conv')
+    pool = Pooling2D(kernel_size=(2, 2), stride=(2, 2), name='Pool')
+    inp >> conv >> pool
+    net = Network.from_layer(inp)
+    net.provide_external_data({'default': np.zeros((1, 5, 8, 8, 3))})
+    for path in (
+        'Conv.inputs.default',
+        'Conv.outputs.default',
+        'Conv.output_deltas.default',
+        'Pool.outputs.default',
+        'Pool.input_deltas.default',
+    ):
+        array = net.buffer[path]
+        assert array.flags.c_contiguous, path
+    assert net.buffer.Conv.outputs.default.base is not None  # a view, not a copy
+
+
+def test_concatenated_outputs_share_one_block():
+    inp = Input(out_shapes={'default': ('T', 'B', 3)})
+    a = FullyConnected(4, name='A')
+    b = FullyConnected(2, name='B')
+    c = FullyConnected(3, name='C')
+    inp >> a >> c
+    inp >> b >> c
+    net = Network.from_layer(inp)
+    net.provide_external_data({'default': np.zeros((2, 3, 3))})
+    joint = net.buffer.C.inputs.default
+    assert joint.shape == (2, 3, 6) and joint.flags.c_contiguous
+    assert np.shares_memory(joint, net.buffer.A.outputs.default)
+    assert np.shares_memory(joint, net.buffer.B.outputs.default)
+    assert not net.buffer.A.outputs.default.flags.c_contiguous
 
 
 def test_parameters_and_gradients_are_single_contiguous_arrays():
@@ -283,3 +345,35 @@ def test_bad_grouped_buffers_are_clear_errors(monkeypatch, groups, message):
     monkeypatch.setattr(RecurrentLayerImpl, 'grouped_buffers', groups)
     with pytest.raises(NetworkValidationError, match=message):
         seed_network()
+
+
+def test_skipped_inputs_are_zeros_after_the_batch_changes_shape():
+    net = seed_network()
+    rnd = np.random.RandomState(0)
+    net.provide_external_data(
+        {'input_data': rnd.randn(3, 4, 4), 'targets': rnd.randn(3, 4, 10) + 5}
+    )
+    # same (T, B): the targets given before stay
+    net.provide_external_data({'input_data': rnd.randn(3, 4, 4)}, all_inputs=False)
+    assert net.get('Input.outputs.targets').min() > 0
+    # another (T, B): the memory is laid out anew, and the skipped targets
+    # are zeros rather than parts of other arrays
+    for shape in [(3, 2), (1, 5), (4, 1)]:
+        net.provide_external_data(
+            {'input_data': rnd.randn(*shape, 4)}, all_inputs=False
+        )
+        assert net.get('Input.outputs.targets').shape == shape + (10,)
+        assert not net.get('Input.outputs.targets').any()
+
+
+def test_blocks_are_the_finest_cut_no_span_crosses():
+    from brainstorm.structure.buffers import _blocks
+
+    assert _blocks([], 0) == [(0, 0)]
+    assert _blocks([(0, 3), (3, 5)], 5) == [(0, 3), (3, 5)]
+    # a span over two arrays joins them; nested and touching spans
+    assert _blocks([(0, 3), (3, 5), (5, 9), (0, 5)], 9) == [(0, 5), (5, 9)]
+    assert _blocks([(0, 2), (2, 4), (4, 6), (1, 5)], 6) == [(0, 6)]
+    assert _blocks([(0, 2), (2, 2), (2, 4)], 4) == [(0, 2), (2, 4)]
+    # features no span names are a block of their own
+    assert _blocks([(2, 4)], 6) == [(0, 2), (2, 4), (4, 6)]

@@ -166,7 +166,7 @@ def _state(net):
     """Everything of a network that predict must leave alone."""
     manager = net.buffer_manager
     return {
-        'buffers': [net.handler.get_numpy_copy(b).copy() for b in manager.buffers],
+        'buffers': [net.handler.get_numpy_copy(b).copy() for b in manager.full_buffer],
         'sizes': (manager.time_size, manager.batch_size),
         'flat_ids': [id(f) for f in manager._flat],
         'net_rnd': net.rnd.get_state()[1].copy(),

@@ -19,10 +19,10 @@ class OneDnnHandler(NumpyHandler):
     Convolution (forward, input deltas, weight and bias gradients) and max
     and average pooling (forward and backward) run as oneDNN primitives on
     NumPy arrays in brainstorm's own NHWC image layout. oneDNN's optimised
-    kernels need images contiguous over the batch: such arrays are used in
-    place; others, such as a network's image buffers (feature slices of
-    its shared ``(T, B, features)`` buffer), are copied into and out of
-    contiguous scratch buffers. Every other op is NumpyHandler's.
+    kernels need images contiguous over the batch: such arrays, which is
+    what a network's image buffers are unless an input concatenates them
+    with other outputs, are used in place; others are copied into and out
+    of contiguous scratch buffers. Every other op is NumpyHandler's.
 
     Primitives are made once per shape and kept, and oneDNN's scratchpads
     are the handler's scratch buffers: after the first step nothing is
