@@ -1,11 +1,12 @@
 """NumpyHandler's LSTM time step on contiguous scratch copies.
 
-The ops ``lstm_forward_step`` and ``lstm_backward_step``. A network's
-time-sized buffers lie side by side in one ``(T, B, features)`` array, so
-a gate's ``(B, S)`` block of a time step is strided: each row is a slice
-of a much longer row. NumPy's ufuncs run 2-3x slower on such blocks than
-on contiguous ones (32 x 512: 14 us against 5). These functions copy the
-strided operands into contiguous scratch arrays laid out gate by gate
+The ops ``lstm_forward_step`` and ``lstm_backward_step``. The four gates
+of a time step are one ``(B, 4 * S)`` array (the Lstm groups them), so a
+gate's ``(B, S)`` block is strided: each row is a quarter of a longer row;
+other operands may be strided views too. NumPy's ufuncs run 2-3x slower
+on such blocks than on contiguous ones (32 x 512: 14 us against 5).
+These functions copy the strided operands into contiguous scratch arrays
+laid out gate by gate
 (``(4, B, S)``), run the very ufuncs of the base class's composition on
 them, in the same order, and copy the results out: the results are the
 base class's, bit for bit, in about 0.85x of the time (Lstm, 32 x 512).

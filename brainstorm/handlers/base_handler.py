@@ -11,6 +11,7 @@ each op and its docstring come from the op table,
 from __future__ import annotations
 
 import abc
+import contextlib
 import functools
 import inspect
 import math
@@ -334,6 +335,24 @@ class Handler(Describable, abc.ABC):
             out_cells: output cells per image, ``OH * OW``.
         """
         return False
+
+    # ---------------------------------------------------------------- passes
+
+    def network_pass(self, layer_types):
+        """A context around one forward or backward pass of a network.
+
+        ``Network`` runs its layers' passes inside it (in the calling
+        thread), telling the handler the types of its layers, so that a
+        handler may prepare for the ops such a network runs.
+        OneDnnHandler keeps NumPy's OpenBLAS threads asleep in passes of
+        networks with convolution or pooling layers (see :doc:`/cpu`). The
+        base handler does nothing.
+
+        Args:
+            layer_types: the set of the network's layer types, like
+                ``{'Input', 'Convolution2D', 'FullyConnected'}``.
+        """
+        return contextlib.nullcontext()
 
     # ---------------------------------------------------------------- updates
     # Each update op is the sequence of general ops the steppers ran before

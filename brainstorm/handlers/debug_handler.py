@@ -114,6 +114,9 @@ class DebugHandler(Handler):
         keeps = getattr(self.handler, 'keeps_conv_columns', None)
         return bool(keeps(out_cells)) if keeps is not None else False
 
+    def network_pass(self, layer_types):  # the wrapped handler's, if it has one
+        return getattr(self.handler, 'network_pass', super().network_pass)(layer_types)
+
     # ------------------------------------------------------- every op call
 
     def _call(self, op: Op, args: dict):

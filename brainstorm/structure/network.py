@@ -370,9 +370,10 @@ class Network(Seedable):
         try:
             prediction.check_parameters_set(self)
             self.buffer_manager.apply_context(context)
-            for name, layer in self.layers.items():
-                if name != 'Input':
-                    layer.forward_pass(self.buffer[name], training_pass)
+            with self.handler.network_pass(self._layer_types()):
+                for name, layer in self.layers.items():
+                    if name != 'Input':
+                        layer.forward_pass(self.buffer[name], training_pass)
         finally:
             self._leave()
 
@@ -395,17 +396,22 @@ class Network(Seedable):
 
     def _backward_pass(self, input_deltas: bool) -> None:
         self.buffer_manager.clear_backward_buffers()
-        for name, layer in reversed(self.layers.items()):
-            if name == 'Input':
-                continue
-            if not input_deltas:
-                layer.skip_input_deltas = self._data_fed_inputs[name]
-            try:
-                layer.backward_pass(self.buffer[name])
-            finally:
-                layer.skip_input_deltas = frozenset()
+        with self.handler.network_pass(self._layer_types()):
+            for name, layer in reversed(self.layers.items()):
+                if name == 'Input':
+                    continue
+                if not input_deltas:
+                    layer.skip_input_deltas = self._data_fed_inputs[name]
+                try:
+                    layer.backward_pass(self.buffer[name])
+                finally:
+                    layer.skip_input_deltas = frozenset()
         self._add_exposed_gradients()
         self.apply_gradient_modifiers()
+
+    def _layer_types(self) -> frozenset:
+        """The types of the network's layers (for ``Handler.network_pass``)."""
+        return frozenset(layer.layer_type for layer in self.layers.values())
 
     def _add_exposed_gradients(self) -> None:
         """Add the deltas of layers fed with ``'..parameters.X'`` to X's gradients.

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from brainstorm.handlers import _numpy_conv as _conv
 from brainstorm.handlers.numpy_handler import NumpyHandler
-from brainstorm.handlers.onednn import _dnnl
+from brainstorm.handlers.onednn import _dnnl, _openblas
 from brainstorm.handlers.onednn.plans import ConvPlan, PoolPlan
 from brainstorm.shapes import padding_sides
 
 __all__ = ['OneDnnHandler']
+
+#: the layer types whose passes run oneDNN primitives
+IMAGE_LAYER_TYPES = frozenset({'Convolution2D', 'Pooling2D'})
+
+#: in passes of networks with such layers, products of more multiply-adds
+#: than this run on all of OpenBLAS's threads, smaller ones on one
+SMALL_PRODUCT = 1 << 24
 
 
 class OneDnnHandler(NumpyHandler):
@@ -22,7 +31,9 @@ class OneDnnHandler(NumpyHandler):
     kernels need images contiguous over the batch: such arrays, which is
     what a network's image buffers are unless an input concatenates them
     with other outputs, are used in place; others are copied into and out
-    of contiguous scratch buffers. Every other op is NumpyHandler's.
+    of contiguous scratch buffers. Every other op is NumpyHandler's; in
+    passes of networks with convolution or pooling, NumPy's OpenBLAS runs
+    on one thread (see ``network_pass``).
 
     Primitives are made once per shape and kept, and oneDNN's scratchpads
     are the handler's scratch buffers: after the first step nothing is
@@ -139,6 +150,56 @@ class OneDnnHandler(NumpyHandler):
             (_address(weights), target), self._scratchpad(primitive.reorder.primitive)
         )
         return target
+
+    # ------------------------------------------------- products and threads
+
+    @contextlib.contextmanager
+    def network_pass(self, layer_types):
+        """Keep OpenBLAS's threads asleep in passes of networks with images.
+
+        NumPy's OpenBLAS threads spin for about 0.1 s after each product
+        they share, holding a core that oneDNN's OpenMP threads then lack.
+        So while a float32 pass of a network with layers of
+        ``IMAGE_LAYER_TYPES`` runs, NumPy's OpenBLAS runs on one
+        thread, except for products of more than ``SMALL_PRODUCT``
+        multiply-adds (see :doc:`/cpu`). Elsewhere, and where NumPy's BLAS
+        is not OpenBLAS, nothing changes.
+        """
+        if self.dtype != np.float32 or not IMAGE_LAYER_TYPES.intersection(layer_types):
+            yield
+            return
+        per_thread = self._thread_state()
+        depth = getattr(per_thread, 'image_passes', 0)
+        per_thread.image_passes = depth + 1
+        try:
+            with _openblas.quiet():
+                yield
+        finally:
+            per_thread.image_passes = depth
+
+    def _thread_state(self):
+        """The calling thread's ``threading.local`` (NumpyHandler's)."""
+        self._scratch  # noqa: B018 - makes the thread's storage
+        return self._per_thread
+
+    def dot_mm(self, a, b, out, transa: bool = False, transb: bool = False) -> None:
+        with self._product_threads(a, out, transa):
+            super().dot_mm(a, b, out, transa, transb)
+
+    def dot_add_mm(self, a, b, out, transa: bool = False, transb: bool = False) -> None:
+        with self._product_threads(a, out, transa):
+            super().dot_add_mm(a, b, out, transa, transb)
+
+    def _product_threads(self, a, out, transa: bool):
+        """All OpenBLAS threads for a big product in an image pass."""
+        per_thread = self.__dict__.get('_per_thread')
+        inner = a.shape[0] if transa else a.shape[-1]
+        if (
+            not getattr(per_thread, 'image_passes', 0)
+            or out.size * inner <= SMALL_PRODUCT
+        ):
+            return contextlib.nullcontext()
+        return _openblas.all_threads()
 
     # ---------------------------------------------------------- convolution
 

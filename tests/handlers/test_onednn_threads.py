@@ -1,0 +1,216 @@
+"""OneDnnHandler keeps NumPy's OpenBLAS threads asleep in passes of CNNs.
+
+OpenBLAS's workers spin for about 0.1 s after each product they share and
+take a core from oneDNN's OpenMP threads. In passes of networks with
+convolution or pooling, OneDnnHandler runs NumPy on one OpenBLAS thread,
+except big products (docs/cpu.rst).
+"""
+
+import threading
+
+import numpy as np
+import pytest
+
+import brainstorm as bs
+from brainstorm.handlers import DebugHandler, NumpyHandler
+from brainstorm.handlers.onednn import _openblas
+from tests.onednn_support import onednn_handler
+
+
+def numpy_uses_openblas() -> bool:
+    try:
+        blas = np.show_config(mode='dicts')['Build Dependencies']['blas']
+    except Exception:  # noqa: BLE001 - older NumPy: no dicts mode
+        return False
+    return 'openblas' in str(blas.get('name', '')).lower()
+
+
+@pytest.fixture
+def blas():
+    if not _openblas.available():
+        assert not numpy_uses_openblas(), "NumPy's OpenBLAS was not found"
+        pytest.skip("NumPy's BLAS is not OpenBLAS")
+    if _openblas.thread_count() < 2:
+        pytest.skip('OpenBLAS runs on one thread here anyway')
+    return _openblas
+
+
+def test_quiet_blocks_run_openblas_on_one_thread_and_restore_it(blas):
+    before = blas.thread_count()
+    with blas.quiet():
+        assert blas.thread_count() == 1
+        with blas.all_threads():
+            assert blas.thread_count() == before
+        assert blas.thread_count() == 1
+        with blas.quiet():
+            assert blas.thread_count() == 1
+        assert blas.thread_count() == 1
+    assert blas.thread_count() == before
+    with pytest.raises(RuntimeError), blas.quiet():
+        raise RuntimeError('restored all the same')
+    assert blas.thread_count() == before
+    # outside quiet blocks all_threads changes nothing
+    with blas.all_threads():
+        assert blas.thread_count() == before
+    assert blas.thread_count() == before
+
+
+def test_quiet_blocks_of_several_threads_restore_the_count(blas):
+    """OpenBLAS's count is the process's: the last block out restores it,
+    in whatever order the threads leave."""
+    before = blas.thread_count()
+    entered = threading.Barrier(3)
+    leave = [threading.Event(), threading.Event()]
+    seen = []
+
+    def block(i):
+        with blas.quiet():
+            entered.wait(timeout=10)
+            leave[i].wait(timeout=10)
+            seen.append(blas.thread_count())
+
+    threads = [threading.Thread(target=block, args=(i,)) for i in (0, 1)]
+    for thread in threads:
+        thread.start()
+    entered.wait(timeout=10)
+    assert blas.thread_count() == 1
+    leave[0].set()  # the first to enter leaves first
+    threads[0].join(timeout=10)
+    assert blas.thread_count() == 1
+    leave[1].set()
+    threads[1].join(timeout=10)
+    assert seen == [1, 1]
+    assert blas.thread_count() == before
+
+
+def small_and_big_products():
+    rnd = np.random.RandomState(0)
+    small = (
+        rnd.rand(100, 576).astype(np.float32),
+        rnd.rand(576, 64).astype(np.float32),
+    )
+    big = (rnd.rand(256, 512).astype(np.float32), rnd.rand(512, 256).astype(np.float32))
+    assert small[0].shape[0] * small[0].shape[1] * small[1].shape[1] <= (1 << 24)
+    assert big[0].shape[0] * big[0].shape[1] * big[1].shape[1] > (1 << 24)
+    return small, big
+
+
+def threads_in_products(handler, monkeypatch, run):
+    """The OpenBLAS thread counts NumpyHandler's products ran with."""
+    seen = []
+    original = NumpyHandler.dot_mm
+
+    def spy(self, a, b, out, transa=False, transb=False):
+        seen.append((out.shape, _openblas.thread_count()))
+        original(self, a, b, out, transa, transb)
+
+    monkeypatch.setattr(NumpyHandler, 'dot_mm', spy)
+    run()
+    return seen
+
+
+def test_cnn_passes_run_small_products_on_one_thread(blas, monkeypatch):
+    handler = onednn_handler()
+    before = blas.thread_count()
+    (a, b), (c, d) = small_and_big_products()
+    small_out = np.zeros((100, 64), np.float32)
+    big_out = np.zeros((256, 256), np.float32)
+
+    def run():
+        with handler.network_pass({'Input', 'Convolution2D', 'FullyConnected'}):
+            assert blas.thread_count() == 1  # NumPy's other calls, too
+            handler.dot_mm(a, b, small_out)
+            handler.dot_mm(c, d, big_out)
+            # a nested pass changes nothing
+            with handler.network_pass({'Pooling2D'}):
+                handler.dot_mm(a, b, small_out)
+            assert blas.thread_count() == 1
+        assert blas.thread_count() == before
+
+    seen = threads_in_products(handler, monkeypatch, run)
+    assert seen == [((100, 64), 1), ((256, 256), before), ((100, 64), 1)]
+    np.testing.assert_allclose(small_out, a.astype(np.float64) @ b, rtol=1e-5)
+    np.testing.assert_allclose(big_out, c.astype(np.float64) @ d, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    'dtype, types',
+    [
+        (np.float32, {'Input', 'FullyConnected', 'Lstm'}),
+        (np.float64, {'Input', 'Convolution2D'}),
+    ],
+)
+def test_other_passes_leave_openblas_alone(blas, monkeypatch, dtype, types):
+    handler = onednn_handler(dtype)
+    before = blas.thread_count()
+    (a, b), _ = small_and_big_products()
+    out = np.zeros((100, 64), dtype)
+
+    def run():
+        with handler.network_pass(types):
+            handler.dot_mm(a.astype(dtype), b.astype(dtype), out)
+            handler.dot_add_mm(a.astype(dtype), b.astype(dtype), out)
+
+    assert threads_in_products(handler, monkeypatch, run) == [((100, 64), before)]
+
+
+def test_the_debug_handler_passes_the_pass_on(blas):
+    handler = DebugHandler(onednn_handler())
+    with handler.network_pass({'Convolution2D'}):
+        assert blas.thread_count() == 1
+    with DebugHandler(NumpyHandler(np.float32)).network_pass({'Convolution2D'}):
+        assert blas.thread_count() > 1
+
+
+def cnn(handler):
+    inp, out = bs.tools.get_in_out_layers('classification', (8, 8, 3), 4)
+    net = bs.Network.from_layer(
+        inp
+        >> bs.layers.Convolution2D(4, kernel_size=(3, 3), padding=1)
+        >> bs.layers.Pooling2D(kernel_size=(2, 2), stride=(2, 2))
+        >> bs.layers.FullyConnected(6)
+        >> out
+    )
+    net.set_handler(handler)
+    net.initialize(bs.initializers.Gaussian(0.1), seed=1)
+    rnd = np.random.RandomState(2)
+    net.provide_external_data(
+        {
+            'default': rnd.rand(1, 5, 8, 8, 3),
+            'targets': rnd.randint(0, 4, (1, 5, 1)),
+        }
+    )
+    return net
+
+
+def test_a_cnns_passes_run_its_products_on_one_thread(blas, monkeypatch):
+    net = cnn(onednn_handler())
+    before = blas.thread_count()
+
+    def run():
+        net.forward_pass(training_pass=True)
+        net.backward_pass()
+
+    seen = threads_in_products(net.handler, monkeypatch, run)
+    assert seen and {threads for _, threads in seen} == {1}
+    assert blas.thread_count() == before
+    # the same results as on NumpyHandler
+    reference = cnn(NumpyHandler(np.float64))
+    reference.forward_pass(training_pass=True)
+    reference.backward_pass()
+    np.testing.assert_allclose(
+        net.get('gradients'), reference.get('gradients'), rtol=1e-3, atol=1e-5
+    )
+
+
+def test_an_error_in_a_pass_restores_the_thread_count(blas, monkeypatch):
+    net = cnn(onednn_handler())
+    before = blas.thread_count()
+
+    def fail(*args, **kwargs):
+        raise RuntimeError('a layer failed')
+
+    monkeypatch.setattr(net.layers['FullyConnected'], 'forward_pass', fail)
+    with pytest.raises(RuntimeError, match='a layer failed'):
+        net.forward_pass()
+    assert blas.thread_count() == before
