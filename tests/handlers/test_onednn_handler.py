@@ -638,3 +638,82 @@ def test_networks_without_conv_or_pooling_train_alike_on_both(dtype, make):
         _train_small(onednn_handler(dtype), make()),
         _train_small(NumpyHandler(dtype), make()),
     )
+
+
+# ------------------------------------------------ ReLU and sums on oneDNN
+
+
+def relu_operands(size, seed=0):
+    """Random float32 operands with zeros, negative zeros and big values."""
+    rnd = np.random.RandomState(seed)
+    x = rnd.randn(size).astype(np.float32)
+    x[::7] = 0.0
+    x[1::11] = -0.0
+    x[2::13] *= 1e30
+    dy = rnd.randn(size).astype(np.float32)
+    dy[3::5] = -0.0
+    return x, dy
+
+
+@pytest.mark.parametrize('shape', [(1 << 16,), (3, 100, 17, 17, 8)])
+def test_relu_and_sums_are_numpys_bit_for_bit(handler, shape):
+    size = int(np.prod(shape))
+    x, dy = relu_operands(size)
+    x, dy = x.reshape(shape), dy.reshape(shape)
+    reference = NumpyHandler(np.float32)
+    results = {}
+    for h in (handler, reference):
+        y = np.full(shape, np.nan, np.float32)
+        dx = np.full(shape, np.nan, np.float32)
+        h.rel(x, y)
+        h.rel_deriv(x, y, dy, dx)
+        total = x.copy()
+        h._add_into(total, dy) if h is handler else np.add(total, dy, out=total)
+        results[h] = [a.view(np.uint32).copy() for a in (y, dx, total)]
+    for got, expected in zip(results[handler], results[reference]):
+        np.testing.assert_array_equal(got, expected)
+    assert {'relu', 'relu_deriv', 'add'} <= {
+        key[1] for key, plan in handler._plans.items() if key[0] == 'elementwise'
+    }
+
+
+def test_relu_in_place_and_delta_in_place(handler):
+    x, dy = relu_operands(1 << 17, seed=1)
+    expected_y = np.maximum(x, 0)
+    expected_dx = dy * (expected_y > 0)
+    y = x.copy()
+    handler.rel(y, y)
+    np.testing.assert_array_equal(y, expected_y)
+    handler.rel_deriv(None, y, dy, dy)
+    np.testing.assert_array_equal(dy, expected_dx)
+
+
+@pytest.mark.parametrize('case', ['small', 'strided', 'float64', 'fortran'])
+def test_other_relu_operands_take_numpys_ops(handler, case, monkeypatch):
+    calls = []
+    for name in ('rel', 'rel_deriv'):
+        original = getattr(NumpyHandler, name)
+
+        def spy(self, *args, _original=original, _name=name):
+            calls.append(_name)
+            _original(self, *args)
+
+        monkeypatch.setattr(NumpyHandler, name, spy)
+    h = onednn_handler(np.float64) if case == 'float64' else handler
+    size = 1000 if case == 'small' else 1 << 16
+    x, dy = relu_operands(2 * size)
+    x, dy = x.astype(h.dtype), dy.astype(h.dtype)
+    y = np.zeros(2 * size, h.dtype)
+    dx = np.zeros(2 * size, h.dtype)
+    if case == 'strided':
+        x, y, dy, dx = x[::2], y[::2], dy[::2], dx[::2]
+    elif case == 'fortran':  # one operand not C-contiguous
+        x, y, dy = x.reshape(2, size), y.reshape(2, size), dy.reshape(2, size)
+        dx = np.zeros((size, 2), h.dtype).T
+    h.rel(x, y)
+    h.rel_deriv(x, y, dy, dx)
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
+    np.testing.assert_array_equal(dx, dy * (np.maximum(x, 0) > 0))
+    assert calls == (['rel_deriv'] if case == 'fortran' else ['rel', 'rel_deriv'])
+    kinds = {key[1] for key in h._plans if key[0] == 'elementwise'}
+    assert kinds == ({'relu'} if case == 'fortran' else set())

@@ -2,7 +2,8 @@
 
 Only what :class:`~brainstorm.handlers.onednn.handler.OneDnnHandler`
 needs: one CPU engine and stream, memory descriptors made from NumPy
-shapes and strides, convolution, pooling and reorder primitives, and
+shapes and strides, convolution, pooling, ReLU, addition and reorder
+primitives, and
 their execution on memory objects whose data handle is set to the NumPy
 arrays of the network before each run (no copies).
 
@@ -36,6 +37,8 @@ F32, S32, U8 = 3, 4, 6  # dnnl_data_type_t
 FORWARD_TRAINING, FORWARD_INFERENCE = 64, 96
 CONVOLUTION_DIRECT = 0x1
 POOLING_MAX, POOLING_AVG_EXCLUDE_PADDING = 0x1FF, 0x3FF
+ELTWISE_RELU, ELTWISE_RELU_USE_DST_FOR_BWD = 0x20, 0x100
+BINARY_ADD = 0x1FFF0
 SCRATCHPAD_MODE_USER = 1
 QUERY_IMPL_INFO_STR = 8
 QUERY_SRC_MD, QUERY_DIFF_SRC_MD = 129, 130
@@ -43,6 +46,7 @@ QUERY_WEIGHTS_MD, QUERY_DIFF_WEIGHTS_MD = 131, 132
 QUERY_DST_MD, QUERY_DIFF_DST_MD = 133, 134
 QUERY_WORKSPACE_MD, QUERY_SCRATCHPAD_MD = 135, 136
 ARG_SRC, ARG_DST, ARG_WEIGHTS, ARG_BIAS = 1, 17, 33, 41
+ARG_SRC_1 = 2
 ARG_WORKSPACE, ARG_SCRATCHPAD = 64, 80
 ARG_DIFF_SRC, ARG_DIFF_DST, ARG_DIFF_WEIGHTS, ARG_DIFF_BIAS = 129, 145, 161, 169
 

@@ -9,7 +9,7 @@ import numpy as np
 from brainstorm.handlers import _numpy_conv as _conv
 from brainstorm.handlers.numpy_handler import NumpyHandler
 from brainstorm.handlers.onednn import _dnnl, _openblas
-from brainstorm.handlers.onednn.plans import ConvPlan, PoolPlan
+from brainstorm.handlers.onednn.plans import ConvPlan, ElementwisePlan, PoolPlan
 from brainstorm.shapes import padding_sides
 
 __all__ = ['OneDnnHandler']
@@ -20,6 +20,10 @@ IMAGE_LAYER_TYPES = frozenset({'Convolution2D', 'Pooling2D'})
 #: in passes of networks with such layers, products of more multiply-adds
 #: than this run on all of OpenBLAS's threads, smaller ones on one
 SMALL_PRODUCT = 1 << 24
+
+#: ReLU and sums of fewer elements than this stay with NumPy (calling
+#: oneDNN would cost more than its threads save)
+ELEMENTWISE_MIN = 1 << 16
 
 
 class OneDnnHandler(NumpyHandler):
@@ -201,6 +205,58 @@ class OneDnnHandler(NumpyHandler):
             return contextlib.nullcontext()
         return _openblas.all_threads()
 
+    # ------------------------------------------------- elementwise work
+
+    def _elementwise(self, kind: str, *arrays):
+        """The plan for ``kind`` on ``arrays``, or None where NumPy runs.
+
+        oneDNN runs C-contiguous float32 arrays of one shape and at least
+        :data:`ELEMENTWISE_MIN` elements.
+        """
+        first = arrays[0]
+        if self.dtype != np.float32 or first.size < ELEMENTWISE_MIN:
+            return None
+        for array in arrays:
+            if not (
+                isinstance(array, np.ndarray)
+                and array.dtype == np.float32
+                and array.shape == first.shape
+                and array.flags.c_contiguous
+            ):
+                return None
+        size = first.size
+        return self._plan(
+            ('elementwise', kind, size), lambda: ElementwisePlan(self._lib, kind, size)
+        )
+
+    def _run_elementwise(self, plan, *arrays) -> None:
+        with plan.lock:
+            plan.primitive.run(
+                [_address(a) for a in arrays], self._scratchpad(plan.primitive)
+            )
+
+    def rel(self, x, y) -> None:
+        plan = self._elementwise('relu', x, y)
+        if plan is None:
+            super().rel(x, y)
+        else:
+            self._run_elementwise(plan, x, y)
+
+    def rel_deriv(self, x, y, dy, dx) -> None:
+        plan = self._elementwise('relu_deriv', y, dy, dx)
+        if plan is None:
+            super().rel_deriv(x, y, dy, dx)
+        else:
+            self._run_elementwise(plan, y, dy, dx)
+
+    def _add_into(self, target, source) -> None:
+        """``target += source`` for a C-contiguous ``source``."""
+        plan = self._elementwise('add', target, source)
+        if plan is None:
+            _conv._add_into(target, source)
+        else:
+            self._run_elementwise(plan, target, source, target)
+
     # ---------------------------------------------------------- convolution
 
     def keeps_conv_columns(self, out_cells: int) -> bool:
@@ -298,7 +354,7 @@ class OneDnnHandler(NumpyHandler):
                     (_address(dy), self._weights_in(data, weights), _address(dx)),
                     self._scratchpad(data),
                 )
-                _conv._add_into(in_deltas, dx)
+                self._add_into(in_deltas, dx)
 
     def _conv_gradients(self, plan, x, dy, weight_deltas, bias_deltas) -> None:
         """Overwrite ``weight_deltas`` and ``bias_deltas``."""
@@ -447,7 +503,7 @@ class OneDnnHandler(NumpyHandler):
             pointers.append(_address(ws))
         with plan.lock:
             backward.run(pointers, self._scratchpad(backward))
-        _conv._add_into(in_deltas, dx)
+        self._add_into(in_deltas, dx)
 
     def avgpool2d_forward_batch(
         self,

@@ -1,4 +1,4 @@
-"""oneDNN primitives for one shape of convolution or pooling, made once.
+"""oneDNN primitives for one shape of convolution, pooling or elementwise work.
 
 A plan holds the primitive descriptors and primitives of one geometry
 (batch size, image, kernel, padding, stride) for float32 NHWC images
@@ -23,7 +23,7 @@ import numpy as np
 
 from brainstorm.handlers.onednn import _dnnl as d
 
-__all__ = ['ConvPlan', 'PoolPlan', 'image_md', 'dense_md']
+__all__ = ['ConvPlan', 'ElementwisePlan', 'PoolPlan', 'image_md', 'dense_md']
 
 
 def dense_md(lib, shape, dtype=np.float32):
@@ -290,3 +290,68 @@ class PoolPlan:
                 args[d.ARG_WORKSPACE] = self.workspace
             self._backward = d.Primitive(self.lib, pd, args)
         return self._backward
+
+
+class ElementwisePlan:
+    """ReLU forward or backward, or an in-place sum, over ``size`` floats.
+
+    All operands are C-contiguous float32 arrays of ``size`` elements, seen
+    as one axis. oneDNN runs them on all its threads; the results are
+    NumPy's bit for bit (``max(x, 0)``; ``dy`` where ``y > 0``, else
+    ``dy * 0``; ``a + b``).
+
+    Args:
+        lib: the loaded library.
+        kind: ``'relu'`` (arguments ``x, y``), ``'relu_deriv'`` (``y, dy,
+            dx``) or ``'add'`` (``a, b, out``: ``out = a + b``).
+        size: the number of elements.
+    """
+
+    def __init__(self, lib, kind: str, size: int):
+        self.lock = threading.Lock()
+        self.md = md = dense_md(lib, (size,))
+        self.attr = lib.attr()
+        zero = ctypes.c_float(0.0)
+        if kind == 'add':
+            pd = _create(
+                lib,
+                'dnnl_binary_primitive_desc_create',
+                d.BINARY_ADD,
+                md.handle,
+                md.handle,
+                md.handle,
+                self.attr.handle,
+            )
+            args = {d.ARG_SRC: md, d.ARG_SRC_1: md, d.ARG_DST: md}
+            self.primitive = d.Primitive(lib, pd, args)
+            return
+        forward_pd = _create(
+            lib,
+            'dnnl_eltwise_forward_primitive_desc_create',
+            d.FORWARD_TRAINING,
+            d.ELTWISE_RELU_USE_DST_FOR_BWD if kind == 'relu_deriv' else d.ELTWISE_RELU,
+            md.handle,
+            md.handle,
+            zero,
+            zero,
+            self.attr.handle,
+        )
+        forward = d.Primitive(lib, forward_pd, {d.ARG_SRC: md, d.ARG_DST: md})
+        if kind == 'relu':
+            self.primitive = forward
+            return
+        pd = _create(
+            lib,
+            'dnnl_eltwise_backward_primitive_desc_create',
+            d.ELTWISE_RELU_USE_DST_FOR_BWD,
+            md.handle,
+            md.handle,
+            md.handle,
+            zero,
+            zero,
+            forward.pd,
+            self.attr.handle,
+        )
+        self.primitive = d.Primitive(
+            lib, pd, {d.ARG_DST: md, d.ARG_DIFF_DST: md, d.ARG_DIFF_SRC: md}
+        )
