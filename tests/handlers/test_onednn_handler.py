@@ -656,7 +656,7 @@ def relu_operands(size, seed=0):
 
 
 @pytest.mark.parametrize('shape', [(1 << 16,), (3, 100, 17, 17, 8)])
-def test_relu_and_sums_are_numpys_bit_for_bit(handler, shape):
+def test_relu_sigmoid_deriv_and_sums_are_numpys_bit_for_bit(handler, shape):
     size = int(np.prod(shape))
     x, dy = relu_operands(size)
     x, dy = x.reshape(shape), dy.reshape(shape)
@@ -669,10 +669,16 @@ def test_relu_and_sums_are_numpys_bit_for_bit(handler, shape):
         h.rel_deriv(x, y, dy, dx)
         total = x.copy()
         h._add_into(total, dy) if h is handler else np.add(total, dy, out=total)
-        results[h] = [a.view(np.uint32).copy() for a in (y, dx, total)]
+        # sigmoid outputs (from NumpyHandler, as oneDNN's differ in the last
+        # bit), with exact 0, 0.5 and 1 among them
+        s = np.zeros(shape, np.float32)
+        reference.sigmoid(x.clip(-100, 100), s)
+        ds = np.full(shape, np.nan, np.float32)
+        h.sigmoid_deriv(x, s, dy, ds)
+        results[h] = [a.view(np.uint32).copy() for a in (y, dx, total, ds)]
     for got, expected in zip(results[handler], results[reference]):
         np.testing.assert_array_equal(got, expected)
-    assert {'relu', 'relu_deriv', 'add'} <= {
+    assert {'relu', 'relu_deriv', 'sigmoid_deriv', 'add'} <= {
         key[1] for key, plan in handler._plans.items() if key[0] == 'elementwise'
     }
 

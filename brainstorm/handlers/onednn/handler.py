@@ -21,8 +21,8 @@ IMAGE_LAYER_TYPES = frozenset({'Convolution2D', 'Pooling2D'})
 #: than this run on all of OpenBLAS's threads, smaller ones on one
 SMALL_PRODUCT = 1 << 24
 
-#: ReLU and sums of fewer elements than this stay with NumPy (calling
-#: oneDNN would cost more than its threads save)
+#: ReLU, the sigmoid's derivative and sums of fewer elements than this
+#: stay with NumPy (calling oneDNN would cost more than its threads save)
 ELEMENTWISE_MIN = 1 << 16
 
 
@@ -246,6 +246,13 @@ class OneDnnHandler(NumpyHandler):
         plan = self._elementwise('relu_deriv', y, dy, dx)
         if plan is None:
             super().rel_deriv(x, y, dy, dx)
+        else:
+            self._run_elementwise(plan, y, dy, dx)
+
+    def sigmoid_deriv(self, x, y, dy, dx) -> None:
+        plan = self._elementwise('sigmoid_deriv', y, dy, dx)
+        if plan is None:
+            super().sigmoid_deriv(x, y, dy, dx)
         else:
             self._run_elementwise(plan, y, dy, dx)
 

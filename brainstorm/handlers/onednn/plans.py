@@ -293,19 +293,25 @@ class PoolPlan:
 
 
 class ElementwisePlan:
-    """ReLU forward or backward, or an in-place sum, over ``size`` floats.
+    """ReLU, derivatives from outputs, or an in-place sum, over ``size`` floats.
 
     All operands are C-contiguous float32 arrays of ``size`` elements, seen
     as one axis. oneDNN runs them on all its threads; the results are
-    NumPy's bit for bit (``max(x, 0)``; ``dy`` where ``y > 0``, else
-    ``dy * 0``; ``a + b``).
+    NumPy's bit for bit (``max(x, 0)``; ``dy * (y > 0)``; ``dy * ((1 - y)
+    * y)``; ``a + b``).
 
     Args:
         lib: the loaded library.
-        kind: ``'relu'`` (arguments ``x, y``), ``'relu_deriv'`` (``y, dy,
-            dx``) or ``'add'`` (``a, b, out``: ``out = a + b``).
+        kind: ``'relu'`` (arguments ``x, y``), ``'relu_deriv'`` or
+            ``'sigmoid_deriv'`` (``y, dy, dx``), or ``'add'`` (``a, b,
+            out``: ``out = a + b``).
         size: the number of elements.
     """
+
+    _BACKWARD = {
+        'relu_deriv': d.ELTWISE_RELU_USE_DST_FOR_BWD,
+        'sigmoid_deriv': d.ELTWISE_LOGISTIC_USE_DST_FOR_BWD,
+    }
 
     def __init__(self, lib, kind: str, size: int):
         self.lock = threading.Lock()
@@ -329,7 +335,7 @@ class ElementwisePlan:
             lib,
             'dnnl_eltwise_forward_primitive_desc_create',
             d.FORWARD_TRAINING,
-            d.ELTWISE_RELU_USE_DST_FOR_BWD if kind == 'relu_deriv' else d.ELTWISE_RELU,
+            self._BACKWARD.get(kind, d.ELTWISE_RELU),
             md.handle,
             md.handle,
             zero,
@@ -343,7 +349,7 @@ class ElementwisePlan:
         pd = _create(
             lib,
             'dnnl_eltwise_backward_primitive_desc_create',
-            d.ELTWISE_RELU_USE_DST_FOR_BWD,
+            self._BACKWARD[kind],
             md.handle,
             md.handle,
             md.handle,
