@@ -80,8 +80,9 @@ class BufferManager:
 
     The layout places every array on a range of its buffer type's feature
     axis. The batch- and time-sized flat buffers are cut along that axis
-    into *blocks*, the smallest ranges that no array, input concatenation,
-    view or group crosses, and each block is stored contiguously: a block
+    into *blocks*, the smallest ranges that no array, input concatenation
+    or group crosses (a view whose ``@slice`` crosses blocks gets no full
+    buffer), and each block is stored contiguously: a block
     of features ``[a, b)`` is an array ``(B, b - a)`` or ``(T + C, B, b -
     a)`` starting at element ``B * a`` or ``(T + C) * B * a`` of the flat
     buffer. So an output that no input concatenates with others is one

@@ -640,86 +640,172 @@ def test_networks_without_conv_or_pooling_train_alike_on_both(dtype, make):
     )
 
 
-# ------------------------------------------------ ReLU and sums on oneDNN
+# ------------------------------------- derivatives and sums on oneDNN
 
 
-def relu_operands(size, seed=0):
-    """Random float32 operands with zeros, negative zeros and big values."""
+SPECIAL = np.array([np.nan, -np.nan, np.inf, -np.inf, -0.0, 0.0, 1.0, -1e30])
+
+
+def elementwise_operands(size, seed=0):
+    """Random float32 operands with zeros, negative zeros, big values, NaN
+    and inf."""
     rnd = np.random.RandomState(seed)
     x = rnd.randn(size).astype(np.float32)
     x[::7] = 0.0
     x[1::11] = -0.0
     x[2::13] *= 1e30
+    x[5::17] = SPECIAL[rnd.randint(0, len(SPECIAL), len(x[5::17]))]
     dy = rnd.randn(size).astype(np.float32)
     dy[3::5] = -0.0
+    dy[4::19] = SPECIAL[rnd.randint(0, len(SPECIAL), len(dy[4::19]))]
     return x, dy
 
 
+def assert_same_bits_or_both_nan(got, expected):
+    """The same bits (so signed zeros too), except NaN's sign and payload."""
+    nan = np.isnan(expected)
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    np.testing.assert_array_equal(
+        got[~nan].view(np.uint32), expected[~nan].view(np.uint32)
+    )
+
+
 @pytest.mark.parametrize('shape', [(1 << 16,), (3, 100, 17, 17, 8)])
-def test_relu_sigmoid_deriv_and_sums_are_numpys_bit_for_bit(handler, shape):
+def test_derivatives_and_sums_are_numpys_bit_for_bit(handler, shape):
+    """rel_deriv differs only where its y is NaN (oneDNN passes dy on)."""
     size = int(np.prod(shape))
-    x, dy = relu_operands(size)
+    x, dy = elementwise_operands(size)
     x, dy = x.reshape(shape), dy.reshape(shape)
     reference = NumpyHandler(np.float32)
+    y = np.zeros(shape, np.float32)
+    reference.rel(np.nan_to_num(x, nan=-1.0, posinf=np.inf), y)  # no NaN
+    s = np.zeros(shape, np.float32)  # with exact 0, 0.5 and 1 among them
+    with np.errstate(over='ignore', invalid='ignore'):
+        reference.sigmoid(np.nan_to_num(x, nan=0.0).clip(-100, 100), s)
+    s[::23] = np.nan
     results = {}
     for h in (handler, reference):
-        y = np.full(shape, np.nan, np.float32)
-        dx = np.full(shape, np.nan, np.float32)
-        h.rel(x, y)
-        h.rel_deriv(x, y, dy, dx)
+        dx = np.full(shape, 7.0, np.float32)
+        ds = np.full(shape, 7.0, np.float32)
         total = x.copy()
-        h._add_into(total, dy) if h is handler else np.add(total, dy, out=total)
-        # sigmoid outputs (from NumpyHandler, as oneDNN's differ in the last
-        # bit), with exact 0, 0.5 and 1 among them
-        s = np.zeros(shape, np.float32)
-        reference.sigmoid(x.clip(-100, 100), s)
-        ds = np.full(shape, np.nan, np.float32)
-        h.sigmoid_deriv(x, s, dy, ds)
-        results[h] = [a.view(np.uint32).copy() for a in (y, dx, total, ds)]
+        with np.errstate(over='ignore', invalid='ignore'):
+            h.rel_deriv(x, y, dy, dx)
+            h.sigmoid_deriv(x, s, dy, ds)
+            if h is handler:
+                h._add_into(total, dy)
+            else:
+                np.add(total, dy, out=total)
+        results[h] = [dx, ds, total]
     for got, expected in zip(results[handler], results[reference]):
-        np.testing.assert_array_equal(got, expected)
-    assert {'relu', 'relu_deriv', 'sigmoid_deriv', 'add'} <= {
-        key[1] for key, plan in handler._plans.items() if key[0] == 'elementwise'
+        assert_same_bits_or_both_nan(got, expected)
+    assert {'relu_deriv', 'sigmoid_deriv', 'add'} <= {
+        key[1] for key in handler._plans if key[0] == 'elementwise'
     }
+    # where y is NaN (no ReLU output is: rel stays NumPy's), dy comes through
+    y[0, ...] = np.nan
+    dx = np.zeros(shape, np.float32)
+    handler.rel_deriv(x, y, dy, dx)
+    np.testing.assert_array_equal(dx[0], dy[0])
 
 
-def test_relu_in_place_and_delta_in_place(handler):
-    x, dy = relu_operands(1 << 17, seed=1)
-    expected_y = np.maximum(x, 0)
-    expected_dx = dy * (expected_y > 0)
-    y = x.copy()
-    handler.rel(y, y)
-    np.testing.assert_array_equal(y, expected_y)
+def test_relu_keeps_nan_as_numpy_does(handler):
+    """oneDNN's ReLU gives 0 for NaN, so rel stays NumPy's."""
+    x, _ = elementwise_operands(1 << 17, seed=2)
+    y = np.zeros_like(x)
+    handler.rel(x, y)
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
+    assert np.isnan(y).sum() == np.isnan(x).sum() > 0
+
+
+def test_derivative_in_place(handler):
+    x, dy = elementwise_operands(1 << 17, seed=1)
+    y = np.maximum(np.nan_to_num(x, nan=-1.0, posinf=np.inf), 0)
+    with np.errstate(invalid='ignore'):
+        expected = dy * (y > 0)
     handler.rel_deriv(None, y, dy, dy)
-    np.testing.assert_array_equal(dy, expected_dx)
+    np.testing.assert_array_equal(dy, expected)
 
 
-@pytest.mark.parametrize('case', ['small', 'strided', 'float64', 'fortran'])
-def test_other_relu_operands_take_numpys_ops(handler, case, monkeypatch):
+@pytest.mark.parametrize(
+    'case', ['small', 'strided', 'float64', 'fortran', 'overlap', 'read-only']
+)
+def test_other_operands_take_numpys_ops(handler, case, monkeypatch):
     calls = []
-    for name in ('rel', 'rel_deriv'):
-        original = getattr(NumpyHandler, name)
+    original = NumpyHandler.rel_deriv
 
-        def spy(self, *args, _original=original, _name=name):
-            calls.append(_name)
-            _original(self, *args)
+    def spy(self, *args):
+        calls.append('rel_deriv')
+        original(self, *args)
 
-        monkeypatch.setattr(NumpyHandler, name, spy)
+    monkeypatch.setattr(NumpyHandler, 'rel_deriv', spy)
     h = onednn_handler(np.float64) if case == 'float64' else handler
     size = 1000 if case == 'small' else 1 << 16
-    x, dy = relu_operands(2 * size)
+    x, dy = elementwise_operands(2 * size)
     x, dy = x.astype(h.dtype), dy.astype(h.dtype)
-    y = np.zeros(2 * size, h.dtype)
+    y = np.maximum(x, 0)
     dx = np.zeros(2 * size, h.dtype)
     if case == 'strided':
-        x, y, dy, dx = x[::2], y[::2], dy[::2], dx[::2]
+        y, dy, dx = y[::2], dy[::2], dx[::2]
     elif case == 'fortran':  # one operand not C-contiguous
-        x, y, dy = x.reshape(2, size), y.reshape(2, size), dy.reshape(2, size)
+        y, dy = y.reshape(2, size), dy.reshape(2, size)
         dx = np.zeros((size, 2), h.dtype).T
-    h.rel(x, y)
-    h.rel_deriv(x, y, dy, dx)
-    np.testing.assert_array_equal(y, np.maximum(x, 0))
-    np.testing.assert_array_equal(dx, dy * (np.maximum(x, 0) > 0))
-    assert calls == (['rel_deriv'] if case == 'fortran' else ['rel', 'rel_deriv'])
-    kinds = {key[1] for key in h._plans if key[0] == 'elementwise'}
-    assert kinds == ({'relu'} if case == 'fortran' else set())
+    elif case == 'overlap':  # dx overlaps dy without being dy
+        both = np.concatenate([dy, np.zeros(8, h.dtype)])
+        y, dy, dx = y[: size * 2 - 8], both[8 : 2 * size], both[: 2 * size - 8]
+    elif case == 'read-only':
+        dx.flags.writeable = False
+    with np.errstate(invalid='ignore'):  # inf * 0 among the operands
+        expected = dy * (y > 0)
+        if case == 'read-only':
+            with pytest.raises(ValueError, match='read-only'):
+                h.rel_deriv(None, y, dy, dx)
+        else:
+            h.rel_deriv(None, y, dy, dx)
+            np.testing.assert_array_equal(dx, expected)
+    assert calls == ['rel_deriv']
+    assert not [key for key in h._plans if key[0] == 'elementwise']
+
+
+def test_max_pooling_passes_nan_on_as_numpy_handler(handler):
+    """oneDNN's maximum skips NaN: inputs with NaN or inf take
+    NumpyHandler's pooling, so a NaN in a network stays visible."""
+    rnd = np.random.RandomState(1)
+    x = rnd.rand(2, 6, 6, 4).astype(np.float32)
+    x[0, 0, 0, 0] = np.nan
+    x[1, 3, 2, 1] = np.inf
+    results = []
+    for h in (handler, NumpyHandler(np.float32)):
+        y = np.zeros((2, 3, 3, 4), np.float32)
+        argmax = np.zeros_like(y)
+        h.maxpool2d_forward_batch(x, (2, 2), y, 0, (2, 2), argmax)
+        results.append((y, argmax))
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    np.testing.assert_array_equal(results[0][1], results[1][1])
+    assert np.isnan(results[0][0][0, 0, 0, 0])
+
+
+def test_a_nan_weight_makes_a_cnns_loss_nan(handler):
+    """As on NumpyHandler: the trainer's finite check relies on it."""
+    inp, out = bs.tools.get_in_out_layers('classification', (16, 16, 3), 4)
+    net = bs.Network.from_layer(
+        inp
+        >> bs.layers.Convolution2D(16, kernel_size=(3, 3), padding=1, name='C')
+        >> bs.layers.Pooling2D(kernel_size=(2, 2), stride=(2, 2))
+        >> bs.layers.FullyConnected(8)
+        >> out
+    )
+    net.set_handler(handler)
+    net.initialize(bs.initializers.Gaussian(0.1), seed=1)
+    weights = net.get('C.parameters.W')
+    weights[0, 1, 1, 0] = np.nan
+    np.copyto(net.buffer.C.parameters.W, weights)
+    rnd = np.random.RandomState(2)
+    net.provide_external_data(
+        {
+            'default': rnd.rand(1, 16, 16, 16, 3),
+            'targets': rnd.randint(0, 4, (1, 16, 1)),
+        }
+    )
+    with np.errstate(invalid='ignore'):
+        net.forward_pass()
+    assert np.isnan(net.get('Loss.outputs.loss')).all()

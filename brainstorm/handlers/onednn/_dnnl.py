@@ -2,8 +2,8 @@
 
 Only what :class:`~brainstorm.handlers.onednn.handler.OneDnnHandler`
 needs: one CPU engine and stream, memory descriptors made from NumPy
-shapes and strides, convolution, pooling, ReLU, addition and reorder
-primitives, and
+shapes and strides, convolution, pooling, elementwise backward, addition
+and reorder primitives, and
 their execution on memory objects whose data handle is set to the NumPy
 arrays of the network before each run (no copies).
 
@@ -37,7 +37,7 @@ F32, S32, U8 = 3, 4, 6  # dnnl_data_type_t
 FORWARD_TRAINING, FORWARD_INFERENCE = 64, 96
 CONVOLUTION_DIRECT = 0x1
 POOLING_MAX, POOLING_AVG_EXCLUDE_PADDING = 0x1FF, 0x3FF
-ELTWISE_RELU, ELTWISE_RELU_USE_DST_FOR_BWD = 0x20, 0x100
+ELTWISE_RELU_USE_DST_FOR_BWD = 0x100
 ELTWISE_LOGISTIC_USE_DST_FOR_BWD = 0x104
 BINARY_ADD = 0x1FFF0
 SCRATCHPAD_MODE_USER = 1

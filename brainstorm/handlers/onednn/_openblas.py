@@ -12,7 +12,7 @@ all threads are counted: the first one in sets one thread, the last one out
 restores the count from before.
 
 The library is found among the shared libraries the process has loaded
-(``/proc/self/maps``), so it is the very OpenBLAS NumPy calls. Where there
+(``/proc/self/maps``), the one NumPy's wheel brings first. Where there
 is none, or it lacks the functions (NumPy built on another BLAS, not
 Linux), :func:`available` is False and the blocks do nothing.
 """
@@ -25,7 +25,7 @@ import os
 import threading
 from collections.abc import Iterator
 
-import numpy as np  # noqa: F401 - loads NumPy's OpenBLAS before the search
+import numpy as np  # loads NumPy's OpenBLAS before the search
 
 __all__ = ['available', 'thread_count', 'quiet', 'all_threads']
 
@@ -61,7 +61,10 @@ def _loaded_openblas_paths() -> list[str]:
 
 
 def _find_functions():
-    for path in _loaded_openblas_paths():
+    # NumPy's own copy (in numpy.libs/ or numpy/.libs/) before any other
+    numpy_dir = os.path.dirname(np.__file__)
+    paths = sorted(_loaded_openblas_paths(), key=lambda p: not p.startswith(numpy_dir))
+    for path in paths:
         try:
             lib = ctypes.CDLL(path)
         except OSError:

@@ -211,7 +211,8 @@ class OneDnnHandler(NumpyHandler):
         """The plan for ``kind`` on ``arrays``, or None where NumPy runs.
 
         oneDNN runs C-contiguous float32 arrays of one shape and at least
-        :data:`ELEMENTWISE_MIN` elements.
+        :data:`ELEMENTWISE_MIN` elements, the last one (the result)
+        writeable, any two of them the same array or disjoint.
         """
         first = arrays[0]
         if self.dtype != np.float32 or first.size < ELEMENTWISE_MIN:
@@ -224,6 +225,8 @@ class OneDnnHandler(NumpyHandler):
                 and array.flags.c_contiguous
             ):
                 return None
+        if not arrays[-1].flags.writeable or _overlapping(arrays):
+            return None
         size = first.size
         return self._plan(
             ('elementwise', kind, size), lambda: ElementwisePlan(self._lib, kind, size)
@@ -234,13 +237,6 @@ class OneDnnHandler(NumpyHandler):
             plan.primitive.run(
                 [_address(a) for a in arrays], self._scratchpad(plan.primitive)
             )
-
-    def rel(self, x, y) -> None:
-        plan = self._elementwise('relu', x, y)
-        if plan is None:
-            super().rel(x, y)
-        else:
-            self._run_elementwise(plan, x, y)
 
     def rel_deriv(self, x, y, dy, dx) -> None:
         plan = self._elementwise('relu_deriv', y, dy, dx)
@@ -427,6 +423,12 @@ class OneDnnHandler(NumpyHandler):
             )
             return
         x = self._dense('onednn_x', inputs)
+        if not _finite(x):
+            # oneDNN's maximum skips NaN; NumpyHandler's passes it on
+            super().maxpool2d_forward_batch(
+                inputs, window, outputs, padding, stride, argmax
+            )
+            return
         y = self._dense('onednn_y', outputs, copy_in=False)
         ws = self._buffer('onednn_ws', outputs.shape, plan.workspace_dtype)
         with plan.lock:
@@ -558,6 +560,24 @@ _ALIGNMENT = 64
 def _address(array) -> int:
     """The address of ``array``'s first element."""
     return array.__array_interface__['data'][0]
+
+
+def _overlapping(arrays) -> bool:
+    """Do two of these C-contiguous arrays share memory without being one?"""
+    spans = sorted({(_address(a), _address(a) + a.nbytes) for a in arrays})
+    return any(b[0] < a[1] for a, b in zip(spans, spans[1:]))
+
+
+def _finite(array) -> bool:
+    """Whether every value of the C-contiguous ``array`` is finite (no NaN, inf).
+
+    One dot product of the array with itself: NaN and inf propagate. A
+    huge finite value may overflow it and answer False, which only costs
+    speed (the callers then run NumpyHandler's op).
+    """
+    flat = array.reshape(-1)
+    with np.errstate(over='ignore', invalid='ignore'):
+        return bool(np.isfinite(np.dot(flat, flat)))
 
 
 def _top_left(padding) -> tuple[int, int]:

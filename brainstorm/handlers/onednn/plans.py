@@ -293,18 +293,17 @@ class PoolPlan:
 
 
 class ElementwisePlan:
-    """ReLU, derivatives from outputs, or an in-place sum, over ``size`` floats.
+    """A derivative from the outputs, or a sum, over ``size`` floats.
 
     All operands are C-contiguous float32 arrays of ``size`` elements, seen
     as one axis. oneDNN runs them on all its threads; the results are
-    NumPy's bit for bit (``max(x, 0)``; ``dy * (y > 0)``; ``dy * ((1 - y)
-    * y)``; ``a + b``).
+    NumPy's bit for bit (``dy * ((1 - y) * y)``; ``a + b``; ``dy * (y >
+    0)``, except where ``y`` is NaN: there oneDNN gives ``dy``, NumPy 0).
 
     Args:
         lib: the loaded library.
-        kind: ``'relu'`` (arguments ``x, y``), ``'relu_deriv'`` or
-            ``'sigmoid_deriv'`` (``y, dy, dx``), or ``'add'`` (``a, b,
-            out``: ``out = a + b``).
+        kind: ``'relu_deriv'`` or ``'sigmoid_deriv'`` (arguments ``y, dy,
+            dx``), or ``'add'`` (``a, b, out``: ``out = a + b``).
         size: the number of elements.
     """
 
@@ -335,17 +334,15 @@ class ElementwisePlan:
             lib,
             'dnnl_eltwise_forward_primitive_desc_create',
             d.FORWARD_TRAINING,
-            self._BACKWARD.get(kind, d.ELTWISE_RELU),
+            self._BACKWARD[kind],
             md.handle,
             md.handle,
             zero,
             zero,
             self.attr.handle,
         )
+        # the forward primitive is the backward one's hint
         forward = d.Primitive(lib, forward_pd, {d.ARG_SRC: md, d.ARG_DST: md})
-        if kind == 'relu':
-            self.primitive = forward
-            return
         pd = _create(
             lib,
             'dnnl_eltwise_backward_primitive_desc_create',
