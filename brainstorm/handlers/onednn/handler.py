@@ -239,16 +239,16 @@ class OneDnnHandler(NumpyHandler):
             )
 
     def rel_deriv(self, x, y, dy, dx) -> None:
-        plan = self._elementwise('relu_deriv', y, dy, dx)
-        if plan is None:
-            super().rel_deriv(x, y, dy, dx)
-        else:
-            self._run_elementwise(plan, y, dy, dx)
+        self._derivative('relu_deriv', super().rel_deriv, x, y, dy, dx)
 
     def sigmoid_deriv(self, x, y, dy, dx) -> None:
-        plan = self._elementwise('sigmoid_deriv', y, dy, dx)
+        self._derivative('sigmoid_deriv', super().sigmoid_deriv, x, y, dy, dx)
+
+    def _derivative(self, kind: str, numpy_op, x, y, dy, dx) -> None:
+        """A derivative from the outputs on oneDNN, else ``numpy_op``."""
+        plan = self._elementwise(kind, y, dy, dx)
         if plan is None:
-            super().sigmoid_deriv(x, y, dy, dx)
+            numpy_op(x, y, dy, dx)
         else:
             self._run_elementwise(plan, y, dy, dx)
 
