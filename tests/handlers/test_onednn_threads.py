@@ -214,3 +214,22 @@ def test_an_error_in_a_pass_restores_the_thread_count(blas, monkeypatch):
     with pytest.raises(RuntimeError, match='a layer failed'):
         net.forward_pass()
     assert blas.thread_count() == before
+
+
+def test_a_cnns_images_are_used_in_place(monkeypatch):
+    """The network's image buffers are contiguous blocks: a training step
+    copies none of them into the handler's scratch buffers."""
+    handler = onednn_handler()
+    net = cnn(handler)
+    for _ in range(2):
+        net.forward_pass(training_pass=True)
+        net.backward_pass(input_deltas=False)
+    copies = {name for name, _ in handler._scratch if name in ('onednn_x', 'onednn_y')}
+    assert not copies
+    # a strided image is copied (the check above can fail)
+    rnd = np.random.RandomState(0)
+    wide = rnd.rand(5, 8, 8, 6).astype(np.float32)
+    out = np.zeros((5, 4, 4, 3), np.float32)
+    argmax = np.zeros_like(out)
+    handler.maxpool2d_forward_batch(wide[..., :3], (2, 2), out, 0, (2, 2), argmax)
+    assert ('onednn_x', np.float32) in handler._scratch
