@@ -809,3 +809,11 @@ def test_a_nan_weight_makes_a_cnns_loss_nan(handler):
     with np.errstate(invalid='ignore'):
         net.forward_pass()
     assert np.isnan(net.get('Loss.outputs.loss')).all()
+
+
+def test_a_sum_into_a_read_only_target_raises_as_numpys(handler):
+    target = np.zeros(1 << 16, np.float32)
+    target.flags.writeable = False
+    with pytest.raises(ValueError, match='read-only'):
+        handler._add_into(target, np.ones(1 << 16, np.float32))
+    assert not target.any()

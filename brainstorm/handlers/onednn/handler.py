@@ -210,9 +210,10 @@ class OneDnnHandler(NumpyHandler):
     def _elementwise(self, kind: str, *arrays):
         """The plan for ``kind`` on ``arrays``, or None where NumPy runs.
 
+        ``arrays`` are the primitive's operands in order, the result last.
         oneDNN runs C-contiguous float32 arrays of one shape and at least
-        :data:`ELEMENTWISE_MIN` elements, the last one (the result)
-        writeable, any two of them the same array or disjoint.
+        :data:`ELEMENTWISE_MIN` elements, the result writeable, any two of
+        them the same array or disjoint.
         """
         first = arrays[0]
         if self.dtype != np.float32 or first.size < ELEMENTWISE_MIN:
@@ -254,7 +255,7 @@ class OneDnnHandler(NumpyHandler):
 
     def _add_into(self, target, source) -> None:
         """``target += source`` for a C-contiguous ``source``."""
-        plan = self._elementwise('add', target, source)
+        plan = self._elementwise('add', target, source, target)
         if plan is None:
             _conv._add_into(target, source)
         else:
