@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import math
 from typing import Any
 
 import numpy as np  # noqa: F401 - in Brainstorm 0.5's namespace of this module
@@ -63,7 +64,7 @@ def _blocks(spans, size: int) -> list:
     cuts, depth = [], 0
     for i, p in enumerate(points):
         depth += covered[i]
-        if depth == 0 and 0 <= p <= size:
+        if depth == 0:
             cuts.append(p)
     if len(cuts) < 2:
         return [(0, size)]
@@ -158,20 +159,16 @@ class BufferManager:
         spans: list = [[], [], []]
         for spec in self._specs:
             spans[spec.buffer_type].append((spec.start, spec.stop))
-        self._collect_view_spans(self.layout, spans)
+        self._collect_group_spans(self.layout, spans)
         self.blocks = [[(0, self.sizes[0])]] + [
             _blocks(spans[t], self.sizes[t]) for t in (1, 2)
         ]
+        # the layout places no array, concatenation or group across the
+        # start of the backward-only memory, so that is a block edge too
+        # (clear_backward_buffers relies on it)
         self._block_starts = [[a for a, _ in blocks] for blocks in self.blocks]
-        for t in (1, 2):
-            edges = {a for a, _ in self.blocks[t]} | {self.sizes[t]}
-            if self.forward_sizes[t] not in edges:
-                raise NetworkValidationError(
-                    'Failed to lay out buffers: a view spans forward and '
-                    f'backward-only memory of buffer type {t}.'
-                )
 
-    def _collect_view_spans(self, node, spans) -> None:
+    def _collect_group_spans(self, node, spans) -> None:
         """Add the ranges of groups to ``spans``.
 
         Views with a ``@slice`` do not count: one whose range crosses blocks
@@ -184,7 +181,7 @@ class BufferManager:
                 first, last = child[group[0]], child[group[-1]]
                 t = get_buffer_type(first['@shape'])
                 spans[t].append((int(first['@slice'][0]), int(last['@slice'][1])))
-            self._collect_view_spans(child, spans)
+            self._collect_group_spans(child, spans)
 
     @property
     def size(self) -> int:
@@ -235,34 +232,32 @@ class BufferManager:
             ]
         self._build_views()
 
-    def _rows(self, buffer_type: int) -> int:
-        """Elements per feature in a block of the batch- or time-sized buffer."""
-        B = self.batch_size or 0
-        if buffer_type == 1:
-            return B
-        return ((self.time_size or 0) + self.max_context_size) * B
-
     def _row_shape(self, buffer_type: int) -> tuple:
+        """The leading axes of a block: ``(B,)`` or ``(T + C, B)``."""
         B = self.batch_size or 0
         if buffer_type == 1:
             return (B,)
         return ((self.time_size or 0) + self.max_context_size, B)
 
-    def _in_one_block(self, buffer_type: int, start: int, stop: int) -> bool:
-        k = bisect.bisect_right(self._block_starts[buffer_type], start) - 1
-        a, b = self.blocks[buffer_type][max(k, 0)]
-        return a <= start <= stop <= b
+    def _rows(self, buffer_type: int) -> int:
+        """Elements per feature in a block of the batch- or time-sized buffer."""
+        return math.prod(self._row_shape(buffer_type))
+
+    def _block_index(self, buffer_type: int, start: int, stop: int) -> int | None:
+        """The block holding features ``[start, stop)``, None if none does."""
+        k = max(bisect.bisect_right(self._block_starts[buffer_type], start) - 1, 0)
+        a, b = self.blocks[buffer_type][k]
+        return k if a <= start <= stop <= b else None
 
     def _block(self, buffer_type: int, start: int, stop: int) -> tuple:
         """``(a, array)`` of the block holding features ``[start, stop)``."""
-        k = bisect.bisect_right(self._block_starts[buffer_type], start) - 1
-        a, b = self.blocks[buffer_type][max(k, 0)]
-        if not a <= start <= stop <= b:
+        k = self._block_index(buffer_type, start, stop)
+        if k is None:
             raise NetworkValidationError(
                 f'Failed to lay out buffers: features [{start}, {stop}) of '
                 f'buffer type {buffer_type} cross a block boundary.'
             )
-        return a, self.buffers[buffer_type][max(k, 0)]
+        return self.blocks[buffer_type][k][0], self.buffers[buffer_type][k]
 
     def _carve(self, spec: _ArraySpec):
         s, e = spec.start, spec.stop
@@ -296,7 +291,7 @@ class BufferManager:
             first = node[names[0]]
             t = get_buffer_type(first['@shape'])
             start, stop = node['@slice']
-            if t and not self._in_one_block(t, start, stop):
+            if t and self._block_index(t, start, stop) is None:
                 return self._adjusted(existing, names, children, None, node)
             spec = _ArraySpec(
                 None,

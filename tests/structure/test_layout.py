@@ -112,6 +112,8 @@ def test_every_array_is_a_view_of_one_of_three_buffers():
         edges = [e for block in manager.blocks[t] for e in block]
         assert edges[0] == 0 and edges[-1] == manager.sizes[t]
         assert all(b == c for b, c in zip(edges[1::2], edges[2::2]))
+        # backward-only memory starts at a block edge: one range to clear
+        assert manager.forward_sizes[t] in edges
         # ... and each is stored contiguously at its place in the flat buffer
         for (a, b), block in zip(manager.blocks[t], manager.buffers[t]):
             assert block.flags.c_contiguous
@@ -165,6 +167,9 @@ def test_outputs_that_are_not_concatenated_are_contiguous():
     inp >> conv >> pool
     net = Network.from_layer(inp)
     net.provide_external_data({'default': np.zeros((1, 5, 8, 8, 3))})
+    manager = net.buffer_manager
+    for t in (1, 2):
+        assert manager.forward_sizes[t] in [e for b in manager.blocks[t] for e in b]
     for path in (
         'Conv.inputs.default',
         'Conv.outputs.default',
@@ -364,3 +369,27 @@ def test_blocks_are_the_finest_cut_no_span_crosses():
     assert _blocks([(0, 2), (2, 2), (2, 4)], 4) == [(0, 2), (2, 4)]
     # features no span names are a block of their own
     assert _blocks([(2, 4)], 6) == [(0, 2), (2, 4), (4, 6)]
+
+
+@pytest.mark.parametrize('make', ['seed', 'lstm'])
+def test_clearing_zeroes_all_backward_memory_and_no_forward_memory(make):
+    net = seed_network() if make == 'seed' else lstm_network()
+    net.provide_external_data(
+        {'input_data': np.zeros((3, 2, 4)), 'targets': np.zeros((3, 2, 10))}
+        if make == 'seed'
+        else {'default': np.zeros((3, 2, 3)), 'targets': np.zeros((3, 2, 1))}
+    )
+    manager = net.buffer_manager
+    for flat in manager.full_buffer:
+        flat[:] = 7.0
+    manager.clear_backward_buffers()
+    for path, node in iter_nodes(net.layout):
+        if node['@type'] != 'array':
+            continue
+        array = net.buffer['.'.join(path)]
+        if path[0] in ('parameters', 'gradients') or path[1] == 'gradients':
+            continue  # the constant buffer (see skip_clearing)
+        if node.get('@is_backward_only', False):
+            assert not array.any(), path
+        else:
+            assert (array == 7.0).all(), path
