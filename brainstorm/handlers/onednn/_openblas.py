@@ -129,15 +129,21 @@ def quiet() -> Iterator[None]:
 
 @contextlib.contextmanager
 def all_threads() -> Iterator[None]:
-    """Inside :func:`quiet`: run the block on the count from before it."""
+    """While :func:`quiet` blocks run: run this one on the count from before.
+
+    Outside them it does nothing (checked without the lock first: the
+    usual case, a product of a network without images, stays cheap).
+    """
     functions = _get_set()
+    if not _depth or functions is None:
+        yield
+        return
     with _lock:
-        saved = _saved if _depth else None
-        if saved is not None and functions is not None:
-            functions[1](saved)
+        if _saved is not None:
+            functions[1](_saved)
     try:
         yield
     finally:
         with _lock:
-            if _depth and functions is not None:
+            if _depth:
                 functions[1](1)

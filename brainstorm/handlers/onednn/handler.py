@@ -157,7 +157,6 @@ class OneDnnHandler(NumpyHandler):
 
     # ------------------------------------------------- products and threads
 
-    @contextlib.contextmanager
     def network_pass(self, layer_types):
         """Keep OpenBLAS's threads asleep in passes of networks with images.
 
@@ -169,22 +168,9 @@ class OneDnnHandler(NumpyHandler):
         multiply-adds (see :doc:`/cpu`). Elsewhere, and where NumPy's BLAS
         is not OpenBLAS, nothing changes.
         """
-        if self.dtype != np.float32 or not IMAGE_LAYER_TYPES.intersection(layer_types):
-            yield
-            return
-        per_thread = self._thread_state()
-        depth = getattr(per_thread, 'image_passes', 0)
-        per_thread.image_passes = depth + 1
-        try:
-            with _openblas.quiet():
-                yield
-        finally:
-            per_thread.image_passes = depth
-
-    def _thread_state(self):
-        """The calling thread's ``threading.local`` (NumpyHandler's)."""
-        self._scratch  # noqa: B018 - makes the thread's storage
-        return self._per_thread
+        if self.dtype == np.float32 and IMAGE_LAYER_TYPES.intersection(layer_types):
+            return _openblas.quiet()
+        return contextlib.nullcontext()
 
     def dot_mm(self, a, b, out, transa: bool = False, transb: bool = False) -> None:
         with self._product_threads(a, out, transa):
@@ -195,13 +181,9 @@ class OneDnnHandler(NumpyHandler):
             super().dot_add_mm(a, b, out, transa, transb)
 
     def _product_threads(self, a, out, transa: bool):
-        """All OpenBLAS threads for a big product in an image pass."""
-        per_thread = self.__dict__.get('_per_thread')
+        """All OpenBLAS threads for a big product (see ``network_pass``)."""
         inner = a.shape[0] if transa else a.shape[-1]
-        if (
-            not getattr(per_thread, 'image_passes', 0)
-            or out.size * inner <= SMALL_PRODUCT
-        ):
+        if out.size * inner <= SMALL_PRODUCT:
             return contextlib.nullcontext()
         return _openblas.all_threads()
 
