@@ -341,8 +341,9 @@ class ElementwisePlan:
             zero,
             self.attr.handle,
         )
-        # the forward primitive is the backward one's hint
-        forward = d.Primitive(lib, forward_pd, {d.ARG_SRC: md, d.ARG_DST: md})
+        # the forward primitive's descriptor is the backward one's hint;
+        # it is kept as long as the plan (oneDNN may refer to the hint)
+        self.hint = d.Primitive(lib, forward_pd, {d.ARG_SRC: md, d.ARG_DST: md})
         pd = _create(
             lib,
             'dnnl_eltwise_backward_primitive_desc_create',
@@ -352,7 +353,7 @@ class ElementwisePlan:
             md.handle,
             zero,
             zero,
-            forward.pd,
+            self.hint.pd,
             self.attr.handle,
         )
         self.primitive = d.Primitive(
