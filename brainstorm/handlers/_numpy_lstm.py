@@ -5,11 +5,12 @@ of a time step are one ``(B, 4 * S)`` array (the Lstm groups them), so a
 gate's ``(B, S)`` block is strided: each row is a quarter of a longer row;
 other operands may be strided views too. NumPy's ufuncs run 2-3x slower
 on such blocks than on contiguous ones (32 x 512: 14 us against 5).
-These functions copy the strided operands into contiguous scratch arrays
-laid out gate by gate
-(``(4, B, S)``), run the very ufuncs of the base class's composition on
-them, in the same order, and copy the results out: the results are the
-base class's, bit for bit, in about 0.85x of the time (Lstm, 32 x 512).
+These functions copy the gates into contiguous scratch arrays laid out
+gate by gate (``(4, B, S)``), and other strided results into scratch too
+(contiguous ones are written in place), run the very ufuncs of the base
+class's composition, in the same order, and copy the results out: the
+results are the base class's, bit for bit, in about 0.85x of the time
+(Lstm, 32 x 512).
 Operands of other shapes or dtypes take the base class's composition (and
 its errors). Like the composition, they assume that no two operands
 overlap (the op's contract; ``DebugHandler`` checks it).
@@ -53,6 +54,17 @@ def _fits(handler, size: int, wide, narrow, peepholes) -> bool:
     )
 
 
+def _in_place(handler, name: str, array):
+    """``array`` itself if C-contiguous, else a scratch array of its shape."""
+    return array if array.flags.c_contiguous else handler._buffer(name, array.shape)
+
+
+def _copy_back(result, array) -> None:
+    """Copy a scratch ``result`` into ``array`` (nothing if it is ``array``)."""
+    if result is not array:
+        np.copyto(array, result)
+
+
 def _mult_add(handler, a, b, out) -> None:
     """``out += a * b`` as the base class's ``mult_add_mv``/``mult_add_tt``."""
     tmp = handler._buffer('lstm_tmp', out.shape)
@@ -76,9 +88,9 @@ def forward_step(
     act = handler.act_func[activation]
     g = handler._buffer('lstm_gates', (4, rows, size))
     go = handler._buffer('lstm_gate_outputs', (4, rows, size))
-    cell, cell_out, out = (
-        handler._buffer(name, (rows, size)) for name in ('lstm_c', 'lstm_co', 'lstm_y')
-    )
+    cell = _in_place(handler, 'lstm_c', c)
+    cell_out = _in_place(handler, 'lstm_co', c_out)
+    out = _in_place(handler, 'lstm_y', y)
     np.copyto(g, _gates(gates, size))
     _mult_add(handler, c_prev, pi, g[1])
     _mult_add(handler, c_prev, pf, g[2])
@@ -92,9 +104,9 @@ def forward_step(
     np.multiply(go[3], cell_out, out=out)
     np.copyto(_gates(gates, size)[1:], g[1:])
     np.copyto(_gates(gate_outputs, size), go)
-    np.copyto(c, cell)
-    np.copyto(c_out, cell_out)
-    np.copyto(y, out)
+    _copy_back(cell, c)
+    _copy_back(cell_out, c_out)
+    _copy_back(out, y)
 
 
 def backward_step(
@@ -115,7 +127,7 @@ def backward_step(
     rows = dc.shape[0]
     p = handler._buffer('lstm_factors', (4, rows, size))
     d = handler._buffer('lstm_d_gates', (4, rows, size))
-    cell = handler._buffer('lstm_dc', (rows, size))
+    cell = _in_place(handler, 'lstm_dc', dc)
     np.copyto(p, _gates(factors, size))
     following = _gates(d_gates_next, size)
     np.multiply(dy, p[3], out=d[3])
@@ -126,4 +138,4 @@ def backward_step(
     _mult_add(handler, f_next, dc_next, cell)
     np.multiply(cell, p[:3], out=d[:3])
     np.copyto(_gates(d_gates, size), d)
-    np.copyto(dc, cell)
+    _copy_back(cell, dc)

@@ -143,19 +143,23 @@ def test_each_thread_has_scratch_buffers_of_its_own():
     assert np.shares_memory(h._buffer('tmp', (2, 3)), mine)
 
 
+@pytest.mark.parametrize('layout', ['strided', 'contiguous'])
 @pytest.mark.parametrize('rows, size', [(3, 5), (32, 40)])
 @pytest.mark.parametrize('dtype', [np.float32, np.float64])
 @pytest.mark.parametrize('activation', ACTIVATIONS)
-def test_lstm_steps_are_the_base_composition_bit_for_bit(dtype, activation, rows, size):
+def test_lstm_steps_are_the_base_composition_bit_for_bit(
+    dtype, activation, rows, size, layout
+):
     """NumpyHandler runs the LSTM step ops on contiguous scratch copies of
-    its strided operands (as a network's buffers are): the same bits as the
-    base class's composition, in every output and every argument it
-    writes, and nothing written outside the views."""
+    its strided operands (contiguous results are written in place): the
+    same bits as the base class's composition, in every output and every
+    argument it writes, and nothing written outside the views."""
     rng = np.random.RandomState(3)
+    margin = (7, 4) if layout == 'strided' else (0, 0)
 
     def wide(features):
-        full = rng.randn(rows, features + 11).astype(dtype)
-        return full, full[:, 7 : 7 + features]
+        full = rng.randn(rows, features + sum(margin)).astype(dtype)
+        return full, full[:, margin[0] : margin[0] + features]
 
     def case(shapes):
         fulls, views = zip(*(wide(f) if f else (None, None) for f in shapes))
@@ -167,7 +171,8 @@ def test_lstm_steps_are_the_base_composition_bit_for_bit(dtype, activation, rows
     views[2:5] = peep
     twins = [None if f is None else f.copy() for f in fulls]
     twin_views = [
-        None if t is None else t[:, 7 : 7 + v.shape[1]] for t, v in zip(twins, views)
+        None if t is None else t[:, margin[0] : margin[0] + v.shape[1]]
+        for t, v in zip(twins, views)
     ]
     twin_views[2:5] = peep
     h.lstm_forward_step(*views[:5], activation, *views[5:])
@@ -181,7 +186,8 @@ def test_lstm_steps_are_the_base_composition_bit_for_bit(dtype, activation, rows
     views[6:9] = peep
     twins = [None if f is None else f.copy() for f in fulls]
     twin_views = [
-        None if t is None else t[:, 7 : 7 + v.shape[1]] for t, v in zip(twins, views)
+        None if t is None else t[:, margin[0] : margin[0] + v.shape[1]]
+        for t, v in zip(twins, views)
     ]
     twin_views[6:9] = peep
     h.lstm_backward_step(*views)
