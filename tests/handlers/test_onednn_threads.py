@@ -14,6 +14,7 @@ import pytest
 import brainstorm as bs
 from brainstorm.handlers import DebugHandler, NumpyHandler
 from brainstorm.handlers.onednn import _openblas
+from tests.handlers.test_onednn_handler import run_fresh
 from tests.onednn_support import onednn_handler
 
 
@@ -233,3 +234,44 @@ def test_a_cnns_images_are_used_in_place(monkeypatch):
     argmax = np.zeros_like(out)
     handler.maxpool2d_forward_batch(wide[..., :3], (2, 2), out, 0, (2, 2), argmax)
     assert ('onednn_x', np.float32) in handler._scratch
+
+
+FRESH_CNN = """
+import json
+import brainstorm as bs  # before NumPy, as a script may import it
+from brainstorm.handlers import NumpyHandler
+from brainstorm.handlers.onednn import _openblas
+seen = []
+original = NumpyHandler.dot_mm
+def spy(self, *args, **kwargs):
+    seen.append(_openblas.thread_count())
+    original(self, *args, **kwargs)
+NumpyHandler.dot_mm = spy
+import numpy as np
+inp, out = bs.tools.get_in_out_layers('classification', (8, 8, 3), 4)
+net = bs.Network.from_layer(
+    inp >> bs.layers.Convolution2D(4, kernel_size=(3, 3), padding=1)
+    >> bs.layers.Pooling2D(kernel_size=(2, 2), stride=(2, 2)) >> out)
+net.initialize(bs.initializers.Gaussian(0.1), seed=1)
+rnd = np.random.RandomState(2)
+data = bs.data_iterators.Minibatches(
+    batch_size=5, default=rnd.rand(1, 10, 8, 8, 3),
+    targets=rnd.randint(0, 4, (1, 10, 1)))
+before = _openblas.thread_count()
+trainer = bs.Trainer(bs.training.SgdStepper(learning_rate=0.01), verbose=False)
+trainer.add_hook(bs.hooks.StopAfterEpoch(1))
+trainer.train(net, data)
+print(json.dumps({'handler': type(net.handler).__name__, 'before': before,
+                  'seen': sorted(set(seen)), 'after': _openblas.thread_count()}))
+"""
+
+
+def test_training_a_cnn_in_a_fresh_process_keeps_openblas_quiet_and_restores_it():
+    """Default settings, the public API, brainstorm imported before NumPy."""
+    onednn_handler()
+    if not numpy_uses_openblas():
+        pytest.skip("NumPy's BLAS is not OpenBLAS")
+    got = run_fresh(FRESH_CNN)
+    assert got['handler'] == 'OneDnnHandler'
+    assert got['seen'] == [1]
+    assert got['after'] == got['before']
