@@ -32,6 +32,7 @@ __all__ = [
     'flatten_time_and_features',
     'flatten_features',
     'flatten_all_but_last',
+    'as_rows',
     'padding_sides',
 ]
 
@@ -100,6 +101,19 @@ def flatten_features(array, start_idx: int = 2):
     return reshape_view(
         array, tuple(shape[:start_idx]) + (int(np.prod(shape[start_idx:])),)
     )
+
+
+def as_rows(array):
+    """``(N, ...)`` -> ``(N, prod(...))`` as a view where one exists.
+
+    Where it does not (a slice of a longer last axis, say), ``array``
+    itself. For elementwise ops in place: NumPy may copy a whole strided
+    operand of more than two axes before an in-place ufunc, but not rows.
+    """
+    try:
+        return flatten_features(array, 1)
+    except ValueError:
+        return array
 
 
 def flatten_all_but_last(array):

@@ -22,6 +22,7 @@ from brainstorm.describable import Describable
 from brainstorm.errors import NetworkValidationError
 from brainstorm.handlers.ops import OPS, install_contract, signature
 from brainstorm.randomness import global_rnd
+from brainstorm.shapes import as_rows
 
 __all__ = [
     'Handler',
@@ -215,10 +216,12 @@ class Handler(Describable, abc.ABC):
         """Let handlers written against Brainstorm 0.5's op signatures work.
 
         The optional keywords of the convolution ops (``columns``,
-        ``skip_in_deltas``) came after 0.5; layers pass them to every
-        handler. A subclass op that does not accept one is wrapped once
-        here, at class creation, to drop it: both are hints, ignoring them
-        gives the same results.
+        ``skip_in_deltas``, ``activation``) came after 0.5; layers pass
+        them to every handler. A subclass op that does not accept one is
+        wrapped once here, at class creation, to drop it: ``columns`` and
+        ``skip_in_deltas`` are hints, ignoring them gives the same results;
+        ``activation`` is applied after the op, through
+        ``inplace_act_func``.
         """
         super().__init_subclass__(**kwargs)
         for op, keywords in _OPTIONAL_KEYWORDS.items():
@@ -453,14 +456,34 @@ _OPTIONAL_KEYWORDS = {
 }
 
 
+#: the ops whose ``activation`` keyword a wrapped op applies after the
+#: call: op name -> the position (after ``self``) and name of the operand
+_ACTIVATED_OPERAND = {'conv2d_forward_batch': (3, 'outputs')}
+
+
 def _dropping(method, keywords: tuple[str, ...]):
-    """``method`` accepting and ignoring the keyword arguments ``keywords``."""
+    """``method`` accepting the keyword arguments ``keywords`` it lacks.
+
+    Hints are ignored; an ``activation`` is applied to the outputs after
+    the call, as ``inplace_act_func[activation]`` on a 2-D view.
+    """
+    applies_activation = 'activation' in keywords
 
     @functools.wraps(method)
     def op(self, *args, **kwargs):
+        activation = 'linear'
         for keyword in keywords:
-            kwargs.pop(keyword, None)
-        return method(self, *args, **kwargs)
+            value = kwargs.pop(keyword, None)
+            if keyword == 'activation' and value is not None:
+                activation = value
+        if not applies_activation or activation == 'linear':
+            return method(self, *args, **kwargs)
+        # an unknown name fails before the op runs, as it would inside one
+        act = self.inplace_act_func[activation]
+        result = method(self, *args, **kwargs)
+        position, name = _ACTIVATED_OPERAND[method.__name__]
+        act(as_rows(args[position] if len(args) > position else kwargs[name]))
+        return result
 
     # the base op's signature, so the wrapped op reads like every other
     op.__signature__ = inspect.signature(  # type: ignore[attr-defined]

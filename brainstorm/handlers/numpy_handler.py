@@ -17,6 +17,7 @@ from brainstorm.randomness import (
     RandomState,
     global_rnd,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 )
+from brainstorm.shapes import as_rows
 
 __all__ = ['NumpyHandler']
 
@@ -454,10 +455,14 @@ class NumpyHandler(Handler):
         stride: tuple[int, int],
         *,
         columns=None,
+        activation: str = 'linear',
     ) -> None:
+        act = self.inplace_act_func[activation]
         _conv.conv2d_forward_batch(
             self, inputs, weights, bias, outputs, padding, stride, columns=columns
         )
+        if activation != 'linear':
+            act(as_rows(outputs))
 
     def conv2d_backward_batch(
         self,

@@ -596,7 +596,8 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
             (
                 'inputs, weights, bias, outputs, '
                 'padding: int | tuple[int, int, int, int], '
-                'stride: tuple[int, int], *, columns=None'
+                'stride: tuple[int, int], *, columns=None, '
+                "activation: str = 'linear'"
             ),
             """2-D cross-correlation of a batch of images, plus bias.
 
@@ -604,7 +605,8 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
             * xpad[n, i*sy + u, j*sx + v, c]``, where ``xpad`` is ``inputs`` with
             ``padding`` zero cells on every side, or, for a tuple ``(top,
             bottom, left, right)``, that many on each side (see the class
-            docstring for the output size).
+            docstring for the output size); then ``activation`` replaces the
+            outputs in place.
 
             Args:
                 inputs: ``(N, H, W, C)``.
@@ -623,6 +625,15 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
                     content is otherwise unspecified and it may stay untouched.
                     Handlers whose op lacks this keyword (Brainstorm 0.5's
                     signature) get it dropped by ``Handler.__init_subclass__``.
+                activation: keyword-only; the name of an activation
+                    (:data:`~brainstorm.handlers.base_handler.ACTIVATIONS`)
+                    applied to the outputs, exactly as
+                    ``inplace_act_func[activation]`` would after the op
+                    (``'linear'``, the default: none). A handler may fuse it
+                    with the convolution; the results must be the same.
+                    Handlers whose op lacks this keyword get
+                    ``inplace_act_func[activation]`` called after their op by
+                    ``Handler.__init_subclass__``.
             """,
             writes=('outputs',),
             optional=('columns',),

@@ -240,14 +240,17 @@ class Convolution2DLayerImpl(Layer):
         W, bias = buffers.parameters
         x = flatten_time(buffers.inputs.default)
         y = flatten_time(buffers.outputs.default)
-        # activations work on 2-D views: NumPy may copy a whole strided 4-D
-        # operand before an in-place ufunc
-        y_rows = flatten_time_and_features(buffers.outputs.default)
-
+        # the activation is the op's: a handler may fuse it with the product
         _h.conv2d_forward_batch(
-            x, W, bias, y, self.padding, self.stride, columns=self._columns(buffers)
+            x,
+            W,
+            bias,
+            y,
+            self.padding,
+            self.stride,
+            columns=self._columns(buffers),
+            activation=self.activation,
         )
-        _h.inplace_act_func[self.activation](y_rows)
 
     def backward_pass(self, buffers):
         """Through the activation, then input deltas, ``dW`` and ``dbias``."""

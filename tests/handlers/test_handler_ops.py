@@ -1712,6 +1712,32 @@ def test_whole_table_on_one_handler(handler):
 
 
 @pytest.mark.parametrize('name', ACTIVATION_NAMES)
+def test_conv2d_forward_batch_applies_its_activation(handler, name):
+    """``activation=name`` gives exactly the outputs of the op without it
+    followed by ``inplace_act_func[name]``, on contiguous and strided
+    operands (the geometries of the table, views alternating)."""
+    for g, (n, h, w, c, f, k, p, s) in enumerate(CONV_GEOMETRIES):
+        oh, ow = _out_size(h, k[0], p, s[0]), _out_size(w, k[1], p, s[1], 1)
+        view = (None, 'rows', 'last')[g % 3]
+        args = {
+            'inputs': A(n, h, w, c, view=view),
+            'weights': A(f, *k, c),
+            'bias': A(f),
+            'outputs': A(n, oh, ow, f, view=view),
+            'padding': p,
+            'stride': s,
+        }
+        _, call, _ = build_args(handler, args, np.random.RandomState(g))
+        handler.conv2d_forward_batch(*call.values(), activation=name)
+        fused = handler.get_numpy_copy(call['outputs'])
+        handler.conv2d_forward_batch(*call.values())
+        handler.inplace_act_func[name](call['outputs'])
+        np.testing.assert_array_equal(
+            fused, handler.get_numpy_copy(call['outputs']), err_msg=f'geometry {g}'
+        )
+
+
+@pytest.mark.parametrize('name', ACTIVATION_NAMES)
 def test_activation_dicts(handler, name):
     f, deriv = ACTIVATIONS[name]
     rng = np.random.RandomState(3)
@@ -2043,6 +2069,18 @@ DEBUG_CHECKS = {  # name: (call on a fresh DebugHandler, expected substrings)
         ),
         ['conv2d_forward_batch', "'weights'", '3 input channels', '(2, 1, 1, 1)'],
     ),
+    'conv-activation': (
+        lambda h: h.conv2d_forward_batch(
+            _arr(h, 1, 4, 4, 1),
+            _arr(h, 2, 3, 3, 1),
+            _arr(h, 2),
+            _arr(h, 1, 2, 2, 2),
+            0,
+            (1, 1),
+            activation='relu6',
+        ),
+        ['conv2d_forward_batch', "'activation'", 'relu6', "'rel'"],
+    ),
     'conv-outputs': (
         lambda h: h.conv2d_forward_batch(
             _arr(h, 1, 4, 4, 1),
@@ -2274,6 +2312,26 @@ def test_debug_handler_passes_keyword_options_only_when_given():
         h.get_numpy_copy(y),
         np.broadcast_to(h.get_numpy_copy(b) + 9 * 0.5**2, (1, 2, 2, 2)),
     )
+
+
+def test_handlers_without_the_activation_keyword_get_it_applied():
+    """A conv2d_forward_batch with 0.5's signature gets ``activation``
+    applied after it by the base class; unknown names fail before it runs."""
+    h = _SpecSignatureHandler(np.float64)
+    x = h.create_from_numpy(np.full((1, 4, 4, 1), 0.5))
+    w = h.create_from_numpy(np.full((2, 3, 3, 1), 0.5) * [[[[1.0]]], [[[-1.0]]]])
+    b, y = h.zeros((2,)), h.create_from_numpy(np.full((1, 2, 2, 2), 7.0))
+    h.conv2d_forward_batch(x, w, b, y, 0, (1, 1), activation='rel')
+    np.testing.assert_array_equal(y[..., 0], 9 * 0.5**2)
+    np.testing.assert_array_equal(y[..., 1], 0.0)  # -2.25 through the ReLU
+    h.conv2d_forward_batch(
+        x, w, b, outputs=y, padding=0, stride=(1, 1), activation='tanh'
+    )
+    np.testing.assert_allclose(y[..., 1], np.tanh(-9 * 0.5**2))
+    y[...] = 7.0
+    with pytest.raises(KeyError, match='nope'):
+        h.conv2d_forward_batch(x, w, b, y, 0, (1, 1), activation='nope')
+    np.testing.assert_array_equal(y, 7.0)
 
 
 def test_debug_handler_delegates_dtype_and_rnd():

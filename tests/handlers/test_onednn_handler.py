@@ -817,3 +817,73 @@ def test_a_sum_into_a_read_only_target_raises_as_numpys(handler):
     with pytest.raises(ValueError, match='read-only'):
         handler._add_into(target, np.ones(1 << 16, np.float32))
     assert not target.any()
+
+
+@pytest.mark.parametrize(
+    'case', ['finite', 'nan-input', 'inf-input', 'nan-weight', 'nan-bias', 'overflow']
+)
+def test_a_fused_relu_is_numpys_relu_after_the_convolution(handler, case):
+    """``activation='rel'`` runs the ReLU as the convolution's post-op only
+    where no output can overflow (a bound from the operands' norms): there
+    it is NumPy's ReLU bit for bit. Operands with NaN or inf, or big enough
+    to overflow, get NumPy's ReLU after the convolution, which passes NaN
+    on where oneDNN's would give 0."""
+    rnd = np.random.RandomState(3)
+    x = rnd.uniform(-1, 1, (4, 9, 8, 3)).astype(np.float32)
+    w = rnd.uniform(-1, 1, (5, 3, 3, 3)).astype(np.float32)
+    b = rnd.uniform(-1, 1, 5).astype(np.float32)
+    if case == 'nan-input':
+        x[1, 2, 3, 0] = np.nan
+    elif case == 'inf-input':
+        x[2, 0, 0, 1] = -np.inf
+    elif case == 'nan-weight':
+        w[3, 1, 1, 2] = np.nan
+    elif case == 'nan-bias':
+        b[2] = np.nan
+    elif case == 'overflow':  # outputs near 1e40: inf, and inf - inf
+        x *= np.float32(1e20)
+        w *= np.float32(1e20)
+    fused = np.zeros((4, 9, 8, 5), np.float32)
+    separate = np.zeros_like(fused)
+    with np.errstate(invalid='ignore', over='ignore'):
+        handler.conv2d_forward_batch(x, w, b, fused, 1, (1, 1), activation='rel')
+        handler.conv2d_forward_batch(x, w, b, separate, 1, (1, 1))
+        np.maximum(separate, 0, out=separate)
+    assert_same_bits_or_both_nan(fused, separate)
+    (plan,) = [p for key, p in handler._plans.items() if key[0] == 'conv']
+    assert (plan._forward_relu is not False) == (case == 'finite')
+    if case != 'finite':
+        assert not np.isfinite(fused).all()
+    if case.startswith('nan'):
+        assert np.isnan(fused).any()
+
+
+def test_a_cnn_runs_no_separate_relu_over_its_convolutions(handler, monkeypatch):
+    """The Convolution2D layer hands its activation to the op, which fuses
+    a ReLU with the convolution: no ReLU pass over the images remains."""
+    shapes = []
+    original = NumpyHandler.rel
+
+    def spy(self, x, y):
+        shapes.append(x.shape)
+        original(self, x, y)
+
+    monkeypatch.setattr(NumpyHandler, 'rel', spy)
+    inp, out = bs.tools.get_in_out_layers('classification', (8, 8, 3), 4)
+    net = bs.Network.from_layer(
+        inp
+        >> bs.layers.Convolution2D(6, kernel_size=(3, 3), padding=1)
+        >> bs.layers.Convolution2D(6, kernel_size=(3, 3), padding=1)
+        >> out
+    )
+    net.set_handler(handler)
+    net.initialize(bs.initializers.Gaussian(0.1), seed=1)
+    rnd = np.random.RandomState(2)
+    net.provide_external_data(
+        {'default': rnd.rand(1, 5, 8, 8, 3), 'targets': rnd.randint(0, 4, (1, 5, 1))}
+    )
+    net.forward_pass(training_pass=True)
+    net.backward_pass()
+    assert shapes == []
+    assert (net.get('Convolution2D_2.outputs.default') >= 0).all()
+    assert len([k for k in handler._plans if k[0] == 'conv']) == 2

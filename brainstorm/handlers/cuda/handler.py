@@ -30,7 +30,7 @@ from brainstorm.handlers.cuda.views import (
 )
 from brainstorm.handlers.ops import OPS, Op, install_ops
 from brainstorm.randomness import RandomState
-from brainstorm.shapes import padding_sides
+from brainstorm.shapes import as_rows, padding_sides
 
 __all__ = ['PyCudaHandler', 'INSTALL_HINT']
 
@@ -591,9 +591,11 @@ class PyCudaHandler(RecurrentKernels, PoolingKernels, Handler):
         stride: tuple[int, int],
         *,
         columns=None,
+        activation: str = 'linear',
     ) -> None:
         # ``columns`` is not used: the receptive fields are recomputed in
         # batch chunks by the im2col kernel, cheap on the GPU
+        act = self.inplace_act_func[activation]
         f, kh, kw, c = weights.shape
         geometry = self._geometry(
             inputs, (kh, kw), outputs, padding, stride, f, 'conv2d_forward_batch'
@@ -613,6 +615,8 @@ class PyCudaHandler(RecurrentKernels, PoolingKernels, Handler):
                 )
         if spill is not None:
             self._ew('copy_to', spill, outputs)
+        if activation != 'linear':
+            act(as_rows(outputs))
 
     def conv2d_backward_batch(
         self,

@@ -37,6 +37,7 @@ F32, S32, U8 = 3, 4, 6  # dnnl_data_type_t
 FORWARD_TRAINING, FORWARD_INFERENCE = 64, 96
 CONVOLUTION_DIRECT = 0x1
 POOLING_MAX, POOLING_AVG_EXCLUDE_PADDING = 0x1FF, 0x3FF
+ELTWISE_RELU = 0x20
 ELTWISE_RELU_USE_DST_FOR_BWD = 0x100
 ELTWISE_LOGISTIC_USE_DST_FOR_BWD = 0x104
 BINARY_ADD = 0x1FFF0
@@ -214,6 +215,23 @@ class Library:
             attr.handle,
             SCRATCHPAD_MODE_USER,
         )
+        return attr
+
+    def relu_attr(self) -> Attributes:
+        """:meth:`attr` with a ReLU (``max(x, 0)``) post-op."""
+        attr = self.attr()
+        post_ops = self._make('dnnl_post_ops_create')
+        try:
+            self.call(
+                'dnnl_post_ops_append_eltwise',
+                post_ops,
+                ctypes.c_int(ELTWISE_RELU),
+                ctypes.c_float(0.0),
+                ctypes.c_float(0.0),
+            )
+            self.call('dnnl_primitive_attr_set_post_ops', attr.handle, post_ops)
+        finally:  # the attributes keep a copy
+            self.lib.dnnl_post_ops_destroy(post_ops)
         return attr
 
     def query_md(self, pd: ctypes.c_void_p, what: int, index: int = 0) -> MemoryDesc:

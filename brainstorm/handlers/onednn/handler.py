@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 
 import numpy as np
 
@@ -10,7 +11,7 @@ from brainstorm.handlers import _numpy_conv as _conv
 from brainstorm.handlers.numpy_handler import NumpyHandler
 from brainstorm.handlers.onednn import _dnnl, _openblas
 from brainstorm.handlers.onednn.plans import ConvPlan, ElementwisePlan, PoolPlan
-from brainstorm.shapes import padding_sides
+from brainstorm.shapes import as_rows, padding_sides
 
 __all__ = ['OneDnnHandler']
 
@@ -280,17 +281,33 @@ class OneDnnHandler(NumpyHandler):
         stride: tuple[int, int],
         *,
         columns=None,
+        activation: str = 'linear',
     ) -> None:
+        act = self.inplace_act_func[activation]
         plan = self._conv_plan(inputs, weights, outputs, padding, stride)
         if plan is None:
             super().conv2d_forward_batch(
-                inputs, weights, bias, outputs, padding, stride, columns=columns
+                inputs,
+                weights,
+                bias,
+                outputs,
+                padding,
+                stride,
+                columns=columns,
+                activation=activation,
             )
             return
         x = self._dense('onednn_x', inputs)
         y = self._dense('onednn_y', outputs, copy_in=False)
         b = self._dense('onednn_b', bias)
-        forward = plan.forward
+        forward = None
+        if activation == 'rel' and _bounded(
+            x, self._dense('onednn_w_user', weights), b
+        ):
+            # the outputs are finite, where oneDNN's ReLU is NumPy's
+            forward = plan.forward_relu
+        fused = forward is not None
+        forward = forward or plan.forward
         with plan.lock:
             w = self._weights_in(forward, weights)
             forward.run(
@@ -299,6 +316,8 @@ class OneDnnHandler(NumpyHandler):
             )
         if y is not outputs:
             np.copyto(outputs, y)
+        if activation != 'linear' and not fused:
+            act(as_rows(outputs))
 
     def conv2d_backward_batch(
         self,
@@ -561,6 +580,30 @@ def _finite(array) -> bool:
     flat = array.reshape(-1)
     with np.errstate(over='ignore', invalid='ignore'):
         return bool(np.isfinite(np.dot(flat, flat)))
+
+
+def _bounded(x, weights, bias) -> bool:
+    """Whether no output or partial sum of this convolution can overflow.
+
+    Each output is a bias plus a sum of products of one window of ``x``
+    with one filter; every partial sum of it is at most ``|x| |weights| +
+    |bias|`` in size (Cauchy-Schwarz, ``|.|`` the Euclidean norm of the
+    whole array), far below float32's largest value here. Three dot
+    products of C-contiguous arrays; NaN, inf or a norm that overflows
+    answers False.
+    """
+    norms = []
+    with np.errstate(over='ignore', invalid='ignore'):
+        for array in (x, weights, bias):
+            flat = array.reshape(-1)
+            norms.append(math.sqrt(float(np.dot(flat, flat))) if flat.size else 0.0)
+    bound = norms[0] * norms[1] + norms[2]
+    return math.isfinite(bound) and bound < _SAFE_MAGNITUDE
+
+
+#: far below float32's largest value (about 2**128): room for the rounding
+#: of sums of up to billions of terms
+_SAFE_MAGNITUDE = 2.0**100
 
 
 def _top_left(padding) -> tuple[int, int]:

@@ -103,8 +103,31 @@ class ConvPlan:
             ),
         )
         self.attr = lib.attr()
-        self.fwd_pd = _create(
-            lib,
+        self.forward = self._forward_primitive(self.attr)
+        # all made now: a shape oneDNN cannot run fails here, not later
+        self._backward_data: d.Primitive | None = None
+        self._backward_weights: d.Primitive | None = None
+        self.backward_data, self.backward_weights  # noqa: B018
+        self._forward_relu: d.Primitive | None | bool = False
+
+    @property
+    def forward_relu(self) -> d.Primitive | None:
+        """The forward primitive with a ReLU post-op, made on first use.
+
+        None if oneDNN has no implementation of it for this shape.
+        """
+        if self._forward_relu is False:
+            self.relu_attr = self.lib.relu_attr()
+            try:
+                self._forward_relu = self._forward_primitive(self.relu_attr)
+            except d.OneDnnError:
+                self._forward_relu = None
+        return self._forward_relu  # type: ignore[return-value]
+
+    def _forward_primitive(self, attr) -> d.Primitive:
+        """The forward primitive with the attributes ``attr``."""
+        pd = _create(
+            self.lib,
             'dnnl_convolution_forward_primitive_desc_create',
             d.FORWARD_TRAINING,
             d.CONVOLUTION_DIRECT,
@@ -113,10 +136,10 @@ class ConvPlan:
             self.b_md.handle,
             self.y_md.handle,
             *self.geometry,
-            self.attr.handle,
+            attr.handle,
         )
-        self.forward = self._primitive(
-            self.fwd_pd,
+        return self._primitive(
+            pd,
             {
                 d.ARG_SRC: self.x_md,
                 d.ARG_WEIGHTS: d.QUERY_WEIGHTS_MD,
@@ -125,10 +148,6 @@ class ConvPlan:
             },
             d.QUERY_WEIGHTS_MD,
         )
-        # all made now: a shape oneDNN cannot run fails here, not later
-        self._backward_data: d.Primitive | None = None
-        self._backward_weights: d.Primitive | None = None
-        self.backward_data, self.backward_weights  # noqa: B018
 
     def _primitive(self, pd, args, weights_query) -> d.Primitive:
         """A primitive of ``pd``; its weights argument in the format chosen.
