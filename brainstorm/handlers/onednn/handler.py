@@ -462,14 +462,19 @@ class OneDnnHandler(NumpyHandler):
             table = self._constants[key] = table
         return table
 
-    def _image_to_window(self, window, width: int, dtype):
-        """``u * kw + v`` at ``u * width + v``, for every cell of a window."""
-        key = ('onednn_window_cells', tuple(window), width, dtype)
+    def _image_to_window(self, window, width: int, channels: int, dtype):
+        """``u * kw + v`` at ``(u * width + v) * channels`` (0 between those).
+
+        For every cell ``(u, v)`` of a window.
+        """
+        key = ('onednn_window_cells', tuple(window), width, channels, dtype)
         table = self._constants.get(key)
         if table is None:
-            table = np.zeros((window[0] - 1) * width + window[1], dtype)
+            table = np.zeros(
+                ((window[0] - 1) * width + window[1] - 1) * channels + 1, dtype
+            )
             u, v = np.divmod(np.arange(window[0] * window[1]), window[1])
-            table[u * width + v] = u * window[1] + v
+            table[(u * width + v) * channels] = u * window[1] + v
             table = self._constants[key] = table
         return table
 
@@ -491,16 +496,14 @@ class OneDnnHandler(NumpyHandler):
             )
             return
         # oneDNN's workspace (the cell of each maximum in its window) from
-        # argmax: ((argmax - base) / C) is u * W + v
+        # argmax: argmax - base is (u * W + v) * C, an integer (exact in
+        # float32), so the float difference goes straight into indices
         h, w, c = inputs.shape[1:]
         base = _conv._pool_base(self, _top_left(padding), stride, outputs.shape[1:], w)
-        cell = self._buffer('onednn_found', argmax.shape)
-        np.subtract(argmax, base, out=cell)
-        np.divide(cell, c, out=cell)
         index = self._buffer('onednn_cell', argmax.shape, np.intp)
-        np.copyto(index, cell, casting='unsafe')
+        np.subtract(argmax, base, out=index, casting='unsafe')
         ws = self._buffer('onednn_ws', argmax.shape, plan.workspace_dtype)
-        table = self._image_to_window(window, w, plan.workspace_dtype)
+        table = self._image_to_window(window, w, c, plan.workspace_dtype)
         np.take(table, index, out=ws, mode='clip')
         self._pool_backward(plan, ws, in_deltas, out_deltas)
 
