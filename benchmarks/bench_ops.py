@@ -163,6 +163,16 @@ def conv_pool_cases(h):
         )
         cases.append(
             (
+                f'conv2d_forward_batch {name} rel',
+                shape,
+                flops,
+                lambda x=x, w=weights, b=bias, y=y: h.conv2d_forward_batch(
+                    x, w, b, y, 2, (1, 1), activation='rel'
+                ),
+            )
+        )
+        cases.append(
+            (
                 f'conv2d_backward_batch {name}',
                 shape,
                 2 * flops,

@@ -221,7 +221,8 @@ class Handler(Describable, abc.ABC):
         wrapped once here, at class creation, to drop it: ``columns`` and
         ``skip_in_deltas`` are hints, ignoring them gives the same results;
         ``activation`` is applied after the op, through
-        ``inplace_act_func``.
+        ``inplace_act_func`` (also for an op taking ``**kwargs``: a handler
+        that applies the activation itself names the parameter).
         """
         super().__init_subclass__(**kwargs)
         for op, keywords in _OPTIONAL_KEYWORDS.items():
@@ -232,10 +233,14 @@ class Handler(Describable, abc.ABC):
             if any(
                 p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
             ):
-                continue
-            missing = tuple(k for k in keywords if k not in parameters)
+                # hints may go into **kwargs; an activation must be named
+                missing = tuple(
+                    k for k in keywords if k in _APPLIED and k not in parameters
+                )
+            else:
+                missing = tuple(k for k in keywords if k not in parameters)
             if missing:
-                setattr(cls, op, _dropping(method, missing))
+                setattr(cls, op, _dropping(op, method, missing))
 
     # ---------------------------------------------------- activation tables
 
@@ -456,13 +461,16 @@ _OPTIONAL_KEYWORDS = {
 }
 
 
-#: the ops whose ``activation`` keyword a wrapped op applies after the
-#: call: op name -> the position (after ``self``) and name of the operand
+#: the keywords a wrapped op applies itself rather than drops (no hints)
+_APPLIED = frozenset({'activation'})
+
+#: the ops with an ``activation`` keyword: op name -> the position (after
+#: ``self``) and name of the operand it applies to
 _ACTIVATED_OPERAND = {'conv2d_forward_batch': (3, 'outputs')}
 
 
-def _dropping(method, keywords: tuple[str, ...]):
-    """``method`` accepting the keyword arguments ``keywords`` it lacks.
+def _dropping(name: str, method, keywords: tuple[str, ...]):
+    """``method``, the op ``name``, accepting the keywords ``keywords``.
 
     Hints are ignored; an ``activation`` is applied to the outputs after
     the call, as ``inplace_act_func[activation]`` on a 2-D view.
@@ -472,22 +480,22 @@ def _dropping(method, keywords: tuple[str, ...]):
     @functools.wraps(method)
     def op(self, *args, **kwargs):
         activation = 'linear'
+        if applies_activation:
+            activation = kwargs.pop('activation', activation)
         for keyword in keywords:
-            value = kwargs.pop(keyword, None)
-            if keyword == 'activation' and value is not None:
-                activation = value
-        if not applies_activation or activation == 'linear':
+            kwargs.pop(keyword, None)
+        if activation == 'linear':
             return method(self, *args, **kwargs)
         # an unknown name fails before the op runs, as it would inside one
         act = self.inplace_act_func[activation]
         result = method(self, *args, **kwargs)
-        position, name = _ACTIVATED_OPERAND[method.__name__]
-        act(as_rows(args[position] if len(args) > position else kwargs[name]))
+        position, operand = _ACTIVATED_OPERAND[name]
+        act(as_rows(args[position] if len(args) > position else kwargs[operand]))
         return result
 
     # the base op's signature, so the wrapped op reads like every other
     op.__signature__ = inspect.signature(  # type: ignore[attr-defined]
-        Handler.__dict__[method.__name__]
+        Handler.__dict__[name]
     )
     return op
 

@@ -1732,8 +1732,10 @@ def test_conv2d_forward_batch_applies_its_activation(handler, name):
         fused = handler.get_numpy_copy(call['outputs'])
         handler.conv2d_forward_batch(*call.values())
         handler.inplace_act_func[name](call['outputs'])
+        separate = handler.get_numpy_copy(call['outputs'])
+        # the same bits: a ReLU giving -0.0 for negative values differs
         np.testing.assert_array_equal(
-            fused, handler.get_numpy_copy(call['outputs']), err_msg=f'geometry {g}'
+            fused.view(np.uint8), separate.view(np.uint8), err_msg=f'geometry {g}'
         )
 
 
@@ -2332,6 +2334,46 @@ def test_handlers_without_the_activation_keyword_get_it_applied():
     with pytest.raises(KeyError, match='nope'):
         h.conv2d_forward_batch(x, w, b, y, 0, (1, 1), activation='nope')
     np.testing.assert_array_equal(y, 7.0)
+
+
+class _KeywordsHandler(NumpyHandler):
+    """A convolution taking its options as ``**kwargs`` (and ignoring them)."""
+
+    def conv2d_forward_batch(
+        self, inputs, weights, bias, outputs, padding, stride, **hints
+    ):
+        NumpyHandler.conv2d_forward_batch(
+            self, inputs, weights, bias, outputs, padding, stride
+        )
+
+
+def _my_conv(self, inputs, weights, bias, outputs, padding, stride, *, activation):
+    """Names ``activation`` but lacks ``columns``; applies the activation."""
+    self.seen.append(activation)
+    NumpyHandler.conv2d_forward_batch(
+        self, inputs, weights, bias, outputs, padding, stride, activation=activation
+    )
+
+
+class _NamedActivationHandler(NumpyHandler):
+    seen: list
+
+    conv2d_forward_batch = _my_conv  # assigned under another name
+
+
+@pytest.mark.parametrize('kind', ['kwargs', 'named'])
+def test_the_activation_is_applied_once_whatever_the_op_signature(kind):
+    """An op taking ``**kwargs`` gets the activation applied after it (it is
+    no hint to drop); one naming it applies it itself, and still gets the
+    hints it lacks dropped."""
+    h = _KeywordsHandler(np.float64) if kind == 'kwargs' else _NamedActivationHandler()
+    h.seen = []
+    x = h.create_from_numpy(np.full((1, 4, 4, 1), 0.5))
+    w = h.create_from_numpy(np.full((2, 3, 3, 1), 0.5) * [[[[1.0]]], [[[-1.0]]]])
+    b, y = h.zeros((2,)), h.zeros((1, 2, 2, 2))
+    h.conv2d_forward_batch(x, w, b, y, 0, (1, 1), columns=None, activation='tanh')
+    np.testing.assert_allclose(y[..., 1], np.tanh(-9 * 0.5**2))
+    assert h.seen == ([] if kind == 'kwargs' else ['tanh'])
 
 
 def test_debug_handler_delegates_dtype_and_rnd():

@@ -820,14 +820,15 @@ def test_a_sum_into_a_read_only_target_raises_as_numpys(handler):
 
 
 @pytest.mark.parametrize(
-    'case', ['finite', 'nan-input', 'inf-input', 'nan-weight', 'nan-bias', 'overflow']
+    'case',
+    ['finite', 'nan-input', 'inf-input', 'nan-weight', 'nan-bias', 'big', 'overflow'],
 )
 def test_a_fused_relu_is_numpys_relu_after_the_convolution(handler, case):
     """``activation='rel'`` runs the ReLU as the convolution's post-op only
     where no output can overflow (a bound from the operands' norms): there
     it is NumPy's ReLU bit for bit. Operands with NaN or inf, or big enough
-    to overflow, get NumPy's ReLU after the convolution, which passes NaN
-    on where oneDNN's would give 0."""
+    that the bound exceeds 2^100, get NumPy's ReLU after the convolution,
+    which passes NaN on where oneDNN's would give 0."""
     rnd = np.random.RandomState(3)
     x = rnd.uniform(-1, 1, (4, 9, 8, 3)).astype(np.float32)
     w = rnd.uniform(-1, 1, (5, 3, 3, 3)).astype(np.float32)
@@ -840,6 +841,9 @@ def test_a_fused_relu_is_numpys_relu_after_the_convolution(handler, case):
         w[3, 1, 1, 2] = np.nan
     elif case == 'nan-bias':
         b[2] = np.nan
+    elif case == 'big':  # finite outputs near 1e30, the bound above 2^100
+        x *= np.float32(1e15)
+        w *= np.float32(1e15)
     elif case == 'overflow':  # outputs near 1e40: inf, and inf - inf
         x *= np.float32(1e20)
         w *= np.float32(1e20)
@@ -851,11 +855,47 @@ def test_a_fused_relu_is_numpys_relu_after_the_convolution(handler, case):
         np.maximum(separate, 0, out=separate)
     assert_same_bits_or_both_nan(fused, separate)
     (plan,) = [p for key, p in handler._plans.items() if key[0] == 'conv']
-    assert (plan._forward_relu is not False) == (case == 'finite')
-    if case != 'finite':
-        assert not np.isfinite(fused).all()
+    if case == 'finite':  # made and used
+        assert plan._forward_relu.implementation.startswith('jit:')
+    else:  # never needed
+        assert plan._forward_relu is False
+    assert (case == 'big') == (np.isfinite(fused).all() and fused.max() > 1e28)
     if case.startswith('nan'):
         assert np.isnan(fused).any()
+
+
+def test_relu_is_fused_only_with_exact_implementations(handler):
+    """oneDNN's GEMM-based convolution (this geometry) gives -0.0 for
+    negative values in its ReLU post-op: it is not fused, and the outputs
+    are NumPy's +0.0."""
+    rnd = np.random.RandomState(4)
+    x = rnd.uniform(-1, 1, (1, 7, 5, 3)).astype(np.float32)
+    w = rnd.uniform(-1, 1, (2, 2, 3, 3)).astype(np.float32)
+    b = rnd.uniform(-1, 1, 2).astype(np.float32)
+    y = np.zeros((1, 5, 3, 2), np.float32)
+    handler.conv2d_forward_batch(x, w, b, y, 2, (2, 3), activation='rel')
+    (plan,) = handler._plans.values()
+    assert 'gemm' in plan.forward.implementation
+    assert plan._forward_relu is None
+    assert (y == 0).any() and not np.signbit(y).any()
+
+
+def test_a_subclass_rel_is_used_by_convolutions(handler):
+    """Overriding rel changes what every layer uses: no fused ReLU then."""
+
+    class Clipping(type(handler)):
+        def rel(self, x, y):
+            np.clip(x, 0, 0.5, out=y)
+
+    h = Clipping()
+    rnd = np.random.RandomState(5)
+    x = rnd.uniform(-1, 1, (4, 9, 8, 3)).astype(np.float32)
+    w = rnd.uniform(-1, 1, (5, 3, 3, 3)).astype(np.float32)
+    y = np.zeros((4, 9, 8, 5), np.float32)
+    h.conv2d_forward_batch(
+        x, w, np.zeros(5, np.float32), y, 1, (1, 1), activation='rel'
+    )
+    assert y.max() == 0.5 and y.min() == 0.0
 
 
 def test_a_cnn_runs_no_separate_relu_over_its_convolutions(handler, monkeypatch):
@@ -885,5 +925,7 @@ def test_a_cnn_runs_no_separate_relu_over_its_convolutions(handler, monkeypatch)
     net.forward_pass(training_pass=True)
     net.backward_pass()
     assert shapes == []
-    assert (net.get('Convolution2D_2.outputs.default') >= 0).all()
+    for name in ('Convolution2D_1', 'Convolution2D_2'):
+        outputs = net.get(name + '.outputs.default')
+        assert (outputs >= 0).all() and (outputs == 0).any(), name
     assert len([k for k in handler._plans if k[0] == 'conv']) == 2

@@ -300,15 +300,17 @@ class OneDnnHandler(NumpyHandler):
         x = self._dense('onednn_x', inputs)
         y = self._dense('onednn_y', outputs, copy_in=False)
         b = self._dense('onednn_b', bias)
-        forward = None
-        if activation == 'rel' and _bounded(
-            x, self._dense('onednn_w_user', weights), b
-        ):
-            # the outputs are finite, where oneDNN's ReLU is NumPy's
-            forward = plan.forward_relu
-        fused = forward is not None
-        forward = forward or plan.forward
+        # a ReLU fused into the convolution where it gives what rel gives:
+        # the handler's rel is NumPy's (not a subclass's) and the outputs
+        # are finite (oneDNN's ReLU turns NaN into 0)
+        fuse = (
+            activation == 'rel'
+            and type(self).rel is NumpyHandler.rel
+            and _bounded(x, self._dense('onednn_w_user', weights), b)
+        )
         with plan.lock:
+            forward = (plan.forward_relu if fuse else None) or plan.forward
+            fused = forward is not plan.forward
             w = self._weights_in(forward, weights)
             forward.run(
                 (_address(x), w, _address(b), _address(y)),

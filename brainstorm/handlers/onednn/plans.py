@@ -23,7 +23,14 @@ import numpy as np
 
 from brainstorm.handlers.onednn import _dnnl as d
 
-__all__ = ['ConvPlan', 'ElementwisePlan', 'PoolPlan', 'image_md', 'dense_md']
+__all__ = [
+    'EXACT_RELU_IMPLEMENTATIONS',
+    'ConvPlan',
+    'ElementwisePlan',
+    'PoolPlan',
+    'image_md',
+    'dense_md',
+]
 
 
 def dense_md(lib, shape, dtype=np.float32):
@@ -63,6 +70,13 @@ class _Reorder:
         )
         self.primitive = d.Primitive(lib, pd, {d.ARG_SRC: source, d.ARG_DST: target})
         self.target_bytes = target.size
+
+
+#: the convolution implementations (name prefixes) whose ReLU post-op is
+#: NumPy's ``maximum(x, 0)`` bit for bit on finite values: oneDNN's JIT
+#: kernels. Its GEMM-based and reference kernels give -0.0 for negative
+#: values (``alpha * x`` with ``alpha = 0``), so those are not fused.
+EXACT_RELU_IMPLEMENTATIONS = ('jit:', 'brg')
 
 
 class ConvPlan:
@@ -114,14 +128,21 @@ class ConvPlan:
     def forward_relu(self) -> d.Primitive | None:
         """The forward primitive with a ReLU post-op, made on first use.
 
-        None if oneDNN has no implementation of it for this shape.
+        Call it holding ``lock``. None where oneDNN has no implementation
+        of it for this shape, or where the one it chose is not among
+        :data:`EXACT_RELU_IMPLEMENTATIONS`.
         """
         if self._forward_relu is False:
             self.relu_attr = self.lib.relu_attr()
             try:
-                self._forward_relu = self._forward_primitive(self.relu_attr)
+                primitive = self._forward_primitive(self.relu_attr)
             except d.OneDnnError:
-                self._forward_relu = None
+                primitive = None
+            if primitive is not None and not primitive.implementation.startswith(
+                EXACT_RELU_IMPLEMENTATIONS
+            ):
+                primitive = None
+            self._forward_relu = primitive
         return self._forward_relu  # type: ignore[return-value]
 
     def _forward_primitive(self, attr) -> d.Primitive:
