@@ -362,6 +362,23 @@ class Handler(Describable, abc.ABC):
         """
         return contextlib.nullcontext()
 
+    def fixed_operand(self, array):
+        """A context in which ``array`` stays as it is: a hint for products.
+
+        The caller promises that nothing writes ``array`` while the block
+        runs. Products whose ``b`` is this very array (the same memory,
+        shape and strides) may then use a copy of it in a faster layout,
+        made once in the block: a recurrent layer multiplies by its
+        recurrent weights once per time step. OneDnnHandler packs such
+        weights in passes of networks with ``Lstm`` layers (see
+        :doc:`/cpu`); DebugHandler checks the promise; the base handler
+        does nothing.
+
+        Args:
+            array: an array of the handler, typically a parameter.
+        """
+        return contextlib.nullcontext()
+
     # ---------------------------------------------------------------- updates
     # Each update op is the sequence of general ops the steppers ran before
     # it was an op, in the same order, so results stay bit-identical on

@@ -9,6 +9,7 @@ module, kept for code written against it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 
@@ -25,6 +26,8 @@ __all__ = [
     'assert_shapes_equal',
     'assert_is_scalar',
     'overlapping_operands',
+    'unwrap',
+    'checked_fixed_block',
 ]
 
 _NO_ARITHMETIC = (
@@ -210,6 +213,34 @@ def check_for_inf_or_nan(f):
         return result
 
     return checked
+
+
+def unwrap(value):
+    """The wrapped array of a :class:`DebugArray`; anything else as it is."""
+    return value.array if isinstance(value, DebugArray) else value
+
+
+@contextlib.contextmanager
+def checked_fixed_block(handler, default, array):
+    """``handler.fixed_operand`` (else ``default``) on the array in ``array``.
+
+    DebugHandler's ``fixed_operand``: raises :class:`DebugHandlerError` if
+    ``array`` is no DebugArray, or if its values changed in the block.
+    """
+    if not isinstance(array, DebugArray):
+        raise DebugHandlerError(
+            "fixed_operand: argument 'array' must be a DebugArray. "
+            f'Received: {type(array).__name__}'
+        )
+    inner = array.array
+    before = handler.get_numpy_copy(inner)
+    with getattr(handler, 'fixed_operand', default)(inner):
+        yield
+    if not np.array_equal(before, handler.get_numpy_copy(inner), equal_nan=True):
+        raise DebugHandlerError(
+            f'fixed_operand: the array of shape {tuple(inner.shape)} promised '
+            'fixed was written inside the block'
+        )
 
 
 def assert_is_shape(shape) -> None:

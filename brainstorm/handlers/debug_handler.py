@@ -32,7 +32,9 @@ from brainstorm.handlers.debug_array import (
     assert_is_shape,
     assert_shapes_equal,
     check_for_inf_or_nan,
+    checked_fixed_block,
     overlapping_operands,
+    unwrap,
 )
 from brainstorm.handlers.numpy_handler import NumpyHandler, _sequence_lengths
 from brainstorm.handlers.ops import OPS, Op, install_ops, signature
@@ -109,13 +111,15 @@ class DebugHandler(Handler):
         """Finish recreating: ``self.handler`` is already rebuilt."""
         type(self).__init__(self, self.handler)
 
-    def keeps_conv_columns(self, out_cells: int) -> bool:
-        # the wrapped handler decides (one written for 0.5 has no say)
-        keeps = getattr(self.handler, 'keeps_conv_columns', None)
+    def keeps_conv_columns(self, out_cells: int) -> bool:  # the wrapped one's
+        keeps = getattr(self.handler, 'keeps_conv_columns', None)  # 0.5's: none
         return bool(keeps(out_cells)) if keeps is not None else False
 
     def network_pass(self, layer_types):  # the wrapped handler's, if it has one
         return getattr(self.handler, 'network_pass', super().network_pass)(layer_types)
+
+    def fixed_operand(self, array):  # the wrapped handler's, checked
+        return checked_fixed_block(self.handler, super().fixed_operand, array)
 
     # ------------------------------------------------------- every op call
 
@@ -128,14 +132,14 @@ class DebugHandler(Handler):
             self._expect_disjoint(op, args)
         parameters = signature(op).parameters
         positional = [
-            _unwrap(v)
+            unwrap(v)
             for n, v in args.items()
             if parameters[n].kind is not parameters[n].KEYWORD_ONLY
         ]
         # keyword-only options only when not at their defaults, so that a
         # wrapped handler written against the 0.5 signatures still works
         keywords = {
-            n: _unwrap(v)
+            n: unwrap(v)
             for n, v in args.items()
             if parameters[n].kind is parameters[n].KEYWORD_ONLY
             and v is not parameters[n].default
@@ -440,10 +444,6 @@ class DebugHandler(Handler):
 
 #: the operands of the LSTM step ops that hold the four gates side by side
 _FOUR_GATES = ('gates', 'gate_outputs', 'factors', 'd_gates', 'd_gates_next')
-
-
-def _unwrap(value):
-    return value.array if isinstance(value, DebugArray) else value
 
 
 install_ops(DebugHandler, OPS.values(), DebugHandler._call)

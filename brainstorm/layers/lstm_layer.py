@@ -166,13 +166,10 @@ class LstmLayerImpl(Layer):
         W, R, b = (params.get_group(n) for n in 'WRb')
         pi, pf, po = params.pi, params.pf, params.po
         GA, GB = internals.get_group('GA'), internals.get_group('GB')
-        Za, Zb, Ia, Ib, Fa, Fb, Oa, Ob, Ca, Cb = (internals[n] for n in LSTM_INTERNALS)
-        IFa, IFb = GA[:, :, S : 3 * S], GB[:, :, S : 3 * S]
+        Ca, Cb = internals.Ca, internals.Cb
         x = buffers.inputs.default
         y = buffers.outputs.default
         T = x.shape[0]
-        act = _h.act_func[self.activation]
-        sigmoid = _h.sigmoid
         inactive = self._clock_forward(buffers, T)
 
         # the input projections of all gates and time steps: one product
@@ -180,15 +177,32 @@ class LstmLayerImpl(Layer):
         _h.dot_mm(flatten_time_and_features(x), W, GA_all, transb=True)
         _h.add_mv(GA_all, b.reshape((1, 4 * S)), GA_all)
 
-        # index -1 is the context slot, so t = 0 needs no special case
-        if inactive is None:  # every unit steps: the cell is one handler op
-            for t in range(T):
-                _h.dot_add_mm(y[t - 1], R, GA[t], transb=True)
-                _h.lstm_forward_step(
-                    GA[t], Ca[t - 1], pi, pf, po, self.activation, GB[t], Ca[t],
-                    Cb[t], y[t],
-                )  # fmt: skip
-            return
+        # index -1 is the context slot, so t = 0 needs no special case;
+        # R is multiplied once per time step (a handler may pack it)
+        with _h.fixed_operand(R):
+            if inactive is None:  # every unit steps: the cell is one handler op
+                for t in range(T):
+                    _h.dot_add_mm(y[t - 1], R, GA[t], transb=True)
+                    _h.lstm_forward_step(
+                        GA[t], Ca[t - 1], pi, pf, po, self.activation, GB[t],
+                        Ca[t], Cb[t], y[t],
+                    )  # fmt: skip
+            else:
+                self._clocked_forward_steps(buffers, T, inactive)
+
+    def _clocked_forward_steps(self, buffers, T: int, inactive) -> None:
+        """The forward time steps where units may keep their state."""
+        _h = self.handler
+        S = self.size
+        params, internals = buffers.parameters, buffers.internals
+        R = params.get_group('R')
+        pi, pf, po = params.pi, params.pf, params.po
+        GA, GB = internals.get_group('GA'), internals.get_group('GB')
+        Za, Zb, Ia, Ib, Fa, Fb, Oa, Ob, Ca, Cb = (internals[n] for n in LSTM_INTERNALS)
+        IFa, IFb = GA[:, :, S : 3 * S], GB[:, :, S : 3 * S]
+        y = buffers.outputs.default
+        act = _h.act_func[self.activation]
+        sigmoid = _h.sigmoid
         for t in range(T):
             _h.dot_add_mm(y[t - 1], R, GA[t], transb=True)
             _h.mult_add_mv(Ca[t - 1], pi, Ia[t])
@@ -197,13 +211,13 @@ class LstmLayerImpl(Layer):
             sigmoid(IFa[t], IFb[t])
             _h.mult_tt(Ib[t], Zb[t], Ca[t])
             _h.mult_add_tt(Fb[t], Ca[t - 1], Ca[t])
-            if inactive is not None and t:
+            if t:
                 _h.copy_to_if(Ca[t - 1], Ca[t], inactive[t])
             _h.mult_add_mv(Ca[t], po, Oa[t])
             sigmoid(Oa[t], Ob[t])
             act(Ca[t], Cb[t])
             _h.mult_tt(Ob[t], Cb[t], y[t])
-            if inactive is not None and t:
+            if t:
                 _h.copy_to_if(y[t - 1], y[t], inactive[t])
 
     def backward_pass(self, buffers):
@@ -248,16 +262,17 @@ class LstmLayerImpl(Layer):
         # dy[t] accumulates the full delta of y[t] in place (a layer may
         # overwrite its own output deltas). The deltas at t + 1 = T are the
         # zeroed backward context slots, so the last step is not special.
-        if inactive is None:  # every unit stepped: the cell is one handler op
-            dGB = internals.get_group('dGB')
-            for t in range(T - 1, -1, -1):
-                _h.dot_add_mm(dGA[t + 1], R, dy[t])
-                _h.lstm_backward_step(
-                    dy[t], dGB[t], PC[t], dGA[t + 1], dCa[t + 1], Fb[t + 1], pi, pf,
-                    po, dGA[t], dCa[t],
-                )  # fmt: skip
-        else:
-            self._clocked_backward_steps(buffers, T, inactive, carry)
+        with _h.fixed_operand(R):
+            if inactive is None:  # every unit stepped: the cell is one handler op
+                dGB = internals.get_group('dGB')
+                for t in range(T - 1, -1, -1):
+                    _h.dot_add_mm(dGA[t + 1], R, dy[t])
+                    _h.lstm_backward_step(
+                        dy[t], dGB[t], PC[t], dGA[t + 1], dCa[t + 1], Fb[t + 1],
+                        pi, pf, po, dGA[t], dCa[t],
+                    )  # fmt: skip
+            else:
+                self._clocked_backward_steps(buffers, T, inactive, carry)
 
         # input deltas and gradients of all gates and time steps at once
         x_all = flatten_time_and_features(x)

@@ -49,7 +49,11 @@ def base_ops() -> list:
 def test_the_base_class_ops_are_the_table():
     """Every row is a method of the base class (with the row's signature and
     contract), abstract unless the row says otherwise; no other op."""
-    assert set(base_ops()) == set(ops.OPS) | {'keeps_conv_columns', 'network_pass'}
+    assert set(base_ops()) == set(ops.OPS) | {
+        'keeps_conv_columns',
+        'network_pass',
+        'fixed_operand',
+    }
     abstract = {name for name, op in ops.OPS.items() if op.abstract}
     assert Handler.__abstractmethods__ == abstract
     for name, op in ops.OPS.items():
@@ -78,8 +82,8 @@ def test_every_table_row_is_consistent():
 
 def test_debug_handler_writes_no_op_by_hand():
     """Its ops come from the table; the file defines only check rules and
-    keeps_conv_columns and network_pass (a layout question and a context,
-    not ops)."""
+    keeps_conv_columns, network_pass and fixed_operand (a layout question
+    and contexts, not ops)."""
     tree = ast.parse(inspect.getsource(debug_handler))
     (cls,) = [
         n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == 'DebugHandler'
@@ -89,7 +93,13 @@ def test_debug_handler_writes_no_op_by_hand():
         for node in cls.body
         if isinstance(node, ast.FunctionDef) and not node.name.startswith('_')
     }
-    assert public <= {'keeps_conv_columns', 'network_pass', 'dtype', 'rnd'}, public
+    assert public <= {
+        'keeps_conv_columns',
+        'network_pass',
+        'fixed_operand',
+        'dtype',
+        'rnd',
+    }, public
     for name in ops.OPS:
         assert vars(DebugHandler)[name].__qualname__ == f'DebugHandler.{name}'
 

@@ -622,22 +622,23 @@ def _train_small(handler, layer, steps=3):
 
 
 @pytest.mark.parametrize('dtype', [np.float32, np.float64])
-@pytest.mark.parametrize(
-    'make',
-    [
-        lambda: bs.layers.Lstm(9),
-        lambda: bs.layers.GRU(9),
-        lambda: bs.layers.FullyConnected(9, activation='tanh'),
-    ],
-    ids=['Lstm', 'GRU', 'FullyConnected'],
-)
-def test_networks_without_conv_or_pooling_train_alike_on_both(dtype, make):
-    """As docs/reproducibility.rst says: without Convolution2D and Pooling2D
-    layers both CPU handlers run the same NumPy code, bit for bit."""
-    np.testing.assert_array_equal(
-        _train_small(onednn_handler(dtype), make()),
-        _train_small(NumpyHandler(dtype), make()),
-    )
+@pytest.mark.parametrize('name', ['Lstm', 'GRU', 'FullyConnected'])
+def test_networks_without_conv_or_pooling_train_alike_on_both(dtype, name):
+    """As docs/reproducibility.rst says: without Convolution2D, Pooling2D
+    and (in float32) Lstm layers both CPU handlers run the same NumPy code,
+    bit for bit. A float32 Lstm's products run on oneDNN: the same within
+    float32's precision, not bit for bit."""
+    make = {
+        'Lstm': lambda: bs.layers.Lstm(9),
+        'GRU': lambda: bs.layers.GRU(9),
+        'FullyConnected': lambda: bs.layers.FullyConnected(9, activation='tanh'),
+    }[name]
+    onednn = _train_small(onednn_handler(dtype), make())
+    numpy = _train_small(NumpyHandler(dtype), make())
+    if dtype == np.float32 and name == 'Lstm':
+        np.testing.assert_allclose(onednn, numpy, rtol=1e-4, atol=1e-6)
+    else:
+        np.testing.assert_array_equal(onednn, numpy)
 
 
 # ------------------------------------- derivatives and sums on oneDNN

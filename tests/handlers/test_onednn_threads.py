@@ -137,7 +137,7 @@ def test_cnn_passes_run_small_products_on_one_thread(blas, monkeypatch):
 @pytest.mark.parametrize(
     'dtype, types',
     [
-        (np.float32, {'Input', 'FullyConnected', 'Lstm'}),
+        (np.float32, {'Input', 'FullyConnected', 'Recurrent'}),
         (np.float64, {'Input', 'Convolution2D'}),
     ],
 )

@@ -2,9 +2,9 @@
 
 Only what :class:`~brainstorm.handlers.onednn.handler.OneDnnHandler`
 needs: one CPU engine and stream, memory descriptors made from NumPy
-shapes and strides, convolution, pooling, elementwise backward, addition
-and reorder primitives, and
-their execution on memory objects whose data handle is set to the NumPy
+shapes and strides, convolution, pooling, matmul, elementwise backward,
+addition and reorder primitives, ReLU and sum post-ops, and their
+execution on memory objects whose data handle is set to the NumPy
 arrays of the network before each run (no copies).
 
 The library comes from PyPI's ``onednn-cpu-gomp`` (it installs
@@ -233,6 +233,21 @@ class Library:
         finally:  # the attributes keep a copy
             self.lib.dnnl_post_ops_destroy(post_ops)
         return attr
+
+    def add_sum_post_op(self, attr: Attributes) -> None:
+        """Give ``attr`` a sum post-op: the result is added to the output."""
+        post_ops = self._make('dnnl_post_ops_create')
+        try:
+            self.call(
+                'dnnl_post_ops_append_sum',
+                post_ops,
+                ctypes.c_float(1.0),
+                ctypes.c_int32(0),
+                ctypes.c_int(0),  # dnnl_data_type_undef: the output's type
+            )
+            self.call('dnnl_primitive_attr_set_post_ops', attr.handle, post_ops)
+        finally:  # the attributes keep a copy
+            self.lib.dnnl_post_ops_destroy(post_ops)
 
     def query_md(self, pd: ctypes.c_void_p, what: int, index: int = 0) -> MemoryDesc:
         """The memory descriptor primitive descriptor ``pd`` has for ``what``.

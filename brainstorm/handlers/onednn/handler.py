@@ -1,4 +1,4 @@
-"""OneDnnHandler: NumpyHandler with oneDNN's convolution and pooling."""
+"""OneDnnHandler: NumpyHandler with oneDNN's convolution, pooling and products."""
 
 from __future__ import annotations
 
@@ -10,13 +10,22 @@ import numpy as np
 from brainstorm.handlers import _numpy_conv as _conv
 from brainstorm.handlers.numpy_handler import NumpyHandler
 from brainstorm.handlers.onednn import _dnnl, _openblas
-from brainstorm.handlers.onednn.plans import ConvPlan, ElementwisePlan, PoolPlan
+from brainstorm.handlers.onednn.plans import (
+    ConvPlan,
+    ElementwisePlan,
+    MatmulPlan,
+    PoolPlan,
+)
 from brainstorm.shapes import as_rows, padding_sides
 
 __all__ = ['OneDnnHandler']
 
 #: the layer types whose passes run oneDNN primitives
 IMAGE_LAYER_TYPES = frozenset({'Convolution2D', 'Pooling2D'})
+
+#: the layer types whose passes run every float32 product on oneDNN, with
+#: the recurrent weights packed (see ``network_pass``)
+RECURRENT_LAYER_TYPES = frozenset({'Lstm', 'ClockworkLstm'})
 
 #: in passes of networks with such layers, products of more multiply-adds
 #: than this run on all of OpenBLAS's threads, smaller ones on one
@@ -36,9 +45,12 @@ class OneDnnHandler(NumpyHandler):
     kernels need images contiguous over the batch: such arrays, which is
     what a network's image buffers are unless an input concatenates them
     with other outputs, are used in place; others are copied into and out
-    of contiguous scratch buffers. Every other op is NumpyHandler's; in
-    passes of networks with convolution or pooling, NumPy's OpenBLAS runs
-    on one thread (see ``network_pass``).
+    of contiguous scratch buffers. A ReLU after a convolution runs as its
+    post-op where that gives NumPy's results. In passes of networks with
+    ``Lstm`` layers the matrix products run on oneDNN too, the recurrent
+    weights packed (see ``network_pass`` and ``fixed_operand``). Every
+    other op is NumpyHandler's; in passes of networks with convolution,
+    pooling or ``Lstm`` layers, NumPy's OpenBLAS runs on one thread.
 
     Primitives are made once per shape and kept, and oneDNN's scratchpads
     are the handler's scratch buffers: after the first step nothing is
@@ -166,20 +178,110 @@ class OneDnnHandler(NumpyHandler):
         So while a float32 pass of a network with layers of
         ``IMAGE_LAYER_TYPES`` runs, NumPy's OpenBLAS runs on one
         thread, except for products of more than ``SMALL_PRODUCT``
-        multiply-adds (see :doc:`/cpu`). Elsewhere, and where NumPy's BLAS
-        is not OpenBLAS, nothing changes.
+        multiply-adds. In float32 passes of networks with layers of
+        ``RECURRENT_LAYER_TYPES``, OpenBLAS runs on one thread and the
+        products of float32 matrices run on oneDNN (its matmul), those by
+        an operand of a :meth:`fixed_operand` block with that operand
+        packed once in the block (see :doc:`/cpu`). Elsewhere nothing
+        changes (OpenBLAS's thread count only where it is NumPy's BLAS).
         """
-        if self.dtype == np.float32 and IMAGE_LAYER_TYPES.intersection(layer_types):
+        if self.dtype != np.float32:
+            return contextlib.nullcontext()
+        if RECURRENT_LAYER_TYPES.intersection(layer_types):
+            return self._products_on_onednn()
+        if IMAGE_LAYER_TYPES.intersection(layer_types):
             return _openblas.quiet()
         return contextlib.nullcontext()
 
+    @contextlib.contextmanager
+    def _products_on_onednn(self):
+        """The calling thread runs its products on oneDNN in this block."""
+        self._scratch  # noqa: B018 - makes the thread's state
+        state = self._per_thread
+        outer = getattr(state, 'onednn_products', None)
+        # fixed operands by (address, shape, strides): their packed copies
+        state.onednn_products = {} if outer is None else outer
+        try:
+            with _openblas.quiet():
+                yield
+        finally:
+            state.onednn_products = outer
+
+    def _fixed_operands(self) -> dict | None:
+        """The calling thread's fixed operands (None: products on NumPy)."""
+        return getattr(getattr(self, '_per_thread', None), 'onednn_products', None)
+
+    @contextlib.contextmanager
+    def fixed_operand(self, array):
+        """Products by ``array`` use a packed copy of it made in the block.
+
+        Only in passes that run products on oneDNN (see ``network_pass``);
+        elsewhere this does nothing.
+        """
+        fixed = self._fixed_operands()
+        key = _operand_key(array)
+        if fixed is None or key is None or key in fixed:
+            yield
+            return
+        fixed[key] = {}  # plan key -> the packed copy's address
+        try:
+            yield
+        finally:
+            del fixed[key]
+
     def dot_mm(self, a, b, out, transa: bool = False, transb: bool = False) -> None:
-        with self._product_threads(a, out, transa):
-            super().dot_mm(a, b, out, transa, transb)
+        if not self._onednn_product(a, b, out, transa, transb, accumulate=False):
+            with self._product_threads(a, out, transa):
+                super().dot_mm(a, b, out, transa, transb)
 
     def dot_add_mm(self, a, b, out, transa: bool = False, transb: bool = False) -> None:
-        with self._product_threads(a, out, transa):
-            super().dot_add_mm(a, b, out, transa, transb)
+        if not self._onednn_product(a, b, out, transa, transb, accumulate=True):
+            with self._product_threads(a, out, transa):
+                super().dot_add_mm(a, b, out, transa, transb)
+
+    def _onednn_product(self, a, b, out, transa, transb, accumulate) -> bool:
+        """Run the product on oneDNN where the pass says so; whether it did.
+
+        Float32 matrices of matching shapes, none empty, with positive
+        strides, ``out`` writeable and sharing no memory with ``a`` or
+        ``b``; anything else (and a shape oneDNN cannot run) is NumPy's.
+        """
+        fixed = self._fixed_operands()
+        if fixed is None:
+            return False
+        left = a.T if transa else a
+        right = b.T if transb else b
+        if not _matmul_operands(left, right, out):
+            return False
+        packed = fixed.get(_operand_key(b))
+        key = (
+            'matmul', left.shape, left.strides, right.shape, right.strides,
+            out.strides, accumulate, packed is not None,
+        )  # fmt: skip
+        plan = self._plan(
+            key,
+            lambda: MatmulPlan(
+                self._lib, left, right, out, accumulate, packed is not None
+            ),
+        )
+        if plan is None:
+            return False
+        with plan.lock:
+            if packed is None:
+                weights = _address(right)
+            else:
+                weights = packed.get(key)
+                if weights is None:
+                    # one buffer per fixed operand (by nesting) and plan
+                    name = f'onednn_packed_{len(fixed)}_{len(packed)}'
+                    weights = packed[key] = self._aligned(name, plan.b_bytes)
+                    reorder = plan.pack.primitive
+                    reorder.run((_address(right), weights), self._scratchpad(reorder))
+            plan.primitive.run(
+                (_address(left), weights, _address(out)),
+                self._scratchpad(plan.primitive),
+            )
+        return True
 
     def _product_threads(self, a, out, transa: bool):
         """All OpenBLAS threads for a big product (see ``network_pass``)."""
@@ -567,6 +669,35 @@ _ALIGNMENT = 64
 def _address(array) -> int:
     """The address of ``array``'s first element."""
     return array.__array_interface__['data'][0]
+
+
+def _operand_key(array):
+    """``(address, shape, strides)`` of a NumPy array, else None."""
+    if not isinstance(array, np.ndarray):
+        return None
+    return _address(array), array.shape, array.strides
+
+
+def _matmul_operands(left, right, out) -> bool:
+    """Can oneDNN's matmul compute ``out (+)= left . right`` in place?"""
+    arrays = (left, right, out)
+    if not all(
+        isinstance(x, np.ndarray)
+        and x.dtype == np.float32
+        and x.ndim == 2
+        and x.size
+        and all(s > 0 and s % 4 == 0 for s in x.strides)
+        for x in arrays
+    ):
+        return False
+    (m, k), (k2, n) = left.shape, right.shape
+    return (
+        k == k2
+        and out.shape == (m, n)
+        and out.flags.writeable
+        and not np.may_share_memory(out, left)
+        and not np.may_share_memory(out, right)
+    )
 
 
 def _overlapping(arrays) -> bool:

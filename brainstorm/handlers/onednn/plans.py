@@ -26,6 +26,7 @@ from brainstorm.handlers.onednn import _dnnl as d
 __all__ = [
     'EXACT_RELU_IMPLEMENTATIONS',
     'ConvPlan',
+    'MatmulPlan',
     'ElementwisePlan',
     'PoolPlan',
     'image_md',
@@ -399,3 +400,47 @@ class ElementwisePlan:
         self.primitive = d.Primitive(
             lib, pd, {d.ARG_DST: md, d.ARG_DIFF_DST: md, d.ARG_DIFF_SRC: md}
         )
+
+
+class MatmulPlan:
+    """``out (+)= a . b`` for float32 matrices of given shapes and strides.
+
+    Args:
+        lib: the loaded library.
+        a, b, out: arrays whose shapes and strides (of ``a`` and ``b`` as
+            multiplied, i.e. transposed views where the product transposes)
+            the plan is made for; their data is given to each run.
+        accumulate: add the product to ``out`` (a sum post-op) instead of
+            overwriting it.
+        packed: let oneDNN choose the layout of ``b`` (a packed one, much
+            faster for a ``b`` used in many products); each run then takes
+            ``b`` in that layout, which :attr:`pack` makes from the array.
+    """
+
+    def __init__(self, lib, a, b, out, accumulate: bool, packed: bool):
+        self.lock = threading.Lock()
+        self.a_md, self.user_b_md, self.out_md = (
+            lib.md(x.shape, [s // x.itemsize for s in x.strides], np.float32)
+            for x in (a, b, out)
+        )
+        b_md = lib.md_any(b.shape, np.float32) if packed else self.user_b_md
+        self.attr = lib.attr()
+        if accumulate:
+            lib.add_sum_post_op(self.attr)
+        pd = _create(
+            lib,
+            'dnnl_matmul_primitive_desc_create',
+            self.a_md.handle,
+            b_md.handle,
+            None,
+            self.out_md.handle,
+            self.attr.handle,
+        )
+        chosen = lib.query_md(pd, d.QUERY_WEIGHTS_MD)
+        self.primitive = d.Primitive(
+            lib,
+            pd,
+            {d.ARG_SRC: self.a_md, d.ARG_WEIGHTS: chosen, d.ARG_DST: self.out_md},
+        )
+        self.b_bytes = chosen.size
+        self.pack = _Reorder(lib, self.user_b_md, chosen) if packed else None

@@ -1,0 +1,184 @@
+"""OneDnnHandler's products in passes of networks with Lstm layers.
+
+There every float32 product runs on oneDNN's matmul (OpenBLAS on one
+thread), and products by the operand of a ``fixed_operand`` block use a
+copy of it packed once in the block (docs/cpu.rst). Elsewhere products are
+NumPy's, bit for bit.
+"""
+
+import numpy as np
+import pytest
+
+import brainstorm as bs
+from brainstorm.handlers import DebugHandler, NumpyHandler
+from brainstorm.handlers.debug_handler import DebugHandlerError
+from tests.onednn_support import onednn_handler
+
+LSTM_PASS = {'Input', 'Lstm', 'FullyConnected'}
+
+
+@pytest.fixture
+def handler():
+    return onednn_handler(np.float32, seed=1)
+
+
+def operands(rnd, m, k, n, transa, transb, strided):
+    """``a``, ``b`` and ``out`` of ``out (+)= op(a) . op(b)``, as stored."""
+
+    def matrix(rows, cols, transposed):
+        shape = (cols, rows) if transposed else (rows, cols)
+        if strided:  # a feature slice of wider rows
+            wide = rnd.uniform(-1, 1, (shape[0], shape[1] + 5)).astype(np.float32)
+            return wide[:, 2 : 2 + shape[1]]
+        return rnd.uniform(-1, 1, shape).astype(np.float32)
+
+    return matrix(m, k, transa), matrix(k, n, transb), matrix(m, n, False)
+
+
+def matmul_plans(handler):
+    return [key for key in handler._plans if key[0] == 'matmul']
+
+
+@pytest.mark.parametrize('transa', [False, True])
+@pytest.mark.parametrize('transb', [False, True])
+@pytest.mark.parametrize('strided', [False, True])
+@pytest.mark.parametrize('fixed', [False, True])
+def test_products_in_lstm_passes_run_on_onednn(handler, transa, transb, strided, fixed):
+    rnd = np.random.RandomState(int(transa) + 2 * transb + 4 * strided)
+    a, b, out = operands(rnd, 7, 33, 20, transa, transb, strided)
+    op_a, op_b = (a.T if transa else a), (b.T if transb else b)
+    start = out.copy()
+    with handler.network_pass(LSTM_PASS), handler.fixed_operand(b if fixed else a):
+        handler.dot_add_mm(a, b, out, transa, transb)
+        added = out.copy()
+        handler.dot_mm(a, b, out, transa, transb)
+    want = op_a.astype(np.float64) @ op_b
+    np.testing.assert_allclose(added, start + want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+    keys = matmul_plans(handler)
+    assert len(keys) == 2 and {k[-1] for k in keys} == {fixed}
+
+
+def test_a_fixed_operand_is_packed_once_per_block(handler):
+    """Packed on first use in a block, reused there; the next block packs
+    again, so a change between blocks (an update) is seen."""
+    rnd = np.random.RandomState(1)
+    a, b, out = operands(rnd, 4, 64, 48, False, True, False)
+    with handler.network_pass(LSTM_PASS), handler.fixed_operand(b):
+        handler.dot_mm(a, b, out, transb=True)  # makes the plan
+    (key,) = matmul_plans(handler)
+    pack = handler._plans[key].pack.primitive
+    packs, original = [], pack.run
+    pack.run = lambda *args: (packs.append(args), original(*args))
+    with handler.network_pass(LSTM_PASS):
+        for block in range(2):
+            with handler.fixed_operand(b):
+                for _ in range(3):
+                    handler.dot_mm(a, b, out, transb=True)
+                    np.testing.assert_allclose(out, a @ b.T, rtol=1e-5, atol=1e-5)
+            assert len(packs) == block + 1
+            b *= 2  # between the blocks, as an update would
+    assert matmul_plans(handler) == [key]
+
+
+def test_products_elsewhere_are_numpys_bit_for_bit(handler):
+    rnd = np.random.RandomState(2)
+    a, b, out = operands(rnd, 6, 40, 30, False, False, False)
+    expected = NumpyHandler(np.float32)
+    want = out.copy()
+    expected.dot_add_mm(a, b, want)
+    for types in ({'Input', 'FullyConnected'}, {'Input', 'Convolution2D'}):
+        got = out.copy()
+        with handler.network_pass(types), handler.fixed_operand(b):
+            handler.dot_add_mm(a, b, got)
+        np.testing.assert_array_equal(got, want)
+    assert not matmul_plans(handler)
+    double = onednn_handler(np.float64)
+    with double.network_pass(LSTM_PASS):
+        double.dot_mm(
+            a.astype(np.float64), b.astype(np.float64), out.astype(np.float64)
+        )
+    assert not matmul_plans(double)
+
+
+@pytest.mark.parametrize(
+    'case', ['overlap', 'read-only', 'reversed', 'empty', 'one-row']
+)
+def test_operands_onednn_cannot_take_get_numpys_product(handler, case):
+    rnd = np.random.RandomState(3)
+    a, b, out = operands(rnd, 5, 5, 5, False, False, False)
+    if case == 'overlap':  # out is a: NumPy's product reads before it writes
+        a = out
+    elif case == 'read-only':
+        out.flags.writeable = False
+    elif case == 'reversed':
+        a = a[::-1]
+    elif case == 'empty':
+        a, b, out = a[:, :0], b[:0], out
+    elif case == 'one-row':  # the control: oneDNN takes it
+        a, b, out = a[:1], b, out[:1]
+    with handler.network_pass(LSTM_PASS):
+        if case == 'read-only':
+            with pytest.raises(ValueError, match='read-only'):
+                handler.dot_mm(a, b, out)
+            return
+        want = a.astype(np.float64) @ b
+        handler.dot_mm(a, b, out)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+    assert [k[1] for k in matmul_plans(handler)] == (
+        [(1, 5)] if case == 'one-row' else []
+    )
+
+
+def lstm_network(handler):
+    inp, out = bs.tools.get_in_out_layers('classification', 11, 5)
+    net = bs.Network.from_layer(inp >> bs.layers.Lstm(24) >> out)
+    net.set_handler(handler)
+    net.initialize(bs.initializers.Gaussian(0.2), seed=3)
+    rnd = np.random.RandomState(4)
+    net.provide_external_data(
+        {'default': rnd.rand(6, 3, 11), 'targets': rnd.randint(0, 5, (6, 3, 1))}
+    )
+    return net
+
+
+def test_an_lstm_computes_what_numpy_handler_computes(handler):
+    """Outputs, loss and gradients of every kind agree within float32's
+    precision; the recurrent weights were packed (forward and backward)."""
+    results = []
+    for h in (handler, NumpyHandler(np.float32)):
+        net = lstm_network(h)
+        net.forward_pass(training_pass=True)
+        net.backward_pass()
+        results.append(
+            {
+                'y': net.get('Lstm.outputs.default'),
+                'loss': net.get('Loss.outputs.loss'),
+                **{
+                    n: net.get('Lstm.gradients.' + n)
+                    for n in ('Wz', 'Rz', 'Ro', 'bi', 'pf')
+                },
+            }
+        )
+    for name, got in results[0].items():
+        np.testing.assert_allclose(
+            got, results[1][name], rtol=2e-4, atol=1e-6, err_msg=name
+        )
+    packed = [k for k in matmul_plans(handler) if k[-1]]
+    assert len(packed) == 2  # R^T forward, R backward
+
+
+def test_the_debug_handler_checks_the_promise(handler):
+    h = DebugHandler(handler)
+    b = h.create_from_numpy(np.ones((4, 4), np.float32))
+    a, out = h.create_from_numpy(np.ones((2, 4), np.float32)), h.zeros((2, 4))
+    with h.network_pass(LSTM_PASS), h.fixed_operand(b):
+        h.dot_mm(a, b, out)
+    np.testing.assert_array_equal(h.get_numpy_copy(out), 4.0)
+    assert [k[-1] for k in matmul_plans(handler)] == [True]
+    with pytest.raises(DebugHandlerError, match='fixed_operand.*written'):
+        with h.fixed_operand(b):
+            h.fill(b, 2.0)
+    with pytest.raises(DebugHandlerError, match="'array' must be a DebugArray"):
+        with h.fixed_operand(np.ones(3)):
+            pass
