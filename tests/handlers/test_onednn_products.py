@@ -182,3 +182,91 @@ def test_the_debug_handler_checks_the_promise(handler):
     with pytest.raises(DebugHandlerError, match="'array' must be a DebugArray"):
         with h.fixed_operand(np.ones(3)):
             pass
+
+
+def test_nested_blocks_keep_their_packed_copies_apart(handler):
+    """Two fixed operands open at once, packed in either order and used
+    alternately: each product uses its own operand's copy."""
+    rnd = np.random.RandomState(6)
+    a = rnd.uniform(-1, 1, (4, 16)).astype(np.float32)
+    r1, r2 = (rnd.uniform(-1, 1, (16, 16)).astype(np.float32) for _ in range(2))
+    r3 = rnd.uniform(-1, 1, (16, 24)).astype(np.float32)  # another size
+    outs = [np.zeros((4, n), np.float32) for n in (16, 16, 24)]
+    with handler.network_pass(LSTM_PASS), handler.fixed_operand(r1):
+        with handler.fixed_operand(r2):
+            for _ in range(2):
+                handler.dot_mm(a, r2, outs[1])
+                handler.dot_mm(a, r1, outs[0])
+                with handler.fixed_operand(r3):
+                    handler.dot_mm(a, r3, outs[2])
+                for out, r in zip(outs, (r1, r2, r3)):
+                    np.testing.assert_allclose(out, a @ r, rtol=1e-5, atol=1e-5)
+        with handler.fixed_operand(r3):  # the slot r2 had
+            handler.dot_mm(a, r3, outs[2])
+            handler.dot_mm(a, r1, outs[0])
+        np.testing.assert_allclose(outs[2], a @ r3, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(outs[0], a @ r1, rtol=1e-5, atol=1e-5)
+
+
+def test_a_result_overlapping_a_factor_gets_numpys_product(handler):
+    rnd = np.random.RandomState(7)
+    both = rnd.uniform(-1, 1, (8, 8)).astype(np.float32)
+    a = rnd.uniform(-1, 1, (8, 8)).astype(np.float32)
+    want = a.astype(np.float64) @ both
+    with handler.network_pass(LSTM_PASS), handler.fixed_operand(both):
+        handler.dot_mm(a, both, both)  # out is b
+    np.testing.assert_allclose(both, want, rtol=1e-5, atol=1e-5)
+    assert not matmul_plans(handler)
+
+
+def test_blocks_end_on_errors(handler):
+    b = np.ones((4, 4), np.float32)
+    with pytest.raises(KeyError), handler.network_pass(LSTM_PASS):
+        with handler.fixed_operand(b):
+            raise KeyError('inside')
+    assert handler._fixed_operands() is None
+    with handler.network_pass(LSTM_PASS), handler.fixed_operand(b):
+        assert len(handler._fixed_operands()) == 1
+    assert handler._fixed_operands() is None
+
+
+def test_threads_sharing_a_handler_pack_their_own_copies(handler):
+    """Each thread has its own pass state and packed copies."""
+    import threading
+
+    rnd = np.random.RandomState(8)
+    a = rnd.uniform(-1, 1, (8, 32)).astype(np.float32)
+    weights = [rnd.uniform(-1, 1, (32, 32)).astype(np.float32) for _ in range(4)]
+    errors = []
+
+    def work(r):
+        try:
+            out = np.zeros((8, 32), np.float32)
+            for _ in range(20):
+                with handler.network_pass(LSTM_PASS), handler.fixed_operand(r):
+                    for _ in range(3):
+                        handler.dot_mm(a, r, out)
+                        np.testing.assert_allclose(out, a @ r, rtol=1e-5, atol=1e-5)
+        except Exception as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(r,)) for r in weights]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+
+
+def test_old_product_shapes_are_forgotten(handler, monkeypatch):
+    """Changing sequence lengths make new shapes: the plans are capped."""
+    from brainstorm.handlers.onednn import handler as module
+
+    monkeypatch.setattr(module, 'MATMUL_PLANS', 3)
+    b = np.ones((5, 3), np.float32)
+    with handler.network_pass(LSTM_PASS):
+        for rows in range(1, 8):
+            out = np.zeros((rows, 3), np.float32)
+            handler.dot_mm(np.ones((rows, 5), np.float32), b, out)
+            np.testing.assert_array_equal(out, 5.0)
+    assert [k[1][0] for k in matmul_plans(handler)] == [5, 6, 7]

@@ -275,3 +275,22 @@ def test_training_a_cnn_in_a_fresh_process_keeps_openblas_quiet_and_restores_it(
     assert got['handler'] == 'OneDnnHandler'
     assert got['seen'] == [1]
     assert got['after'] == got['before']
+
+
+def test_lstm_passes_run_every_numpy_product_on_one_thread(blas, monkeypatch):
+    """Products oneDNN does not take (here: a result overlapping a factor)
+    stay on one OpenBLAS thread, big ones too: OpenBLAS's spinning workers
+    would slow the oneDNN products that follow."""
+    handler = onednn_handler()
+    before = blas.thread_count()
+    rnd = np.random.RandomState(1)
+    a, both = (rnd.rand(320, 320).astype(np.float32) for _ in range(2))
+    assert 320**3 > (1 << 24)  # a big product
+
+    def run():
+        with handler.network_pass({'Input', 'Lstm'}):
+            assert blas.thread_count() == 1
+            handler.dot_mm(a, both, both)
+
+    assert threads_in_products(handler, monkeypatch, run) == [((320, 320), 1)]
+    assert blas.thread_count() == before

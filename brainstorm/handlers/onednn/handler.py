@@ -27,6 +27,9 @@ IMAGE_LAYER_TYPES = frozenset({'Convolution2D', 'Pooling2D'})
 #: the recurrent weights packed (see ``network_pass``)
 RECURRENT_LAYER_TYPES = frozenset({'Lstm', 'ClockworkLstm'})
 
+#: the most matmul plans kept (the oldest go first)
+MATMUL_PLANS = 64
+
 #: in passes of networks with such layers, products of more multiply-adds
 #: than this run on all of OpenBLAS's threads, smaller ones on one
 SMALL_PRODUCT = 1 << 24
@@ -211,6 +214,16 @@ class OneDnnHandler(NumpyHandler):
         """The calling thread's fixed operands (None: products on NumPy)."""
         return getattr(getattr(self, '_per_thread', None), 'onednn_products', None)
 
+    def _forget_matmul_plans(self) -> None:
+        """Drop the oldest matmul plans beyond ``MATMUL_PLANS - 1``.
+
+        Sequences of changing lengths make new product shapes; the plans
+        of shapes no longer used go (one in use stays alive where it is).
+        """
+        keys = [k for k in list(self._plans) if k[0] == 'matmul']
+        for key in keys[: max(0, len(keys) - MATMUL_PLANS + 1)]:
+            self._plans.pop(key, None)
+
     @contextlib.contextmanager
     def fixed_operand(self, array):
         """Products by ``array`` use a packed copy of it made in the block.
@@ -223,7 +236,9 @@ class OneDnnHandler(NumpyHandler):
         if fixed is None or key is None or key in fixed:
             yield
             return
-        fixed[key] = {}  # plan key -> the packed copy's address
+        # its number among the open blocks (names its packed copies), and
+        # plan key -> the packed copy's address
+        fixed[key] = (len(fixed), {})
         try:
             yield
         finally:
@@ -253,17 +268,20 @@ class OneDnnHandler(NumpyHandler):
         right = b.T if transb else b
         if not _matmul_operands(left, right, out):
             return False
-        packed = fixed.get(_operand_key(b))
+        number, packed = fixed.get(_operand_key(b), (None, None))
         key = (
             'matmul', left.shape, left.strides, right.shape, right.strides,
             out.strides, accumulate, packed is not None,
         )  # fmt: skip
-        plan = self._plan(
-            key,
-            lambda: MatmulPlan(
-                self._lib, left, right, out, accumulate, packed is not None
-            ),
-        )
+        plan = self._plans.get(key, False)
+        if plan is False:  # a new shape
+            self._forget_matmul_plans()
+            plan = self._plan(
+                key,
+                lambda: MatmulPlan(
+                    self._lib, left, right, out, accumulate, packed is not None
+                ),
+            )
         if plan is None:
             return False
         with plan.lock:
@@ -272,8 +290,8 @@ class OneDnnHandler(NumpyHandler):
             else:
                 weights = packed.get(key)
                 if weights is None:
-                    # one buffer per fixed operand (by nesting) and plan
-                    name = f'onednn_packed_{len(fixed)}_{len(packed)}'
+                    # one buffer per open block and plan
+                    name = f'onednn_packed_{number}_{len(packed)}'
                     weights = packed[key] = self._aligned(name, plan.b_bytes)
                     reorder = plan.pack.primitive
                     reorder.run((_address(right), weights), self._scratchpad(reorder))
@@ -284,9 +302,13 @@ class OneDnnHandler(NumpyHandler):
         return True
 
     def _product_threads(self, a, out, transa: bool):
-        """All OpenBLAS threads for a big product (see ``network_pass``)."""
+        """All OpenBLAS threads for a big product (see ``network_pass``).
+
+        Not in passes that run products on oneDNN: OpenBLAS's threads would
+        spin through the oneDNN products that follow.
+        """
         inner = a.shape[0] if transa else a.shape[-1]
-        if out.size * inner <= SMALL_PRODUCT:
+        if out.size * inner <= SMALL_PRODUCT or self._fixed_operands() is not None:
             return contextlib.nullcontext()
         return _openblas.all_threads()
 
