@@ -240,7 +240,7 @@ class Handler(Describable, abc.ABC):
             else:
                 missing = tuple(k for k in keywords if k not in parameters)
             if missing:
-                setattr(cls, op, _dropping(op, method, missing))
+                setattr(cls, op, _accepting(op, method, missing))
 
     # ---------------------------------------------------- activation tables
 
@@ -478,21 +478,23 @@ _OPTIONAL_KEYWORDS = {
 }
 
 
-#: the keywords a wrapped op applies itself rather than drops (no hints)
+#: the keyword a wrapped op applies itself rather than drops (no hint)
 _APPLIED = frozenset({'activation'})
 
-#: the ops with an ``activation`` keyword: op name -> the position (after
-#: ``self``) and name of the operand it applies to
-_ACTIVATED_OPERAND = {'conv2d_forward_batch': (3, 'outputs')}
 
-
-def _dropping(name: str, method, keywords: tuple[str, ...]):
+def _accepting(name: str, method, keywords: tuple[str, ...]):
     """``method``, the op ``name``, accepting the keywords ``keywords``.
 
-    Hints are ignored; an ``activation`` is applied to the outputs after
-    the call, as ``inplace_act_func[activation]`` on a 2-D view.
+    Hints are ignored; an ``activation`` is applied after the call to the
+    operand the op writes, as ``inplace_act_func[activation]`` on a 2-D
+    view.
     """
     applies_activation = 'activation' in keywords
+    # the written operand: its name and position after self
+    (operand,) = OPS[name].writes if applies_activation else (None,)
+    position = (
+        list(signature(OPS[name]).parameters).index(operand) - 1 if operand else 0
+    )
 
     @functools.wraps(method)
     def op(self, *args, **kwargs):
@@ -506,7 +508,6 @@ def _dropping(name: str, method, keywords: tuple[str, ...]):
         # an unknown name fails before the op runs, as it would inside one
         act = self.inplace_act_func[activation]
         result = method(self, *args, **kwargs)
-        position, operand = _ACTIVATED_OPERAND[name]
         act(as_rows(args[position] if len(args) > position else kwargs[operand]))
         return result
 

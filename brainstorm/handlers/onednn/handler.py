@@ -424,13 +424,14 @@ class OneDnnHandler(NumpyHandler):
         x = self._dense('onednn_x', inputs)
         y = self._dense('onednn_y', outputs, copy_in=False)
         b = self._dense('onednn_b', bias)
+        weights = self._dense('onednn_w_user', weights)  # once, for both uses
         # a ReLU fused into the convolution where it gives what rel gives:
         # the handler's rel is NumPy's (not a subclass's) and the outputs
         # are finite (oneDNN's ReLU turns NaN into 0)
         fuse = (
             activation == 'rel'
             and type(self).rel is NumpyHandler.rel
-            and _bounded(x, self._dense('onednn_w_user', weights), b)
+            and _bounded(x, weights, b)
         )
         with plan.lock:
             forward = (plan.forward_relu if fuse else None) or plan.forward

@@ -123,6 +123,7 @@ class ConvPlan:
         self._backward_data: d.Primitive | None = None
         self._backward_weights: d.Primitive | None = None
         self.backward_data, self.backward_weights  # noqa: B018
+        self.relu_attr: d.Attributes | None = None  # made with forward_relu
         self._forward_relu: d.Primitive | None | bool = False
 
     @property
