@@ -261,8 +261,11 @@ before = _openblas.thread_count()
 trainer = bs.Trainer(bs.training.SgdStepper(learning_rate=0.01), verbose=False)
 trainer.add_hook(bs.hooks.StopAfterEpoch(1))
 trainer.train(net, data)
+fused = [key for key, plan in net.handler._plans.items()
+         if key[0] == 'conv' and plan._forward_relu not in (False, None)]
 print(json.dumps({'handler': type(net.handler).__name__, 'before': before,
-                  'seen': sorted(set(seen)), 'after': _openblas.thread_count()}))
+                  'seen': sorted(set(seen)), 'after': _openblas.thread_count(),
+                  'fused': len(fused)}))
 """
 
 
@@ -275,6 +278,64 @@ def test_training_a_cnn_in_a_fresh_process_keeps_openblas_quiet_and_restores_it(
     assert got['handler'] == 'OneDnnHandler'
     assert got['seen'] == [1]
     assert got['after'] == got['before']
+    assert got['fused'] == 1  # the convolution's ReLU ran as its post-op
+
+
+FRESH_LSTM = """
+import json
+import brainstorm as bs  # before NumPy, as a script may import it
+from brainstorm.handlers import NumpyHandler
+from brainstorm.handlers.onednn import _openblas
+seen = []
+def spying(original):
+    def spy(self, *args, **kwargs):
+        seen.append(_openblas.thread_count())
+        original(self, *args, **kwargs)
+    return spy
+NumpyHandler.dot_mm = spying(NumpyHandler.dot_mm)
+NumpyHandler.dot_add_mm = spying(NumpyHandler.dot_add_mm)
+import numpy as np
+rnd = np.random.RandomState(2)
+x, t = rnd.rand(7, 10, 6), rnd.randint(0, 4, (7, 10, 1))
+def train(handler=None):
+    inp, out = bs.tools.get_in_out_layers('classification', 6, 4)
+    net = bs.Network.from_layer(inp >> bs.layers.Lstm(40) >> out)
+    if handler is not None:
+        net.set_handler(handler)
+    net.initialize(bs.initializers.Gaussian(0.1), seed=1)
+    data = bs.data_iterators.Minibatches(
+        batch_size=5, default=x, targets=t, shuffle=False)
+    trainer = bs.Trainer(bs.training.MomentumStepper(0.1), verbose=False)
+    trainer.add_hook(bs.hooks.StopAfterEpoch(3))
+    trainer.train(net, data)
+    return net
+before = _openblas.thread_count()
+net = train()
+after = _openblas.thread_count()
+numpy_calls = len(seen)
+reference = train(NumpyHandler(np.float32))
+packed = [key for key in net.handler._plans if key[0] == 'matmul' and key[-1]]
+print(json.dumps({'handler': type(net.handler).__name__, 'before': before,
+                  'after': after, 'numpy_products': numpy_calls,
+                  'packed': len(packed),
+                  'gap': float(np.abs(net.get('parameters')
+                                      - reference.get('parameters')).max()),
+                  'moved': float(np.abs(reference.get('parameters')).max())}))
+"""
+
+
+def test_training_an_lstm_in_a_fresh_process_packs_its_recurrent_weights():
+    """Default settings, the public API: every product of the Lstm network
+    ran on oneDNN (none on NumPy), the recurrent weights packed forward and
+    backward, OpenBLAS's count restored, and the parameters after three
+    epochs those of NumpyHandler within float32's precision."""
+    onednn_handler()
+    got = run_fresh(FRESH_LSTM)
+    assert got['handler'] == 'OneDnnHandler'
+    assert got['numpy_products'] == 0
+    assert got['packed'] == 2
+    assert got['after'] == got['before']
+    assert got['gap'] < 1e-4 * got['moved']
 
 
 def test_lstm_passes_run_every_numpy_product_on_one_thread(blas, monkeypatch):
