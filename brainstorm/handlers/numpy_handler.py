@@ -11,6 +11,7 @@ from brainstorm.arguments import SEED, Arg, FloatDtype, Optional
 from brainstorm.errors import NetworkValidationError
 from brainstorm.handlers import _numpy_conv as _conv
 from brainstorm.handlers import _numpy_lstm as _lstm
+from brainstorm.handlers import _numpy_maxpool as _maxpool
 from brainstorm.handlers import _numpy_update as _update
 from brainstorm.handlers.base_handler import FirstUseRandomState, Handler
 from brainstorm.randomness import (
@@ -501,7 +502,7 @@ class NumpyHandler(Handler):
         stride: tuple[int, int],
         argmax,
     ) -> None:
-        _conv.maxpool2d_forward_batch(
+        _maxpool.maxpool2d_forward_batch(
             self, inputs, window, outputs, padding, stride, argmax
         )
 
@@ -516,7 +517,7 @@ class NumpyHandler(Handler):
         in_deltas,
         out_deltas,
     ) -> None:
-        _conv.maxpool2d_backward_batch(
+        _maxpool.maxpool2d_backward_batch(
             self,
             inputs,
             window,

@@ -682,8 +682,9 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
 
             ``argmax`` receives the position of each maximum as the flat
             in-image index ``(row * W + col) * C + c`` (the first maximum in
-            row-major window order wins ties). A window holding only padding
-            gives output 0 and argmax -1.
+            row-major window order wins ties). A NaN is the maximum of its
+            window: output NaN, argmax the first NaN cell. A window holding
+            only padding gives output 0 and argmax -1.
 
             Args:
                 inputs: ``(N, H, W, C)``.

@@ -2563,9 +2563,9 @@ def test_conv2d_in_chunks_of_one_image(monkeypatch):
 def test_maxpool2d_forward_in_chunks_of_one_image(monkeypatch):
     """NumpyHandler's max pooling works through chunks of images; chunks
     of a single image give the same outputs and argmax."""
-    from brainstorm.handlers import _numpy_conv
+    from brainstorm.handlers import _numpy_maxpool
 
-    monkeypatch.setattr(_numpy_conv, '_POOL_CHUNK_BYTES', 1)
+    monkeypatch.setattr(_numpy_maxpool, '_POOL_CHUNK_BYTES', 1)
     rows = [row for row in pool_rows() if row.values[0] == 'maxpool2d_forward_batch']
     assert len(rows) == len(POOL_GEOMETRIES) + 2
     for handler in (NumpyHandler(np.float64), NumpyHandler(np.float32)):
@@ -2579,6 +2579,7 @@ def test_maxpool2d_forward_in_chunks_of_one_image(monkeypatch):
 def _record_chunk_sizes(monkeypatch):
     """Make NumpyHandler's chunks one image each; return the sizes used."""
     from brainstorm.handlers import _numpy_conv as numpy_handler
+    from brainstorm.handlers import _numpy_maxpool
 
     sizes = []
     original = numpy_handler._chunk_size
@@ -2588,7 +2589,7 @@ def _record_chunk_sizes(monkeypatch):
         return sizes[-1][1]
 
     monkeypatch.setattr(numpy_handler, '_FIELD_CHUNK_BYTES', 1)
-    monkeypatch.setattr(numpy_handler, '_POOL_CHUNK_BYTES', 1)
+    monkeypatch.setattr(_numpy_maxpool, '_POOL_CHUNK_BYTES', 1)
     monkeypatch.setattr(numpy_handler, '_chunk_size', spy)
     return sizes
 

@@ -53,8 +53,10 @@ from brainstorm.handlers.cuda import (  # noqa: E402  # noqa: E402
 
 try:
     from tests.handlers import test_handler_ops as ops
+    from tests.handlers import test_max_pooling_nan as nan_pooling
 except ImportError:  # tests/handlers is not a package: pytest's sys.path
     import test_handler_ops as ops
+    import test_max_pooling_nan as nan_pooling
 
 
 # ============================================================ pure Python ===
@@ -853,6 +855,12 @@ def handler(make_handler):
 @pytest.mark.parametrize('op, args, ref, check', ops.CASES)
 def test_op_table(handler, op, args, ref, check):
     ops.test_op(handler, op, args, ref, check)
+
+
+@pytest.mark.parametrize('geometry', nan_pooling.GEOMETRIES)
+@pytest.mark.parametrize('nans', ['all', 'last window', 'some'])
+def test_nan_pooling_windows_point_at_their_first_nan(handler, geometry, nans):
+    nan_pooling.check_nan_windows(handler, geometry, nans)
 
 
 @pytest.mark.parametrize('channels', [2, 9])

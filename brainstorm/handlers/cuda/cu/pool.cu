@@ -48,7 +48,8 @@ extern "C" __global__ void maxpool_forward(
                 if (q < 0 || q >= W) continue;
                 float value = x[(long long)n * x0 + (long long)r * x1 +
                                 (long long)q * x2 + (long long)c * x3];
-                if (!found || value > best) {
+                /* a NaN is the maximum (the first one wins), as on the CPU */
+                if (!found || value > best || (isnan(value) && !isnan(best))) {
                     best = value;
                     arg = (float)((r * W + q) * C + c);
                     found = 1;

@@ -1,0 +1,181 @@
+"""NumpyHandler's max pooling, forward and backward.
+
+The forward pass runs all its passes over chunks of about
+:data:`_POOL_CHUNK_BYTES` of images, which then stay in the cache, and
+ranks equal maxima with small unsigned ints so that the first maximum wins
+without an argmax pass. A NaN is the maximum of its window (the first NaN
+cell wins), found only where some window has no maximum equal to one of
+its cells. The backward pass is one scatter-add of all deltas at their
+argmax. Like :mod:`brainstorm.handlers._numpy_conv`, every function takes
+the handler first and uses only its scratch memory and constants.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from brainstorm.handlers import _numpy_conv as _conv
+from brainstorm.shapes import padding_sides
+
+__all__ = ['maxpool2d_backward_batch', 'maxpool2d_forward_batch']
+
+# Max pooling runs all its passes over chunks of images of about this size
+# (inputs), which then stay in the cache.
+_POOL_CHUNK_BYTES = 1 << 20
+
+
+def maxpool2d_forward_batch(
+    handler,
+    inputs,
+    window: tuple[int, int],
+    outputs,
+    padding: int | tuple[int, int, int, int],
+    stride: tuple[int, int],
+    argmax,
+) -> None:
+    h, w, c = inputs.shape[1:]
+    sides = padding_sides(padding)
+    top_left = sides[0], sides[2]  # only the top and left ones move windows
+    offsets = list(
+        _conv._window_offsets(window, top_left, stride, outputs.shape[1:3], (h, w))
+    )
+    # The first maximum in row-major window order is the one with the
+    # smallest offset (u*W + v), i.e. the largest rank R - (u*W + v)
+    # among the cells equal to the maximum (rank 0: none). Ranks are
+    # small unsigned ints: each offset costs one comparison of floats
+    # and two cheap byte-sized passes.
+    top = (window[0] - 1) * w + window[1]
+    ranks = np.uint8 if top <= 0xFF else np.uint16 if top <= 0xFFFF else np.uint32
+    # argmax = base + (R - rank) * C = (base + R*C) - rank * C
+    shifted = _conv._pool_base(
+        handler, top_left, stride, outputs.shape[1:], w, float(top * c)
+    )
+    # chunks of images that stay in the cache through all the passes,
+    # with chunk-sized scratch arrays
+    n = inputs.shape[0]
+    chunk = _conv._chunk_size(n, h * w * c * inputs.itemsize, _POOL_CHUNK_BYTES)
+    shape = (chunk,) + outputs.shape[1:]
+    scratch = (
+        handler._buffer('pool', shape),
+        handler._buffer('pool_score', shape, ranks),
+        handler._buffer('pool_match', shape, ranks),
+        handler._buffer('pool_index_f', shape),
+    )
+    for a in range(0, n, chunk):
+        b = min(n, a + chunk)
+        _maxpool_images(
+            handler,
+            inputs[a:b],
+            outputs[a:b],
+            argmax[a:b],
+            offsets,
+            any(sides),
+            [array[: b - a] for array in scratch],
+            shifted,
+            ranks(top),
+        )
+
+
+def _maxpool_images(
+    handler, inputs, outputs, argmax, offsets, padding, scratch, shifted, top
+):
+    w, c = inputs.shape[2:]
+    best, score, match, index = scratch
+    # without padding the first offset covers every output cell and
+    # initialises the running maximum and score (one pass less each)
+    # (``padding``: whether there is any)
+    full = not padding
+    if full:
+        np.copyto(best, inputs[offsets[0][3]])
+    else:
+        best.fill(-np.inf)
+    for _, _, out_part, in_part in offsets[full:]:
+        part = best[out_part]
+        np.maximum(part, inputs[in_part], out=part)
+    if not full:
+        score.fill(0)
+    for k, (u, v, out_part, in_part) in enumerate(offsets):
+        first = full and k == 0
+        hit = score if first else match[out_part]
+        np.equal(inputs[in_part], best[out_part], out=hit)
+        np.multiply(hit, top - type(top)(u * w + v), out=hit)
+        if not first:
+            part = score[out_part]
+            np.maximum(part, hit, out=part)
+    np.copyto(outputs, best)
+    if not score.min():  # windows of padding only, or with NaN (no cell equals NaN)
+        _first_nan_cells(handler, inputs, best, offsets, score, top)
+    np.multiply(score, handler.dtype(c), out=index)  # in floats: no wrap
+    np.subtract(shifted, index, out=index)
+    if not full:
+        empty = handler._buffer('pool_empty', outputs.shape, np.bool_)
+        np.equal(score, 0, out=empty)  # windows of padding only
+        np.copyto(index, -1, where=empty)
+        np.copyto(outputs, 0, where=empty)
+    np.copyto(argmax, index)
+
+
+def _first_nan_cells(handler, inputs, best, offsets, score, top) -> None:
+    """Score the first NaN cell of each window whose maximum is NaN.
+
+    Such a window's maximum equals none of its cells, so it has no score
+    yet; the rank of its first NaN cell in row-major window order makes
+    argmax point there (as for ties, the first wins), and the backward
+    pass sends the window's delta to it. Runs only where some window has
+    no score (NaN, or padding only): scratch arrays are made then.
+    """
+    w = inputs.shape[2]
+    nan = handler._buffer('pool_nan', score.shape, np.bool_)
+    np.isnan(best, out=nan)
+    if not nan.any():
+        return
+    first = handler._buffer('pool_nan_score', score.shape, score.dtype)
+    first.fill(0)
+    hit = handler._buffer('pool_nan_hit', score.shape, score.dtype)
+    for u, v, out_part, in_part in offsets:
+        part = hit[out_part]
+        np.isnan(inputs[in_part], out=part)
+        np.multiply(part, top - type(top)(u * w + v), out=part)
+        np.maximum(first[out_part], part, out=first[out_part])
+    np.copyto(score, first, where=nan)
+
+
+def maxpool2d_backward_batch(
+    handler,
+    inputs,
+    window: tuple[int, int],
+    outputs,
+    padding: int | tuple[int, int, int, int],
+    stride: tuple[int, int],
+    argmax,
+    in_deltas,
+    out_deltas,
+) -> None:
+    # one scatter-add of all deltas at their argmax, straight into the
+    # memory of in_deltas (rows of one image are contiguous there)
+    n = in_deltas.shape[0]
+    memory = _conv._row_memory(in_deltas)
+    dx = None
+    if memory is None:
+        dx = handler._buffer('dx', in_deltas.shape)
+        dx.fill(0)
+        memory = dx.reshape(-1), dx[0].size
+    flat, step = memory
+    # int32 indices where they suffice: casting and scattering with
+    # them are faster; cast first, then add in integers (a mixed
+    # float + int add is several times slower)
+    ints = np.int32 if flat.size < 2**31 else np.intp
+    starts = _conv._image_starts(handler, n, step, ints)
+    index = handler._buffer('pool_index', out_deltas.shape, ints)
+    np.copyto(index, argmax, casting='unsafe')
+    np.add(index, starts, out=index)
+    values = handler._buffer('pool', out_deltas.shape)
+    np.copyto(values, out_deltas)
+    if any(padding_sides(padding)):  # windows of padding only (argmax -1) pass nothing
+        empty = handler._buffer('pool_empty', out_deltas.shape, np.bool_)
+        np.less(argmax, 0, out=empty)
+        np.copyto(values, 0, where=empty)
+        np.copyto(index, starts, where=empty)
+    np.add.at(flat, index.reshape(-1), values.reshape(-1))
+    if dx is not None:
+        _conv._add_into(in_deltas, dx)
