@@ -9,7 +9,7 @@ import numpy as np
 
 from brainstorm.handlers import _numpy_conv as _conv
 from brainstorm.handlers.numpy_handler import NumpyHandler
-from brainstorm.handlers.onednn import _dnnl, _openblas
+from brainstorm.handlers.onednn import _dnnl, _openblas, _pool
 from brainstorm.handlers.onednn.plans import (
     ConvPlan,
     ElementwisePlan,
@@ -559,35 +559,18 @@ class OneDnnHandler(NumpyHandler):
             )
             return
         y = self._dense('onednn_y', outputs, copy_in=False)
-        ws = self._buffer('onednn_ws', outputs.shape, plan.workspace_dtype)
+        memo = _pool.forward_memo(self, plan, argmax)
         with plan.lock:
             plan.forward.run(
-                (_address(x), _address(y), _address(ws)),
+                (_address(x), _address(y), _address(memo.workspace)),
                 self._scratchpad(plan.forward),
             )
         if y is not outputs:
             np.copyto(outputs, y)
-        # argmax = the flat index of the window's first cell + the offset
-        # of cell (u, v) = divmod(ws, kw) in the image
-        h, w, c = inputs.shape[1:]
-        offsets = self._window_to_image(window, w, c)
-        # np.take casts other indices to intp in a temporary array
-        index = self._buffer('onednn_cell', outputs.shape, np.intp)
-        np.copyto(index, ws)
-        found = self._buffer('onednn_found', outputs.shape)
-        np.take(offsets, index, out=found, mode='clip')
+        w, c = inputs.shape[2:]
         base = _conv._pool_base(self, _top_left(padding), stride, outputs.shape[1:], w)
-        np.add(found, base, out=argmax)
-
-    def _window_to_image(self, window, width: int, channels: int):
-        """``(u * width + v) * channels`` at ``u * kw + v``, for every cell."""
-        key = ('onednn_window_offsets', tuple(window), width, channels)
-        table = self._constants.get(key)
-        if table is None:
-            u, v = np.divmod(np.arange(window[0] * window[1]), window[1])
-            table = ((u * width + v) * channels).astype(self.dtype)
-            table = self._constants[key] = table
-        return table
+        _pool.argmax_from_workspace(self, memo.workspace, window, w, c, base, argmax)
+        np.copyto(memo.argmax, argmax)
 
     def _image_to_window(self, window, width: int, channels: int, dtype):
         """``u * kw + v`` at ``(u * width + v) * channels`` (0 between those).
@@ -622,16 +605,21 @@ class OneDnnHandler(NumpyHandler):
                 inputs, window, outputs, padding, stride, argmax, in_deltas, out_deltas
             )
             return
-        # oneDNN's workspace (the cell of each maximum in its window) from
-        # argmax: argmax - base is (u * W + v) * C, an integer (exact in
-        # float32), so the float difference goes straight into indices
-        h, w, c = inputs.shape[1:]
-        base = _conv._pool_base(self, _top_left(padding), stride, outputs.shape[1:], w)
-        index = self._buffer('onednn_cell', argmax.shape, np.intp)
-        np.subtract(argmax, base, out=index, casting='unsafe')
-        ws = self._buffer('onednn_ws', argmax.shape, plan.workspace_dtype)
-        table = self._image_to_window(window, w, c, plan.workspace_dtype)
-        np.take(table, index, out=ws, mode='clip')
+        ws = _pool.known_workspace(self, plan, argmax)
+        if ws is None:
+            # oneDNN's workspace (the cell of each maximum in its window)
+            # from argmax: argmax - base is (u * W + v) * C, an integer
+            # (exact in float32), so the float difference goes straight
+            # into indices
+            w, c = inputs.shape[2:]
+            base = _conv._pool_base(
+                self, _top_left(padding), stride, outputs.shape[1:], w
+            )
+            index = self._buffer('onednn_cell', argmax.shape, np.intp)
+            np.subtract(argmax, base, out=index, casting='unsafe')
+            ws = self._buffer('onednn_ws', argmax.shape, plan.workspace_dtype)
+            table = self._image_to_window(window, w, c, plan.workspace_dtype)
+            np.take(table, index, out=ws, mode='clip')
         self._pool_backward(plan, ws, in_deltas, out_deltas)
 
     def _pool_backward(self, plan, ws, in_deltas, out_deltas) -> None:
