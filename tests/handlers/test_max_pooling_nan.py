@@ -57,6 +57,7 @@ GEOMETRIES = [  # x shape, window, padding (top, bottom, left, right), stride
     ((2, 9, 8, 3), (3, 3), (0, 0, 0, 0), (2, 2)),
     ((2, 8, 8, 3), (3, 3), (1, 1, 1, 1), (2, 2)),
     ((1, 7, 9, 2), (2, 3), (0, 1, 2, 0), (1, 2)),
+    ((3, 5, 5, 2), (2, 2), (2, 2, 2, 2), (2, 2)),  # windows of padding only
 ]
 
 
@@ -77,6 +78,16 @@ def pool(h, x, window, padding, stride):
 @pytest.mark.parametrize('nans', ['all', 'last window', 'some'])
 def test_nan_windows_point_at_their_first_nan(name, geometry, nans):
     check_nan_windows(make(name), geometry, nans)
+
+
+@pytest.mark.parametrize('name', ['numpy32', 'numpy64'])
+@pytest.mark.parametrize('geometry', GEOMETRIES)
+def test_nan_windows_in_chunks_of_one_image(monkeypatch, name, geometry):
+    """NumpyHandler pools chunks of images; NaN windows in every chunk."""
+    from brainstorm.handlers import _numpy_maxpool
+
+    monkeypatch.setattr(_numpy_maxpool, '_POOL_CHUNK_BYTES', 1)
+    check_nan_windows(make(name), geometry, 'some')
 
 
 def check_nan_windows(h, geometry, nans):

@@ -4,20 +4,19 @@ oneDNN's max pooling records, per output cell, which cell ``(u, v)`` of
 the window held the maximum: ``u * kw + v``, in its workspace (uint8 for
 windows of fewer than 256 cells, else int32). The Pooling2D layer keeps
 NumpyHandler's ``argmax`` instead, the flat index of that cell in the
-image: ``base + (u * W + v) * C``, with ``base`` the index of the window's
-first cell (``_numpy_conv._pool_base``), ``W`` the image width and ``C``
-the channels.
+image: ``(r * W + q) * C + c`` for the image cell ``(r, q)``.
 
-The forward pass computes ``argmax`` from the workspace with integer
-arithmetic (``u * W + v = ws + (ws // kw) * (W - kw)``, then one float
-multiply and add: the values NumpyHandler computes, bit for bit). The
-backward pass needs the workspace again. Each thread keeps, per ``argmax``
-array (address, shape, strides), the workspace its forward pass wrote and
-a copy of the ``argmax`` written with it; when ``argmax`` still holds
-those values, the backward pass takes that workspace. Otherwise (changed
-values, another thread, no forward pass on this handler) the caller
-translates ``argmax`` back. Equal values give the same translation, so
-the workspace used is the same either way.
+The forward pass computes ``argmax`` from the workspace: integer
+arithmetic, then the two float operations NumpyHandler ends with, so the
+values are NumpyHandler's bit for bit. The backward pass needs the
+workspace again. Each thread keeps, per ``argmax`` array (address, shape,
+strides), the workspace its forward pass wrote and a copy of the
+``argmax`` written with it (about 1.25 to 2 times the pooled outputs'
+memory, for at most :data:`POOL_MEMOS` arrays); when ``argmax`` still
+holds those values, the backward pass takes that workspace. Otherwise
+(changed values, another thread, no forward pass on this handler) the
+caller translates ``argmax`` back (:func:`workspace_from_argmax`). The
+translation is exact, so equal values give the same workspace either way.
 """
 
 from __future__ import annotations
@@ -26,7 +25,15 @@ from collections import OrderedDict
 
 import numpy as np
 
-__all__ = ['POOL_MEMOS', 'argmax_from_workspace', 'forward_memo', 'known_workspace']
+from brainstorm.handlers import _numpy_conv as _conv
+
+__all__ = [
+    'POOL_MEMOS',
+    'argmax_from_workspace',
+    'forward_memo',
+    'known_workspace',
+    'workspace_from_argmax',
+]
 
 #: the most (argmax, workspace) pairs each thread keeps (the oldest go first)
 POOL_MEMOS = 32
@@ -88,20 +95,76 @@ def known_workspace(handler, plan, argmax):
     return memo.workspace if same.all() else None
 
 
-def argmax_from_workspace(handler, workspace, window, width: int, channels: int,
-                          base, argmax) -> None:  # fmt: skip
-    """Write ``base + (u * width + v) * channels`` into ``argmax``.
+def _ints(bound: int):
+    """The smallest of int16, int32, int64 that holds values below ``bound``."""
+    for ints in (np.int16, np.int32):
+        if bound < np.iinfo(ints).max:
+            return ints
+    return np.int64
 
-    ``(u, v)`` is ``divmod(workspace, kw)``; ``u * width + v`` is computed
-    in int32 (exact), its product with ``channels`` and the sum with
-    ``base`` in the handler's float type (as NumpyHandler does).
+
+def argmax_from_workspace(handler, workspace, window, top_left, stride, image,
+                          argmax) -> None:  # fmt: skip
+    """Write NumpyHandler's ``argmax`` of the cells the workspace names.
+
+    ``image`` is ``(H, W, C)`` of the inputs, ``top_left`` the padding
+    above and left of them.
+
+    NumpyHandler computes ``shifted - score * C``: ``shifted`` the window's
+    first cell plus ``top * C`` (``top = (kh - 1) * W + kw``), ``score =
+    top - (u * W + v)``. Here ``score`` comes from ``(u, v) =
+    divmod(workspace, kw)`` in integers (exact), then the same two float
+    operations give the same bits, whatever the image size.
     """
-    kw = window[1]
+    kh, kw = window
+    _, width, channels = image
+    top = (kh - 1) * width + kw
+    shifted = _conv._pool_base(
+        handler, top_left, stride, argmax.shape[1:], width, float(top * channels)
+    )
+    ints = _ints(kh * (width + kw))  # bounds every value below
     rows = handler._buffer('onednn_pool_rows', workspace.shape, workspace.dtype)
-    np.floor_divide(workspace, workspace.dtype.type(kw), out=rows)
-    cells = handler._buffer('onednn_pool_cells', workspace.shape, np.int32)
-    np.multiply(rows, np.int32(width - kw), out=cells, dtype=np.int32)
-    np.add(cells, workspace, out=cells, dtype=np.int32)
+    np.floor_divide(workspace, workspace.dtype.type(kw), out=rows)  # u
+    score = handler._buffer('onednn_pool_score', workspace.shape, ints)
+    np.multiply(rows, ints(kw - width), out=score, dtype=ints)
+    np.subtract(score, workspace, out=score, dtype=ints)  # -(u * W + v)
+    np.add(score, ints(top), out=score)
     dtype = handler.dtype
-    np.multiply(cells, dtype(channels), out=argmax, dtype=dtype)
-    np.add(argmax, base, out=argmax)
+    np.multiply(score, dtype(channels), out=argmax, dtype=dtype)
+    np.subtract(shifted, argmax, out=argmax)
+
+
+def workspace_from_argmax(handler, argmax, window, top_left, stride, image,
+                          workspace) -> None:  # fmt: skip
+    """Write the workspace ``u * kw + v`` of the cells ``argmax`` names.
+
+    The cell ``(r, q) = divmod(argmax // C, W)`` of the image (two
+    divisions by scalars: NumPy's divmod of arrays is 8x slower), less the
+    window's first cell ``(i * sy - top, j * sx - left)``, is ``(u, v)``:
+    exact for every geometry (a table from ``u * W + v`` would confuse
+    cells of windows wider than the image). Values that name no cell of
+    the window (an ``argmax`` not written by a forward pass) are clipped
+    into the window, so oneDNN never reads a cell outside it.
+    """
+    kh, kw = window
+    height, width, channels = image
+    out_h, out_w = argmax.shape[1:3]
+    # argmax (< H W C), r * kw + q and the windows' first cells (padding
+    # is less than the window here) all stay below this
+    ints = _ints((height + kh) * (width + kw) * channels)
+    cells = handler._buffer('onednn_pool_cells', argmax.shape, ints)
+    np.copyto(cells, argmax, casting='unsafe')
+    np.floor_divide(cells, ints(channels), out=cells)  # r * W + q
+    rows = handler._buffer('onednn_pool_rows_back', argmax.shape, ints)
+    np.floor_divide(cells, ints(width), out=rows)  # r
+    np.multiply(rows, ints(width - kw), out=rows)
+    np.subtract(cells, rows, out=cells)  # r * kw + q
+    key = ('onednn_pool_origin', tuple(top_left), tuple(stride), out_h, out_w, kw, ints)
+    origin = handler._constants.get(key)
+    if origin is None:
+        r0 = np.arange(out_h)[:, None, None] * stride[0] - top_left[0]
+        q0 = np.arange(out_w)[None, :, None] * stride[1] - top_left[1]
+        origin = handler._constants[key] = (r0 * kw + q0).astype(ints)
+    np.subtract(cells, origin, out=cells)  # u * kw + v
+    np.clip(cells, 0, kh * kw - 1, out=cells)
+    np.copyto(workspace, cells, casting='unsafe')

@@ -567,26 +567,11 @@ class OneDnnHandler(NumpyHandler):
             )
         if y is not outputs:
             np.copyto(outputs, y)
-        w, c = inputs.shape[2:]
-        base = _conv._pool_base(self, _top_left(padding), stride, outputs.shape[1:], w)
-        _pool.argmax_from_workspace(self, memo.workspace, window, w, c, base, argmax)
+        _pool.argmax_from_workspace(
+            self, memo.workspace, window, _top_left(padding), stride,
+            inputs.shape[1:], argmax,
+        )  # fmt: skip
         np.copyto(memo.argmax, argmax)
-
-    def _image_to_window(self, window, width: int, channels: int, dtype):
-        """``u * kw + v`` at ``(u * width + v) * channels`` (0 between those).
-
-        For every cell ``(u, v)`` of a window.
-        """
-        key = ('onednn_window_cells', tuple(window), width, channels, dtype)
-        table = self._constants.get(key)
-        if table is None:
-            table = np.zeros(
-                ((window[0] - 1) * width + window[1] - 1) * channels + 1, dtype
-            )
-            u, v = np.divmod(np.arange(window[0] * window[1]), window[1])
-            table[(u * width + v) * channels] = u * window[1] + v
-            table = self._constants[key] = table
-        return table
 
     def maxpool2d_backward_batch(
         self,
@@ -607,19 +592,10 @@ class OneDnnHandler(NumpyHandler):
             return
         ws = _pool.known_workspace(self, plan, argmax)
         if ws is None:
-            # oneDNN's workspace (the cell of each maximum in its window)
-            # from argmax: argmax - base is (u * W + v) * C, an integer
-            # (exact in float32), so the float difference goes straight
-            # into indices
-            w, c = inputs.shape[2:]
-            base = _conv._pool_base(
-                self, _top_left(padding), stride, outputs.shape[1:], w
-            )
-            index = self._buffer('onednn_cell', argmax.shape, np.intp)
-            np.subtract(argmax, base, out=index, casting='unsafe')
             ws = self._buffer('onednn_ws', argmax.shape, plan.workspace_dtype)
-            table = self._image_to_window(window, w, c, plan.workspace_dtype)
-            np.take(table, index, out=ws, mode='clip')
+            _pool.workspace_from_argmax(
+                self, argmax, window, _top_left(padding), stride, inputs.shape[1:], ws
+            )
         self._pool_backward(plan, ws, in_deltas, out_deltas)
 
     def _pool_backward(self, plan, ws, in_deltas, out_deltas) -> None:
