@@ -17,7 +17,7 @@ import numpy as np
 from brainstorm.handlers import _numpy_conv as _conv
 from brainstorm.shapes import padding_sides
 
-__all__ = ['maxpool2d_backward_batch', 'maxpool2d_forward_batch']
+__all__ = ['maxpool2d_backward_batch', 'maxpool2d_forward_batch', 'ranked_base']
 
 # Max pooling runs all its passes over chunks of images of about this size
 # (inputs), which then stay in the cache.
@@ -44,12 +44,8 @@ def maxpool2d_forward_batch(
     # among the cells equal to the maximum (rank 0: none). Ranks are
     # small unsigned ints: each offset costs one comparison of floats
     # and two cheap byte-sized passes.
-    top = (window[0] - 1) * w + window[1]
+    top, shifted = ranked_base(handler, window, top_left, stride, outputs.shape[1:], w)
     ranks = np.uint8 if top <= 0xFF else np.uint16 if top <= 0xFFFF else np.uint32
-    # argmax = base + (R - rank) * C = (base + R*C) - rank * C
-    shifted = _conv._pool_base(
-        handler, top_left, stride, outputs.shape[1:], w, float(top * c)
-    )
     # chunks of images that stay in the cache through all the passes,
     # with chunk-sized scratch arrays
     n = inputs.shape[0]
@@ -74,6 +70,23 @@ def maxpool2d_forward_batch(
             shifted,
             ranks(top),
         )
+
+
+def ranked_base(handler, window, top_left, stride, out_shape, width: int):
+    """``(R, shifted)``: the top rank and ``base + R * C`` per output cell.
+
+    A window cell ``(u, v)`` has rank ``R - (u * W + v)``, with ``R = (kh -
+    1) * W + kw`` (rank 0: no cell); argmax ``= base + (R - rank) * C =
+    shifted - rank * C``, with ``base`` the window's first cell
+    (:func:`_numpy_conv._pool_base`) and ``shifted`` a float constant of
+    shape ``out_shape`` ``(OH, OW, C)``. OneDnnHandler computes argmax the
+    same way from oneDNN's workspace.
+    """
+    top = (window[0] - 1) * width + window[1]
+    shifted = _conv._pool_base(
+        handler, top_left, stride, out_shape, width, float(top * out_shape[-1])
+    )
+    return top, shifted
 
 
 def _maxpool_images(

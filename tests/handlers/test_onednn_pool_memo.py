@@ -75,6 +75,13 @@ GEOMETRIES = [
     # the same u * W + v
     Geometry((1, 4, 2, 1), (2, 3), (0, 0, 1, 1), (1, 1)),
     Geometry((2, 6, 3, 4), (3, 4), (1, 1, 2, 2), (1, 1)),
+    # ranks beyond int16: the top rank (kh - 1) * W + kw is 2**15
+    Geometry((1, 2, 32766, 1), (2, 2)),
+    # a window much wider than the image, of 40000 cells: u * (kw - W)
+    # goes beyond int16 on the way (and wraps), the scores do not
+    Geometry((1, 150, 2, 1), (200, 200), (25, 25, 99, 99), (1, 1)),
+    Geometry((1, 2, 40000, 1), (2, 2)),
+    Geometry((1, 3, 20000, 2), (2, 3), (1, 0, 0, 1), (1, 3)),
 ]
 PLAIN = GEOMETRIES[0]
 
@@ -213,3 +220,98 @@ def test_argmax_of_an_image_of_more_than_2_24_values_is_numpy_handlers(handler):
     got = g.forward(handler, x)[1]
     assert (expected > 2**24).any()
     np.testing.assert_array_equal(got, expected)
+
+
+def test_repeated_forward_passes_reuse_one_memo(handler):
+    """The kept arrays are made once per argmax array and plan (nothing is
+    allocated in later training steps)."""
+    g = PLAIN
+    x = images(g.x_shape, 1)
+    _, argmax = g.forward(handler, x)
+    (memo,) = handler._per_thread.onednn_pool_memos.values()
+    kept = (memo.argmax, memo.workspace)
+    handler.maxpool2d_forward_batch(
+        x, g.window, np.zeros(g.y_shape, np.float32), g.padding, g.stride, argmax
+    )
+    (again,) = handler._per_thread.onednn_pool_memos.values()
+    assert again is memo
+    assert (again.argmax, again.workspace) == kept
+
+
+def test_an_argmax_array_pooled_by_another_plan_gets_a_new_memo(handler):
+    """One argmax array, two geometries with 5 x 5 outputs: a uint8 and an
+    int32 workspace. The second forward pass must not write into the first
+    one's workspace (too small for int32)."""
+    small = Geometry((1, 40, 40, 2), (2, 2), 0, (8, 8))
+    large = Geometry((1, 49, 49, 2), (17, 17), 0, (8, 8))
+    assert small.y_shape == large.y_shape
+    argmax = np.zeros(small.y_shape, np.float32)
+    memos = None
+    for g, seed in ((small, 1), (large, 2)):
+        x = images(g.x_shape, seed)
+        handler.maxpool2d_forward_batch(
+            x, g.window, np.zeros(g.y_shape, np.float32), g.padding, g.stride, argmax
+        )
+        np.testing.assert_array_equal(argmax, g.forward(NumpyHandler(np.float32), x)[1])
+        memos = handler._per_thread.onednn_pool_memos
+        (memo,) = memos.values()
+        assert memo.workspace.dtype == (np.uint8 if g is small else np.int32)
+
+
+def test_the_least_recently_pooled_arrays_go_first(handler, monkeypatch):
+    g = PLAIN
+    x, dy = images(g.x_shape, 1), deltas(g.y_shape, 2)
+    first = g.forward(handler, x)[1]
+    others = [g.forward(handler, x)[1] for _ in range(_pool.POOL_MEMOS - 1)]
+    memos = handler._per_thread.onednn_pool_memos
+    assert len(memos) == _pool.POOL_MEMOS
+    # pooling into the first array again makes it the most recent ...
+    handler.maxpool2d_forward_batch(
+        x, g.window, np.zeros(g.y_shape, np.float32), g.padding, g.stride, first
+    )
+    # ... so a new array pushes out the second one, not the first
+    newest = g.forward(handler, x)[1]
+    translations = count_translations(monkeypatch)
+    for argmax in (first, newest, *others[1:]):
+        g.backward(handler, x, argmax, dy)
+    assert translations == []
+    g.backward(handler, x, others[0], dy)
+    assert len(translations) == 1
+
+
+def test_replacing_a_memo_keeps_the_others(handler):
+    """A full memo table: pooling one of its arrays with another plan
+    replaces that array's memo (now the most recent) and pushes out no
+    other."""
+    g = PLAIN
+    x = images(g.x_shape, 1)
+    arrays = [g.forward(handler, x)[1] for _ in range(_pool.POOL_MEMOS)]
+    memos = handler._per_thread.onednn_pool_memos
+    keys = list(memos)
+    other = Geometry((3, 13, 13, 8), (3, 3))  # also 6 x 6 outputs
+    assert other.y_shape == g.y_shape
+    handler.maxpool2d_forward_batch(
+        images(other.x_shape, 2), other.window, np.zeros(g.y_shape, np.float32),
+        other.padding, other.stride, arrays[5],
+    )  # fmt: skip
+    assert list(memos) == keys[:5] + keys[6:] + keys[5:6]
+
+
+@pytest.mark.parametrize('bad', [-7.0, 1e6, 3.5e4])
+def test_a_translated_argmax_naming_no_window_cell_stays_in_the_window(handler, bad):
+    """An argmax no forward pass wrote may name any cell, or none: the
+    workspace still names a cell of the window, so oneDNN reads no memory
+    outside the deltas."""
+    g = Geometry((2, 9, 7, 3), (3, 3), 1)
+    x = images(g.x_shape, 1)
+    _, argmax = g.forward(NumpyHandler(np.float32), x)
+    argmax[0, 1, 1, 1] = bad
+    argmax[1, -1, -1, -1] = bad
+    workspace = np.zeros(g.y_shape, np.uint8)
+    _pool.workspace_from_argmax(
+        handler, argmax, g.window, (1, 1), g.stride, g.x_shape[1:], workspace
+    )
+    assert workspace.max() <= 8
+    # the deltas stay within the input deltas' memory
+    dx = g.backward(handler, x, argmax, deltas(g.y_shape, 2))
+    assert np.isfinite(dx).all()

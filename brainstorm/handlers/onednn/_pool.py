@@ -25,7 +25,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from brainstorm.handlers import _numpy_conv as _conv
+from brainstorm.handlers import _numpy_maxpool as _maxpool
 
 __all__ = [
     'POOL_MEMOS',
@@ -96,11 +96,12 @@ def known_workspace(handler, plan, argmax):
 
 
 def _ints(bound: int):
-    """The smallest of int16, int32, int64 that holds values below ``bound``."""
-    for ints in (np.int16, np.int32):
-        if bound < np.iinfo(ints).max:
-            return ints
-    return np.int64
+    """int16 where the results stay within ``bound`` in size, else int64.
+
+    int16 passes are the fastest; an image so wide that int16 does not
+    do is rare enough for int64.
+    """
+    return np.int16 if bound <= np.iinfo(np.int16).max else np.int64
 
 
 def argmax_from_workspace(handler, workspace, window, top_left, stride, image,
@@ -110,19 +111,20 @@ def argmax_from_workspace(handler, workspace, window, top_left, stride, image,
     ``image`` is ``(H, W, C)`` of the inputs, ``top_left`` the padding
     above and left of them.
 
-    NumpyHandler computes ``shifted - score * C``: ``shifted`` the window's
-    first cell plus ``top * C`` (``top = (kh - 1) * W + kw``), ``score =
-    top - (u * W + v)``. Here ``score`` comes from ``(u, v) =
-    divmod(workspace, kw)`` in integers (exact), then the same two float
-    operations give the same bits, whatever the image size.
+    NumpyHandler computes ``shifted - score * C`` with the constants of
+    ``_numpy_maxpool.ranked_base`` and ``score = top - (u * W + v)``. Here
+    ``score`` comes from ``(u, v) = divmod(workspace, kw)`` in integers
+    (exact), then the same two float operations give the same bits,
+    whatever the image size.
     """
     kh, kw = window
     _, width, channels = image
-    top = (kh - 1) * width + kw
-    shifted = _conv._pool_base(
-        handler, top_left, stride, argmax.shape[1:], width, float(top * channels)
+    top, shifted = _maxpool.ranked_base(
+        handler, window, top_left, stride, argmax.shape[1:], width
     )
-    ints = _ints(kh * (width + kw))  # bounds every value below
+    # the scores lie in [1, top]; a partial result may wrap around in
+    # between (integer arithmetic is modular), the scores do not
+    ints = _ints(top)
     rows = handler._buffer('onednn_pool_rows', workspace.shape, workspace.dtype)
     np.floor_divide(workspace, workspace.dtype.type(kw), out=rows)  # u
     score = handler._buffer('onednn_pool_score', workspace.shape, ints)
@@ -147,11 +149,9 @@ def workspace_from_argmax(handler, argmax, window, top_left, stride, image,
     into the window, so oneDNN never reads a cell outside it.
     """
     kh, kw = window
-    height, width, channels = image
+    _, width, channels = image
     out_h, out_w = argmax.shape[1:3]
-    # argmax (< H W C), r * kw + q and the windows' first cells (padding
-    # is less than the window here) all stay below this
-    ints = _ints((height + kh) * (width + kw) * channels)
+    ints = np.int64  # the miss path: no bound to get wrong
     cells = handler._buffer('onednn_pool_cells', argmax.shape, ints)
     np.copyto(cells, argmax, casting='unsafe')
     np.floor_divide(cells, ints(channels), out=cells)  # r * W + q
