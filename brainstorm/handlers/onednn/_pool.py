@@ -149,9 +149,12 @@ def workspace_from_argmax(handler, argmax, window, top_left, stride, image,
     into the window, so oneDNN never reads a cell outside it.
     """
     kh, kw = window
-    _, width, channels = image
+    height, width, channels = image
     out_h, out_w = argmax.shape[1:3]
-    ints = np.int64  # the miss path: no bound to get wrong
+    # argmax (< H W C), r * kw + q and the windows' first cells (padding is
+    # less than the window here) stay below this in size
+    bound = (height + kh) * (width + kw) * channels
+    ints = np.int32 if bound < 2**31 else np.int64
     cells = handler._buffer('onednn_pool_cells', argmax.shape, ints)
     np.copyto(cells, argmax, casting='unsafe')
     np.floor_divide(cells, ints(channels), out=cells)  # r * W + q
