@@ -49,6 +49,7 @@ QUERY_DST_MD, QUERY_DIFF_DST_MD = 133, 134
 QUERY_WORKSPACE_MD, QUERY_SCRATCHPAD_MD = 135, 136
 ARG_SRC, ARG_DST, ARG_WEIGHTS, ARG_BIAS = 1, 17, 33, 41
 ARG_SRC_1 = 2
+ARG_ATTR_SCALES = 4096  # | the argument: its scale
 ARG_WORKSPACE, ARG_SCRATCHPAD = 64, 80
 ARG_DIFF_SRC, ARG_DIFF_DST, ARG_DIFF_WEIGHTS, ARG_DIFF_BIAS = 129, 145, 161, 169
 
@@ -232,6 +233,22 @@ class Library:
             self.call('dnnl_primitive_attr_set_post_ops', attr.handle, post_ops)
         finally:  # the attributes keep a copy
             self.lib.dnnl_post_ops_destroy(post_ops)
+        return attr
+
+    def scales_attr(self, *args: int) -> Attributes:
+        """:meth:`attr` with one run-time scale for each argument of ``args``.
+
+        Each run then takes, for argument ``a``, a float32 scale as the
+        argument ``ARG_ATTR_SCALES | a``.
+        """
+        attr = self.attr()
+        for arg in args:
+            self.call(
+                'dnnl_primitive_attr_set_scales_mask',
+                attr.handle,
+                ctypes.c_int(arg),
+                ctypes.c_int(0),  # one scale for the whole argument
+            )
         return attr
 
     def add_sum_post_op(self, attr: Attributes) -> None:

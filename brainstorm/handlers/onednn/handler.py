@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import contextlib
-import math
 
 import numpy as np
 
 from brainstorm.handlers import _numpy_conv as _conv
 from brainstorm.handlers.numpy_handler import NumpyHandler
 from brainstorm.handlers.onednn import _dnnl, _openblas, _pool
+from brainstorm.handlers.onednn._operands import (
+    _ALIGNMENT,
+    _address,
+    _bounded,
+    _finite,
+    _has_empty_window,
+    _matmul_operands,
+    _operand_key,
+    _overlapping,
+    _top_left,
+)
 from brainstorm.handlers.onednn.plans import (
     ConvPlan,
     ElementwisePlan,
@@ -341,10 +351,11 @@ class OneDnnHandler(NumpyHandler):
         )
 
     def _run_elementwise(self, plan, *arrays) -> None:
+        self._run_elementwise_at(plan, *[_address(a) for a in arrays])
+
+    def _run_elementwise_at(self, plan, *pointers) -> None:
         with plan.lock:
-            plan.primitive.run(
-                [_address(a) for a in arrays], self._scratchpad(plan.primitive)
-            )
+            plan.primitive.run(pointers, self._scratchpad(plan.primitive))
 
     def rel_deriv(self, x, y, dy, dx) -> None:
         self._derivative('relu_deriv', super().rel_deriv, x, y, dy, dx)
@@ -359,6 +370,93 @@ class OneDnnHandler(NumpyHandler):
             numpy_op(x, y, dy, dx)
         else:
             self._run_elementwise(plan, y, dy, dx)
+
+    # ------------------------------------------------- parameter updates
+
+    def sgd_update(self, parameters, gradients, learning_rate: float) -> None:
+        plans = self._update_plans(
+            [parameters], [gradients], [learning_rate], 'scaled_add'
+        )
+        if plans is None:
+            super().sgd_update(parameters, gradients, learning_rate)
+            return
+        # NumPy: p + g * -lr; here 1 * p + -lr * g, the same bits
+        self._scaled_add(plans[0], parameters, 1.0, gradients, -learning_rate)
+
+    def momentum_update(
+        self, parameters, gradients, velocity, learning_rate: float, momentum: float
+    ) -> None:
+        plans = self._update_plans(
+            [parameters, velocity], [gradients], [learning_rate, momentum],
+            'scaled_add', 'add',
+        )  # fmt: skip
+        if plans is None:
+            super().momentum_update(
+                parameters, gradients, velocity, learning_rate, momentum
+            )
+            return
+        # NumPy: v * mu + g * -lr, then p + v
+        self._scaled_add(plans[0], velocity, momentum, gradients, -learning_rate)
+        self._run_elementwise(plans[1], parameters, velocity, parameters)
+
+    def nesterov_update(
+        self, parameters, gradients, velocity, learning_rate: float
+    ) -> None:
+        plans = self._update_plans(
+            [parameters, velocity], [gradients], [learning_rate], 'scaled_add'
+        )
+        if plans is None:
+            super().nesterov_update(parameters, gradients, velocity, learning_rate)
+            return
+        # NumPy: t = g * -lr, v + t, p + t
+        self._scaled_add(plans[0], velocity, 1.0, gradients, -learning_rate)
+        self._scaled_add(plans[0], parameters, 1.0, gradients, -learning_rate)
+
+    def _update_plans(self, written, read, scalars, *kinds):
+        """The plans of ``kinds`` for an update, or None where NumPy runs.
+
+        oneDNN runs updates of float32 C-contiguous arrays of one shape and
+        at least :data:`ELEMENTWISE_MIN` elements, no two of them sharing
+        memory, the ``written`` ones writeable, with Python floats or ints
+        as scalars: NumPy rounds those to float32 as oneDNN's scales are
+        (a NumPy float64 would make it compute in float64).
+        """
+        arrays = written + read
+        first = arrays[0]
+        if self.dtype != np.float32 or first.size < ELEMENTWISE_MIN:
+            return None
+        if any(type(s) not in (float, int) for s in scalars):
+            return None
+        for array in arrays:
+            if not (
+                isinstance(array, np.ndarray)
+                and array.dtype == np.float32
+                and array.shape == first.shape
+                and array.flags.c_contiguous
+            ):
+                return None
+        if not all(a.flags.writeable for a in written):
+            return None
+        if len({_address(a) for a in arrays}) < len(arrays) or _overlapping(arrays):
+            return None
+        size = first.size
+        plans = [
+            self._plan(
+                ('elementwise', kind, size),
+                lambda kind=kind: ElementwisePlan(self._lib, kind, size),
+            )
+            for kind in kinds
+        ]
+        return None if None in plans else plans
+
+    def _scaled_add(self, plan, a, alpha: float, b, beta: float) -> None:
+        """``a = alpha * a + beta * b`` (both products rounded, as NumPy's)."""
+        scales = self._buffer('onednn_scales', (2,), np.float32)
+        scales[0], scales[1] = alpha, beta  # rounded to float32 as NumPy does
+        scale = _address(scales)
+        self._run_elementwise_at(
+            plan, _address(a), _address(b), _address(a), scale, scale + 4
+        )
 
     def _add_into(self, target, source) -> None:
         """``target += source`` for a C-contiguous ``source``."""
@@ -646,105 +744,3 @@ class OneDnnHandler(NumpyHandler):
             )
             return
         self._pool_backward(plan, None, in_deltas, out_deltas)
-
-
-# oneDNN's own allocations are 64-byte aligned; so are the scratchpads and
-# reordered weights it gets from the handler
-_ALIGNMENT = 64
-
-
-def _address(array) -> int:
-    """The address of ``array``'s first element."""
-    return array.__array_interface__['data'][0]
-
-
-def _operand_key(array):
-    """``(address, shape, strides)`` of a NumPy array, else None."""
-    if not isinstance(array, np.ndarray):
-        return None
-    return _address(array), array.shape, array.strides
-
-
-def _matmul_operands(left, right, out) -> bool:
-    """Can oneDNN's matmul compute ``out (+)= left . right`` in place?"""
-    arrays = (left, right, out)
-    if not all(
-        isinstance(x, np.ndarray)
-        and x.dtype == np.float32
-        and x.ndim == 2
-        and x.size
-        and all(s > 0 and s % 4 == 0 for s in x.strides)
-        for x in arrays
-    ):
-        return False
-    (m, k), (k2, n) = left.shape, right.shape
-    return (
-        k == k2
-        and out.shape == (m, n)
-        and out.flags.writeable
-        and not np.may_share_memory(out, left)
-        and not np.may_share_memory(out, right)
-    )
-
-
-def _overlapping(arrays) -> bool:
-    """Do two of these C-contiguous arrays share memory without being one?"""
-    spans = sorted({(_address(a), _address(a) + a.nbytes) for a in arrays})
-    return any(b[0] < a[1] for a, b in zip(spans, spans[1:]))
-
-
-def _finite(array) -> bool:
-    """Whether every value of the C-contiguous ``array`` is finite (no NaN, inf).
-
-    One dot product of the array with itself: NaN and inf propagate. A
-    huge finite value may overflow it and answer False, which only costs
-    speed (the callers then run NumpyHandler's op).
-    """
-    flat = array.reshape(-1)
-    with np.errstate(over='ignore', invalid='ignore'):
-        return bool(np.isfinite(np.dot(flat, flat)))
-
-
-def _bounded(x, weights, bias) -> bool:
-    """Whether no output or partial sum of this convolution can overflow.
-
-    Each output is a bias plus a sum of products of one window of ``x``
-    with one filter; every partial sum of it is at most ``|x| |weights| +
-    |bias|`` in size (Cauchy-Schwarz, ``|.|`` the Euclidean norm of the
-    whole array), far below float32's largest value here. Three dot
-    products of C-contiguous arrays; NaN, inf or a norm that overflows
-    answers False.
-    """
-    norms = []
-    with np.errstate(over='ignore', invalid='ignore'):
-        for array in (x, weights, bias):
-            flat = array.reshape(-1)
-            norms.append(math.sqrt(float(np.dot(flat, flat))) if flat.size else 0.0)
-    bound = norms[0] * norms[1] + norms[2]
-    return math.isfinite(bound) and bound < _SAFE_MAGNITUDE
-
-
-#: far below float32's largest value (about 2**128): room for the rounding
-#: of sums of up to billions of terms
-_SAFE_MAGNITUDE = 2.0**100
-
-
-def _top_left(padding) -> tuple[int, int]:
-    """The padding cells above and left of the image."""
-    top, _, left, _ = padding_sides(padding)
-    return top, left
-
-
-def _has_empty_window(window, top_left, stride, out_hw, in_hw) -> bool:
-    """Does some window hold padding only (no in-bounds cell)?
-
-    ``top_left`` is the padding above and left of the image; the output
-    size bounds the windows on the other sides.
-    """
-    for k, padding, s, n_out, n_in in zip(window, top_left, stride, out_hw, in_hw):
-        # the first and the last window of the axis are the emptiest
-        first_end = k - padding  # exclusive end of the first window
-        last_start = (n_out - 1) * s - padding
-        if first_end <= 0 or last_start >= n_in:
-            return True
-    return False

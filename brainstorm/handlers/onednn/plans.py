@@ -335,7 +335,7 @@ class PoolPlan:
 
 
 class ElementwisePlan:
-    """A derivative from the outputs, or a sum, over ``size`` floats.
+    """A derivative from the outputs, a sum or a scaled sum of ``size`` floats.
 
     All operands are C-contiguous float32 arrays of ``size`` elements, seen
     as one axis. oneDNN runs them on all its threads; the results are
@@ -345,7 +345,11 @@ class ElementwisePlan:
     Args:
         lib: the loaded library.
         kind: ``'relu_deriv'`` or ``'sigmoid_deriv'`` (arguments ``y, dy,
-            dx``), or ``'add'`` (``a, b, out``: ``out = a + b``).
+            dx``), ``'add'`` (``a, b, out``: ``out = a + b``) or
+            ``'scaled_add'`` (``a, b, out, alpha, beta``: ``out = alpha * a +
+            beta * b``, ``alpha`` and ``beta`` the addresses of float32
+            scalars; NumPy's ``a * alpha + b * beta`` bit for bit, each
+            product rounded).
         size: the number of elements.
     """
 
@@ -359,7 +363,13 @@ class ElementwisePlan:
         self.md = md = dense_md(lib, (size,))
         self.attr = lib.attr()
         zero = ctypes.c_float(0.0)
-        if kind == 'add':
+        if kind in ('add', 'scaled_add'):
+            args = {d.ARG_SRC: md, d.ARG_SRC_1: md, d.ARG_DST: md}
+            if kind == 'scaled_add':
+                self.attr = lib.scales_attr(d.ARG_SRC, d.ARG_SRC_1)
+                self.scale_md = scale = dense_md(lib, (1,))
+                args[d.ARG_ATTR_SCALES | d.ARG_SRC] = scale
+                args[d.ARG_ATTR_SCALES | d.ARG_SRC_1] = scale
             pd = _create(
                 lib,
                 'dnnl_binary_primitive_desc_create',
@@ -369,7 +379,6 @@ class ElementwisePlan:
                 md.handle,
                 self.attr.handle,
             )
-            args = {d.ARG_SRC: md, d.ARG_SRC_1: md, d.ARG_DST: md}
             self.primitive = d.Primitive(lib, pd, args)
             return
         forward_pd = _create(
