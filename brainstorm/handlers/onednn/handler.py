@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 
 import numpy as np
 
@@ -417,15 +418,16 @@ class OneDnnHandler(NumpyHandler):
 
         oneDNN runs updates of float32 C-contiguous arrays of one shape and
         at least :data:`ELEMENTWISE_MIN` elements, no two of them sharing
-        memory, the ``written`` ones writeable, with Python floats or ints
-        as scalars: NumPy rounds those to float32 as oneDNN's scales are
-        (a NumPy float64 would make it compute in float64).
+        memory, the ``written`` ones writeable, with finite Python floats or
+        ints as scalars: NumPy rounds those to float32 as oneDNN's scales
+        are (a NumPy float64 would make it compute in float64; a NaN scalar
+        would give another NaN than NumPy's).
         """
         arrays = written + read
         first = arrays[0]
         if self.dtype != np.float32 or first.size < ELEMENTWISE_MIN:
             return None
-        if any(type(s) not in (float, int) for s in scalars):
+        if any(type(s) not in (float, int) or not math.isfinite(s) for s in scalars):
             return None
         for array in arrays:
             if not (
