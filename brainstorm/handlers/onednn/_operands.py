@@ -47,6 +47,21 @@ def _matmul_operands(left, right, out) -> bool:
     )
 
 
+def _dense_float32(arrays, least: int) -> bool:
+    """Whether these are C-contiguous float32 arrays of one shape and size >= least."""
+    first = arrays[0]
+    return (
+        all(
+            isinstance(a, np.ndarray)
+            and a.dtype == np.float32
+            and a.shape == first.shape
+            and a.flags.c_contiguous
+            for a in arrays
+        )
+        and first.size >= least
+    )
+
+
 def _overlapping(arrays) -> bool:
     """Do two of these C-contiguous arrays share memory without being one?"""
     spans = sorted({(_address(a), _address(a) + a.nbytes) for a in arrays})

@@ -14,6 +14,7 @@ from brainstorm.handlers.onednn._operands import (
     _ALIGNMENT,
     _address,
     _bounded,
+    _dense_float32,
     _finite,
     _has_empty_window,
     _matmul_operands,
@@ -333,20 +334,11 @@ class OneDnnHandler(NumpyHandler):
         :data:`ELEMENTWISE_MIN` elements, the result writeable, any two of
         them the same array or disjoint.
         """
-        first = arrays[0]
-        if self.dtype != np.float32 or first.size < ELEMENTWISE_MIN:
+        if self.dtype != np.float32 or not _dense_float32(arrays, ELEMENTWISE_MIN):
             return None
-        for array in arrays:
-            if not (
-                isinstance(array, np.ndarray)
-                and array.dtype == np.float32
-                and array.shape == first.shape
-                and array.flags.c_contiguous
-            ):
-                return None
         if not arrays[-1].flags.writeable or _overlapping(arrays):
             return None
-        size = first.size
+        size = arrays[0].size
         return self._plan(
             ('elementwise', kind, size), lambda: ElementwisePlan(self._lib, kind, size)
         )
@@ -424,24 +416,15 @@ class OneDnnHandler(NumpyHandler):
         would give another NaN than NumPy's).
         """
         arrays = written + read
-        first = arrays[0]
-        if self.dtype != np.float32 or first.size < ELEMENTWISE_MIN:
+        if self.dtype != np.float32 or not _dense_float32(arrays, ELEMENTWISE_MIN):
             return None
         if any(type(s) not in (float, int) or not math.isfinite(s) for s in scalars):
             return None
-        for array in arrays:
-            if not (
-                isinstance(array, np.ndarray)
-                and array.dtype == np.float32
-                and array.shape == first.shape
-                and array.flags.c_contiguous
-            ):
-                return None
         if not all(a.flags.writeable for a in written):
             return None
         if len({_address(a) for a in arrays}) < len(arrays) or _overlapping(arrays):
             return None
-        size = first.size
+        size = arrays[0].size
         plans = [
             self._plan(
                 ('elementwise', kind, size),
