@@ -509,11 +509,15 @@ class OneDnnHandler(NumpyHandler):
         b = self._dense('onednn_b', bias)
         weights = self._dense('onednn_w_user', weights)  # once, for both uses
         # a ReLU fused into the convolution where it gives what rel gives:
-        # the handler's rel is NumPy's (not a subclass's) and the outputs
-        # are finite (oneDNN's ReLU turns NaN into 0)
+        # the handler's rel is NumPy's (not a subclass's or an instance's
+        # own), oneDNN has an exact fused kernel, and the outputs are finite
+        # (oneDNN's ReLU turns NaN into 0)
+        # (the bound is not computed where oneDNN is known to lack the fused
+        # kernel, the fused primitive not made where the bound fails)
         fuse = (
             activation == 'rel'
-            and type(self).rel is NumpyHandler.rel
+            and getattr(self.rel, '__func__', None) is NumpyHandler.rel
+            and not plan.relu_unavailable
             and _bounded(x, weights, b)
         )
         with plan.lock:

@@ -147,6 +147,11 @@ class ConvPlan:
             self._forward_relu = primitive
         return self._forward_relu  # type: ignore[return-value]
 
+    @property
+    def relu_unavailable(self) -> bool:
+        """Whether :attr:`forward_relu` was found to be None."""
+        return self._forward_relu is None
+
     def _forward_primitive(self, attr) -> d.Primitive:
         """The forward primitive with the attributes ``attr``."""
         pd = _create(
