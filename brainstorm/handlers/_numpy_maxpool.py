@@ -92,7 +92,7 @@ def ranked_base(handler, window, top_left, stride, out_shape, width: int):
 def _maxpool_images(
     handler, inputs, outputs, argmax, offsets, padding, scratch, shifted, top
 ):
-    w, c = inputs.shape[2:]
+    c = inputs.shape[3]
     best, score, match, index = scratch
     # without padding the first offset covers every output cell and
     # initialises the running maximum and score (one pass less each)
@@ -107,17 +107,16 @@ def _maxpool_images(
         np.maximum(part, inputs[in_part], out=part)
     if not full:
         score.fill(0)
-    for k, (u, v, out_part, in_part) in enumerate(offsets):
-        first = full and k == 0
-        hit = score if first else match[out_part]
-        np.equal(inputs[in_part], best[out_part], out=hit)
-        np.multiply(hit, top - type(top)(u * w + v), out=hit)
-        if not first:
-            part = score[out_part]
-            np.maximum(part, hit, out=part)
+    _rank_cells(inputs, offsets, score, match, top, full, np.equal, best)
     np.copyto(outputs, best)
     if not score.min():  # windows of padding only, or with NaN (no cell equals NaN)
-        _first_nan_cells(handler, inputs, best, offsets, score, top)
+        nan = handler._buffer('pool_nan', score.shape, np.bool_)
+        np.isnan(best, out=nan)
+        if nan.any():
+            # A window holding a NaN has the maximum NaN and so no score
+            # yet; the rank of its first NaN cell (only such windows hold
+            # NaN cells) makes argmax point there, as for ties.
+            _rank_cells(inputs, offsets, score, match, top, False, np.isnan)
     np.multiply(score, handler.dtype(c), out=index)  # in floats: no wrap
     np.subtract(shifted, index, out=index)
     if not full:
@@ -128,29 +127,24 @@ def _maxpool_images(
     np.copyto(argmax, index)
 
 
-def _first_nan_cells(handler, inputs, best, offsets, score, top) -> None:
-    """Score the first NaN cell of each window whose maximum is NaN.
+def _rank_cells(inputs, offsets, score, match, top, first_sets, test, *against):
+    """Keep in ``score`` the largest rank of the cells ``test`` accepts.
 
-    Such a window's maximum equals none of its cells, so it has no score
-    yet; the rank of its first NaN cell in row-major window order makes
-    argmax point there (as for ties, the first wins), and the backward
-    pass sends the window's delta to it. Runs only where some window has
-    no score (NaN, or padding only): scratch arrays are made then.
+    The rank of window cell ``(u, v)`` is ``top - (u * W + v)``: the first
+    accepted cell in row-major window order has the largest. ``test`` is
+    ``np.equal`` (with the running maximum as ``against``) or ``np.isnan``.
+    With ``first_sets`` the first offset, which covers every window,
+    writes ``score`` (no padding: one pass less).
     """
     w = inputs.shape[2]
-    nan = handler._buffer('pool_nan', score.shape, np.bool_)
-    np.isnan(best, out=nan)
-    if not nan.any():
-        return
-    first = handler._buffer('pool_nan_score', score.shape, score.dtype)
-    first.fill(0)
-    hit = handler._buffer('pool_nan_hit', score.shape, score.dtype)
-    for u, v, out_part, in_part in offsets:
-        part = hit[out_part]
-        np.isnan(inputs[in_part], out=part)
-        np.multiply(part, top - type(top)(u * w + v), out=part)
-        np.maximum(first[out_part], part, out=first[out_part])
-    np.copyto(score, first, where=nan)
+    for k, (u, v, out_part, in_part) in enumerate(offsets):
+        first = first_sets and k == 0
+        hit = score if first else match[out_part]
+        test(inputs[in_part], *[a[out_part] for a in against], out=hit)
+        np.multiply(hit, top - type(top)(u * w + v), out=hit)
+        if not first:
+            part = score[out_part]
+            np.maximum(part, hit, out=part)
 
 
 def maxpool2d_backward_batch(

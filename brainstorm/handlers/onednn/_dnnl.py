@@ -221,18 +221,13 @@ class Library:
     def relu_attr(self) -> Attributes:
         """:meth:`attr` with a ReLU (``max(x, 0)``) post-op."""
         attr = self.attr()
-        post_ops = self._make('dnnl_post_ops_create')
-        try:
-            self.call(
-                'dnnl_post_ops_append_eltwise',
-                post_ops,
-                ctypes.c_int(ELTWISE_RELU),
-                ctypes.c_float(0.0),
-                ctypes.c_float(0.0),
-            )
-            self.call('dnnl_primitive_attr_set_post_ops', attr.handle, post_ops)
-        finally:  # the attributes keep a copy
-            self.lib.dnnl_post_ops_destroy(post_ops)
+        self._set_post_op(
+            attr,
+            'dnnl_post_ops_append_eltwise',
+            ctypes.c_int(ELTWISE_RELU),
+            ctypes.c_float(0.0),
+            ctypes.c_float(0.0),
+        )
         return attr
 
     def scales_attr(self, *args: int) -> Attributes:
@@ -253,15 +248,19 @@ class Library:
 
     def add_sum_post_op(self, attr: Attributes) -> None:
         """Give ``attr`` a sum post-op: the result is added to the output."""
+        self._set_post_op(
+            attr,
+            'dnnl_post_ops_append_sum',
+            ctypes.c_float(1.0),
+            ctypes.c_int32(0),
+            ctypes.c_int(0),  # dnnl_data_type_undef: the output's type
+        )
+
+    def _set_post_op(self, attr: Attributes, append: str, *args) -> None:
+        """Give ``attr`` the one post-op that the function ``append`` adds."""
         post_ops = self._make('dnnl_post_ops_create')
         try:
-            self.call(
-                'dnnl_post_ops_append_sum',
-                post_ops,
-                ctypes.c_float(1.0),
-                ctypes.c_int32(0),
-                ctypes.c_int(0),  # dnnl_data_type_undef: the output's type
-            )
+            self.call(append, post_ops, *args)
             self.call('dnnl_primitive_attr_set_post_ops', attr.handle, post_ops)
         finally:  # the attributes keep a copy
             self.lib.dnnl_post_ops_destroy(post_ops)

@@ -6,8 +6,6 @@ import math
 
 import numpy as np
 
-from brainstorm.shapes import padding_sides
-
 # oneDNN's own allocations are 64-byte aligned; so are the scratchpads and
 # reordered weights it gets from the handler
 _ALIGNMENT = 64
@@ -102,12 +100,6 @@ def _bounded(x, weights, bias) -> bool:
 #: far below float32's largest value (about 2**128): room for the rounding
 #: of sums of up to billions of terms
 _SAFE_MAGNITUDE = 2.0**100
-
-
-def _top_left(padding) -> tuple[int, int]:
-    """The padding cells above and left of the image."""
-    top, _, left, _ = padding_sides(padding)
-    return top, left
 
 
 def _has_empty_window(window, top_left, stride, out_hw, in_hw) -> bool:

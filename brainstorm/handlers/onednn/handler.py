@@ -20,7 +20,6 @@ from brainstorm.handlers.onednn._operands import (
     _matmul_operands,
     _operand_key,
     _overlapping,
-    _top_left,
 )
 from brainstorm.handlers.onednn.plans import (
     ConvPlan,
@@ -655,7 +654,7 @@ class OneDnnHandler(NumpyHandler):
         if y is not outputs:
             np.copyto(outputs, y)
         _pool.argmax_from_workspace(
-            self, memo.workspace, window, _top_left(padding), stride,
+            self, memo.workspace, window, _conv._top_left(padding), stride,
             inputs.shape[1:], argmax,
         )  # fmt: skip
         np.copyto(memo.argmax, argmax)
@@ -681,7 +680,13 @@ class OneDnnHandler(NumpyHandler):
         if ws is None:
             ws = self._buffer('onednn_ws', argmax.shape, plan.workspace_dtype)
             _pool.workspace_from_argmax(
-                self, argmax, window, _top_left(padding), stride, inputs.shape[1:], ws
+                self,
+                argmax,
+                window,
+                _conv._top_left(padding),
+                stride,
+                inputs.shape[1:],
+                ws,
             )
         self._pool_backward(plan, ws, in_deltas, out_deltas)
 
