@@ -270,3 +270,19 @@ def test_old_product_shapes_are_forgotten(handler, monkeypatch):
             handler.dot_mm(np.ones((rows, 5), np.float32), b, out)
             np.testing.assert_array_equal(out, 5.0)
     assert [k[1][0] for k in matmul_plans(handler)] == [5, 6, 7]
+
+
+def test_the_plans_used_every_step_are_kept(handler, monkeypatch):
+    """The plans go least recently used first: a shape run between new
+    ones (the recurrent product, every step) stays."""
+    from brainstorm.handlers.onednn import handler as module
+
+    monkeypatch.setattr(module, 'MATMUL_PLANS', 3)
+    b = np.ones((5, 3), np.float32)
+    with handler.network_pass(LSTM_PASS):
+        for rows in range(1, 8):
+            for n in (rows, 1):  # a new shape, then the one of 1 row again
+                out = np.zeros((n, 3), np.float32)
+                handler.dot_mm(np.ones((n, 5), np.float32), b, out)
+                np.testing.assert_array_equal(out, 5.0)
+    assert sorted(k[1][0] for k in matmul_plans(handler)) == [1, 6, 7]

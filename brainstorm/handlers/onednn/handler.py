@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 
 import numpy as np
@@ -95,6 +96,7 @@ class OneDnnHandler(NumpyHandler):
         self._lib = _dnnl.library()
         super().__init__(dtype, seed)
         self._plans: dict = {}
+        self._uses = itertools.count(1)  # stamps of the matmul plans' uses
 
     def __describe__(self) -> dict:
         """``{'@type': 'OneDnnHandler', 'dtype': 'float32'}``."""
@@ -109,11 +111,13 @@ class OneDnnHandler(NumpyHandler):
         state = super().__getstate__()
         state.pop('_lib', None)
         state['_plans'] = {}
+        state.pop('_uses', None)  # itertools.count: no pickling from 3.14
         return state
 
     def __setstate__(self, state) -> None:
         """Restore; loads oneDNN (ImportError if it cannot be here)."""
         self.__dict__.update(state)
+        self._uses = itertools.count(1)
         self._lib = _dnnl.library()
 
     def __str__(self) -> str:
@@ -226,13 +230,15 @@ class OneDnnHandler(NumpyHandler):
         return getattr(getattr(self, '_per_thread', None), 'onednn_products', None)
 
     def _forget_matmul_plans(self) -> None:
-        """Drop the oldest matmul plans beyond ``MATMUL_PLANS - 1``.
+        """Drop the least recently used matmul plans beyond ``MATMUL_PLANS - 1``.
 
         Sequences of changing lengths make new product shapes; the plans
-        of shapes no longer used go (one in use stays alive where it is).
+        of shapes no longer used go, those run every step stay (one in use
+        stays alive where it is).
         """
-        keys = [k for k in list(self._plans) if k[0] == 'matmul']
-        for key in keys[: max(0, len(keys) - MATMUL_PLANS + 1)]:
+        plans = [(k, p) for k, p in list(self._plans.items()) if k[0] == 'matmul']
+        plans.sort(key=lambda item: getattr(item[1], 'used', 0))
+        for key, _ in plans[: max(0, len(plans) - MATMUL_PLANS + 1)]:
             self._plans.pop(key, None)
 
     @contextlib.contextmanager
@@ -295,6 +301,7 @@ class OneDnnHandler(NumpyHandler):
             )
         if plan is None:
             return False
+        plan.used = next(self._uses)  # (itertools.count: atomic)
         with plan.lock:
             if packed is None:
                 weights = _address(right)
