@@ -1,9 +1,9 @@
 """OneDnnHandler's products in passes of networks with Lstm layers.
 
-There every float32 product runs on oneDNN's matmul (OpenBLAS on one
-thread), and products by the operand of a ``fixed_operand`` block use a
-copy of it packed once in the block (docs/cpu.rst). Elsewhere products are
-NumPy's, bit for bit.
+There every float32 product of at least ONEDNN_PRODUCT_MIN multiply-adds
+runs on oneDNN's matmul (OpenBLAS on one thread), and products by the
+operand of a ``fixed_operand`` block use a copy of it packed once in the
+block (docs/cpu.rst). Elsewhere products are NumPy's, bit for bit.
 """
 
 import numpy as np
@@ -18,8 +18,34 @@ LSTM_PASS = {'Input', 'Lstm', 'FullyConnected'}
 
 
 @pytest.fixture
-def handler():
+def handler(monkeypatch):
+    """A OneDnnHandler that runs products of every size on oneDNN (the
+    tests' small shapes; see test_small_products_stay_with_numpy)."""
+    from brainstorm.handlers.onednn import handler as module
+
+    monkeypatch.setattr(module, 'ONEDNN_PRODUCT_MIN', 0)
     return onednn_handler(np.float32, seed=1)
+
+
+def test_small_products_stay_with_numpy(monkeypatch):
+    """Below ONEDNN_PRODUCT_MIN multiply-adds a product runs on NumPy (its
+    bits), at it on oneDNN."""
+    from brainstorm.handlers.onednn import handler as module
+
+    h = onednn_handler(np.float32, seed=1)
+    rnd = np.random.RandomState(2)
+    m, k = 32, 128
+    n = module.ONEDNN_PRODUCT_MIN // (m * k)
+    a, b = rnd.rand(m, k).astype(np.float32), rnd.rand(n, k).astype(np.float32)
+    with h.network_pass(LSTM_PASS):
+        small = np.zeros((m, n - 1), np.float32)
+        h.dot_mm(a, b[:-1], small, transb=True)
+        assert matmul_plans(h) == []
+        expected = np.zeros_like(small)
+        NumpyHandler(np.float32).dot_mm(a, b[:-1], expected, transb=True)
+        np.testing.assert_array_equal(small, expected)
+        h.dot_mm(a, b, np.zeros((m, n), np.float32), transb=True)
+        assert len(matmul_plans(h)) == 1
 
 
 def operands(rnd, m, k, n, transa, transb, strided):

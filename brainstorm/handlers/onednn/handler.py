@@ -35,12 +35,17 @@ __all__ = ['OneDnnHandler']
 #: the layer types whose passes run oneDNN primitives
 IMAGE_LAYER_TYPES = frozenset({'Convolution2D', 'Pooling2D'})
 
-#: the layer types whose passes run every float32 product on oneDNN, with
+#: the layer types whose passes run the float32 products on oneDNN, with
 #: the recurrent weights packed (see ``network_pass``)
 RECURRENT_LAYER_TYPES = frozenset({'Lstm', 'ClockworkLstm'})
 
-#: the most matmul plans kept (the oldest go first)
+#: the most matmul plans kept (the least recently used go first)
 MATMUL_PLANS = 64
+
+#: in passes of networks with such layers, products of fewer multiply-adds
+#: than this stay with NumPy (OpenBLAS on one thread): below it a oneDNN
+#: call costs more than it saves (32 x 128 . 128 x 512: 70 us either way)
+ONEDNN_PRODUCT_MIN = 1 << 21
 
 #: in passes of networks with such layers, products of more multiply-adds
 #: than this run on all of OpenBLAS's threads, smaller ones on one
@@ -198,7 +203,7 @@ class OneDnnHandler(NumpyHandler):
         thread, except for products of more than ``SMALL_PRODUCT``
         multiply-adds. In float32 passes of networks with layers of
         ``RECURRENT_LAYER_TYPES``, OpenBLAS runs on one thread and the
-        products of float32 matrices run on oneDNN (its matmul), those by
+        products of big float32 matrices run on oneDNN (its matmul), those by
         an operand of a :meth:`fixed_operand` block with that operand
         packed once in the block (see :doc:`/cpu`). Elsewhere nothing
         changes (OpenBLAS's thread count only where it is NumPy's BLAS).
@@ -276,7 +281,8 @@ class OneDnnHandler(NumpyHandler):
 
         Float32 matrices of matching shapes, none empty, with positive
         strides, ``out`` writeable and sharing no memory with ``a`` or
-        ``b``; anything else (and a shape oneDNN cannot run) is NumPy's.
+        ``b``, of at least :data:`ONEDNN_PRODUCT_MIN` multiply-adds;
+        anything else (and a shape oneDNN cannot run) is NumPy's.
         """
         fixed = self._fixed_operands()
         if fixed is None:
@@ -284,6 +290,8 @@ class OneDnnHandler(NumpyHandler):
         left = a.T if transa else a
         right = b.T if transb else b
         if not _matmul_operands(left, right, out):
+            return False
+        if out.size * left.shape[1] < ONEDNN_PRODUCT_MIN:
             return False
         number, packed = fixed.get(_operand_key(b), (None, None))
         key = (
