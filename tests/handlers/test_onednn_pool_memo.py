@@ -315,3 +315,22 @@ def test_a_translated_argmax_naming_no_window_cell_stays_in_the_window(handler, 
     # the deltas stay within the input deltas' memory
     dx = g.backward(handler, x, argmax, deltas(g.y_shape, 2))
     assert np.isfinite(dx).all()
+
+
+def test_changing_batch_sizes_keep_one_memo_per_array(handler, monkeypatch):
+    """A smaller last batch pools into a view of the same argmax memory: it
+    replaces the memo there instead of adding one, and each backward pass
+    still takes the workspace of its own forward pass."""
+    memory = np.zeros((8, 6, 6, 8), np.float32)
+    translations = count_translations(monkeypatch)
+    for n in (8, 3, 8, 5):
+        g = Geometry((n, 12, 12, 8), (2, 2))
+        x, dy = images(g.x_shape, n), deltas(g.y_shape, n)
+        argmax = memory[:n]
+        handler.maxpool2d_forward_batch(
+            x, g.window, np.zeros(g.y_shape, np.float32), g.padding, g.stride, argmax
+        )
+        got = g.backward(handler, x, argmax, dy)
+        np.testing.assert_array_equal(got, g.expected_backward(x, argmax, dy))
+    assert len(handler._per_thread.onednn_pool_memos) == 1
+    assert translations == []

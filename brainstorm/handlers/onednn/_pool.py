@@ -9,10 +9,11 @@ image: ``(r * W + q) * C + c`` for the image cell ``(r, q)``.
 The forward pass computes ``argmax`` from the workspace: integer
 arithmetic, then the two float operations NumpyHandler ends with, so the
 values are NumpyHandler's bit for bit. The backward pass needs the
-workspace again. Each thread keeps, per ``argmax`` array (address, shape,
-strides), the workspace its forward pass wrote and a copy of the
-``argmax`` written with it (about 1.25 to 2 times the pooled outputs'
-memory, for at most :data:`POOL_MEMOS` arrays); when ``argmax`` still
+workspace again. Each thread keeps, per ``argmax`` address (a view of
+another shape there, such as a smaller last batch, replaces it), the
+workspace its forward pass wrote and a copy of the ``argmax`` written with
+it (about 1.25 to 2 times the pooled outputs' memory, for at most
+:data:`POOL_MEMOS` addresses); when ``argmax`` still
 holds those values, the backward pass takes that workspace. Otherwise
 (changed values, another thread, no forward pass on this handler) the
 caller translates ``argmax`` back (:func:`workspace_from_argmax`). The
@@ -42,16 +43,21 @@ POOL_MEMOS = 32
 class _Memo:
     """The workspace a forward pass wrote, and the ``argmax`` it gave."""
 
-    __slots__ = ('argmax', 'plan', 'workspace')
+    __slots__ = ('argmax', 'layout', 'plan', 'workspace')
 
-    def __init__(self, plan, shape, dtype, workspace_dtype):
+    def __init__(self, plan, argmax, dtype, workspace_dtype):
         self.plan = plan
-        self.argmax = np.empty(shape, dtype)
-        self.workspace = np.empty(shape, workspace_dtype)
+        self.layout = (argmax.shape, argmax.strides)
+        self.argmax = np.empty(argmax.shape, dtype)
+        self.workspace = np.empty(argmax.shape, workspace_dtype)
+
+    def serves(self, plan, argmax) -> bool:
+        """Is this the memo of ``plan`` writing ``argmax`` (its layout)?"""
+        return self.plan is plan and self.layout == (argmax.shape, argmax.strides)
 
 
 def _memos(handler) -> OrderedDict:
-    """The calling thread's memos (made on first use)."""
+    """The calling thread's memos by argmax address (made on first use)."""
     handler._scratch  # noqa: B018 - makes the thread's state
     state = handler._per_thread
     memos = getattr(state, 'onednn_pool_memos', None)
@@ -60,26 +66,26 @@ def _memos(handler) -> OrderedDict:
     return memos
 
 
-def _key(array) -> tuple:
-    return (array.__array_interface__['data'][0], array.shape, array.strides)
+def _address(array) -> int:
+    return array.__array_interface__['data'][0]
 
 
 def forward_memo(handler, plan, argmax) -> _Memo:
     """The memo a forward pass of ``plan`` writing ``argmax`` fills.
 
     Its ``workspace`` receives oneDNN's; the caller then copies the
-    ``argmax`` it computes into its ``argmax``.
+    ``argmax`` it computes into its ``argmax``. One memo per address: a
+    view of other shape at the same address (a smaller last batch, say)
+    replaces it, so changing batch sizes do not pile up memos.
     """
     memos = _memos(handler)
-    key = _key(argmax)
+    key = _address(argmax)
     memo = memos.get(key)
-    if memo is None or memo.plan is not plan:
+    if memo is None or not memo.serves(plan, argmax):
         memos.pop(key, None)
         while len(memos) >= POOL_MEMOS:
             memos.popitem(last=False)
-        memo = memos[key] = _Memo(
-            plan, argmax.shape, handler.dtype, plan.workspace_dtype
-        )
+        memo = memos[key] = _Memo(plan, argmax, handler.dtype, plan.workspace_dtype)
     else:
         memos.move_to_end(key)
     return memo
@@ -87,8 +93,8 @@ def forward_memo(handler, plan, argmax) -> _Memo:
 
 def known_workspace(handler, plan, argmax):
     """The workspace of the forward pass that wrote ``argmax``'s values, or None."""
-    memo = _memos(handler).get(_key(argmax))
-    if memo is None or memo.plan is not plan:
+    memo = _memos(handler).get(_address(argmax))
+    if memo is None or not memo.serves(plan, argmax):
         return None
     same = handler._buffer('onednn_pool_same', argmax.shape, np.bool_)
     np.equal(argmax, memo.argmax, out=same)
