@@ -26,8 +26,6 @@ __all__ = [
     'assert_shapes_equal',
     'assert_is_scalar',
     'overlapping_operands',
-    'unwrap',
-    'checked_fixed_block',
 ]
 
 _NO_ARITHMETIC = (
@@ -215,13 +213,13 @@ def check_for_inf_or_nan(f):
     return checked
 
 
-def unwrap(value):
+def _unwrap(value):
     """The wrapped array of a :class:`DebugArray`; anything else as it is."""
     return value.array if isinstance(value, DebugArray) else value
 
 
 @contextlib.contextmanager
-def checked_fixed_block(handler, default, array):
+def _checked_fixed_block(handler, default, array):
     """``handler.fixed_operand`` (else ``default``) on the array in ``array``.
 
     DebugHandler's ``fixed_operand``: raises :class:`DebugHandlerError` if

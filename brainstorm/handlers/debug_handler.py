@@ -25,16 +25,16 @@ from brainstorm.handlers.debug_array import (
     KIND_CHECKS,
     DebugArray,
     DebugHandlerError,
+    _checked_fixed_block,
     _is_int,
     _is_scalar,
+    _unwrap,
     assert_debug_arrays,
     assert_is_scalar,
     assert_is_shape,
     assert_shapes_equal,
     check_for_inf_or_nan,
-    checked_fixed_block,
     overlapping_operands,
-    unwrap,
 )
 from brainstorm.handlers.numpy_handler import NumpyHandler, _sequence_lengths
 from brainstorm.handlers.ops import OPS, Op, install_ops, signature
@@ -119,7 +119,7 @@ class DebugHandler(Handler):
         return getattr(self.handler, 'network_pass', super().network_pass)(layer_types)
 
     def fixed_operand(self, array):  # the wrapped handler's, checked
-        return checked_fixed_block(self.handler, super().fixed_operand, array)
+        return _checked_fixed_block(self.handler, super().fixed_operand, array)
 
     # ------------------------------------------------------- every op call
 
@@ -132,14 +132,14 @@ class DebugHandler(Handler):
             self._expect_disjoint(op, args)
         parameters = signature(op).parameters
         positional = [
-            unwrap(v)
+            _unwrap(v)
             for n, v in args.items()
             if parameters[n].kind is not parameters[n].KEYWORD_ONLY
         ]
         # keyword-only options only when not at their defaults, so that a
         # wrapped handler written against the 0.5 signatures still works
         keywords = {
-            n: unwrap(v)
+            n: _unwrap(v)
             for n, v in args.items()
             if parameters[n].kind is parameters[n].KEYWORD_ONLY
             and v is not parameters[n].default
