@@ -235,7 +235,7 @@ class Handler(Describable, abc.ABC):
             ):
                 # hints may go into **kwargs; an activation must be named
                 missing = tuple(
-                    k for k in keywords if k in _APPLIED and k not in parameters
+                    k for k in keywords if k == 'activation' and k not in parameters
                 )
             else:
                 missing = tuple(k for k in keywords if k not in parameters)
@@ -362,6 +362,18 @@ class Handler(Describable, abc.ABC):
         """
         return contextlib.nullcontext()
 
+    def _activation_after(self, activation: str):
+        """``f(outputs)``, applying ``activation`` to an op's outputs in place.
+
+        None for ``'linear'``. The name is looked up now, so an unknown one
+        raises before the op writes anything. ``f`` runs the in-place
+        activation on a 2-D view of the outputs where one exists.
+        """
+        if activation == 'linear':
+            return None
+        act = self.inplace_act_func[activation]
+        return lambda outputs: act(as_rows(outputs))
+
     def fixed_operand(self, array):
         """A context in which ``array`` stays as it is: a hint for products.
 
@@ -478,10 +490,6 @@ _OPTIONAL_KEYWORDS = {
 }
 
 
-#: the keyword a wrapped op applies itself rather than drops (no hint)
-_APPLIED = frozenset({'activation'})
-
-
 def _accepting(name: str, method, keywords: tuple[str, ...]):
     """``method``, the op ``name``, accepting the keywords ``keywords``.
 
@@ -489,26 +497,21 @@ def _accepting(name: str, method, keywords: tuple[str, ...]):
     operand the op writes, as ``inplace_act_func[activation]`` on a 2-D
     view.
     """
-    applies_activation = 'activation' in keywords
-    # the written operand: its name and position after self
-    (operand,) = OPS[name].writes if applies_activation else (None,)
-    position = (
-        list(signature(OPS[name]).parameters).index(operand) - 1 if operand else 0
-    )
+    operand, position = None, 0
+    if 'activation' in keywords:  # the written operand, its position after self
+        (operand,) = OPS[name].writes
+        position = list(signature(OPS[name]).parameters).index(operand) - 1
 
     @functools.wraps(method)
     def op(self, *args, **kwargs):
-        activation = 'linear'
-        if applies_activation:
-            activation = kwargs.pop('activation', activation)
+        activate = None
+        if operand is not None:
+            activate = self._activation_after(kwargs.pop('activation', 'linear'))
         for keyword in keywords:
             kwargs.pop(keyword, None)
-        if activation == 'linear':
-            return method(self, *args, **kwargs)
-        # an unknown name fails before the op runs, as it would inside one
-        act = self.inplace_act_func[activation]
         result = method(self, *args, **kwargs)
-        act(as_rows(args[position] if len(args) > position else kwargs[operand]))
+        if activate is not None:
+            activate(args[position] if len(args) > position else kwargs[operand])
         return result
 
     # the base op's signature, so the wrapped op reads like every other

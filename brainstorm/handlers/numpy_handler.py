@@ -18,7 +18,6 @@ from brainstorm.randomness import (
     RandomState,
     global_rnd,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 )
-from brainstorm.shapes import as_rows
 
 __all__ = ['NumpyHandler']
 
@@ -458,12 +457,12 @@ class NumpyHandler(Handler):
         columns=None,
         activation: str = 'linear',
     ) -> None:
-        act = self.inplace_act_func[activation]
+        activate = self._activation_after(activation)
         _conv.conv2d_forward_batch(
             self, inputs, weights, bias, outputs, padding, stride, columns=columns
         )
-        if activation != 'linear':
-            act(as_rows(outputs))
+        if activate is not None:
+            activate(outputs)
 
     def conv2d_backward_batch(
         self,

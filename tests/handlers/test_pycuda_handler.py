@@ -897,6 +897,12 @@ def test_chunked_convolution_matches_numpy(handler, monkeypatch, op, args, ref, 
     assert all(len(chunks) == n for n, chunks in chunkings)
 
 
+@pytest.mark.parametrize('name', ops.ACTIVATION_NAMES)
+def test_conv2d_forward_batch_applies_its_activation(handler, name):
+    """Also where the outputs are strided and the rows spill to scratch."""
+    ops.test_conv2d_forward_batch_applies_its_activation(handler, name)
+
+
 @pytest.mark.parametrize('name', ops.ACTIVATIONS)
 def test_activation_dicts(handler, name):
     ops.test_activation_dicts(handler, name)

@@ -30,7 +30,7 @@ from brainstorm.handlers.cuda.views import (
 )
 from brainstorm.handlers.ops import OPS, Op, install_ops
 from brainstorm.randomness import RandomState
-from brainstorm.shapes import as_rows, padding_sides
+from brainstorm.shapes import padding_sides
 
 __all__ = ['PyCudaHandler', 'INSTALL_HINT']
 
@@ -595,7 +595,7 @@ class PyCudaHandler(RecurrentKernels, PoolingKernels, Handler):
     ) -> None:
         # ``columns`` is not used: the receptive fields are recomputed in
         # batch chunks by the im2col kernel, cheap on the GPU
-        act = self.inplace_act_func[activation]
+        activate = self._activation_after(activation)
         f, kh, kw, c = weights.shape
         geometry = self._geometry(
             inputs, (kh, kw), outputs, padding, stride, f, 'conv2d_forward_batch'
@@ -613,10 +613,10 @@ class PyCudaHandler(RecurrentKernels, PoolingKernels, Handler):
                 self._gemm(
                     col, w_mat, out_mat[n0 * oh * ow : n1 * oh * ow], False, True, 1.0
                 )
+        if activate is not None:  # on the rows just written, before a spill
+            activate(out_mat)
         if spill is not None:
             self._ew('copy_to', spill, outputs)
-        if activation != 'linear':
-            act(as_rows(outputs))
 
     def conv2d_backward_batch(
         self,

@@ -28,7 +28,7 @@ from brainstorm.handlers.onednn.plans import (
     MatmulPlan,
     PoolPlan,
 )
-from brainstorm.shapes import as_rows, padding_sides
+from brainstorm.shapes import padding_sides
 
 __all__ = ['OneDnnHandler']
 
@@ -504,7 +504,7 @@ class OneDnnHandler(NumpyHandler):
         columns=None,
         activation: str = 'linear',
     ) -> None:
-        act = self.inplace_act_func[activation]
+        activate = self._activation_after(activation)
         plan = self._conv_plan(inputs, weights, outputs, padding, stride)
         if plan is None:
             super().conv2d_forward_batch(
@@ -544,8 +544,8 @@ class OneDnnHandler(NumpyHandler):
             )
         if y is not outputs:
             np.copyto(outputs, y)
-        if activation != 'linear' and not fused:
-            act(as_rows(outputs))
+        if activate is not None and not fused:
+            activate(outputs)
 
     def conv2d_backward_batch(
         self,
