@@ -215,14 +215,17 @@ class Handler(Describable, abc.ABC):
     def __init_subclass__(cls, **kwargs) -> None:
         """Let handlers written against Brainstorm 0.5's op signatures work.
 
-        The optional keywords of the convolution ops (``columns``,
-        ``skip_in_deltas``, ``activation``) came after 0.5; layers pass
-        them to every handler. A subclass op that does not accept one is
-        wrapped once here, at class creation, to drop it: ``columns`` and
+        The optional keywords of the convolution and pooling ops
+        (``columns``, ``skip_in_deltas``, ``activation``,
+        ``overwrite_in_deltas``) came after 0.5; layers pass them to every
+        handler. A subclass op that does not accept one is wrapped once
+        here, at class creation, to drop it: ``columns`` and
         ``skip_in_deltas`` are hints, ignoring them gives the same results;
         ``activation`` is applied after the op, through
-        ``inplace_act_func`` (also for an op taking ``**kwargs``: a handler
-        that applies the activation itself names the parameter).
+        ``inplace_act_func``; for ``overwrite_in_deltas`` the input deltas
+        are zeroed before the op, which then adds to them (both also for an
+        op taking ``**kwargs``: a handler that does the work itself names
+        the parameter).
         """
         super().__init_subclass__(**kwargs)
         for op, keywords in _OPTIONAL_KEYWORDS.items():
@@ -233,9 +236,10 @@ class Handler(Describable, abc.ABC):
             if any(
                 p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
             ):
-                # hints may go into **kwargs; an activation must be named
+                # hints may go into **kwargs; keywords that change the
+                # results must be named
                 missing = tuple(
-                    k for k in keywords if k == 'activation' and k not in parameters
+                    k for k in keywords if k in _NAMED and k not in parameters
                 )
             else:
                 missing = tuple(k for k in keywords if k not in parameters)
@@ -490,23 +494,39 @@ _OPTIONAL_KEYWORDS = {
 }
 
 
+# The optional keywords that change an op's results: a handler whose op
+# takes ``**kwargs`` must name them to get them (the others are hints).
+_NAMED = ('activation', 'overwrite_in_deltas')
+
+
+def _operand_position(name: str, operand: str) -> int:
+    """The position of the op's ``operand`` among its arguments after self."""
+    return list(signature(OPS[name]).parameters).index(operand) - 1
+
+
 def _accepting(name: str, method, keywords: tuple[str, ...]):
     """``method``, the op ``name``, accepting the keywords ``keywords``.
 
     Hints are ignored; an ``activation`` is applied after the call to the
     operand the op writes, as ``inplace_act_func[activation]`` on a 2-D
-    view.
+    view; ``overwrite_in_deltas=True`` zeroes ``in_deltas`` before the call.
     """
     operand, position = None, 0
     if 'activation' in keywords:  # the written operand, its position after self
         (operand,) = OPS[name].writes
-        position = list(signature(OPS[name]).parameters).index(operand) - 1
+        position = _operand_position(name, operand)
+    zeroed = None
+    if 'overwrite_in_deltas' in keywords:
+        zeroed = _operand_position(name, 'in_deltas')
 
     @functools.wraps(method)
     def op(self, *args, **kwargs):
         activate = None
         if operand is not None:
             activate = self._activation_after(kwargs.pop('activation', 'linear'))
+        overwrite = kwargs.pop('overwrite_in_deltas', False)
+        if zeroed is not None and overwrite and not kwargs.get('skip_in_deltas'):
+            self.fill(args[zeroed] if len(args) > zeroed else kwargs['in_deltas'], 0.0)
         for keyword in keywords:
             kwargs.pop(keyword, None)
         result = method(self, *args, **kwargs)

@@ -477,7 +477,10 @@ class NumpyHandler(Handler):
         *,
         columns=None,
         skip_in_deltas: bool = False,
+        overwrite_in_deltas: bool = False,
     ) -> None:
+        if overwrite_in_deltas and not skip_in_deltas:
+            self.fill(in_deltas, 0.0)
         _conv.conv2d_backward_batch(
             self,
             inputs,
@@ -515,7 +518,11 @@ class NumpyHandler(Handler):
         argmax,
         in_deltas,
         out_deltas,
+        *,
+        overwrite_in_deltas: bool = False,
     ) -> None:
+        if overwrite_in_deltas:
+            self.fill(in_deltas, 0.0)
         _maxpool.maxpool2d_backward_batch(
             self,
             inputs,
@@ -547,7 +554,11 @@ class NumpyHandler(Handler):
         stride: tuple[int, int],
         in_deltas,
         out_deltas,
+        *,
+        overwrite_in_deltas: bool = False,
     ) -> None:
+        if overwrite_in_deltas:
+            self.fill(in_deltas, 0.0)
         _conv.avgpool2d_backward_batch(
             self, inputs, window, outputs, padding, stride, in_deltas, out_deltas
         )

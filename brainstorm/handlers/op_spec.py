@@ -32,7 +32,9 @@ KINDS = {
         ('learning_rate', 'momentum', 'decay', 'epsilon', 'beta1', 'beta2'), 'scalar'
     ),
     **dict.fromkeys(('step', 'weight_decay'), 'scalar'),
-    **dict.fromkeys(('transa', 'transb', 'skip_in_deltas', 'causal'), 'flag'),
+    **dict.fromkeys(
+        ('transa', 'transb', 'skip_in_deltas', 'overwrite_in_deltas', 'causal'), 'flag'
+    ),
     **dict.fromkeys(('window', 'stride'), 'pair'),
     'padding': 'padding',
     'activation': 'activation',

@@ -645,7 +645,7 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
                 'inputs, weights, padding: int | tuple[int, int, int, int], '
                 'stride: tuple[int, int], in_deltas, '
                 'out_deltas, weight_deltas, bias_deltas, *, columns=None, '
-                'skip_in_deltas: bool = False'
+                'skip_in_deltas: bool = False, overwrite_in_deltas: bool = False'
             ),
             """Gradients of :meth:`conv2d_forward_batch`.
 
@@ -666,6 +666,11 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
                     caller whose input deltas nobody reads). Handlers whose op
                     lacks this keyword get it dropped (then the deltas are
                     added anyway, which nobody reads).
+                overwrite_in_deltas: keyword-only; if True the input gradient
+                    is WRITTEN to ``in_deltas`` (their previous content, which
+                    may be garbage, is ignored) instead of added. Handlers
+                    whose op lacks this keyword get ``in_deltas`` zeroed before
+                    their op by ``Handler.__init_subclass__``.
             """,
             writes=('in_deltas', 'weight_deltas', 'bias_deltas'),
             optional=('columns',),
@@ -702,7 +707,8 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
             (
                 'inputs, window: tuple[int, int], outputs, '
                 'padding: int | tuple[int, int, int, int], '
-                'stride: tuple[int, int], argmax, in_deltas, out_deltas'
+                'stride: tuple[int, int], argmax, in_deltas, out_deltas, *, '
+                'overwrite_in_deltas: bool = False'
             ),
             """Gradient of :meth:`maxpool2d_forward_batch`.
 
@@ -718,6 +724,9 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
                 argmax: ``(N, OH, OW, C)`` from the forward pass.
                 in_deltas: ``(N, H, W, C)``, added to.
                 out_deltas: ``(N, OH, OW, C)``.
+                overwrite_in_deltas: keyword-only; if True ``in_deltas`` is
+                    overwritten (zero where no delta goes) instead of added
+                    to, as in :meth:`conv2d_backward_batch`.
             """,
             writes=('in_deltas',),
             check='pool',
@@ -748,7 +757,8 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
             (
                 'inputs, window: tuple[int, int], outputs, '
                 'padding: int | tuple[int, int, int, int], '
-                'stride: tuple[int, int], in_deltas, out_deltas'
+                'stride: tuple[int, int], in_deltas, out_deltas, *, '
+                'overwrite_in_deltas: bool = False'
             ),
             """Gradient of :meth:`avgpool2d_forward_batch`.
 
@@ -763,6 +773,9 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
                 stride: ``(sy, sx)``.
                 in_deltas: ``(N, H, W, C)``, added to.
                 out_deltas: ``(N, OH, OW, C)``.
+                overwrite_in_deltas: keyword-only; if True ``in_deltas`` is
+                    overwritten instead of added to, as in
+                    :meth:`conv2d_backward_batch`.
             """,
             writes=('in_deltas',),
             check='pool',

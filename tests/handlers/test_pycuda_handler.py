@@ -54,9 +54,11 @@ from brainstorm.handlers.cuda import (  # noqa: E402  # noqa: E402
 try:
     from tests.handlers import test_handler_ops as ops
     from tests.handlers import test_max_pooling_nan as nan_pooling
+    from tests.handlers import test_overwrite_in_deltas as overwrite_in_deltas
 except ImportError:  # tests/handlers is not a package: pytest's sys.path
     import test_handler_ops as ops
     import test_max_pooling_nan as nan_pooling
+    import test_overwrite_in_deltas as overwrite_in_deltas
 
 
 # ============================================================ pure Python ===
@@ -866,6 +868,11 @@ def test_nan_pooling_windows_point_at_their_first_nan(handler, geometry, nans):
 @pytest.mark.parametrize('channels', [2, 9])
 def test_conv2d_backward_can_skip_the_input_deltas(handler, channels):
     ops.test_conv2d_backward_can_skip_the_input_deltas(handler, channels)
+
+
+@pytest.mark.parametrize('op', ['max', 'avg', 'conv'])
+def test_the_backward_ops_overwrite_their_input_deltas_when_asked(handler, op):
+    overwrite_in_deltas.check_overwrite(handler, op, 'nan')
 
 
 @pytest.mark.parametrize('layout', ['images', 'strided'])

@@ -631,6 +631,7 @@ class PyCudaHandler(RecurrentKernels, PoolingKernels, Handler):
         *,
         columns=None,
         skip_in_deltas: bool = False,
+        overwrite_in_deltas: bool = False,
     ) -> None:
         f, kh, kw, c = weights.shape
         geometry = self._geometry(
@@ -639,6 +640,8 @@ class PyCudaHandler(RecurrentKernels, PoolingKernels, Handler):
         check_channels('conv2d_backward_batch', inputs, weights, bias_deltas)
         check_shapes('conv2d_backward_batch', inputs, in_deltas)
         check_shapes('conv2d_backward_batch', weights, weight_deltas)
+        if overwrite_in_deltas and not skip_in_deltas:  # col2im adds
+            self.fill(in_deltas, 0.0)
         n, oh, ow = out_deltas.shape[:3]
         rows, k = n * oh * ow, kh * kw * c
         dy, _ = self._rows_matrix(out_deltas, rows, f, 'conv_dy')

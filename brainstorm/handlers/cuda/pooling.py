@@ -58,8 +58,12 @@ class PoolingKernels:
         argmax,
         in_deltas,
         out_deltas,
+        *,
+        overwrite_in_deltas: bool = False,
     ) -> None:
         geometry_args = (inputs, window, out_deltas, padding, stride)
+        if overwrite_in_deltas:  # the kernel adds
+            self.fill(in_deltas, 0.0)  # type: ignore[attr-defined]
         self._pool('maxpool2d_backward_batch', 'maxpool_backward_add',
                    in_deltas.size, geometry_args, argmax, out_deltas, in_deltas,
                    same=[(out_deltas, argmax), (inputs, in_deltas)])  # fmt: skip
@@ -85,8 +89,12 @@ class PoolingKernels:
         stride: tuple[int, int],
         in_deltas,
         out_deltas,
+        *,
+        overwrite_in_deltas: bool = False,
     ) -> None:
         geometry_args = (inputs, window, out_deltas, padding, stride)
+        if overwrite_in_deltas:  # the kernel adds
+            self.fill(in_deltas, 0.0)  # type: ignore[attr-defined]
         self._pool('avgpool2d_backward_batch', 'avgpool_backward_add',
                    in_deltas.size, geometry_args, out_deltas, in_deltas,
                    same=[(inputs, in_deltas)])  # fmt: skip

@@ -560,6 +560,7 @@ class OneDnnHandler(NumpyHandler):
         *,
         columns=None,
         skip_in_deltas: bool = False,
+        overwrite_in_deltas: bool = False,
     ) -> None:
         plan = self._conv_plan(inputs, weights, out_deltas, padding, stride)
         if plan is None:
@@ -574,6 +575,7 @@ class OneDnnHandler(NumpyHandler):
                 bias_deltas,
                 columns=columns,
                 skip_in_deltas=skip_in_deltas,
+                overwrite_in_deltas=overwrite_in_deltas,
             )
             return
         x = self._dense('onednn_x', inputs)
@@ -582,12 +584,36 @@ class OneDnnHandler(NumpyHandler):
             self._conv_gradients(plan, x, dy, weight_deltas, bias_deltas)
             if not skip_in_deltas:
                 data = plan.backward_data
-                dx = self._buffer('onednn_dx', in_deltas.shape)
+                dx = self._delta_target(in_deltas, overwrite_in_deltas, dy, weights)
                 data.run(
                     (_address(dy), self._weights_in(data, weights), _address(dx)),
                     self._scratchpad(data),
                 )
-                self._add_into(in_deltas, dx)
+                self._deliver(in_deltas, dx, overwrite_in_deltas)
+
+    def _delta_target(self, in_deltas, overwrite: bool, *read):
+        """Where a primitive writes input deltas: ``in_deltas`` or scratch.
+
+        ``in_deltas`` itself when the op overwrites them, they are
+        C-contiguous and share no memory with the arrays the primitive
+        reads; else a scratch array, for :meth:`_deliver`.
+        """
+        if (
+            overwrite
+            and in_deltas.flags.c_contiguous
+            and not any(np.may_share_memory(in_deltas, r) for r in read)
+        ):
+            return in_deltas
+        return self._buffer('onednn_dx', in_deltas.shape)
+
+    def _deliver(self, in_deltas, dx, overwrite: bool) -> None:
+        """Copy or add the deltas ``dx`` into ``in_deltas`` (unless they are it)."""
+        if dx is in_deltas:
+            return
+        if overwrite:
+            np.copyto(in_deltas, dx)
+        else:
+            self._add_into(in_deltas, dx)
 
     def _conv_gradients(self, plan, x, dy, weight_deltas, bias_deltas) -> None:
         """Overwrite ``weight_deltas`` and ``bias_deltas``."""
@@ -684,12 +710,15 @@ class OneDnnHandler(NumpyHandler):
         argmax,
         in_deltas,
         out_deltas,
+        *,
+        overwrite_in_deltas: bool = False,
     ) -> None:
         plan = self._pool_plan('max', inputs, window, outputs, padding, stride)
         if plan is None:
             super().maxpool2d_backward_batch(
-                inputs, window, outputs, padding, stride, argmax, in_deltas, out_deltas
-            )
+                inputs, window, outputs, padding, stride, argmax, in_deltas,
+                out_deltas, overwrite_in_deltas=overwrite_in_deltas,
+            )  # fmt: skip
             return
         ws = _pool.known_workspace(self, plan, argmax)
         if ws is None:
@@ -703,19 +732,19 @@ class OneDnnHandler(NumpyHandler):
                 inputs.shape[1:],
                 ws,
             )
-        self._pool_backward(plan, ws, in_deltas, out_deltas)
+        self._pool_backward(plan, ws, in_deltas, out_deltas, overwrite_in_deltas)
 
-    def _pool_backward(self, plan, ws, in_deltas, out_deltas) -> None:
-        """Add the input deltas of pooling ``plan`` to ``in_deltas``."""
+    def _pool_backward(self, plan, ws, in_deltas, out_deltas, overwrite) -> None:
+        """Add (or write) the input deltas of pooling ``plan`` to ``in_deltas``."""
         dy = self._dense('onednn_y', out_deltas)
-        dx = self._buffer('onednn_dx', in_deltas.shape)
+        dx = self._delta_target(in_deltas, overwrite, dy)
         backward = plan.backward
         pointers = [_address(dy), _address(dx)]
         if ws is not None:
             pointers.append(_address(ws))
         with plan.lock:
             backward.run(pointers, self._scratchpad(backward))
-        self._add_into(in_deltas, dx)
+        self._deliver(in_deltas, dx, overwrite)
 
     def avgpool2d_forward_batch(
         self,
@@ -745,11 +774,14 @@ class OneDnnHandler(NumpyHandler):
         stride: tuple[int, int],
         in_deltas,
         out_deltas,
+        *,
+        overwrite_in_deltas: bool = False,
     ) -> None:
         plan = self._pool_plan('avg', inputs, window, outputs, padding, stride)
         if plan is None:
             super().avgpool2d_backward_batch(
-                inputs, window, outputs, padding, stride, in_deltas, out_deltas
-            )
+                inputs, window, outputs, padding, stride, in_deltas, out_deltas,
+                overwrite_in_deltas=overwrite_in_deltas,
+            )  # fmt: skip
             return
-        self._pool_backward(plan, None, in_deltas, out_deltas)
+        self._pool_backward(plan, None, in_deltas, out_deltas, overwrite_in_deltas)
