@@ -15,7 +15,9 @@ built-in layer is checked, in float64 under a
 4. outputs do not depend on the previous contents of internals and outputs
    (context slots excepted);
 5. input deltas and gradients do not depend on the previous contents of
-   backward internals.
+   backward internals; a layer with ``can_overwrite_input_deltas``, asked
+   to overwrite its input deltas (``overwrite_input_deltas``), gives the
+   same input deltas from garbage as check 3's pass added to zeros.
 
 Context slots of recurrent layers are filled with random values, so
 gradients are also checked with a non-zero context.
@@ -242,12 +244,19 @@ class _Runner:
             self.h.set_from_numpy(array[self.T :], ctx)
         self.layer.forward_pass(self.buffers, training_pass=True)
 
-    def backward(self, output_weights: dict, prefill_input_deltas=0.0, garbage=None):
+    def backward(
+        self,
+        output_weights: dict,
+        prefill_input_deltas=0.0,
+        garbage=None,
+        overwrite: frozenset = frozenset(),
+    ):
         """A backward pass with the given output weights as output deltas.
 
         ``garbage`` (a RandomState) fills the backward internals (and the
         gradients of a layer that ``overwrites_gradients``) with random
-        values first.
+        values first, and the deltas of the inputs in ``overwrite``, which
+        the layer is then asked to overwrite (``overwrite_input_deltas``).
         """
         self.manager.clear_backward_buffers()
         if garbage is not None:
@@ -267,7 +276,14 @@ class _Runner:
         if prefill_input_deltas:
             for array in self.buffers.input_deltas.values():
                 self.h.fill(array, float(prefill_input_deltas))
-        self.layer.backward_pass(self.buffers)
+        for name in overwrite:
+            array = self.buffers.input_deltas[name]
+            self.h.set_from_numpy(array, garbage.randn(*array.shape))
+        self.layer.overwrite_input_deltas = overwrite
+        try:
+            self.layer.backward_pass(self.buffers)
+        finally:
+            self.layer.overwrite_input_deltas = frozenset()
 
     def objective(self, output_weights: dict) -> float:
         self.forward()
@@ -481,10 +497,41 @@ def run_stale_internals_test(layer, spec, runner=None):
                     ' or of the gradients (overwrites_gradients is '
                     'declared, so the network does not zero them)'
                 )
+            if layer.overwrites_backward_internals:
+                also += (
+                    ' (overwrites_backward_internals is declared, so the '
+                    'network does not zero them)'
+                )
             raise LayerTestError(
                 f'{_describe(layer, spec)}: {key[0]} {key[1]!r} depends on the '
                 f'previous contents of backward internals{also} (largest '
                 f'|difference| {np.abs(got - expected).max():.3g}).'
+            )
+    if layer.can_overwrite_input_deltas:
+        _check_overwritten_input_deltas(layer, spec, runner, weights, results, rnd)
+
+
+def _check_overwritten_input_deltas(layer, spec, runner, weights, results, rnd):
+    """Asked to overwrite its input deltas, the layer sets every element.
+
+    The deltas are filled with garbage first; they must come out as the
+    ``results`` of a pass that added them to zeros.
+    """
+    names = frozenset(
+        n for n in layer.in_shapes if n not in layer.computes_no_input_deltas_for
+    )
+    runner.forward()
+    runner.backward(weights, garbage=rnd, overwrite=names)
+    for name in sorted(names):
+        got = runner.get(('input_deltas', name))
+        expected = results[('input_deltas', name)]
+        if not np.allclose(got, expected, rtol=1e-10, atol=1e-10):
+            raise LayerTestError(
+                f'{_describe(layer, spec)}: input deltas {name!r} depend on '
+                'their previous contents although the layer declares '
+                'can_overwrite_input_deltas and was asked to overwrite them '
+                f'(overwrite_input_deltas; largest |difference| '
+                f'{np.abs(got - expected).max():.3g}).'
             )
 
 

@@ -110,9 +110,50 @@ class FalselyOverwritingLayerImpl(ScaleLayerImpl):
         self.handler.add_tt(dw, scratch, dw)
 
 
+class CopyOrOverwriteLayerImpl(CopyLayerImpl):
+    """Adds its input deltas, or overwrites them when asked to: correct."""
+
+    can_overwrite_input_deltas = True
+
+    def backward_pass(self, buffers):
+        if 'default' in self.overwrite_input_deltas:
+            self.handler.copy_to(
+                buffers.output_deltas.default, buffers.input_deltas.default
+            )
+        else:
+            super().backward_pass(buffers)
+
+
+class FalselyOverwritingInputsLayerImpl(CopyLayerImpl):
+    """Declares can_overwrite_input_deltas but always adds."""
+
+    can_overwrite_input_deltas = True
+
+
+class PartlyOverwritingInputsLayerImpl(CopyOrOverwriteLayerImpl):
+    """Asked to overwrite, writes all but the last time step."""
+
+    def backward_pass(self, buffers):
+        if 'default' not in self.overwrite_input_deltas:
+            super().backward_pass(buffers)
+            return
+        dy, dx = buffers.output_deltas.default, buffers.input_deltas.default
+        self.handler.copy_to(dy[:-1], dx[:-1])
+        self.handler.add_tt(dx[-1], dy[-1], dx[-1])
+
+
+class FalselyOverwritingInternalsLayerImpl(StaleBackwardLayerImpl):
+    """Declares overwrites_backward_internals but reads its internal first."""
+
+    overwrites_backward_internals = True
+
+
 def test_a_correct_layer_passes():
     run_layer_tests(instantiate_layer(CopyLayerImpl, {'default': (3,)}), SPEC)
     run_layer_tests(instantiate_layer(ScaleLayerImpl, {'default': (3,)}), SPEC)
+    run_layer_tests(
+        instantiate_layer(CopyOrOverwriteLayerImpl, {'default': (3,)}), SPEC
+    )
 
 
 @pytest.mark.parametrize(
@@ -122,6 +163,9 @@ def test_a_correct_layer_passes():
         (OverwritingLayerImpl, 'overwritten instead of added'),
         (StaleForwardLayerImpl, 'does not match finite differences'),
         (FalselyOverwritingLayerImpl, 'or of the gradients'),
+        (FalselyOverwritingInputsLayerImpl, 'declares can_overwrite_input_deltas'),
+        (PartlyOverwritingInputsLayerImpl, 'declares can_overwrite_input_deltas'),
+        (FalselyOverwritingInternalsLayerImpl, 'overwrites_backward_internals is'),
     ],
 )
 def test_buggy_layers_fail_with_a_named_error(layer_class, message):

@@ -94,6 +94,25 @@ class Layer:
     #: may then skip computing those deltas. Empty unless the network says
     #: otherwise, so a layer run on its own computes every delta.
     skip_input_deltas: frozenset = frozenset()
+    #: True if ``backward_pass`` honours :attr:`overwrite_input_deltas`.
+    #: The network then leaves the deltas of an input unzeroed where this
+    #: layer is the only one writing them, and tells the layer so.
+    can_overwrite_input_deltas: bool = False
+    #: Inputs whose deltas the running backward pass must WRITE, every
+    #: element, instead of adding to them: the network did not zero them,
+    #: so they hold garbage, and no other layer writes them. The network
+    #: sets it during its backward pass, only for layers with
+    #: ``can_overwrite_input_deltas`` and never for inputs in
+    #: ``skip_input_deltas`` or ``computes_no_input_deltas_for``. Empty
+    #: otherwise, so a layer run on its own adds its deltas. The layer tests
+    #: of :mod:`brainstorm.testing` check a layer's claim with garbage.
+    overwrite_input_deltas: frozenset = frozenset()
+    #: True if ``backward_pass`` writes every element of its backward-only
+    #: internals (internal deltas) before reading it, except their context
+    #: slots and the deltas in ``passes_back_internal_deltas``. The network
+    #: then zeroes only those. The layer tests of :mod:`brainstorm.testing`
+    #: check this of every layer (stale backward internals).
+    overwrites_backward_internals: bool = False
     #: True for layers whose ``loss`` output the network adds to its total
     #: loss (``Loss``); the network lists them in ``net.loss_layers``.
     is_loss: bool = False

@@ -171,6 +171,7 @@ class Convolution2DLayerImpl(Layer):
     """Implementation of :func:`Convolution2D`."""
 
     overwrites_gradients = True
+    can_overwrite_input_deltas = True
     expected_inputs = {'default': time_template()}
     declared_kwargs = {
         'num_filters': Kwarg(
@@ -275,4 +276,5 @@ class Convolution2DLayerImpl(Layer):
             dbias,
             columns=self._columns(buffers),
             skip_in_deltas='default' in self.skip_input_deltas,
+            overwrite_in_deltas='default' in self.overwrite_input_deltas,
         )

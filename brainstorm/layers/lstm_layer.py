@@ -88,6 +88,7 @@ class LstmLayerImpl(Layer):
     """
 
     overwrites_gradients = True
+    overwrites_backward_internals = True
     has_lstm_gates = True
     expected_inputs = {'default': time_template()}
     # the four gates side by side: one product per time step for all of

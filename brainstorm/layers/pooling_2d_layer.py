@@ -68,6 +68,7 @@ class Pooling2DLayerImpl(Layer):
     """Implementation of :func:`Pooling2D`."""
 
     expected_inputs = {'default': time_template()}
+    can_overwrite_input_deltas = True
     declared_kwargs = {
         'kernel_size': Kwarg(
             PairOfPositiveInts(), description='(height, width) of the window'
@@ -138,13 +139,16 @@ class Pooling2DLayerImpl(Layer):
         y = flatten_time(buffers.outputs.default)
         dx = flatten_time(buffers.input_deltas.default)
         dy = flatten_time(buffers.output_deltas.default)
+        overwrite = 'default' in self.overwrite_input_deltas
 
         if self.type == 'max':
             argmax = flatten_time(buffers.internals.argmax)
             _h.maxpool2d_backward_batch(
-                x, self.kernel_size, y, self.padding, self.stride, argmax, dx, dy
-            )
+                x, self.kernel_size, y, self.padding, self.stride, argmax, dx, dy,
+                overwrite_in_deltas=overwrite,
+            )  # fmt: skip
         else:
             _h.avgpool2d_backward_batch(
-                x, self.kernel_size, y, self.padding, self.stride, dx, dy
-            )
+                x, self.kernel_size, y, self.padding, self.stride, dx, dy,
+                overwrite_in_deltas=overwrite,
+            )  # fmt: skip

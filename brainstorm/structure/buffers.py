@@ -71,6 +71,23 @@ def _blocks(spans, size: int) -> list:
     return list(zip(cuts, cuts[1:]))
 
 
+def _covered(ranges):
+    """``f(a, b)``: is ``[a, b)`` inside the union of the ``(start, stop)`` ranges?"""
+    merged: list = []
+    for a, b in sorted((int(a), int(b)) for a, b in ranges):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    starts = [a for a, _ in merged]
+
+    def covered(a: int, b: int) -> bool:
+        k = bisect.bisect_right(starts, a) - 1
+        return k >= 0 and merged[k][0] <= a and b <= merged[k][1]
+
+    return covered
+
+
 class BufferManager:
     """Allocates the three flat buffers of a layout and carves the views.
 
@@ -340,11 +357,20 @@ class BufferManager:
 
     # --------------------------------------------------------- clearing ---
 
-    def skip_clearing(self, ranges) -> None:
-        """Leave ``(start, stop)`` ranges of the constant buffer uncleared.
+    def skip_clearing(self, ranges, overwritten=None) -> None:
+        """Leave backward-only memory that its layers overwrite uncleared.
 
-        :meth:`clear_backward_buffers` then skips them: they are gradients
-        that their layers overwrite in every backward pass.
+        :meth:`clear_backward_buffers` then skips it.
+
+        Args:
+            ranges: ``(start, stop)`` ranges of the constant buffer:
+                gradients that their layers overwrite in every backward pass.
+            overwritten: ``{buffer_type: [(start, stop), ...]}``, feature
+                ranges of the batch- (1) and time-sized (2) buffers that the
+                backward pass overwrites before reading (input deltas, backward
+                internals). Only their context slots are still zeroed. A
+                block is left uncleared only where such ranges cover it
+                whole.
         """
         f0, end = self.forward_sizes[0], self.sizes[0]
         keep, start = [], f0
@@ -355,6 +381,26 @@ class BufferManager:
         if start < end:
             keep.append((start, end))
         self._constant_clear = keep
+        overwritten = overwritten or {}
+        # per sized buffer type: feature ranges zeroed whole (adjacent
+        # blocks merged); the time buffer's overwritten blocks by index,
+        # whose context slots are zeroed
+        self._sized_clear: list = [[], [], []]
+        self._context_clear = []
+        for t in (1, 2):
+            covered = _covered(overwritten.get(t, ()))
+            for k, (a, b) in enumerate(self.blocks[t]):
+                if a < self.forward_sizes[t] or a == b:
+                    continue
+                if covered(a, b):
+                    if t == 2:
+                        self._context_clear.append(k)
+                    continue
+                clear = self._sized_clear[t]
+                if clear and clear[-1][1] == a:
+                    clear[-1] = (clear[-1][0], b)
+                else:
+                    clear.append((a, b))
 
     def clear_backward_buffers(self) -> None:
         """Zero all backward-only memory (deltas, gradients).
@@ -366,11 +412,17 @@ class BufferManager:
         for a, b in self._constant_clear:
             h.fill(self.buffers[0][a:b], 0.0)
         for t in (1, 2):
-            # blocks are stored in feature order, so the backward-only ones
-            # are one range of the flat buffer
-            rows, f, end = self._rows(t), self.forward_sizes[t], self.sizes[t]
-            if end > f and rows:
-                h.fill(self._flat[t][rows * f : rows * end], 0.0)
+            # blocks are stored in feature order, so adjacent blocks are one
+            # range of the flat buffer
+            rows = self._rows(t)
+            if not rows:
+                continue
+            for a, b in self._sized_clear[t]:
+                h.fill(self._flat[t][rows * a : rows * b], 0.0)
+        if self.max_context_size and self._rows(2):
+            T = self.time_size
+            for k in self._context_clear:
+                h.fill(self.buffers[2][k][T:], 0.0)
 
     def _forward_time_blocks(self):
         """``(a, b, array)`` of each forward block of the time-sized buffer."""

@@ -35,6 +35,7 @@ from brainstorm.structure.architecture import (
 )
 from brainstorm.structure.buffer_views import BufferView
 from brainstorm.structure.buffers import BufferManager
+from brainstorm.structure.clearing import overwritten_memory
 from brainstorm.structure.layout import RESERVED_LAYER_NAMES as RESERVED_LAYER_NAMES
 from brainstorm.structure.layout import create_layout, plan_network
 from brainstorm.structure.view_references import (
@@ -127,21 +128,6 @@ class Network(Seedable):
         self._init_thread_guard()
         self.set_handler(handler or handlers.default_handler)
 
-    def _overwritten_gradients(self) -> list:
-        """Constant-buffer ranges of gradients their layers overwrite.
-
-        Those are the layers with ``overwrites_gradients``.
-        """
-        ranges = []
-        for name, layer in self.layers.items():
-            if not layer.overwrites_gradients:
-                continue
-            for pname in layer.parameter_shapes:
-                if pname not in layer.computes_no_gradients_for:
-                    node = self.layout[name]['gradients'][pname]
-                    ranges.append(tuple(node['@slice']))
-        return ranges
-
     def __getstate__(self) -> dict:
         """The state for ``copy.deepcopy`` and pickle.
 
@@ -170,6 +156,8 @@ class Network(Seedable):
         # looked at once, when they first run
         self.__dict__.setdefault('_parameters_set', False)
         self._init_thread_guard()
+        if '_overwritten_inputs' not in state:  # copies from before it existed
+            self._skip_overwritten()
 
     # ------------------------------------------------------- threads ------
 
@@ -290,8 +278,14 @@ class Network(Seedable):
             self.handler = new_handler
         for layer in self.layers.values():
             layer.set_handler(new_handler)
-        self.buffer_manager.skip_clearing(self._overwritten_gradients())
+        self._skip_overwritten()
         self._trainable_mask = None
+
+    def _skip_overwritten(self) -> None:
+        """Tell the BufferManager what the layers overwrite (see ``clearing``)."""
+        overwritten = overwritten_memory(self.layers, self.layout)
+        self.buffer_manager.skip_clearing(overwritten.constant, overwritten.sized)
+        self._overwritten_inputs = overwritten.inputs
 
     def _relayout(self, new_handler) -> None:
         """Lay the memory out anew on ``new_handler``.
@@ -402,10 +396,14 @@ class Network(Seedable):
                     continue
                 if not input_deltas:
                     layer.skip_input_deltas = self._data_fed_inputs[name]
+                layer.overwrite_input_deltas = self._overwritten_inputs.get(
+                    name, frozenset()
+                )
                 try:
                     layer.backward_pass(self.buffer[name])
                 finally:
                     layer.skip_input_deltas = frozenset()
+                    layer.overwrite_input_deltas = frozenset()
         self._add_exposed_gradients()
         self.apply_gradient_modifiers()
 

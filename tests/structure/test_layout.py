@@ -373,7 +373,14 @@ def test_blocks_are_the_finest_cut_no_span_crosses():
 
 @pytest.mark.parametrize('make', ['seed', 'lstm'])
 def test_clearing_zeroes_all_backward_memory_and_no_forward_memory(make):
+    """All backward memory but what its layers overwrite (see ``clearing``).
+
+    Overwritten sized arrays keep their contents except the context slots.
+    """
+    from brainstorm.structure.clearing import overwritten_memory
+
     net = seed_network() if make == 'seed' else lstm_network()
+    overwritten = overwritten_memory(net.layers, net.layout).sized
     net.provide_external_data(
         {'input_data': np.zeros((3, 2, 4)), 'targets': np.zeros((3, 2, 10))}
         if make == 'seed'
@@ -383,13 +390,24 @@ def test_clearing_zeroes_all_backward_memory_and_no_forward_memory(make):
     for flat in manager.full_buffer:
         flat[:] = 7.0
     manager.clear_backward_buffers()
+    skipped = 0
     for path, node in iter_nodes(net.layout):
         if node['@type'] != 'array':
             continue
         array = net.buffer['.'.join(path)]
         if path[0] in ('parameters', 'gradients') or path[1] == 'gradients':
             continue  # the constant buffer (see skip_clearing)
-        if node.get('@is_backward_only', False):
+        t = 2 if node['@shape'][:2] == ('T', 'B') else 1
+        start, stop = node['@slice']
+        if any(a <= start and stop <= b for a, b in overwritten.get(t, ())):
+            assert node.get('@is_backward_only', False), path
+            T = 3 if t == 2 else array.shape[0]
+            assert (array[:T] == 7.0).all(), path
+            assert not array[T:].any(), path
+            skipped += 1
+        elif node.get('@is_backward_only', False):
             assert not array.any(), path
         else:
             assert (array == 7.0).all(), path
+    # lstm: its internal deltas; seed: the deltas the FullyConnected writes
+    assert skipped >= (10 if make == 'lstm' else 1)
