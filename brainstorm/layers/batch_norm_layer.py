@@ -55,6 +55,8 @@ class BatchNormLayerImpl(Layer):
     It maintains ``mu`` and ``sigma`` itself (see ``untrained_parameters``).
     """
 
+    overwrites_backward_internals = True
+
     expected_inputs = {'default': time_template()}
     declared_kwargs = {
         'decay': Kwarg(

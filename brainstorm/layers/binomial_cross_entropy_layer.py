@@ -41,6 +41,8 @@ def BinomialCrossEntropy(name: str | None = None) -> ConstructionWrapper:
 class BinomialCrossEntropyLayerImpl(Layer):
     """Implementation of :func:`BinomialCrossEntropy`."""
 
+    overwrites_backward_internals = True
+
     expected_inputs = {'default': time_template(), 'targets': time_template()}
     declared_kwargs = {}
     computes_no_input_deltas_for = ('targets',)

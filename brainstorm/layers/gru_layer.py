@@ -92,6 +92,7 @@ class GRULayerImpl(Layer):
     """
 
     overwrites_gradients = True
+    overwrites_backward_internals = True
     expected_inputs = {'default': time_template()}
     grouped_buffers = {
         'parameters': _GATE_PARAMETERS,

@@ -54,6 +54,7 @@ class LayerNormLayerImpl(Layer):
         ),
     }
     overwrites_gradients = True
+    overwrites_backward_internals = True
 
     def setup(self, kwargs, in_shapes):
         """Output of the input's shape; ``gamma`` and ``beta`` of its features.

@@ -89,6 +89,7 @@ class LstmLayerImpl(Layer):
 
     overwrites_gradients = True
     overwrites_backward_internals = True
+    can_overwrite_input_deltas = True
     has_lstm_gates = True
     expected_inputs = {'default': time_template()}
     # the four gates side by side: one product per time step for all of
@@ -278,7 +279,9 @@ class LstmLayerImpl(Layer):
         # input deltas and gradients of all gates and time steps at once
         x_all = flatten_time_and_features(x)
         dGA_all = flatten_time(dGA[:T])
-        if 'default' not in self.skip_input_deltas:
+        if 'default' in self.overwrite_input_deltas:
+            _h.dot_mm(dGA_all, W, flatten_time_and_features(dx))
+        elif 'default' not in self.skip_input_deltas:
             _h.dot_add_mm(dGA_all, W, flatten_time_and_features(dx))
         # the gradients are this layer's own (overwrites_gradients: the
         # network does not zero them; deltas of layers fed with

@@ -86,6 +86,7 @@ class MultiHeadAttentionLayerImpl(Layer):
     """Implementation of :func:`MultiHeadAttention`."""
 
     overwrites_gradients = True
+    overwrites_backward_internals = True
     expected_inputs = {'default': time_template()}
     optional_inputs = {'mask': time_template(1)}
     computes_no_input_deltas_for = ('mask',)

@@ -60,6 +60,8 @@ def Recurrent(
 class RecurrentLayerImpl(Layer):
     """Implementation of :func:`Recurrent`."""
 
+    overwrites_backward_internals = True
+
     expected_inputs = {'default': time_template()}
     passes_back_internal_deltas: tuple[str, ...] = ('Ha',)
     declared_kwargs = {

@@ -42,6 +42,8 @@ def SoftmaxCE(name: str | None = None) -> ConstructionWrapper:
 class SoftmaxCELayerImpl(Layer):
     """Implementation of :func:`SoftmaxCE`."""
 
+    overwrites_backward_internals = True
+
     expected_inputs = {'default': time_template(), 'targets': time_template()}
     declared_kwargs = {}
     computes_no_input_deltas_for = ('targets',)

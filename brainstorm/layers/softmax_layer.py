@@ -35,6 +35,8 @@ def Softmax(name: str | None = None) -> ConstructionWrapper:
 class SoftmaxLayerImpl(Layer):
     """Implementation of :func:`Softmax`."""
 
+    overwrites_backward_internals = True
+
     expected_inputs = {'default': time_template()}
     declared_kwargs = {}
 

@@ -72,7 +72,13 @@ def fan_out():
 
 def lstm():
     inp, out = get_in_out_layers('classification', 3, 4)
-    return inp >> Lstm(5, name='L') >> FullyConnected(4, name='F') >> out
+    return (
+        inp
+        >> Lstm(5, name='L')
+        >> Lstm(4, name='L2')
+        >> FullyConnected(4, name='F')
+        >> out
+    )
 
 
 def build(make, handler, monkeypatch=None):
@@ -152,6 +158,7 @@ def test_only_sole_writers_that_can_overwrite_are_asked_to():
     }
     net = build(lstm, NumpyHandler(np.float64))
     assert net._overwritten_inputs == {
+        'L2': frozenset({'default'}),
         'F': frozenset({'default'}),
         'Output_projection': frozenset({'default'}),
     }
