@@ -517,22 +517,34 @@ def _check_overwritten_input_deltas(layer, spec, runner, weights, results, rnd):
     The deltas are filled with garbage first; they must come out as the
     ``results`` of a pass that added them to zeros.
     """
-    names = frozenset(
+    names = sorted(
         n for n in layer.in_shapes if n not in layer.computes_no_input_deltas_for
     )
-    runner.forward()
-    runner.backward(weights, garbage=rnd, overwrite=names)
-    for name in sorted(names):
-        got = runner.get(('input_deltas', name))
-        expected = results[('input_deltas', name)]
-        if not np.allclose(got, expected, rtol=1e-10, atol=1e-10):
-            raise LayerTestError(
-                f'{_describe(layer, spec)}: input deltas {name!r} depend on '
-                'their previous contents although the layer declares '
-                'can_overwrite_input_deltas and was asked to overwrite them '
-                f'(overwrite_input_deltas; largest |difference| '
-                f'{np.abs(got - expected).max():.3g}).'
-            )
+    # all at once, then each alone (the others must still be added to)
+    asked = [frozenset(names)] + (
+        [frozenset({n}) for n in names] if len(names) > 1 else []
+    )
+    for overwrite in asked:
+        runner.forward()
+        # the others hold 1 (check 3's test that they are added to)
+        runner.backward(weights, 1.0, garbage=rnd, overwrite=overwrite)
+        for name in names:
+            got = runner.get(('input_deltas', name))
+            expected = results[('input_deltas', name)] + (name not in overwrite)
+            if not np.allclose(got, expected, rtol=1e-10, atol=1e-10):
+                how = (
+                    'depend on their previous contents although the layer '
+                    'declares can_overwrite_input_deltas and was asked to '
+                    'overwrite them'
+                    if name in overwrite
+                    else 'were not added to (the layer was asked to overwrite '
+                    f'only {sorted(overwrite)})'
+                )
+                raise LayerTestError(
+                    f'{_describe(layer, spec)}: input deltas {name!r} {how} '
+                    f'(overwrite_input_deltas; largest |difference| '
+                    f'{np.abs(got - expected).max():.3g}).'
+                )
 
 
 def run_layer_tests(layer, spec: dict) -> None:

@@ -148,6 +148,32 @@ class FalselyOverwritingInternalsLayerImpl(StaleBackwardLayerImpl):
     overwrites_backward_internals = True
 
 
+class TwoInputsLayerImpl(Layer):
+    """y = a + b; asked to overwrite any input's deltas, overwrites both."""
+
+    expected_inputs = {
+        'a': StructureTemplate('T', 'B', '...'),
+        'b': StructureTemplate('T', 'B', '...'),
+    }
+    can_overwrite_input_deltas = True
+
+    def setup(self, kwargs, in_shapes):
+        return OrderedDict(default=in_shapes['a']), OrderedDict(), OrderedDict()
+
+    def forward_pass(self, buffers, training_pass=True):
+        x = buffers.inputs
+        self.handler.add_tt(x.a, x.b, buffers.outputs.default)
+
+    def backward_pass(self, buffers):
+        _h, dy = self.handler, buffers.output_deltas.default
+        for name in ('a', 'b'):
+            dx = buffers.input_deltas[name]
+            if self.overwrite_input_deltas:  # wrong: should test the name
+                _h.copy_to(dy, dx)
+            else:
+                _h.add_tt(dx, dy, dx)
+
+
 def test_a_correct_layer_passes():
     run_layer_tests(instantiate_layer(CopyLayerImpl, {'default': (3,)}), SPEC)
     run_layer_tests(instantiate_layer(ScaleLayerImpl, {'default': (3,)}), SPEC)
@@ -166,10 +192,12 @@ def test_a_correct_layer_passes():
         (FalselyOverwritingInputsLayerImpl, 'declares can_overwrite_input_deltas'),
         (PartlyOverwritingInputsLayerImpl, 'declares can_overwrite_input_deltas'),
         (FalselyOverwritingInternalsLayerImpl, 'overwrites_backward_internals is'),
+        (TwoInputsLayerImpl, "'b' were not added to"),
     ],
 )
 def test_buggy_layers_fail_with_a_named_error(layer_class, message):
-    layer = instantiate_layer(layer_class, {'default': (3,)})
+    inputs = {'a': (3,), 'b': (3,)} if layer_class is TwoInputsLayerImpl else None
+    layer = instantiate_layer(layer_class, inputs or {'default': (3,)})
     with pytest.raises(LayerTestError, match=message) as info:
         run_layer_tests(layer, SPEC)
     assert layer_class.__name__ in str(info.value)

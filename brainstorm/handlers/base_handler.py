@@ -524,8 +524,11 @@ def _accepting(name: str, method, keywords: tuple[str, ...]):
         activate = None
         if operand is not None:
             activate = self._activation_after(kwargs.pop('activation', 'linear'))
-        overwrite = kwargs.pop('overwrite_in_deltas', False)
-        if zeroed is not None and overwrite and not kwargs.get('skip_in_deltas'):
+        if (
+            zeroed is not None
+            and kwargs.pop('overwrite_in_deltas', False)
+            and not kwargs.get('skip_in_deltas')
+        ):
             self.fill(args[zeroed] if len(args) > zeroed else kwargs['in_deltas'], 0.0)
         for keyword in keywords:
             kwargs.pop(keyword, None)

@@ -96,10 +96,11 @@ class FullyConnectedLayerImpl(Layer):
         dy = flatten_time_and_features(buffers.output_deltas.default)
 
         _h.act_func_deriv[self.activation](y, y, dy, dy)
-        if 'default' in self.overwrite_input_deltas:
-            _h.dot_mm(dy, W, dx)
-        elif 'default' not in self.skip_input_deltas:
-            _h.dot_add_mm(dy, W, dx)
+        if 'default' not in self.skip_input_deltas:
+            if 'default' in self.overwrite_input_deltas:
+                _h.dot_mm(dy, W, dx)
+            else:
+                _h.dot_add_mm(dy, W, dx)
         # the gradients are this layer's own: overwrite, no accumulation
         _h.dot_mm(dy, x, dW, transa=True)
         _h.sum_t(dy, 0, dbias)

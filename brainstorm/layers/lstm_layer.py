@@ -279,10 +279,11 @@ class LstmLayerImpl(Layer):
         # input deltas and gradients of all gates and time steps at once
         x_all = flatten_time_and_features(x)
         dGA_all = flatten_time(dGA[:T])
-        if 'default' in self.overwrite_input_deltas:
-            _h.dot_mm(dGA_all, W, flatten_time_and_features(dx))
-        elif 'default' not in self.skip_input_deltas:
-            _h.dot_add_mm(dGA_all, W, flatten_time_and_features(dx))
+        if 'default' not in self.skip_input_deltas:
+            product = (
+                _h.dot_mm if 'default' in self.overwrite_input_deltas else _h.dot_add_mm
+            )
+            product(dGA_all, W, flatten_time_and_features(dx))
         # the gradients are this layer's own (overwrites_gradients: the
         # network does not zero them; deltas of layers fed with
         # '..parameters.W' are added later): the first product overwrites

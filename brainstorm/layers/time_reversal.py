@@ -123,7 +123,8 @@ def reversible(cls):
             buffers.output_deltas.default[:T], buffers, internals.rev_dy[:T]
         )
         # reversing is its own inverse: the deltas other layers added to dx
-        # come back unchanged, with this layer's added to them
+        # come back unchanged, with this layer's added to them (a layer
+        # asked to overwrite its input deltas overwrites the reversed ones)
         self._reverse_time(dx, buffers, internals.rev_dx)
         backward(self, _reversed(buffers))
         self._reverse_time(internals.rev_dx, buffers, dx)

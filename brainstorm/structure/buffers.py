@@ -403,10 +403,10 @@ class BufferManager:
                     clear.append((a, b))
 
     def clear_backward_buffers(self) -> None:
-        """Zero all backward-only memory (deltas, gradients).
+        """Zero the backward-only memory (deltas, gradients) that layers add to.
 
         Context slots are included; what :meth:`skip_clearing` excluded is
-        left alone.
+        left alone, except the context slots of the time-sized buffer.
         """
         h = self.handler
         for a, b in self._constant_clear:

@@ -156,8 +156,9 @@ class Network(Seedable):
         # looked at once, when they first run
         self.__dict__.setdefault('_parameters_set', False)
         self._init_thread_guard()
-        if '_overwritten_inputs' not in state:  # copies from before it existed
-            self._skip_overwritten()
+        # what the layers overwrite follows their classes, which may have
+        # changed since the network was pickled
+        self._skip_overwritten()
 
     # ------------------------------------------------------- threads ------
 

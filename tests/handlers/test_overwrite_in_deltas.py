@@ -72,7 +72,7 @@ def check_overwrite(h, op, garbage):
 
 
 @pytest.mark.parametrize('op', ['max', 'avg', 'conv'])
-def test_onednn_writes_strided_or_shared_deltas_too(op):
+def test_onednn_writes_strided_deltas_too(op):
     """Deltas that are a strided view take the scratch path; same results."""
     h = onednn_handler()
     added = h.zeros((3, 9, 8, 4))
@@ -137,3 +137,30 @@ def test_a_handler_lacking_the_keyword_gets_its_deltas_zeroed_first(op):
             in_deltas=stale, out_deltas=dy, overwrite_in_deltas=True,
         )  # fmt: skip
         assert not np.isnan(stale).any()
+
+
+class PartlyNewSignatureHandler(NumpyHandler):
+    """Names overwrite_in_deltas but not the hint ``columns``: it is wrapped
+    (for the hint), and the keyword must still reach it."""
+
+    def conv2d_backward_batch(
+        self, inputs, weights, padding, stride, in_deltas, out_deltas,
+        weight_deltas, bias_deltas, *, skip_in_deltas=False,
+        overwrite_in_deltas=False,
+    ):  # fmt: skip
+        self.seen = overwrite_in_deltas
+        super().conv2d_backward_batch(
+            inputs, weights, padding, stride, in_deltas, out_deltas,
+            weight_deltas, bias_deltas, skip_in_deltas=skip_in_deltas,
+            overwrite_in_deltas=overwrite_in_deltas,
+        )  # fmt: skip
+
+
+def test_a_wrapped_op_naming_the_keyword_gets_it():
+    h = PartlyNewSignatureHandler(np.float64)
+    added = h.zeros((3, 9, 8, 4))
+    _call(h, 'conv', np.random.default_rng(1), added)
+    stale = np.full((3, 9, 8, 4), 100.0)
+    _call(h, 'conv', np.random.default_rng(1), stale, overwrite_in_deltas=True)
+    assert h.seen is True
+    np.testing.assert_array_equal(stale, added)

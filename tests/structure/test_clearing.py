@@ -24,6 +24,7 @@ from brainstorm.layers import (
     Pooling2D,
 )
 from brainstorm.layers.base_layer import Layer
+from brainstorm.layers.pooling_2d_layer import Pooling2DLayerImpl
 from brainstorm.structure.network import Network
 from brainstorm.tools import get_in_out_layers
 from tests.onednn_support import onednn_handler
@@ -203,4 +204,16 @@ def test_copies_clear_as_the_original(how):
         twin.__setstate__(pickle.loads(pickle.dumps(state)))
     got = run(twin, batch, True)
     for a, b in zip(got, expected):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_an_unpickled_network_follows_the_layer_classes_of_now(monkeypatch):
+    """A class that no longer claims to overwrite is not asked to."""
+    net = build(cnn, NumpyHandler(np.float64))
+    pickled = pickle.dumps(net)
+    monkeypatch.setattr(Pooling2DLayerImpl, 'can_overwrite_input_deltas', False)
+    twin = pickle.loads(pickled)
+    assert set(twin._overwritten_inputs) == {'C2', 'F', 'Output_projection'}
+    batch = data(cnn, np.float64)
+    for a, b in zip(run(twin, batch, True), run(net, batch, True)):
         np.testing.assert_array_equal(a, b)
