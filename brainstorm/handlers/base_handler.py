@@ -218,8 +218,9 @@ class Handler(Describable, abc.ABC):
         The optional keywords of the convolution and pooling ops
         (``columns``, ``skip_in_deltas``, ``activation``,
         ``overwrite_in_deltas``) came after 0.5; layers pass them to every
-        handler. A subclass op that does not accept one is wrapped once
-        here, at class creation, to drop it: ``columns`` and
+        handler. A subclass op that does not accept one (also an op from a
+        mixin class that is no Handler) is wrapped once here, at class
+        creation, to drop it: ``columns`` and
         ``skip_in_deltas`` are hints, ignoring them gives the same results;
         ``activation`` is applied after the op, through
         ``inplace_act_func``; for ``overwrite_in_deltas`` the input deltas
@@ -229,8 +230,13 @@ class Handler(Describable, abc.ABC):
         """
         super().__init_subclass__(**kwargs)
         for op, keywords in _OPTIONAL_KEYWORDS.items():
-            method = cls.__dict__.get(op)
-            if method is None or getattr(method, '__isabstractmethod__', False):
+            # the op as this class defines it, or as a mixin that is no
+            # Handler does (wrapped here, where it joins a handler)
+            owner = next((k for k in cls.__mro__ if op in k.__dict__), None)
+            if owner is None or (owner is not cls and issubclass(owner, Handler)):
+                continue
+            method = owner.__dict__[op]
+            if getattr(method, '__isabstractmethod__', False):
                 continue
             parameters = inspect.signature(method).parameters
             if any(

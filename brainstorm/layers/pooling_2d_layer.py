@@ -139,16 +139,19 @@ class Pooling2DLayerImpl(Layer):
         y = flatten_time(buffers.outputs.default)
         dx = flatten_time(buffers.input_deltas.default)
         dy = flatten_time(buffers.output_deltas.default)
-        overwrite = 'default' in self.overwrite_input_deltas
+        # the keyword only where it is needed: a handler written for
+        # Brainstorm 0.5 whose op escaped the wrapping takes no keywords
+        keywords = {}
+        if 'default' in self.overwrite_input_deltas:
+            keywords['overwrite_in_deltas'] = True
 
         if self.type == 'max':
             argmax = flatten_time(buffers.internals.argmax)
             _h.maxpool2d_backward_batch(
                 x, self.kernel_size, y, self.padding, self.stride, argmax, dx, dy,
-                overwrite_in_deltas=overwrite,
+                **keywords,
             )  # fmt: skip
         else:
             _h.avgpool2d_backward_batch(
-                x, self.kernel_size, y, self.padding, self.stride, dx, dy,
-                overwrite_in_deltas=overwrite,
-            )  # fmt: skip
+                x, self.kernel_size, y, self.padding, self.stride, dx, dy, **keywords
+            )

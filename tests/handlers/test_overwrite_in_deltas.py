@@ -164,3 +164,36 @@ def test_a_wrapped_op_naming_the_keyword_gets_it():
     _call(h, 'conv', np.random.default_rng(1), stale, overwrite_in_deltas=True)
     assert h.seen is True
     np.testing.assert_array_equal(stale, added)
+
+
+class OldPoolingMixin:
+    """Brainstorm 0.5's pooling ops in a mixin that is no Handler."""
+
+    def maxpool2d_backward_batch(
+        self, inputs, window, outputs, padding, stride, argmax, in_deltas, out_deltas
+    ):
+        NumpyHandler.maxpool2d_backward_batch(
+            self, inputs, window, outputs, padding, stride, argmax, in_deltas,
+            out_deltas,
+        )  # fmt: skip
+
+    def avgpool2d_backward_batch(
+        self, inputs, window, outputs, padding, stride, in_deltas, out_deltas
+    ):
+        NumpyHandler.avgpool2d_backward_batch(
+            self, inputs, window, outputs, padding, stride, in_deltas, out_deltas
+        )
+
+
+class MixedHandler(OldPoolingMixin, NumpyHandler):
+    pass
+
+
+@pytest.mark.parametrize('op', ['max', 'avg'])
+def test_old_ops_from_a_mixin_get_their_deltas_zeroed_too(op):
+    h = MixedHandler(np.float64)
+    added = h.zeros((3, 9, 8, 4))
+    _call(h, op, np.random.default_rng(1), added)
+    stale = np.full((3, 9, 8, 4), np.nan)
+    _call(h, op, np.random.default_rng(1), stale, overwrite_in_deltas=True)
+    np.testing.assert_array_equal(stale, added)
