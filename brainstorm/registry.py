@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import weakref
 
-__all__ = ['register_layer_class', 'get_layer_class', 'layer_classes']
+__all__ = ['register_layer_class', 'get_layer_class', 'is_registered', 'layer_classes']
 
 #: class name -> weak references to the classes of that name, oldest first
 _CLASSES: dict[str, list[weakref.ref]] = {}
@@ -60,6 +60,11 @@ def get_layer_class(class_name: str) -> type:
         'in brainstorm.layers; import the module defining a custom'
         ' layer before building a network with it.'
     )
+
+
+def is_registered(cls: type) -> bool:
+    """Whether ``cls`` is a registered (live) layer class."""
+    return any(c is cls for c in _live(cls.__name__))
 
 
 def layer_classes() -> list:

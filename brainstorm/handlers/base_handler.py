@@ -368,7 +368,9 @@ class Handler(Describable, abc.ABC):
 
         Args:
             layer_types: the set of the network's layer types, like
-                ``{'Input', 'Convolution2D', 'FullyConnected'}``.
+                ``{'Input', 'Convolution2D', 'FullyConnected'}``, with the
+                types of the layer classes they derive from (a subclass of
+                ``LstmLayerImpl`` brings ``'Lstm'`` too).
         """
         return contextlib.nullcontext()
 

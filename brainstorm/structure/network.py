@@ -27,6 +27,7 @@ from brainstorm.initializers import (
     evaluate_initializer,
 )
 from brainstorm.randomness import Seedable
+from brainstorm.registry import is_registered
 from brainstorm.shapes import reshape_view
 from brainstorm.structure import external_data, network_io, prediction
 from brainstorm.structure.architecture import (
@@ -409,8 +410,18 @@ class Network(Seedable):
         self.apply_gradient_modifiers()
 
     def _layer_types(self) -> frozenset:
-        """The types of the network's layers (for ``Handler.network_pass``)."""
-        return frozenset(layer.layer_type for layer in self.layers.values())
+        """The types of the network's layers (for ``Handler.network_pass``).
+
+        With the types of the layer classes they derive from: a subclass of
+        ``LstmLayerImpl`` with a type of its own brings ``'Lstm'`` too, so
+        a handler preparing for Lstm layers prepares for it.
+        """
+        return frozenset(
+            cls.get_type_name()  # type: ignore[attr-defined]
+            for layer in self.layers.values()
+            for cls in type(layer).__mro__
+            if is_registered(cls)
+        )
 
     def _add_exposed_gradients(self) -> None:
         """Add the deltas of layers fed with ``'..parameters.X'`` to X's gradients.

@@ -156,9 +156,9 @@ def test_operands_onednn_cannot_take_get_numpys_product(handler, case):
     )
 
 
-def lstm_network(handler):
+def lstm_network(handler, lstm=None):
     inp, out = bs.tools.get_in_out_layers('classification', 11, 5)
-    net = bs.Network.from_layer(inp >> bs.layers.Lstm(24) >> out)
+    net = bs.Network.from_layer(inp >> (lstm or bs.layers.Lstm(24)) >> out)
     net.set_handler(handler)
     net.initialize(bs.initializers.Gaussian(0.2), seed=3)
     rnd = np.random.RandomState(4)
@@ -192,6 +192,22 @@ def test_an_lstm_computes_what_numpy_handler_computes(handler):
         )
     packed = [k for k in matmul_plans(handler) if k[-1]]
     assert len(packed) == 2  # R^T forward, R backward
+
+
+def test_a_subclassed_lstm_with_a_type_of_its_own_gets_packed_products(handler):
+    """The network tells the handler the types its layers derive from."""
+    from brainstorm.layers.lstm_layer import LstmLayerImpl
+    from brainstorm.structure.construction import ConstructionWrapper
+
+    class PeepLstmLayerImpl(LstmLayerImpl):
+        pass
+
+    net = lstm_network(handler, ConstructionWrapper.create(PeepLstmLayerImpl, size=24))
+    net.forward_pass(training_pass=True)
+    net.backward_pass()
+    packed = [k for k in matmul_plans(handler) if k[-1]]
+    assert len(packed) == 2  # R^T forward, R backward
+    assert {'PeepLstm', 'Lstm'} <= net._layer_types()
 
 
 def test_the_debug_handler_checks_the_promise(handler):
