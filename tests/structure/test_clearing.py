@@ -18,6 +18,7 @@ from brainstorm.handlers import NumpyHandler
 from brainstorm.initializers import Gaussian
 from brainstorm.layers import (
     Add,
+    ClockworkLstm,
     Convolution2D,
     FullyConnected,
     Lstm,
@@ -82,6 +83,18 @@ def lstm():
     )
 
 
+def recurrent_mix():
+    """A reversed Lstm, a ClockworkLstm and an Lstm, each the next's input."""
+    inp, out = get_in_out_layers('classification', 3, 4)
+    return (
+        inp
+        >> Lstm(5, reverse=True, name='R')
+        >> ClockworkLstm(4, name='K')
+        >> Lstm(3, name='L')
+        >> out
+    )
+
+
 def build(make, handler, monkeypatch=None):
     """The network of ``make``; with ``monkeypatch``, no layer overwrites."""
     if monkeypatch is not None:
@@ -99,7 +112,12 @@ def build(make, handler, monkeypatch=None):
 
 def data(make, dtype):
     rng = np.random.default_rng(0)
-    shape = {cnn: (1, 5, 8, 8, 3), fan_out: (1, 5, 4), lstm: (4, 5, 3)}[make]
+    shape = {
+        cnn: (1, 5, 8, 8, 3),
+        fan_out: (1, 5, 4),
+        lstm: (4, 5, 3),
+        recurrent_mix: (6, 3, 3),
+    }[make]
     return {
         'default': rng.standard_normal(shape).astype(dtype),
         'targets': rng.integers(0, 3, shape[:2] + (1,)).astype(dtype),
@@ -129,7 +147,9 @@ HANDLERS = {
 
 
 @pytest.mark.parametrize('input_deltas', [True, False])
-@pytest.mark.parametrize('make', [cnn, fan_out, lstm], ids=lambda f: f.__name__)
+@pytest.mark.parametrize(
+    'make', [cnn, fan_out, lstm, recurrent_mix], ids=lambda f: f.__name__
+)
 @pytest.mark.parametrize('handler', list(HANDLERS))
 def test_results_equal_those_on_zeroed_memory(monkeypatch, handler, make, input_deltas):
     h = HANDLERS[handler]()
@@ -217,3 +237,17 @@ def test_an_unpickled_network_follows_the_layer_classes_of_now(monkeypatch):
     batch = data(cnn, np.float64)
     for a, b in zip(run(twin, batch, True), run(net, batch, True)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_changing_batch_and_sequence_sizes_keep_the_results(monkeypatch):
+    """The buffers are cut anew for each (T, B); garbage stays unread."""
+    fast = build(recurrent_mix, NumpyHandler(np.float64))
+    plain = build(recurrent_mix, NumpyHandler(np.float64), monkeypatch)
+    rng = np.random.default_rng(5)
+    for T, B in ((4, 3), (2, 5), (7, 2), (4, 3)):
+        batch = {
+            'default': rng.standard_normal((T, B, 3)),
+            'targets': rng.integers(0, 4, (T, B, 1)).astype(float),
+        }
+        for a, b in zip(run(fast, batch, True), run(plain, batch, True)):
+            np.testing.assert_array_equal(a, b)
