@@ -90,7 +90,6 @@ def _sole_writers(layers, layout: dict) -> dict:
         layer = layers[name]
         if (
             t
-            and start < stop
             and alone
             and layer.can_overwrite_input_deltas
             and in_name not in layer.computes_no_input_deltas_for

@@ -23,6 +23,7 @@ from brainstorm.layers import (
     FullyConnected,
     Lstm,
     Pooling2D,
+    Recurrent,
 )
 from brainstorm.layers.base_layer import Layer
 from brainstorm.layers.pooling_2d_layer import Pooling2DLayerImpl
@@ -84,15 +85,27 @@ def lstm():
 
 
 def recurrent_mix():
-    """A reversed Lstm, a ClockworkLstm and an Lstm, each the next's input."""
+    """A reversed Lstm, a ClockworkLstm, a Recurrent (which adds to its
+    gradients) and an Lstm, each the next's input."""
     inp, out = get_in_out_layers('classification', 3, 4)
     return (
         inp
         >> Lstm(5, reverse=True, name='R')
         >> ClockworkLstm(4, name='K')
+        >> Recurrent(4, name='N')
         >> Lstm(3, name='L')
         >> out
     )
+
+
+def skip_connection():
+    """A feeds B and, concatenated with C's output, D: A's deltas have two
+    writers that are not neighbours in the network's order."""
+    inp, out = get_in_out_layers('classification', 4, 3)
+    a, d = FullyConnected(5, name='A'), FullyConnected(3, name='D')
+    inp >> a >> FullyConnected(4, name='B') >> FullyConnected(3, name='C') >> d
+    a >> d
+    return d >> out
 
 
 def build(make, handler, monkeypatch=None):
@@ -117,6 +130,7 @@ def data(make, dtype):
         fan_out: (1, 5, 4),
         lstm: (4, 5, 3),
         recurrent_mix: (6, 3, 3),
+        skip_connection: (1, 5, 4),
     }[make]
     return {
         'default': rng.standard_normal(shape).astype(dtype),
@@ -148,7 +162,9 @@ HANDLERS = {
 
 @pytest.mark.parametrize('input_deltas', [True, False])
 @pytest.mark.parametrize(
-    'make', [cnn, fan_out, lstm, recurrent_mix], ids=lambda f: f.__name__
+    'make',
+    [cnn, fan_out, lstm, recurrent_mix, skip_connection],
+    ids=lambda f: f.__name__,
 )
 @pytest.mark.parametrize('handler', list(HANDLERS))
 def test_results_equal_those_on_zeroed_memory(monkeypatch, handler, make, input_deltas):
@@ -175,6 +191,12 @@ def test_only_sole_writers_that_can_overwrite_are_asked_to():
     # overwrite; M is the only writer of its concatenated input's deltas
     assert fan._overwritten_inputs == {
         'M': frozenset({'default'}),
+        'Output_projection': frozenset({'default'}),
+    }
+    skip = build(skip_connection, NumpyHandler(np.float64))
+    # A's deltas: B and D write them; D's input holds C's output and A's
+    assert skip._overwritten_inputs == {
+        'C': frozenset({'default'}),
         'Output_projection': frozenset({'default'}),
     }
     net = build(lstm, NumpyHandler(np.float64))
@@ -251,3 +273,34 @@ def test_changing_batch_and_sequence_sizes_keep_the_results(monkeypatch):
         }
         for a, b in zip(run(fast, batch, True), run(plain, batch, True)):
             np.testing.assert_array_equal(a, b)
+
+
+def test_clearing_leaves_exactly_the_overwritten_memory():
+    """Filled with 7, then cleared: what the layers overwrite keeps its 7s
+    (context slots zeroed), what they add to is zero."""
+    net = build(recurrent_mix, NumpyHandler(np.float64))
+    net.provide_external_data(data(recurrent_mix, np.float64))
+    manager = net.buffer_manager
+    for flat in manager.full_buffer:
+        flat[:] = 7.0
+    manager.clear_backward_buffers()
+    T = 6
+
+    def get(path):
+        return net.handler.get_numpy_copy(net.buffer[path])
+
+    assert (get('L.gradients.Wz') == 7.0).all()  # Lstm: overwrites_gradients
+    assert not get('N.gradients.W').any()  # Recurrent adds to its gradients
+    # Lstm L overwrites N's output deltas; R's backward internals
+    for path in ('N.output_deltas.default', 'R.internals.dZa', 'N.internals.dHb'):
+        array = get(path)
+        assert (array[:T] == 7.0).all(), path
+        assert not array[T:].any(), path
+    # N's input deltas: N adds to them (Recurrent cannot overwrite); Ha's
+    # deltas are passed back (added to); the Input layer's deltas
+    for path in (
+        'K.output_deltas.default',
+        'N.internals.dHa',
+        'Input.output_deltas.default',
+    ):
+        assert not get(path).any(), path

@@ -371,6 +371,18 @@ def test_blocks_are_the_finest_cut_no_span_crosses():
     assert _blocks([(2, 4)], 6) == [(0, 2), (2, 4), (4, 6)]
 
 
+def test_covered_ranges_are_merged_where_they_touch_or_overlap():
+    from brainstorm.structure.buffers import _covered
+
+    covered = _covered([(6, 8), (0, 2), (4, 6), (9, 12), (10, 11), (12, 12)])
+    assert covered(4, 8) and covered(0, 2) and covered(9, 12) and covered(5, 7)
+    assert not covered(0, 4) and not covered(2, 4) and not covered(8, 9)
+    assert not covered(7, 10) and not covered(11, 13)
+    nested = _covered([(0, 2), (4, 10), (5, 8)])
+    assert nested(4, 10) and not nested(3, 10)
+    assert not _covered([])(0, 1)
+
+
 @pytest.mark.parametrize('make', ['seed', 'lstm'])
 def test_clearing_zeroes_all_backward_memory_and_no_forward_memory(make):
     """All backward memory but what its layers overwrite (see ``clearing``).
