@@ -226,7 +226,8 @@ class Handler(Describable, abc.ABC):
         ``inplace_act_func``; for ``overwrite_in_deltas`` the input deltas
         are zeroed before the op, which then adds to them (both also for an
         op taking ``**kwargs``: a handler that does the work itself names
-        the parameter).
+        the parameter; a mixin's op taking ``**kwargs`` is taken to pass
+        them on, and is left as it is).
         """
         super().__init_subclass__(**kwargs)
         for op, keywords in _OPTIONAL_KEYWORDS.items():
@@ -242,6 +243,8 @@ class Handler(Describable, abc.ABC):
             if any(
                 p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
             ):
+                if owner is not cls:  # a mixin forwarding them (timing, logs)
+                    continue
                 # hints may go into **kwargs; keywords that change the
                 # results must be named
                 missing = tuple(

@@ -139,8 +139,8 @@ class Pooling2DLayerImpl(Layer):
         y = flatten_time(buffers.outputs.default)
         dx = flatten_time(buffers.input_deltas.default)
         dy = flatten_time(buffers.output_deltas.default)
-        # the keyword only where it is needed: a handler written for
-        # Brainstorm 0.5 whose op escaped the wrapping takes no keywords
+        # the keyword only where it is needed: the pooling ops took none
+        # before, so a handler without it works wherever nothing overwrites
         keywords = {}
         if 'default' in self.overwrite_input_deltas:
             keywords['overwrite_in_deltas'] = True

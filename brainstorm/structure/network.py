@@ -157,9 +157,10 @@ class Network(Seedable):
         # looked at once, when they first run
         self.__dict__.setdefault('_parameters_set', False)
         self._init_thread_guard()
-        # what the layers overwrite follows their classes, which may have
-        # changed since the network was pickled
+        # what the layers overwrite and their types follow their classes,
+        # which may have changed since the network was pickled
         self._skip_overwritten()
+        self.__dict__.pop('_types', None)
 
     # ------------------------------------------------------- threads ------
 
@@ -416,12 +417,15 @@ class Network(Seedable):
         ``LstmLayerImpl`` with a type of its own brings ``'Lstm'`` too, so
         a handler preparing for Lstm layers prepares for it.
         """
-        return frozenset(
-            cls.get_type_name()  # type: ignore[attr-defined]
-            for layer in self.layers.values()
-            for cls in type(layer).__mro__
-            if is_registered(cls)
-        )
+        types = self.__dict__.get('_types')
+        if types is None:  # once: the layers and their classes stay
+            types = self._types = frozenset(
+                cls.get_type_name()  # type: ignore[attr-defined]
+                for layer in self.layers.values()
+                for cls in type(layer).__mro__
+                if is_registered(cls)
+            )
+        return types
 
     def _add_exposed_gradients(self) -> None:
         """Add the deltas of layers fed with ``'..parameters.X'`` to X's gradients.
