@@ -120,14 +120,20 @@ class OldSignatureHandler(NumpyHandler):
         )  # fmt: skip
 
 
+def _check_written_over(h, op, garbage=np.nan):
+    """Deltas full of ``garbage``, overwritten, equal deltas added to zeros."""
+    added = h.zeros((3, 9, 8, 4))
+    _call(h, op, np.random.default_rng(1), added)
+    stale = np.full((3, 9, 8, 4), garbage)
+    _call(h, op, np.random.default_rng(1), stale, overwrite_in_deltas=True)
+    np.testing.assert_array_equal(stale, added)
+    return stale
+
+
 @pytest.mark.parametrize('op', ['max', 'avg', 'conv'])
 def test_a_handler_lacking_the_keyword_gets_its_deltas_zeroed_first(op):
     h = OldSignatureHandler(np.float64)
-    added = h.zeros((3, 9, 8, 4))
-    _call(h, op, np.random.default_rng(1), added)
-    stale = np.full((3, 9, 8, 4), np.nan)
-    _call(h, op, np.random.default_rng(1), stale, overwrite_in_deltas=True)
-    np.testing.assert_array_equal(stale, added)
+    stale = _check_written_over(h, op)
     # in_deltas passed by keyword reach the wrapper too
     stale[:] = np.nan
     x, y, argmax, dy = _pool_operands(h, np.random.default_rng(1))
@@ -158,12 +164,8 @@ class PartlyNewSignatureHandler(NumpyHandler):
 
 def test_a_wrapped_op_naming_the_keyword_gets_it():
     h = PartlyNewSignatureHandler(np.float64)
-    added = h.zeros((3, 9, 8, 4))
-    _call(h, 'conv', np.random.default_rng(1), added)
-    stale = np.full((3, 9, 8, 4), 100.0)
-    _call(h, 'conv', np.random.default_rng(1), stale, overwrite_in_deltas=True)
+    _check_written_over(h, 'conv', 100.0)
     assert h.seen is True
-    np.testing.assert_array_equal(stale, added)
 
 
 class OldPoolingMixin:
@@ -191,9 +193,4 @@ class MixedHandler(OldPoolingMixin, NumpyHandler):
 
 @pytest.mark.parametrize('op', ['max', 'avg'])
 def test_old_ops_from_a_mixin_get_their_deltas_zeroed_too(op):
-    h = MixedHandler(np.float64)
-    added = h.zeros((3, 9, 8, 4))
-    _call(h, op, np.random.default_rng(1), added)
-    stale = np.full((3, 9, 8, 4), np.nan)
-    _call(h, op, np.random.default_rng(1), stale, overwrite_in_deltas=True)
-    np.testing.assert_array_equal(stale, added)
+    _check_written_over(MixedHandler(np.float64), op)
