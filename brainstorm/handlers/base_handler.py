@@ -515,6 +515,11 @@ def _operand_position(name: str, operand: str) -> int:
     return list(signature(OPS[name]).parameters).index(operand) - 1
 
 
+def _argument(args: tuple, kwargs: dict, position: int, name: str):
+    """The argument passed at ``position`` or as the keyword ``name``."""
+    return args[position] if len(args) > position else kwargs[name]
+
+
 def _accepting(name: str, method, keywords: tuple[str, ...]):
     """``method``, the op ``name``, accepting the keywords ``keywords``.
 
@@ -540,12 +545,12 @@ def _accepting(name: str, method, keywords: tuple[str, ...]):
             and kwargs.pop('overwrite_in_deltas', False)
             and not kwargs.get('skip_in_deltas')
         ):
-            self.fill(args[zeroed] if len(args) > zeroed else kwargs['in_deltas'], 0.0)
+            self.fill(_argument(args, kwargs, zeroed, 'in_deltas'), 0.0)
         for keyword in keywords:
             kwargs.pop(keyword, None)
         result = method(self, *args, **kwargs)
         if activate is not None:
-            activate(args[position] if len(args) > position else kwargs[operand])
+            activate(_argument(args, kwargs, position, operand))
         return result
 
     # the base op's signature, so the wrapped op reads like every other

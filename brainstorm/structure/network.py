@@ -159,8 +159,7 @@ class Network(Seedable):
         self._init_thread_guard()
         # what the layers overwrite and their types follow their classes,
         # which may have changed since the network was pickled
-        self._skip_overwritten()
-        self.__dict__.pop('_types', None)
+        self._derive_from_layer_classes()
 
     # ------------------------------------------------------- threads ------
 
@@ -281,14 +280,28 @@ class Network(Seedable):
             self.handler = new_handler
         for layer in self.layers.values():
             layer.set_handler(new_handler)
-        self._skip_overwritten()
+        self._derive_from_layer_classes()
         self._trainable_mask = None
 
-    def _skip_overwritten(self) -> None:
-        """Tell the BufferManager what the layers overwrite (see ``clearing``)."""
+    def _derive_from_layer_classes(self) -> None:
+        """What follows from the layers' classes and the layout.
+
+        The BufferManager learns what the layers overwrite (see
+        ``clearing``); ``_type_names`` are the types of the layers and of the
+        registered layer classes they derive from, for
+        ``Handler.network_pass``: a subclass of ``LstmLayerImpl`` with a type
+        of its own brings ``'Lstm'`` too, so a handler preparing for Lstm
+        layers prepares for it.
+        """
         overwritten = overwritten_memory(self.layers, self.layout)
         self.buffer_manager.skip_clearing(overwritten.constant, overwritten.sized)
         self._overwritten_inputs = overwritten.inputs
+        self._type_names = frozenset(
+            cls.get_type_name()  # type: ignore[attr-defined]
+            for layer in self.layers.values()
+            for cls in type(layer).__mro__
+            if is_registered(cls)
+        )
 
     def _relayout(self, new_handler) -> None:
         """Lay the memory out anew on ``new_handler``.
@@ -411,21 +424,8 @@ class Network(Seedable):
         self.apply_gradient_modifiers()
 
     def _layer_types(self) -> frozenset:
-        """The types of the network's layers (for ``Handler.network_pass``).
-
-        With the types of the layer classes they derive from: a subclass of
-        ``LstmLayerImpl`` with a type of its own brings ``'Lstm'`` too, so
-        a handler preparing for Lstm layers prepares for it.
-        """
-        types = self.__dict__.get('_types')
-        if types is None:  # once: the layers and their classes stay
-            types = self._types = frozenset(
-                cls.get_type_name()  # type: ignore[attr-defined]
-                for layer in self.layers.values()
-                for cls in type(layer).__mro__
-                if is_registered(cls)
-            )
-        return types
+        """The layer types for ``Handler.network_pass`` (``_type_names``)."""
+        return self._type_names
 
     def _add_exposed_gradients(self) -> None:
         """Add the deltas of layers fed with ``'..parameters.X'`` to X's gradients.
