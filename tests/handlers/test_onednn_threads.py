@@ -358,3 +358,56 @@ def test_lstm_passes_run_every_numpy_product_on_one_thread(blas, monkeypatch):
 
     assert threads_in_products(handler, monkeypatch, run) == [((320, 320), 1)]
     assert blas.thread_count() == before
+
+
+FRESH_FORK = """
+import json, multiprocessing, queue
+import numpy as np
+import brainstorm as bs
+rnd = np.random.RandomState(3)
+x, t = rnd.rand(1, 16, 12, 12, 3), rnd.randint(0, 4, (1, 16, 1))
+inp, out = bs.tools.get_in_out_layers('classification', (12, 12, 3), 4)
+net = bs.Network.from_layer(
+    inp >> bs.layers.Convolution2D(8, kernel_size=(3, 3), padding=1)
+    >> bs.layers.Pooling2D((2, 2), type='max', stride=(2, 2)) >> out)
+net.initialize(bs.initializers.Gaussian(0.1), seed=1)
+def gradients():
+    net.provide_external_data({'default': x, 'targets': t})
+    net.forward_pass(training_pass=True)
+    net.backward_pass()
+    return net.get('gradients').tolist()
+first = gradients()  # the parent's OpenMP threads run now
+def child(results):
+    results.put(gradients())
+context = multiprocessing.get_context('fork')
+results = context.Queue()
+process = context.Process(target=child, args=(results,))
+process.start()
+try:
+    in_child = results.get(timeout=30)
+except queue.Empty:
+    in_child = None
+process.join(timeout=10)
+hung = process.is_alive()
+if hung:
+    process.kill()
+print(json.dumps({'handler': type(net.handler).__name__,
+                  'threads': net.handler.threads, 'hung': hung,
+                  'exitcode': process.exitcode, 'child': in_child == first,
+                  'parent_after': gradients() == first}))
+"""
+
+
+def test_a_forked_child_runs_the_network_its_parent_ran():
+    """multiprocessing's 'fork' start method after the parent ran oneDNN
+    on two OpenMP threads: the child computes the parent's gradients
+    instead of waiting forever for OpenMP threads it did not inherit, and
+    the parent computes them again after the fork."""
+    onednn_handler()
+    got = run_fresh(FRESH_FORK, OMP_NUM_THREADS='2')
+    assert got['handler'] == 'OneDnnHandler'
+    assert got['threads'] == 2
+    assert not got['hung']
+    assert got['exitcode'] == 0
+    assert got['child']
+    assert got['parent_after']

@@ -52,6 +52,7 @@ ARG_SRC_1 = 2
 ARG_ATTR_SCALES = 4096  # | the argument: its scale
 ARG_WORKSPACE, ARG_SCRATCHPAD = 64, 80
 ARG_DIFF_SRC, ARG_DIFF_DST, ARG_DIFF_WEIGHTS, ARG_DIFF_BIAS = 129, 145, 161, 169
+OMP_PAUSE_SOFT = 1  # omp_pause_soft of OpenMP's omp.h
 
 _STATUS = {
     1: 'out of memory',
@@ -422,6 +423,7 @@ def library() -> Library:
         for candidate in _candidates():
             try:
                 _loaded = Library(candidate)
+                os.register_at_fork(before=_pause_openmp)
                 return _loaded
             except (OSError, AttributeError, OneDnnError) as error:
                 errors.append(f'{candidate}: {error}')
@@ -443,3 +445,23 @@ def _prepare_openmp() -> None:
     ``OMP_WAIT_POLICY`` when it is loaded, so this must come before.
     """
     os.environ.setdefault('OMP_WAIT_POLICY', 'PASSIVE')
+
+
+def _pause_openmp() -> None:
+    """Free the forking thread's OpenMP worker threads (before each fork).
+
+    GNU OpenMP keeps, for each thread that ran a parallel region, a pool of
+    worker threads. A forked child inherits the pool's bookkeeping but not
+    its threads, so the child's first oneDNN primitive would wait for them
+    forever (``multiprocessing``'s ``fork`` start method, ``os.fork``).
+    ``omp_pause_resource_all`` (OpenMP 5.0; GNU OpenMP since GCC 9) frees
+    the pool of the calling thread: the child starts a new one, and so does
+    the parent, at its next primitive. An older libgomp lacks the function;
+    then nothing is done. The hook runs inside ``fork``, so it never raises.
+    """
+    try:
+        pause = ctypes.CDLL('libgomp.so.1').omp_pause_resource_all
+    except (OSError, AttributeError):
+        return
+    pause.argtypes, pause.restype = [ctypes.c_int], ctypes.c_int
+    pause(OMP_PAUSE_SOFT)
