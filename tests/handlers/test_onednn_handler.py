@@ -349,6 +349,30 @@ if ok:  # libgomp's own view of its settings, on stderr
 """
 
 
+USER_INSTALL_PROBE = """
+import json, sys
+# as if oneDNN were not in the environment: only the user's base has it
+sys.prefix = sys.base_prefix = '/nonexistent'
+from brainstorm.handlers.onednn import _dnnl, onednn_available
+ok, why = onednn_available()
+print(json.dumps({'ok': ok, 'why': why,
+                  'path': _dnnl.library().path if ok else None}))
+"""
+
+
+def test_the_library_of_a_user_install_is_found(tmp_path):
+    """``pip install --user`` puts libdnnl.so.3 under the user's base
+    (``site.getuserbase()/lib``), not under ``sys.prefix``: the default
+    handler was NumpyHandler there."""
+    onednn_handler()
+    real = _dnnl.library().path
+    (tmp_path / 'lib').mkdir()
+    (tmp_path / 'lib' / 'libdnnl.so.3').symlink_to(os.path.realpath(real))
+    got = run_fresh(USER_INSTALL_PROBE, PYTHONUSERBASE=str(tmp_path))
+    assert got['ok'], got['why']
+    assert got['path'] == str(tmp_path / 'lib' / 'libdnnl.so.3')
+
+
 def test_the_environment_switch_turns_onednn_off():
     got = run_fresh(PROBE, BRAINSTORM_NO_ONEDNN='1')
     assert got['ok'] is False

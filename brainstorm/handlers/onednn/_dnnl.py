@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import site
 import sys
 import threading
 from pathlib import Path
@@ -94,10 +95,16 @@ def library_path() -> list[Path]:
     """The places :func:`library` looks for ``libdnnl.so.3``, in order.
 
     The ``lib/`` folders of the running environment (``sys.prefix``, where
-    ``pip install onednn-cpu-gomp`` puts it) and of the base installation,
-    then ``$DNNLROOT/lib``; after those, the system's loader path.
+    ``pip install onednn-cpu-gomp`` puts it), of the base installation and
+    of the user's base (``site.getuserbase()``, where ``pip install --user``
+    puts it), then ``$DNNLROOT/lib``; after those, the system's loader path.
     """
-    roots = [sys.prefix, sys.base_prefix, os.environ.get('DNNLROOT', '')]
+    roots = [
+        sys.prefix,
+        sys.base_prefix,
+        site.getuserbase(),
+        os.environ.get('DNNLROOT', ''),
+    ]
     places: list[Path] = []
     for root in roots:
         if root:
