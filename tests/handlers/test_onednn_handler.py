@@ -317,12 +317,12 @@ def test_a_missing_library_makes_the_handler_unavailable(monkeypatch):
     assert onednn_available() == (False, message)
 
 
-def run_fresh(code, **env):
+def run_fresh(code, argv=(), **env):
     environment = {k: v for k, v in os.environ.items() if not k.startswith('OMP_')}
     environment.pop('BRAINSTORM_NO_ONEDNN', None)
     environment.update(env)
     done = subprocess.run(
-        [sys.executable, '-c', code],
+        [sys.executable, '-c', code, *argv],
         cwd=ROOT,
         env=environment,
         capture_output=True,
@@ -349,10 +349,10 @@ if ok:  # libgomp's own view of its settings, on stderr
 """
 
 
-USER_INSTALL_PROBE = """
+PLACE_PROBE = """
 import json, sys
-# as if oneDNN were not in the environment: only the user's base has it
-sys.prefix = sys.base_prefix = '/nonexistent'
+sys.path.insert(0, sys.argv[1])  # this record of onednn-cpu-gomp comes first
+sys.prefix = sys.base_prefix = '/nonexistent'  # the environment lacks it
 from brainstorm.handlers.onednn import _dnnl, onednn_available
 ok, why = onednn_available()
 print(json.dumps({'ok': ok, 'why': why,
@@ -360,17 +360,53 @@ print(json.dumps({'ok': ok, 'why': why,
 """
 
 
+def fake_distribution(site, record: str):
+    """A record of ``onednn-cpu-gomp`` in ``site`` listing ``record``."""
+    info = site / 'onednn_cpu_gomp-2023.2.0.dist-info'
+    info.mkdir(parents=True)
+    (info / 'METADATA').write_text(
+        'Metadata-Version: 2.1\nName: onednn-cpu-gomp\nVersion: 2023.2.0\n'
+    )
+    (info / 'RECORD').write_text(record)
+
+
+def linked_library(place):
+    """``place/libdnnl.so.3``, a link to the library this process loaded."""
+    place.mkdir(parents=True)
+    link = place / 'libdnnl.so.3'
+    link.symlink_to(os.path.realpath(_dnnl.library().path))
+    return str(link)
+
+
+def test_the_library_is_found_where_its_distribution_put_it(tmp_path):
+    """Install schemes put the library in other places (a system's
+    /usr/local/lib, --user, --prefix): the distribution's own record of
+    installed files says where."""
+    onednn_handler()
+    link = linked_library(tmp_path / 'odd' / 'place')
+    fake_distribution(tmp_path / 'site', '../odd/place/libdnnl.so.3,,\n')
+    got = run_fresh(
+        PLACE_PROBE, PYTHONUSERBASE=str(tmp_path / 'empty'),
+        argv=[str(tmp_path / 'site')],
+    )  # fmt: skip
+    assert got['ok'], got['why']
+    assert got['path'] == link
+
+
 def test_the_library_of_a_user_install_is_found(tmp_path):
     """``pip install --user`` puts libdnnl.so.3 under the user's base
     (``site.getuserbase()/lib``), not under ``sys.prefix``: the default
-    handler was NumpyHandler there."""
+    handler was NumpyHandler there. Found even where the distribution's
+    record names no library."""
     onednn_handler()
-    real = _dnnl.library().path
-    (tmp_path / 'lib').mkdir()
-    (tmp_path / 'lib' / 'libdnnl.so.3').symlink_to(os.path.realpath(real))
-    got = run_fresh(USER_INSTALL_PROBE, PYTHONUSERBASE=str(tmp_path))
+    link = linked_library(tmp_path / 'user' / 'lib')
+    fake_distribution(tmp_path / 'site', '')
+    got = run_fresh(
+        PLACE_PROBE, PYTHONUSERBASE=str(tmp_path / 'user'),
+        argv=[str(tmp_path / 'site')],
+    )  # fmt: skip
     assert got['ok'], got['why']
-    assert got['path'] == str(tmp_path / 'lib' / 'libdnnl.so.3')
+    assert got['path'] == link
 
 
 def test_the_environment_switch_turns_onednn_off():

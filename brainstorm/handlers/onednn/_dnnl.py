@@ -21,6 +21,7 @@ import os
 import site
 import sys
 import threading
+from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +31,8 @@ __all__ = ['OneDnnUnavailable', 'library', 'library_path']
 # ------------------------------------------------------------------ constants
 #: the sonames tried, newest first
 SONAMES = ('libdnnl.so.3',)
+#: the PyPI distribution that installs the library
+DISTRIBUTION = 'onednn-cpu-gomp'
 MAX_NDIMS = 12  # DNNL_MAX_NDIMS
 SUCCESS = 0
 CPU = 1  # dnnl_cpu
@@ -94,24 +97,42 @@ def dims(values) -> ctypes.Array:
 def library_path() -> list[Path]:
     """The places :func:`library` looks for ``libdnnl.so.3``, in order.
 
-    The ``lib/`` folders of the running environment (``sys.prefix``, where
-    ``pip install onednn-cpu-gomp`` puts it), of the base installation and
-    of the user's base (``site.getuserbase()``, where ``pip install --user``
-    puts it), then ``$DNNLROOT/lib``; after those, the system's loader path.
+    First the folder where the installed ``onednn-cpu-gomp`` distribution
+    put it, as its record of installed files says (right for every install
+    scheme: a virtual environment, ``pip install --user``, a system's
+    ``/usr/local``). Then the ``lib/`` folders of the running environment
+    (``sys.prefix``), of the base installation and of the user's base
+    (``site.getuserbase()``), then ``$DNNLROOT/lib``; after those, the
+    system's loader path.
     """
+    places: list[Path] = _recorded_places()
     roots = [
         sys.prefix,
         sys.base_prefix,
         site.getuserbase(),
         os.environ.get('DNNLROOT', ''),
     ]
-    places: list[Path] = []
     for root in roots:
         if root:
             for sub in ('lib', 'lib64'):
                 place = Path(root) / sub
                 if place not in places:
                     places.append(place)
+    return places
+
+
+def _recorded_places() -> list[Path]:
+    """The folders of the ``libdnnl.so*`` files ``onednn-cpu-gomp`` installed."""
+    try:
+        files = metadata.files(DISTRIBUTION) or []
+    except metadata.PackageNotFoundError:
+        return []
+    places: list[Path] = []
+    for file in files:
+        if file.name.startswith('libdnnl.so'):
+            place = Path(os.path.normpath(file.locate())).parent
+            if place not in places:
+                places.append(place)
     return places
 
 
