@@ -6,6 +6,7 @@ failure, and OpenMP's thread settings (in fresh processes).
 The ops themselves are checked against float64 references by the handler
 op table (tests/handlers/test_handler_ops.py)."""
 
+import collections
 import copy
 import json
 import os
@@ -153,6 +154,38 @@ def test_primitives_are_made_once_per_shape(handler):
     x, w, b, dy, dx = args
     run_conv(handler, x[:1], w, b, dy[:1], dx[:1], 1, (1, 1))
     assert len(handler._plans) == len(plans) + 1
+
+
+def test_the_plans_of_each_kind_are_capped(handler, monkeypatch):
+    """Training with a new batch size every step made new convolution,
+    pooling and elementwise plans without end (about 1 MiB per batch size
+    for a small CNN): of each kind, the least recently used go, and the
+    network still trains as NumpyHandler does."""
+    from brainstorm.handlers.onednn import handler as module
+
+    monkeypatch.setattr(module, 'PLANS_PER_KIND', 3, raising=False)
+    net = small_cnn()
+    net.set_handler(handler)
+    reference = small_cnn()
+    reference.set_handler(NumpyHandler(np.float32))  # same seed: same parameters
+    np.testing.assert_array_equal(reference.get('parameters'), net.get('parameters'))
+    rng = np.random.RandomState(9)
+    for size in range(1, 9):
+        x = rng.rand(1, size, 8, 8, 3)
+        t = rng.randint(0, 5, (1, size, 1))
+        for n in (net, reference):
+            n.provide_external_data({'default': x, 'targets': t})
+            n.forward_pass(training_pass=True)
+            n.backward_pass()
+        np.testing.assert_allclose(
+            net.get('gradients'), reference.get('gradients'), rtol=1e-4, atol=1e-6
+        )
+    kinds = collections.Counter(key[0] for key in handler._plans)
+    assert kinds, 'oneDNN did not run'
+    assert max(kinds.values()) <= 3, kinds
+    # the newest batch sizes' plans are the ones kept
+    conv = [key for key in handler._plans if key[0] == 'conv']
+    assert sorted(key[1][0] for key in conv) == [6, 7, 8]
 
 
 def test_oneDNN_runs_its_optimized_kernels(handler):

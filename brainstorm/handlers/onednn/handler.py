@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import itertools
 import math
+from collections import OrderedDict
 
 import numpy as np
 
@@ -39,8 +39,10 @@ IMAGE_LAYER_TYPES = frozenset({'Convolution2D', 'Pooling2D'})
 #: the recurrent weights packed (see ``network_pass``)
 RECURRENT_LAYER_TYPES = frozenset({'Lstm', 'ClockworkLstm'})
 
-#: the most matmul plans kept (the least recently used go first)
+#: the most matmul plans kept, and the most of each other kind (convolution,
+#: pooling, elementwise work, ...); the least recently used go first
 MATMUL_PLANS = 64
+PLANS_PER_KIND = 64
 
 #: in passes of networks with such layers, products of fewer multiply-adds
 #: than this stay with NumPy (OpenBLAS on one thread): below it a oneDNN
@@ -100,8 +102,7 @@ class OneDnnHandler(NumpyHandler):
     def __init__(self, dtype=np.float32, seed: int | None = None):
         self._lib = _dnnl.library()
         super().__init__(dtype, seed)
-        self._plans: dict = {}
-        self._uses = itertools.count(1)  # stamps of the matmul plans' uses
+        self._plans: OrderedDict = OrderedDict()  # least recently used first
 
     def __describe__(self) -> dict:
         """``{'@type': 'OneDnnHandler', 'dtype': 'float32'}``."""
@@ -115,14 +116,13 @@ class OneDnnHandler(NumpyHandler):
         """As NumpyHandler's, without oneDNN's objects (made again on use)."""
         state = super().__getstate__()
         state.pop('_lib', None)
-        state['_plans'] = {}
-        state.pop('_uses', None)  # itertools.count: no pickling from 3.14
+        state['_plans'] = OrderedDict()
         return state
 
     def __setstate__(self, state) -> None:
         """Restore; loads oneDNN (ImportError if it cannot be here)."""
         self.__dict__.update(state)
-        self._uses = itertools.count(1)
+        self._plans = OrderedDict()
         self._lib = _dnnl.library()
 
     def __str__(self) -> str:
@@ -146,15 +146,28 @@ class OneDnnHandler(NumpyHandler):
         """The plan kept under ``key``, made by ``make()`` on first use.
 
         None (kept too) where oneDNN has no implementation for the shape:
-        NumpyHandler's op runs then.
+        NumpyHandler's op runs then. Of each kind (``key[0]``) at most
+        ``MATMUL_PLANS`` or ``PLANS_PER_KIND`` are kept, the least recently
+        used going first: changing batch sizes and sequence lengths make
+        new shapes, and the plans of shapes no longer used would pile up
+        (a plan in use by a thread stays alive in that thread).
         """
-        plan = self._plans.get(key, False)
-        if plan is False:
-            try:
-                plan = make()
-            except _dnnl.OneDnnError:
-                plan = None
-            self._plans[key] = plan
+        plans = self._plans
+        plan = plans.get(key, False)
+        if plan is not False:
+            with contextlib.suppress(KeyError):  # another thread dropped it
+                plans.move_to_end(key)
+            return plan
+        try:
+            plan = make()
+        except _dnnl.OneDnnError:
+            plan = None
+        kind = key[0]
+        cap = MATMUL_PLANS if kind == 'matmul' else PLANS_PER_KIND
+        same_kind = [k for k in list(plans) if k[0] == kind]
+        for old in same_kind[: max(0, len(same_kind) - cap + 1)]:
+            plans.pop(old, None)
+        plans[key] = plan
         return plan
 
     # ----------------------------------------------------- memory in and out
@@ -234,18 +247,6 @@ class OneDnnHandler(NumpyHandler):
         """The calling thread's fixed operands (None: products on NumPy)."""
         return getattr(getattr(self, '_per_thread', None), 'onednn_products', None)
 
-    def _forget_matmul_plans(self) -> None:
-        """Drop the least recently used matmul plans beyond ``MATMUL_PLANS - 1``.
-
-        Sequences of changing lengths make new product shapes; the plans
-        of shapes no longer used go, those run every step stay (one in use
-        stays alive where it is).
-        """
-        plans = [(k, p) for k, p in list(self._plans.items()) if k[0] == 'matmul']
-        plans.sort(key=lambda item: getattr(item[1], 'used', 0))
-        for key, _ in plans[: max(0, len(plans) - MATMUL_PLANS + 1)]:
-            self._plans.pop(key, None)
-
     @contextlib.contextmanager
     def fixed_operand(self, array):
         """Products by ``array`` use a packed copy of it made in the block.
@@ -298,18 +299,14 @@ class OneDnnHandler(NumpyHandler):
             'matmul', left.shape, left.strides, right.shape, right.strides,
             out.strides, accumulate, packed is not None,
         )  # fmt: skip
-        plan = self._plans.get(key, False)
-        if plan is False:  # a new shape
-            self._forget_matmul_plans()
-            plan = self._plan(
-                key,
-                lambda: MatmulPlan(
-                    self._lib, left, right, out, accumulate, packed is not None
-                ),
-            )
+        plan = self._plan(
+            key,
+            lambda: MatmulPlan(
+                self._lib, left, right, out, accumulate, packed is not None
+            ),
+        )
         if plan is None:
             return False
-        plan.used = next(self._uses)  # (itertools.count: atomic)
         with plan.lock:
             if packed is None:
                 weights = _address(right)
