@@ -638,7 +638,8 @@ def test_shapes_onednn_cannot_run_use_numpy_handler_ops(handler, monkeypatch):
     """Where oneDNN has no implementation for a shape (its primitive
     descriptor fails), the op runs NumpyHandler's code, and oneDNN is not
     asked again for that shape."""
-    from brainstorm.handlers.onednn import handler as module
+    from brainstorm.handlers.onednn import handler as handler_module
+    from brainstorm.handlers.onednn import pooling
 
     asked = []
 
@@ -646,8 +647,8 @@ def test_shapes_onednn_cannot_run_use_numpy_handler_ops(handler, monkeypatch):
         asked.append(args)
         raise _dnnl.OneDnnError('oneDNN: ... failed: unimplemented (status 3)')
 
-    monkeypatch.setattr(module, 'ConvPlan', unimplemented)
-    monkeypatch.setattr(module, 'PoolPlan', unimplemented)
+    monkeypatch.setattr(handler_module, 'ConvPlan', unimplemented)
+    monkeypatch.setattr(pooling, 'PoolPlan', unimplemented)
     rng = np.random.RandomState(14)
     args = (
         rng.randn(2, 6, 6, 3),

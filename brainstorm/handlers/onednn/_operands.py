@@ -45,6 +45,25 @@ def _matmul_operands(left, right, out) -> bool:
     )
 
 
+def _conforming(read, written) -> bool:
+    """Are these float32 arrays of the given shapes, the ``written`` writeable?
+
+    ``read`` and ``written`` hold ``(array, shape)`` pairs. oneDNN takes
+    each operand by its address, with the shape its plan was made for: an
+    array of another dtype or shape would be read or written past its end,
+    a read-only one written. Anything else runs NumpyHandler's op, which
+    computes what the op's contract says or raises.
+    """
+    return all(
+        isinstance(array, np.ndarray)
+        and array.dtype == np.float32
+        and array.shape == shape
+        and (array.flags.writeable or pairs is read)
+        for pairs in (read, written)
+        for array, shape in pairs
+    )
+
+
 def _dense_float32(arrays, least: int) -> bool:
     """Whether these are C-contiguous float32 arrays of one shape and size >= least."""
     first = arrays[0]

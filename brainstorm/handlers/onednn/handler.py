@@ -10,24 +10,19 @@ import numpy as np
 
 from brainstorm.handlers import _numpy_conv as _conv
 from brainstorm.handlers.numpy_handler import NumpyHandler
-from brainstorm.handlers.onednn import _dnnl, _openblas, _pool
+from brainstorm.handlers.onednn import _dnnl, _openblas
 from brainstorm.handlers.onednn._operands import (
     _ALIGNMENT,
     _address,
     _bounded,
+    _conforming,
     _dense_float32,
-    _finite,
-    _has_empty_window,
     _matmul_operands,
     _operand_key,
     _overlapping,
 )
-from brainstorm.handlers.onednn.plans import (
-    ConvPlan,
-    ElementwisePlan,
-    MatmulPlan,
-    PoolPlan,
-)
+from brainstorm.handlers.onednn.plans import ConvPlan, ElementwisePlan, MatmulPlan
+from brainstorm.handlers.onednn.pooling import PoolingOps
 from brainstorm.shapes import padding_sides
 
 __all__ = ['OneDnnHandler']
@@ -58,7 +53,7 @@ SMALL_PRODUCT = 1 << 24
 ELEMENTWISE_MIN = 1 << 16
 
 
-class OneDnnHandler(NumpyHandler):
+class OneDnnHandler(PoolingOps, NumpyHandler):
     """A NumpyHandler running convolution and pooling with oneDNN.
 
     Convolution (forward, input deltas, weight and bias gradients) and max
@@ -139,8 +134,18 @@ class OneDnnHandler(NumpyHandler):
         """The number of OpenMP threads oneDNN's primitives run on."""
         return self._lib.threads
 
-    def _runs_onednn(self, *arrays) -> bool:
-        return self.dtype == np.float32 and all(a.size for a in arrays)
+    def _checked(self, images, read, written) -> bool:
+        """Do these operands of a convolution or pooling go to oneDNN?
+
+        ``images`` (the 4-d arrays the plan is made for) and ``read``, none
+        empty, and ``written`` (pairs of an array and its shape) are all
+        float32 arrays of those shapes, and the written ones are writeable.
+        """
+        return (
+            self.dtype == np.float32
+            and all(getattr(a, 'ndim', None) == 4 and a.size for a in images)
+            and _conforming([(a, a.shape) for a in images] + read, written)
+        )
 
     def _plan(self, key, make):
         """The plan kept under ``key``, made by ``make()`` on first use.
@@ -470,9 +475,13 @@ class OneDnnHandler(NumpyHandler):
             return False
         return super().keeps_conv_columns(out_cells)
 
-    def _conv_plan(self, inputs, weights, outputs, padding, stride):
-        """The plan, or None where NumpyHandler's op must run."""
-        if not self._runs_onednn(inputs, outputs):
+    def _conv_plan(self, inputs, weights, outputs, padding, stride, read, written):
+        """The plan, or None where NumpyHandler's op must run.
+
+        ``read`` and ``written``: the op's other operands, with the shapes
+        they must have (``_conforming``; ``outputs`` is among them).
+        """
+        if not self._checked((inputs, weights, outputs), read, written):
             return None
         top, _, left, _ = padding_sides(padding)
         stride = tuple(int(s) for s in stride)
@@ -502,7 +511,10 @@ class OneDnnHandler(NumpyHandler):
         activation: str = 'linear',
     ) -> None:
         activate = self._activation_after(activation)
-        plan = self._conv_plan(inputs, weights, outputs, padding, stride)
+        plan = self._conv_plan(
+            inputs, weights, outputs, padding, stride,
+            [(bias, np.shape(weights)[:1])], [(outputs, np.shape(outputs))],
+        )  # fmt: skip
         if plan is None:
             super().conv2d_forward_batch(
                 inputs,
@@ -559,7 +571,13 @@ class OneDnnHandler(NumpyHandler):
         skip_in_deltas: bool = False,
         overwrite_in_deltas: bool = False,
     ) -> None:
-        plan = self._conv_plan(inputs, weights, out_deltas, padding, stride)
+        filters = np.shape(weights)
+        written = [(weight_deltas, filters), (bias_deltas, filters[:1])]
+        if not skip_in_deltas:
+            written.append((in_deltas, np.shape(inputs)))
+        plan = self._conv_plan(
+            inputs, weights, out_deltas, padding, stride, [], written
+        )
         if plan is None:
             super().conv2d_backward_batch(
                 inputs,
@@ -632,153 +650,3 @@ class OneDnnHandler(NumpyHandler):
             np.copyto(weight_deltas, dw)
         if db is not bias_deltas:
             np.copyto(bias_deltas, db)
-
-    # -------------------------------------------------------------- pooling
-
-    def _pool_plan(self, kind, inputs, window, outputs, padding, stride):
-        """The plan, or None where NumpyHandler's op must run."""
-        if not self._runs_onednn(inputs, outputs):
-            return None
-        window = tuple(int(k) for k in window)
-        stride = tuple(int(s) for s in stride)
-        top, _, left, _ = padding_sides(padding)
-        key = (kind, inputs.shape, outputs.shape, window, top, left, stride)
-        if _has_empty_window(
-            window, (top, left), stride, outputs.shape[1:3], inputs.shape[1:3]
-        ):
-            return None
-        return self._plan(
-            key,
-            lambda: PoolPlan(
-                self._lib,
-                kind,
-                inputs.shape,
-                outputs.shape,
-                window,
-                (top, left),
-                stride,
-            ),
-        )
-
-    def maxpool2d_forward_batch(
-        self,
-        inputs,
-        window: tuple[int, int],
-        outputs,
-        padding: int | tuple[int, int, int, int],
-        stride: tuple[int, int],
-        argmax,
-    ) -> None:
-        plan = self._pool_plan('max', inputs, window, outputs, padding, stride)
-        if plan is None:
-            super().maxpool2d_forward_batch(
-                inputs, window, outputs, padding, stride, argmax
-            )
-            return
-        x = self._dense('onednn_x', inputs)
-        if not _finite(x):
-            # oneDNN's maximum skips NaN; NumpyHandler's passes it on
-            super().maxpool2d_forward_batch(
-                inputs, window, outputs, padding, stride, argmax
-            )
-            return
-        y = self._dense('onednn_y', outputs, copy_in=False)
-        memo = _pool.forward_memo(self, plan, argmax)
-        with plan.lock:
-            plan.forward.run(
-                (_address(x), _address(y), _address(memo.workspace)),
-                self._scratchpad(plan.forward),
-            )
-        if y is not outputs:
-            np.copyto(outputs, y)
-        _pool.argmax_from_workspace(
-            self, memo.workspace, window, _conv._top_left(padding), stride,
-            inputs.shape[1:], argmax,
-        )  # fmt: skip
-        np.copyto(memo.argmax, argmax)
-
-    def maxpool2d_backward_batch(
-        self,
-        inputs,
-        window: tuple[int, int],
-        outputs,
-        padding: int | tuple[int, int, int, int],
-        stride: tuple[int, int],
-        argmax,
-        in_deltas,
-        out_deltas,
-        *,
-        overwrite_in_deltas: bool = False,
-    ) -> None:
-        plan = self._pool_plan('max', inputs, window, outputs, padding, stride)
-        if plan is None:
-            super().maxpool2d_backward_batch(
-                inputs, window, outputs, padding, stride, argmax, in_deltas,
-                out_deltas, overwrite_in_deltas=overwrite_in_deltas,
-            )  # fmt: skip
-            return
-        ws = _pool.known_workspace(self, plan, argmax)
-        if ws is None:
-            ws = self._buffer('onednn_ws', argmax.shape, plan.workspace_dtype)
-            _pool.workspace_from_argmax(
-                self,
-                argmax,
-                window,
-                _conv._top_left(padding),
-                stride,
-                inputs.shape[1:],
-                ws,
-            )
-        self._pool_backward(plan, ws, in_deltas, out_deltas, overwrite_in_deltas)
-
-    def _pool_backward(self, plan, ws, in_deltas, out_deltas, overwrite) -> None:
-        """Add (or write) the input deltas of pooling ``plan`` to ``in_deltas``."""
-        dy = self._dense('onednn_y', out_deltas)
-        dx = self._delta_target(in_deltas, overwrite, dy)
-        backward = plan.backward
-        pointers = [_address(dy), _address(dx)]
-        if ws is not None:
-            pointers.append(_address(ws))
-        with plan.lock:
-            backward.run(pointers, self._scratchpad(backward))
-        self._deliver(in_deltas, dx, overwrite)
-
-    def avgpool2d_forward_batch(
-        self,
-        inputs,
-        window: tuple[int, int],
-        outputs,
-        padding: int | tuple[int, int, int, int],
-        stride: tuple[int, int],
-    ) -> None:
-        plan = self._pool_plan('avg', inputs, window, outputs, padding, stride)
-        if plan is None:
-            super().avgpool2d_forward_batch(inputs, window, outputs, padding, stride)
-            return
-        x = self._dense('onednn_x', inputs)
-        y = self._dense('onednn_y', outputs, copy_in=False)
-        with plan.lock:
-            plan.forward.run((_address(x), _address(y)), self._scratchpad(plan.forward))
-        if y is not outputs:
-            np.copyto(outputs, y)
-
-    def avgpool2d_backward_batch(
-        self,
-        inputs,
-        window: tuple[int, int],
-        outputs,
-        padding: int | tuple[int, int, int, int],
-        stride: tuple[int, int],
-        in_deltas,
-        out_deltas,
-        *,
-        overwrite_in_deltas: bool = False,
-    ) -> None:
-        plan = self._pool_plan('avg', inputs, window, outputs, padding, stride)
-        if plan is None:
-            super().avgpool2d_backward_batch(
-                inputs, window, outputs, padding, stride, in_deltas, out_deltas,
-                overwrite_in_deltas=overwrite_in_deltas,
-            )  # fmt: skip
-            return
-        self._pool_backward(plan, None, in_deltas, out_deltas, overwrite_in_deltas)
