@@ -411,3 +411,74 @@ def test_a_forked_child_runs_the_network_its_parent_ran():
     assert got['exitcode'] == 0
     assert got['child']
     assert got['parent_after']
+
+
+FRESH_FORK_BUSY = """
+import json, multiprocessing, queue, threading
+import numpy as np
+import brainstorm as bs
+from brainstorm.handlers.onednn import _openblas
+rnd = np.random.RandomState(3)
+x, t = rnd.rand(1, 16, 12, 12, 3), rnd.randint(0, 4, (1, 16, 1))
+def network():
+    inp, out = bs.tools.get_in_out_layers('classification', (12, 12, 3), 4)
+    net = bs.Network.from_layer(
+        inp >> bs.layers.Convolution2D(8, kernel_size=(3, 3), padding=1)
+        >> bs.layers.Pooling2D((2, 2), type='max', stride=(2, 2)) >> out)
+    net.initialize(bs.initializers.Gaussian(0.1), seed=1)
+    return net
+def gradients(net):
+    net.provide_external_data({'default': x, 'targets': t})
+    net.forward_pass(training_pass=True)
+    net.backward_pass()
+    return net.get('gradients').tolist()
+net = network()
+first = gradients(net)
+before = _openblas.thread_count()
+# another thread is inside an op when the process forks: it holds the
+# locks of the plans the child needs, and is inside a pass of a CNN
+holding, release = threading.Event(), threading.Event()
+def busy():
+    plans = list(net.handler._plans.values())
+    for plan in plans:
+        plan.lock.acquire()
+    with _openblas.quiet():
+        holding.set()
+        release.wait(60)
+    for plan in plans:
+        plan.lock.release()
+worker = threading.Thread(target=busy)
+worker.start()
+holding.wait(10)
+def child(results):
+    results.put((gradients(network()), _openblas.thread_count()))
+context = multiprocessing.get_context('fork')
+results = context.Queue()
+process = context.Process(target=child, args=(results,))
+process.start()
+try:
+    in_child, threads_in_child = results.get(timeout=30)
+except queue.Empty:
+    in_child = threads_in_child = None
+process.join(timeout=10)
+hung = process.is_alive()
+if hung:
+    process.kill()
+release.set()
+worker.join()
+print(json.dumps({'hung': hung, 'child': in_child == first, 'before': before,
+                  'threads_in_child': threads_in_child,
+                  'after': _openblas.thread_count()}))
+"""
+
+
+def test_a_child_forked_while_another_thread_runs_an_op_does_not_wait_for_it():
+    """The child inherits the plans' locks and OpenBLAS's one-thread block
+    of a thread it does not have: it must neither wait for that thread
+    nor keep OpenBLAS on one thread after its own passes."""
+    onednn_handler()
+    got = run_fresh(FRESH_FORK_BUSY, OMP_NUM_THREADS='2', OPENBLAS_NUM_THREADS='2')
+    assert not got['hung']
+    assert got['child']
+    if _openblas.available():
+        assert got['threads_in_child'] == got['before'] == got['after']

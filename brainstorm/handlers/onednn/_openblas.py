@@ -41,6 +41,7 @@ _lock = threading.Lock()
 _functions: list = []  # [(get, set) or None] once searched
 _depth = 0  # quiet blocks running, in all threads
 _saved: int | None = None  # the count before the first of them
+_own = threading.local()  # .depth: the quiet blocks of this thread
 
 
 def _loaded_openblas_paths() -> list[str]:
@@ -117,11 +118,13 @@ def quiet() -> Iterator[None]:
             _saved = int(get())
             set_(1)
         _depth += 1
+        _own.depth = getattr(_own, 'depth', 0) + 1
     try:
         yield
     finally:
         with _lock:
             _depth -= 1
+            _own.depth -= 1
             if _depth == 0:
                 set_(_saved)
                 _saved = None
@@ -147,3 +150,23 @@ def all_threads() -> Iterator[None]:
         with _lock:
             if _depth:
                 functions[1](1)
+
+
+def _after_fork_in_child() -> None:
+    """A forked child keeps only the forking thread's quiet blocks.
+
+    The blocks of the parent's other threads never end in the child: their
+    count, and the lock one of them may have held, start afresh, and with
+    no block of its own open the child's OpenBLAS gets its count back.
+    """
+    global _lock, _depth, _saved
+    _lock = threading.Lock()
+    _depth = getattr(_own, 'depth', 0)
+    functions = _functions[0] if _functions else None
+    if _depth == 0 and _saved is not None:
+        if functions is not None:
+            functions[1](_saved)
+        _saved = None
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

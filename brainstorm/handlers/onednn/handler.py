@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
+import threading
+import weakref
 from collections import OrderedDict
 
 import numpy as np
@@ -53,6 +56,27 @@ SMALL_PRODUCT = 1 << 24
 ELEMENTWISE_MIN = 1 << 16
 
 
+#: the live handlers, whose plans a forked child gives new locks
+_HANDLERS: weakref.WeakSet = weakref.WeakSet()
+
+
+def _renew_locks() -> None:
+    """In a forked child: a new lock for every plan of every live handler.
+
+    A plan's lock is held while its primitive runs. A child forked while
+    another thread of its parent ran one inherits that lock held, and no
+    thread of the child would ever release it: the child's first op with
+    that plan would wait forever.
+    """
+    for handler in list(_HANDLERS):
+        for plan in list(handler.__dict__.get('_plans', {}).values()):
+            if getattr(plan, 'lock', None) is not None:
+                plan.lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_renew_locks)
+
+
 class OneDnnHandler(PoolingOps, NumpyHandler):
     """A NumpyHandler running convolution and pooling with oneDNN.
 
@@ -98,6 +122,7 @@ class OneDnnHandler(PoolingOps, NumpyHandler):
         self._lib = _dnnl.library()
         super().__init__(dtype, seed)
         self._plans: OrderedDict = OrderedDict()  # least recently used first
+        _HANDLERS.add(self)
 
     def __describe__(self) -> dict:
         """``{'@type': 'OneDnnHandler', 'dtype': 'float32'}``."""
@@ -119,6 +144,7 @@ class OneDnnHandler(PoolingOps, NumpyHandler):
         self.__dict__.update(state)
         self._plans = OrderedDict()
         self._lib = _dnnl.library()
+        _HANDLERS.add(self)
 
     def __str__(self) -> str:
         """The repr, then oneDNN's version and OpenMP's thread count."""
