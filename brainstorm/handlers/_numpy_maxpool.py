@@ -17,11 +17,45 @@ import numpy as np
 from brainstorm.handlers import _numpy_conv as _conv
 from brainstorm.shapes import padding_sides
 
-__all__ = ['maxpool2d_backward_batch', 'maxpool2d_forward_batch', 'ranked_base']
+__all__ = [
+    'check_argmax_range',
+    'maxpool2d_backward_batch',
+    'maxpool2d_forward_batch',
+    'ranked_base',
+]
 
 # Max pooling runs all its passes over chunks of images of about this size
 # (inputs), which then stay in the cache.
 _POOL_CHUNK_BYTES = 1 << 20
+
+
+def check_argmax_range(op: str, inputs, window, outputs, padding, stride, dtype):
+    """Raise unless ``argmax`` of ``dtype`` is exact for this geometry.
+
+    ``argmax`` holds flat in-image indices, computed in the handler's float
+    dtype as ``shifted - rank * C`` (:func:`ranked_base`); the largest
+    value, ``shifted`` of the last output cell, may lie beyond the image's
+    last index. Every value up to 2**24 (float32) or 2**53 (float64) is
+    exact; beyond, indices would round to a neighbouring cell and the
+    deltas of max pooling go to the wrong cells.
+    """
+    if getattr(inputs, 'ndim', None) != 4 or len(getattr(outputs, 'shape', ())) != 4:
+        return  # the op's own checks say what is wrong
+    h, w, c = inputs.shape[1:]
+    oh, ow = outputs.shape[1:3]
+    (kh, kw), (sy, sx) = window, stride
+    top, _, left, _ = padding_sides(padding)
+    last_base = (((oh - 1) * sy - top) * w + (ow - 1) * sx - left) * c + c - 1
+    largest = max(h * w * c, last_base + ((kh - 1) * w + kw) * c)
+    limit = 2 ** (np.finfo(dtype).nmant + 1)
+    if largest > limit:
+        raise ValueError(
+            f'{op}: max pooling records where each maximum lies (argmax) as '
+            f'{np.dtype(dtype).name} numbers, exact up to {limit}; images of '
+            f'{h} x {w} x {c} cells pooled in {kh} x {kw} windows need '
+            f'numbers up to {largest}. Use a float64 handler, or smaller '
+            f'images or windows, or fewer channels.'
+        )
 
 
 def maxpool2d_forward_batch(
@@ -33,6 +67,10 @@ def maxpool2d_forward_batch(
     stride: tuple[int, int],
     argmax,
 ) -> None:
+    check_argmax_range(
+        'maxpool2d_forward_batch', inputs, window, outputs, padding, stride,
+        handler.dtype,
+    )  # fmt: skip
     h, w, c = inputs.shape[1:]
     sides = padding_sides(padding)
     top_left = sides[0], sides[2]  # only the top and left ones move windows
@@ -158,6 +196,10 @@ def maxpool2d_backward_batch(
     in_deltas,
     out_deltas,
 ) -> None:
+    check_argmax_range(
+        'maxpool2d_backward_batch', inputs, window, out_deltas, padding, stride,
+        handler.dtype,
+    )  # fmt: skip
     # one scatter-add of all deltas at their argmax, straight into the
     # memory of in_deltas (rows of one image are contiguous there)
     n = in_deltas.shape[0]

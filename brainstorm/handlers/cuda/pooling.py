@@ -8,6 +8,7 @@ handler's ``_geometry`` and is checked there.
 
 from __future__ import annotations
 
+from brainstorm.handlers._numpy_maxpool import check_argmax_range
 from brainstorm.handlers.cuda.views import check_shapes
 
 __all__ = ['PoolingKernels']
@@ -43,6 +44,10 @@ class PoolingKernels:
         stride: tuple[int, int],
         argmax,
     ) -> None:
+        check_argmax_range(
+            'maxpool2d_forward_batch', inputs, window, outputs, padding, stride,
+            self.dtype,  # type: ignore[attr-defined]
+        )  # fmt: skip
         geometry_args = (inputs, window, outputs, padding, stride)
         self._pool('maxpool2d_forward_batch', 'maxpool_forward', outputs.size,
                    geometry_args, inputs, outputs, argmax,
@@ -61,6 +66,10 @@ class PoolingKernels:
         *,
         overwrite_in_deltas: bool = False,
     ) -> None:
+        check_argmax_range(
+            'maxpool2d_backward_batch', inputs, window, out_deltas, padding,
+            stride, self.dtype,  # type: ignore[attr-defined]
+        )  # fmt: skip
         geometry_args = (inputs, window, out_deltas, padding, stride)
         if overwrite_in_deltas:  # the kernel adds
             self.fill(in_deltas, 0.0)  # type: ignore[attr-defined]

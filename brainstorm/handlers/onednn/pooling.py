@@ -1,11 +1,12 @@
 """OneDnnHandler's max and average pooling (a mixin of the handler).
 
 The ops run as oneDNN pooling primitives on NHWC images, where the
-operands allow (:meth:`OneDnnHandler._checked`, a float32 handler, no
-window of padding only, no NaN or inf before max pooling); elsewhere the
-next class in the handler's MRO, NumpyHandler, runs them. Max pooling
-keeps NumpyHandler's ``argmax`` (see :mod:`._pool` for its translation
-from and to oneDNN's workspace).
+operands allow (``OneDnnHandler._checked``: float32, of matching shapes,
+written ones writeable; no window of padding only; no NaN or inf before
+max pooling); elsewhere the next class in the handler's MRO,
+NumpyHandler, runs them. Max pooling keeps NumpyHandler's ``argmax``
+(``brainstorm.handlers.onednn._pool`` translates it from and to oneDNN's
+workspace).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from brainstorm.handlers import _numpy_conv as _conv
+from brainstorm.handlers import _numpy_maxpool as _maxpool
 from brainstorm.handlers.onednn import _pool
 from brainstorm.handlers.onednn._operands import (
     _address,
@@ -80,6 +82,10 @@ class PoolingOps(_Host):
         stride: tuple[int, int],
         argmax,
     ) -> None:
+        _maxpool.check_argmax_range(
+            'maxpool2d_forward_batch', inputs, window, outputs, padding, stride,
+            self.dtype,
+        )  # fmt: skip
         plan = self._pool_plan(
             'max', inputs, window, outputs, padding, stride,
             [], [(outputs, np.shape(outputs)), (argmax, np.shape(outputs))],
@@ -124,6 +130,10 @@ class PoolingOps(_Host):
         *,
         overwrite_in_deltas: bool = False,
     ) -> None:
+        _maxpool.check_argmax_range(
+            'maxpool2d_backward_batch', inputs, window, out_deltas, padding,
+            stride, self.dtype,
+        )  # fmt: skip
         plan = self._pool_plan(
             'max', inputs, window, outputs, padding, stride,
             [(argmax, np.shape(outputs)), (out_deltas, np.shape(outputs))],

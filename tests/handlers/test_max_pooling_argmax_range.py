@@ -1,0 +1,71 @@
+"""Max pooling refuses images whose cells ``argmax`` cannot name exactly.
+
+``argmax`` holds flat in-image indices (up to ``H * W * C - 1``) in the
+handler's float dtype, exact up to 2**24 cells per image in float32.
+Beyond, NumpyHandler's backward pass sent deltas to neighbouring cells, and
+OneDnnHandler's result depended on whether it still held the forward
+pass's workspace. The ops now raise a ValueError saying so.
+"""
+
+import numpy as np
+import pytest
+
+from brainstorm.handlers import DebugHandler, NumpyHandler
+from tests.onednn_support import onednn_handler
+
+HANDLERS = {
+    'numpy': lambda: NumpyHandler(np.float32),
+    'onednn': lambda: onednn_handler(np.float32),
+    'debug': lambda: DebugHandler(NumpyHandler(np.float32)),
+}
+
+
+def arrays(handler, shape):
+    """Inputs of ``shape`` (a read-only view: no memory), 2x2 outputs."""
+    n, h, w, c = shape
+    inputs = np.broadcast_to(np.float32(1.0), shape)
+    pooled = (n, h // 2, w // 2, c)
+    outputs, argmax, out_deltas = (np.zeros(pooled, np.float32) for _ in range(3))
+    if isinstance(handler, DebugHandler):  # it takes its own arrays
+        inputs = handler.create_from_numpy(np.ascontiguousarray(inputs))
+        outputs, argmax, out_deltas = (
+            handler.create_from_numpy(a) for a in (outputs, argmax, out_deltas)
+        )
+    return inputs, outputs, argmax, out_deltas
+
+
+@pytest.mark.parametrize('name', HANDLERS)
+@pytest.mark.parametrize(
+    ('shape', 'largest'),
+    [
+        ((1, 4098, 4096, 1), 4098 * 4096),  # more cells than 2**24
+        # 2**24 cells, but argmax is computed as (index of the window's
+        # first cell) + (window rank) * C, which reaches 2**24 + C - 1
+        ((1, 4096, 2048, 2), 2**24 + 1),
+    ],
+)
+def test_geometries_whose_indices_pass_2_to_the_24_are_refused(name, shape, largest):
+    handler = HANDLERS[name]()
+    inputs, outputs, argmax, out_deltas = arrays(handler, shape)
+    with pytest.raises(ValueError, match=rf'argmax.*exact up to 16777216.*{largest}'):
+        handler.maxpool2d_forward_batch(inputs, (2, 2), outputs, 0, (2, 2), argmax)
+    if name != 'debug':  # backward too, before touching any memory
+        in_deltas = np.broadcast_to(np.float32(0.0), shape)
+        with pytest.raises(ValueError, match='maxpool2d_backward_batch.*argmax'):
+            handler.maxpool2d_backward_batch(
+                inputs, (2, 2), outputs, 0, (2, 2), argmax, in_deltas, out_deltas
+            )
+
+
+@pytest.mark.parametrize('name', ['numpy', 'onednn'])
+def test_indices_up_to_2_to_the_24_are_exact(name):
+    """4096 x 4096 x 1 images in 2 x 2 windows: the largest index computed
+    is 2**24 itself; the last cell's, 2**24 - 1, comes out exact."""
+    handler = HANDLERS[name]()
+    inputs = np.zeros((1, 4096, 4096, 1), np.float32)
+    inputs[0, -1, -1, -1] = 1.0  # the maximum of the last window, last cell
+    outputs = np.zeros((1, 2048, 2048, 1), np.float32)
+    argmax = np.zeros_like(outputs)
+    handler.maxpool2d_forward_batch(inputs, (2, 2), outputs, 0, (2, 2), argmax)
+    assert int(argmax[0, -1, -1, -1]) == 2**24 - 1
+    assert int(argmax[0, -1, -2, 0]) == (4094 * 4096 + 4092)  # a 0 max: first cell
