@@ -382,8 +382,13 @@ class Network(Seedable):
             self.buffer_manager.apply_context(context)
             with self.handler.network_pass(self._layer_types()):
                 for name, layer in self.layers.items():
-                    if name != 'Input':
+                    if name == 'Input':
+                        continue
+                    try:
                         layer.forward_pass(self.buffer[name], training_pass)
+                    except Exception as error:
+                        _name_the_layer(error, name, layer, 'forward_pass')
+                        raise
         finally:
             self._leave()
 
@@ -417,6 +422,9 @@ class Network(Seedable):
                 )
                 try:
                     layer.backward_pass(self.buffer[name])
+                except Exception as error:
+                    _name_the_layer(error, name, layer, 'backward_pass')
+                    raise
                 finally:
                     layer.skip_input_deltas = frozenset()
                     layer.overwrite_input_deltas = frozenset()
@@ -779,3 +787,13 @@ def _build_from_file(
     return network_io.build_from_file(
         Network, description, parameters, filename, error, what
     )
+
+
+def _name_the_layer(error: Exception, name: str, layer, method: str) -> None:
+    """Add a note naming the layer whose pass raised ``error`` (Python 3.11+).
+
+    A handler op's error names the op; the note says which layer called it.
+    """
+    add_note = getattr(error, 'add_note', None)
+    if add_note is not None:
+        add_note(f"raised in the {method} of layer '{name}' ({type(layer).__name__})")
