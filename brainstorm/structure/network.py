@@ -264,11 +264,17 @@ class Network(Seedable):
     def set_handler(self, new_handler) -> None:
         """Move all memory to ``new_handler`` and compute with it.
 
-        Parameters (and the rest of the constant buffer) are kept. If the
-        new handler asks for other layer workspaces than the old one (e.g.
-        convolution columns, see ``Layer.workspace_shapes``), the memory
-        layout is made anew for it.
+        Parameters (and the rest of the constant buffer) are kept; the
+        batch given by :meth:`provide_external_data` and the outputs,
+        internals and deltas of the last passes are not: provide the batch
+        and run :meth:`forward_pass` again (a :meth:`backward_pass` before
+        that raises a NetworkValidationError). If the new handler asks for
+        other layer workspaces than the old one (e.g. convolution columns,
+        see ``Layer.workspace_shapes``), the memory layout is made anew
+        for it.
         """
+        if self.handler is not None and self.handler is not new_handler:
+            self._memory_moved = True
         if self.handler is not new_handler:
             changed = [
                 layer.use_workspaces_of(new_handler) for layer in self.layers.values()
@@ -389,6 +395,7 @@ class Network(Seedable):
                     except Exception as error:
                         _name_the_layer(error, name, layer, 'forward_pass')
                         raise
+            self._memory_moved = False
         finally:
             self._leave()
 
@@ -402,9 +409,22 @@ class Network(Seedable):
                 they need only the gradients, and the layers fed by the
                 data then skip those products (PyTorch does not compute
                 them either unless asked). Skipped deltas stay zero.
+
+        Raises:
+            NetworkValidationError: if :meth:`set_handler` moved the network
+                to another handler since the last forward pass (its outputs
+                are gone).
         """
         self._enter('backward_pass')
         try:
+            if self.__dict__.get('_memory_moved', False):
+                raise NetworkValidationError(
+                    f'{self!r}: backward_pass after set_handler moved the '
+                    'network to another handler: the parameters were kept, '
+                    'but not the batch and the outputs of the last forward '
+                    'pass, so the gradients would come from zeros. Call '
+                    'provide_external_data and forward_pass first.'
+                )
             self._backward_pass(input_deltas)
         finally:
             self._leave()
