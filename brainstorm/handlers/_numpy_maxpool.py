@@ -19,6 +19,7 @@ from brainstorm.shapes import padding_sides
 
 __all__ = [
     'check_argmax_range',
+    'largest_argmax_number',
     'maxpool2d_backward_batch',
     'maxpool2d_forward_batch',
     'ranked_base',
@@ -33,29 +34,42 @@ def check_argmax_range(op: str, inputs, window, outputs, padding, stride, dtype)
     """Raise unless ``argmax`` of ``dtype`` is exact for this geometry.
 
     ``argmax`` holds flat in-image indices, computed in the handler's float
-    dtype as ``shifted - rank * C`` (:func:`ranked_base`); the largest
-    value, ``shifted`` of the last output cell, may lie beyond the image's
-    last index. Every value up to 2**24 (float32) or 2**53 (float64) is
-    exact; beyond, indices would round to a neighbouring cell and the
-    deltas of max pooling go to the wrong cells.
+    dtype (:func:`largest_argmax_number`). Every number up to 2**24
+    (float32) or 2**53 (float64) is exact; beyond, indices would round to
+    a neighbouring cell and the deltas of max pooling go to the wrong
+    cells.
     """
     if getattr(inputs, 'ndim', None) != 4 or len(getattr(outputs, 'shape', ())) != 4:
         return  # the op's own checks say what is wrong
     h, w, c = inputs.shape[1:]
-    oh, ow = outputs.shape[1:3]
-    (kh, kw), (sy, sx) = window, stride
-    top, _, left, _ = padding_sides(padding)
-    last_base = (((oh - 1) * sy - top) * w + (ow - 1) * sx - left) * c + c - 1
-    largest = max(h * w * c, last_base + ((kh - 1) * w + kw) * c)
+    largest = largest_argmax_number(
+        inputs.shape[1:], window, outputs.shape[1:3], padding, stride
+    )
     limit = 2 ** (np.finfo(dtype).nmant + 1)
     if largest > limit:
         raise ValueError(
             f'{op}: max pooling records where each maximum lies (argmax) as '
             f'{np.dtype(dtype).name} numbers, exact up to {limit}; images of '
-            f'{h} x {w} x {c} cells pooled in {kh} x {kw} windows need '
-            f'numbers up to {largest}. Use a float64 handler, or smaller '
-            f'images or windows, or fewer channels.'
+            f'{h} x {w} x {c} cells pooled in {window[0]} x {window[1]} '
+            f'windows need numbers up to {largest}. Use a float64 handler, '
+            f'or smaller images or windows, or fewer channels.'
         )
+
+
+def largest_argmax_number(image, window, out_hw, padding, stride) -> int:
+    """The largest number max pooling computes on its way to ``argmax``.
+
+    ``argmax = shifted - rank * C`` (:func:`ranked_base`): ``rank * C``
+    reaches ``R * C``, and ``shifted = base + R * C`` is largest at the last
+    output cell, whose ``base`` is its window's first cell (which padding
+    may put before the image, a negative base).
+    """
+    _, w, c = image
+    (kh, kw), (sy, sx) = window, stride
+    top, _, left, _ = padding_sides(padding)
+    ranks = ((kh - 1) * w + kw) * c  # R * C
+    last_base = (((out_hw[0] - 1) * sy - top) * w + (out_hw[1] - 1) * sx - left) * c
+    return ranks + max(0, last_base + c - 1)
 
 
 def maxpool2d_forward_batch(

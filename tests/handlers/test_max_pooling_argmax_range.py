@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from brainstorm.handlers import DebugHandler, NumpyHandler
+from brainstorm.handlers import _numpy_maxpool as _maxpool
 from tests.onednn_support import onednn_handler
 
 HANDLERS = {
@@ -69,3 +70,39 @@ def test_indices_up_to_2_to_the_24_are_exact(name):
     handler.maxpool2d_forward_batch(inputs, (2, 2), outputs, 0, (2, 2), argmax)
     assert int(argmax[0, -1, -1, -1]) == 2**24 - 1
     assert int(argmax[0, -1, -2, 0]) == (4094 * 4096 + 4092)  # a 0 max: first cell
+
+
+def geometries():
+    """Small geometries: padding per side, strides, windows beyond the image."""
+    rng = np.random.RandomState(5)
+    for _ in range(300):
+        h, w, c = rng.randint(1, 9, 3)
+        kh, kw = rng.randint(1, 6, 2)
+        sy, sx = rng.randint(1, 4, 2)
+        sides = tuple(int(p) for p in rng.randint(0, 3, 4))
+        top, bottom, left, right = sides
+        if kh <= top or kw <= left:  # a first window of padding only
+            continue
+        oh = (h + top + bottom - kh) // sy + 1
+        ow = (w + left + right - kw) // sx + 1
+        if oh < 1 or ow < 1:
+            continue
+        yield (h, w, c), (kh, kw), (oh, ow), sides, (sy, sx)
+
+
+def test_the_largest_number_is_the_largest_that_max_pooling_computes():
+    """Against the very numbers NumpyHandler computes (float64, exact):
+    every ``shifted`` of ``ranked_base`` and the largest ``rank * C``."""
+    handler = NumpyHandler(np.float64)
+    checked = 0
+    for image, window, out_hw, sides, stride in geometries():
+        top_left = (sides[0], sides[2])
+        c = image[2]
+        top, shifted = _maxpool.ranked_base(
+            handler, window, top_left, stride, out_hw + (c,), image[1]
+        )
+        expected = max(int(shifted.max()), top * c)
+        got = _maxpool.largest_argmax_number(image, window, out_hw, sides, stride)
+        assert got == expected, (image, window, out_hw, sides, stride)
+        checked += 1
+    assert checked > 100
