@@ -188,6 +188,26 @@ def test_the_plans_of_each_kind_are_capped(handler, monkeypatch):
     assert sorted(key[1][0] for key in conv) == [6, 7, 8]
 
 
+def test_each_kind_of_elementwise_work_is_capped_on_its_own(handler, monkeypatch):
+    """Many sizes of one elementwise kind do not push out another kind's
+    plan."""
+    from brainstorm.handlers.onednn import handler as module
+
+    monkeypatch.setattr(module, 'PLANS_PER_KIND', 2, raising=False)
+    rng = np.random.RandomState(3)
+
+    def run(op, size):
+        x, y, dy = (rng.rand(size).astype(np.float32) for _ in range(3))
+        getattr(handler, op)(x, y, dy, np.empty_like(x))
+
+    run('sigmoid_deriv', 1 << 16)
+    for extra in range(4):
+        run('rel_deriv', (1 << 16) + extra)
+    kinds = collections.Counter(key[:2] for key in handler._plans)
+    assert kinds[('elementwise', 'sigmoid_deriv')] == 1, kinds
+    assert kinds[('elementwise', 'relu_deriv')] == 2, kinds
+
+
 def test_oneDNN_runs_its_optimized_kernels(handler):
     """Contiguous NHWC images get oneDNN's vectorised implementations, not
     its reference loops (strided memory would get those)."""

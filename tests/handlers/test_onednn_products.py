@@ -328,3 +328,18 @@ def test_the_plans_used_every_step_are_kept(handler, monkeypatch):
                 handler.dot_mm(np.ones((n, 5), np.float32), b, out)
                 np.testing.assert_array_equal(out, 5.0)
     assert sorted(k[1][0] for k in matmul_plans(handler)) == [1, 6, 7]
+
+
+def test_the_least_recently_used_plan_goes_not_the_oldest(handler, monkeypatch):
+    """Shapes A, B, C, then A again, then D under a cap of 3: B goes (it
+    was used last longest ago), A stays although it came first."""
+    from brainstorm.handlers.onednn import handler as module
+
+    monkeypatch.setattr(module, 'MATMUL_PLANS', 3)
+    b = np.ones((5, 3), np.float32)
+    with handler.network_pass(LSTM_PASS):
+        for rows in (1, 2, 3, 1, 4):
+            out = np.zeros((rows, 3), np.float32)
+            handler.dot_mm(np.ones((rows, 5), np.float32), b, out)
+            np.testing.assert_array_equal(out, 5.0)
+    assert sorted(k[1][0] for k in matmul_plans(handler)) == [1, 3, 4]

@@ -56,6 +56,11 @@ SMALL_PRODUCT = 1 << 24
 ELEMENTWISE_MIN = 1 << 16
 
 
+def _kind(key):
+    """The kind of the plan under ``key``, each capped on its own."""
+    return key[:2] if key[0] == 'elementwise' else key[0]
+
+
 #: the live handlers, whose plans a forked child gives new locks
 _HANDLERS: weakref.WeakSet = weakref.WeakSet()
 
@@ -177,8 +182,9 @@ class OneDnnHandler(PoolingOps, NumpyHandler):
         """The plan kept under ``key``, made by ``make()`` on first use.
 
         None (kept too) where oneDNN has no implementation for the shape:
-        NumpyHandler's op runs then. Of each kind (``key[0]``) at most
-        ``MATMUL_PLANS`` or ``PLANS_PER_KIND`` are kept, the least recently
+        NumpyHandler's op runs then. Of each kind (``key[0]``; for
+        elementwise work, its kind too) at most ``MATMUL_PLANS`` or
+        ``PLANS_PER_KIND`` are kept, the least recently
         used going first: changing batch sizes and sequence lengths make
         new shapes, and the plans of shapes no longer used would pile up
         (a plan in use by a thread stays alive in that thread).
@@ -193,9 +199,9 @@ class OneDnnHandler(PoolingOps, NumpyHandler):
             plan = make()
         except _dnnl.OneDnnError:
             plan = None
-        kind = key[0]
+        kind = _kind(key)
         cap = MATMUL_PLANS if kind == 'matmul' else PLANS_PER_KIND
-        same_kind = [k for k in list(plans) if k[0] == kind]
+        same_kind = [k for k in list(plans) if _kind(k) == kind]
         for old in same_kind[: max(0, len(same_kind) - cap + 1)]:
             plans.pop(old, None)
         plans[key] = plan
