@@ -30,21 +30,28 @@ __all__ = [
 _POOL_CHUNK_BYTES = 1 << 20
 
 
-def check_argmax_range(op: str, inputs, window, outputs, padding, stride, dtype):
+def check_argmax_range(
+    op: str, inputs, window, outputs, padding, stride, dtype, *, integers=False
+):
     """Raise unless ``argmax`` of ``dtype`` is exact for this geometry.
 
-    ``argmax`` holds flat in-image indices, computed in the handler's float
-    dtype (:func:`largest_argmax_number`). Every number up to 2**24
-    (float32) or 2**53 (float64) is exact; beyond, indices would round to
-    a neighbouring cell and the deltas of max pooling go to the wrong
-    cells.
+    ``argmax`` holds flat in-image indices in the handler's float dtype.
+    NumPy and oneDNN compute them in that dtype, through numbers up to
+    :func:`largest_argmax_number`; a handler that computes them in
+    integers (``integers=True``) only stores numbers below ``H * W * C``.
+    Every number up to 2**24 (float32) or 2**53 (float64) is exact; beyond,
+    indices would round to a neighbouring cell and the deltas of max
+    pooling go to the wrong cells.
     """
     if getattr(inputs, 'ndim', None) != 4 or len(getattr(outputs, 'shape', ())) != 4:
         return  # the op's own checks say what is wrong
     h, w, c = inputs.shape[1:]
-    largest = largest_argmax_number(
-        inputs.shape[1:], window, outputs.shape[1:3], padding, stride
-    )
+    if integers:
+        largest = h * w * c - 1
+    else:
+        largest = largest_argmax_number(
+            inputs.shape[1:], window, outputs.shape[1:3], padding, stride
+        )
     limit = 2 ** (np.finfo(dtype).nmant + 1)
     if largest > limit:
         raise ValueError(

@@ -689,8 +689,8 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
             in-image index ``(row * W + col) * C + c`` (the first maximum in
             row-major window order wins ties). A NaN is the maximum of its
             window: output NaN, argmax the first NaN cell. A window holding
-            only padding gives output 0 and argmax -1. Indices beyond the
-            dtype's exact integers (2**24 in float32) raise a ValueError.
+            only padding gives output 0 and argmax -1. A geometry whose
+            index arithmetic passes 2**24 (float32) raises a ValueError.
 
             Args:
                 inputs: ``(N, H, W, C)``.

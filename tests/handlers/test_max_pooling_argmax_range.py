@@ -106,3 +106,19 @@ def test_the_largest_number_is_the_largest_that_max_pooling_computes():
         assert got == expected, (image, window, out_hw, sides, stride)
         checked += 1
     assert checked > 100
+
+
+def test_a_handler_computing_indices_in_integers_is_held_to_the_image_size():
+    """PyCudaHandler's kernels compute indices in integers: only the
+    largest index stored, H * W * C - 1, must be exact. 'Same' max pooling
+    of a 4096 x 4096 x 1 image passes there; on the CPU handlers, whose
+    arithmetic reaches 2**24 + 4097, it is refused."""
+    inputs = np.broadcast_to(np.float32(0.0), (1, 4096, 4096, 1))
+    outputs = np.broadcast_to(np.float32(0.0), (1, 4096, 4096, 1))
+    geometry = ((3, 3), outputs, 1, (1, 1), np.float32)
+    _maxpool.check_argmax_range('op', inputs, *geometry, integers=True)
+    with pytest.raises(ValueError, match='op: .*numbers up to 16781313'):
+        _maxpool.check_argmax_range('op', inputs, *geometry)
+    bigger = np.broadcast_to(np.float32(0.0), (1, 2049, 4096, 2))
+    with pytest.raises(ValueError, match=f'numbers up to {2049 * 4096 * 2 - 1}'):
+        _maxpool.check_argmax_range('op', bigger, *geometry, integers=True)

@@ -46,7 +46,7 @@ class PoolingKernels:
     ) -> None:
         check_argmax_range(
             'maxpool2d_forward_batch', inputs, window, outputs, padding, stride,
-            self.dtype,  # type: ignore[attr-defined]
+            self.dtype, integers=True,  # type: ignore[attr-defined]
         )  # fmt: skip
         geometry_args = (inputs, window, outputs, padding, stride)
         self._pool('maxpool2d_forward_batch', 'maxpool_forward', outputs.size,
@@ -68,7 +68,7 @@ class PoolingKernels:
     ) -> None:
         check_argmax_range(
             'maxpool2d_backward_batch', inputs, window, out_deltas, padding,
-            stride, self.dtype,  # type: ignore[attr-defined]
+            stride, self.dtype, integers=True,  # type: ignore[attr-defined]
         )  # fmt: skip
         geometry_args = (inputs, window, out_deltas, padding, stride)
         if overwrite_in_deltas:  # the kernel adds
