@@ -419,11 +419,11 @@ class Network(Seedable):
         try:
             if self.__dict__.get('_memory_moved', False):
                 raise NetworkValidationError(
-                    f'{self!r}: backward_pass after set_handler moved the '
-                    'network to another handler: the parameters were kept, '
-                    'but not the batch and the outputs of the last forward '
-                    'pass, so the gradients would come from zeros. Call '
-                    'provide_external_data and forward_pass first.'
+                    f'{self!r}: backward_pass before a forward_pass on its '
+                    'handler: set_handler (also when loading a network) '
+                    'keeps the parameters but not the batch and the outputs '
+                    'of a forward pass, so the gradients would come from '
+                    'zeros. Call provide_external_data and forward_pass first.'
                 )
             self._backward_pass(input_deltas)
         finally:

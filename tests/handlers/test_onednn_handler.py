@@ -403,13 +403,16 @@ if ok:  # libgomp's own view of its settings, on stderr
 
 
 PLACE_PROBE = """
-import json, sys
+import json, site, sys
 sys.path.insert(0, sys.argv[1])  # this record of onednn-cpu-gomp comes first
+# a Python that uses the user's site-packages, or one that does not (venv)
+site.ENABLE_USER_SITE = sys.argv[2] == 'user-site'
 sys.prefix = sys.base_prefix = '/nonexistent'  # the environment lacks it
 from brainstorm.handlers.onednn import _dnnl, onednn_available
 ok, why = onednn_available()
 print(json.dumps({'ok': ok, 'why': why,
-                  'path': _dnnl.library().path if ok else None}))
+                  'path': _dnnl.library().path if ok else None,
+                  'places': [str(place) for place in _dnnl.library_path()]}))
 """
 
 
@@ -440,7 +443,7 @@ def test_the_library_is_found_where_its_distribution_put_it(tmp_path):
     fake_distribution(tmp_path / 'site', '../odd/place/libdnnl.so.3,,\n')
     got = run_fresh(
         PLACE_PROBE, PYTHONUSERBASE=str(tmp_path / 'empty'),
-        argv=[str(tmp_path / 'site')],
+        argv=[str(tmp_path / 'site'), 'venv'],
     )  # fmt: skip
     assert got['ok'], got['why']
     assert got['path'] == link
@@ -456,10 +459,25 @@ def test_the_library_of_a_user_install_is_found(tmp_path):
     fake_distribution(tmp_path / 'site', '')
     got = run_fresh(
         PLACE_PROBE, PYTHONUSERBASE=str(tmp_path / 'user'),
-        argv=[str(tmp_path / 'site')],
+        argv=[str(tmp_path / 'site'), 'user-site'],
     )  # fmt: skip
     assert got['ok'], got['why']
     assert got['path'] == link
+
+
+def test_a_virtual_environment_does_not_look_in_the_users_base(tmp_path):
+    """Where Python ignores the user's site-packages (a virtual
+    environment, python -s), a library under the user's base is not the
+    environment's: it is not loaded from there."""
+    onednn_handler()
+    linked_library(tmp_path / 'user' / 'lib')
+    fake_distribution(tmp_path / 'site', '')
+    got = run_fresh(
+        PLACE_PROBE, PYTHONUSERBASE=str(tmp_path / 'user'),
+        argv=[str(tmp_path / 'site'), 'venv'],
+    )  # fmt: skip
+    assert str(tmp_path / 'user' / 'lib') not in got['places']
+    assert got['path'] is None or not got['path'].startswith(str(tmp_path))
 
 
 def test_the_environment_switch_turns_onednn_off():

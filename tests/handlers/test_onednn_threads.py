@@ -482,3 +482,68 @@ def test_a_child_forked_while_another_thread_runs_an_op_does_not_wait_for_it():
     assert got['child']
     if _openblas.available():
         assert got['threads_in_child'] == got['before'] == got['after']
+
+
+FRESH_FORK_IN_BLOCK = """
+import json, os
+from brainstorm.handlers.onednn import _openblas
+before = _openblas.thread_count()
+read_end, write_end = os.pipe()
+with _openblas.quiet():  # the forking thread is inside a pass
+    pid = os.fork()
+    inside = _openblas.thread_count()
+if pid == 0:
+    state = {'inside': inside, 'after': _openblas.thread_count(),
+             'depth': _openblas._depth}
+    os.write(write_end, json.dumps(state).encode())
+    os._exit(0)
+os.waitpid(pid, 0)
+child = json.loads(os.read(read_end, 4096))
+print(json.dumps({'before': before, 'child': child,
+                  'after': _openblas.thread_count()}))
+"""
+
+
+def test_a_child_forked_inside_a_pass_keeps_its_block_until_it_ends(blas):
+    """The forking thread's own one-thread block goes on in the child: one
+    OpenBLAS thread until the block ends there, then the count from before."""
+    got = run_fresh(FRESH_FORK_IN_BLOCK, OPENBLAS_NUM_THREADS='2')
+    assert got['before'] == got['after'] == 2
+    assert got['child'] == {'inside': 1, 'after': 2, 'depth': 0}
+
+
+FRESH_FORK_WHILE_LOADING = """
+import json, os, threading, time
+from brainstorm.handlers.onednn import _dnnl
+held, release = threading.Event(), threading.Event()
+def loading():  # as a thread inside library() would
+    with _dnnl._load_lock:
+        held.set()
+        release.wait(60)
+worker = threading.Thread(target=loading)
+worker.start()
+held.wait(10)
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if _dnnl.library() is not None else 1)
+deadline = time.monotonic() + 20
+status = None
+while time.monotonic() < deadline:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        break
+    time.sleep(0.05)
+else:
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+release.set()
+worker.join()
+print(json.dumps({'hung': status is None or not done, 'status': status}))
+"""
+
+
+def test_a_child_forked_while_another_thread_loads_onednn_loads_it_too():
+    onednn_handler()
+    got = run_fresh(FRESH_FORK_WHILE_LOADING)
+    assert not got['hung']
+    assert got['status'] == 0

@@ -102,14 +102,16 @@ def library_path() -> list[Path]:
     scheme: a virtual environment, ``pip install --user``, a system's
     ``/usr/local``). Then the ``lib/`` folders of the running environment
     (``sys.prefix``), of the base installation and of the user's base
-    (``site.getuserbase()``), then ``$DNNLROOT/lib``; after those, the
-    system's loader path.
+    (``site.getuserbase()``, where Python uses the user's site-packages),
+    then ``$DNNLROOT/lib``; after those, the system's loader path.
     """
     places: list[Path] = _recorded_places()
     roots = [
         sys.prefix,
         sys.base_prefix,
-        site.getuserbase(),
+        # the user's base only where Python uses its site-packages (not in
+        # a virtual environment, nor with python -s)
+        site.getuserbase() if site.ENABLE_USER_SITE else '',
         os.environ.get('DNNLROOT', ''),
     ]
     for root in roots:
@@ -169,7 +171,6 @@ class Library:
         ]
         self.engine = self._make('dnnl_engine_create', CPU, ctypes.c_size_t(0))
         self.stream = self._make('dnnl_stream_create', self.engine, ctypes.c_uint(1))
-        self.lock = threading.Lock()
 
     @property
     def version(self) -> str:
@@ -416,6 +417,19 @@ class Primitive:
 _loaded: Library | None = None
 _failure: str | None = None
 _load_lock = threading.Lock()
+
+
+def _renew_load_lock() -> None:
+    """Give a forked child a new loading lock.
+
+    The parent's may have been held by a thread loading the library, which
+    the child lacks.
+    """
+    global _load_lock
+    _load_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_renew_load_lock)
 
 
 def _candidates() -> list[str]:
