@@ -115,6 +115,9 @@ class Network(Seedable):
         # set by initialize, loading and the first run that finds a
         # parameter other than zero (see prediction.check_parameters_set)
         self._parameters_set = False
+        # set_handler moved the memory since the last forward pass: the
+        # batch and the activations are gone (see backward_pass)
+        self._memory_moved = False
         # layer name -> its inputs fed only by the Input layer (the data)
         self._data_fed_inputs = {
             name: frozenset(
@@ -156,6 +159,7 @@ class Network(Seedable):
         # copies from before the flag existed: their parameters are
         # looked at once, when they first run
         self.__dict__.setdefault('_parameters_set', False)
+        self.__dict__.setdefault('_memory_moved', False)
         self._init_thread_guard()
         # what the layers overwrite and their types follow their classes,
         # which may have changed since the network was pickled
@@ -273,9 +277,9 @@ class Network(Seedable):
         see ``Layer.workspace_shapes``), the memory layout is made anew
         for it.
         """
-        if self.handler is not None and self.handler is not new_handler:
-            self._memory_moved = True
         if self.handler is not new_handler:
+            if self.handler is not None:  # not when the network is built
+                self._memory_moved = True
             changed = [
                 layer.use_workspaces_of(new_handler) for layer in self.layers.values()
             ]
@@ -417,7 +421,7 @@ class Network(Seedable):
         """
         self._enter('backward_pass')
         try:
-            if self.__dict__.get('_memory_moved', False):
+            if self._memory_moved:
                 raise NetworkValidationError(
                     f'{self!r}: backward_pass before a forward_pass on its '
                     'handler: set_handler (also when loading a network) '

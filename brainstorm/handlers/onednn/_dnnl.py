@@ -17,6 +17,7 @@ oneDNN 3.x's ``dnnl_types.h`` and ``dnnl_common_types.h``.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import site
 import sys
@@ -193,7 +194,7 @@ class Library:
         GNU OpenMP's ``omp_get_max_threads``: ``OMP_NUM_THREADS``, else the
         cores available.
         """
-        return int(ctypes.CDLL('libgomp.so.1').omp_get_max_threads())
+        return int(_gomp().omp_get_max_threads())
 
     def call(self, name: str, *args) -> None:
         """Call the C function ``name``; raise :class:`OneDnnError` on failure."""
@@ -489,6 +490,12 @@ def _prepare_openmp() -> None:
     os.environ.setdefault('OMP_WAIT_POLICY', 'PASSIVE')
 
 
+@functools.cache
+def _gomp() -> ctypes.CDLL:
+    """GNU OpenMP's library, which oneDNN's (onednn-cpu-gomp) loads."""
+    return ctypes.CDLL('libgomp.so.1')
+
+
 def _pause_openmp() -> None:
     """Free the forking thread's OpenMP worker threads (before each fork).
 
@@ -502,7 +509,7 @@ def _pause_openmp() -> None:
     then nothing is done. The hook runs inside ``fork``, so it never raises.
     """
     try:
-        pause = ctypes.CDLL('libgomp.so.1').omp_pause_resource_all
+        pause = _gomp().omp_pause_resource_all
     except (OSError, AttributeError):
         return
     pause.argtypes, pause.restype = [ctypes.c_int], ctypes.c_int

@@ -162,10 +162,8 @@ def _after_fork_in_child() -> None:
     global _lock, _depth, _saved
     _lock = threading.Lock()
     _depth = getattr(_own, 'depth', 0)
-    functions = _functions[0] if _functions else None
-    if _depth == 0 and _saved is not None:
-        if functions is not None:
-            functions[1](_saved)
+    if _depth == 0 and _saved is not None:  # saved: the functions were found
+        _get_set()[1](_saved)
         _saved = None
 
 

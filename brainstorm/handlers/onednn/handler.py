@@ -74,7 +74,7 @@ def _renew_locks() -> None:
     that plan would wait forever.
     """
     for handler in list(_HANDLERS):
-        for plan in list(handler.__dict__.get('_plans', {}).values()):
+        for plan in list(handler._plans.values()):
             if getattr(plan, 'lock', None) is not None:
                 plan.lock = threading.Lock()
 
@@ -184,10 +184,10 @@ class OneDnnHandler(PoolingOps, NumpyHandler):
         None (kept too) where oneDNN has no implementation for the shape:
         NumpyHandler's op runs then. Of each kind (``key[0]``; for
         elementwise work, its kind too) at most ``MATMUL_PLANS`` or
-        ``PLANS_PER_KIND`` are kept, the least recently
-        used going first: changing batch sizes and sequence lengths make
-        new shapes, and the plans of shapes no longer used would pile up
-        (a plan in use by a thread stays alive in that thread).
+        ``PLANS_PER_KIND`` are kept, the least recently used going first:
+        changing batch sizes and sequence lengths make new shapes, and the
+        plans of shapes no longer used would pile up (a plan in use by a
+        thread stays alive in that thread).
         """
         plans = self._plans
         plan = plans.get(key, False)

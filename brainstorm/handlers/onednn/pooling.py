@@ -82,19 +82,19 @@ class PoolingOps(_Host):
         stride: tuple[int, int],
         argmax,
     ) -> None:
-        _maxpool.check_argmax_range(
-            'maxpool2d_forward_batch', inputs, window, outputs, padding, stride,
-            self.dtype,
-        )  # fmt: skip
         plan = self._pool_plan(
             'max', inputs, window, outputs, padding, stride,
             [], [(outputs, np.shape(outputs)), (argmax, np.shape(outputs))],
         )  # fmt: skip
-        if plan is None:
+        if plan is None:  # NumpyHandler's op, which checks argmax's range too
             super().maxpool2d_forward_batch(
                 inputs, window, outputs, padding, stride, argmax
             )
             return
+        _maxpool.check_argmax_range(
+            'maxpool2d_forward_batch', inputs, window, outputs, padding, stride,
+            self.dtype,
+        )  # fmt: skip
         x = self._dense('onednn_x', inputs)
         if not _finite(x):
             # oneDNN's maximum skips NaN; NumpyHandler's passes it on
@@ -130,21 +130,21 @@ class PoolingOps(_Host):
         *,
         overwrite_in_deltas: bool = False,
     ) -> None:
-        _maxpool.check_argmax_range(
-            'maxpool2d_backward_batch', inputs, window, out_deltas, padding,
-            stride, self.dtype,
-        )  # fmt: skip
         plan = self._pool_plan(
             'max', inputs, window, outputs, padding, stride,
             [(argmax, np.shape(outputs)), (out_deltas, np.shape(outputs))],
             [(in_deltas, np.shape(inputs))],
         )  # fmt: skip
-        if plan is None:
+        if plan is None:  # NumpyHandler's op, which checks argmax's range too
             super().maxpool2d_backward_batch(
                 inputs, window, outputs, padding, stride, argmax, in_deltas,
                 out_deltas, overwrite_in_deltas=overwrite_in_deltas,
             )  # fmt: skip
             return
+        _maxpool.check_argmax_range(
+            'maxpool2d_backward_batch', inputs, window, out_deltas, padding,
+            stride, self.dtype,
+        )  # fmt: skip
         ws = _pool.known_workspace(self, plan, argmax)
         if ws is None:
             ws = self._buffer('onednn_ws', argmax.shape, plan.workspace_dtype)
