@@ -188,6 +188,37 @@ def test_the_plans_of_each_kind_are_capped(handler, monkeypatch):
     assert sorted(key[1][0] for key in conv) == [6, 7, 8]
 
 
+FRESH_BATCH_SIZES = """
+import collections, json
+import numpy as np
+import brainstorm as bs
+inp, out = bs.tools.get_in_out_layers('classification', (8, 8, 3), 5)
+net = bs.Network.from_layer(
+    inp >> bs.layers.Convolution2D(4, kernel_size=(3, 3), padding=1)
+    >> bs.layers.Pooling2D(kernel_size=(2, 2), type='max', stride=(2, 2))
+    >> out)
+net.initialize(bs.initializers.Gaussian(0.1), seed=3)
+rng = np.random.RandomState(9)
+for size in range(1, 81):  # a new batch size every step
+    net.provide_external_data({'default': rng.rand(1, size, 8, 8, 3),
+                               'targets': rng.randint(0, 5, (1, size, 1))})
+    net.forward_pass(training_pass=True)
+    net.backward_pass()
+kinds = collections.Counter(str(key[0]) for key in net.handler._plans)
+print(json.dumps({'handler': type(net.handler).__name__, 'kinds': kinds,
+                  'finite': bool(np.isfinite(net.get('gradients')).all())}))
+"""
+
+
+def test_eighty_batch_sizes_keep_64_plans_of_each_kind_by_default():
+    """Default settings, a fresh process, the public API."""
+    onednn_handler()
+    got = run_fresh(FRESH_BATCH_SIZES)
+    assert got['handler'] == 'OneDnnHandler'
+    assert got['finite']
+    assert got['kinds']['conv'] == got['kinds']['max'] == 64, got['kinds']
+
+
 def test_each_kind_of_elementwise_work_is_capped_on_its_own(handler, monkeypatch):
     """Many sizes of one elementwise kind do not push out another kind's
     plan."""
