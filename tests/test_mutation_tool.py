@@ -102,6 +102,15 @@ def test_only_restricts_the_mutated_scopes():
     assert only == {'Thing', 'Thing.step'}
 
 
+def test_only_names_one_method_of_a_class():
+    # a class that is partly trust code: its other methods and its class
+    # body stay unmutated
+    only = {
+        m.ident.split('::')[0] for m in mutation.make_mutants(SOURCE, ['Thing.step'])
+    }
+    assert only == {'Thing.step'}
+
+
 def test_pragma_skips_a_line():
     source = SOURCE.replace('first()', 'first()  # pragma: no mutate')
     names = {m.ident for m in mutation.make_mutants(source)}

@@ -393,10 +393,17 @@ class _Maker(ast.NodeVisitor):
             self._add(node, 'constant', start, end, str(new))
 
 
+def _within(scope: str, names) -> bool:
+    """Whether the dotted ``scope`` is one of ``names`` or nested in one."""
+    parts = scope.split('.')
+    return any('.'.join(parts[:n]) in names for n in range(1, len(parts) + 1))
+
+
 def make_mutants(source: str, only=None) -> list[Mutant]:
     """The mutants of a module's source, each with a unique name.
 
-    ``only``: names of the functions or classes to mutate (all if None).
+    ``only``: names of the functions, classes or methods (``Class.method``)
+    to mutate (all if None); a name covers what is nested in it.
     """
     maker = _Maker(source)
     maker.visit(ast.parse(source))
@@ -408,7 +415,7 @@ def make_mutants(source: str, only=None) -> list[Mutant]:
             mutant.ident = f'{mutant.ident}#{n + 1}'
     mutants = []
     for mutant in maker.mutants:
-        if only is not None and mutant.ident.split('::')[0].split('.')[0] not in only:
+        if only is not None and not _within(mutant.ident.split('::')[0], only):
             continue
         mutated = mutant.apply(source)
         try:

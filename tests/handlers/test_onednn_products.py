@@ -343,3 +343,49 @@ def test_the_least_recently_used_plan_goes_not_the_oldest(handler, monkeypatch):
             handler.dot_mm(np.ones((rows, 5), np.float32), b, out)
             np.testing.assert_array_equal(out, 5.0)
     assert sorted(k[1][0] for k in matmul_plans(handler)) == [1, 3, 4]
+
+
+def test_a_block_nested_in_a_block_of_the_same_operand_keeps_the_outer_packing(
+    handler,
+):
+    """An inner ``fixed_operand`` block for the operand an outer block
+    already fixes changes nothing: after it the outer block still uses its
+    packed copy (packed once), and both blocks end cleanly."""
+    rnd = np.random.RandomState(4)
+    a, b, out = operands(rnd, 4, 64, 48, False, True, False)
+    with handler.network_pass(LSTM_PASS), handler.fixed_operand(b):
+        handler.dot_mm(a, b, out, transb=True)  # makes the plan, packs b
+        (key,) = matmul_plans(handler)
+        pack = handler._plans[key].pack.primitive
+        packs, original = [], pack.run
+        pack.run = lambda *args: (packs.append(args), original(*args))
+        with handler.fixed_operand(b):
+            handler.dot_mm(a, b, out, transb=True)
+        assert len(handler._fixed_operands()) == 1
+        handler.dot_mm(a, b, out, transb=True)
+        np.testing.assert_allclose(out, a @ b.T, rtol=1e-5, atol=1e-5)
+        assert packs == []  # the outer block's copy served all three
+    assert handler._fixed_operands() is None
+
+
+def test_a_product_whose_plan_onednn_refuses_is_numpys(handler, monkeypatch):
+    """Where oneDNN cannot make a matmul primitive for the shape (its
+    error while making the plan), NumPy computes the product."""
+    from brainstorm.handlers.onednn import _dnnl
+    from brainstorm.handlers.onednn import handler as module
+
+    def refuse(*args, **kwargs):
+        raise _dnnl.OneDnnError('unimplemented (as oneDNN says for a shape)')
+
+    monkeypatch.setattr(module, 'MatmulPlan', refuse)
+    rnd = np.random.RandomState(5)
+    a, b, out = operands(rnd, 5, 24, 12, False, False, False)
+    start = out.copy()
+    with handler.network_pass(LSTM_PASS), handler.fixed_operand(b):
+        handler.dot_add_mm(a, b, out)
+        added = out.copy()
+        handler.dot_mm(a, b, out)
+    assert [handler._plans[key] for key in matmul_plans(handler)] == [None, None]
+    want = a.astype(np.float64) @ b
+    np.testing.assert_allclose(added, start + want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
