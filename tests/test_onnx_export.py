@@ -232,6 +232,165 @@ def test_loss_output_is_refused(tmp_path):
         bs.tools.export_onnx(net, tmp_path / 'x.onnx', outputs='Output.outputs.loss')
 
 
+def bidirectional_net(make, masked):
+    """A forward and a reverse layer made by ``make`` on one input, merged;
+    the reverse one gets the mask if ``masked``."""
+    features = {'default': ('T', 'B', 3)}
+    if masked:
+        features['mask'] = ('T', 'B', 1)
+    inp = bs.layers.Input(features)
+    forward, backward = make('Forward', False), make('Backward', True)
+    inp - 'default' >> forward
+    inp - 'default' >> backward
+    if masked:
+        inp - 'mask' >> 'mask' - backward
+    merge = Merge(name='Both')
+    forward >> 'inputs_1' - merge
+    backward >> 'inputs_2' - merge
+    return bs.Network.from_layer(merge)
+
+
+REVERSIBLE = {
+    'Lstm': lambda name, reverse: Lstm(4, reverse=reverse, name=name),
+    'Recurrent': lambda name, reverse: Recurrent(4, reverse=reverse, name=name),
+}
+BIDIRECTIONAL_PATHS = [
+    'Forward.outputs.default',
+    'Backward.outputs.default',
+    'Both.outputs.default',
+]
+
+
+@pytest.mark.parametrize('layer', sorted(REVERSIBLE))
+def test_a_reverse_layer_runs_backwards_in_time(tmp_path, layer):
+    net = bidirectional_net(REVERSIBLE[layer], masked=False)
+    _randomise(net, 3)
+    session = _session(net, tmp_path / 'bi.onnx', BIDIRECTIONAL_PATHS)
+    for T, B in ((6, 2), (1, 3), (9, 1)):
+        x = np.random.RandomState(T).randn(T, B, 3).astype(np.float32)
+        _compare(net, session, x, BIDIRECTIONAL_PATHS)
+
+
+@pytest.mark.parametrize('layer', sorted(REVERSIBLE))
+def test_a_masked_reverse_layer_runs_each_sequence_within_its_length(tmp_path, layer):
+    net = bidirectional_net(REVERSIBLE[layer], masked=True)
+    _randomise(net, 4)
+    session = _session(net, tmp_path / 'bi.onnx', BIDIRECTIONAL_PATHS)
+    assert [i.name for i in session.get_inputs()] == ['default', 'mask']
+    rnd = np.random.RandomState(5)
+    x = rnd.randn(7, 4, 3).astype(np.float32)
+    lengths = np.array([7, 3, 1, 5])
+    mask = (np.arange(7)[:, None] < lengths).astype(np.float32)[..., None]
+    net.provide_external_data({'default': x, 'mask': mask})
+    net.forward_pass()
+    got = session.run(BIDIRECTIONAL_PATHS, {'default': x, 'mask': mask})
+    for path, value in zip(BIDIRECTIONAL_PATHS, got):
+        expected = net.get(path)[:7]
+        for b, n in enumerate(lengths):  # within each sequence's length
+            np.testing.assert_allclose(
+                value[:n, b], expected[:n, b], rtol=1e-5, atol=ATOL, err_msg=path
+            )
+    # the mask decides: the same data unmasked gives other outputs
+    unmasked = session.run(
+        ['Backward.outputs.default'], {'default': x, 'mask': np.ones_like(mask)}
+    )[0]
+    assert np.abs(unmasked[:3, 1] - got[1][:3, 1]).max() > 1e-3
+
+
+@pytest.mark.parametrize(
+    'padding, kernel, stride',
+    [
+        ('same', (2, 2), (1, 1)),
+        ('same', (3, 3), (2, 2)),
+        ((0, 1, 2, 1), (3, 3), (1, 1)),
+        ((1, 0, 0, 1), (2, 3), (2, 1)),
+    ],
+)
+def test_uneven_padding_is_exported(tmp_path, padding, kernel, stride):
+    inp, out = bs.tools.get_in_out_layers('classification', (7, 6, 2), 3)
+    net = bs.Network.from_layer(
+        inp
+        >> Convolution2D(3, kernel, stride=stride, padding=padding, name='Conv')
+        >> Pooling2D(kernel, stride=stride, padding=padding, name='MaxPool')
+        >> Pooling2D(kernel, type='avg', padding=padding, name='AvgPool')
+        >> out
+    )
+    _randomise(net, 6)
+    paths = [
+        'Conv.outputs.default',
+        'MaxPool.outputs.default',
+        'AvgPool.outputs.default',
+    ]
+    session = _session(net, tmp_path / 'pad.onnx', paths)
+    x = np.random.RandomState(7).randn(2, 3, 7, 6, 2).astype(np.float32)
+    _compare(net, session, x, paths)
+
+
+def test_pooling_padded_by_its_window_is_refused(tmp_path):
+    inp, out = bs.tools.get_in_out_layers('classification', (6, 6, 2), 3)
+    net = bs.Network.from_layer(inp >> Pooling2D((2, 2), padding=2, name='Pool') >> out)
+    _randomise(net, 8)
+    with pytest.raises(NetworkValidationError, match="'Pool'.*less padding"):
+        bs.tools.export_onnx(net, tmp_path / 'x.onnx', outputs=['Pool.outputs.default'])
+    assert not (tmp_path / 'x.onnx').exists()
+
+
+@pytest.mark.parametrize('activation', ['softplus', 'leaky_rel', 'gelu'])
+def test_the_newer_activations_agree(tmp_path, activation):
+    inp, out = bs.tools.get_in_out_layers('classification', 6, 4)
+    x = inp
+    if activation != 'gelu':  # the layers that accept it
+        x = x >> FullyConnected(5, activation=activation, name='Hid')
+    if activation == 'leaky_rel':  # softplus: see the next test
+        x = x >> Recurrent(4, activation=activation, name='Rnn')
+        x = x >> Lstm(3, activation=activation, name='Lstm')
+    net = bs.Network.from_layer(x >> Elementwise(activation, name='Act') >> out)
+    _randomise(net, 9, std=1.0)
+    paths = [
+        p for p in output_paths(net) if p.split('.')[0] in ('Hid', 'Rnn', 'Lstm', 'Act')
+    ]
+    session = _session(net, tmp_path / 'act.onnx', paths)
+    # values spread enough to reach both sides of every kink and the tails
+    x = (np.random.RandomState(10).randn(4, 3, 6) * 4).astype(np.float32)
+    _compare(net, session, x, paths)
+
+
+@pytest.mark.parametrize('layer', sorted(REVERSIBLE))
+def test_softplus_in_a_recurrent_layer_is_refused_with_the_reason(tmp_path, layer):
+    # onnxruntime's RNN and LSTM compute it as log(1 + exp(x)): inf for
+    # large x, where brainstorm's outputs are finite
+    inp, out = bs.tools.get_in_out_layers('classification', 3, 2)
+    make = {'Lstm': Lstm, 'Recurrent': Recurrent}[layer]
+    net = bs.Network.from_layer(inp >> make(4, activation='softplus', name='R') >> out)
+    _randomise(net, 12)
+    with pytest.raises(NetworkValidationError, match="'R'.*'softplus'.*overflows"):
+        bs.tools.export_onnx(net, tmp_path / 'x.onnx')
+    assert not (tmp_path / 'x.onnx').exists()
+
+
+def output_paths(net):
+    return [
+        f'{n}.outputs.{o}' for n, layer in net.layers.items() for o in layer.out_shapes
+    ]
+
+
+def test_an_uninitialised_network_is_refused(tmp_path):
+    net = mlp_net()
+    with pytest.raises(bs.structure.prediction.UninitializedNetworkError):
+        bs.tools.export_onnx(net, tmp_path / 'x.onnx')
+    assert not (tmp_path / 'x.onnx').exists()
+
+
+def test_an_output_named_twice_is_refused_by_name(tmp_path):
+    net = mlp_net()
+    _randomise(net, 11)
+    path = 'Hid1.outputs.default'
+    with pytest.raises(NetworkValidationError, match='more than once'):
+        bs.tools.export_onnx(net, tmp_path / 'x.onnx', outputs=[path, path])
+    # a tuple of paths works as a list does
+    bs.tools.export_onnx(net, tmp_path / 'x.onnx', outputs=(path,))
+
+
 FRESH = textwrap.dedent(
     """
     import sys

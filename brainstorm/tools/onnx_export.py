@@ -20,6 +20,9 @@ import numpy as np
 import brainstorm.optional as optional
 from brainstorm.errors import NetworkValidationError
 from brainstorm.files import as_file_name, write_atomically
+from brainstorm.handlers.numpy_handler import LEAKY_SLOPE
+from brainstorm.shapes import padding_sides
+from brainstorm.structure.prediction import check_parameters_set
 
 __all__ = ['export_onnx', 'ONNX_OPSET', 'EXPORTABLE_LAYERS']
 
@@ -32,6 +35,8 @@ _ACTIVATION_OPS: dict[str, tuple[str, dict] | None] = {
     'tanh': ('Tanh', {}),
     'rel': ('Relu', {}),
     'el': ('Elu', {'alpha': 1.0}),
+    'softplus': ('Softplus', {}),
+    'leaky_rel': ('LeakyRelu', {'alpha': LEAKY_SLOPE}),
     'linear': None,
 }
 
@@ -41,8 +46,22 @@ _RNN_ACTIVATIONS = {
     'tanh': ('Tanh', None, None),
     'rel': ('Relu', None, None),
     'el': ('Elu', 1.0, None),
+    'leaky_rel': ('LeakyRelu', LEAKY_SLOPE, None),
     'linear': ('Affine', 1.0, 0.0),
 }
+
+#: Why an activation has no ONNX RNN/LSTM equivalent (activation -> why).
+_NO_RNN_ACTIVATION = {
+    'softplus': (
+        "onnxruntime computes an RNN's or LSTM's Softplus as log(1 + exp(x)), "
+        'which overflows to inf from x = 89 on, where brainstorm gives x'
+    ),
+}
+
+#: The constants of brainstorm's GELU, the tanh approximation
+#: ``x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3)))``.
+_SQRT_2_OVER_PI = 0.7978845608028654
+_GELU_CUBIC = 0.044715
 
 
 class _Graph:
@@ -81,11 +100,31 @@ class _Graph:
 
     def activation(self, x: str, activation: str, hint: str) -> str:
         """``activation(x)`` element by element."""
+        if activation == 'gelu':
+            return self.gelu(x, hint)
         spec = _ACTIVATION_OPS[activation]
         if spec is None:
             return x
         op_type, attrs = spec
         return self.op(op_type, [x], hint, **attrs)
+
+    def gelu(self, x: str, hint: str) -> str:
+        """The GELU of ``x`` as brainstorm computes it (the tanh approximation)."""
+        cube = self.op('Mul', [self.op('Mul', [x, x], hint), x], hint)
+        inner = self.op(
+            'Add',
+            [x, self.op('Mul', [cube, self.const(hint, _GELU_CUBIC)], hint)],
+            hint,
+        )
+        t = self.op(
+            'Tanh',
+            [self.op('Mul', [inner, self.const(hint, _SQRT_2_OVER_PI)], hint)],
+            hint,
+        )
+        half = self.op('Mul', [x, self.const(hint, 0.5)], hint)
+        return self.op(
+            'Mul', [half, self.op('Add', [t, self.const(hint, 1.0)], hint)], hint
+        )
 
     def rows(self, x: str, n_features: int, hint: str) -> str:
         """``x`` as ``(T * B, n_features)``."""
@@ -139,19 +178,24 @@ def _from_images(g: _Graph, y: str, layer, hint: str) -> str:
     return g.time_major(nhwc, layer.out_shapes['default'].feature_shape, hint)
 
 
+def _pads(layer) -> list:
+    """ONNX's ``pads`` (begins, then ends) of the layer's ``padding``."""
+    top, bottom, left, right = padding_sides(layer.padding)
+    return [top, left, bottom, right]
+
+
 def _convolution_2d(g: _Graph, net, layer, x: dict) -> dict:
     hint = layer.name
     # brainstorm keeps W as (filters, kh, kw, channels); ONNX wants OIHW
     W = _param(net, hint, 'W').transpose(0, 3, 1, 2)
     bias = _param(net, hint, 'bias')
-    p = layer.padding
     y = g.op(
         'Conv',
         [_images(g, x['default'], layer, hint), g.const(hint, W), g.const(hint, bias)],
         hint,
         kernel_shape=list(layer.kernel_size),
         strides=list(layer.stride),
-        pads=[p, p, p, p],
+        pads=_pads(layer),
     )
     y = g.activation(y, layer.activation, hint)
     return {'default': _from_images(g, y, layer, hint)}
@@ -159,11 +203,10 @@ def _convolution_2d(g: _Graph, net, layer, x: dict) -> dict:
 
 def _pooling_2d(g: _Graph, net, layer, x: dict) -> dict:
     hint = layer.name
-    p = layer.padding
     attrs: dict[str, Any] = {
         'kernel_shape': list(layer.kernel_size),
         'strides': list(layer.stride),
-        'pads': [p, p, p, p],
+        'pads': _pads(layer),
     }
     if layer.type == 'max':
         op_type = 'MaxPool'
@@ -207,6 +250,25 @@ def _sequence(g: _Graph, x: str, hint: str) -> str:
     return g.op('Reshape', [x, g.const(hint, [0, 0, -1], np.int64)], hint)
 
 
+def _direction(g: _Graph, layer, x: dict, hint: str) -> tuple[str, dict]:
+    """The ``sequence_lens`` input and the ``direction`` of an ONNX RNN/LSTM.
+
+    A reverse layer runs each sequence backwards within its length, which
+    its ``mask`` gives (1 up to the length, then 0); ONNX's ``reverse``
+    direction does the same within ``sequence_lens``, the mask's sums over
+    time. Without a mask every sequence is the whole time axis (no
+    ``sequence_lens``). A forward layer takes no mask.
+    """
+    if not getattr(layer, 'reverse', False):
+        return '', {}
+    if 'mask' not in x:
+        return '', {'direction': 'reverse'}
+    lengths = g.op(
+        'ReduceSum', [x['mask'], g.const(hint, [0, 2], np.int64)], hint, keepdims=0
+    )
+    return g.op('Cast', [lengths], hint, to=6), {'direction': 'reverse'}  # int32
+
+
 def _one_direction(g: _Graph, y: str, hint: str) -> str:
     """Drop the direction axis of ``Y (T, 1, B, size)``."""
     return g.op('Squeeze', [y, g.const(hint, [1], np.int64)], hint)
@@ -220,6 +282,7 @@ def _recurrent(g: _Graph, net, layer, x: dict) -> dict:
     # ONNX adds an input and a recurrent bias: the second is zero
     B = np.concatenate([bias, np.zeros(size, np.float32)])[None]
     activations, alpha_beta = _recurrent_activation(layer)
+    lengths, direction = _direction(g, layer, x, hint)
     y = g.op(
         'RNN',
         [
@@ -227,11 +290,13 @@ def _recurrent(g: _Graph, net, layer, x: dict) -> dict:
             g.const(hint, W[None]),
             g.const(hint, R[None]),
             g.const(hint, B),
+            lengths,
         ],
         hint,
         hidden_size=size,
         activations=activations,
         **alpha_beta,
+        **direction,
     )
     return {'default': _one_direction(g, y, hint)}
 
@@ -253,10 +318,13 @@ def _lstm(g: _Graph, net, layer, x: dict) -> dict:
     P = np.concatenate([_param(net, hint, 'p' + gate)[0] for gate in 'iof'])
     act, alpha, beta = _RNN_ACTIVATIONS[layer.activation]
     attrs: dict[str, Any] = {'activations': ['Sigmoid', act, act]}
+    # one value for each of the three functions: runtimes differ in
+    # whether the Sigmoid, which takes none, consumes one of the list
     if alpha is not None:
-        attrs['activation_alpha'] = [1.0, alpha, alpha]
+        attrs['activation_alpha'] = [alpha, alpha, alpha]
     if beta is not None:
-        attrs['activation_beta'] = [0.0, beta, beta]
+        attrs['activation_beta'] = [beta, beta, beta]
+    lengths, direction = _direction(g, layer, x, hint)
     # inputs: X, W, R, B, sequence_lens (none: all steps), initial_h,
     # initial_c (none: zero, as brainstorm's context), P
     y = g.op(
@@ -266,7 +334,7 @@ def _lstm(g: _Graph, net, layer, x: dict) -> dict:
             g.const(hint, W[None]),
             g.const(hint, R[None]),
             g.const(hint, B[None]),
-            '',
+            lengths,
             '',
             '',
             g.const(hint, P[None]),
@@ -274,6 +342,7 @@ def _lstm(g: _Graph, net, layer, x: dict) -> dict:
         hint,
         hidden_size=size,
         **attrs,
+        **direction,
     )
     return {'default': _one_direction(g, y, hint)}
 
@@ -396,6 +465,9 @@ def _check_exportable(net, order: list, outputs: list) -> None:
             continue
         if layer.layer_type not in _CONVERTERS:
             raise _unsupported(layer)
+        if layer.layer_type == 'Pooling2D':
+            _check_pooling_padding(layer)
+        _check_activation(layer)
         for c in _incoming(layer):
             start = net.layers[c.start_layer]
             if c.output_name not in start.out_shapes:
@@ -414,6 +486,38 @@ def _check_exportable(net, order: list, outputs: list) -> None:
                 'targets; only the predictions of an output layer are '
                 f"exported ('{name}.outputs.predictions')."
             )
+
+
+def _check_activation(layer) -> None:
+    """Refuse an activation the layer's ONNX equivalent cannot compute."""
+    activation = getattr(layer, 'activation', None)
+    if activation is None:
+        return
+    if layer.layer_type in ('Recurrent', 'Lstm'):
+        known, why = _RNN_ACTIVATIONS, _NO_RNN_ACTIVATION.get(activation)
+    else:
+        known, why = {**_ACTIVATION_OPS, 'gelu': None}, None
+    if activation not in known:
+        why = why or 'ONNX has no equivalent here'
+        raise NetworkValidationError(
+            f"export_onnx: layer '{layer.name}' ({layer.layer_type}) uses the "
+            f"activation '{activation}': {why}. Exportable activations of "
+            f'{layer.layer_type}: {sorted(known)}.'
+        )
+
+
+def _check_pooling_padding(layer) -> None:
+    """ONNX's pooling takes padding smaller than the window on each side."""
+    top, bottom, left, right = padding_sides(layer.padding)
+    kh, kw = layer.kernel_size
+    if max(top, bottom) >= kh or max(left, right) >= kw:
+        raise NetworkValidationError(
+            f"export_onnx: layer '{layer.name}' (Pooling2D) pads "
+            f'(top, bottom, left, right) = {(top, bottom, left, right)} cells '
+            f'around windows of {kh}x{kw}; ONNX pooling takes less padding '
+            'than the window on every side (onnxruntime refuses the model). '
+            'Export the outputs before it, or use less padding.'
+        )
 
 
 def _value_info(helper, TensorProto, name: str, feature_shape) -> Any:
@@ -492,6 +596,12 @@ def export_onnx(net, path, outputs=None, check: bool = True) -> None:
     identity, output layers' ``predictions`` (softmax, sigmoid or the
     input), never their loss. Written with :data:`ONNX_OPSET` (17).
 
+    A reverse ``Lstm`` or ``Recurrent`` becomes an ONNX layer of direction
+    ``'reverse'``; with its ``mask`` connected, the model takes the mask as
+    an input and passes its sums over time as ``sequence_lens``. The
+    outputs agree with brainstorm's within each sequence's length; after
+    it ONNX gives zeros, where brainstorm's outputs are padding anyway.
+
     Exportable layer types: :data:`EXPORTABLE_LAYERS` (FullyConnected,
     Elementwise, Convolution2D, Pooling2D, BatchNorm, Dropout, NoOp, Merge,
     Recurrent, Lstm, SoftmaxCE, SigmoidCE, SquaredError). Lstm becomes an
@@ -515,8 +625,11 @@ def export_onnx(net, path, outputs=None, check: bool = True) -> None:
     Raises:
         ImportError: if onnx is not installed, with the install command.
         NetworkValidationError: for a layer without an ONNX equivalent
-            (naming it and its type), an unknown output path, or the loss
-            of an output layer.
+            (naming it and its type), an unknown output path or one named
+            twice, the loss of an output layer, or pooling padded by as
+            much as its window.
+        UninitializedNetworkError: if the network's parameters were never
+            set (:meth:`~brainstorm.structure.network.Network.initialize`).
 
     Example:
         >>> import brainstorm as bs
@@ -530,13 +643,24 @@ def export_onnx(net, path, outputs=None, check: bool = True) -> None:
         outputs = _default_outputs(net)
     elif isinstance(outputs, str):
         outputs = [outputs]
+    else:
+        outputs = list(outputs)
     parsed = [_parse_output(net, p) for p in outputs]
     if not parsed:
         raise NetworkValidationError(
             'export_onnx: outputs must name at least one output. Received: []'
         )
+    twice = sorted({p for p in outputs if outputs.count(p) > 1})
+    if twice:
+        raise NetworkValidationError(
+            f'export_onnx: outputs names {twice} more than once; each '
+            f'output of the model is named once. Received: {list(outputs)}'
+        )
     path = as_file_name(path, 'export_onnx', NetworkValidationError)
     graph = _build_graph(onnx, net, parsed)
+    # after the layer checks: a layer that cannot be exported is named
+    # first, initialised or not
+    check_parameters_set(net)
     model = onnx.helper.make_model(
         graph,
         producer_name='brainstorm',
