@@ -104,9 +104,11 @@ class MultiHeadAttentionLayerImpl(Layer):
     def setup(self, kwargs, in_shapes):
         """Check ``size`` against ``heads``; lay out parameters and internals.
 
+        Inputs with several feature axes are flattened (``(T, B, 2, 3)``
+        is read as ``(T, B, 6)``), as FullyConnected reads them.
+
         Raises:
-            LayerValidationError: if ``size`` is no multiple of ``heads``,
-                or the input has more than one feature axis.
+            LayerValidationError: if ``size`` is no multiple of ``heads``.
         """
         self.size, self.heads = kwargs['size'], kwargs['heads']
         self.causal, self.max_len = kwargs['causal'], kwargs['max_len']
