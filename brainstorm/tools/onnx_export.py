@@ -493,10 +493,11 @@ def _check_activation(layer) -> None:
     activation = getattr(layer, 'activation', None)
     if activation is None:
         return
+    known: set[str]
     if layer.layer_type in ('Recurrent', 'Lstm'):
-        known, why = _RNN_ACTIVATIONS, _NO_RNN_ACTIVATION.get(activation)
+        known, why = set(_RNN_ACTIVATIONS), _NO_RNN_ACTIVATION.get(activation)
     else:
-        known, why = {**_ACTIVATION_OPS, 'gelu': None}, None
+        known, why = {*_ACTIVATION_OPS, 'gelu'}, None
     if activation not in known:
         why = why or 'ONNX has no equivalent here'
         raise NetworkValidationError(
