@@ -547,3 +547,70 @@ def test_a_child_forked_while_another_thread_loads_onednn_loads_it_too():
     got = run_fresh(FRESH_FORK_WHILE_LOADING)
     assert not got['hung']
     assert got['status'] == 0
+
+
+STARVED = """
+import json, sys, threading
+import numpy as np
+import brainstorm as bs
+from brainstorm.handlers import NumpyHandler
+from brainstorm.handlers.onednn import OneDnnHandler, onednn_available
+from brainstorm.layers import Convolution2D, FullyConnected, Pooling2D
+
+ok, why = onednn_available()
+assert ok, why
+
+
+def gradients(handler):
+    inp, out = bs.tools.get_in_out_layers('classification', (12, 12, 3), 4)
+    net = bs.Network.from_layer(
+        inp >> Convolution2D(8, (3, 3), padding=1, activation='rel')
+        >> Pooling2D((2, 2), stride=(2, 2)) >> FullyConnected(10) >> out
+    )
+    net.set_handler(handler)
+    net.initialize(bs.initializers.Gaussian(0.1), seed=3)
+    rnd = np.random.RandomState(4)
+    net.provide_external_data({
+        'default': rnd.randn(1, 16, 12, 12, 3).astype(handler.dtype),
+        'targets': rnd.randint(0, 4, (1, 16, 1)).astype(handler.dtype),
+    })
+    net.forward_pass(training_pass=True)
+    net.backward_pass()
+    return np.array(net.buffer.gradients, np.float64)
+
+
+want = gradients(NumpyHandler(np.float32))
+handler = OneDnnHandler(np.float32)
+main = gradients(handler)
+in_thread = []
+worker = threading.Thread(target=lambda: in_thread.append(gradients(handler)))
+worker.start()
+worker.join()
+print(json.dumps({
+    'threads': handler.threads,
+    'main': float(np.abs(main - want).max()),
+    'thread': float(np.abs(in_thread[0] - want).max()),
+}))
+"""
+
+
+@pytest.mark.parametrize(
+    'setting',
+    [
+        {'OMP_THREAD_LIMIT': '1'},
+        {'OMP_DYNAMIC': 'true'},
+        {'OMP_MAX_ACTIVE_LEVELS': '0'},
+        {'OMP_THREAD_LIMIT': '1', 'OMP_DYNAMIC': 'true', 'OMP_NUM_THREADS': '2'},
+    ],
+)
+def test_openmp_settings_that_allow_fewer_threads_do_not_hang_the_primitives(setting):
+    """OpenMP may give oneDNN's parallel regions fewer threads than its
+    kernels planned for (a thread limit, dynamic adjustment, no active
+    levels); a kernel that waits for all of them at a barrier waited for
+    ever (the first backward convolution hung). The handler makes each
+    thread that runs a primitive give oneDNN what it plans for."""
+    onednn_handler(np.float32)  # skips without oneDNN
+    result = run_fresh(STARVED, **setting)
+    assert result['main'] < 1e-4 and result['thread'] < 1e-4, result
+    if 'OMP_THREAD_LIMIT' in setting:
+        assert result['threads'] == 1

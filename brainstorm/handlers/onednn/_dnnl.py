@@ -189,15 +189,23 @@ class Library:
 
     @property
     def threads(self) -> int:
-        """OpenMP's thread count for oneDNN's primitives.
+        """OpenMP's thread count for oneDNN's primitives (in this thread).
 
         GNU OpenMP's ``omp_get_max_threads``: ``OMP_NUM_THREADS``, else the
-        cores available.
+        cores available, at most ``OMP_THREAD_LIMIT`` (see
+        :func:`ready_openmp`).
         """
+        ready_openmp()
         return int(_gomp().omp_get_max_threads())
 
     def call(self, name: str, *args) -> None:
-        """Call the C function ``name``; raise :class:`OneDnnError` on failure."""
+        """Call the C function ``name``; raise :class:`OneDnnError` on failure.
+
+        Primitives plan their threads when they are made, so the calling
+        thread's OpenMP settings are made ready first (:func:`ready_openmp`).
+        """
+        if not getattr(_openmp_ready, 'done', False):
+            ready_openmp()
         status = getattr(self.lib, name)(*args)
         if status != SUCCESS:
             raise OneDnnError(
@@ -389,6 +397,8 @@ class Primitive:
         ``scratchpad`` is the address of at least ``scratchpad_bytes``
         bytes.
         """
+        if not getattr(_openmp_ready, 'done', False):
+            ready_openmp()
         lib = self.lib.lib
         for memory, pointer in zip(self.memories, pointers):
             lib.dnnl_memory_set_data_handle(memory, pointer)
@@ -494,6 +504,38 @@ def _prepare_openmp() -> None:
 def _gomp() -> ctypes.CDLL:
     """GNU OpenMP's library, which oneDNN's (onednn-cpu-gomp) loads."""
     return ctypes.CDLL('libgomp.so.1')
+
+
+#: Per thread: whether :func:`ready_openmp` ran in it.
+_openmp_ready = threading.local()
+
+
+def ready_openmp() -> None:
+    """Let OpenMP give oneDNN every thread its kernels plan for (this thread).
+
+    oneDNN's kernels split their work into ``omp_get_max_threads()`` parts
+    and some wait at a barrier for all of them. OpenMP may start fewer
+    threads: with ``OMP_DYNAMIC=true`` (it may choose fewer), with
+    ``OMP_THREAD_LIMIT`` below the thread count, or with
+    ``OMP_MAX_ACTIVE_LEVELS=0`` (no parallel region at all). Such a kernel
+    (the first backward convolution, for one) then waits for ever. These
+    settings belong to each thread, so each thread that runs a primitive
+    sets them once, before its first: dynamic adjustment off, the thread
+    count at most the thread limit, one active level. Other OpenMP code
+    that the same thread runs sees the same settings.
+    """
+    _openmp_ready.done = True
+    try:
+        gomp = _gomp()
+    except OSError:  # a oneDNN built on another runtime (DNNLROOT)
+        return
+    if gomp.omp_get_dynamic():
+        gomp.omp_set_dynamic(0)
+    limit = gomp.omp_get_thread_limit()
+    if gomp.omp_get_max_threads() > limit >= 1:
+        gomp.omp_set_num_threads(limit)
+    if gomp.omp_get_max_active_levels() < 1:
+        gomp.omp_set_max_active_levels(1)
 
 
 def _pause_openmp() -> None:
