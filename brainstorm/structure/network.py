@@ -512,8 +512,12 @@ class Network(Seedable):
         Args:
             data: input name -> array in the network's layout ``(T, B,
                 *features)`` (``(B, *features)`` for batch-sized inputs).
-                Targets are not needed. Where the output needs only one
-                input, the array alone will do. Batch-first arrays
+                The targets are not needed for an output layer's
+                ``'predictions'``, but are for its ``'loss'`` and for
+                everything computed from it (the ``Loss`` layer). Where
+                the output needs only one input, the array alone will do.
+                An array-like such as an ``h5py.Dataset`` is read one
+                batch at a time. Batch-first arrays
                 ``(B, *features)`` for time-sized inputs are read as T = 1
                 (the rule: one dimension less than the input's shape),
                 and a time-sized output then comes back as ``(B, ...)``.

@@ -24,8 +24,13 @@ __all__ = [
 ]
 
 #: Inputs of layers with this name take targets: ``predict`` needs no data
-#: for what reaches the network only through them.
+#: for what reaches the network only through them into an output layer's
+#: :data:`PREDICTIONS_OUTPUT`.
 TARGET_INPUT = 'targets'
+
+#: The output of an output layer (SoftmaxCE, SigmoidCE, SquaredError) that
+#: does not depend on its targets; its other outputs (``loss``) do.
+PREDICTIONS_OUTPUT = 'predictions'
 
 
 class UnknownOutputError(NetworkValidationError, KeyError):
@@ -137,39 +142,50 @@ def check_parameters_set(network) -> None:
 
 
 def required_inputs(network, path: str) -> list[str]:
-    """The Input outputs that the layer of ``path`` depends on.
+    """The Input outputs that the buffer at ``path`` depends on.
 
-    Connections into an input named ``'targets'`` are not followed: they
-    feed losses, not predictions.
+    Every output of a layer depends on all its inputs, except an output
+    layer's ``'predictions'``, which does not depend on its ``'targets'``
+    input. So the targets are needed for a loss and for everything
+    computed from a loss, not for the predictions.
+
+    Args:
+        network: the network.
+        path: a buffer path such as ``'Output.outputs.loss'``.
+
+    Returns:
+        The names of the needed Input outputs, in the Input layer's order.
     """
+    parts = path.split('.')
     needed: set = set()
     seen: set = set()
-    todo = [path.split('.')[0]]
+    # (layer, the output of it that is followed; None for other buffers)
+    todo = [(parts[0], parts[2] if parts[1:2] == ['outputs'] else None)]
     while todo:
-        lname = todo.pop()
-        if lname in seen:
+        lname, oname = todo.pop()
+        if (lname, oname) in seen:
             continue
-        seen.add(lname)
+        seen.add((lname, oname))
+        if lname == 'Input':
+            needed.add(oname)
+            continue
         for connection in network.layers[lname].incoming:
-            if connection.input_name == TARGET_INPUT:
+            if connection.input_name == TARGET_INPUT and oname == PREDICTIONS_OUTPUT:
                 continue
-            if connection.start_layer == 'Input':
-                needed.add(connection.output_name)
-            else:
-                todo.append(connection.start_layer)
-    if path.split('.')[0] == 'Input':
-        needed.add(path.split('.')[-1])
+            todo.append((connection.start_layer, connection.output_name))
     return [name for name in network.layers['Input'].out_shapes if name in needed]
 
 
 def _as_data_dict(network, data, needed: list) -> dict:
     """``data`` as a dict of input names to arrays, checked."""
     inputs = network.layers['Input'].out_shapes
+    hint = _TARGETS_HINT if TARGET_INPUT in inputs else ''
     if not hasattr(data, 'items'):
         if len(needed) != 1:
-            raise NetworkValidationError(
+            error = MissingInputError if len(needed) > 1 else NetworkValidationError
+            raise error(
                 f'predict: give a dict of input names to arrays; this '
-                f'output needs the inputs {needed}. Received: '
+                f'output needs the inputs {needed}{hint}. Received: '
                 f'{type(data).__name__}'
             )
         data = {needed[0]: data}
@@ -183,10 +199,16 @@ def _as_data_dict(network, data, needed: list) -> dict:
     if missing:
         raise MissingInputError(
             f'predict: data for the inputs {missing} is missing; this '
-            f'output needs {needed} (targets are not needed). Received '
-            f'{list(data)}.'
+            f'output needs {needed}{hint}. Received {list(data)}.'
         )
     return dict(data)
+
+
+#: how to read which inputs an output needs
+_TARGETS_HINT = (
+    " (an output layer's 'predictions' need no targets; its 'loss' and "
+    'everything computed from it do)'
+)
 
 
 def _batch_first(inputs: dict, data: dict) -> bool:
@@ -216,14 +238,26 @@ def _batch_first(inputs: dict, data: dict) -> bool:
 
 
 def _checked_arrays(network, data: dict) -> tuple[dict, bool, int]:
-    """The arrays in ``(T, B, ...)`` layout, the layout given, and B."""
+    """The arrays in ``(T, B, ...)`` layout, the layout given, and B.
+
+    Array-likes that are read on slicing (an ``h5py.Dataset``) stay unread:
+    their shape and dtype are checked here, their values batch by batch.
+    """
     inputs = network.layers['Input'].out_shapes
     batch_first = _batch_first(inputs, data)
     arrays = {}
     for name, array in data.items():
+        add_time_axis = batch_first and inputs[name].buffer_type == 2
+        if _is_read_on_slicing(array):
+            array = _ReadOnSlicing(array, add_time_axis)
+            # a stand-in of its shape and dtype that holds no memory
+            stand_in = np.broadcast_to(np.zeros((), array.dtype), array.shape)
+            check_data(name, stand_in, inputs[name])
+            arrays[name] = array
+            continue
         if not isinstance(array, np.ndarray) and hasattr(array, '__array__'):
             array = np.asarray(array)
-        if batch_first and inputs[name].buffer_type == 2:
+        if add_time_axis:
             array = array[np.newaxis]
         arrays[name] = check_data(name, array, inputs[name])
     sizes = {
@@ -236,14 +270,65 @@ def _checked_arrays(network, data: dict) -> tuple[dict, bool, int]:
     return arrays, batch_first, next(iter(sizes.values()), 0)
 
 
+def _is_read_on_slicing(array) -> bool:
+    """Whether ``array`` is an array-like (no ndarray) to read by slices.
+
+    That is one with ``__array__``, ``__getitem__``, a ``shape`` and a
+    NumPy ``dtype``, as an ``h5py.Dataset``: reading it whole could take
+    more memory than ``batch_size`` allows. (A ``np.memmap`` is an ndarray
+    and is sliced without a copy anyway.)
+    """
+    if isinstance(array, np.ndarray) or not all(
+        hasattr(array, attribute)
+        for attribute in ('__array__', '__getitem__', 'shape', 'dtype')
+    ):
+        return False
+    try:
+        np.dtype(array.dtype)
+    except TypeError:
+        return False  # e.g. a tensor of another library: read it whole
+    return True
+
+
+class _ReadOnSlicing:
+    """Data read one batch at a time from an array-like such as an h5py.Dataset.
+
+    Args:
+        source: the array-like.
+        add_time_axis: the source is batch-first ``(B, ...)``, read as
+            ``(1, B, ...)``.
+    """
+
+    def __init__(self, source, add_time_axis: bool):
+        self.source = source
+        self.add_time_axis = add_time_axis
+        shape = tuple(int(n) for n in source.shape)
+        self.shape = (1,) + shape if add_time_axis else shape
+        self.dtype = np.dtype(source.dtype)
+
+    def read(self, buffer_type: int, start: int, stop: int) -> np.ndarray:
+        """Samples ``start:stop``, read into memory."""
+        if buffer_type == 2 and not self.add_time_axis:
+            return np.asarray(self.source[:, start:stop])
+        batch = np.asarray(self.source[start:stop])
+        return batch[np.newaxis] if self.add_time_axis else batch
+
+
 def _batch_slices(arrays: dict, inputs: dict, batch_size: int, total: int):
     """Yield the data of consecutive batches of ``batch_size`` samples."""
     for start in range(0, total, batch_size):
         stop = min(start + batch_size, total)
         yield {
-            name: a[start:stop] if inputs[name].buffer_type == 1 else a[:, start:stop]
+            name: _batch_of(a, inputs[name].buffer_type, start, stop)
             for name, a in arrays.items()
         }
+
+
+def _batch_of(array, buffer_type: int, start: int, stop: int):
+    """Samples ``start:stop`` of one input's data."""
+    if isinstance(array, _ReadOnSlicing):
+        return array.read(buffer_type, start, stop)
+    return array[start:stop] if buffer_type == 1 else array[:, start:stop]
 
 
 def _join(results: list, buffer_type: int) -> np.ndarray:

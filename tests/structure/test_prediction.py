@@ -139,6 +139,69 @@ def test_targets_are_not_needed_but_other_inputs_are():
     np.testing.assert_array_equal(with_targets, net.predict(x, out_name=PREDICTIONS))
 
 
+TASK_TARGETS = {
+    'classification': lambda rng, T, B: rng.integers(0, 3, (T, B, 1)),
+    'multi-label': lambda rng, T, B: rng.integers(0, 2, (T, B, 3)),
+    'regression': lambda rng, T, B: rng.normal(size=(T, B, 3)),
+}
+
+
+def task_net(task):
+    inp, out = bs.tools.get_in_out_layers(task, 4, 3)
+    net = bs.Network.from_layer(inp >> bs.layers.FullyConnected(5, name='Hid') >> out)
+    net.set_handler(NumpyHandler(np.float64))
+    net.initialize(bs.initializers.Gaussian(0.5), seed=1)
+    return net
+
+
+@pytest.mark.parametrize('task', sorted(TASK_TARGETS))
+@pytest.mark.parametrize(
+    'out_name, path',
+    [
+        ('Output.outputs.loss', 'Output.outputs.loss'),
+        ('Loss', 'Loss.outputs.loss'),
+        ('Loss.outputs.loss', 'Loss.outputs.loss'),
+    ],
+)
+def test_losses_need_the_targets(task, out_name, path):
+    net = task_net(task)
+    x = samples(2, 5)
+    with pytest.raises(MissingInputError, match=r"inputs \['targets'\] is missing"):
+        net.predict({'default': x}, out_name=out_name)
+    with pytest.raises(MissingInputError, match=r"\['default', 'targets'\]"):
+        net.predict(x, out_name=out_name)  # one array cannot be both
+    t = TASK_TARGETS[task](np.random.default_rng(2), 2, 5)
+    got = net.predict({'default': x, 'targets': t}, out_name=out_name)
+    net.provide_external_data({'default': x, 'targets': t})
+    net.forward_pass(training_pass=False)
+    np.testing.assert_array_equal(got, net.get(path))
+    # the predictions still need no targets
+    np.testing.assert_array_equal(
+        net.predict(x, out_name=PREDICTIONS), net.get(PREDICTIONS)
+    )
+
+
+def test_only_what_follows_from_the_predictions_needs_no_targets():
+    inp = bs.layers.Input({'default': ('T', 'B', 4), 'targets': ('T', 'B', 4)})
+    out = bs.layers.SquaredError(name='Out')
+    inp - 'targets' >> 'targets' - out
+    inp >> out
+    out - 'loss' >> bs.layers.FullyConnected(2, name='AfterLoss')
+    out - 'predictions' >> bs.layers.FullyConnected(2, name='AfterPredictions')
+    net = bs.Network.from_layer(out)
+    net.set_handler(NumpyHandler(np.float64))
+    net.initialize(bs.initializers.Gaussian(0.5), seed=1)
+    x = samples(1, 3)
+    assert net.predict(x, out_name='AfterPredictions').shape == (1, 3, 2)
+    with pytest.raises(MissingInputError, match=r"\['targets'\]"):
+        net.predict({'default': x}, out_name='AfterLoss')
+    t = np.ones((1, 3, 4))
+    got = net.predict({'default': x, 'targets': t}, out_name='AfterLoss')
+    net.provide_external_data({'default': x, 'targets': t})
+    net.forward_pass(training_pass=False)
+    np.testing.assert_array_equal(got, net.get('AfterLoss.outputs.default'))
+
+
 @pytest.mark.parametrize('batch_size', [0, -1, 1.5, True, '2'])
 def test_bad_batch_size(batch_size):
     with pytest.raises(NetworkValidationError, match='batch_size'):
@@ -153,6 +216,84 @@ def test_no_samples_and_non_finite_data_are_refused():
     x[0, 1, 2] = np.nan
     with pytest.raises(NetworkValidationError, match='NaN'):
         net.predict(x, out_name=PREDICTIONS)
+
+
+class SlicedOnly:
+    """Array-like data (as an h5py.Dataset) that records the slices read
+    from it and fails if it is read whole."""
+
+    def __init__(self, array):
+        self._array = array
+        self.shape = array.shape
+        self.dtype = array.dtype
+        self.ndim = array.ndim
+        self.reads = []
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __getitem__(self, key):
+        self.reads.append(key)
+        return self._array[key].copy()
+
+    def __array__(self, dtype=None, copy=None):
+        raise AssertionError('predict read the whole dataset')
+
+
+def _samples_read(reads, axis):
+    """The number of samples of each read: a slice along the batch axis."""
+    counts = []
+    for key in reads:
+        key = key if isinstance(key, tuple) else (key,)
+        assert all(k == slice(None) for k in key[:axis]), key
+        counts.append(len(range(*key[axis].indices(10**9))))
+    return counts
+
+
+@pytest.mark.parametrize('batch_first', [False, True], ids=['TBF', 'BF'])
+def test_array_like_data_is_read_one_batch_at_a_time(batch_first):
+    net = mlp()
+    x = samples(1, 11) if batch_first else samples(3, 11)
+    if batch_first:
+        x = x[0]
+    on_disk = SlicedOnly(x)
+    got = net.predict(on_disk, batch_size=4, out_name=PREDICTIONS)
+    np.testing.assert_array_equal(got, net.predict(x, out_name=PREDICTIONS))
+    assert _samples_read(on_disk.reads, 0 if batch_first else 1) == [4, 4, 3]
+
+
+def test_an_hdf5_dataset_is_read_one_batch_at_a_time(tmp_path):
+    h5py = pytest.importorskip('h5py')
+    net = mlp()
+    x = samples(2, 9)
+    with h5py.File(tmp_path / 'data.h5', 'w') as f:
+        f['x'] = x
+        f['text'] = np.array([b'a'] * 9 * 4).reshape(1, 9, 4)
+    with h5py.File(tmp_path / 'data.h5', 'r') as f:
+        on_disk = SlicedOnly(f['x'])  # records the reads of the real dataset
+        got = net.predict(on_disk, batch_size=2, out_name=PREDICTIONS)
+        assert _samples_read(on_disk.reads, 1) == [2, 2, 2, 2, 1]
+        np.testing.assert_array_equal(got, net.predict(x, out_name=PREDICTIONS))
+        np.testing.assert_array_equal(
+            net.predict(f['x'], batch_size=2, out_name=PREDICTIONS), got
+        )
+        # shape and dtype are checked before anything is read
+        text = SlicedOnly(f['text'])
+        with pytest.raises(NetworkValidationError, match='numeric'):
+            net.predict(text, batch_size=2, out_name=PREDICTIONS)
+        assert text.reads == []
+
+
+def test_array_like_data_is_checked_as_arrays_are():
+    net = mlp()
+    wrong = SlicedOnly(samples(1, 5)[..., :3])
+    with pytest.raises(NetworkValidationError, match='feature shape'):
+        net.predict(wrong, batch_size=2, out_name=PREDICTIONS)
+    assert wrong.reads == []
+    x = samples(1, 5)
+    x[0, 3, 1] = np.inf  # in the second batch: found when it is read
+    with pytest.raises(NetworkValidationError, match='infinite'):
+        net.predict(SlicedOnly(x), batch_size=2, out_name=PREDICTIONS)
 
 
 def test_predict_on_the_debug_handler():
