@@ -577,3 +577,40 @@ def test_public_names_are_exported_and_documented():
         if callable(obj):
             assert obj.__doc__ and 'Args:' in obj.__doc__ or name == 'Dataset'
     assert 'brainstorm.datasets' in (ROOT / 'docs' / 'api.rst').read_text()
+
+
+def write_damaged_mnist(folder: pathlib.Path) -> pathlib.Path:
+    """MNIST.hdf5 whose 'normalized_split/training/default' has a damaged chunk."""
+    path = folder / 'MNIST.hdf5'
+    rng = np.random.default_rng(3)
+    with h5py.File(path, 'w') as f:
+        for part in ('training', 'validation'):
+            group = f.create_group(f'normalized_split/{part}')
+            group.create_dataset(
+                'default',
+                data=rng.random((1, 40, 28, 28, 1), np.float32),
+                chunks=(1, 10, 28, 28, 1),
+                compression='gzip',
+            )
+            group['targets'] = rng.integers(0, 10, (1, 40, 1)).astype(np.uint8)
+        chunk = f['normalized_split/training/default'].id.get_chunk_info(2)
+    blob = bytearray(path.read_bytes())
+    for i in range(chunk.byte_offset + 10, chunk.byte_offset + 60):
+        blob[i] ^= 0xFF
+    path.write_bytes(bytes(blob))
+    return path
+
+
+@pytest.mark.parametrize('read', ['read_split', 'load_mnist'])
+def test_a_damaged_chunk_names_the_file_and_the_dataset(tmp_path, read):
+    path = write_damaged_mnist(tmp_path)
+    with pytest.raises(DatasetValidationError) as error:
+        if read == 'read_split':
+            datasets.read_split(path, 'normalized_split/training')
+        else:
+            datasets.load_mnist(tmp_path)
+    message = str(error.value)
+    assert f"Data file '{path}'" in message
+    assert "dataset 'normalized_split/training/default'" in message
+    assert 'filter returned failure' in message  # what h5py said
+    assert isinstance(error.value.__cause__, OSError)

@@ -134,6 +134,33 @@ def _check_finite_batch(
     )
 
 
+def _check_shapes_unchanged(owner: str, data: dict, data_shapes: dict) -> None:
+    """Refuse data whose shape changed since the iterator was built.
+
+    A resizable ``h5py.Dataset`` can grow or shrink under the iterator,
+    whose number of batches and samples were fixed from its shape: the
+    passes would then yield empty or partial batches, or fail on an index.
+    Checked at the start of every pass.
+    """
+    for name, array in data.items():
+        recorded, now = tuple(data_shapes[name]), tuple(array.shape)
+        if now != recorded:
+            raise IteratorValidationError(
+                f"{owner}: data '{name}' had shape {recorded} when the "
+                f'iterator was built and now has shape {now} (was its file '
+                'resized?). Build a new iterator over the data as it is now.'
+            )
+
+
+def _describe_source(array) -> str:
+    """The data behind ``array`` for a message: an h5py dataset and its file."""
+    file = getattr(array, 'file', None)
+    if isinstance(getattr(array, 'name', None), str) and file is not None:
+        return f"the dataset '{array.name}' of the file '{file.filename}'"
+    filename = getattr(array, 'filename', None)  # a np.memmap
+    return f"the file '{filename}'" if filename else type(array).__name__
+
+
 def _read(array, time_cut: slice, samples) -> np.ndarray:
     """Read time steps ``time_cut`` of samples ``samples`` of ``array``.
 

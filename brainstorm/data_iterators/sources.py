@@ -29,6 +29,8 @@ from brainstorm.data_iterators.base import (
     _check_finite_batch,
     _check_finite_data,
     _check_named_data,
+    _check_shapes_unchanged,
+    _describe_source,
     _mask_lengths,
     _part_bounds,
     _read,
@@ -54,7 +56,13 @@ def _checked_batch(
     """
     batch = {}
     for name, array in data.items():
-        block = _read(array, time_cut, samples)
+        try:
+            block = _read(array, time_cut, samples)
+        except OSError as error:
+            raise IteratorValidationError(
+                f"{owner}: data '{name}' could not be read from "
+                f'{_describe_source(array)}: {error}'
+            ) from error
         if check_finite and reads_on_demand(array):
             _check_finite_batch(owner, name, block, samples)
         batch[name] = _read_only(np.asarray(block))
@@ -99,6 +107,7 @@ class Undivided(DataIterator):
         return self._part(handler, 0, 1)
 
     def _part(self, handler, rank: int, size: int):
+        _check_shapes_unchanged('Undivided', self.data, self.data_shapes)
         start, stop = _part_bounds(self.total_size, rank, size)
         yield _checked_batch(
             'Undivided', self.data, self.check_finite, slice(None), slice(start, stop)
@@ -241,6 +250,7 @@ class Minibatches(DataIterator):
             yield slice(start, min(start + size, self.sample_size))
 
     def _part(self, handler, rank: int, size: int):
+        _check_shapes_unchanged('Minibatches', self.data, self.data_shapes)
         for samples in self._batch_samples():
             # the time cut of the whole batch, whichever part is read
             if self.seq_lens is None:

@@ -72,9 +72,28 @@ def read_split(
                 f"{where}: expected the datasets 'default' and 'targets'. "
                 f'Received: {found}'
             )
-        inputs, targets = node['default'][()], node['targets'][()]
+        inputs = _read(filename, node['default'])
+        targets = _read(filename, node['targets'])
     _check_split(where, inputs, targets)
     return inputs, targets
+
+
+def _read(filename: str, dataset: h5py.Dataset) -> np.ndarray:
+    """All of ``dataset``, or an error naming the file and the dataset.
+
+    Raises:
+        DatasetValidationError: h5py cannot read it (e.g. a damaged
+            compressed chunk), chained from h5py's OSError.
+    """
+    try:
+        return dataset[()]
+    except OSError as error:
+        raise DatasetValidationError(
+            f"Data file '{filename}', dataset '{dataset.name.lstrip('/')}': "
+            f'expected readable data {dataset.dtype} {dataset.shape}. '
+            f'Received: h5py error {error} (the file is damaged or the '
+            'disk could not be read; write the file again)'
+        ) from error
 
 
 def _check_split(where: str, inputs: np.ndarray, targets: np.ndarray) -> None:

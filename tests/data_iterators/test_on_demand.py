@@ -194,3 +194,79 @@ def test_a_dataset_of_strings_is_refused_naming_it(tmp_path):
         ),
     ):
         Undivided(x=f['x'])
+
+
+def resizable_file(tmp_path, b=20):
+    """Datasets 'x' and 'y' of b samples that may grow and shrink."""
+    f = h5py.File(tmp_path / 'resizable.h5', 'w')
+    f.create_dataset('x', data=samples(1, b, 4), maxshape=(1, None, 4))
+    f.create_dataset('y', data=np.zeros((1, b, 1), np.int64), maxshape=(1, None, 1))
+    return f
+
+
+@pytest.mark.parametrize('shuffle', SHUFFLES)
+@pytest.mark.parametrize('new_size', [14, 26])
+def test_data_resized_under_minibatches_is_refused_at_the_next_pass(
+    tmp_path, shuffle, new_size
+):
+    f = resizable_file(tmp_path)
+    it = Minibatches(6, shuffle=shuffle, x=f['x'], y=f['y'])
+    assert sum(batch['x'].shape[1] for batch in it()) == 20
+    f['x'].resize((1, new_size, 4))
+    with pytest.raises(IteratorValidationError) as error:
+        list(it())
+    message = str(error.value)
+    assert "Minibatches: data 'x'" in message
+    assert '(1, 20, 4)' in message and f'(1, {new_size}, 4)' in message
+    f.close()
+
+
+def test_data_resized_under_undivided_or_a_shard_is_refused(tmp_path):
+    f = resizable_file(tmp_path)
+    whole = Undivided(x=f['x'], y=f['y'])
+    shard = Shard(Minibatches(6, shuffle=False, x=f['x'], y=f['y']), 0, 2)
+    f['y'].resize((1, 14, 1))
+    for it, owner in [(whole, 'Undivided'), (shard, 'Minibatches')]:
+        with pytest.raises(IteratorValidationError, match=f"{owner}: data 'y'"):
+            list(it())
+    f.close()
+
+
+def test_training_on_data_that_shrank_stops_with_the_error(tmp_path):
+    f = resizable_file(tmp_path)
+    it = Minibatches(6, shuffle=False, default=f['x'], targets=f['y'])
+    f['x'].resize((1, 14, 4))
+    f['y'].resize((1, 14, 1))
+    inp, out = bs.tools.get_in_out_layers('classification', 4, 3)
+    net = bs.Network.from_layer(inp >> out)
+    net.initialize(bs.initializers.Gaussian(0.1), seed=1)
+    trainer = bs.Trainer(bs.training.SgdStepper(0.1), verbose=False)
+    trainer.add_hook(bs.hooks.StopAfterEpoch(1))
+    with pytest.raises(IteratorValidationError, match='now has shape'):
+        trainer.train(net, it)
+    assert trainer.current_update_nr == 0
+    f.close()
+
+
+def test_a_damaged_chunk_names_the_file_and_the_dataset(tmp_path):
+    path = tmp_path / 'damaged.h5'
+    with h5py.File(path, 'w') as f:
+        f.create_dataset(
+            'x',
+            data=samples(1, 40, 8).astype(np.float32),
+            chunks=(1, 10, 8),
+            compression='gzip',
+        )
+        offset = f['x'].id.get_chunk_info(2).byte_offset
+    blob = bytearray(path.read_bytes())
+    for i in range(offset + 10, offset + 60):
+        blob[i] ^= 0xFF
+    path.write_bytes(bytes(blob))
+    with h5py.File(path, 'r') as f:
+        it = Minibatches(10, shuffle=False, x=f['x'])
+        with pytest.raises(IteratorValidationError) as error:
+            list(it())
+    message = str(error.value)
+    assert "Minibatches: data 'x'" in message
+    assert f"dataset '/x' of the file '{path}'" in message
+    assert isinstance(error.value.__cause__, OSError)
