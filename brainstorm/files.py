@@ -41,13 +41,65 @@ __all__ = [
 ]
 
 
+_UMASK_LOCK = threading.Lock()
+
+
 def _current_umask() -> int:
+    """The process's umask, read without changing it where Linux tells it.
+
+    ``os.umask`` can only be read by setting it, and another thread reading
+    or creating a file meanwhile sees the value set; Linux (4.7 on) shows
+    the umask in ``/proc/self/status``. Elsewhere it is set and set back,
+    under a lock, so brainstorm's own threads at least never leave it
+    changed.
+    """
     import os
 
-    # os.umask can only be read by setting it; set it straight back
-    mask = os.umask(0o022)
-    os.umask(mask)
+    try:
+        with open('/proc/self/status', encoding='ascii') as status:
+            for line in status:
+                if line.startswith('Umask:'):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _UMASK_LOCK:
+        mask = os.umask(0o022)
+        os.umask(mask)
     return mask
+
+
+def _check_regular(filename: str, target: str) -> None:
+    """Refuse a ``target`` that exists and is no regular file.
+
+    Files are replaced by renaming a finished temporary file over them,
+    which would replace a FIFO, a socket or a device (``/dev/null``, as
+    root) with a regular file; a folder gets the operating system's own
+    error.
+    """
+    import os
+    import stat
+
+    try:
+        mode = os.stat(target).st_mode
+    except OSError:
+        return  # no such file (yet): the write makes it, or reports why
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return
+    kinds = (
+        (stat.S_ISFIFO, 'a FIFO (named pipe)'),
+        (stat.S_ISCHR, 'a character device'),
+        (stat.S_ISBLK, 'a block device'),
+        (stat.S_ISSOCK, 'a socket'),
+    )
+    kind = next((name for test, name in kinds if test(mode)), 'a special file')
+    raise FileWriteError(
+        None,
+        f"Cannot write '{filename}': it is {kind}, not a regular file. "
+        'brainstorm writes a file whole under a temporary name and renames '
+        'it over the old one, which would replace the node itself; give '
+        'the name of a regular file. Nothing was written.',
+        filename,
+    )
 
 
 #: The temporary files this process is writing now (full paths). A thread's
@@ -167,6 +219,8 @@ def write_atomically(filename, write) -> None:
     A new file gets the permissions of the umask (``0o666 & ~umask``, like
     ``open``); a replaced file keeps its permissions. If ``filename`` is a
     symbolic link, the link is kept and the file it points to is replaced.
+    A FIFO, socket or device is refused (renaming over it would replace
+    it).
 
     Args:
         filename: the file, a str or ``os.PathLike``.
@@ -175,7 +229,8 @@ def write_atomically(filename, write) -> None:
 
     Raises:
         FileWriteError: if the operating system refuses a step (a full
-            disk, a file-size limit, no permission, ...), naming the file.
+            disk, a file-size limit, no permission, ...), or ``filename``
+            is no regular file, naming the file.
             Errors of ``write`` other than ``OSError`` and ``RuntimeError``
             (HDF5's) are raised as they are.
     """
@@ -186,6 +241,7 @@ def write_atomically(filename, write) -> None:
     # follow a symlink: replacing the link itself would turn it into a
     # regular file and leave its target stale
     target = os.path.realpath(filename)
+    _check_regular(filename, target)
     directory, base = os.path.split(target)
     prefix = f'.{base[:180]}.brainstorm-'
     _remove_stale_temporaries(directory, prefix)

@@ -481,3 +481,68 @@ def test_a_hidden_checkpoint_folder_deeper_than_the_working_folder(
     check_restored_path('hook', 'a/.runs/logs.csv', [str(deep)])
     with pytest.raises(bs.utils.TrainingValidationError, match='hidden'):
         check_restored_path('hook', 'a/.runs/logs.csv', [])
+
+
+def small_network():
+    inp, out = bs.tools.get_in_out_layers('classification', 3, 2)
+    net = bs.Network.from_layer(inp >> bs.layers.FullyConnected(4) >> out)
+    net.initialize(bs.initializers.Gaussian(0.1), seed=1)
+    return net
+
+
+@pytest.mark.parametrize('kind', ['fifo', 'link to a fifo'])
+def test_a_target_that_is_no_regular_file_is_refused_and_kept(kind, tmp_path):
+    """Files are replaced by renaming a finished temporary file over them;
+    over a FIFO or a device (as root: /dev/null) that rename replaced the
+    node with a regular file. Such a target is refused, naming it."""
+    fifo = tmp_path / 'pipe'
+    os.mkfifo(fifo)
+    target = fifo
+    if kind == 'link to a fifo':
+        target = tmp_path / 'link'
+        target.symlink_to(fifo)
+    with pytest.raises(FileWriteError, match='not a regular file') as info:
+        small_network().save_as_hdf5(target)
+    assert str(target) in str(info.value) and 'FIFO' in str(info.value)
+    assert os.path.exists(fifo) and not os.path.isfile(fifo)
+    assert sorted(os.listdir(tmp_path)) == sorted({'pipe', target.name})
+
+
+def test_a_character_device_is_refused_before_anything_is_written(tmp_path):
+    # /dev/null itself: refused before a temporary file is made next to it
+    # (so this test writes nothing to /dev)
+    before = set(os.listdir('/dev'))
+    with pytest.raises(FileWriteError, match='character device'):
+        write_atomically('/dev/null', lambda tmp: pytest.fail('was written'))
+    assert set(os.listdir('/dev')) == before
+    assert not os.path.isfile('/dev/null')
+
+
+def test_reading_the_umask_leaves_it_alone_in_other_threads(tmp_path):
+    """The umask of a new file was read by setting the process's umask and
+    setting it back: a thread reading it meanwhile saw the temporary value,
+    and two threads could leave it changed for good."""
+    from brainstorm import files
+
+    old, interval = os.umask(0o077), sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns between any two calls
+    try:
+        seen, stop = set(), threading.Event()
+
+        def read():
+            while not stop.is_set():
+                seen.add(files._current_umask())
+
+        workers = [threading.Thread(target=read) for _ in range(3)]
+        for worker in workers:
+            worker.start()
+        for _ in range(2000):
+            seen.add(files._current_umask())
+        stop.set()
+        for worker in workers:
+            worker.join()
+        assert seen == {0o077}
+        assert os.umask(0o077) == 0o077  # left as it was
+    finally:
+        os.umask(old)
+        sys.setswitchinterval(interval)
