@@ -273,3 +273,111 @@ def test_fresh_process_without_tensorboardx_says_how_to_install(tmp_path):
     assert lines[1] == 'False'
     assert "Install it with pip install 'brainstorm-nn[tensorboard]'" in lines[2]
     assert not (tmp_path / 'run').exists()
+
+
+# A run whose event file hits a file-size limit (RLIMIT_FSIZE with SIGXFSZ
+# ignored, so a write fails with EFBIG, as on a full disk). It prints what
+# train raised as JSON on its last line.
+FILE_SIZE_LIMIT = textwrap.dedent(
+    """
+    import json, resource, signal, sys
+    import brainstorm as bs
+    from brainstorm.data_iterators import Undivided
+    from tests.training.nets import xor_data, xor_net
+
+    log_dir, limit = sys.argv[1], int(sys.argv[2])
+    trainer = bs.Trainer(bs.training.SgdStepper(0.5), verbose=False)
+    trainer.add_hook(bs.hooks.MonitorLoss('valid', name='validation'))
+    trainer.add_hook(bs.hooks.SaveLogsTensorBoard(log_dir, histograms=True, name='tb'))
+    trainer.add_hook(bs.hooks.StopAfterEpoch(5000))
+    import tensorboardX  # imported before the limit, like a running program
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+    result = {'error': None}
+    try:
+        trainer.train(xor_net(), Undivided(**xor_data()), valid=Undivided(**xor_data()))
+    except Exception as err:
+        result = {
+            'error': type(err).__name__,
+            'is_os_error': isinstance(err, OSError),
+            'message': str(err),
+            'errno': getattr(err, 'errno', None),
+            'filename': getattr(err, 'filename', None),
+            'notes': getattr(err, '__notes__', []),
+        }
+    result['epoch'] = trainer.current_epoch_nr
+    print(json.dumps(result))
+    """
+)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not sys.platform.startswith('linux'), reason='RLIMIT_FSIZE semantics (Linux)'
+)
+@pytest.mark.parametrize(
+    'limit, first_call',
+    [(20000, True), (200000, False)],  # an epoch of histograms is ~38 kB
+    ids=['at the first call', 'after some epochs'],
+)
+def test_a_file_size_limit_ends_training_with_an_error_not_a_hang(
+    tmp_path, limit, first_call
+):
+    """The event file cannot grow: training ends with FileWriteError naming
+    the folder and the system's error, with a note naming the hook, instead
+    of waiting for ever on a writer thread that died; the process exits."""
+    import errno
+    import json
+
+    log_dir = tmp_path / 'runs' / 'first'
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        done = subprocess.run(
+            [sys.executable, '-c', FILE_SIZE_LIMIT, str(log_dir), str(limit)],
+            capture_output=True,
+            text=True,
+            timeout=90,
+            cwd=root,
+        )
+    except subprocess.TimeoutExpired as err:
+        pytest.fail(f'training under a file-size limit hung for {err.timeout} s')
+    assert done.returncode == 0, (done.returncode, done.stdout, done.stderr[-3000:])
+    assert 'Exception in thread' not in done.stderr, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result['error'] == 'FileWriteError', result
+    assert result['is_os_error'], result
+    assert result['errno'] == errno.EFBIG, result
+    assert str(log_dir) in result['message'], result
+    assert os.strerror(errno.EFBIG) in result['message'], result
+    assert os.path.dirname(result['filename']) == str(log_dir), result
+    assert (result['epoch'] == 0) if first_call else (0 < result['epoch'] < 50), result
+    notes = result['notes']
+    assert any(
+        "Raised in hook 'tb' (SaveLogsTensorBoard) during its epoch call" in note
+        for note in notes
+    ), notes
+    # ending the hook after the failed write raises nothing more
+    assert not any('also failed to end' in note for note in notes), notes
+    # what was written before the limit reads back, from step 0 on
+    scalars, _ = read_events(log_dir)
+    steps = [s for s, _ in scalars.get('validation/total_loss', [])]
+    assert steps == list(range(len(steps))), steps
+    assert first_call or len(steps) >= 2, steps
+
+
+def test_a_tensorboardx_without_a_part_it_writes_with_is_named(tmp_path, monkeypatch):
+    """The hook writes with tensorboardX's RecordWriter and summary
+    functions: a version without one is refused at the start, by name."""
+    import tensorboardX
+
+    monkeypatch.delattr(tensorboardX, 'RecordWriter')
+    log_dir = tmp_path / 'run'
+    trainer = _trainer(SaveLogsTensorBoard(log_dir, name='tb'), epochs=1)
+    with pytest.raises(ImportError) as info:
+        _train(trainer)
+    message = str(info.value)
+    assert message.startswith("SaveLogsTensorBoard 'tb': writes with tensorboardX's")
+    assert 'RecordWriter' in message and tensorboardX.__version__ in message
+    assert "pip install 'brainstorm-nn[tensorboard]'" in message
+    assert trainer.current_epoch_nr == 0
+    assert not log_dir.exists()

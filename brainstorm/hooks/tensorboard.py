@@ -1,20 +1,27 @@
 """A hook that writes the logs in TensorBoard's event format.
 
-The event files are written by tensorboardX, an optional extra:
+The events are made and framed by tensorboardX, an optional extra:
 ``pip install 'brainstorm-nn[tensorboard]'``. Only rank 0 of a
 data-parallel run writes.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
+import socket
+import time
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 
 import brainstorm.optional as optional
+from brainstorm.__about__ import install_hint
 from brainstorm.arguments import Arg, Bool, FileName, Optional
+from brainstorm.errors import FileWriteError
 from brainstorm.hooks.base import _NAMES, Hook, _is_number, _leaf_paths, _names_list
 from brainstorm.training.utils import log_counters
 
@@ -27,6 +34,170 @@ _WRITER_NUMBERS = itertools.count(1)
 def _tag(log_name: str) -> str:
     """TensorBoard groups tags by the part before ``/``: a log's path."""
     return log_name.replace('.', '/')
+
+
+class _TensorBoardX(NamedTuple):
+    """The parts of tensorboardX the hook writes with."""
+
+    RecordWriter: Any
+    Event: Any
+    SessionLog: Any
+    scalar: Callable
+    histogram: Callable
+
+
+def _tensorboardx(owner: str) -> _TensorBoardX:
+    """Import the parts of tensorboardX the hook writes with.
+
+    Raises:
+        ImportError: if tensorboardX is missing, or lacks one of the parts,
+            naming it and the command that installs a version that has it.
+    """
+    module = optional.import_optional('tensorboardX', owner)
+    try:
+        from tensorboardX import RecordWriter
+        from tensorboardX.proto.event_pb2 import Event, SessionLog
+        from tensorboardX.summary import histogram, scalar
+    except ImportError as err:
+        version = getattr(module, '__version__', '(unknown version)')
+        raise ImportError(
+            f"{owner}: writes with tensorboardX's RecordWriter, "
+            'summary.scalar, summary.histogram and proto.event_pb2 (Event, '
+            f'SessionLog), but tensorboardX {version} lacks one of them '
+            f'({err}). Install a version that has them: '
+            f'{install_hint("tensorboard")}'
+        ) from err
+    return _TensorBoardX(RecordWriter, Event, SessionLog, scalar, histogram)
+
+
+@functools.cache
+def _default_bins() -> list[float]:
+    """The histogram bins of tensorboardX's SummaryWriter ('tensorflow').
+
+    0, and +-1e-12 growing by 10 % up to 1e20.
+    """
+    buckets = []
+    value = 1e-12
+    while value < 1e20:
+        buckets.append(value)
+        value *= 1.1
+    return [-v for v in reversed(buckets)] + [0.0] + buckets
+
+
+class _EventFile:
+    """One event file, written in the calling thread.
+
+    tensorboardX's SummaryWriter writes from a worker thread: when a write
+    fails there (a full disk), the thread dies and the next ``add_*`` call
+    waits for ever on its full queue (and so does closing it at exit).
+    Here each event is written by the caller, so a failure is raised where
+    it happens, as :class:`~brainstorm.errors.FileWriteError`; the file is
+    then closed (``closed`` is True) and writes nothing more.
+    """
+
+    def __init__(
+        self,
+        owner: str,
+        log_dir: str,
+        suffix: str,
+        purge_step: int | None,
+        parts: _TensorBoardX,
+    ):
+        self._owner = owner
+        self._parts = parts
+        self.log_dir = log_dir
+        # the name tensorboardX gives its files ('tfevents' marks them)
+        name = (
+            f'events.out.tfevents.{str(time.time())[:10]}.'
+            f'{socket.gethostname()}{suffix}'
+        )
+        self.path = os.path.join(log_dir, name)
+        self._records = None
+        self.closed = False
+        self._guarded(lambda: os.makedirs(log_dir, exist_ok=True), log_dir)
+        self._records = self._guarded(lambda: parts.RecordWriter(self.path))
+        self._write(parts.Event(wall_time=time.time(), file_version='brain.Event:2'))
+        if purge_step is not None:
+            # as SummaryWriter(purge_step=...): TensorBoard drops the events
+            # at this step and later that an earlier file of the folder holds
+            self._write(parts.Event(step=purge_step, file_version='brain.Event:2'))
+            self._write(
+                parts.Event(
+                    step=purge_step,
+                    session_log=parts.SessionLog(status=parts.SessionLog.START),
+                )
+            )
+
+    def add_scalar(self, tag: str, value: float, step: int) -> None:
+        self._add(self._parts.scalar(tag, value), step)
+
+    def add_histogram(self, tag: str, values: np.ndarray, step: int) -> None:
+        self._add(self._parts.histogram(tag, values, _default_bins()), step)
+
+    def flush(self) -> None:
+        """Write the buffered events to the disk (``fsync``)."""
+        self._guarded(lambda: self._open_records().flush())
+
+    def close(self) -> None:
+        """Flush and close the file (nothing happens if it was closed)."""
+        if self.closed:
+            return
+        try:
+            self.flush()
+        finally:
+            self._abandon()
+
+    def _add(self, summary, step: int) -> None:
+        event = self._parts.Event(wall_time=time.time(), step=int(step))
+        event.summary.CopyFrom(summary)
+        self._write(event)
+
+    def _write(self, event) -> None:
+        data = event.SerializeToString()
+        self._guarded(lambda: self._open_records().write(data))
+
+    def _open_records(self):
+        if self.closed or self._records is None:
+            raise ValueError(
+                f"{self._owner}: the event file '{self.path}' is closed "
+                '(after a failed write, or at the end of training).'
+            )
+        return self._records
+
+    def _guarded(self, step: Callable, filename: str | None = None):
+        """Run ``step``; on an OSError close the file and raise FileWriteError."""
+        try:
+            return step()
+        except OSError as err:
+            self._abandon()
+            raise self._write_error(err, filename or self.path) from err
+
+    def _abandon(self) -> None:
+        """Close the file, ignoring errors (its buffer may not fit either)."""
+        records, self._records = self._records, None
+        self.closed = True
+        if records is not None:
+            try:
+                records.close()
+            except OSError:
+                pass
+
+    def _write_error(self, err: OSError, filename: str) -> FileWriteError:
+        reason = err.strerror or str(err)
+        what = (
+            f"create the log folder '{filename}'"
+            if filename == self.log_dir
+            else f"write the event file '{filename}' in the log folder '{self.log_dir}'"
+        )
+        error = FileWriteError(
+            err.errno,
+            f'{self._owner}: cannot {what}: {reason} ({type(err).__name__}, '
+            f'errno {err.errno}). The events written before stay in the '
+            'folder; this file is closed, and the next call of the hook '
+            'starts a new one.',
+        )
+        error.filename = filename
+        return error
 
 
 class SaveLogsTensorBoard(Hook):
@@ -57,9 +228,19 @@ class SaveLogsTensorBoard(Hook):
         histograms: also write parameter histograms.
         name, timescale, interval, verbose: see :class:`Hook`.
 
+    The events are written in the training thread, not by tensorboardX's
+    background writer: a failed write (a full disk, a file-size limit)
+    raises at once, instead of stopping a thread that the next write would
+    wait on for ever.
+
     Raises:
         ImportError: at the start of training if tensorboardX is missing,
             with the command that installs it.
+        FileWriteError: (an ``OSError``) if an event file cannot be
+            written, naming the file, the log folder and the system's error
+            (``errno``); inside ``train`` it ends the run with a note naming
+            the hook. The events written before stay in the folder; the
+            failed file is closed and the next call starts a new one.
 
     Example:
         >>> import brainstorm as bs
@@ -91,7 +272,7 @@ class SaveLogsTensorBoard(Hook):
         self.log_dir = log_dir
         self.log_names = None if log_names is None else _names_list(log_names)
         self.histograms = histograms
-        self._writer = None
+        self._writer: _EventFile | None = None
         self._written: dict = {}  # log name -> entries written
         self._last_step = -1
 
@@ -102,16 +283,19 @@ class SaveLogsTensorBoard(Hook):
         same trainer goes on where the first ended.
 
         Raises:
-            ImportError: with the command that installs it.
+            ImportError: with the command that installs it (also if the
+                installed tensorboardX lacks a part the hook writes with).
         """
         super().start(net, stepper, verbose, named_data_iters)
-        optional.import_optional(
-            'tensorboardX', f"SaveLogsTensorBoard '{self.__name__}'"
-        )
+        _tensorboardx(f"SaveLogsTensorBoard '{self.__name__}'")
         self._close()
 
     def end(self) -> None:
-        """Flush and close the event file."""
+        """Flush and close the event file.
+
+        Raises:
+            FileWriteError: if the last events cannot be written.
+        """
         self._close()
 
     def _close(self) -> None:
@@ -119,20 +303,19 @@ class SaveLogsTensorBoard(Hook):
             writer, self._writer = self._writer, None
             writer.close()
 
-    def _open(self):
-        if self._writer is None:
-            tensorboardX = optional.import_optional(
-                'tensorboardX', f"SaveLogsTensorBoard '{self.__name__}'"
-            )
+    def _open(self) -> _EventFile:
+        if self._writer is None or self._writer.closed:
+            owner = f"SaveLogsTensorBoard '{self.__name__}'"
             # after a resume, TensorBoard drops the events of the earlier
             # run from this step on (written after the checkpoint)
             purge = self._last_step + 1 if self._last_step >= 0 else None
-            # tensorboardX names a file by the second it was opened in: a
-            # second writer in the same second would overwrite the first
-            # file, unless the names differ by their suffix
+            # files are named by the second they were opened in: a second
+            # file in the same second would overwrite the first, unless the
+            # names differ by their suffix
             suffix = f'.{os.getpid()}.{next(_WRITER_NUMBERS):06d}'
-            self._writer = tensorboardX.SummaryWriter(
-                logdir=self.log_dir, purge_step=purge, filename_suffix=suffix
+            self._writer = None
+            self._writer = _EventFile(
+                owner, os.fspath(self.log_dir), suffix, purge, _tensorboardx(owner)
             )
         return self._writer
 
