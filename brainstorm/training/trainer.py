@@ -39,6 +39,7 @@ from brainstorm.training.hook_calls import (
     call_hook,
     due_hooks,
     end_hooks,
+    note_hook_error,
     start_hooks,
 )
 from brainstorm.training.hook_check import HookCheck
@@ -341,9 +342,15 @@ class Trainer(Describable):
         # next collective call
         with processes.guarded('the stop decision after the hooks'):
             stop = processes.allreduce_sum(int(stop)) > 0
-        for _, hook in fired:
+        for name, hook in fired:
             if getattr(hook, 'writes_checkpoint', False) and self._run is not None:
-                self.save_checkpoint(hook.filename)
+                # written here, after every hook of this count ran, but a
+                # failure is the hook's: noted like an error of its call
+                try:
+                    self.save_checkpoint(hook.filename)
+                except Exception as err:
+                    note_hook_error(err, name, hook, f'its {timescale} call', progress)
+                    raise
         return stop
 
     # -------------------------------------------------- running calls ---
