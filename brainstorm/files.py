@@ -18,6 +18,7 @@ layer) does not load HDF5.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from types import ModuleType
@@ -66,6 +67,48 @@ def _current_umask() -> int:
         mask = os.umask(0o022)
         os.umask(mask)
     return mask
+
+
+@contextlib.contextmanager
+def _interrupts_after_the_write():
+    """Hold a Ctrl-C (SIGINT) back until the block ends, then raise it.
+
+    h5py runs Python callbacks (weak references of its object registry)
+    while a file is built, and CPython prints and ignores an exception
+    raised inside such a callback: a Ctrl-C that arrived then was lost, and
+    training went on. In the block the first SIGINT is only recorded, and
+    raised as KeyboardInterrupt when the block has ended (the file is
+    written whole first); a second SIGINT interrupts at once. Only in the
+    main thread, and only where SIGINT has Python's default handler (a
+    handler of the user's, or a nested block, is left alone).
+    """
+    import signal
+
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+    received = []
+
+    def record(number, frame):
+        if received:  # the second: now
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            raise KeyboardInterrupt
+        received.append(number)
+
+    signal.signal(signal.SIGINT, record)
+    try:
+        yield
+    except BaseException as error:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if received and not isinstance(error, KeyboardInterrupt):
+            raise KeyboardInterrupt from error  # the Ctrl-C is not lost
+        raise
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    if received:
+        raise KeyboardInterrupt
 
 
 def _check_regular(filename: str, target: str) -> None:
@@ -522,19 +565,22 @@ def write_hdf5(filename, build, checksums: bool = True) -> None:
     Raises:
         FileWriteError: if the file cannot be written (disk full, file-size
             limit, ...), naming it; the file keeps its previous content.
+        KeyboardInterrupt: after the file is written, for a Ctrl-C that
+            arrived meanwhile (a second one interrupts at once).
     """
-    writer = CheckedWriter(checksums)
-    try:
-        build(writer)
-        image = writer.image()
-    finally:
-        writer.close()
 
     def write(tmp):
         with open(tmp, 'wb') as handle:
             handle.write(image)
 
-    write_atomically(filename, write)
+    with _interrupts_after_the_write():
+        writer = CheckedWriter(checksums)
+        try:
+            build(writer)
+            image = writer.image()
+        finally:
+            writer.close()
+        write_atomically(filename, write)
 
 
 class CheckedReader:
