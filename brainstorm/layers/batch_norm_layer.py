@@ -122,6 +122,8 @@ class BatchNormLayerImpl(Layer):
 
         A training pass normalises by the batch statistics and updates the
         running ``mu`` and ``sigma``; an inference pass uses ``mu`` and ``sigma``.
+        An empty batch (a data-parallel rank's part of a small last batch
+        may be) has no statistics: nothing changes.
         """
         _h = self.handler
         gamma, beta, mu, sigma = buffers.parameters
@@ -131,6 +133,8 @@ class BatchNormLayerImpl(Layer):
         centered = flatten_time_and_features(buffers.internals.centered)
         x_hat = flatten_time_and_features(buffers.internals.x_hat)
         m = x.shape[0] * self.positions
+        if not m:
+            return
 
         if training_pass:
             # batch mean (kept in sigma_b until the variance replaces it)
@@ -170,6 +174,10 @@ class BatchNormLayerImpl(Layer):
         dx = flatten_time_and_features(buffers.input_deltas.default)
         dy = flatten_time_and_features(buffers.output_deltas.default)
         m = dy.shape[0] * self.positions
+        if not m:  # an empty batch: no deltas, zero gradients
+            _h.fill(dgamma, 0.0)
+            _h.fill(dbeta, 0.0)
+            return
 
         # dbeta = sum(dy), dgamma = sum(dy * x_hat)
         self._channel_sum(dy, tiled, dbeta)

@@ -244,3 +244,35 @@ def test_works_on_non_contiguous_image_slices_in_a_network():
         net.get('Bn.outputs.default'), expected, rtol=1e-10, atol=1e-12
     )
     np.testing.assert_allclose(net.get('Bn.parameters.mu'), 0.1 * mean, rtol=1e-12)
+
+
+@pytest.mark.parametrize('images', [False, True])
+def test_an_empty_batch_changes_nothing(images):
+    """A rank of a data-parallel run may get no sample of the last, smaller
+    batch of an epoch (docs/data_parallel.rst): BatchNorm divided by the
+    batch's zero size (ZeroDivisionError, the run aborted). An empty batch
+    leaves the running statistics as they were and gives zero gradients."""
+    import brainstorm as bs
+
+    shape = (4, 4, 2) if images else (4,)
+    inp, out = bs.tools.get_in_out_layers('classification', shape, 3)
+    net = bs.Network.from_layer(
+        inp >> bs.layers.BatchNorm(name='BN') >> bs.layers.FullyConnected(5) >> out
+    )
+    net.set_handler(bs.handlers.NumpyHandler(np.float64))
+    net.initialize(bs.initializers.Gaussian(0.1), seed=1)
+    rnd = np.random.RandomState(2)
+    full = {
+        'default': rnd.randn(1, 6, *shape),
+        'targets': rnd.randint(0, 3, (1, 6, 1)).astype(float),
+    }
+    net.provide_external_data(full)
+    net.forward_pass(training_pass=True)  # running statistics away from 0, 1
+    mu, sigma = net.get('BN.parameters.mu'), net.get('BN.parameters.sigma')
+    net.provide_external_data({k: v[:, :0] for k, v in full.items()})
+    net.forward_pass(training_pass=True)
+    net.backward_pass()
+    np.testing.assert_array_equal(net.get('BN.parameters.mu'), mu)
+    np.testing.assert_array_equal(net.get('BN.parameters.sigma'), sigma)
+    assert not net.get('gradients').any()
+    net.forward_pass(training_pass=False)  # inference on nothing, too
