@@ -453,7 +453,9 @@ class Network(Seedable):
                     layer.skip_input_deltas = frozenset()
                     layer.overwrite_input_deltas = frozenset()
         self._add_exposed_gradients()
-        self.apply_gradient_modifiers()
+        # DataParallel applies them after summing the ranks' gradients
+        if not getattr(self, '_gradient_modifiers_deferred', False):
+            self.apply_gradient_modifiers()
 
     def _layer_types(self) -> frozenset:
         """The layer types for ``Handler.network_pass`` (``_type_names``)."""

@@ -91,11 +91,32 @@ def _reseed_state(rnd, rank: int) -> None:
     rnd.set_seed(int(derived) % 1000000000)
 
 
+def _share_random_state(comm, rnd, what: str) -> None:
+    """Give ``rnd`` rank 0's state (and seed) on every rank; a collective.
+
+    Where the ranks' states agree already (``global_rnd.set_seed`` with the
+    same seed on every rank, or a resumed run) nothing changes.
+    """
+    if rnd is None or not hasattr(rnd, 'get_state'):
+        return
+    kind, key, pos, has_gauss, cached = rnd.get_state()
+    key = np.array(key, dtype=np.uint32)
+    seed = getattr(rnd, '_seed', 0)
+    rest = np.array([pos, has_gauss, cached, seed], dtype=np.float64)
+    with guarded(comm, f'the broadcast of the random state of {what}'):
+        comm.Bcast(key, root=0)
+        comm.Bcast(rest, root=0)
+    rnd.set_state((kind, key, int(rest[0]), int(rest[1]), float(rest[2])))
+    if hasattr(rnd, '_seed'):
+        rnd._seed = int(rest[3])  # what get_seed() reports, as on rank 0
+
+
 class _SynchronizedNetwork:
     """Stands in for the network inside the wrapped stepper.
 
-    The backward pass is followed by the gradient Allreduce; every other
-    attribute is read from the network.
+    The backward pass is followed by the gradient Allreduce, and the
+    network's gradient modifiers then act on the summed gradients (the
+    global batch's); every other attribute is read from the network.
     """
 
     def __init__(self, net, owner: DataParallel):
@@ -103,8 +124,14 @@ class _SynchronizedNetwork:
         self._owner = owner
 
     def backward_pass(self, *args, **kwargs) -> None:
-        self._net.backward_pass(*args, **kwargs)
-        self._owner._synchronize_gradients(self._net)
+        net = self._net
+        net._gradient_modifiers_deferred = True
+        try:
+            net.backward_pass(*args, **kwargs)
+        finally:
+            net._gradient_modifiers_deferred = False
+        self._owner._synchronize_gradients(net)
+        net.apply_gradient_modifiers()
 
     def __getattr__(self, name):
         # only called for names not set in __init__; object.__getattribute__
@@ -143,7 +170,9 @@ class DataParallel(Describable):
     With a communicator of size 1 it *is* the wrapped stepper (no MPI
     calls). With more processes, :meth:`start` also
 
-    * broadcasts rank 0's parameters;
+    * broadcasts rank 0's parameters, and the network's random state
+      (it seeds the gradient modifiers, which act on the summed gradients
+      after the Allreduce);
     * reseeds the handler's random state on ranks > 0 (once per network,
       from its seed and the rank), so that e.g. dropout draws different
       masks on different ranks;
@@ -287,6 +316,9 @@ class DataParallel(Describable):
             )
         # rank 0's parameters, set there (rank 0 checks its own)
         net._parameters_set = True
+        # the network's random state seeds its gradient modifiers, which
+        # now act on the same summed gradients on every rank
+        _share_random_state(comm, getattr(net, 'rnd', None), 'the network')
         self._reseed(net)
         self._sizes = np.zeros(1, dtype=np.float64)
         self._find_maintained_parameters(net)
@@ -306,6 +338,12 @@ class DataParallel(Describable):
         without a Shard are left alone. :class:`~brainstorm.training.Trainer`
         calls it at the start of ``train``.
 
+        The Shard and the iterators below it first get rank 0's random
+        states, so that every rank walks through the same global batches
+        also where the processes were seeded differently (a script that
+        never calls ``global_rnd.set_seed``: the ranks shuffled differently
+        and took parts of different global batches).
+
         Args:
             iterators: the data iterators of the run.
         """
@@ -319,6 +357,12 @@ class DataParallel(Describable):
                 iterator = getattr(iterator, 'iter', None)
             if iterator is None:
                 continue
+            below = iterator
+            while below is not None:
+                _share_random_state(
+                    self.comm, getattr(below, 'rnd', None), type(below).__name__
+                )
+                below = getattr(below, 'iter', None)
             for owner in above:
                 if not any(owner is done for done in self._reseeded_iterators):
                     _reseed_state(getattr(owner, 'rnd', None), rank)

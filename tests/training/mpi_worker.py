@@ -31,7 +31,9 @@ from brainstorm.training.steppers import (
     AdamStepper,
     MomentumStepper,
     MultiStepper,
+    SgdStepper,
 )
+from brainstorm.value_modifiers import ClipValues, ConstrainL2Norm
 from tests.training.nets import (
     StopAtUpdate,
     batchnorm_net,
@@ -119,6 +121,42 @@ def batchnorm_run(parallel: bool, learning_rate: float = 0.1):
     net = batchnorm_net(seed=2)
     trainer.train(net, train_iter)
     return net.get('parameters'), net.get('BN.parameters.mu')
+
+
+def modifier_run(parallel: bool):
+    """Plain SGD with nonlinear gradient modifiers (clipping, a norm bound),
+    which must act on the global batch's gradient."""
+    bs.global_rnd.set_seed(11)
+    train, _ = blob_split()
+    train_iter = Minibatches(BATCH_SIZE, shuffle=True, **train)
+    stepper = SgdStepper(0.5)
+    if parallel:
+        train_iter, stepper = Shard(train_iter), DataParallel(stepper)
+    net = blob_net(seed=4)
+    net.set_gradient_modifiers(
+        Hid=ClipValues(-0.02, 0.02), Output=ConstrainL2Norm(0.05)
+    )
+    trainer = Trainer(stepper, verbose=False)
+    trainer.add_hook(StopAfterEpoch(2))
+    trainer.train(net, train_iter)
+    return net.get('parameters')
+
+
+def unseeded_run(parallel: bool, shuffle, rank: int = 0):
+    """Each rank seeds ``global_rnd`` differently, as processes that never
+    call ``set_seed`` are seeded (from the operating system): the ranks
+    must still walk through rank 0's global batches."""
+    bs.global_rnd.set_seed(100 + rank)
+    train, _ = blob_split()
+    train_iter = Minibatches(BATCH_SIZE, shuffle=shuffle, **train)
+    stepper = SgdStepper(0.3)
+    if parallel:
+        train_iter, stepper = Shard(train_iter), DataParallel(stepper)
+    trainer = Trainer(stepper, verbose=False)
+    trainer.add_hook(StopAfterEpoch(2))
+    net = blob_net(seed=5)
+    trainer.train(net, train_iter)
+    return net.get('parameters')
 
 
 def checkpoint_iterators():
@@ -295,6 +333,9 @@ def main(scenario: str, outdir: str) -> None:
         results['parameters'], logs = equivalence_run(True, rank)
         results['batchnorm'], results['mu'] = batchnorm_run(True)
         _, results['mu_frozen'] = batchnorm_run(True, learning_rate=0.0)
+        results['modifiers'] = modifier_run(True)
+        for shuffle in (True, 'samples'):
+            results[f'unseeded_{shuffle}'] = unseeded_run(True, shuffle, rank)
     elif scenario == 'checkpoint':
         filename = os.path.join(outdir, 'run.ckpt')
         _, net = checkpoint_run(3)

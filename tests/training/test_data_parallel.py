@@ -49,6 +49,8 @@ from tests.training.mpi_worker import (
     checkpoint_iterators,
     equivalence_run,
     file_run,
+    modifier_run,
+    unseeded_run,
     write_blob_file,
 )
 from tests.training.nets import batchnorm_net, roundtrip, xor_data, xor_net
@@ -653,6 +655,34 @@ def test_running_mean_is_weighted_per_sample_like_one_process(equivalence_result
 
 
 @needs_mpi
+def test_gradient_modifiers_act_on_the_global_batchs_gradient(equivalence_results):
+    """Clipping and a norm bound on two ranks train like one process: they
+    acted on each rank's scaled local gradient before the sum, and the
+    parameters differed by about the clipped steps (0.015)."""
+    (rank0, _), (rank1, _) = equivalence_results
+    np.testing.assert_array_equal(rank0['modifiers'], rank1['modifiers'])
+    single = modifier_run(parallel=False)
+    np.testing.assert_allclose(rank0['modifiers'], single, rtol=1e-10, atol=1e-13)
+
+
+@needs_mpi
+@pytest.mark.parametrize('shuffle', [True, 'samples'])
+def test_ranks_seeded_differently_walk_through_rank_0s_batches(
+    equivalence_results, shuffle
+):
+    """Processes that never call ``global_rnd.set_seed`` are seeded
+    differently: the ranks shuffled differently and took parts of other
+    global batches (with shuffle='samples' some samples twice, others never
+    in an epoch). They now share rank 0's shuffling: the run equals one
+    process seeded as rank 0."""
+    (rank0, _), (rank1, _) = equivalence_results
+    key = f'unseeded_{shuffle}'
+    np.testing.assert_array_equal(rank0[key], rank1[key])
+    single = unseeded_run(parallel=False, shuffle=shuffle, rank=0)
+    np.testing.assert_allclose(rank0[key], single, rtol=1e-10, atol=1e-13)
+
+
+@needs_mpi
 def test_validation_scores_on_two_ranks_equal_one_process(equivalence_results):
     (_, logs0), _ = equivalence_results
     _, logs = equivalence_run(parallel=False)
@@ -770,10 +800,14 @@ def test_three_ranks_draw_their_own_random_numbers_reproducibly(tmp_path):
 
 
 class RankOf3(SingleProcessComm):
-    """Rank ``rank`` of 3; no collective may be called."""
+    """Rank ``rank`` of 3; only ``Bcast`` may be called, and it keeps the
+    values (every rank built the same iterators, as rank 0 did)."""
 
     def __init__(self, rank):
         self.rank = rank
+
+    def Bcast(self, values, root):
+        assert root == 0
 
     def Get_rank(self):
         return self.rank
