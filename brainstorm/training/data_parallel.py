@@ -357,7 +357,7 @@ class DataParallel(Describable):
                 iterator = getattr(iterator, 'iter', None)
             if iterator is None:
                 continue
-            below = iterator
+            below: Any = iterator
             while below is not None:
                 _share_random_state(
                     self.comm, getattr(below, 'rnd', None), type(below).__name__
