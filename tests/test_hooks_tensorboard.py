@@ -381,3 +381,59 @@ def test_a_tensorboardx_without_a_part_it_writes_with_is_named(tmp_path, monkeyp
     assert "pip install 'brainstorm-nn[tensorboard]'" in message
     assert trainer.current_epoch_nr == 0
     assert not log_dir.exists()
+
+
+def test_a_call_after_a_failed_write_writes_again_what_that_call_lost(
+    tmp_path, monkeypatch
+):
+    """A write that fails midway through a call loses the events of that
+    call still in the file's buffer, also those of logs written before the
+    failing one. They were counted as written, so the next call (a second
+    train() after freeing space) never wrote them again."""
+    import errno
+    import io
+
+    import tensorboardX.record_writer as record_writer
+
+    from brainstorm.errors import FileWriteError
+
+    space = {'left': 10**9}
+
+    class Disk(io.RawIOBase):
+        def __init__(self, path):
+            self.file = open(path, 'wb', buffering=0)
+
+        def writable(self):
+            return True
+
+        def write(self, data):
+            if len(data) > space['left']:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            space['left'] -= len(data)
+            return self.file.write(data)
+
+        def fileno(self):
+            return self.file.fileno()
+
+        def close(self):
+            self.file.close()
+            super().close()
+
+    monkeypatch.setattr(
+        record_writer,
+        'open_file',
+        lambda path: io.BufferedWriter(Disk(path), buffer_size=8192),
+    )
+    hook = SaveLogsTensorBoard(str(tmp_path), name='tb')
+    logs = {'a': [0.5, 0.4], 'b': [float(i) for i in range(400)]}
+    space['left'] = 200  # the first events fit, then the disk is full
+    with pytest.raises(FileWriteError):
+        hook(1, None, None, None, logs)
+    space['left'] = 10**9  # space freed
+    logs['a'].append(0.3)
+    logs['b'].append(1.0)
+    hook(2, None, None, None, logs)
+    hook.end()
+    scalars, _ = read_events(str(tmp_path))
+    assert [value for _, value in scalars['a']] == pytest.approx(logs['a'])
+    assert len(scalars['b']) == len(logs['b'])

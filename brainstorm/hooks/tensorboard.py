@@ -346,7 +346,18 @@ class SaveLogsTensorBoard(Hook):
         """Append the new log entries (and histograms) on rank 0, then flush."""
         if not self.is_root:
             return None
-        writer = self._open()
+        # a failed write loses this call's buffered events: they count as
+        # unwritten again, and the next file (its purge step after the
+        # last step written before) writes them anew
+        written, last_step = dict(self._written), self._last_step
+        try:
+            self._write_all(self._open(), epoch_nr, update_nr, net, logs)
+        except BaseException:
+            self._written, self._last_step = written, last_step
+            raise
+        return None
+
+    def _write_all(self, writer, epoch_nr, update_nr, net, logs) -> None:
         names = self.log_names if self.log_names is not None else _leaf_paths(logs)
         for log_name in names:
             self._write_log(writer, logs, log_name, epoch_nr)
@@ -362,7 +373,6 @@ class SaveLogsTensorBoard(Hook):
                     )
             self._last_step = max(self._last_step, int(step))
         writer.flush()
-        return None
 
     def get_state(self) -> dict:
         """The entries written per log and the last step, for checkpoints.

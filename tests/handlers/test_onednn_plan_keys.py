@@ -176,3 +176,5 @@ def test_products_differing_in_the_right_operands_shape_only(monkeypatch):
             handler.dot_mm(a, b, out)
         np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
         assert (wide_out[:, n:] == 7).all()  # nothing written beside ``out``
+    plans = [key for key in handler._plans if key[0] == 'matmul']
+    assert len(plans) == 2 and None not in [handler._plans[k] for k in plans]
