@@ -22,23 +22,42 @@ built-in layer is checked, in float64 under a
 Context slots of recurrent layers are filled with random values, so
 gradients are also checked with a non-zero context.
 
-Example::
+Each configuration names an activation. A layer that takes an
+``activation`` argument is built with it, so that every activation is
+tested; :func:`run_layer_tests` refuses a configuration whose activation is
+not the layer's own. A layer without one ignores it. Example::
 
-    from brainstorm.testing import get_test_configurations, run_layer_tests
+    from brainstorm.testing import (get_test_configurations,
+                                    instantiate_layer, run_layer_tests)
     for spec in get_test_configurations():
         layer = instantiate_layer(SquareLayerImpl, {'default': (3,)})
         run_layer_tests(layer, spec)
+        # a layer with an activation argument gets the configuration's
+        layer = instantiate_layer(FullyConnectedLayerImpl, {'default': (3,)},
+                                  size=2, activation=spec['activation'])
+        run_layer_tests(layer, spec)
+
+A spec with an unknown key, an empty or non-int size or another bad value,
+or a layer that is not an instance, raises :class:`LayerTestSpecError`
+before anything runs, so no check passes without testing anything.
 """
 
 from __future__ import annotations
 
+import difflib
+import math
+import numbers
 from collections import OrderedDict
+from collections.abc import Mapping
 from types import SimpleNamespace
 
 import numpy as np
 
+from brainstorm.errors import ValidationError
+from brainstorm.handlers.base_handler import ACTIVATION_ALIASES, ACTIVATIONS
 from brainstorm.handlers.debug_handler import DebugHandler
 from brainstorm.handlers.numpy_handler import NumpyHandler
+from brainstorm.layers.base_layer import Layer
 from brainstorm.structure.architecture import Connection
 from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.buffers import BufferManager
@@ -47,6 +66,7 @@ from brainstorm.structure.layout import create_layout
 __all__ = [
     'get_test_configurations',
     'run_layer_tests',
+    'check_spec',
     'instantiate_layer',
     'set_up_layer',
     'approx_fprime',
@@ -58,6 +78,8 @@ __all__ = [
     'run_stale_internals_test',
     'get_test_handler',
     'LayerTestError',
+    'LayerTestSpecError',
+    'SPEC_KEYS',
 ]
 
 SOURCE_NAME = 'InputSource'
@@ -65,6 +87,17 @@ SOURCE_NAME = 'InputSource'
 
 class LayerTestError(AssertionError):
     """A layer failed one of the checks of :func:`run_layer_tests`."""
+
+
+class LayerTestSpecError(ValidationError, TypeError):
+    """The layer tests were given something they cannot test.
+
+    A spec with an unknown key or a bad value, a configuration whose
+    activation is not the layer's, or a layer that is not an instance.
+    Both a :class:`~brainstorm.errors.ValidationError` (a ``ValueError``)
+    and a ``TypeError``, as a wrong type and a wrong value are both bad
+    input here.
+    """
 
 
 def get_test_handler():
@@ -79,7 +112,9 @@ def get_test_configurations():
     covering sequence lengths 1 and > 1, batch sizes 1 and > 1, and every
     activation function that every layer accepts (all but those of
     :data:`~brainstorm.handlers.base_handler.NEEDS_INPUT`, which only
-    ``Elementwise`` takes).
+    ``Elementwise`` takes). Build a layer that takes an activation with
+    the configuration's (``activation=spec['activation']``):
+    :func:`run_layer_tests` refuses one built with another.
     """
     for time_steps, batch_size, activation in [
         (1, 1, 'tanh'),
@@ -132,6 +167,7 @@ def set_up_layer(layer, spec: dict, handler=None):
     Returns:
         ``(buffers, manager)``: the layer's BufferView and the BufferManager.
     """
+    _check_layer(layer)
     handler = handler or get_test_handler()
     layer.use_workspaces_of(handler)
     source = SimpleNamespace(
@@ -184,6 +220,170 @@ def _set(handler, array, value, what):
             f'the layer needs {shape}.'
         )
     handler.set_from_numpy(array, value)
+
+
+# --------------------------------------------------------- checking specs ---
+
+#: The keys of a spec other than the layer's input names.
+SPEC_KEYS = (
+    'time_steps',
+    'batch_size',
+    'activation',
+    'inits',
+    'eps',
+    'output_weights',
+    'delta_rtol',
+    'delta_atol',
+    'gradient_rtol',
+    'gradient_atol',
+    'seed',
+)
+_OUTPUT_WEIGHTS = ('random', 'ones')
+# the runner seeds RandomStates with seed + 3 at most
+_MAX_SEED = 2**32 - 4
+
+
+def _check_layer(layer):
+    if isinstance(layer, Layer):
+        return
+    if isinstance(layer, type):
+        received = f'the class {layer.__name__}'
+        example = layer.__name__
+    else:
+        received = f'layer={layer!r}'
+        example = 'MyLayerImpl'
+    raise LayerTestSpecError(
+        'layer must be a layer instance, made with e.g. '
+        f"instantiate_layer({example}, {{'default': (3,)}}). Received: {received}"
+    )
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real(value) -> bool:
+    return (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+    )
+
+
+def _layer_activation(layer):
+    """Whether the layer takes an activation, and which it was built with.
+
+    Returns:
+        ``(takes_one, name)``, the name canonical (no alias), or None where
+        it cannot be told.
+    """
+    own = getattr(layer, 'activation', None)
+    takes_one = isinstance(own, str) or 'activation' in type(layer).expected_kwargs
+    if not isinstance(own, str) and takes_one:
+        try:
+            own = type(layer).check_kwargs(layer.name, layer.kwargs).get('activation')
+        except ValidationError:
+            own = None
+    if not isinstance(own, str):
+        return takes_one, None
+    return takes_one, ACTIVATION_ALIASES.get(own, own)
+
+
+_ACTIVATION_NAMES = list(ACTIVATIONS) + list(ACTIVATION_ALIASES)
+_TOLERANCE = (
+    lambda v: _is_real(v) and v >= 0,
+    'a non-negative finite number',
+)
+#: key -> (test of a valid value, what is expected)
+_VALUE_CHECKS = {
+    'time_steps': (lambda v: _is_int(v) and v > 0, 'a positive int'),
+    'batch_size': (lambda v: _is_int(v) and v > 0, 'a positive int'),
+    'activation': (
+        lambda v: isinstance(v, str) and v in _ACTIVATION_NAMES,
+        f'one of {_ACTIVATION_NAMES}',
+    ),
+    'inits': (
+        lambda v: isinstance(v, Mapping),
+        'a dict of parameter names to values',
+    ),
+    'eps': (lambda v: _is_real(v) and v > 0, 'a positive finite number'),
+    'output_weights': (
+        lambda v: isinstance(v, str) and v in _OUTPUT_WEIGHTS,
+        f'one of {list(_OUTPUT_WEIGHTS)}',
+    ),
+    'delta_rtol': _TOLERANCE,
+    'delta_atol': _TOLERANCE,
+    'gradient_rtol': _TOLERANCE,
+    'gradient_atol': _TOLERANCE,
+    'seed': (
+        lambda v: _is_int(v) and 0 <= v <= _MAX_SEED,
+        f'an int in [0, {_MAX_SEED}]',
+    ),
+}
+
+
+def check_spec(layer, spec) -> None:
+    """Check a layer and a spec for :func:`run_layer_tests` before it runs.
+
+    Raises:
+        LayerTestSpecError: if ``layer`` is not a layer instance, or the
+            spec has a key that is neither in :data:`SPEC_KEYS` nor an
+            input of the layer, a size that is not a positive int, an
+            ``inits`` entry for a parameter the layer does not have, another
+            bad value, or an ``activation`` that is not the layer's own.
+    """
+    _check_layer(layer)
+    where = f"{type(layer).__name__} '{layer.name}'"
+    if not isinstance(spec, Mapping):
+        raise LayerTestSpecError(
+            f'{where}: spec must be a dict such as '
+            f"{{'time_steps': 2, 'batch_size': 3}}. Received: spec={spec!r}"
+        )
+    known = list(SPEC_KEYS) + list(layer.in_shapes)
+    for key in spec:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f' (did you mean {close[0]!r}?)' if close else ''
+            raise LayerTestSpecError(
+                f'{where}: spec has unknown key {key!r}{hint}. Expected only '
+                f"{list(SPEC_KEYS)} and the layer's inputs "
+                f'{list(layer.in_shapes)}.'
+            )
+    for key, (valid, expected) in _VALUE_CHECKS.items():
+        if key in spec and not valid(spec[key]):
+            raise LayerTestSpecError(
+                f'{where}: spec[{key!r}] must be {expected}. '
+                f'Received: spec[{key!r}]={spec[key]!r}'
+            )
+    for name in spec.get('inits', {}):
+        if name not in layer.parameter_shapes:
+            raise LayerTestSpecError(
+                f"{where}: spec['inits'] names {name!r}, which is not a "
+                'parameter of the layer. Its parameters are: '
+                f'{list(layer.parameter_shapes)}'
+            )
+    if 'activation' in spec:
+        _check_activation(layer, spec['activation'], where)
+
+
+def _check_activation(layer, activation: str, where: str) -> None:
+    takes_one, own = _layer_activation(layer)
+    if not takes_one:
+        return  # a layer without an activation tests the same for every one
+    if own is None:
+        raise LayerTestSpecError(
+            f"{where}: spec['activation']={activation!r}, but which activation "
+            'the layer was built with cannot be told (it sets no activation '
+            'attribute). Build it with '
+            "instantiate_layer(..., activation=spec['activation'])."
+        )
+    if own != ACTIVATION_ALIASES.get(activation, activation):
+        raise LayerTestSpecError(
+            f"{where}: spec['activation']={activation!r}, but the layer was "
+            f'built with activation={own!r}, so the configuration would not '
+            'test its activation. Build it with '
+            "instantiate_layer(..., activation=spec['activation'])."
+        )
 
 
 # ------------------------------------------------------ running a layer ---
@@ -305,6 +505,11 @@ class _Runner:
         }
 
 
+def _checked_runner(layer, spec):
+    check_spec(layer, spec)
+    return _Runner(layer, spec)
+
+
 def approx_fprime(x0: np.ndarray, f, epsilon: float = 1e-5, *args):
     """Central finite-difference gradient of scalar ``f`` at ``x0``."""
     x0 = np.asarray(x0, dtype=np.float64)
@@ -345,9 +550,11 @@ def get_approx_gradients(runner, param_name, weights, eps=1e-5):
 
 
 def _describe(layer, spec):
-    conf = {
-        k: v for k, v in spec.items() if k in ('time_steps', 'batch_size', 'activation')
-    }
+    conf = {k: v for k, v in spec.items() if k in ('time_steps', 'batch_size')}
+    # the activation the layer computes, whatever the spec says
+    own = getattr(layer, 'activation', None)
+    if isinstance(own, str):
+        conf['activation'] = own
     return f"{type(layer).__name__} '{layer.name}' with {conf}"
 
 
@@ -374,7 +581,7 @@ def _output_names(layer):
 
 def run_deltas_test(layer, spec, runner=None):
     """Check 1: input deltas against finite differences."""
-    runner = runner or _Runner(layer, spec)
+    runner = runner or _checked_runner(layer, spec)
     eps = spec.get('eps', 1e-5)
     weights = runner.random_output_weights(_output_names(layer))
     for in_name in layer.in_shapes:
@@ -397,7 +604,7 @@ def run_deltas_test(layer, spec, runner=None):
 
 def run_gradients_test(layer, spec, runner=None):
     """Check 2: parameter gradients against finite differences."""
-    runner = runner or _Runner(layer, spec)
+    runner = runner or _checked_runner(layer, spec)
     eps = spec.get('eps', 1e-5)
     weights = runner.random_output_weights(_output_names(layer))
     for param in layer.parameter_shapes:
@@ -420,7 +627,7 @@ def run_gradients_test(layer, spec, runner=None):
 
 def run_deltas_accumulate_test(layer, spec, runner=None):
     """Check 3: input deltas are added to, not overwritten."""
-    runner = runner or _Runner(layer, spec)
+    runner = runner or _checked_runner(layer, spec)
     weights = runner.random_output_weights(_output_names(layer))
     runner.forward()
     runner.backward(weights)
@@ -458,7 +665,7 @@ def _randomize(runner, category, backward: bool, rnd):
 
 def run_stale_internals_test(layer, spec, runner=None):
     """Checks 4 and 5: results do not depend on stale buffer contents."""
-    runner = runner or _Runner(layer, spec)
+    runner = runner or _checked_runner(layer, spec)
     rnd = np.random.RandomState(runner.seed + 3)
     weights = runner.random_output_weights(_output_names(layer))
     runner.forward()
@@ -560,11 +767,18 @@ def run_layer_tests(layer, spec: dict) -> None:
             tolerances ``delta_rtol``, ``delta_atol``, ``gradient_rtol``,
             ``gradient_atol``, and ``seed``.
 
+    An ``activation`` (as in :func:`get_test_configurations`) must be the
+    one the layer was built with, if it takes one: build it with
+    ``instantiate_layer(..., activation=spec['activation'])``. A layer
+    without an activation ignores it.
+
     Raises:
+        LayerTestSpecError: before any check, for a layer that is not an
+            instance or a bad spec (see :func:`check_spec`).
         LayerTestError: naming the layer, buffer, configuration, tolerance
             and the largest difference.
     """
-    runner = _Runner(layer, spec)
+    runner = _checked_runner(layer, spec)
     run_deltas_test(layer, spec, runner)
     run_gradients_test(layer, spec, runner)
     run_deltas_accumulate_test(layer, spec, runner)
