@@ -308,6 +308,15 @@ class DataParallel(Describable):
         watchdog = watchdog_of(comm)
         # also None (no limit), which watchdog_of(comm, None) would keep
         watchdog.timeout = getattr(self, 'timeout', 600.0)
+        with watchdog.guard('the parameter counts of DataParallel.start'):
+            counts = comm.allgather(int(net.buffer.parameters.size))
+        if len(set(counts)) > 1:
+            sizes = ', '.join(f'rank {r}: {n}' for r, n in enumerate(counts))
+            raise TrainingValidationError(
+                'DataParallel.start: every rank must train the same network, '
+                f'but the numbers of parameters differ ({sizes}). Build the '
+                'network from the same code and arguments on every rank.'
+            )
         with watchdog.guard('the parameter broadcast of DataParallel.start'):
             _on_host(
                 net.handler,

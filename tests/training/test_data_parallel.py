@@ -123,6 +123,9 @@ class TwinComm(SingleProcessComm):
         assert in_place == 'IN_PLACE'
         np.multiply(values, 2, out=values)
 
+    def allgather(self, value):
+        return [value, value]
+
 
 @pytest.mark.parametrize('make_net', [xor_net, batchnorm_net])
 def test_twin_ranks_train_like_one_process_also_through_host_copies(
@@ -899,3 +902,24 @@ def test_mnist_example_runs_on_two_ranks_and_only_rank_0_reports(tmp_path):
     assert done.stdout.count('Epoch 1 ---') == 1
     assert done.stdout.count('Validation accuracy') == 1
     assert save.exists()
+
+
+class OtherNetworkComm(TwinComm):
+    """Rank 0 of 2, where rank 1 built a network with one parameter more."""
+
+    def allgather(self, value):
+        return [value, value + 1]
+
+
+def test_ranks_with_different_networks_are_refused_naming_the_sizes(monkeypatch):
+    """Before, the parameter broadcast failed inside MPI ('message sizes do
+    not match'), naming nothing the user could act on."""
+    from brainstorm.training import data_parallel
+
+    monkeypatch.setattr(data_parallel, 'abort_on_exception', lambda c: None)
+    net = xor_net(seed=2)
+    size = net.buffer.parameters.size
+    with pytest.raises(TrainingValidationError, match='same network') as info:
+        DataParallel(SgdStepper(0.5), comm=OtherNetworkComm()).start(net)
+    assert f'rank 0: {size}' in str(info.value)
+    assert f'rank 1: {size + 1}' in str(info.value)
