@@ -135,7 +135,9 @@ class BufferManager:
         for spec in self._specs:
             t = spec.buffer_type
             self.sizes[t] = max(self.sizes[t], spec.stop)
-            if spec.is_backward_only:
+            # an empty array (a network's gradients when it has no
+            # parameters) takes no memory and marks no boundary
+            if spec.is_backward_only and spec.stop > spec.start:
                 fs = self.forward_sizes[t]
                 self.forward_sizes[t] = (
                     spec.start if fs is None else min(fs, spec.start)

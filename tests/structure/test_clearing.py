@@ -330,3 +330,28 @@ def test_a_forwarding_mixin_passes_the_keyword_on():
         assert not np.isnan(a).any()
         np.testing.assert_array_equal(a, b)
     assert ['overwrite_in_deltas'] in TimingMixin.calls
+
+
+def test_a_network_without_parameters_keeps_its_loss_through_the_backward_pass():
+    """Its empty gradient array lay at the start of the constant buffer and
+    was taken for the start of the backward memory, so the backward pass
+    zeroed the Loss layer's value (a forward result): the loss read 0
+    after it (e.g. for the gradient of a loss with respect to the data)."""
+    import brainstorm as bs
+
+    inp = bs.layers.Input({'default': ('T', 'B', 3), 'targets': ('T', 'B', 3)})
+    error = bs.layers.SquaredError(name='SE')
+    inp - 'default' >> 'default' - error
+    inp - 'targets' >> 'targets' - error
+    net = bs.Network.from_layer(error - 'loss' >> bs.layers.Loss(name='Loss'))
+    net.set_handler(bs.handlers.NumpyHandler(np.float64))
+    rnd = np.random.RandomState(0)
+    net.provide_external_data(
+        {'default': rnd.randn(2, 3, 3), 'targets': rnd.randn(2, 3, 3)}
+    )
+    net.forward_pass(training_pass=True)
+    loss = net.get_loss_values()['total_loss']
+    assert loss > 0
+    net.backward_pass()
+    assert net.get_loss_values()['total_loss'] == loss
+    assert net.get('Input.output_deltas.default').any()
