@@ -17,7 +17,10 @@ built-in layer is checked, in float64 under a
 5. input deltas and gradients do not depend on the previous contents of
    backward internals; a layer with ``can_overwrite_input_deltas``, asked
    to overwrite its input deltas (``overwrite_input_deltas``), gives the
-   same input deltas from garbage as check 3's pass added to zeros.
+   same input deltas from garbage as check 3's pass added to zeros;
+6. the backward pass leaves the inputs, outputs and parameters as the
+   forward pass left them (it writes only deltas, gradients and
+   internals).
 
 Context slots of recurrent layers are filled with random values, so
 gradients are also checked with a non-zero context.
@@ -76,6 +79,7 @@ __all__ = [
     'run_gradients_test',
     'run_deltas_accumulate_test',
     'run_stale_internals_test',
+    'run_forward_results_kept_test',
     'get_test_handler',
     'LayerTestError',
     'LayerTestSpecError',
@@ -663,6 +667,41 @@ def _randomize(runner, category, backward: bool, rnd):
         runner.h.set_from_numpy(array, rnd.randn(*array.shape))
 
 
+def _forward_results(runner) -> dict:
+    """Copies of the buffers a layer shares: inputs, outputs, parameters."""
+    return {
+        (category, name): runner.get((category, name))
+        for category in ('inputs', 'outputs', 'parameters')
+        for name in runner.buffers[category].keys()
+    }
+
+
+def run_forward_results_kept_test(layer, spec, runner=None):
+    """Check 6: the backward pass leaves the buffers it shares alone.
+
+    The inputs (other layers' outputs, which their backward passes and the
+    user read), the outputs (the user's results) and the parameters must
+    be bit for bit what they were after the forward pass: a layer that
+    uses one of them as scratch memory in its backward pass gives other
+    layers, and the user, wrong values. (Internals are the layer's own.)
+    """
+    runner = runner or _checked_runner(layer, spec)
+    weights = runner.random_output_weights(_output_names(layer))
+    runner.forward()
+    before = _forward_results(runner)
+    runner.backward(weights)
+    for (category, name), expected in before.items():
+        got = runner.get((category, name))
+        if not np.array_equal(got, expected, equal_nan=True):
+            raise LayerTestError(
+                f'{_describe(layer, spec)}: the backward pass changed the '
+                f'{category[:-1] if category != "inputs" else "input"} '
+                f'{name!r} that the forward pass left (largest |difference| '
+                f'{np.nanmax(np.abs(got - expected)):.3g}); a backward pass '
+                'may write only deltas, gradients and internals.'
+            )
+
+
 def run_stale_internals_test(layer, spec, runner=None):
     """Checks 4 and 5: results do not depend on stale buffer contents."""
     runner = runner or _checked_runner(layer, spec)
@@ -755,7 +794,7 @@ def _check_overwritten_input_deltas(layer, spec, runner, weights, results, rnd):
 
 
 def run_layer_tests(layer, spec: dict) -> None:
-    """Run all five checks on a layer implementation.
+    """Run all six checks on a layer implementation.
 
     Args:
         layer: an instantiated layer (see :func:`instantiate_layer`).
@@ -783,3 +822,4 @@ def run_layer_tests(layer, spec: dict) -> None:
     run_gradients_test(layer, spec, runner)
     run_deltas_accumulate_test(layer, spec, runner)
     run_stale_internals_test(layer, spec, runner)
+    run_forward_results_kept_test(layer, spec, runner)

@@ -66,6 +66,17 @@ class OverwritingLayerImpl(CopyLayerImpl):
         )
 
 
+class ScratchOutputLayerImpl(CopyLayerImpl):
+    """Uses its output as scratch memory in the backward pass: gradients
+    right, the output (the user's result) changed."""
+
+    def backward_pass(self, buffers):
+        _h = self.handler
+        y = buffers.outputs.default
+        _h.copy_to(buffers.output_deltas.default, y)
+        _h.add_tt(buffers.input_deltas.default, y, buffers.input_deltas.default)
+
+
 class StaleForwardLayerImpl(CopyLayerImpl):
     """Accumulates into its output instead of writing it."""
 
@@ -202,6 +213,7 @@ def test_a_correct_layer_passes():
         (PartlyOverwritingInputsLayerImpl, 'declares can_overwrite_input_deltas'),
         (FalselyOverwritingInternalsLayerImpl, 'overwrites_backward_internals is'),
         (TwoInputsLayerImpl, "'b' were not added to"),
+        (ScratchOutputLayerImpl, "backward pass changed the output 'default'"),
     ],
 )
 def test_buggy_layers_fail_with_a_named_error(layer_class, message):
