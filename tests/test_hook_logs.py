@@ -148,16 +148,18 @@ def test_save_best_network_never_keeps_a_non_finite_value(bad, criterion):
     hook = bs.hooks.SaveBestNetwork('validation.v', criterion=criterion)
     net = _FakeNet()
     hook.run_verbosity = False
-    hook(1, 1, net, None, _logs(v=[bad]))
-    assert net.saved == []
-    hook(1, 1, net, None, _logs(v=[bad, 0.5]))
-    assert net.saved == ['parameters']
-    # a non-finite entry before does not block a finite one after it
-    hook(1, 1, net, None, _logs(v=[0.5, bad, 0.5]))
-    assert net.saved == ['parameters']  # equal is not better
     better = 0.4 if criterion == 'min' else 0.6
-    hook(1, 1, net, None, _logs(v=[0.5, bad, better]))
-    assert net.saved == ['parameters'] * 2
+    log = []
+    for epoch, (value, saved) in enumerate(
+        [(bad, 0), (0.5, 1), (bad, 1), (0.5, 1), (better, 2)]
+    ):
+        log.append(value)
+        # each entry judged in the call at the count it was logged at
+        entries = LogEntries(log, epochs=range(len(log)), updates=range(len(log)))
+        hook(epoch, epoch, net, None, {'validation': {'v': entries}})
+        # a non-finite entry never, and does not block a finite one after
+        # it; equal is not better
+        assert net.saved == ['parameters'] * saved, (epoch, value)
 
 
 @pytest.mark.parametrize('bad', [NAN, -INF])

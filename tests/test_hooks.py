@@ -145,6 +145,65 @@ def test_save_best_network_to_file(tmp_path):
     np.testing.assert_array_equal(best.get('parameters'), net.get('parameters'))
 
 
+def _best_network_run(monitor_interval, save_first=False, epochs=4):
+    """A run whose validation gets worse after epoch 2 (the learning rate
+    jumps); returns the validation log, the kept parameters and the
+    parameters after each epoch."""
+    bs.global_rnd.set_seed(1)
+    rnd = np.random.RandomState(0)
+    x = rnd.randn(1, 40, 4)
+    y = x.argmax(2)[:, :, None].astype(float)
+    inp, out = bs.tools.get_in_out_layers('classification', 4, 4)
+    net = bs.Network.from_layer(inp >> out)
+    net.set_handler(bs.handlers.NumpyHandler(np.float64))
+    net.initialize(bs.initializers.Gaussian(0.1))
+    trainer = bs.Trainer(bs.training.SgdStepper(0.5), verbose=False)
+    trainer.add_hook(
+        bs.hooks.ModifyStepperAttribute(
+            bs.training.schedules.MultiStep(0.5, [2], [200.0])
+        )
+    )
+    monitor = bs.hooks.MonitorLoss(
+        'valid', name='validation', interval=monitor_interval
+    )
+    saver = SaveBestNetwork('validation.total_loss', criterion='min')
+    snapshots = {}
+
+    class Snapshot(bs.hooks.Hook):
+        def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+            snapshots[epoch_nr] = net.get('parameters')
+
+    for hook in [saver, monitor] if save_first else [monitor, saver]:
+        trainer.add_hook(hook)
+    trainer.add_hook(Snapshot(name='snapshot'))
+    trainer.add_hook(StopAfterEpoch(epochs))
+    data = {'default': x, 'targets': y}
+    trainer.train(
+        net,
+        Minibatches(10, shuffle=False, **data),
+        valid=Minibatches(10, shuffle=False, **data),
+    )
+    return trainer.logs['validation']['total_loss'], saver.parameters, snapshots
+
+
+def test_save_best_network_keeps_the_network_that_reached_the_best_value():
+    """Validated every 2 epochs and judged every epoch, the hook judged the
+    same (best) entry again at the odd epochs and kept those networks,
+    which were never evaluated (here 4x worse than the best)."""
+    log, kept, snapshots = _best_network_run(monitor_interval=2)
+    assert list(log.epochs) == [0, 2, 4]
+    best_epoch = log.epochs[int(np.argmin(log))]
+    assert best_epoch == 2  # the run got worse after it
+    np.testing.assert_array_equal(kept, snapshots[best_epoch])
+
+
+def test_save_best_network_run_before_its_monitor_is_refused():
+    """Run before the monitor at the same count, it judged the previous
+    count's entry and kept the network of this count (never evaluated)."""
+    with pytest.raises(TrainingValidationError, match='after the hook that'):
+        _best_network_run(monitor_interval=1, save_first=True)
+
+
 def test_save_best_network_missing_log():
     hook = SaveBestNetwork('validation.Accuracy')
     assert call(hook, {'other': [1]}, epoch_nr=0) is None

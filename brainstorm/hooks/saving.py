@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from brainstorm.arguments import Arg, Choice, FileName, Optional, Str
+from brainstorm.errors import TrainingValidationError
 from brainstorm.files import (
     get_brainstorm_info,
     write_atomically,
@@ -27,7 +28,7 @@ from brainstorm.hooks.base import (
     _names_list,
 )
 from brainstorm.structure.network import Network
-from brainstorm.training.utils import log_counters
+from brainstorm.training.utils import LogEntries, log_counters
 
 __all__ = [
     'SaveBestNetwork',
@@ -51,6 +52,14 @@ class SaveBestNetwork(Hook):
     hook). Without ``filename`` the parameters are kept in memory
     (``self.parameters``).
 
+    Each entry is judged once, in the call at the count (epoch and update)
+    it was logged at: only then does the network still hold the
+    parameters that reached it. So a log written less often than the hook
+    runs (a monitor with ``interval=2``) is judged at the counts it was
+    written at. An entry first seen at a later count (the hook runs before
+    the monitor that writes the log, or on another timescale) raises a
+    TrainingValidationError: the network that reached it is gone.
+
     Args:
         log_name: dotted path of the log to watch.
         filename: HDF5 file to save to (None: keep in memory).
@@ -71,7 +80,7 @@ class SaveBestNetwork(Hook):
         'criterion': Arg(Choice('max', 'min')),
     }
 
-    __undescribed__ = {'parameters': None}
+    __undescribed__ = {'parameters': None, '_judged': 0}
 
     def __init__(
         self,
@@ -89,12 +98,32 @@ class SaveBestNetwork(Hook):
         self.filename = filename
         self.criterion = criterion
         self.parameters: np.ndarray | None = None
+        #: entries of the log judged so far (None: unknown, restored from
+        #: an older checkpoint)
+        self._judged: int | None = 0
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
         """Save or keep the network if the last log entry is a new best."""
         log = self._get_number_log(logs, self.log_name, epoch_nr)
         if not log:
             return None
+        judged, self._judged = self._judged, len(log)
+        now = self._logged_now(log, epoch_nr, update_nr)
+        if judged is not None and len(log) <= judged:
+            return None  # judged already (a log written less often)
+        if not now:
+            if judged is None:
+                return None
+            epochs, updates = log_counters(log)
+            raise TrainingValidationError(
+                f"SaveBestNetwork '{self.__name__}': the last entry of the log "
+                f"'{self.log_name}' was logged at epoch {epochs[-1]}, update "
+                f'{updates[-1]}, but this call is at epoch {epoch_nr}, update '
+                f'{update_nr}: the network that reached that value is gone, '
+                'and the one here was never evaluated. Run this hook at the '
+                'counts its log is written at, after the hook that writes it '
+                '(the same timescale, and added after the monitor).'
+            )
         value = log[-1]
         earlier = [v for v in log[:-1] if math.isfinite(v)]
         if not math.isfinite(value):
@@ -117,6 +146,20 @@ class SaveBestNetwork(Hook):
             self.parameters = net.get('parameters')
         return None
 
+    @staticmethod
+    def _logged_now(log, epoch_nr, update_nr) -> bool:
+        """Was the log's last entry logged at this count?
+
+        Logs made by hand (plain lists) carry no counts: their last entry
+        counts as logged now.
+        """
+        if not isinstance(log, LogEntries) or len(log.epochs) != len(log):
+            return True
+        epoch, update = log.epochs[-1], log.updates[-1]
+        if epoch is not None and epoch_nr is not None and epoch != epoch_nr:
+            return False
+        return update is None or update_nr is None or update == update_nr
+
     def load_best_network(self):
         """Return the best network seen.
 
@@ -129,13 +172,20 @@ class SaveBestNetwork(Hook):
         return self.parameters
 
     def get_state(self) -> dict:
-        """The parameters kept in memory, if any."""
-        return {} if self.parameters is None else {'parameters': self.parameters}
+        """The parameters kept in memory, if any, and the entries judged."""
+        state: dict = {}
+        if self.parameters is not None:
+            state['parameters'] = self.parameters
+        if self._judged is not None:
+            state['judged'] = np.int64(self._judged)
+        return state
 
     def set_state(self, state: dict) -> None:
-        """Restore the parameters kept in memory."""
+        """Restore the parameters kept in memory and the entries judged."""
         if 'parameters' in state:
             self.parameters = np.array(state['parameters'])
+        # a checkpoint of an earlier version: the count is unknown
+        self._judged = int(state['judged']) if 'judged' in state else None
 
 
 class _FileHook(Hook):
