@@ -760,6 +760,7 @@ def test_data_parallel_start_sets_its_time_limit_none_included(
     )
     comm = mpi4py_like(size=2)
     comm.Bcast = lambda values, root: None
+    comm.allgather = lambda value: [value, value]
     stepper = DataParallel(SgdStepper(), comm=comm, timeout=None)
     watchdog = parallel.watchdog_of(comm, 7)  # e.g. another stepper's limit
     assert watchdog.timeout == 7
