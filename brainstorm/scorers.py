@@ -266,7 +266,9 @@ def gather_losses_and_scores(
         )
         mask_path = scorer.mask_name or mask_name
         if mask_path:
-            mask = flatten_all_but_last(net.get_input(mask_path))
+            mask = _mask_rows(
+                flatten_all_but_last(net.get_input(mask_path)), predicted, mask_path
+            )
             weight = float(mask.sum())
         else:
             mask = None
@@ -274,6 +276,27 @@ def gather_losses_and_scores(
         scores.setdefault(scorer.__name__, []).append(
             (weight, scorer(true_labels, predicted, mask))
         )
+
+
+def _mask_rows(mask: np.ndarray, predicted: np.ndarray, name: str) -> np.ndarray:
+    """The mask with one row per row of ``predicted``.
+
+    A mask of one value per sample (``(T, B, 1)``) over outputs with more
+    rows per sample (an image's pixels, ``(T, B, H, W, K)``) weighs each of
+    the sample's rows: its value is repeated for them.
+
+    Raises:
+        ValidationError: if the output's rows are no multiple of the mask's.
+    """
+    rows = predicted.shape[0]
+    if mask.shape[0] == rows:
+        return mask
+    if mask.shape[0] == 0 or rows % mask.shape[0]:
+        raise ValidationError(
+            f"mask '{name}': expected one value per sample or one per row of "
+            f'the output ({rows} rows). Received {mask.shape[0]} rows.'
+        )
+    return np.repeat(mask, rows // mask.shape[0], axis=0)
 
 
 def gather_from_all_ranks(scores: dict, comm) -> OrderedDict:

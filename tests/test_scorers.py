@@ -303,3 +303,38 @@ def test_aggregate_over_processes_joins_the_ranks_lists():
         assert results == OrderedDict([('total_loss', 1.0), ('Accuracy', 1.0)])
     assert gather_from_all_ranks(mine, None) == mine
     assert batch_size_of(net) == 1
+
+
+@pytest.mark.parametrize('batch_size', [1, 2, 6])
+def test_a_sample_mask_weighs_every_pixel_of_per_pixel_outputs(batch_size):
+    """A ``(T, B, 1)`` mask (as get_in_out_layers makes for image outputs)
+    weighed each sample's pixels as one row: Accuracy 2.5 at batch size 1,
+    a broadcasting ValueError at 2. Each pixel of a masked-in sample now
+    counts once."""
+    import brainstorm as bs
+
+    rnd = np.random.RandomState(0)
+    x = rnd.randn(1, 6, 3, 3, 2)
+    y = rnd.randint(0, 4, (1, 6, 3, 3, 1)).astype(float)
+    mask = np.ones((1, 6, 1))
+    mask[0, :2] = 0
+    inp, out = bs.tools.get_in_out_layers(
+        'classification', (3, 3, 2), (3, 3, 4), mask_name='mask'
+    )
+    net = bs.Network.from_layer(inp >> out)
+    net.set_handler(bs.handlers.NumpyHandler(np.float64))
+    net.initialize(bs.initializers.Gaussian(0.5), seed=1)
+    net.provide_external_data({'default': x, 'targets': y, 'mask': mask})
+    net.forward_pass()
+    classes = net.get('Output.outputs.predictions').argmax(-1)[..., None]
+    kept = np.broadcast_to(mask[:, :, None, None, :], y.shape)
+    expected = ((classes == y) * kept).sum() / kept.sum()
+    result = bs.tools.evaluate(
+        net,
+        bs.data_iterators.Minibatches(
+            batch_size, shuffle=False, default=x, targets=y, mask=mask
+        ),
+        [bs.scorers.Accuracy(mask_name='mask')],
+        out_name='Output.outputs.predictions',
+    )
+    assert result['Accuracy'] == pytest.approx(expected, abs=1e-12)
