@@ -150,15 +150,18 @@ class SaveBestNetwork(Hook):
     def _logged_now(log, epoch_nr, update_nr) -> bool:
         """Was the log's last entry logged at this count?
 
-        Logs made by hand (plain lists) carry no counts: their last entry
+        Logs made by hand (plain lists, or LogEntries without the update
+        numbers the trainer records) carry no counts: their last entry
         counts as logged now.
         """
-        if not isinstance(log, LogEntries) or len(log.epochs) != len(log):
+        if not isinstance(log, LogEntries) or len(log.updates) != len(log):
             return True
         epoch, update = log.epochs[-1], log.updates[-1]
+        if update is None:
+            return True
         if epoch is not None and epoch_nr is not None and epoch != epoch_nr:
             return False
-        return update is None or update_nr is None or update == update_nr
+        return update_nr is None or update == update_nr
 
     def load_best_network(self):
         """Return the best network seen.
