@@ -14,7 +14,9 @@ The context of a reverse layer is the context slot of ``rev_y`` (and of the
 layer's other internals): the state after the end of the sequence, zero
 unless a context is passed to ``forward_pass``. ``Network.get_context``
 then gives the state the backward run ended with, at the sequence's start,
-which continues the run into a chunk that comes *before* in time. The
+which continues the run into a chunk that comes *before* in time; with a
+mask, the state at each sequence's own start (not after its padding; an
+empty sequence passes on the context it was given). The
 layer's own internals (``Ha``, ``Ca``, ...) hold the reversed run, in
 reversed time.
 
@@ -130,6 +132,20 @@ def reversible(cls):
         self._reverse_time(internals.rev_dx, buffers, dx)
         return None
 
+    def context_steps(self, buffers):
+        """The step of each sequence whose state continues the run.
+
+        A reverse run ends at a sequence's start, step ``L - 1`` of the
+        reversed buffers for a sequence of length ``L`` (the steps after it
+        run over padding); -1 for an empty sequence, whose state is the
+        context it was given. None (all at step ``T - 1``) without a mask.
+        """
+        if not self.reverse or 'mask' not in self.in_shapes:
+            return None
+        mask = self.handler.get_numpy_copy(buffers.inputs.mask)
+        T = buffers.inputs.default.shape[0]
+        return (mask[:T, :, 0] != 0).sum(axis=0) - 1
+
     def reverse_time(self, a, buffers, out):
         mask = buffers.inputs['mask'] if 'mask' in self.in_shapes else None
         try:
@@ -141,6 +157,7 @@ def reversible(cls):
     cls.forward_pass = reversible_forward
     cls.backward_pass = reversible_backward
     cls._reverse_time = reverse_time
+    cls._context_steps = context_steps
     _REVERSIBLE.add(cls)
     return cls
 

@@ -492,9 +492,42 @@ class Network(Seedable):
     def get_context(self):
         """The context (last time steps of recurrent state) of the last pass.
 
-        Pass it as ``forward_pass(context=...)`` for the next batch.
+        Pass it as ``forward_pass(context=...)`` for the next batch. A
+        reverse layer with a mask gives, for each sequence, the state at
+        the sequence's start (where its backward run ended), not the state
+        after the padding.
         """
-        return self.buffer_manager.get_context()
+        context = self.buffer_manager.get_context()
+        if context is not None:
+            for name, layer in self.layers.items():
+                steps = getattr(layer, '_context_steps', None)
+                steps = None if steps is None else steps(self.buffer[name])
+                if steps is not None:
+                    self._context_at_steps(context[2], name, layer, steps)
+        return context
+
+    def _context_at_steps(self, context, name: str, layer, steps) -> None:
+        """Put each sequence's state at ``steps`` into ``context``.
+
+        ``steps[b]`` is a time step of sequence ``b`` (-1: the context slot
+        the pass began with), for the layer's internals that have one.
+        """
+        h = self.handler
+        T = self.buffer_manager.time_size
+        last = context.shape[0] - 1
+        for iname, structure in layer.internal_shapes.items():
+            if structure.is_backward_only or not structure.context_size:
+                continue
+            a, b = self.layout[name]['internals'][iname]['@slice']
+            array = self.buffer[name].internals[iname]
+            for seq, step in enumerate(int(s) for s in steps):
+                if step == T - 1:
+                    continue  # there already
+                row = array[step] if step >= 0 else array[-1]
+                h.copy_to(
+                    row[seq : seq + 1].reshape((1, b - a)),
+                    context[last, seq : seq + 1, a:b],
+                )
 
     def predict(
         self,

@@ -284,3 +284,46 @@ def test_a_context_continues_the_backward_run_into_the_earlier_chunk(factory):
     net.forward_pass(context=context)
     earlier = net.get('R.outputs.default')[:3]
     np.testing.assert_allclose(np.concatenate([earlier, later]), whole, rtol=1e-12)
+
+
+@pytest.mark.parametrize('factory', FACTORIES)
+def test_a_context_from_a_padded_chunk_is_the_state_at_each_sequences_start(
+    factory,
+):
+    """With a mask, the later chunk of a sequence may be padded (or all
+    padding). Its context must be the state where the backward run over
+    the sequence's own steps ended, not the state after the padding (the
+    padding leaked into the earlier chunk: errors up to 0.7), and an
+    empty sequence passes the context it was given on."""
+    inp = bs.layers.Input({'default': ('T', 'B', 2), 'mask': ('T', 'B', 1)})
+    layer = getattr(bs.layers, factory)(3, reverse=True, name='R')
+    inp - 'default' >> layer
+    inp - 'mask' >> 'mask' - layer
+    net = bs.Network.from_layer(layer)
+    net.set_handler(NumpyHandler(np.float64))
+    net.initialize(bs.initializers.Gaussian(0.5), seed=1)
+    rnd = np.random.RandomState(0)
+    x = rnd.randn(5, 2, 2)
+    lengths = [5, 3]  # the second sequence has no step in the later chunk
+    whole = []
+    for seq, n in enumerate(lengths):
+        net.provide_external_data(
+            {'default': x[:n, seq : seq + 1], 'mask': np.ones((n, 1, 1))}
+        )
+        net.forward_pass()
+        whole.append(net.get('R.outputs.default')[:n, 0].copy())
+    later = np.full((3, 2, 2), 7.0)  # padding of an odd value
+    later[:2, 0] = x[3:5, 0]
+    mask = np.zeros((3, 2, 1))
+    mask[:2, 0] = 1
+    net.provide_external_data({'default': later, 'mask': mask})
+    net.forward_pass()
+    np.testing.assert_allclose(
+        net.get('R.outputs.default')[:2, 0], whole[0][3:5], rtol=1e-12
+    )
+    context = net.get_context()
+    net.provide_external_data({'default': x[:3], 'mask': np.ones((3, 2, 1))})
+    net.forward_pass(context=context)
+    earlier = net.get('R.outputs.default')[:3]
+    np.testing.assert_allclose(earlier[:, 0], whole[0][:3], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(earlier[:, 1], whole[1][:3], rtol=1e-12, atol=1e-14)
