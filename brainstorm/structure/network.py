@@ -663,6 +663,8 @@ class Network(Seedable):
             self.layers, refs, 'initialize', allow_fallback=True
         )
         init_rnd = self.rnd.create_random_state(seed)
+        # every value first: a refused call leaves all parameters as they were
+        values = []
         for lname in sorted(self.layers):
             layer = self.layers[lname]
             for pname in sorted(layer.parameter_shapes):
@@ -671,14 +673,23 @@ class Network(Seedable):
                 init, fallback = choose_initializer(
                     layer, pname, resolved[lname, pname], where
                 )
-                self._initialize_parameter(lname, pname, init, fallback, param_seed)
-        self.initializers = get_description(refs)
+                values.append(
+                    (
+                        lname,
+                        pname,
+                        self._initial_value(lname, pname, init, fallback, param_seed),
+                    )
+                )
+        description = get_description(refs)
+        for lname, pname, array in values:
+            self.handler.set_from_numpy(self.buffer[lname].parameters[pname], array)
+        self.initializers = description
         self._parameters_set = True
 
-    def _initialize_parameter(
+    def _initial_value(
         self, lname: str, pname: str, init, fallback, seed: int
-    ) -> None:
-        """Evaluate an initializer into the parameter ``lname.pname``."""
+    ) -> np.ndarray:
+        """Evaluate an initializer for the parameter ``lname.pname``, checked."""
         where = f'{lname}.{pname}'
         view = self.buffer[lname].parameters[pname]
         shape = tuple(view.shape)
@@ -704,7 +715,7 @@ class Network(Seedable):
                 f'{what} at index {index} ({value!r}); parameters must be '
                 'finite.'
             )
-        self.handler.set_from_numpy(view, array)
+        return array
 
     # ------------------------------------------------------ modifiers ------
 
@@ -717,10 +728,10 @@ class Network(Seedable):
         in the order of the dict (as in 0.5).
         """
         refs = merge_refs(default_or_mod_dict, kwargs)
-        self.weight_modifiers = install_modifiers(
-            self.layers, refs, 'set_weight_modifiers'
-        )
-        self._weight_modifier_refs = get_description(refs)
+        # both first: a refused call leaves the installed modifiers
+        installed = install_modifiers(self.layers, refs, 'set_weight_modifiers')
+        description = get_description(refs)
+        self.weight_modifiers, self._weight_modifier_refs = installed, description
 
     def set_gradient_modifiers(self, default_or_mod_dict=None, **kwargs) -> None:
         """Install modifiers applied to gradients after each backward pass.
@@ -728,10 +739,10 @@ class Network(Seedable):
         Same pattern syntax as :meth:`set_weight_modifiers`.
         """
         refs = merge_refs(default_or_mod_dict, kwargs)
-        self.gradient_modifiers = install_modifiers(
-            self.layers, refs, 'set_gradient_modifiers'
-        )
-        self._gradient_modifier_refs = get_description(refs)
+        # both first: a refused call leaves the installed modifiers
+        installed = install_modifiers(self.layers, refs, 'set_gradient_modifiers')
+        description = get_description(refs)
+        self.gradient_modifiers, self._gradient_modifier_refs = installed, description
 
     def apply_weight_modifiers(self) -> None:
         """Apply all weight modifiers to their parameters."""

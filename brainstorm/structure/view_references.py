@@ -28,6 +28,7 @@ from brainstorm.naming import (
     is_valid_layer_name,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 )
 from brainstorm.structure.buffer_views import BufferView  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+from brainstorm.value_modifiers import GradientModifier, ValueModifier
 
 __all__ = [
     'pattern_matches',
@@ -334,10 +335,19 @@ def install_modifiers(layers, refs: dict, what: str) -> OrderedDict:
 
 
 def _installed_copy(mod, lname: str, pname: str, what: str):
-    """A deep copy of a modifier, bound to ``lname.pname``."""
-    if not callable(mod):
+    """A deep copy of a modifier, bound to ``lname.pname``.
+
+    Weight modifiers are ValueModifiers; gradient modifiers may also be
+    GradientModifiers (which see the parameters too).
+    """
+    kinds: tuple = (ValueModifier,)
+    if what == 'set_gradient_modifiers':
+        kinds = (ValueModifier, GradientModifier)
+    if not isinstance(mod, kinds):
+        names = ' or '.join(kind.__name__ for kind in kinds)
         raise NetworkValidationError(
-            f'{what}: {lname}.{pname} got {mod!r}, which is not a modifier.'
+            f'{what}: {lname}.{pname} got {mod!r}, which is not a modifier: '
+            f'give a {names} of brainstorm.value_modifiers (or a subclass).'
         )
     mod = copy.deepcopy(mod)
     mod.layer_name, mod.view_name = lname, pname

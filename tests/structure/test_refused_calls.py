@@ -1,0 +1,118 @@
+"""Calls that are refused change nothing, and names that are list or view
+methods still work (found by a hunter building networks as a user)."""
+
+import numpy as np
+import pytest
+
+import brainstorm as bs
+from brainstorm.errors import NetworkValidationError
+from brainstorm.handlers import NumpyHandler
+from brainstorm.layers import FullyConnected, Input, Loss, SquaredError
+
+
+def mlp():
+    inp, out = bs.tools.get_in_out_layers('classification', 3, 2)
+    net = bs.Network.from_layer(
+        inp >> FullyConnected(4, name='Hid1') >> FullyConnected(4, name='Hid2') >> out
+    )
+    net.set_handler(NumpyHandler(np.float64))
+    net.initialize(bs.initializers.Gaussian(0.5), seed=1)
+    return net
+
+
+def data():
+    rnd = np.random.RandomState(0)
+    return {'default': rnd.randn(2, 3, 3), 'targets': rnd.randint(0, 2, (2, 3, 1))}
+
+
+class Halve(bs.value_modifiers.ValueModifier):
+    """Not describable (it holds a plain object)."""
+
+    def __init__(self, extra):
+        super().__init__()
+        self.extra = extra
+
+    def __call__(self, handler, view):
+        handler.mult_st(0.5, view, view)
+
+
+@pytest.mark.parametrize('kind', ['weight', 'gradient'])
+def test_a_refused_modifier_call_keeps_the_modifiers_installed_before(kind):
+    net = mlp()
+    setter = getattr(net, f'set_{kind}_modifiers')
+    setter({'Hid1': bs.value_modifiers.ClipValues(-0.1, 0.1)})
+    before = bs.get_description(net)
+    installed = getattr(net, f'{kind}_modifiers')
+    with pytest.raises(Exception):  # noqa: B017 - whatever the description says
+        setter({'Hid1': Halve(object())})
+    assert getattr(net, f'{kind}_modifiers') is installed
+    assert bs.get_description(net) == before
+    net.provide_external_data(data())
+    net.forward_pass(training_pass=True)
+    net.backward_pass()  # failed: the refused modifier was installed
+    net.apply_weight_modifiers()
+
+
+@pytest.mark.parametrize('kind', ['weight', 'gradient'])
+def test_something_that_is_no_modifier_is_refused_naming_it(kind):
+    net = mlp()
+    with pytest.raises(NetworkValidationError, match='Hid1.W.*Gaussian.*modifier'):
+        getattr(net, f'set_{kind}_modifiers')({'Hid1': bs.initializers.Gaussian()})
+
+
+def test_a_refused_initialize_leaves_every_parameter_as_it_was():
+    net = mlp()
+    before = net.get('parameters')
+    with pytest.raises(NetworkValidationError, match='Multiple initializers'):
+        net.initialize({'default': 0.0, 'Out*': {'W': 2.0}, 'Output_projection': 3.0})
+    np.testing.assert_array_equal(net.get('parameters'), before)
+
+
+def test_a_refused_initialize_of_a_fresh_network_leaves_it_uninitialised():
+    inp, out = bs.tools.get_in_out_layers('classification', 3, 2)
+    net = bs.Network.from_layer(inp >> FullyConnected(4, name='Hid1') >> out)
+    with pytest.raises(NetworkValidationError):
+        net.initialize({'Hid1': 1.0, 'Out*': {'W': 2.0}, 'Output_projection': 3.0})
+    assert not net.get('parameters').any()
+    net.provide_external_data(data())
+    with pytest.raises(bs.structure.prediction.UninitializedNetworkError):
+        net.forward_pass()
+
+
+@pytest.mark.parametrize('name', ['adjust', 'append', 'index', 'get_group'])
+def test_layers_and_inputs_may_take_the_names_of_view_methods(name):
+    """A layer (or Input output) named 'adjust' shadowed the view method the
+    buffer manager calls on every resize: a bare TypeError at the first
+    provide_external_data."""
+    inp, out = bs.tools.get_in_out_layers('regression', 3, 2)
+    net = bs.Network.from_layer(inp >> FullyConnected(4, name=name) >> out)
+    net.initialize(bs.initializers.Gaussian(), seed=1)
+    for T, B in ((2, 3), (4, 1)):
+        net.provide_external_data(
+            {'default': np.ones((T, B, 3)), 'targets': np.ones((T, B, 2))}
+        )
+        net.forward_pass()
+    assert net.get(f'{name}.outputs.default').shape == (4, 1, 4)
+
+    inp = Input({name: ('T', 'B', 3), 'targets': ('T', 'B', 2)})
+    error = SquaredError(name='Out')
+    inp - name >> FullyConnected(2, name='FC') >> error
+    inp - 'targets' >> 'targets' - error
+    error - 'loss' >> Loss()
+    net = bs.Network.from_layer(inp)
+    net.initialize(1.0)
+    net.provide_external_data({name: np.ones((2, 3, 3)), 'targets': np.ones((2, 3, 2))})
+    net.forward_pass()
+
+
+def test_use_conv_with_a_one_dimensional_output_is_fully_connected():
+    """As in 0.5 (SPEC 14): one output dimension gives FullyConnected
+    whatever use_conv says; a 0.5 conv-net script passing use_conv=True
+    for its class scores failed to build."""
+    inp, out = bs.tools.get_in_out_layers(
+        'classification', (8, 8, 3), 10, use_conv=True
+    )
+    net = bs.Network.from_layer(
+        inp >> bs.layers.Convolution2D(4, (3, 3), padding=1) >> out
+    )
+    assert net.layers['Output_projection'].layer_type == 'FullyConnected'
