@@ -331,7 +331,8 @@ class BufferManager:
             for group, members in node.get('@groups', {}).items()
         }
         if existing is not None:
-            return existing.adjust(names, children, full, groups)
+            # the class's method: a child named 'adjust' shadows the attribute
+            return BufferView.adjust(existing, names, children, full, groups)
         return BufferView(names, children, full, groups)
 
     def _carve_group(self, node, members):

@@ -145,7 +145,8 @@ def get_in_out_layers(
     outlayer_name = outlayer_name or 'Output'
     projection_name = projection_name or outlayer_name + '_projection'
 
-    if use_conv is False or (use_conv is None and len(out_shape) == 1):
+    # one output dimension is FullyConnected whatever use_conv says (0.5)
+    if use_conv is False or len(out_shape) == 1:
         projection = layers.FullyConnected(
             out_shape, activation='linear', name=projection_name
         )
