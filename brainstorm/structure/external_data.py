@@ -69,7 +69,10 @@ def provide_external_data(
             _check_finite_input(buffer_manager.handler, name, array)
     time_size, batch_size = _time_and_batch_size(input_layer.out_shapes, arrays)
     before = (buffer_manager.time_size, buffer_manager.batch_size)
-    buffer_manager.resize(time_size if time_size is not None else 1, batch_size)
+    if time_size is None:
+        # no time-sized data given (all_inputs=False): the time size stays
+        time_size = buffer_manager.time_size or 1
+    buffer_manager.resize(time_size, batch_size)
     h = buffer_manager.handler
     outputs = buffer_manager.views.Input.outputs
     if before != (buffer_manager.time_size, buffer_manager.batch_size):

@@ -116,3 +116,19 @@ def test_use_conv_with_a_one_dimensional_output_is_fully_connected():
         inp >> bs.layers.Convolution2D(4, (3, 3), padding=1) >> out
     )
     assert net.layers['Output_projection'].layer_type == 'FullyConnected'
+
+
+def test_data_for_a_batch_sized_input_alone_keeps_the_time_size():
+    """provide_external_data(all_inputs=False) with only a batch-sized
+    input of the same B cut the time-sized inputs to one zero step: the
+    data names no time size, and skipped inputs keep their values."""
+    inp = Input({'default': ('T', 'B', 3), 'b': ('B', 2)})
+    inp - 'b' >> Loss(name='Lb')
+    inp >> FullyConnected(2, name='FC') >> Loss(name='Lx')
+    net = bs.Network.from_layer(inp)
+    net.initialize(1.0)
+    x = np.random.RandomState(0).randn(5, 4, 3)
+    net.provide_external_data({'default': x, 'b': np.ones((4, 2))})
+    net.provide_external_data({'b': 2 * np.ones((4, 2))}, all_inputs=False)
+    np.testing.assert_array_equal(net.get_input('default'), x.astype(np.float32))
+    np.testing.assert_array_equal(net.get_input('b'), 2 * np.ones((4, 2)))
