@@ -145,7 +145,7 @@ def test_save_best_network_to_file(tmp_path):
     np.testing.assert_array_equal(best.get('parameters'), net.get('parameters'))
 
 
-def _best_network_run(monitor_interval, save_first=False, epochs=4):
+def _best_network_run(monitor_interval, save_first=False, epochs=4, timescale='epoch'):
     """A run whose validation gets worse after epoch 2 (the learning rate
     jumps); returns the validation log, the kept parameters and the
     parameters after each epoch."""
@@ -164,9 +164,11 @@ def _best_network_run(monitor_interval, save_first=False, epochs=4):
         )
     )
     monitor = bs.hooks.MonitorLoss(
-        'valid', name='validation', interval=monitor_interval
+        'valid', name='validation', interval=monitor_interval, timescale=timescale
     )
-    saver = SaveBestNetwork('validation.total_loss', criterion='min')
+    saver = SaveBestNetwork(
+        'validation.total_loss', criterion='min', timescale=timescale
+    )
     snapshots = {}
 
     class Snapshot(bs.hooks.Hook):
@@ -197,11 +199,21 @@ def test_save_best_network_keeps_the_network_that_reached_the_best_value():
     np.testing.assert_array_equal(kept, snapshots[best_epoch])
 
 
-def test_save_best_network_run_before_its_monitor_is_refused():
+@pytest.mark.parametrize('timescale', ['epoch', 'update'])
+def test_save_best_network_run_before_its_monitor_is_refused(timescale):
     """Run before the monitor at the same count, it judged the previous
     count's entry and kept the network of this count (never evaluated)."""
     with pytest.raises(TrainingValidationError, match='after the hook that'):
-        _best_network_run(monitor_interval=1, save_first=True)
+        _best_network_run(monitor_interval=1, save_first=True, timescale=timescale)
+
+
+def test_a_save_best_network_made_from_its_description_judges_the_first_entry():
+    hook = bs.create_from_description(
+        bs.get_description(SaveBestNetwork('val.loss', criterion='min'))
+    )
+    net = xor_net()
+    call(hook, {'val': {'loss': [1.0]}}, net=net)
+    np.testing.assert_array_equal(hook.load_best_network(), net.get('parameters'))
 
 
 def test_save_best_network_missing_log():

@@ -156,12 +156,10 @@ class SaveBestNetwork(Hook):
         """
         if not isinstance(log, LogEntries) or len(log.updates) != len(log):
             return True
-        epoch, update = log.epochs[-1], log.updates[-1]
-        if update is None:
-            return True
-        if epoch is not None and epoch_nr is not None and epoch != epoch_nr:
-            return False
-        return update_nr is None or update == update_nr
+        # the update number tells every count apart (an epoch's end has
+        # the number of its last update, and no epoch is empty)
+        update = log.updates[-1]
+        return update is None or update_nr is None or update == update_nr
 
     def load_best_network(self):
         """Return the best network seen.
