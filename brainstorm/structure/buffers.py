@@ -446,14 +446,13 @@ class BufferManager:
         """A copy of the last ``C`` time steps of the forward time buffer.
 
         Returns:
-            A list with one entry per buffer type (None where there is no
-            context), or None if the network has no context.
+            A list with one entry per buffer type, None where there is no
+            context: ``[None, None, None]`` for a network without recurrent
+            layers (or before its first batch), as in Brainstorm 0.5.
         """
         C, T = self.max_context_size, self.time_size
-        if not C or not self.batch_size or not self._context_specs:
-            return None
-        if T < C:
-            return None
+        if not C or not self.batch_size or not self._context_specs or T < C:
+            return [None, None, None]
         h = self.handler
         copy = h.allocate((C, self.batch_size, self.forward_sizes[2]))
         for a, b, array in self._forward_time_blocks():
@@ -471,10 +470,13 @@ class BufferManager:
                 f'Received: {type(context).__name__}'
             )
         ctx = context[2]
+        if ctx is None:  # no context taken: a zero one, as for None
+            self.clear_context()
+            return
         C, T = self.max_context_size, self.time_size
         expected = (C, self.batch_size, self.forward_sizes[2])
-        if ctx is None or tuple(ctx.shape) != expected:
-            received = None if ctx is None else tuple(ctx.shape)
+        if tuple(ctx.shape) != expected:
+            received = tuple(ctx.shape)
             raise NetworkValidationError(
                 f'The context does not fit this batch: expected shape '
                 f'{expected} (context steps, batch size, features). Received: '

@@ -498,7 +498,7 @@ class Network(Seedable):
         after the padding.
         """
         context = self.buffer_manager.get_context()
-        if context is not None:
+        if context[2] is not None:
             for name, layer in self.layers.items():
                 steps = getattr(layer, '_context_steps', None)
                 steps = None if steps is None else steps(self.buffer[name])

@@ -132,3 +132,29 @@ def test_data_for_a_batch_sized_input_alone_keeps_the_time_size():
     net.provide_external_data({'b': 2 * np.ones((4, 2))}, all_inputs=False)
     np.testing.assert_array_equal(net.get_input('default'), x.astype(np.float32))
     np.testing.assert_array_equal(net.get_input('b'), 2 * np.ones((4, 2)))
+
+
+def test_a_network_without_a_context_gives_one_entry_per_buffer_type():
+    """As in 0.5: [None, None, None], not None (0.5's own idiom iterates
+    over it), for a network without recurrent layers and before the first
+    batch; given back to forward_pass it means a zero context."""
+    net = mlp()
+    assert net.get_context() == [None, None, None]
+    net.provide_external_data(data())
+    context = net.get_context()
+    assert [c for c in context] == [None, None, None]
+    net.forward_pass(context=context)
+
+    inp, out = bs.tools.get_in_out_layers('classification', 3, 2)
+    rnn = bs.Network.from_layer(inp >> bs.layers.Lstm(4, name='L') >> out)
+    rnn.set_handler(NumpyHandler(np.float64))
+    rnn.initialize(bs.initializers.Gaussian(0.5), seed=2)
+    empty = rnn.get_context()
+    assert empty == [None, None, None]
+    rnn.provide_external_data(data())
+    rnn.forward_pass()
+    plain = rnn.get('L.outputs.default').copy()
+    rnn.forward_pass(context=rnn.get_context())  # a real context changes it
+    assert not np.array_equal(rnn.get('L.outputs.default'), plain)
+    rnn.forward_pass(context=empty)  # the empty one is a zero context
+    np.testing.assert_array_equal(rnn.get('L.outputs.default'), plain)
