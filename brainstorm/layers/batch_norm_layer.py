@@ -123,7 +123,8 @@ class BatchNormLayerImpl(Layer):
         A training pass normalises by the batch statistics and updates the
         running ``mu`` and ``sigma``; an inference pass uses ``mu`` and ``sigma``.
         An empty batch (a data-parallel rank's part of a small last batch
-        may be) has no statistics: nothing changes.
+        may be) has no statistics: nothing changes. Which kind of pass ran
+        decides the backward pass (:meth:`backward_pass`).
         """
         _h = self.handler
         gamma, beta, mu, sigma = buffers.parameters
@@ -133,6 +134,7 @@ class BatchNormLayerImpl(Layer):
         centered = flatten_time_and_features(buffers.internals.centered)
         x_hat = flatten_time_and_features(buffers.internals.x_hat)
         m = x.shape[0] * self.positions
+        self._inference = not training_pass
         if not m:
             return
 
@@ -163,7 +165,9 @@ class BatchNormLayerImpl(Layer):
 
         ``dx += gamma / sigma_b * (dy - x_hat * dgamma / m - dbeta / m)`` with
         ``dbeta = sum(dy)`` and ``dgamma = sum(dy * x_hat)`` over the ``m``
-        elements of each channel.
+        elements of each channel. After an inference pass, whose statistics
+        are constants, ``dx += gamma / sigma * dy``: the gradient of what
+        that pass computed (as Dropout's backward pass after one is).
         """
         _h = self.handler
         gamma = buffers.parameters.gamma
@@ -183,10 +187,14 @@ class BatchNormLayerImpl(Layer):
         self._channel_sum(dy, tiled, dbeta)
         _h.mult_tt(dy, x_hat, scratch)
         self._channel_sum(scratch, tiled, dgamma)
-        # dx += gamma / sigma_b * (dy - x_hat * dgamma / m - dbeta / m)
-        _h.mult_mv(x_hat, self._tile(dgamma, tiled, 1.0 / m), scratch)
-        _h.subtract_tt(dy, scratch, scratch)
-        _h.subtract_mv(scratch, self._tile(dbeta, tiled, 1.0 / m), scratch)
+        if getattr(self, '_inference', False):
+            # the statistics were the running ones: constants
+            _h.copy_to(dy, scratch)
+        else:
+            # dx += gamma / sigma_b * (dy - x_hat * dgamma / m - dbeta / m)
+            _h.mult_mv(x_hat, self._tile(dgamma, tiled, 1.0 / m), scratch)
+            _h.subtract_tt(dy, scratch, scratch)
+            _h.subtract_mv(scratch, self._tile(dbeta, tiled, 1.0 / m), scratch)
         scale = self._tile(gamma, tiled)
         _h.divide_mv(
             scale.reshape((self.positions, self.channels)),

@@ -276,3 +276,46 @@ def test_an_empty_batch_changes_nothing(images):
     np.testing.assert_array_equal(net.get('BN.parameters.sigma'), sigma)
     assert not net.get('gradients').any()
     net.forward_pass(training_pass=False)  # inference on nothing, too
+
+
+def test_a_backward_pass_after_an_inference_pass_is_its_gradient():
+    """After forward_pass() (an inference pass, the default) the input
+    deltas were those of the training formula, with its batch-mean terms:
+    wrong gradients for saliency maps or adversarial inputs. They are now
+    the gradient of what the inference pass computed, as Dropout's are;
+    the parameter gradients were right already."""
+    import brainstorm as bs
+
+    inp = bs.layers.Input({'default': ('T', 'B', 2)})
+    net = bs.Network.from_layer(
+        inp >> BatchNorm(name='BN') >> bs.layers.Loss(name='Loss')
+    )
+    net.set_handler(NumpyHandler(np.float64))
+    net.initialize(Gaussian(0.5), seed=0)
+    parameters = net.buffer['BN'].parameters
+    parameters['gamma'][:] = [2.0, 3.0]
+    parameters['mu'][:] = [0.5, -1.0]
+    parameters['sigma'][:] = [2.0, 4.0]
+    x = np.array([[[1.0, 2.0], [3.0, -1.0], [0.0, 5.0]]])
+
+    def loss(values):
+        net.provide_external_data({'default': values})
+        net.forward_pass()
+        return net.get_loss_values()['total_loss']
+
+    eps = 1e-6
+    expected = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        up, down = x.copy(), x.copy()
+        up[i] += eps
+        down[i] -= eps
+        expected[i] = (loss(up) - loss(down)) / (2 * eps)
+    loss(x)
+    net.backward_pass()
+    np.testing.assert_allclose(
+        net.get('Input.output_deltas.default'), expected, rtol=1e-7, atol=1e-9
+    )
+    # training passes keep the training formula (the registry checks it)
+    net.forward_pass(training_pass=True)
+    net.backward_pass()
+    assert not np.allclose(net.get('Input.output_deltas.default'), expected)
