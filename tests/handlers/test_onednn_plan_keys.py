@@ -74,32 +74,15 @@ def test_convolutions_differing_in_one_part_of_the_key(part):
     assert len(keys) == 2, keys  # both ran on oneDNN
 
 
-# (in_h, in_w), window, padding, stride; the kind is the fifth part
+# (in_h, in_w), window, padding, stride; the kind is the fifth part. The
+# convolution's pairs hold for pooling too (the window for the kernel).
 POOL_PAIRS = {
     'inputs': [
         ((6, 6), (2, 2), (0, 0, 0, 0), (2, 2)),
         ((7, 7), (2, 2), (0, 0, 0, 0), (2, 2)),
     ],
-    'outputs': [
-        ((6, 6), (3, 3), (1, 1, 1, 1), (1, 1)),
-        ((6, 6), (3, 3), (1, 0, 1, 1), (1, 1)),
-    ],
-    'window': [
-        ((6, 6), (3, 3), (1, 1, 1, 1), (1, 1)),
-        ((6, 6), (2, 2), (1, 0, 1, 0), (1, 1)),
-    ],
-    'top': [
-        ((6, 6), (2, 2), (1, 0, 0, 0), (1, 1)),
-        ((6, 6), (2, 2), (0, 1, 0, 0), (1, 1)),
-    ],
-    'left': [
-        ((6, 6), (2, 2), (0, 0, 1, 0), (1, 1)),
-        ((6, 6), (2, 2), (0, 0, 0, 1), (1, 1)),
-    ],
-    'stride': [
-        ((10, 10), (2, 2), (0, 0, 0, 0), (3, 3)),
-        ((10, 10), (2, 2), (0, 0, 0, 0), (4, 4)),
-    ],
+    'window': CONV_PAIRS['weights'],
+    **{part: CONV_PAIRS[part] for part in ('outputs', 'top', 'left', 'stride')},
 }
 
 
