@@ -63,6 +63,7 @@ from brainstorm.handlers.numpy_handler import NumpyHandler
 from brainstorm.layers.base_layer import Layer
 from brainstorm.structure.architecture import Connection
 from brainstorm.structure.buffer_structure import BufferStructure
+from brainstorm.structure.buffer_views import BufferView
 from brainstorm.structure.buffers import BufferManager
 from brainstorm.structure.layout import create_layout
 
@@ -197,13 +198,13 @@ def set_up_layer(layer, spec: dict, handler=None):
     layer.set_handler(handler)
     buffers = manager.views[layer.name]
     rnd = np.random.RandomState(spec.get('seed', 1234))
-    for name, array in buffers.inputs.items():
+    for name, array in BufferView.items(buffers.inputs):
         value = spec.get(name)
         if value is None:
             value = rnd.randn(*array.shape)
         _set(handler, array, value, f'input {name!r}')
     inits = spec.get('inits', {})
-    for name, array in buffers.parameters.items():
+    for name, array in BufferView.items(buffers.parameters):
         value = inits.get(name)
         if value is None:
             value = rnd.randn(*array.shape)
@@ -406,7 +407,7 @@ class _Runner:
         rnd = np.random.RandomState(self.seed + 1)
         self.contexts = {}
         for category in ('outputs', 'internals'):
-            for name, array in self.buffers[category].items():
+            for name, array in BufferView.items(self.buffers[category]):
                 size = self._context_size(category, name)
                 if size:
                     self.contexts[category, name] = (
@@ -467,7 +468,7 @@ class _Runner:
             _randomize(self, 'internals', True, garbage)
             if self.layer.overwrites_gradients:
                 # the network does not zero these gradients
-                for name, array in self.buffers.gradients.items():
+                for name, array in BufferView.items(self.buffers.gradients):
                     if name not in self.layer.computes_no_gradients_for:
                         self.h.set_from_numpy(array, garbage.randn(*array.shape))
         for name, w in output_weights.items():
@@ -478,7 +479,7 @@ class _Runner:
                 w = padded
             self.h.set_from_numpy(array, w)
         if prefill_input_deltas:
-            for array in self.buffers.input_deltas.values():
+            for array in BufferView.values(self.buffers.input_deltas):
                 self.h.fill(array, float(prefill_input_deltas))
         for name in overwrite:
             array = self.buffers.input_deltas[name]
@@ -672,7 +673,7 @@ def _forward_results(runner) -> dict:
     return {
         (category, name): runner.get((category, name))
         for category in ('inputs', 'outputs', 'parameters')
-        for name in runner.buffers[category].keys()
+        for name in BufferView.keys(runner.buffers[category])
     }
 
 

@@ -21,6 +21,7 @@ from brainstorm.errors import (
 )
 from brainstorm.hooks.base import Hook
 from brainstorm.scorers import Accuracy, Scorer
+from brainstorm.structure.buffer_views import BufferView
 from brainstorm.tools.evaluation import _evaluate
 
 __all__ = [
@@ -48,8 +49,9 @@ def _stats(array: np.ndarray) -> OrderedDict:
 def _view_stats(net, view) -> OrderedDict:
     """:func:`_stats` of each non-empty array of a buffer view."""
     result = OrderedDict()
-    for key, array in view.items():
-        if hasattr(array, 'items'):
+    # through the class: a child named 'items' hides the method
+    for key, array in BufferView.items(view):
+        if isinstance(array, BufferView):
             continue
         values = net.handler.get_numpy_copy(array)
         if values.size:
@@ -219,7 +221,7 @@ class MonitorLayerParameters(_MonitorLayer):
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
         """Return the statistics of each parameter, by parameter name."""
         result = OrderedDict()
-        for key, array in net.buffer[self.layer_name].parameters.items():
+        for key, array in BufferView.items(net.buffer[self.layer_name].parameters):
             values = net.handler.get_numpy_copy(array)
             stats = _stats(values)
             if values.ndim >= 2:

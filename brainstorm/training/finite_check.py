@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from brainstorm.errors import NonFiniteError
+from brainstorm.structure.buffer_views import BufferView
 
 __all__ = ['FiniteCheck']
 
@@ -92,7 +93,8 @@ class FiniteCheck:
             for lname in net.layers:
                 view = net.buffer[lname]
                 for kind in kinds:
-                    for name in view[kind].keys() if kind in view else ():
+                    names = BufferView.keys(view[kind]) if kind in view else ()
+                    for name in names:
                         values = h.get_numpy_copy(view[kind][name])
                         bad = ~np.isfinite(values)
                         if bad.any():

@@ -158,3 +158,30 @@ def test_a_network_without_a_context_gives_one_entry_per_buffer_type():
     assert not np.array_equal(rnn.get('L.outputs.default'), plain)
     rnn.forward_pass(context=empty)  # the empty one is a zero context
     np.testing.assert_array_equal(rnn.get('L.outputs.default'), plain)
+
+
+@pytest.mark.parametrize('name', ['keys', 'items', 'values'])
+def test_inputs_named_after_view_methods_work_with_monitors_and_checks(name):
+    """Library code called ``view.items()`` and the like through the
+    instance, where a child of that name hid the method: a monitor of the
+    layer failed with a bare TypeError, and so did the finite check's
+    search for the broken buffer."""
+    inp = Input({name: ('T', 'B', 3), 'targets': ('T', 'B', 2)})
+    error = SquaredError(name='Out')
+    inp - name >> FullyConnected(2, name='FC') >> error
+    inp - 'targets' >> 'targets' - error
+    error - 'loss' >> Loss()
+    net = bs.Network.from_layer(inp)
+    net.set_handler(NumpyHandler(np.float64))
+    net.initialize(0.5)
+    data = {name: np.ones((2, 4, 3)), 'targets': np.ones((2, 4, 2))}
+    trainer = bs.Trainer(bs.training.SgdStepper(0.1), verbose=False)
+    trainer.add_hook(bs.hooks.MonitorLayerInOuts('Input', name='monitor'))
+    trainer.add_hook(bs.hooks.StopAfterEpoch(1))
+    trainer.train(net, bs.data_iterators.Minibatches(2, **data))
+    assert name in trainer.logs['monitor']['outputs']
+    net.buffer.FC.parameters.W[0, 0] = np.nan
+    trainer = bs.Trainer(bs.training.SgdStepper(0.1), verbose=False)
+    trainer.add_hook(bs.hooks.StopAfterEpoch(1))
+    with pytest.raises(bs.errors.NonFiniteError, match='FC'):
+        trainer.train(net, bs.data_iterators.Minibatches(2, **data))
