@@ -36,6 +36,7 @@ from brainstorm.scorers import (
 from brainstorm.structure.layout import get_buffer_type
 from brainstorm.structure.network import Network
 from brainstorm.structure.prediction import UnknownOutputError, output_names
+from brainstorm.training.data_parallel import share_shard_states
 from brainstorm.training.utils import run_network
 
 BUFFERS_FILE_FORMAT = b'Buffers file v1.0'
@@ -74,7 +75,9 @@ def evaluate(
         targets_name: targets name for scorers without their own.
         mask_name: mask name for scorers without their own.
         comm: an MPI communicator: the figures are joined over all its
-            ranks (each evaluating its own part of the data).
+            ranks (each evaluating its own part of the data). A ``Shard``
+            in ``iter``, and what it wraps, first get rank 0's random
+            states, so that all ranks shuffle alike.
 
     Returns:
         OrderedDict: the losses (batch-size weighted means), then the
@@ -97,6 +100,7 @@ def evaluate(
         >>> round(scores['total_loss'], 4)  # ln 2 per sample, averaged
         0.6931
     """
+    share_shard_states(comm, [iter])
     return _evaluate(
         network,
         iter,

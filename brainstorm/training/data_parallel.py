@@ -57,6 +57,7 @@ from brainstorm.training.steppers import SgdStepper, TrainingStepper
 
 __all__ = [
     'DataParallel',
+    'share_shard_states',
     'communicator_of',
     'is_root_process',
     'mpi_world_size',
@@ -109,6 +110,31 @@ def _share_random_state(comm, rnd, what: str) -> None:
     rnd.set_state((kind, key, int(rest[0]), int(rest[1]), float(rest[2])))
     if hasattr(rnd, '_seed'):
         rnd._seed = int(rest[3])  # what get_seed() reports, as on rank 0
+
+
+def share_shard_states(comm, iterators) -> None:
+    """Give each Shard in ``iterators``, and what it wraps, rank 0's states.
+
+    A collective: every rank calls it with the same iterators. Afterwards
+    all ranks shuffle alike, so they walk through the same global batches
+    also where their processes were seeded differently (a script that
+    never calls ``global_rnd.set_seed``). Nothing happens without a
+    communicator of two or more ranks.
+
+    Args:
+        comm: an mpi4py communicator (or None).
+        iterators: data iterators; those without a Shard are left alone.
+    """
+    size = getattr(comm, 'Get_size', None)
+    if size is None or size() < 2:
+        return
+    for iterator in iterators:
+        while iterator is not None and not isinstance(iterator, Shard):
+            iterator = getattr(iterator, 'iter', None)
+        below: Any = iterator
+        while below is not None:
+            _share_random_state(comm, getattr(below, 'rnd', None), type(below).__name__)
+            below = getattr(below, 'iter', None)
 
 
 class _SynchronizedNetwork:
@@ -358,6 +384,8 @@ class DataParallel(Describable):
         """
         if self.size == 1:
             return
+        iterators = list(iterators)
+        share_shard_states(self.comm, iterators)
         rank = self.rank
         for iterator in iterators:
             above = []
@@ -366,12 +394,6 @@ class DataParallel(Describable):
                 iterator = getattr(iterator, 'iter', None)
             if iterator is None:
                 continue
-            below: Any = iterator
-            while below is not None:
-                _share_random_state(
-                    self.comm, getattr(below, 'rnd', None), type(below).__name__
-                )
-                below = getattr(below, 'iter', None)
             for owner in above:
                 if not any(owner is done for done in self._reseeded_iterators):
                     _reseed_state(getattr(owner, 'rnd', None), rank)

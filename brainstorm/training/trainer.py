@@ -33,7 +33,7 @@ from brainstorm.scorers import (
 )
 from brainstorm.structure.prediction import check_parameters_set
 from brainstorm.training import checkpoint
-from brainstorm.training.data_parallel import DataParallel
+from brainstorm.training.data_parallel import DataParallel, share_shard_states
 from brainstorm.training.finite_check import FiniteCheck
 from brainstorm.training.hook_calls import (
     call_hook,
@@ -588,6 +588,9 @@ class Trainer(Describable):
             :attr:`results`.
         """
         check_data_iterators(net, named_data_iters)
+        if isinstance(self.stepper, DataParallel):
+            # the ranks shuffle alike, as in train (a collective)
+            share_shard_states(self.stepper.comm, named_data_iters.values())
 
         def emit():
             self._emit_hooks(net, 'epoch', self.results)

@@ -159,6 +159,37 @@ def unseeded_run(parallel: bool, shuffle, rank: int = 0):
     return net.get('parameters')
 
 
+def unseeded_evaluation(parallel: bool, rank: int = 0):
+    """Trainer.evaluate and tools.evaluate over sample-shuffled batches of
+    samples of distinct scales, each rank seeded differently: the figures
+    must be one process's (seeded as rank 0)."""
+    from brainstorm.hooks import MonitorLoss
+    from brainstorm.tools import evaluate
+
+    bs.global_rnd.set_seed(100 + rank)
+    rnd = np.random.RandomState(0)
+    n = 12
+    data = {
+        'default': rnd.randn(1, n, 4) * np.arange(n)[None, :, None],
+        'targets': rnd.randint(0, 3, (1, n, 1)),
+    }
+    valid = Minibatches(4, shuffle='samples', **data)
+    other = Minibatches(4, shuffle='samples', **data)
+    stepper = SgdStepper(0.1)
+    comm = None
+    if parallel:
+        from mpi4py import MPI
+
+        valid, other, stepper = Shard(valid), Shard(other), DataParallel(stepper)
+        comm = MPI.COMM_WORLD
+    net = blob_net(seed=4)
+    trainer = Trainer(stepper, verbose=False)
+    trainer.add_hook(MonitorLoss('valid', name='validation'))
+    results = trainer.evaluate(net, valid=valid)
+    figures = evaluate(net, other, comm=comm)
+    return np.array([results['validation']['total_loss'][-1], figures['total_loss']])
+
+
 def checkpoint_iterators():
     """Shuffled batches, split over the ranks, with noise on each rank's
     part."""
@@ -336,6 +367,7 @@ def main(scenario: str, outdir: str) -> None:
         results['modifiers'] = modifier_run(True)
         for shuffle in (True, 'samples'):
             results[f'unseeded_{shuffle}'] = unseeded_run(True, shuffle, rank)
+        results['unseeded_evaluation'] = unseeded_evaluation(True, rank)
     elif scenario == 'checkpoint':
         filename = os.path.join(outdir, 'run.ckpt')
         _, net = checkpoint_run(3)

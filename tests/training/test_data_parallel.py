@@ -50,6 +50,7 @@ from tests.training.mpi_worker import (
     equivalence_run,
     file_run,
     modifier_run,
+    unseeded_evaluation,
     unseeded_run,
     write_blob_file,
 )
@@ -683,6 +684,23 @@ def test_ranks_seeded_differently_walk_through_rank_0s_batches(
     np.testing.assert_array_equal(rank0[key], rank1[key])
     single = unseeded_run(parallel=False, shuffle=shuffle, rank=0)
     np.testing.assert_allclose(rank0[key], single, rtol=1e-10, atol=1e-13)
+
+
+@needs_mpi
+def test_evaluations_of_ranks_seeded_differently_equal_one_process(
+    equivalence_results,
+):
+    """Trainer.evaluate and tools.evaluate (with comm) give the ranks rank
+    0's shuffling too (they evaluated parts of different permutations:
+    1.14 against one process's 1.55)."""
+    (rank0, _), (rank1, _) = equivalence_results
+    np.testing.assert_array_equal(
+        rank0['unseeded_evaluation'], rank1['unseeded_evaluation']
+    )
+    single = unseeded_evaluation(parallel=False)
+    np.testing.assert_allclose(
+        rank0['unseeded_evaluation'], single, rtol=1e-12, atol=1e-14
+    )
 
 
 @needs_mpi
