@@ -871,3 +871,30 @@ def test_info_updater_writes_logs_into_any_run_object(tmp_path):
     json.dumps(run.info)  # plain data, as sacred stores it
     with pytest.raises(TrainingValidationError, match='info'):
         bs.hooks.InfoUpdater(object())
+
+
+def test_a_save_best_network_reused_for_a_new_run_judges_its_log_afresh():
+    """Reused by a second trainer (a fresh log), the hook skipped the new
+    run's first entries as judged already and kept the first run's
+    network."""
+    net = xor_net()
+    hook = SaveBestNetwork('val.loss', criterion='min')
+    for epoch in range(4):
+        call(
+            hook, {'val': {'loss': [1.0 - 0.1 * e for e in range(epoch + 1)]}}, net=net
+        )
+    first = hook.load_best_network().copy()
+    net.handler.set_from_numpy(net.buffer.parameters, first + 1)
+    call(hook, {'val': {'loss': [2.0]}}, net=net)  # the new run's first entry
+    np.testing.assert_array_equal(hook.load_best_network(), first + 1)
+
+
+def test_a_save_best_network_pickled_without_its_count_still_runs():
+    import pickle
+
+    hook = SaveBestNetwork('val.loss', criterion='min')
+    del hook.__dict__['_judged']  # as pickled before the count was kept
+    hook = pickle.loads(pickle.dumps(hook))
+    net = xor_net()
+    call(hook, {'val': {'loss': [1.0]}}, net=net)
+    np.testing.assert_array_equal(hook.load_best_network(), net.get('parameters'))

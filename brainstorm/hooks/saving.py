@@ -81,6 +81,9 @@ class SaveBestNetwork(Hook):
     }
 
     __undescribed__ = {'parameters': None, '_judged': 0}
+    #: entries of the log judged so far; None (unknown) on a hook pickled
+    #: before the count was kept, or restored from such a checkpoint
+    _judged: int | None = None
 
     def __init__(
         self,
@@ -98,9 +101,7 @@ class SaveBestNetwork(Hook):
         self.filename = filename
         self.criterion = criterion
         self.parameters: np.ndarray | None = None
-        #: entries of the log judged so far (None: unknown, restored from
-        #: an older checkpoint)
-        self._judged: int | None = 0
+        self._judged = 0
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
         """Save or keep the network if the last log entry is a new best."""
@@ -108,6 +109,8 @@ class SaveBestNetwork(Hook):
         if not log:
             return None
         judged, self._judged = self._judged, len(log)
+        if judged is not None and len(log) < judged:
+            judged = 0  # a new run's log (the hook reused by another trainer)
         now = self._logged_now(log, epoch_nr, update_nr)
         if judged is not None and len(log) <= judged:
             return None  # judged already (a log written less often)
