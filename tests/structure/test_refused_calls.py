@@ -79,6 +79,16 @@ def test_a_refused_initialize_of_a_fresh_network_leaves_it_uninitialised():
         net.forward_pass()
 
 
+def named_input_network(name):
+    """Input output ``name`` -> FullyConnected 'FC' -> squared error."""
+    inp = Input({name: ('T', 'B', 3), 'targets': ('T', 'B', 2)})
+    error = SquaredError(name='Out')
+    inp - name >> FullyConnected(2, name='FC') >> error
+    inp - 'targets' >> 'targets' - error
+    error - 'loss' >> Loss()
+    return bs.Network.from_layer(inp)
+
+
 @pytest.mark.parametrize('name', ['adjust', 'append', 'index', 'get_group'])
 def test_layers_and_inputs_may_take_the_names_of_view_methods(name):
     """A layer (or Input output) named 'adjust' shadowed the view method the
@@ -94,12 +104,7 @@ def test_layers_and_inputs_may_take_the_names_of_view_methods(name):
         net.forward_pass()
     assert net.get(f'{name}.outputs.default').shape == (4, 1, 4)
 
-    inp = Input({name: ('T', 'B', 3), 'targets': ('T', 'B', 2)})
-    error = SquaredError(name='Out')
-    inp - name >> FullyConnected(2, name='FC') >> error
-    inp - 'targets' >> 'targets' - error
-    error - 'loss' >> Loss()
-    net = bs.Network.from_layer(inp)
+    net = named_input_network(name)
     net.initialize(1.0)
     net.provide_external_data({name: np.ones((2, 3, 3)), 'targets': np.ones((2, 3, 2))})
     net.forward_pass()
@@ -166,12 +171,7 @@ def test_inputs_named_after_view_methods_work_with_monitors_and_checks(name):
     instance, where a child of that name hid the method: a monitor of the
     layer failed with a bare TypeError, and so did the finite check's
     search for the broken buffer."""
-    inp = Input({name: ('T', 'B', 3), 'targets': ('T', 'B', 2)})
-    error = SquaredError(name='Out')
-    inp - name >> FullyConnected(2, name='FC') >> error
-    inp - 'targets' >> 'targets' - error
-    error - 'loss' >> Loss()
-    net = bs.Network.from_layer(inp)
+    net = named_input_network(name)
     net.set_handler(NumpyHandler(np.float64))
     net.initialize(0.5)
     data = {name: np.ones((2, 4, 3)), 'targets': np.ones((2, 4, 2))}
