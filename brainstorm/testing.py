@@ -12,8 +12,10 @@ built-in layer is checked, in float64 under a
    ``computes_no_gradients_for``);
 3. input deltas are added, not overwritten: pre-filled with 1, they end
    exactly 1 higher;
-4. outputs do not depend on the previous contents of internals and outputs
-   (context slots excepted);
+4. the forward pass leaves its inputs and parameters alone (except those in
+   ``computes_no_gradients_for``, such as running statistics), and outputs do
+   not depend on the previous contents of internals and outputs (context
+   slots excepted);
 5. input deltas and gradients do not depend on the previous contents of
    backward internals; a layer with ``can_overwrite_input_deltas``, asked
    to overwrite its input deltas (``overwrite_input_deltas``), gives the
@@ -668,13 +670,27 @@ def _randomize(runner, category, backward: bool, rnd):
         runner.h.set_from_numpy(array, rnd.randn(*array.shape))
 
 
-def _forward_results(runner) -> dict:
+def _forward_results(runner, categories=('inputs', 'outputs', 'parameters')) -> dict:
     """Copies of the buffers a layer shares: inputs, outputs, parameters."""
     return {
         (category, name): runner.get((category, name))
-        for category in ('inputs', 'outputs', 'parameters')
+        for category in categories
         for name in BufferView.keys(runner.buffers[category])
     }
+
+
+def _check_kept(layer, spec, runner, before: dict, which: str, may: str) -> None:
+    """Raise if a buffer of ``before`` differs from its copy there."""
+    for (category, name), expected in before.items():
+        got = runner.get((category, name))
+        if not np.array_equal(got, expected, equal_nan=True):
+            raise LayerTestError(
+                f'{_describe(layer, spec)}: the {which} pass changed the '
+                f'{category[:-1] if category != "inputs" else "input"} '
+                f'{name!r} (largest |difference| '
+                f'{np.nanmax(np.abs(got - expected)):.3g}); a {which} pass '
+                f'may write only {may}.'
+            )
 
 
 def run_forward_results_kept_test(layer, spec, runner=None):
@@ -691,24 +707,39 @@ def run_forward_results_kept_test(layer, spec, runner=None):
     runner.forward()
     before = _forward_results(runner)
     runner.backward(weights)
-    for (category, name), expected in before.items():
-        got = runner.get((category, name))
-        if not np.array_equal(got, expected, equal_nan=True):
-            raise LayerTestError(
-                f'{_describe(layer, spec)}: the backward pass changed the '
-                f'{category[:-1] if category != "inputs" else "input"} '
-                f'{name!r} that the forward pass left (largest |difference| '
-                f'{np.nanmax(np.abs(got - expected)):.3g}); a backward pass '
-                'may write only deltas, gradients and internals.'
-            )
+    _check_kept(
+        layer, spec, runner, before, 'backward', 'deltas, gradients and internals'
+    )
+
+
+def _forward_keeps_shared(layer, spec, runner) -> None:
+    """A forward pass (run here) writes none of the inputs and parameters.
+
+    Parameters without gradients (``computes_no_gradients_for``) are
+    statistics that a training pass may update, and are left out.
+
+    A layer that does would make the next forward pass, and the finite
+    differences, differ: this says so rather than blame stale internals.
+    """
+    shared = _forward_results(runner, ('inputs', 'parameters'))
+    for name in layer.computes_no_gradients_for:
+        # statistics a training pass keeps (BatchNorm's running mean)
+        shared.pop(('parameters', name), None)
+    runner.forward()
+    _check_kept(layer, spec, runner, shared, 'forward', 'outputs and internals')
 
 
 def run_stale_internals_test(layer, spec, runner=None):
-    """Checks 4 and 5: results do not depend on stale buffer contents."""
+    """Checks 4 and 5: results do not depend on stale buffer contents.
+
+    Check 4 first makes sure that the forward pass writes none of the
+    inputs and parameters (a layer scaling its input in place would
+    otherwise be reported as depending on stale internals).
+    """
     runner = runner or _checked_runner(layer, spec)
     rnd = np.random.RandomState(runner.seed + 3)
     weights = runner.random_output_weights(_output_names(layer))
-    runner.forward()
+    _forward_keeps_shared(layer, spec, runner)
     outputs = {n: runner.real_steps('outputs', n) for n in layer.out_shapes}
     _randomize(runner, 'outputs', False, rnd)
     _randomize(runner, 'internals', False, rnd)
@@ -819,6 +850,7 @@ def run_layer_tests(layer, spec: dict) -> None:
             and the largest difference.
     """
     runner = _checked_runner(layer, spec)
+    _forward_keeps_shared(layer, spec, runner)  # first: check 4's clearest part
     run_deltas_test(layer, spec, runner)
     run_gradients_test(layer, spec, runner)
     run_deltas_accumulate_test(layer, spec, runner)

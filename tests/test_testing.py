@@ -130,6 +130,30 @@ class FalselyOverwritingLayerImpl(ScaleLayerImpl):
         self.handler.add_tt(dw, scratch, dw)
 
 
+class ScaleInputLayerImpl(CopyLayerImpl):
+    """y = 2x, computed by doubling its input in place: deltas right, the
+    input (another layer's output) changed."""
+
+    def forward_pass(self, buffers, training_pass=True):
+        x = buffers.inputs.default
+        self.handler.mult_st(2.0, x, x)
+        self.handler.copy_to(x, buffers.outputs.default)
+
+    def backward_pass(self, buffers):
+        self.handler.mult_add_st(
+            2.0, buffers.output_deltas.default, buffers.input_deltas.default
+        )
+
+
+class ScaleParameterLayerImpl(ScaleLayerImpl):
+    """Writes its parameter in the forward pass (adds 0.5 to it)."""
+
+    def forward_pass(self, buffers, training_pass=True):
+        w = buffers.parameters.w
+        self.handler.add_st(0.5, w, w)
+        super().forward_pass(buffers, training_pass)
+
+
 class CopyOrOverwriteLayerImpl(CopyLayerImpl):
     """Adds its input deltas, or overwrites them when asked to: correct."""
 
@@ -214,6 +238,8 @@ def test_a_correct_layer_passes():
         (FalselyOverwritingInternalsLayerImpl, 'overwrites_backward_internals is'),
         (TwoInputsLayerImpl, "'b' were not added to"),
         (ScratchOutputLayerImpl, "backward pass changed the output 'default'"),
+        (ScaleInputLayerImpl, "forward pass changed the input 'default'"),
+        (ScaleParameterLayerImpl, "forward pass changed the parameter 'w'"),
     ],
 )
 def test_buggy_layers_fail_with_a_named_error(layer_class, message):
