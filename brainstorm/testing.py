@@ -15,7 +15,8 @@ built-in layer is checked, in float64 under a
 4. the forward pass leaves its inputs and parameters alone (except those in
    ``computes_no_gradients_for``, such as running statistics), and outputs do
    not depend on the previous contents of internals and outputs (context
-   slots excepted);
+   slots excepted), nor on the inputs the layer declares them independent
+   of (``independent_outputs``);
 5. input deltas and gradients do not depend on the previous contents of
    backward internals; a layer with ``can_overwrite_input_deltas``, asked
    to overwrite its input deltas (``overwrite_input_deltas``), gives the
@@ -729,6 +730,36 @@ def _forward_keeps_shared(layer, spec, runner) -> None:
     _check_kept(layer, spec, runner, shared, 'forward', 'outputs and internals')
 
 
+def _check_declared_independence(layer, spec, runner) -> None:
+    """Outputs in ``independent_outputs`` ignore the inputs named there.
+
+    Each such input's values are shifted by one element (so each stays a
+    valid value of that input); the output must keep its values.
+    """
+    for output, inputs in layer.independent_outputs.items():
+        if output not in layer.out_shapes:
+            continue
+        for name in inputs:
+            if name not in layer.in_shapes:
+                continue
+            original = runner.get(('inputs', name))
+            runner.forward()
+            expected = runner.real_steps('outputs', output)
+            shifted = np.roll(original.ravel(), 1).reshape(original.shape)
+            runner.h.set_from_numpy(runner.buffers.inputs[name], shifted)
+            runner.forward()
+            got = runner.real_steps('outputs', output)
+            runner.h.set_from_numpy(runner.buffers.inputs[name], original)
+            if not np.allclose(got, expected, rtol=1e-12, atol=1e-12):
+                raise LayerTestError(
+                    f'{_describe(layer, spec)}: output {output!r} changed with '
+                    f'input {name!r} (largest |difference| '
+                    f'{np.abs(got - expected).max():.3g}), but the layer '
+                    f'declares it independent of {name!r} '
+                    '(independent_outputs).'
+                )
+
+
 def run_stale_internals_test(layer, spec, runner=None):
     """Checks 4 and 5: results do not depend on stale buffer contents.
 
@@ -740,6 +771,8 @@ def run_stale_internals_test(layer, spec, runner=None):
     rnd = np.random.RandomState(runner.seed + 3)
     weights = runner.random_output_weights(_output_names(layer))
     _forward_keeps_shared(layer, spec, runner)
+    _check_declared_independence(layer, spec, runner)
+    runner.forward()
     outputs = {n: runner.real_steps('outputs', n) for n in layer.out_shapes}
     _randomize(runner, 'outputs', False, rnd)
     _randomize(runner, 'internals', False, rnd)

@@ -218,6 +218,13 @@ class TwoInputsLayerImpl(Layer):
                 _h.add_tt(dx, dy, dx)
 
 
+class FalselyIndependentLayerImpl(TwoInputsLayerImpl):
+    """y = a + b, correct, but declares y independent of b."""
+
+    can_overwrite_input_deltas = False
+    independent_outputs = {'default': ('b',)}
+
+
 def test_a_correct_layer_passes():
     run_layer_tests(instantiate_layer(CopyLayerImpl, {'default': (3,)}), SPEC)
     run_layer_tests(instantiate_layer(ScaleLayerImpl, {'default': (3,)}), SPEC)
@@ -239,11 +246,13 @@ def test_a_correct_layer_passes():
         (TwoInputsLayerImpl, "'b' were not added to"),
         (ScratchOutputLayerImpl, "backward pass changed the output 'default'"),
         (ScaleInputLayerImpl, "forward pass changed the input 'default'"),
+        (FalselyIndependentLayerImpl, "declares it independent of 'b'"),
         (ScaleParameterLayerImpl, "forward pass changed the parameter 'w'"),
     ],
 )
 def test_buggy_layers_fail_with_a_named_error(layer_class, message):
-    inputs = {'a': (3,), 'b': (3,)} if layer_class is TwoInputsLayerImpl else None
+    two = (TwoInputsLayerImpl, FalselyIndependentLayerImpl)
+    inputs = {'a': (3,), 'b': (3,)} if layer_class in two else None
     layer = instantiate_layer(layer_class, inputs or {'default': (3,)})
     with pytest.raises(LayerTestError, match=message) as info:
         run_layer_tests(layer, SPEC)

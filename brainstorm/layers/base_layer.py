@@ -69,6 +69,15 @@ class Layer:
     #: gives them this value unless a pattern names them. They get no
     #: gradient, so they belong in ``computes_no_gradients_for`` too.
     untrained_parameters: dict = {}
+    #: Outputs that do not depend on some of the inputs, output name ->
+    #: those inputs. ``net.predict`` (and everything that asks which inputs
+    #: an output needs) then does not ask for data that reaches the output
+    #: only through them. The default says that an output layer's
+    #: ``predictions`` do not depend on its ``targets``; a layer whose
+    #: outputs are named otherwise declares its own, e.g.
+    #: ``{'probabilities': ('labels',)}``. The layer tests of
+    #: :mod:`brainstorm.testing` check the claim.
+    independent_outputs: dict = {'predictions': ('targets',)}
     #: True if ``backward_pass`` writes every element of the gradients of
     #: all its parameters (except those in ``computes_no_gradients_for``)
     #: without reading them first, i.e. overwrites instead of adding. The
@@ -130,6 +139,7 @@ class Layer:
         written once, in the function's signature.
         """
         super().__init_subclass__(**kwargs)
+        _check_independent_outputs(cls)
         if 'declared_kwargs' in cls.__dict__:
             if 'expected_kwargs' not in cls.__dict__:
                 cls.expected_kwargs = set(cls.declared_kwargs)
@@ -336,6 +346,27 @@ class Layer:
 
     def __repr__(self):
         return f'<{type(self).__name__} {self.name!r}>'
+
+
+def _check_independent_outputs(cls: type[Layer]) -> None:
+    """Refuse an ``independent_outputs`` that is no dict of names to names.
+
+    A single name given where a tuple belongs (``{'p': 'labels'}``) would
+    otherwise be taken letter by letter.
+    """
+    declared = cls.independent_outputs
+    if isinstance(declared, dict) and all(
+        isinstance(output, str)
+        and isinstance(inputs, (tuple, list, set, frozenset))
+        and all(isinstance(name, str) for name in inputs)
+        for output, inputs in declared.items()
+    ):
+        return
+    raise TypeError(
+        f'{cls.__name__}.independent_outputs must be a dict of output names '
+        "to tuples of input names, e.g. {'predictions': ('targets',)}. "
+        f'Received: {declared!r}'
+    )
 
 
 def _defining_namespace(cls: type) -> dict:

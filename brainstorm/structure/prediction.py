@@ -23,14 +23,9 @@ __all__ = [
     'predict',
 ]
 
-#: Inputs of layers with this name take targets: ``predict`` needs no data
-#: for what reaches the network only through them into an output layer's
-#: :data:`PREDICTIONS_OUTPUT`.
+#: Inputs of layers with this name take targets (named in the error of a
+#: ``predict`` call that lacks the inputs a loss needs).
 TARGET_INPUT = 'targets'
-
-#: The output of an output layer (SoftmaxCE, SigmoidCE, SquaredError) that
-#: does not depend on its targets; its other outputs (``loss``) do.
-PREDICTIONS_OUTPUT = 'predictions'
 
 
 class UnknownOutputError(NetworkValidationError, KeyError):
@@ -144,8 +139,9 @@ def check_parameters_set(network) -> None:
 def required_inputs(network, path: str) -> list[str]:
     """The Input outputs that the buffer at ``path`` depends on.
 
-    Every output of a layer depends on all its inputs, except an output
-    layer's ``'predictions'``, which does not depend on its ``'targets'``
+    Every output of a layer depends on all its inputs, except where the
+    layer declares otherwise in ``independent_outputs``: by default an
+    output layer's ``'predictions'`` do not depend on its ``'targets'``
     input. So the targets are needed for a loss and for everything
     computed from a loss, not for the predictions.
 
@@ -169,8 +165,10 @@ def required_inputs(network, path: str) -> list[str]:
         if lname == 'Input':
             needed.add(oname)
             continue
-        for connection in network.layers[lname].incoming:
-            if connection.input_name == TARGET_INPUT and oname == PREDICTIONS_OUTPUT:
+        layer = network.layers[lname]
+        ignored = layer.independent_outputs.get(oname, ())
+        for connection in layer.incoming:
+            if connection.input_name in ignored:
                 continue
             todo.append((connection.start_layer, connection.output_name))
     return [name for name in network.layers['Input'].out_shapes if name in needed]

@@ -3,6 +3,7 @@ initialised parameters (issue 26, points 1, 3 and 6)."""
 
 import copy
 import pickle
+from collections import OrderedDict
 
 import numpy as np
 import pytest
@@ -10,6 +11,9 @@ import pytest
 import brainstorm as bs
 from brainstorm.errors import NetworkValidationError
 from brainstorm.handlers import DebugHandler, NumpyHandler
+from brainstorm.layers.base_layer import Layer
+from brainstorm.structure.buffer_structure import BufferStructure, StructureTemplate
+from brainstorm.structure.construction import ConstructionWrapper
 from brainstorm.structure.external_data import MissingInputError
 from brainstorm.structure.prediction import (
     UninitializedNetworkError,
@@ -574,3 +578,76 @@ def test_the_check_looks_at_the_parameters_once(monkeypatch):
     for _ in range(3):
         net.predict(samples(1, 2), out_name=PREDICTIONS)
     assert calls == [1]
+
+
+# ------------------------------------- independent_outputs: custom layers ---
+
+
+class LabelledLayerImpl(Layer):
+    """An output layer named otherwise: 'probabilities' (its input as it
+    is, independent of the labels) and 'loss' (squared difference)."""
+
+    expected_inputs = {
+        'default': StructureTemplate('T', 'B', 'F'),
+        'labels': StructureTemplate('T', 'B', 'F'),
+    }
+    independent_outputs = {'probabilities': ('labels',)}
+
+    def setup(self, kwargs, in_shapes):
+        s = in_shapes['default']
+        return (
+            OrderedDict(probabilities=s, loss=BufferStructure('T', 'B', 1)),
+            OrderedDict(),
+            OrderedDict(diff=BufferStructure(*s.shape)),
+        )
+
+    def forward_pass(self, buffers, training_pass=True):
+        _h, x = self.handler, buffers.inputs
+        _h.copy_to(x.default, buffers.outputs.probabilities)
+        diff = buffers.internals.diff
+        _h.subtract_tt(x.default, x.labels, diff)
+        _h.mult_tt(diff, diff, diff)
+        _h.sum_t(diff, 2, buffers.outputs.loss)
+
+    def backward_pass(self, buffers):
+        pass
+
+
+class UndeclaredLabelledLayerImpl(LabelledLayerImpl):
+    independent_outputs = {}
+
+
+def labelled_net(layer_class):
+    inp = bs.layers.Input({'default': ('T', 'B', 3), 'labels': ('T', 'B', 3)})
+    out = ConstructionWrapper.create(layer_class, name='Out')
+    inp - 'labels' >> 'labels' - out
+    inp >> out
+    net = bs.Network.from_layer(out)
+    net.set_handler(NumpyHandler(np.float64))
+    net.initialize(bs.initializers.Gaussian(0.5), seed=1)
+    return net
+
+
+def test_a_custom_layer_declares_the_inputs_its_outputs_do_not_need():
+    """Only an output named 'predictions' was known not to need the
+    targets: a custom output layer's predictions needed its labels."""
+    net = labelled_net(LabelledLayerImpl)
+    x = np.random.default_rng(3).normal(size=(2, 4, 3))
+    got = net.predict(x, out_name='Out.outputs.probabilities')
+    np.testing.assert_array_equal(got, x)
+    with pytest.raises(MissingInputError, match=r"\['labels'\]"):
+        net.predict({'default': x}, out_name='Out.outputs.loss')
+    undeclared = labelled_net(UndeclaredLabelledLayerImpl)
+    with pytest.raises(MissingInputError, match=r"\['labels'\]"):
+        undeclared.predict({'default': x}, out_name='Out.outputs.probabilities')
+
+
+@pytest.mark.parametrize(
+    'declared',
+    [{'probabilities': 'labels'}, [('probabilities', ('labels',))], {1: ('a',)},
+     {'probabilities': (1,)}, None],
+)  # fmt: skip
+def test_a_bad_independent_outputs_declaration_is_refused(declared):
+    with pytest.raises(TypeError, match='independent_outputs must be a dict') as info:
+        type('BadLayerImpl', (LabelledLayerImpl,), {'independent_outputs': declared})
+    assert 'BadLayerImpl' in str(info.value)
