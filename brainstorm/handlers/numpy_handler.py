@@ -457,6 +457,8 @@ class NumpyHandler(Handler):
         columns=None,
         activation: str = 'linear',
     ) -> None:
+        if not np.shape(inputs)[0]:
+            return  # no images (an empty batch): nothing to compute
         activate = self._activation_after(activation)
         _conv.conv2d_forward_batch(
             self, inputs, weights, bias, outputs, padding, stride, columns=columns
@@ -479,6 +481,10 @@ class NumpyHandler(Handler):
         skip_in_deltas: bool = False,
         overwrite_in_deltas: bool = False,
     ) -> None:
+        if not np.shape(inputs)[0]:  # no images: gradients of nothing
+            self.fill(weight_deltas, 0.0)
+            self.fill(bias_deltas, 0.0)
+            return
         if overwrite_in_deltas and not skip_in_deltas:
             self.fill(in_deltas, 0.0)
         _conv.conv2d_backward_batch(
@@ -504,6 +510,8 @@ class NumpyHandler(Handler):
         stride: tuple[int, int],
         argmax,
     ) -> None:
+        if not np.shape(inputs)[0]:
+            return  # no images (an empty batch): nothing to compute
         _maxpool.maxpool2d_forward_batch(
             self, inputs, window, outputs, padding, stride, argmax
         )
@@ -521,6 +529,8 @@ class NumpyHandler(Handler):
         *,
         overwrite_in_deltas: bool = False,
     ) -> None:
+        if not np.shape(inputs)[0]:
+            return
         if overwrite_in_deltas:
             self.fill(in_deltas, 0.0)
         _maxpool.maxpool2d_backward_batch(
@@ -543,6 +553,8 @@ class NumpyHandler(Handler):
         padding: int | tuple[int, int, int, int],
         stride: tuple[int, int],
     ) -> None:
+        if not np.shape(inputs)[0]:
+            return  # no images (an empty batch): nothing to compute
         _conv.avgpool2d_forward_batch(self, inputs, window, outputs, padding, stride)
 
     def avgpool2d_backward_batch(
@@ -557,6 +569,8 @@ class NumpyHandler(Handler):
         *,
         overwrite_in_deltas: bool = False,
     ) -> None:
+        if not np.shape(inputs)[0]:
+            return
         if overwrite_in_deltas:
             self.fill(in_deltas, 0.0)
         _conv.avgpool2d_backward_batch(

@@ -20,6 +20,7 @@ from brainstorm.layers.attributes import resolve_kwarg
 from brainstorm.naming import get_by_path as get_by_path  # 0.5's namespace
 from brainstorm.registry import get_layer_class, layer_classes, register_layer_class
 from brainstorm.structure.buffer_structure import BufferStructure, StructureTemplate
+from brainstorm.structure.buffer_views import BufferView
 
 __all__ = ['Layer', 'get_layer_class_from_typename']
 
@@ -322,6 +323,17 @@ class Layer:
 
     def backward_pass(self, buffers) -> None:
         """Add input deltas and compute gradients from the output deltas."""
+
+    def _zero_gradients(self, buffers) -> None:
+        """Set every gradient to zero (those the layer computes).
+
+        For the backward pass of a layer that ``overwrites_gradients`` over
+        data without time steps: nothing was seen, and the network did not
+        zero them.
+        """
+        for name, gradient in BufferView.items(buffers.gradients):
+            if name not in self.computes_no_gradients_for:
+                self.handler.fill(gradient, 0.0)
 
     def get_shape(self, path: str) -> tuple:
         """The shape template of a buffer, e.g. ``'outputs.default'``."""

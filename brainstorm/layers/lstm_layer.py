@@ -238,6 +238,9 @@ class LstmLayerImpl(Layer):
         x, dx = buffers.inputs.default, buffers.input_deltas.default
         y, dy = buffers.outputs.default, buffers.output_deltas.default
         T = x.shape[0]
+        if not T:  # no time steps: nothing seen, zero gradients
+            self._zero_gradients(buffers)
+            return
         act_deriv = _h.act_func_deriv[self.activation]
         sigmoid_deriv = _h.sigmoid_deriv
         inactive, carry = self._clock_backward(buffers)

@@ -176,6 +176,8 @@ class MultiHeadAttentionLayerImpl(Layer):
         """
         _h = self.handler
         steps = self._time_steps(buffers)
+        if not steps:
+            return  # no time steps: nothing to attend to
         W_qkv, bias_qkv, W_out, bias_out = buffers.parameters
         qkv, context = buffers.internals.qkv, buffers.internals.context
         flat_qkv = flatten_time_and_features(qkv)
@@ -224,6 +226,9 @@ class MultiHeadAttentionLayerImpl(Layer):
         """
         _h = self.handler
         steps = self._time_steps(buffers)
+        if not steps:  # no time steps: nothing seen
+            self._zero_gradients(buffers)
+            return
         W_qkv, _, W_out, _ = buffers.parameters
         dW_qkv, dbias_qkv, dW_out, dbias_out = buffers.gradients
         qkv, context = buffers.internals.qkv, buffers.internals.context
