@@ -172,8 +172,9 @@ class FloatIn(Real):
         if math.isinf(low) and math.isinf(high):
             self.expected = 'a finite float'
         else:
-            left = '[' if include_low else '('
-            right = ']' if include_high else ')'
+            # an infinite bound is never included: the value must be finite
+            left = '[' if include_low and not math.isinf(low) else '('
+            right = ']' if include_high and not math.isinf(high) else ')'
             self.expected = f'a float in {left}{low}, {high}{right}'
 
 

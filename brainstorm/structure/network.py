@@ -797,12 +797,13 @@ class Network(Seedable):
                     RuntimeWarning,
                     stacklevel=2,
                 )
-        if parts['initializers']:
+        # None (or an empty dict) is "none"; any other value, 0 included,
+        # is what the call takes
+        if parts['initializers'] is not None and parts['initializers'] != {}:
             net.initialize(parts['initializers'])
-        if parts['weight_modifiers']:
-            net.set_weight_modifiers(parts['weight_modifiers'])
-        if parts['gradient_modifiers']:
-            net.set_gradient_modifiers(parts['gradient_modifiers'])
+        for kind in ('weight_modifiers', 'gradient_modifiers'):
+            if parts[kind] is not None and parts[kind] != {}:
+                getattr(net, 'set_' + kind)(parts[kind])
         net.output_name = parts['output_name']
         return net
 

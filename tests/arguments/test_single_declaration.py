@@ -160,6 +160,10 @@ def test_the_layer_declarations_are_arguments_declarations():
         'a float in [0, 1)'
     )
     assert attributes.Number().expected == 'a finite float'
+    # an infinite bound is never accepted: no closed bracket for it
+    # (Loss(importance=inf) was refused as not 'a float in [0, inf]')
+    assert attributes.FloatIn(0).expected == 'a float in [0, inf)'
+    assert attributes.FloatIn(high=1).expected == 'a float in (-inf, 1]'
     assert attributes.PositiveInt().expected == 'a positive int'
 
 

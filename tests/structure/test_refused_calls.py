@@ -185,3 +185,22 @@ def test_inputs_named_after_view_methods_work_with_monitors_and_checks(name):
     trainer.add_hook(bs.hooks.StopAfterEpoch(1))
     with pytest.raises(bs.errors.NonFiniteError, match='FC'):
         trainer.train(net, bs.data_iterators.Minibatches(2, **data))
+
+
+@pytest.mark.parametrize('value', [0, 0.0])
+def test_a_description_initializing_with_zero_initializes(value):
+    """``'initializers': 0`` was taken for "none" (a truth test), so the
+    rebuilt network refused to run as never initialised; 1 or 0.5 worked."""
+
+    inp, out = bs.tools.get_in_out_layers('classification', 4, 3)
+    net = bs.Network.from_layer(inp >> bs.layers.FullyConnected(5) >> out)
+    description = bs.get_description(net)
+    description['initializers'] = value  # written by hand, as initialize takes it
+    rebuilt = bs.create_from_description(description)
+    np.testing.assert_array_equal(
+        rebuilt.handler.get_numpy_copy(rebuilt.buffer.parameters), 0
+    )
+    rebuilt.provide_external_data(
+        {'default': np.ones((1, 2, 4)), 'targets': np.zeros((1, 2, 1))}
+    )
+    rebuilt.forward_pass()  # initialised: runs
