@@ -15,10 +15,12 @@ import numpy as np
 
 from brainstorm.arguments import (
     Arg,
+    Choice,
     DictOf,
     Int,
     ListOf,
     NumericArray,
+    Optional,
 )
 from brainstorm.errors import IteratorValidationError
 from brainstorm.randomness import Seedable
@@ -228,9 +230,72 @@ def _part_bounds(batch_size: int, rank: int, size: int) -> tuple[int, int]:
 #: (h5py datasets); NaN/Inf are checked by the iterators.
 _DATA = NumericArray(min_ndim=3, finite=False, on_demand=True)
 
+#: The dtypes a description records for data (NumPy's names): the bool,
+#: integer and floating types that data may have.
+_DATA_DTYPE_NAMES = tuple(
+    dict.fromkeys(
+        np.dtype(kind).name
+        for kind in (
+            np.float32,
+            np.float64,
+            np.float16,
+            np.longdouble,
+            np.int8,
+            np.int16,
+            np.int32,
+            np.int64,
+            np.uint8,
+            np.uint16,
+            np.uint32,
+            np.uint64,
+            np.bool_,
+        )
+    )
+)
+
+
+def _restored_data(owner: str, name: str, values, dtype_name) -> np.ndarray:
+    """Data restored from a description, with its recorded dtype (if any).
+
+    A description holds the data as nested lists, which NumPy reads as
+    int64, float64 or bool; ``dtype_name`` (from ``data_dtypes``) gives
+    the dtype back. Floats are rounded to the recorded precision; a value
+    the dtype cannot hold (an int out of range, a fraction for an int, a
+    float that becomes infinite) is refused.
+
+    Raises:
+        IteratorValidationError: naming the iterator, the data and a value
+            that does not fit the dtype.
+    """
+    array = np.asarray(values)
+    if dtype_name is None or array.dtype == np.dtype(dtype_name):
+        return array
+    dtype = np.dtype(dtype_name)
+    with np.errstate(invalid='ignore', over='ignore'):
+        cast = array.astype(dtype)
+    if np.issubdtype(dtype, np.floating) and np.issubdtype(array.dtype, np.floating):
+        fits = np.isfinite(cast) == np.isfinite(array)
+    else:
+        fits = cast == array
+    if not fits.all():
+        where = np.unravel_index(int(np.argmin(fits)), fits.shape)
+        raise IteratorValidationError(
+            f"{owner}: data '{name}' holds {array[where].item()!r} at index "
+            f"{tuple(map(int, where))}, which its dtype '{dtype_name}' (given "
+            'by data_dtypes) cannot hold.'
+        )
+    return cast
+
 
 class DataIterator(Seedable):
     """Base class of all data iterators.
+
+    A description (see :mod:`brainstorm.describable`) of an iterator
+    holding its data in memory (``data``) stores the arrays as nested lists
+    and their dtypes under ``data_dtypes`` (``{'default': 'float32'}``), so
+    the recreated iterator yields batches of the same dtypes. Descriptions
+    without ``data_dtypes`` (written by earlier versions) load as before:
+    the dtypes NumPy gives the lists (int64, float64, bool).
 
     Args:
         data_shapes: maps each data name to the full shape of its data.
@@ -241,6 +306,14 @@ class DataIterator(Seedable):
     __arguments__ = {
         'data_shapes': Arg(DictOf(ListOf(Int(0), as_tuple=True))),
         'length': Arg(Int(0)),
+        # only in descriptions: the dtype of each array of ``data``
+        'data_dtypes': Arg(
+            Optional(DictOf(Choice(*_DATA_DTYPE_NAMES))),
+            default=None,
+            state=True,
+            omit_default=True,
+            doc='the dtype of each data array (descriptions only)',
+        ),
     }
 
     def __init__(self, data_shapes: dict[str, tuple[int, ...]], length: int):
@@ -271,13 +344,57 @@ class DataIterator(Seedable):
             start, stop = _part_bounds(first.shape[1], rank, size)
             yield {name: values[:, start:stop] for name, values in data.items()}
 
+    def __describe__(self) -> dict:
+        """The description, with ``data_dtypes`` for data held in memory."""
+        description = super().__describe__()
+        data = self.__dict__.get('data')
+        if isinstance(data, dict) and 'data' in description:
+            dtypes = {name: np.asarray(d).dtype.name for name, d in data.items()}
+            kind = description.pop('@type')
+            # other dtypes (of a user's subclass) are inferred, as before
+            description['data_dtypes'] = {
+                name: dtype
+                for name, dtype in dtypes.items()
+                if dtype in _DATA_DTYPE_NAMES
+            }
+            description['@type'] = kind
+        return description
+
+    @classmethod
+    def __new_from_description__(cls, description: dict):
+        """Recreate an iterator; ``data_dtypes`` is not kept as an attribute.
+
+        :meth:`__init_from_description__` uses and removes it; this also
+        removes the declared default (None) from iterators whose own
+        ``__init_from_description__`` does not call this class's (Shard).
+        """
+        instance = super().__new_from_description__(description)
+        instance.__dict__.pop('data_dtypes', None)
+        return instance
+
     def __init_from_description__(self, description: dict) -> None:
-        # a description stores arrays and shapes as (nested) lists
+        # a description stores arrays and shapes as (nested) lists, and
+        # the dtypes of the data under data_dtypes (not kept: the arrays
+        # hold them)
         super().__init_from_description__(description)
+        dtypes = self.__dict__.pop('data_dtypes', None) or {}
         self.data_shapes = {
             name: tuple(shape) for name, shape in self.data_shapes.items()
         }
-        if isinstance(getattr(self, 'data', None), dict):
-            self.data: dict = {name: np.asarray(d) for name, d in self.data.items()}
+        data = getattr(self, 'data', None)
+        owner = f'{type(self).__name__} (from a description)'
+        unknown = [
+            name for name in dtypes if not isinstance(data, dict) or name not in data
+        ]
+        if unknown:
+            raise IteratorValidationError(
+                f"{owner}: data_dtypes names unknown data '{unknown[0]}'. "
+                f'Available: {sorted(data) if isinstance(data, dict) else []}'
+            )
+        if isinstance(data, dict):
+            self.data: dict = {
+                name: _restored_data(owner, name, d, dtypes.get(name))
+                for name, d in data.items()
+            }
         if isinstance(getattr(self, 'seq_lens', None), list):
             self.seq_lens: Any = np.asarray(self.seq_lens)

@@ -6,6 +6,8 @@ bokeh (``BokehVisualizer``) are optional and imported when used.
 
 from __future__ import annotations
 
+import copy
+import pickle
 import sys
 from collections import OrderedDict
 
@@ -243,11 +245,31 @@ def _bar_class():
     return _BAR_CLASS[0]
 
 
+#: the standard streams a pickled ProgressBar keeps by name: the process
+#: that loads it draws on its own
+_STANDARD_STREAMS = {'stdout': lambda: sys.stdout, 'stderr': lambda: sys.stderr}
+
+
+class _StandardStream:
+    """``sys.stdout`` or ``sys.stderr`` (by ``name``) in a pickled ProgressBar."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+
 class ProgressBar(Hook):
     """A tqdm progress bar per epoch, showing the running training loss.
 
     It is drawn only if the output is a terminal, unless ``force`` is set.
     Needs ``training_data_iter.length``.
+
+    The hook (and a trainer holding it) can be copied and pickled outside
+    ``train``. A copy (``copy.copy``, ``copy.deepcopy``) draws on the
+    same stream. A pickle keeps ``sys.stdout`` and ``sys.stderr`` as such
+    (the unpickled hook draws on those of the process that loads it) and
+    a stream that can be pickled itself (an ``io.StringIO``); any other
+    stream (an open file, a socket) is left out, and the unpickled hook
+    draws on the default, ``sys.stderr``.
 
     Args:
         name: see :class:`Hook`.
@@ -294,6 +316,57 @@ class ProgressBar(Hook):
         self._batches = 0
         self._length = None
         self._enabled = False
+
+    def __getstate__(self) -> dict:
+        """The state for pickle: the stream as described in the class doc.
+
+        The bar of an epoch in progress is left out (a copy opens its own).
+        """
+        state = self.__dict__.copy()
+        state['_bar'] = state['_bar_epoch'] = None
+        file = state.get('file')
+        for name, stream in _STANDARD_STREAMS.items():
+            if file is stream() or file is getattr(sys, f'__{name}__'):
+                state['file'] = _StandardStream(name)
+                return state
+        if file is not None:
+            try:
+                pickle.dumps(file)
+            except (TypeError, AttributeError, ValueError, pickle.PicklingError):
+                state['file'] = None  # not picklable: the default stream
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        """Restore a pickled hook (``sys.stdout``/``sys.stderr`` of this process)."""
+        state = dict(state)
+        file = state.get('file')
+        if isinstance(file, _StandardStream):
+            state['file'] = _STANDARD_STREAMS[file.name]()
+        self.__dict__.update(state)
+
+    def __copy__(self):
+        """A shallow copy drawing on the same stream (without an open bar)."""
+        copied = type(self).__new__(type(self))
+        copied.__dict__.update(self.__dict__)
+        copied._bar = copied._bar_epoch = None
+        return copied
+
+    def __deepcopy__(self, memo: dict):
+        """A deep copy drawing on the same stream (without an open bar).
+
+        The stream is shared, not copied: both hooks draw on it.
+        """
+        copied = type(self).__new__(type(self))
+        memo[id(self)] = copied
+        state = {
+            key: value
+            for key, value in self.__dict__.items()
+            if key not in ('file', '_bar', '_bar_epoch')
+        }
+        copied.__dict__.update(copy.deepcopy(state, memo))
+        copied.file = self.file
+        copied._bar = copied._bar_epoch = None
+        return copied
 
     def start(self, net, stepper, verbose, named_data_iters):
         """Read the number of batches per epoch of the training iterator."""

@@ -23,6 +23,7 @@ from brainstorm.files import (
 from brainstorm.hooks.base import (
     _NAMES,
     Hook,
+    _describe_entry,
     _is_better,
     _leaf_paths,
     _names_list,
@@ -41,6 +42,16 @@ __all__ = [
 
 #: The ``format`` attribute of the files :class:`SaveLogs` writes.
 LOGS_FILE_FORMAT = b'Logs file v1.0'
+
+#: The dtype kinds SaveLogs stores as they are: bool, int, uint, float,
+#: complex and bytes (str is stored as UTF-8 strings)
+_HDF5_KINDS = 'biufcS'
+
+#: What SaveLogs can store, for its errors.
+_STORABLE_LOGS = (
+    'SaveLogs stores a log whose entries are all numbers (or arrays of one '
+    'shape), or all str.'
+)
 
 
 class SaveBestNetwork(Hook):
@@ -212,7 +223,17 @@ class SaveLogs(_FileHook):
     """Write all logs to an HDF5 file (rewritten each time).
 
     The file has the attributes ``info`` and ``format = b'Logs file v1.0'``;
-    nested dicts become groups, lists become datasets.
+    nested dicts become groups, lists become datasets. A log of numbers
+    (or of arrays of one shape, or of bytes) becomes a dataset of that
+    NumPy dtype; a log of str (such as the reason
+    :class:`~brainstorm.hooks.StopOnNan` logs) becomes a dataset of
+    variable-length UTF-8 strings (h5py reads it as bytes,
+    ``f[name].asstr()[()]`` as str).
+
+    A log that cannot be stored (str mixed with other entries, None, arrays
+    of different shapes, other objects) raises a TrainingValidationError
+    naming the hook, the log and the entry; the file then keeps its
+    previous content.
 
     Args:
         filename: the HDF5 file.
@@ -231,21 +252,80 @@ class SaveLogs(_FileHook):
         if not self.is_root:
             return None
 
-        def write_group(group, entries):
+        def write_group(group, entries, prefix):
             for key, value in entries.items():
                 if isinstance(value, Mapping):
-                    write_group(group.create_group(key), value)
-                else:
-                    group.create_dataset(key, data=np.asarray(value))
+                    write_group(group.create_group(key), value, f'{prefix}{key}.')
+                    continue
+                log_name = prefix + key
+                data = self._log_array(log_name, value)
+                try:
+                    group.create_dataset(key, data=data)
+                except (TypeError, ValueError) as err:
+                    raise self._log_error(
+                        log_name,
+                        f'holds entries of dtype {data.dtype}, which HDF5 '
+                        f'cannot store ({err}). {_STORABLE_LOGS}',
+                    ) from None
 
         def build(writer):
             f = writer.file
             f.attrs['info'] = np.bytes_(get_brainstorm_info())
             f.attrs['format'] = np.bytes_(LOGS_FILE_FORMAT)
-            write_group(f, logs)
+            write_group(f, logs, '')
 
         write_hdf5(self.filename, build, checksums=False)
         return None
+
+    def _log_array(self, log_name: str, log) -> np.ndarray:
+        """The array written for the log ``log_name``.
+
+        Raises:
+            TrainingValidationError: naming the hook, the log and an entry,
+                for a log that no HDF5 dataset can hold.
+        """
+        if not isinstance(log, (list, tuple)):
+            entries = None  # not a list of entries: stored as it is
+        else:
+            entries = list(log)
+            texts = [i for i, value in enumerate(entries) if isinstance(value, str)]
+            if texts and len(texts) == len(entries):
+                import h5py
+
+                return np.array(entries, dtype=h5py.string_dtype())
+            if texts:
+                other = next(
+                    i for i, value in enumerate(entries) if not isinstance(value, str)
+                )
+                first, second = sorted((texts[0], other))
+                raise self._log_error(
+                    log_name,
+                    f'mixes str with other entries: it holds '
+                    f'{_describe_entry(entries[first])} at entry {first} and '
+                    f'{_describe_entry(entries[second])} at entry {second}. '
+                    f'{_STORABLE_LOGS}',
+                )
+        data = _array_or_none(log)
+        if data is not None and data.dtype.kind in _HDF5_KINDS:
+            return data
+        for i, value in enumerate(entries or ()):
+            entry = _array_or_none(value)
+            if entry is None or entry.dtype.kind not in _HDF5_KINDS:
+                raise self._log_error(
+                    log_name,
+                    f'holds {_describe_entry(value)} at entry {i}. {_STORABLE_LOGS}',
+                )
+        shapes = [np.shape(value) for value in entries or ()]
+        differs = next(
+            (i for i, shape in enumerate(shapes) if shape != shapes[0]), None
+        )
+        if differs is not None:
+            raise self._log_error(
+                log_name,
+                f'holds entries of different shapes: {shapes[0]} at entry 0 '
+                f'and {shapes[differs]} at entry {differs}. {_STORABLE_LOGS}',
+            )
+        raise self._log_error(log_name, f'is {_describe_entry(log)}. {_STORABLE_LOGS}')
 
 
 class SaveNetwork(_FileHook):
@@ -326,7 +406,11 @@ class SaveLogsCSV(Hook):
 
     Args:
         filename: the CSV file.
-        log_names: dotted log names to write (None: all).
+        log_names: dotted log names to write (None: all). Each must name a
+            log (a list of values): a group of logs, such as the
+            ``'validation'`` of a :class:`~brainstorm.hooks.MonitorLoss`,
+            raises a TrainingValidationError naming its entries (name them,
+            e.g. ``'validation.total_loss'``), as in the other hooks.
         name, timescale, interval: see :class:`Hook`.
 
     Example:
@@ -361,7 +445,7 @@ class SaveLogsCSV(Hook):
         names = self.log_names if self.log_names is not None else _leaf_paths(logs)
         cells = OrderedDict()  # (epoch, update) -> {column: value}
         for column, log_name in enumerate(names):
-            log = self._get_log(logs, log_name, epoch_nr)
+            log = self._get_log_list(logs, log_name, epoch_nr)
             if log is None:
                 continue
             epochs, updates = log_counters(log)
@@ -387,6 +471,14 @@ class SaveLogsCSV(Hook):
                 f.write(text.getvalue())
 
         write_atomically(self.filename, write)
+        return None
+
+
+def _array_or_none(value) -> np.ndarray | None:
+    """``np.asarray(value)``, or None for a ragged or malformed value."""
+    try:
+        return np.asarray(value)
+    except (TypeError, ValueError):
         return None
 
 

@@ -167,6 +167,11 @@ class ReduceOnPlateau(Hook):
     the attribute becomes ``max(value * factor, minimum)`` and the count
     starts again.
 
+    The hook keeps the best value and the count across calls of ``train``
+    of one trainer, and in checkpoints (a resumed run goes on with them).
+    Reused by another trainer, whose log starts anew (shorter than the
+    log seen so far), it starts afresh: no best value, no bad checks.
+
     Args:
         log_name: dotted path of the log to watch.
         attr_name: the stepper attribute (dotted paths as in
@@ -231,6 +236,9 @@ class ReduceOnPlateau(Hook):
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
         """Count the bad checks among new entries; reduce after too many."""
         log = self._get_number_log(logs, self.log_name, epoch_nr)
+        if log is not None and len(log) < self._seen:
+            # a new run's log (the hook reused by another trainer)
+            self._best, self._bad_checks, self._seen = None, 0, 0
         if not log:
             return None
         for value in log[self._seen :]:
