@@ -5,18 +5,30 @@ these functions run them at the counters of its
 :class:`~brainstorm.training.progress.TrainingProgress`: they log what a
 hook returns, turn ``StopIteration`` into a stop request, note on an error
 which hook raised it and when, and end every started hook however a run
-ends.
+ends. A hook whose ``timescale`` or ``interval`` was changed, after it was
+added, to a value it cannot run with is refused with an error naming it.
 """
 
 from __future__ import annotations
 
 from brainstorm._logging import get_logger
+from brainstorm.errors import TrainingValidationError
 from brainstorm.training.progress import TrainingProgress
 from brainstorm.training.utils import add_log, format_result
 
-__all__ = ['start_hooks', 'end_hooks', 'due_hooks', 'call_hook', 'note_hook_error']
+__all__ = [
+    'start_hooks',
+    'end_hooks',
+    'due_hooks',
+    'call_hook',
+    'note_hook_error',
+    'check_hook_timing',
+]
 
 _log = get_logger('training')
+
+#: the timescales a hook can run at
+TIMESCALES = ('epoch', 'update')
 
 
 def note_hook_error(
@@ -104,18 +116,59 @@ def end_hooks(
         raise first
 
 
+def check_hook_timing(name: str, hook) -> None:
+    """Check that ``hook`` can be called: its ``timescale`` and ``interval``.
+
+    ``add_hook`` checks them, but a plain assignment afterwards
+    (``hook.interval = 0``) is not seen there; an interval of 0 would fail
+    with a bare ZeroDivisionError, a timescale such as ``'Epoch'`` would
+    never be due (and a stopping hook never stop the run).
+
+    Args:
+        name: the hook's name in the trainer.
+        hook: the hook.
+
+    Raises:
+        TrainingValidationError: naming the hook and the attribute, if
+            ``timescale`` is not ``'epoch'`` or ``'update'``, or
+            ``interval`` is not an int >= 1.
+    """
+    timescale = getattr(hook, 'timescale', None)
+    if not (isinstance(timescale, str) and timescale in TIMESCALES):
+        raise TrainingValidationError(
+            f"Trainer: hook '{name}' ({type(hook).__name__}) has timescale="
+            f"{timescale!r}; expected 'epoch' or 'update' (lower case). "
+            'Set it when creating the hook (timescale=...).'
+        )
+    interval = getattr(hook, 'interval', None)
+    if not (isinstance(interval, int) and not isinstance(interval, bool)) or (
+        interval < 1
+    ):
+        raise TrainingValidationError(
+            f"Trainer: hook '{name}' ({type(hook).__name__}) has interval="
+            f'{interval!r}; expected an int >= 1 (the hook is called when '
+            f'the {timescale} count is a multiple of it). Set it when '
+            'creating the hook (interval=...).'
+        )
+
+
 def due_hooks(hooks: dict, timescale: str, progress: TrainingProgress) -> list:
     """Return ``(name, hook)`` of the hooks due now, in order.
 
     A hook is due when its ``timescale`` is ``timescale`` and the count of
     that timescale is a multiple of its ``interval``.
+
+    Raises:
+        TrainingValidationError: for a hook whose ``timescale`` or
+            ``interval`` cannot be run (see :func:`check_hook_timing`).
     """
     count = progress.epoch_nr if timescale == 'epoch' else progress.update_nr
-    return [
-        (name, hook)
-        for name, hook in hooks.items()
-        if hook.timescale == timescale and count % hook.interval == 0
-    ]
+    due = []
+    for name, hook in hooks.items():
+        check_hook_timing(name, hook)
+        if hook.timescale == timescale and count % hook.interval == 0:
+            due.append((name, hook))
+    return due
 
 
 def call_hook(

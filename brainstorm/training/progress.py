@@ -35,6 +35,12 @@ class TrainingProgress:
             prefix of :data:`INITIAL_ROUNDS`. A round counts as begun
             before its hooks run, so that a checkpoint written by one of
             them continues after it.
+        initial_calls: for each round at count 0 begun by ``train`` on this
+            trainer (not by the run a checkpoint continues), ``{hook name:
+            whether it asked to stop}`` of the hooks whose call in it went
+            through (a hook that writes a checkpoint: once it is written).
+            A ``train`` after one that a hook ended with an error in these
+            rounds calls the other hooks only. Emptied once ``started``.
         started: whether ``train`` went through the rounds at count 0; a
             later ``train`` goes straight on with the next epoch.
         epoch_complete: whether the last epoch begun has ended (True
@@ -56,9 +62,15 @@ class TrainingProgress:
         self.epoch_nr = 0
         self.update_nr = 0
         self.initial_done: tuple = ()
+        self.initial_calls: dict[str, dict[str, bool]] = {}
         self.started = False
         self.resume: dict | None = None
         self.begin_run()
+
+    def __setstate__(self, state: dict) -> None:
+        """Restore a copy, or a record pickled before ``initial_calls``."""
+        self.__dict__.update(state)
+        self.__dict__.setdefault('initial_calls', {})
 
     @classmethod
     def from_old_trainer_state(cls, state: dict) -> TrainingProgress:
@@ -106,6 +118,33 @@ class TrainingProgress:
             return False
         self.initial_done = INITIAL_ROUNDS[: INITIAL_ROUNDS.index(timescale) + 1]
         return True
+
+    def initial_round_calls(self, timescale: str) -> dict[str, bool] | None:
+        """Begin the round of ``timescale`` hooks at count 0, or go on with it.
+
+        A round that a hook ended with an error goes on in the next
+        ``train``: the hooks that had their call in it are not called
+        again, the others are.
+
+        Args:
+            timescale: ``'update'`` or ``'epoch'``.
+
+        Returns:
+            ``{hook name: whether it asked to stop}`` of the hooks whose
+            call in the round went through so far (empty when it begins),
+            for the trainer to fill in; None if the round is not to run:
+            it went through, or began in the run a checkpoint continues.
+        """
+        if self.started:
+            return None
+        if self.begin_initial_round(timescale):
+            self.initial_calls[timescale] = {}
+        return self.initial_calls.get(timescale)
+
+    def end_initial_rounds(self) -> None:
+        """Record that ``train`` went through the rounds at count 0."""
+        self.started = True
+        self.initial_calls = {}
 
     @property
     def initial_rounds_begun(self) -> bool:

@@ -29,6 +29,7 @@ from brainstorm.parallel import processes_of
 from brainstorm.scorers import (
     Scorer,
     aggregate_losses_and_scores,
+    gather_from_all_ranks,
     gather_losses_and_scores,
 )
 from brainstorm.structure.prediction import check_parameters_set
@@ -37,13 +38,18 @@ from brainstorm.training.data_parallel import DataParallel, share_shard_states
 from brainstorm.training.finite_check import FiniteCheck
 from brainstorm.training.hook_calls import (
     call_hook,
+    check_hook_timing,
     due_hooks,
     end_hooks,
     note_hook_error,
     start_hooks,
 )
 from brainstorm.training.hook_check import HookCheck
-from brainstorm.training.progress import TrainingProgress, TrainingRun
+from brainstorm.training.progress import (
+    INITIAL_ROUNDS,
+    TrainingProgress,
+    TrainingRun,
+)
 from brainstorm.training.steppers import SgdStepper, TrainingStepper
 from brainstorm.training.utils import (
     add_log,
@@ -64,6 +70,9 @@ _RUNNING: dict[int, list[tuple]] = {}
 _RUNNING_LOCK = threading.Lock()
 
 _FiniteCheck = FiniteCheck  # its name before it had a module of its own
+
+#: the log names the trainer writes itself, refused as hook names
+RESERVED_LOG_NAMES = ('rolling_training',)
 
 
 _NETWORK = Instance('brainstorm.structure.network:Network')
@@ -101,8 +110,11 @@ class Trainer(Describable):
     are never reset. A second call of :meth:`train` continues the counting
     and the logs: it starts the hooks again but does not repeat the
     emission at count 0, and goes on with epoch ``current_epoch_nr + 1``
-    (raise e.g. ``StopAfterEpoch.max_epochs`` to train longer). Like
-    Brainstorm 0.5, every call starts the stepper again
+    (raise e.g. ``StopAfterEpoch.max_epochs`` to train longer). If a hook
+    ended the first call with an error during the emission at count 0,
+    the next call completes it: the hooks that had not had their call at
+    count 0 (the one that raised included) get it, the others do not get
+    it twice. Like Brainstorm 0.5, every call starts the stepper again
     (``stepper.start(net)``): its state (momentum velocities, the moment
     estimates and step count of Adam and RMSProp) begins from zero, while
     its attributes (a learning rate set by a schedule) keep their values.
@@ -258,8 +270,9 @@ class Trainer(Describable):
         Raises:
             TrainingValidationError: (a ValueError) if a hook of the same
                 name (``hook.__name__``) was added before, if the name is
-                empty or holds a '.', or if ``train`` or ``evaluate`` is
-                running.
+                empty, holds a '.' or is one the trainer logs under itself
+                (``'rolling_training'``), or if ``train`` or ``evaluate``
+                is running.
         """
         name = getattr(hook, '__name__', None)
         if not isinstance(name, str):
@@ -272,6 +285,7 @@ class Trainer(Describable):
                 "'.', since log names are dotted paths ('validation.total_loss'). "
                 f'Received: __name__={name!r} (of {type(hook).__name__})'
             )
+        _check_not_reserved(name, type(hook).__name__, 'Trainer.add_hook')
         if id(self) in _RUNNING:
             raise TrainingValidationError(
                 f"Trainer.add_hook: cannot add hook '{name}' while train() or "
@@ -289,8 +303,15 @@ class Trainer(Describable):
         )
         self.hooks[name] = hook
 
-    def _with_hooks(self, net, named_data_iters, body):
-        """Start the hooks, run ``body()`` and end the hooks however it ends."""
+    def _with_hooks(self, net, named_data_iters, body, method: str):
+        """Start the hooks, run ``body()`` and end the hooks however it ends.
+
+        First the hooks are checked (as :meth:`add_hook` does; they may
+        have been changed since, or restored from a description).
+        """
+        for name, hook in self.hooks.items():
+            _check_not_reserved(name, type(hook).__name__, f'Trainer.{method}')
+            check_hook_timing(name, hook)
         started: list = []
         verbose = self.verbose and processes_of(self.stepper).is_root
         try:
@@ -310,8 +331,20 @@ class Trainer(Describable):
         end_hooks(started, None, self._progress)
         return result
 
-    def _emit_hooks(self, net, timescale: str, logs: dict) -> bool:
-        """Call all hooks due now; return True if one asked to stop."""
+    def _emit_hooks(
+        self, net, timescale: str, logs: dict, called: dict | None = None
+    ) -> bool:
+        """Call all hooks due now; return True if one asked to stop.
+
+        Args:
+            net: the network.
+            timescale: ``'update'`` or ``'epoch'``.
+            logs: :attr:`logs` (in ``train``) or :attr:`results`.
+            called: in a round at count 0, ``{hook name: whether it asked
+                to stop}`` of the hooks whose call went through in an
+                earlier ``train`` (they are not called again; their stop
+                requests count), filled in with the hooks called now.
+        """
         progress = self._progress
         fired = due_hooks(self.hooks, timescale, progress)
         if not fired:
@@ -324,8 +357,12 @@ class Trainer(Describable):
         if run is not None and run.finite_check is not None and training:
             run.finite_check.check_parameters(self, progress.update_nr)
         stop = False
+        now = []
         for name, hook in fired:
-            if call_hook(
+            if called is not None and name in called:
+                stop = stop or called[name]
+                continue
+            asked = call_hook(
                 name,
                 hook,
                 timescale,
@@ -335,15 +372,18 @@ class Trainer(Describable):
                 progress,
                 self.verbose,
                 processes.is_root,
-            ):
-                stop = True
+            )
+            now.append((name, hook, asked))
+            stop = stop or asked
+            if called is not None and not _writes_checkpoint(hook):
+                called[name] = asked
         # a hook may ask only one rank to stop (a signal, a local figure);
         # all ranks must stop together or some would wait forever in the
         # next collective call
         with processes.guarded('the stop decision after the hooks'):
             stop = processes.allreduce_sum(int(stop)) > 0
-        for name, hook in fired:
-            if getattr(hook, 'writes_checkpoint', False) and self._run is not None:
+        for name, hook, asked in now:
+            if _writes_checkpoint(hook) and self._run is not None:
                 # written here, after every hook of this count ran, but a
                 # failure is the hook's: noted like an error of its call
                 try:
@@ -351,6 +391,8 @@ class Trainer(Describable):
                 except Exception as err:
                     note_hook_error(err, name, hook, f'its {timescale} call', progress)
                     raise
+            if called is not None and _writes_checkpoint(hook):
+                called[name] = asked  # its call is through once it wrote
         return stop
 
     # -------------------------------------------------- running calls ---
@@ -359,24 +401,37 @@ class Trainer(Describable):
         """Record a call of ``method`` (train or evaluate) as running.
 
         While any runs, :meth:`add_hook` refuses. ``train`` runs in one
-        thread at a time.
+        thread at a time, and neither call runs inside another in the same
+        thread (from a hook): the inner call would start and end the hooks
+        of the outer one, mix its counters and logs into them, and on
+        leaving end the outer run's checkpoint writing and finite checks.
 
         Raises:
             TrainingValidationError: for ``train`` while another thread's
-                ``train`` runs.
+                ``train`` runs, and for either while this thread runs one.
         """
         token = (threading.get_ident(), threading.current_thread().name, method)
         with _RUNNING_LOCK:
-            calls = _RUNNING.setdefault(id(self), [])
+            calls = _RUNNING.get(id(self), [])
             for ident, thread_name, other in calls:
-                if method == other == 'train' and ident != token[0]:
+                if ident == token[0]:
+                    raise TrainingValidationError(
+                        f'Trainer: {method}() was called while {other}() of '
+                        'the same trainer runs in this thread (from one of '
+                        'its hooks, say). A Trainer (with its stepper and '
+                        'hooks) drives one call at a time: call '
+                        f'{method}() after {other}() returned, or use '
+                        'another Trainer (bs.tools.evaluate for scores '
+                        'from inside a hook).'
+                    )
+                if method == other == 'train':
                     raise TrainingValidationError(
                         f'Trainer: train() was called in thread {token[1]!r} '
                         f'while it runs in thread {thread_name!r}. A Trainer '
                         '(with its stepper and hooks) drives one run at a '
                         'time: give each thread a Trainer of its own.'
                     )
-            calls.append(token)
+            _RUNNING.setdefault(id(self), calls).append(token)
         return token
 
     def _end_call(self, token: tuple) -> None:
@@ -397,12 +452,13 @@ class Trainer(Describable):
         iterator is added to ``named_data_iters`` as
         ``'training_data_iter'``); on the first call, call all ``'update'``
         hooks and then all ``'epoch'`` hooks at count 0 (return if one
-        asks to stop); then loop over epochs: for each batch provide the
-        data, count the update, ``stepper.run()``, gather the losses and
-        ``train_scorers``, apply the weight modifiers and call the
-        ``'update'`` hooks (a stop request ends the epoch); after each
-        epoch log ``'rolling_training'`` and call the ``'epoch'`` hooks;
-        stop if one asked to.
+        asks to stop; if one raises, the next call calls those that had
+        not had their call at count 0); then loop over epochs: for each
+        batch provide the data, count the update, ``stepper.run()``,
+        gather the losses and ``train_scorers``, apply the weight
+        modifiers and call the ``'update'`` hooks (a stop request ends the
+        epoch); after each epoch log ``'rolling_training'`` and call the
+        ``'epoch'`` hooks; stop if one asked to.
 
         However ``train`` ends (a stop request, an exception from a hook or
         an iterator, ``KeyboardInterrupt``), it calls ``hook.end()`` of
@@ -410,10 +466,11 @@ class Trainer(Describable):
         the process (a signal handler, a progress bar) is put back.
 
         A hook is due when its ``timescale`` matches and the count is a
-        multiple of its ``interval``. Its non-None return value is logged
-        under its name (dicts nest, other values are appended to lists);
-        ``StopIteration`` asks to stop (its value, if any, is logged); other
-        errors are re-raised with a note naming the hook.
+        multiple of its ``interval`` (both are checked when ``train``
+        starts and whenever hooks are due). Its non-None return value is
+        logged under its name (dicts nest, other values are appended to
+        lists); ``StopIteration`` asks to stop (its value, if any, is
+        logged); other errors are re-raised with a note naming the hook.
 
         After :meth:`from_checkpoint`, the run continues exactly where the
         checkpoint was written, given iterators built the same way.
@@ -426,9 +483,16 @@ class Trainer(Describable):
 
         Raises:
             IteratorValidationError: for iterators whose data names differ
-                from the network's inputs.
+                from the network's inputs, and for a training iterator that
+                yields no batch in an epoch, or only batches without
+                samples.
             TrainingValidationError: when continuing a checkpoint with
-                another network or differently named iterators.
+                another network or differently named iterators; when
+                called while ``train`` or :meth:`evaluate` of this trainer
+                runs in the same thread (from a hook), or ``train`` in
+                another; for a hook with a name the trainer logs under
+                itself, or whose ``timescale`` or ``interval`` was set to a
+                value it cannot run with.
         """
         named_data_iters = OrderedDict(named_data_iters)
         named_data_iters['training_data_iter'] = training_data_iter
@@ -463,7 +527,9 @@ class Trainer(Describable):
         with processes.training(self._leaving_reason):
             check_lengths_agree(processes, training_data_iter)
             run = TrainingRun(net, named_data_iters, processes, self._progress)
-            self._with_hooks(net, named_data_iters, lambda: self._train_started(run))
+            self._with_hooks(
+                net, named_data_iters, lambda: self._train_started(run), 'train'
+            )
 
     def _leaving_reason(self, err: BaseException) -> str:
         return (
@@ -487,13 +553,17 @@ class Trainer(Describable):
                 # each round at count 0 is recorded as begun before its
                 # hooks run, so that a checkpoint written at its end (by
                 # SaveCheckpoint) resumes with what comes after it, never
-                # skipping the epoch-0 hooks
+                # skipping the epoch-0 hooks; a round a hook ended with an
+                # error goes on here with the hooks not yet called
                 stop = False
-                if progress.begin_initial_round('update'):
-                    stop = self._emit_hooks(run.net, 'update', self.logs)
-                progress.begin_initial_round('epoch')
-                stop = self._emit_hooks(run.net, 'epoch', self.logs) or stop
-                progress.started = True
+                for timescale in INITIAL_ROUNDS:
+                    called = progress.initial_round_calls(timescale)
+                    if called is not None:
+                        stop = (
+                            self._emit_hooks(run.net, timescale, self.logs, called)
+                            or stop
+                        )
+                progress.end_initial_rounds()
                 if stop:
                     return
             training_data_iter = run.named_data_iters['training_data_iter']
@@ -538,12 +608,13 @@ class Trainer(Describable):
                 stop = True
                 break
         self._check_epoch_length(run, training_data_iter, stop)
+        # the figures of all ranks, joined once (a collective)
+        scores = gather_from_all_ranks(progress.epoch_scores, run.processes)
+        self._check_epoch_samples(run, training_data_iter, scores)
         add_log(
             self.logs,
             'rolling_training',
-            aggregate_losses_and_scores(
-                progress.epoch_scores, net, self.train_scorers, comm=run.processes
-            ),
+            aggregate_losses_and_scores(scores, net, self.train_scorers),
             progress.epoch_nr,
             progress.update_nr,
         )
@@ -576,6 +647,39 @@ class Trainer(Describable):
                 'batches as it declares.'
             )
 
+    @staticmethod
+    def _check_epoch_samples(run: TrainingRun, training_data_iter, scores: dict):
+        """Refuse an epoch whose batches all had no samples (on all ranks).
+
+        Single empty batches are fine (in data-parallel runs, a rank's part
+        of a small last batch is empty); an epoch without any sample would
+        log a training loss of 0.0 over no data.
+
+        Args:
+            run: the run.
+            training_data_iter: the training iterator, for the message.
+            scores: the epoch's ``(weight, value)`` lists, of all ranks.
+
+        Raises:
+            IteratorValidationError: naming the iterator, if the batches of
+                all ranks together hold no sample.
+        """
+        if sum(weight for weight, _ in scores.get('total_loss', [])):
+            return
+        progress = run.progress
+        batches = progress.batches_done
+        where = (
+            f' (on all {run.processes.size} ranks)' if run.processes.size > 1 else ''
+        )
+        raise IteratorValidationError(
+            f"Trainer: the training iterator ('training_data_iter', "
+            f'{type(training_data_iter).__name__}) yielded '
+            f'{batches} batch{"es" if batches != 1 else ""} in epoch '
+            f'{progress.epoch_nr}, all without samples{where}: there is '
+            'nothing to train on (a training loss of 0.0 over no data would '
+            'look like a perfect score). Give it data.'
+        )
+
     @declare(net=Arg(_NETWORK))
     def evaluate(self, net, **named_data_iters) -> OrderedDict:
         """Start the hooks and call them once with the current counters.
@@ -586,6 +690,13 @@ class Trainer(Describable):
 
         Returns:
             :attr:`results`.
+
+        Raises:
+            TrainingValidationError: when called while :meth:`train` or
+                ``evaluate`` of this trainer runs in the same thread (from
+                a hook); for a hook with a name the trainer logs under
+                itself, or whose ``timescale`` or ``interval`` was set to a
+                value it cannot run with.
         """
         check_data_iterators(net, named_data_iters)
         if isinstance(self.stepper, DataParallel):
@@ -600,7 +711,7 @@ class Trainer(Describable):
         try:
             token = self._begin_call('evaluate')
             try:
-                self._with_hooks(net, named_data_iters, emit)
+                self._with_hooks(net, named_data_iters, emit, 'evaluate')
             finally:
                 self._end_call(token)
         finally:
@@ -678,3 +789,22 @@ class Trainer(Describable):
         trainer, net, progress = checkpoint.load_checkpoint(filename, trusted, Trainer)
         trainer._progress = progress
         return trainer, net
+
+
+def _writes_checkpoint(hook) -> bool:
+    return bool(getattr(hook, 'writes_checkpoint', False))
+
+
+def _check_not_reserved(name: str, kind: str, who: str) -> None:
+    """Refuse a hook named like a log the trainer writes itself.
+
+    Raises:
+        TrainingValidationError: naming the hook and the reserved names.
+    """
+    if name in RESERVED_LOG_NAMES:
+        raise TrainingValidationError(
+            f"{who}: a hook cannot be named '{name}' ({kind}): the trainer "
+            f'logs under {", ".join(repr(n) for n in RESERVED_LOG_NAMES)} '
+            "itself, and the hook's entries would mix into its log. Give "
+            'the hook another name (name=...).'
+        )
