@@ -548,6 +548,39 @@ def test_reading_the_umask_leaves_it_alone_in_other_threads(tmp_path):
         sys.setswitchinterval(interval)
 
 
+def test_the_umask_is_read_without_setting_it_where_linux_shows_it(monkeypatch):
+    """On Linux the umask is read from /proc/self/status: setting it to
+    read it, even briefly, shows other threads a wrong umask."""
+    from brainstorm import files
+
+    if not os.path.exists('/proc/self/status'):
+        pytest.skip('no /proc/self/status on this system')
+    old = os.umask(0o027)
+    calls = []
+    monkeypatch.setattr(os, 'umask', lambda mask: calls.append(mask) or 0)
+    try:
+        assert files._current_umask() == 0o027
+    finally:
+        monkeypatch.undo()
+        os.umask(old)
+    assert calls == []
+
+
+def test_without_proc_the_umask_is_read_and_put_back(monkeypatch):
+    from brainstorm import files
+
+    def no_proc(*args, **kwargs):
+        raise OSError('no /proc here')
+
+    monkeypatch.setattr(files, 'open', no_proc, raising=False)
+    old = os.umask(0o027)
+    try:
+        assert files._current_umask() == 0o027
+        assert os.umask(0o027) == 0o027  # put back
+    finally:
+        os.umask(old)
+
+
 @pytest.fixture
 def python_sigint():
     """SIGINT raising KeyboardInterrupt, as in a script (test runners may
@@ -629,4 +662,37 @@ def test_ctrl_c_during_a_write_that_fails_is_raised_with_the_failure(
     with pytest.raises(KeyboardInterrupt) as info:
         write_hdf5(tmp_path / 'x.h5', build)
     assert isinstance(info.value.__cause__, ValueError)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_failed_write_without_ctrl_c_raises_its_error_and_frees_ctrl_c(
+    tmp_path, python_sigint
+):
+    """The build's own error, not a KeyboardInterrupt; nothing written; and
+    Ctrl-C interrupts again at once after it (it is no longer held)."""
+    import signal
+
+    from brainstorm.files import write_hdf5
+
+    def build(writer):
+        writer.dataset('data', np.arange(3.0))
+        raise ValueError('the build failed')
+
+    with pytest.raises(ValueError, match='the build failed'):
+        write_hdf5(tmp_path / 'x.h5', build)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_write_gives_ctrl_c_back_to_python_when_it_ends(tmp_path, python_sigint):
+    """Held during the write only: after it (interrupted or not), Ctrl-C
+    interrupts at once again."""
+    import signal
+
+    from brainstorm.files import write_hdf5
+
+    write_hdf5(tmp_path / 'x.h5', lambda writer: writer.dataset('d', np.arange(3.0)))
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with pytest.raises(KeyboardInterrupt):
+        write_hdf5(tmp_path / 'y.h5', interrupted_build(1))
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
