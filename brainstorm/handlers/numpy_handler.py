@@ -374,10 +374,13 @@ class NumpyHandler(Handler):
 
     def gelu(self, x, y) -> None:
         u = self._buffer('tmp', x.shape)
-        np.multiply(x, x, out=u)
+        # tanh's argument from x clipped to +-_GELU_FLAT (the same tanh, +-1;
+        # x**2 of a larger x would overflow)
+        xc = np.clip(x, -_GELU_FLAT, _GELU_FLAT, out=self._buffer('tmp4', x.shape))
+        np.multiply(xc, xc, out=u)
         np.multiply(u, _GELU_CUBIC, out=u)
         np.add(u, 1.0, out=u)
-        np.multiply(u, x, out=u)
+        np.multiply(u, xc, out=u)
         np.multiply(u, _SQRT_2_OVER_PI, out=u)
         np.tanh(u, out=u)
         np.add(u, 1.0, out=u)
@@ -386,10 +389,13 @@ class NumpyHandler(Handler):
 
     def gelu_deriv(self, x, y, dy, dx) -> None:
         # 0.5 * (1 + t) + 0.5 * k * x * (1 + 3c x**2) * (1 - t**2), with
-        # t = tanh(k * x * (1 + c x**2)), k = sqrt(2 / pi)
+        # t = tanh(k * x * (1 + c x**2)), k = sqrt(2 / pi); computed at x
+        # clipped to +-_GELU_FLAT, where t is +-1 exactly and the derivative
+        # its limit 0 or 1 (x**2 of a larger x overflows: inf * 0 = NaN)
         t = self._buffer('tmp', x.shape)
         s = self._buffer('tmp2', x.shape)
         w = self._buffer('tmp3', x.shape)
+        x = np.clip(x, -_GELU_FLAT, _GELU_FLAT, out=self._buffer('tmp4', x.shape))
         np.multiply(x, x, out=s)
         np.multiply(s, _GELU_CUBIC, out=t)
         np.add(t, 1.0, out=t)
@@ -745,6 +751,9 @@ def _sequence_lengths(op: str, mask):
 LEAKY_SLOPE = 0.01
 _SQRT_2_OVER_PI = 0.7978845608028654
 _GELU_CUBIC = 0.044715
+#: Beyond this |x|, GELU's derivative is its limit (0 or 1) in float32 and
+#: float64: tanh of the approximation's argument is +-1 exactly.
+_GELU_FLAT = 1e3
 
 
 def _check_ids(op: str, v, n: int) -> None:

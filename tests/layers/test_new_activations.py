@@ -103,3 +103,32 @@ def test_unknown_names_list_the_valid_ones():
 def test_test_configurations_cover_every_activation_all_layers_take():
     covered = {c['activation'] for c in get_test_configurations()}
     assert covered == set(ACTIVATIONS) - set(NEEDS_INPUT)
+
+
+def _cpu_handlers():
+    from brainstorm.handlers import NumpyHandler
+    from brainstorm.handlers.onednn import OneDnnHandler, onednn_available
+
+    handlers = [NumpyHandler(np.float32), NumpyHandler(np.float64)]
+    if onednn_available()[0]:
+        handlers.append(OneDnnHandler(np.float32))
+    return handlers
+
+
+@pytest.mark.parametrize('handler', _cpu_handlers(), ids=repr)
+def test_gelu_and_its_derivative_are_their_limits_for_huge_inputs(handler):
+    """x**2 overflowed from |x| ~ 2e19 (float32) or 1e154 (float64): the
+    derivative was inf * 0 = NaN there, and the forward pass warned."""
+    big = float(np.finfo(handler.dtype).max)
+    x = np.array([-big, -2e19, -1e3, 1e3, 2e19, big, -3.0, 0.5], handler.dtype)
+    y, dx = np.zeros_like(x), np.zeros_like(x)
+    with np.errstate(all='raise'):
+        handler.gelu(x, y)
+        handler.gelu_deriv(x, y, np.ones_like(x), dx)
+    np.testing.assert_array_equal(y[:6], np.concatenate([np.zeros(3), x[3:6]]))
+    np.testing.assert_array_equal(dx[:6], [0, 0, 0, 1, 1, 1])
+    assert np.isfinite(y[6:]).all() and np.isfinite(dx[6:]).all()
+    # unchanged where nothing overflows: the formula
+    np.testing.assert_allclose(
+        y[6:], FORMULAS['gelu'](x[6:].astype(float)), rtol=1e-4, atol=1e-7
+    )

@@ -117,15 +117,20 @@ ELEMENTWISE = {
     'sigmoid_deriv': 'dx = dy * (y * (1.0f - y));',
     'tanh': 'y = tanhf(x);',
     'tanh_deriv': 'dx = dy * (1.0f - y * y);',
-    # more activations; gelu's derivative reads x (NEEDS_INPUT)
+    # more activations; gelu's derivative reads x (NEEDS_INPUT). As in
+    # NumpyHandler, tanh's argument comes from x clipped to +-1000 (where
+    # t is +-1): x * x of a larger x overflows, and inf * 0 is NaN. The
+    # comparisons keep a NaN x (fminf/fmaxf would drop it).
     'gelu': (
-        'const float t = tanhf(0.7978845608f * x * (1.0f + 0.044715f * x * x));\n'
+        'const float c = x > 1000.0f ? 1000.0f : (x < -1000.0f ? -1000.0f : x);\n'
+        'const float t = tanhf(0.7978845608f * c * (1.0f + 0.044715f * c * c));\n'
         'y = 0.5f * x * (1.0f + t);'
     ),
     'gelu_deriv': (
-        'const float t = tanhf(0.7978845608f * x * (1.0f + 0.044715f * x * x));\n'
-        'dx = dy * (0.5f * (1.0f + t) + 0.3989422804f * x\n'
-        '           * (1.0f + 0.134145f * x * x) * (1.0f - t * t));'
+        'const float c = x > 1000.0f ? 1000.0f : (x < -1000.0f ? -1000.0f : x);\n'
+        'const float t = tanhf(0.7978845608f * c * (1.0f + 0.044715f * c * c));\n'
+        'dx = dy * (0.5f * (1.0f + t) + 0.3989422804f * c\n'
+        '           * (1.0f + 0.134145f * c * c) * (1.0f - t * t));'
     ),
     'leaky_rel': 'y = (x > 0.0f) ? x : 0.01f * x;',
     'leaky_rel_deriv': 'dx = (y > 0.0f) ? dy : 0.01f * dy;',
