@@ -94,6 +94,11 @@ class Scorer(Describable):
         self.mask_name = mask_name
         self.__name__ = name if name is not None else type(self).__name__
 
+    def __init_from_description__(self, description: dict) -> None:
+        super().__init_from_description__(description)
+        if self.__name__ is None:  # as the constructor gives it: the class name
+            self.__name__ = type(self).__name__
+
     def __call__(
         self,
         true_labels: np.ndarray,

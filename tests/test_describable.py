@@ -647,3 +647,22 @@ def test_a_value_that_does_not_compare_is_described():
             self.v = 1
 
     assert get_description(DescOddDefault()) == {'@type': 'DescOddDefault', 'v': 1}
+
+
+@pytest.mark.parametrize(
+    'description, expected',
+    [
+        ({'@type': 'StopAfterEpoch', 'max_epochs': 1, '__name__': None},
+         'StopAfterEpoch'),
+        ({'@type': 'Accuracy', '__name__': None}, 'Accuracy'),
+    ],
+)  # fmt: skip
+def test_a_described_name_of_none_is_the_class_name_as_in_the_constructor(
+    description, expected
+):
+    """``'__name__': None`` gave a hook that add_hook refused and a scorer
+    logged under the key None; the constructor makes None the class name."""
+    made = bs.create_from_description(description)
+    assert made.__name__ == expected
+    if expected == 'StopAfterEpoch':
+        bs.Trainer(bs.training.SgdStepper(0.1)).add_hook(made)
