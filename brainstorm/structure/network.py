@@ -153,6 +153,18 @@ class Network(Seedable):
             del state[name]
         return state
 
+    def __copy__(self) -> Network:
+        """``copy.copy``: another name for this network.
+
+        It shares the layers and the memory, and so the thread guard: a
+        thread using the copy while another uses the original is refused
+        as on the network itself (see :meth:`_enter`).
+        """
+        copied = type(self).__new__(type(self))
+        copied.__setstate__(self.__getstate__())
+        copied._guard = self._guard
+        return copied
+
     def __setstate__(self, state: dict) -> None:
         """Restore a copy; it gets a thread guard of its own."""
         self.__dict__.update(state)
@@ -277,21 +289,26 @@ class Network(Seedable):
         see ``Layer.workspace_shapes``), the memory layout is made anew
         for it.
         """
-        if self.handler is not new_handler:
-            if self.handler is not None:  # not when the network is built
-                self._memory_moved = True
-            changed = [
-                layer.use_workspaces_of(new_handler) for layer in self.layers.values()
-            ]
-            if any(changed):
-                self._relayout(new_handler)
-            elif self.buffer_manager.handler is not new_handler:
-                self.buffer_manager.set_handler(new_handler)
-            self.handler = new_handler
-        for layer in self.layers.values():
-            layer.set_handler(new_handler)
-        self._derive_from_layer_classes()
-        self._trainable_mask = None
+        self._enter('set_handler')
+        try:
+            if self.handler is not new_handler:
+                if self.handler is not None:  # not when the network is built
+                    self._memory_moved = True
+                changed = [
+                    layer.use_workspaces_of(new_handler)
+                    for layer in self.layers.values()
+                ]
+                if any(changed):
+                    self._relayout(new_handler)
+                elif self.buffer_manager.handler is not new_handler:
+                    self.buffer_manager.set_handler(new_handler)
+                self.handler = new_handler
+            for layer in self.layers.values():
+                layer.set_handler(new_handler)
+            self._derive_from_layer_classes()
+            self._trainable_mask = None
+        finally:
+            self._leave()
 
     def _derive_from_layer_classes(self) -> None:
         """What follows from the layers' classes and the layout.
@@ -557,7 +574,10 @@ class Network(Seedable):
                 (the rule: one dimension less than the input's shape),
                 and a time-sized output then comes back as ``(B, ...)``.
             batch_size: run at most this many samples at a time (None:
-                all at once). The results do not depend on it.
+                all at once). The results do not depend on it. An output
+                that is one value for the whole batch (a ``Loss``) cannot
+                be split so: with fewer samples per batch than given, it
+                is refused.
             out_name: the output to return, a path such as
                 ``'Output.outputs.probabilities'`` or the name of a layer
                 with a single output; default ``net.output_name``.
@@ -681,8 +701,12 @@ class Network(Seedable):
                     )
                 )
         description = get_description(refs)
-        for lname, pname, array in values:
-            self.handler.set_from_numpy(self.buffer[lname].parameters[pname], array)
+        self._enter('initialize')
+        try:
+            for lname, pname, array in values:
+                self.handler.set_from_numpy(self.buffer[lname].parameters[pname], array)
+        finally:
+            self._leave()
         self.initializers = description
         self._parameters_set = True
 

@@ -11,7 +11,11 @@ from __future__ import annotations
 import numpy as np
 
 from brainstorm.errors import NetworkValidationError
-from brainstorm.structure.external_data import MissingInputError, check_data
+from brainstorm.structure.external_data import (
+    MissingInputError,
+    check_data,
+    find_unrepresentable,
+)
 from brainstorm.structure.layout import get_buffer_type
 
 __all__ = [
@@ -313,13 +317,39 @@ class _ReadOnSlicing:
 
 
 def _batch_slices(arrays: dict, inputs: dict, batch_size: int, total: int):
-    """Yield the data of consecutive batches of ``batch_size`` samples."""
+    """Yield the first sample and the data of batches of ``batch_size``."""
     for start in range(0, total, batch_size):
         stop = min(start + batch_size, total)
-        yield {
-            name: _batch_of(a, inputs[name].buffer_type, start, stop)
-            for name, a in arrays.items()
-        }
+        yield (
+            start,
+            {
+                name: _batch_of(a, inputs[name].buffer_type, start, stop)
+                for name, a in arrays.items()
+            },
+        )
+
+
+def _check_finite(network, name: str, array, start: int, batch_first: bool) -> None:
+    """Refuse a value the handler's dtype cannot hold, at its index as given.
+
+    ``array`` is the batch of input ``name`` from sample ``start`` on (with
+    a time axis added where the data came batch first).
+    """
+    array = np.asarray(array)
+    found = find_unrepresentable(array, network.handler.dtype)
+    if found is None:
+        return
+    index, value, what = found
+    time_sized = network.layers['Input'].out_shapes[name].buffer_type == 2
+    index = list(index)
+    index[1 if time_sized else 0] += start
+    if batch_first and time_sized:
+        index = index[1:]
+    raise NetworkValidationError(
+        f"Input '{name}': the data holds {what} at index {tuple(index)}: "
+        f'{value!r}. Clean the data, or pass check_finite=False to skip this '
+        'check.'
+    )
 
 
 def _batch_of(array, buffer_type: int, start: int, stop: int):
@@ -356,6 +386,12 @@ def predict(network, data, batch_size=None, out_name=None, check_finite=True):
             f'return with out_name=..., one of {output_names(network)}.'
         )
     path = check_output_name(network, out_name, 'predict')
+    if path.split('.')[0] not in network.layers:
+        raise NetworkValidationError(
+            f"predict: '{out_name}' is no buffer of a layer; predict returns "
+            "what a forward pass computes (a layer's outputs or internals). "
+            f"Read it with net.get('{path}')."
+        )
     if batch_size is not None and (
         isinstance(batch_size, bool)
         or not isinstance(batch_size, (int, np.integer))
@@ -372,18 +408,33 @@ def predict(network, data, batch_size=None, out_name=None, check_finite=True):
             'predict: the data holds no sample (its batch size B is 0).'
         )
     buffer_type = _buffer_type_of(network, path)
+    size = int(batch_size or total)
+    if buffer_type == 0 and size < total:
+        raise NetworkValidationError(
+            f"predict: '{out_name}' is one value for the whole batch (such as "
+            f'a loss), not one per sample, so it cannot be computed in batches '
+            f'of batch_size={batch_size} of the {total} samples. Leave '
+            'batch_size out (None) to compute it over all of them at once.'
+        )
     inputs = network.layers['Input'].out_shapes
     results = []
-    with _SpareBuffers(network.buffer_manager):
-        for batch in _batch_slices(arrays, inputs, int(batch_size or total), total):
-            network.provide_external_data(
-                batch, all_inputs=False, check_finite=check_finite
-            )
-            network.forward_pass(training_pass=False)
-            result = network.get(path)
-            if buffer_type == 2:
-                result = result[: network.buffer_manager.time_size]
-            results.append(result)
+    moved = network._memory_moved  # the batch buffers are put back as they were
+    try:
+        with _SpareBuffers(network.buffer_manager):
+            for start, batch in _batch_slices(arrays, inputs, size, total):
+                if check_finite:  # naming the index in the data as given
+                    for name, array in batch.items():
+                        _check_finite(network, name, array, start, batch_first)
+                network.provide_external_data(
+                    batch, all_inputs=False, check_finite=False
+                )
+                network.forward_pass(training_pass=False)
+                result = network.get(path)
+                if buffer_type == 2:
+                    result = result[: network.buffer_manager.time_size]
+                results.append(result)
+    finally:
+        network._memory_moved = moved
     output = _join(results, buffer_type)
     if batch_first and buffer_type == 2:
         output = output[0]

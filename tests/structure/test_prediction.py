@@ -651,3 +651,51 @@ def test_a_bad_independent_outputs_declaration_is_refused(declared):
     with pytest.raises(TypeError, match='independent_outputs must be a dict') as info:
         type('BadLayerImpl', (LabelledLayerImpl,), {'independent_outputs': declared})
     assert 'BadLayerImpl' in str(info.value)
+
+
+# --------------------------------------------- found by a tester, fixed ---
+
+
+def test_predict_leaves_a_moved_network_refusing_backward_pass():
+    """predict's forward pass cleared the 'memory moved' flag, and the old
+    (empty) batch came back: backward_pass then ran on zeros."""
+    net = mlp()
+    data = {'default': samples(1, 4), 'targets': np.zeros((1, 4, 1))}
+    net.provide_external_data(data)
+    net.forward_pass()
+    net.set_handler(NumpyHandler(np.float64))
+    net.predict(data['default'], out_name=PREDICTIONS)
+    with pytest.raises(NetworkValidationError, match='before a forward_pass'):
+        net.backward_pass()
+
+
+def test_a_value_for_the_whole_batch_is_not_split_into_batches():
+    """out_name='Loss' with batch_size returned the last batch's loss."""
+    net = mlp()
+    data = {'default': samples(1, 7), 'targets': np.ones((1, 7, 1))}
+    whole = net.predict(data, out_name='Loss')
+    assert net.predict(data, out_name='Loss', batch_size=7).tolist() == whole.tolist()
+    with pytest.raises(NetworkValidationError, match='one value for the whole batch'):
+        net.predict(data, out_name='Loss', batch_size=3)
+
+
+@pytest.mark.parametrize('batch_size', [None, 3])
+def test_non_finite_data_is_named_at_its_index_in_the_data_given(batch_size):
+    net = mlp()
+    x = samples(2, 10)
+    x[1, 7, 2] = np.nan
+    with pytest.raises(NetworkValidationError, match=r'NaN at index \(1, 7, 2\)'):
+        net.predict(x, out_name=PREDICTIONS, batch_size=batch_size)
+    batch_first = samples(1, 10)[0]
+    batch_first[7, 2] = np.inf
+    with pytest.raises(
+        NetworkValidationError, match=r'infinite value at index \(7, 2\)'
+    ):
+        net.predict(batch_first, out_name=PREDICTIONS, batch_size=batch_size)
+
+
+@pytest.mark.parametrize('root', ['parameters', 'gradients'])
+def test_predict_of_the_parameters_is_refused_naming_net_get(root):
+    """It raised a bare KeyError."""
+    with pytest.raises(NetworkValidationError, match=rf"net.get\('{root}'\)"):
+        mlp().predict(samples(1, 2), out_name=root)

@@ -69,12 +69,19 @@ class TrainingStepper(Describable):
         'clip_norm': Arg(Optional(Real(0, include_low=False)), omit_default=True),
     }
 
-    __undescribed__ = {'net': None, '_parts': None, 'last_gradient_norm': None}
+    __undescribed__ = {
+        'net': None,
+        '_parts': None,
+        'last_gradient_norm': None,
+        '_bound': None,
+    }
 
     def __init__(self, clip_norm: float | None = None):
         # set by start(net)
         self.net: Any = None
         self._parts: Any = None
+        # (handler, parameter array) of the network's memory the parts view
+        self._bound: Any = None
         self.last_gradient_norm: float | None = None
         self.clip_norm = clip_norm
 
@@ -157,7 +164,10 @@ class TrainingStepper(Describable):
         """
         state = dict(self.__dict__)
         parts = state.get('_parts')
+        state['_bound'] = None  # views of the network's memory: bound anew
         if parts is not None:
+            self._follow_network()
+            parts = self._parts
             h = self.net.handler
             state['_parts'] = None
             state['_copied_parts'] = [
@@ -187,6 +197,7 @@ class TrainingStepper(Describable):
             for key, array in arrays:
                 part.state[key] = net.handler.create_from_numpy(array)
             self._parts.append(part)
+        self._bound = (net.handler, net.buffer.parameters)
 
     # ------------------------------------------------------- internals ----
 
@@ -196,12 +207,40 @@ class TrainingStepper(Describable):
         for part in self._parts:
             self._allocate_state(net.handler, part)
         self._reset_scalar_state()
+        self._bound = (net.handler, net.buffer.parameters)
 
     def _require_started(self) -> None:
         if self._parts is None:
             raise TrainingValidationError(
                 f'{type(self).__name__}: call start(net) before run().'
             )
+        self._follow_network()
+
+    def _follow_network(self) -> None:
+        """Bind the parts anew if the network's memory moved since.
+
+        ``net.set_handler`` (to a GPU, another dtype) moves the parameters
+        and gradients into new memory; the parts would go on updating the
+        old. They are made again over the new memory, and the state (the
+        velocities, the moment estimates) is carried over, so training goes
+        on where it was.
+        """
+        net, bound = self.net, getattr(self, '_bound', None)
+        if bound is None:  # a stepper pickled before this record existed
+            self._bound = bound = (net.handler, net.buffer.parameters)
+        old_handler, parameters = bound
+        if net.handler is old_handler and net.buffer.parameters is parameters:
+            return
+        parts = []
+        for old in self._parts:
+            part = _Part(net, old.start, old.stop)
+            for key, array in old.state.items():
+                part.state[key] = net.handler.create_from_numpy(
+                    old_handler.get_numpy_copy(array)
+                )
+            parts.append(part)
+        self._parts = parts
+        self._bound = (net.handler, net.buffer.parameters)
 
     def _allocate_state(self, handler, part: _Part) -> None:
         """Add zero-initialised state arrays to ``part.state``."""

@@ -161,6 +161,12 @@ class MultiStepper(TrainingStepper):
             stepper._clip_gradients()
             stepper._update()
 
+    def _follow_network(self) -> None:
+        """Its own part and each stepper's follow the network's memory."""
+        super()._follow_network()
+        for stepper in self._unique_steppers().values():
+            stepper._follow_network()
+
     def get_state(self) -> OrderedDict:
         """The states of all steppers, prefixed ``'steppers.<pattern>.'``."""
         self._require_started()

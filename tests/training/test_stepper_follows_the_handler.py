@@ -1,0 +1,98 @@
+"""A started stepper goes on training after ``net.set_handler``.
+
+The stepper's parts viewed the old parameter memory, which ``set_handler``
+replaces: the parameters never changed again, silently (from a hook in
+``Trainer.train`` too). Now the parts are bound anew with their state
+carried over, so a run that moves to another handler midway equals one
+that never moved.
+"""
+
+import numpy as np
+import pytest
+
+import brainstorm as bs
+from brainstorm.handlers import NumpyHandler
+from brainstorm.training import steppers as S
+
+STEPPERS = {
+    'sgd': lambda: S.SgdStepper(0.3),
+    'momentum': lambda: S.MomentumStepper(0.1, momentum=0.9),
+    'adam': lambda: S.AdamStepper(0.01),
+    'multi': lambda: S.MultiStepper(
+        {'H1': S.AdamStepper(0.01), 'default': S.MomentumStepper(0.1)}
+    ),
+}
+
+
+def _net():
+    inp, out = bs.tools.get_in_out_layers('classification', 4, 3)
+    net = bs.Network.from_layer(
+        inp
+        >> bs.layers.FullyConnected(5, activation='tanh', name='H1')
+        >> bs.layers.FullyConnected(5, activation='tanh', name='H2')
+        >> out
+    )
+    net.set_handler(NumpyHandler(np.float64))
+    net.initialize(bs.initializers.Gaussian(0.5), seed=2)
+    return net
+
+
+def _data(step):
+    rng = np.random.default_rng(step)
+    return {
+        'default': rng.normal(size=(1, 6, 4)),
+        'targets': rng.integers(0, 3, size=(1, 6, 1)),
+    }
+
+
+def _train(stepper, net, steps, switch_at=None):
+    stepper.start(net)
+    for step in range(steps):
+        if step == switch_at:
+            net.set_handler(NumpyHandler(np.float64))  # another handler object
+        net.provide_external_data(_data(step))
+        stepper.run()
+    return net.get('parameters')
+
+
+@pytest.mark.parametrize('name', sorted(STEPPERS))
+def test_a_stepper_goes_on_exactly_after_set_handler(name):
+    expected = _train(STEPPERS[name](), _net(), 6)
+    moved = _train(STEPPERS[name](), _net(), 6, switch_at=3)
+    np.testing.assert_array_equal(moved, expected)
+
+
+def test_training_goes_on_after_a_hook_moves_the_network():
+    class Move(bs.hooks.Hook):
+        def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+            if epoch_nr == 1:
+                net.set_handler(NumpyHandler(np.float32))
+                self.moved = net.get('parameters')
+
+    data = _data(0)
+    iterator = bs.data_iterators.Minibatches(3, **data)
+    trainer = bs.Trainer(S.MomentumStepper(0.3), verbose=False)
+    hook = Move()
+    trainer.add_hook(hook)
+    trainer.add_hook(bs.hooks.StopAfterEpoch(3))
+    net = _net()
+    trainer.train(net, iterator)
+    assert net.handler.dtype == np.float32
+    assert not np.array_equal(net.get('parameters'), hook.moved)  # trained on
+    losses = trainer.logs['rolling_training']['total_loss']
+    assert losses[2] < losses[1]
+
+
+def test_a_moved_stepper_reports_and_restores_its_state():
+    stepper, net = S.MomentumStepper(0.1), _net()
+    _train(stepper, net, 2)
+    state = stepper.get_state()
+    net.set_handler(NumpyHandler(np.float64))
+    np.testing.assert_array_equal(
+        stepper.get_state()['part0.velocity'], state['part0.velocity']
+    )
+    stepper.set_state(state)
+    net.provide_external_data(_data(5))
+    before = net.get('parameters')
+    stepper.run()
+    assert not np.array_equal(net.get('parameters'), before)
