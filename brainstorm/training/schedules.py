@@ -61,7 +61,7 @@ class Linear(Schedule):
     The value changes in ``num_changes`` changes, then stays at
     ``final_value``.
 
-    Value: ``final_value`` if ``k > num_changes``, else
+    Value: ``final_value`` if ``k >= num_changes``, else
     ``initial_value + (final_value - initial_value) * k / num_changes``.
 
     Args:
@@ -84,8 +84,8 @@ class Linear(Schedule):
     def __call__(self, epoch_nr, update_nr, timescale, interval, net, stepper, logs):
         """Return the value at this point of training (see the class)."""
         k = _count(epoch_nr, update_nr, timescale) // interval
-        if k > self.num_changes:
-            return self.final_value
+        if k >= self.num_changes:  # exactly final_value (the formula may
+            return self.final_value  # miss it by a rounding)
         return (
             self.initial_value
             + (self.final_value - self.initial_value) * k / self.num_changes

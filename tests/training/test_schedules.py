@@ -36,6 +36,13 @@ def test_linear():
     ]
 
 
+def test_linear_reaches_its_final_value_exactly():
+    """At k = num_changes the formula gave 0.07000000000000006 for 0.07."""
+    assert values(Linear(0.7, 0.07, 10), [9, 10, 11])[1:] == [0.07, 0.07]
+    for initial, final, n in [(0.7, 0.07, 10), (0.3, 0.1, 3), (1e-3, 7e-5, 7)]:
+        assert values(Linear(initial, final, n), [n]) == [final]
+
+
 def test_exponential_clips():
     schedule = Exponential(1.0, 0.5, minimum=0.2)
     assert values(schedule, range(5)) == [1.0, 0.5, 0.25, 0.2, 0.2]

@@ -677,3 +677,39 @@ def test_clip_norm_leaves_gradients_below_the_limit_alone(make, reference):
             atol=1e-13,
             err_msg=f'parameters after step {i + 1}',
         )
+
+
+def _large_gradient_step(handler):
+    """One clipped SGD step (lr 1, clip_norm 1) on gradients near 3e21."""
+    inp, out = bs.tools.get_in_out_layers('regression', 4, 1)
+    net = bs.Network.from_layer(inp >> out)
+    net.set_handler(handler)
+    net.initialize(bs.initializers.Gaussian(0.1), seed=1)
+    stepper = SgdStepper(1.0, clip_norm=1.0)
+    stepper.start(net)
+    net.provide_external_data(
+        {'default': np.full((1, 4, 4), 1e11), 'targets': np.zeros((1, 4, 1))}
+    )
+    before = net.get('parameters').astype(np.float64)
+    stepper.run()
+    return stepper, np.linalg.norm(net.get('parameters') - before)
+
+
+def _cpu_handlers():
+    from brainstorm.handlers.onednn import OneDnnHandler, onednn_available
+
+    handlers = [NumpyHandler(np.float32), NumpyHandler(np.float64)]
+    return handlers + ([OneDnnHandler(np.float32)] if onednn_available()[0] else [])
+
+
+@pytest.mark.parametrize('handler', _cpu_handlers(), ids=repr)
+def test_clipping_large_finite_gradients_clips_them_in_float32_too(handler):
+    """The squares summed in float32 overflowed from |g| near 1.8e19: the
+    norm was inf, and clipping scaled every gradient to 0 (no step)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')  # no overflow warning either
+        stepper, step = _large_gradient_step(handler)
+    assert step == pytest.approx(1.0, rel=1e-5)
+    assert 1e21 < stepper.last_gradient_norm < 1e23  # finite, about 6e21

@@ -18,6 +18,12 @@ from brainstorm.arguments import Arg, Optional, Real, check_attributes
 from brainstorm.describable import Describable
 from brainstorm.errors import TrainingValidationError
 
+#: The factor of the gradients whose squares overflowed (2**-80): their
+#: squares then fit float32 (|g| <= 3.4e38 gives at most 8e28) and any
+#: sum of them; squares it makes too small to count are below 1e-45 of
+#: the largest.
+_NORM_SCALE = 2.0**-80
+
 
 class _Part:
     """One contiguous range of the flat parameter array and its state."""
@@ -273,14 +279,36 @@ class TrainingStepper(Describable):
             if part.mask is not None:
                 h.mult_tt(part.gradients, part.mask, part.gradients)
 
-    def _squared_gradient_norm(self) -> float:
+    def _squared_gradient_norm(self, scale: float = 1.0) -> float:
+        """The sum of the squares of ``scale`` times the gradients."""
         h = self.net.handler
         total = 0.0
         for part in self._parts:
-            h.mult_tt(part.gradients, part.gradients, part.tmp)
+            if scale == 1.0:
+                h.mult_tt(part.gradients, part.gradients, part.tmp)
+            else:
+                h.mult_st(scale, part.gradients, part.tmp)
+                h.mult_tt(part.tmp, part.tmp, part.tmp)
             h.sum_t(part.tmp, None, part.norm)
             total += float(h.get_numpy_copy(part.norm)[0])
         return total
+
+    def _gradient_norm(self) -> float:
+        """The global L2 norm of the gradients.
+
+        The squares are summed in the handler's dtype, where they overflow
+        long before the gradients do (float32: from |g| near 1.8e19); then
+        the norm is computed again from the gradients scaled by
+        ``_NORM_SCALE`` (exact: a power of two), so a large but finite
+        gradient gets a finite norm, and is clipped rather than zeroed.
+        """
+        with np.errstate(over='ignore'):  # an overflow is handled below
+            squared = self._squared_gradient_norm()
+        if math.isfinite(squared) or not all(
+            self.net.handler.is_fully_finite(part.gradients) for part in self._parts
+        ):
+            return math.sqrt(squared)
+        return math.sqrt(self._squared_gradient_norm(_NORM_SCALE)) / _NORM_SCALE
 
     def _scale_gradients(self, factor: float) -> None:
         h = self.net.handler
@@ -291,7 +319,7 @@ class TrainingStepper(Describable):
         if self.clip_norm is None:
             self.last_gradient_norm = None
             return
-        norm = math.sqrt(self._squared_gradient_norm())
+        norm = self._gradient_norm()
         self.last_gradient_norm = norm
         if norm > self.clip_norm:
             self._scale_gradients(float(self.clip_norm) / norm)
