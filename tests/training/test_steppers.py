@@ -713,3 +713,69 @@ def test_clipping_large_finite_gradients_clips_them_in_float32_too(handler):
         stepper, step = _large_gradient_step(handler)
     assert step == pytest.approx(1.0, rel=1e-5)
     assert 1e21 < stepper.last_gradient_norm < 1e23  # finite, about 6e21
+
+
+def test_a_shared_stepper_stays_shared_through_a_description():
+    """A description wrote a stepper shared by two patterns out twice: the
+    recreated MultiStepper had two steppers, and a checkpoint of it could
+    not be resumed (its state had the entries of one)."""
+    adam = AdamStepper(0.01)
+    multi = MultiStepper({'H1': adam, 'H2': adam, 'default': SgdStepper(0.1)})
+    description = bs.get_description(multi)
+    assert description['shared_steppers'] == {'H2': 'H1'}
+    assert description['steppers']['H2'] == description['steppers']['H1']
+    restored = bs.create_from_description(description)
+    assert restored.steppers['H1'] is restored.steppers['H2']
+    assert restored.steppers['default'] is not restored.steppers['H1']
+    assert not hasattr(restored, 'shared_steppers')
+    unshared = bs.get_description(MultiStepper({'default': SgdStepper(0.1)}))
+    assert 'shared_steppers' not in unshared
+
+
+@pytest.mark.parametrize(
+    'shared', [{'H1': 'H2'}, {'H2': 'nope'}, {'H3': 'H1'}, {'H2': 'H2'}]
+)
+def test_a_bad_shared_steppers_entry_is_refused(shared):
+    description = bs.get_description(
+        MultiStepper({'H1': SgdStepper(0.1), 'H2': SgdStepper(0.2)})
+    )
+    description['shared_steppers'] = shared
+    with pytest.raises(TrainingValidationError, match='shared_steppers maps'):
+        bs.create_from_description(description)
+
+
+def test_a_run_with_a_shared_stepper_resumes_exactly(tmp_path):
+    def setup(checkpoint):
+        bs.global_rnd.set_seed(7)
+        inp, out = bs.tools.get_in_out_layers('classification', 4, 2)
+        net = bs.Network.from_layer(
+            inp
+            >> bs.layers.FullyConnected(6, name='H1')
+            >> bs.layers.FullyConnected(6, name='H2')
+            >> out
+        )
+        net.initialize(bs.initializers.Gaussian(0.1))
+        adam = AdamStepper(0.01)
+        trainer = bs.Trainer(
+            MultiStepper({'H1': adam, 'H2': adam, 'default': SgdStepper(0.1)}),
+            verbose=False,
+        )
+        trainer.add_hook(bs.hooks.SaveCheckpoint(str(checkpoint)))
+        trainer.add_hook(bs.hooks.StopAfterEpoch(2))
+        return net, trainer
+
+    rng = np.random.RandomState(0)
+    x, y = rng.randn(1, 40, 4), rng.randint(0, 2, (1, 40, 1))
+
+    def data():
+        return bs.data_iterators.Minibatches(8, default=x, targets=y)
+
+    net, trainer = setup(tmp_path / 'full.ckpt')
+    trainer.train(net, data())
+    net2, trainer2 = setup(tmp_path / 'half.ckpt')
+    trainer2.hooks['StopAfterEpoch'].max_epochs = 1
+    trainer2.train(net2, data())
+    resumed, net3 = bs.Trainer.from_checkpoint(str(tmp_path / 'half.ckpt'))
+    resumed.hooks['StopAfterEpoch'].max_epochs = 2
+    resumed.train(net3, data())
+    np.testing.assert_array_equal(net3.get('parameters'), net.get('parameters'))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from brainstorm.arguments import Arg, DictOf, Instance
+from brainstorm.arguments import Arg, DictOf, Instance, Optional, Str
 from brainstorm.errors import TrainingValidationError
 from brainstorm.structure.view_references import (
     pattern_matches as _pattern_matches,
@@ -62,6 +62,16 @@ class MultiStepper(TrainingStepper):
                 Instance(TrainingStepper, example=lambda: SgdStepper()), nonempty=True
             )
         ),
+        # only in descriptions: pattern -> the earlier pattern whose stepper
+        # object it shares (a description writes each pattern's stepper out)
+        'shared_steppers': Arg(
+            Optional(DictOf(Str())),
+            default=None,
+            state=True,
+            omit_default=True,
+            doc='patterns sharing the stepper of an earlier pattern '
+            '(descriptions only)',
+        ),
     }
 
     __undescribed__ = {'assignment': None}
@@ -72,6 +82,52 @@ class MultiStepper(TrainingStepper):
         self.steppers = OrderedDict(steppers)
         self.assignment: OrderedDict | None = None
         super().__init__(clip_norm)
+
+    def __describe__(self) -> dict:
+        """The description; patterns sharing a stepper say so.
+
+        Each pattern's stepper is written out whole (as Brainstorm 0.5
+        wrote it), and ``shared_steppers`` names, for each pattern whose
+        stepper object an earlier pattern has, that pattern: the recreated
+        MultiStepper shares it again (one state, one learning rate).
+        """
+        description = super().__describe__()
+        first: dict = {}
+        shared = OrderedDict()
+        for pattern, stepper in self.steppers.items():
+            if id(stepper) in first:
+                shared[pattern] = first[id(stepper)]
+            else:
+                first[id(stepper)] = pattern
+        if shared:
+            description['shared_steppers'] = shared
+        return description
+
+    @classmethod
+    def __new_from_description__(cls, description: dict):
+        """Recreate it; ``shared_steppers`` is not kept as an attribute."""
+        instance = super().__new_from_description__(description)
+        instance.__dict__.pop('shared_steppers', None)
+        return instance
+
+    def __init_from_description__(self, description: dict) -> None:
+        super().__init_from_description__(description)
+        shared = self.__dict__.pop('shared_steppers', None) or {}
+        for pattern, first in shared.items():
+            if (
+                pattern not in self.steppers
+                or first not in self.steppers
+                or list(self.steppers).index(first)
+                >= list(self.steppers).index(pattern)
+                or first in shared
+            ):
+                raise TrainingValidationError(
+                    f'MultiStepper (from a description): shared_steppers maps '
+                    f'{pattern!r} to {first!r}; each key must be a pattern of '
+                    'steppers sharing the stepper of an earlier pattern that '
+                    f'shares no other. Patterns: {list(self.steppers)}'
+                )
+            self.steppers[pattern] = self.steppers[first]
 
     def __validate__(self) -> None:
         for pattern, stepper in self.steppers.items():
