@@ -100,6 +100,14 @@ class ValueModifier(_Modifier):
         """Modify ``view`` in place using only operations of ``handler``."""
         raise NotImplementedError
 
+    def start(self, handler, view) -> None:
+        """Called by ``Trainer.train`` before its first update; reads ``view``.
+
+        Nothing by default. It must not change ``view`` or draw random
+        numbers: a run resumed from a checkpoint calls it again, and must
+        go on as the uninterrupted run did.
+        """
+
 
 class GradientModifier(_Modifier):
     """Base class of modifiers that change gradients using the parameters.
@@ -232,7 +240,9 @@ class FreezeValues(ValueModifier):
 
     Args:
         weights: the values (array of the view's shape); if None, the values
-            the view has when the modifier is first applied are kept.
+            the view has when training starts (``Trainer.train``, before
+            the first update) are kept, or, outside a trainer, those it has
+            when the modifier is first applied.
     """
 
     __arguments__ = {
@@ -247,6 +257,16 @@ class FreezeValues(ValueModifier):
         super().__init_from_description__(description)
         if self.weights is not None:
             self.weights = np.array(self.weights)
+
+    def start(self, handler, view) -> None:
+        """Without ``weights``, the view's values now become them.
+
+        Before the first update, so the frozen values are those the
+        network started with; a run resumed from a checkpoint takes them
+        again from its parameters, where they are still those values.
+        """
+        if self.weights is None:
+            self.weights = handler.get_numpy_copy(view)
 
     def __call__(self, handler, view):
         """Overwrite ``view`` with the frozen weights.

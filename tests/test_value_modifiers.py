@@ -7,6 +7,7 @@ import pickle
 import numpy as np
 import pytest
 
+import brainstorm as bs
 from brainstorm.describable import create_from_description, get_description
 from brainstorm.handlers.debug_handler import DebugHandler
 from brainstorm.handlers.numpy_handler import NumpyHandler
@@ -274,3 +275,40 @@ def test_modifiers_in_a_network_under_the_debug_handler():
     np.testing.assert_array_equal(net.get('Hid.parameters.bias'), [2, -2])
     installed = net.weight_modifiers['Hid']['W'][0]
     assert repr(installed) == '<Hid.W.ConstrainL2Norm>'
+
+
+def _frozen_run(tmp_path, name, epochs, resume_from=None):
+    """Train with H.W frozen by FreezeValues() (no weights given)."""
+    checkpoint = str(tmp_path / f'{name}.ckpt')
+    bs.global_rnd.set_seed(7)  # the iterator's seed: the same in each run
+    rng = np.random.RandomState(0)
+    x, y = rng.randn(1, 16, 4), rng.randint(0, 2, (1, 16, 1))
+    data = bs.data_iterators.Minibatches(4, default=x, targets=y)
+    if resume_from is not None:
+        trainer, net = bs.Trainer.from_checkpoint(resume_from)
+        trainer.hooks['StopAfterEpoch'].max_epochs = epochs
+        trainer.train(net, data)
+        return net, None
+    inp, out = bs.tools.get_in_out_layers('classification', 4, 2)
+    net = bs.Network.from_layer(inp >> bs.layers.FullyConnected(6, name='H') >> out)
+    net.initialize(bs.initializers.Gaussian(0.1))
+    net.set_weight_modifiers({'H': {'W': FreezeValues()}})
+    initial = net.get('H.parameters.W')
+    trainer = bs.Trainer(bs.training.SgdStepper(0.1), verbose=False)
+    trainer.add_hook(bs.hooks.SaveCheckpoint(checkpoint))
+    trainer.add_hook(bs.hooks.StopAfterEpoch(epochs))
+    trainer.train(net, data)
+    return net, (initial, checkpoint)
+
+
+def test_freeze_values_without_weights_keeps_the_values_training_started_with(
+    tmp_path,
+):
+    """They were taken after the first update (which changed them), and
+    taken again after the first update of a resumed run: it went on with
+    other frozen values than the uninterrupted run."""
+    full, (initial, _) = _frozen_run(tmp_path, 'full', 2)
+    np.testing.assert_array_equal(full.get('H.parameters.W'), initial)
+    _, (_, half) = _frozen_run(tmp_path, 'half', 1)
+    resumed, _ = _frozen_run(tmp_path, 'resumed', 2, resume_from=half)
+    np.testing.assert_array_equal(resumed.get('parameters'), full.get('parameters'))

@@ -776,6 +776,19 @@ class Network(Seedable):
                     mod.rnd.set_seed(self.rnd.generate_seed())
                     mod(self.handler, self.buffer[lname].parameters[pname])
 
+    def _start_weight_modifiers(self) -> None:
+        """Let the weight modifiers read their views before training.
+
+        ``Trainer.train`` calls it before its first update. It draws no
+        random numbers and changes no parameter.
+        """
+        for lname, params in self.weight_modifiers.items():
+            for pname, mods in params.items():
+                for mod in mods:
+                    start = getattr(mod, 'start', None)
+                    if start is not None:  # 0.5's modifiers lack it
+                        start(self.handler, self.buffer[lname].parameters[pname])
+
     def apply_gradient_modifiers(self) -> None:
         """Apply all gradient modifiers to their gradients."""
         for lname, params in self.gradient_modifiers.items():

@@ -517,6 +517,7 @@ class Trainer(Describable):
         self.stepper.start(net)
         # after start: DataParallel gives every rank rank 0's parameters
         check_parameters_set(net)
+        net._start_weight_modifiers()  # FreezeValues() takes its values
         if isinstance(self.stepper, DataParallel):
             # each rank its own augmentation noise (checkpoints restore it)
             self.stepper.reseed_iterators(named_data_iters.values())
