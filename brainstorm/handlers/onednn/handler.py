@@ -94,9 +94,15 @@ class OneDnnHandler(PoolingOps, NumpyHandler):
     of contiguous scratch buffers. A ReLU after a convolution runs as its
     post-op where that gives NumPy's results. In passes of networks with
     ``Lstm`` layers the matrix products run on oneDNN too, the recurrent
-    weights packed (see ``network_pass`` and ``fixed_operand``). Every
-    other op is NumpyHandler's; in passes of networks with convolution,
-    pooling or ``Lstm`` layers, NumPy's OpenBLAS runs on one thread.
+    weights packed (see ``network_pass`` and ``fixed_operand``). The
+    derivatives of ``rel`` and ``sigmoid`` from their outputs, the SGD,
+    momentum and Nesterov updates and the sums into input deltas run as
+    oneDNN elementwise primitives on all its threads, for float32 arrays
+    of at least ``ELEMENTWISE_MIN`` (65536) elements, with NumPy's results
+    bit for bit (except ``rel``'s derivative where an output is NaN:
+    oneDNN gives ``dy`` there, NumPy 0). Every other op is NumpyHandler's; in
+    passes of networks with convolution, pooling or ``Lstm`` layers,
+    NumPy's OpenBLAS runs on one thread.
 
     Primitives are made once per shape and kept, and oneDNN's scratchpads
     are the handler's scratch buffers: after the first step nothing is
