@@ -11,6 +11,8 @@ added, to a value it cannot run with is refused with an error naming it.
 
 from __future__ import annotations
 
+import numbers
+
 from brainstorm._logging import get_logger
 from brainstorm.errors import TrainingValidationError
 from brainstorm.training.progress import TrainingProgress
@@ -141,9 +143,9 @@ def check_hook_timing(name: str, hook) -> None:
             'Set it when creating the hook (timescale=...).'
         )
     interval = getattr(hook, 'interval', None)
-    if not (isinstance(interval, int) and not isinstance(interval, bool)) or (
-        interval < 1
-    ):
+    if not (
+        isinstance(interval, numbers.Integral) and not isinstance(interval, bool)
+    ) or (interval < 1):
         raise TrainingValidationError(
             f"Trainer: hook '{name}' ({type(hook).__name__}) has interval="
             f'{interval!r}; expected an int >= 1 (the hook is called when '

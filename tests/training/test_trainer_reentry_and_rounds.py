@@ -334,6 +334,18 @@ def test_a_bad_interval_set_after_add_hook_is_refused_naming_the_hook(value):
     assert trainer.current_update_nr == 0
 
 
+def test_a_numpy_int_interval_set_after_add_hook_is_an_int():
+    """A NumPy integer is accepted as the constructor accepts it."""
+    import numpy as np
+
+    trainer = Trainer(SgdStepper(0.01), verbose=False)
+    hook = StopAfterEpoch(2)
+    trainer.add_hook(hook)
+    hook.interval = np.int64(1)
+    trainer.train(blob_net(), blob_iter())
+    assert trainer.current_epoch_nr == 2
+
+
 @pytest.mark.parametrize('value', ['Epoch', 'updates', None])
 def test_a_bad_timescale_set_after_add_hook_is_refused_naming_the_hook(value):
     """timescale = 'Epoch' used to make the hook never due: a stopping
