@@ -69,18 +69,19 @@ __all__ = [
 ]
 
 
-def _on_host(handler, array, collective) -> None:
+def _on_host(handler, array, collective, write: bool = True) -> None:
     """Run ``collective`` (an in-place MPI call) on ``array``.
 
     Directly on a contiguous NumPy array, else on a host copy written back
-    after.
+    after (unless ``write`` is False: ``collective`` only reads).
     """
     if isinstance(array, np.ndarray) and array.flags.c_contiguous:
         collective(array)
     else:
         values = np.ascontiguousarray(handler.get_numpy_copy(array))
         collective(values)
-        handler.set_from_numpy(array, values)
+        if write:
+            handler.set_from_numpy(array, values)
 
 
 def _reseed_state(rnd, rank: int) -> None:
@@ -151,6 +152,7 @@ class _SynchronizedNetwork:
 
     def backward_pass(self, *args, **kwargs) -> None:
         net = self._net
+        self._owner._synchronized = True
         net._gradient_modifiers_deferred = True
         try:
             net.backward_pass(*args, **kwargs)
@@ -199,9 +201,10 @@ class DataParallel(Describable):
     * broadcasts rank 0's parameters, and the network's random state
       (it seeds the gradient modifiers, which act on the summed gradients
       after the Allreduce);
-    * reseeds the handler's random state on ranks > 0 (once per network,
-      from its seed and the rank), so that e.g. dropout draws different
-      masks on different ranks;
+    * reseeds the handler's random state on ranks > 0 (once per network
+      and handler, from its seed and the rank; again when
+      ``net.set_handler`` gave it another), so that e.g. dropout draws
+      different masks on different ranks;
     * installs :func:`abort_on_exception`.
 
     Args:
@@ -239,6 +242,8 @@ class DataParallel(Describable):
         '_sizes': None,
         '_maintained': None,
         '_maintained_values': None,
+        '_maintained_before': None,
+        '_synchronized': False,
     }
     _own_attributes = frozenset({'stepper', 'check_finite', 'timeout'})
 
@@ -254,12 +259,14 @@ class DataParallel(Describable):
         self.check_finite = check_finite
         self.timeout = timeout
         self._comm = comm
-        self._reseeded = None
+        self._reseeded: tuple | None = None  # (network, handler)
         self._reseeded_iterators: list = []
         # set by start(net)
         self._sizes: Any = None
         self._maintained: Any = None
         self._maintained_values: Any = None
+        self._maintained_before: Any = None
+        self._synchronized = False
         self._protect()
 
     def __init_from_description__(self, description: dict) -> None:
@@ -403,9 +410,26 @@ class DataParallel(Describable):
         """Run one step of the wrapped stepper, gradients summed over ranks.
 
         The gradients are summed over all ranks between the backward pass
-        and the update.
+        and the update, and the parameters layers maintain themselves are
+        averaged then; a stepper without a backward pass
+        (``ForwardStepper``, re-estimating BatchNorm's statistics) gets
+        them averaged after its step.
         """
-        self.stepper.run()
+        stepper = self.stepper
+        net = getattr(stepper.net, '_net', None)
+        if net is None or self.comm.Get_size() == 1:
+            stepper.run()
+            return
+        if self._reseeded is None or self._reseeded[1] is not net.handler:
+            self._reseed(net)  # set_handler since start: its own streams
+        self._remember_maintained(net)
+        self._synchronized = False
+        stepper.run()
+        if not self._synchronized and self._maintained is not None:
+            total, local = self._global_batch_size(net)
+            if total > 0:
+                with guarded(self.comm, 'the statistics Allreduce of a step'):
+                    self._average_maintained_parameters(net, float(local / total))
 
     def get_state(self):
         """The wrapped stepper's state (the same on every rank)."""
@@ -427,10 +451,14 @@ class DataParallel(Describable):
         reseeded once per network, so a second ``train`` call continues
         them.
         """
-        if self._reseeded is net:
+        if (
+            self._reseeded is not None
+            and self._reseeded[0] is net
+            and self._reseeded[1] is net.handler
+        ):
             return
         _reseed_state(getattr(net.handler, 'rnd', None), self.comm.Get_rank())
-        self._reseeded = net
+        self._reseeded = (net, net.handler)
 
     def _find_maintained_parameters(self, net) -> None:
         """Find the parameters that layers maintain themselves.
@@ -440,24 +468,67 @@ class DataParallel(Describable):
         ranks every step.
         """
         mask = net.trainable_mask
-        self._maintained = self._maintained_values = None
+        self._maintained = self._maintained_values = self._maintained_before = None
         if mask is None:
             return
         indices = np.flatnonzero(net.handler.get_numpy_copy(mask) == 0)
         if indices.size:
             self._maintained = indices
-            self._maintained_values = np.zeros(indices.size, dtype=net.handler.dtype)
+
+    def _maintained_buffers(self, dtype) -> tuple:
+        """Host arrays for the maintained values, in the parameters' dtype.
+
+        Made again if the dtype changed (``net.set_handler`` to another
+        dtype during training).
+        """
+        values = self._maintained_values
+        if values is None or values.dtype != dtype:
+            size = self._maintained.size
+            self._maintained_values = np.zeros(size, dtype=dtype)
+            self._maintained_before = np.zeros(size, dtype=dtype)
+        return self._maintained_values, self._maintained_before
+
+    def _remember_maintained(self, net) -> None:
+        """Keep the maintained values before a step (equal on all ranks)."""
+        if self._maintained is None:
+            return
+
+        def remember(parameters):
+            _, before = self._maintained_buffers(parameters.dtype)
+            np.take(parameters, self._maintained, out=before)
+
+        _on_host(net.handler, net.buffer.parameters, remember, write=False)
 
     def _average_maintained_parameters(self, net, weight: float) -> None:
-        values = self._maintained_values
+        """Average the changes the ranks made to the maintained values.
+
+        Each rank's change in this step is weighted by its share of the
+        global batch and summed, and added to the value before the step:
+        the weighted mean of the ranks' values, and exactly the old value
+        where no rank changed it (a constant such as a Clockwork layer's
+        ``timing``; a weighted mean of equal values may differ from them
+        in the last bit).
+        """
 
         def average(parameters):
+            values, before = self._maintained_buffers(parameters.dtype)
             np.take(parameters, self._maintained, out=values)
+            np.subtract(values, before, out=values)
             np.multiply(values, weight, out=values)
             self.comm.Allreduce(self._mpi_in_place(), values)
+            np.add(before, values, out=values)
             parameters[self._maintained] = values
 
         _on_host(net.handler, net.buffer.parameters, average)
+
+    def _global_batch_size(self, net) -> tuple:
+        """The global batch size (summed over the ranks) and the local one."""
+        local = batch_size_of(net)
+        sizes = self._sizes
+        sizes[0] = local
+        with guarded(self.comm, 'the batch size Allreduce of a training step'):
+            self.comm.Allreduce(self._mpi_in_place(), sizes)
+        return sizes[0], local
 
     def _synchronize_gradients(self, net) -> None:
         """Scale the local gradients by local / global batch size and sum them.
@@ -467,12 +538,7 @@ class DataParallel(Describable):
         h = net.handler
         comm = self.comm
         gradients = net.buffer.gradients
-        local = batch_size_of(net)
-        sizes = self._sizes
-        sizes[0] = local
-        with guarded(comm, 'the batch size Allreduce of a training step'):
-            comm.Allreduce(self._mpi_in_place(), sizes)
-        total = sizes[0]
+        total, local = self._global_batch_size(net)
         if self.check_finite and not h.is_fully_finite(gradients):
             losses = net.get_loss_values()
             raise FloatingPointError(
@@ -483,9 +549,10 @@ class DataParallel(Describable):
                 'check the data of this rank.'
             )
         if total <= 0:
-            raise TrainingValidationError(
-                'DataParallel: all ranks received empty batches.'
-            )
+            # a global batch without samples: a step of zero gradients, as
+            # in one process (every rank sees the same total)
+            h.fill(gradients, 0.0)
+            return
         h.mult_st(float(local / total), gradients, gradients)
         with guarded(comm, 'the gradient Allreduce of a training step'):
             if self._maintained is not None:

@@ -494,26 +494,35 @@ class Trainer(Describable):
                 itself, or whose ``timescale`` or ``interval`` was set to a
                 value it cannot run with.
         """
-        named_data_iters = OrderedDict(named_data_iters)
-        named_data_iters['training_data_iter'] = training_data_iter
-        check_data_iterators(net, named_data_iters)
-        resume = self._progress.resume
-        if resume is not None:
-            checkpoint.check_resume(resume, net, named_data_iters)
-        # the whole run holds the trainer and the network: another thread
-        # using either meanwhile gets a clear error instead of mixing its
-        # batches and counters into this run
-        token = self._begin_call('train')
-        try:
-            net._enter('Trainer.train')
+        processes = processes_of(self.stepper)
+        # data-parallel: however this rank leaves training early, from the
+        # first check on (an error caught by the caller too), the others
+        # must learn it, or they wait in their next collective call (the
+        # parameter counts of DataParallel.start) until the watchdog's
+        # time-out (see brainstorm.parallel.watchdog_of)
+        with processes.training(self._leaving_reason):
+            named_data_iters = OrderedDict(named_data_iters)
+            named_data_iters['training_data_iter'] = training_data_iter
+            check_data_iterators(net, named_data_iters)
+            resume = self._progress.resume
+            if resume is not None:
+                checkpoint.check_resume(resume, net, named_data_iters)
+            # the whole run holds the trainer and the network: another
+            # thread using either meanwhile gets a clear error instead of
+            # mixing its batches and counters into this run
+            token = self._begin_call('train')
             try:
-                self._start_and_train(net, training_data_iter, named_data_iters)
+                net._enter('Trainer.train')
+                try:
+                    self._start_and_train(
+                        net, training_data_iter, named_data_iters, processes
+                    )
+                finally:
+                    net._leave()
             finally:
-                net._leave()
-        finally:
-            self._end_call(token)
+                self._end_call(token)
 
-    def _start_and_train(self, net, training_data_iter, named_data_iters):
+    def _start_and_train(self, net, training_data_iter, named_data_iters, processes):
         self.stepper.start(net)
         # after start: DataParallel gives every rank rank 0's parameters
         check_parameters_set(net)
@@ -521,16 +530,11 @@ class Trainer(Describable):
         if isinstance(self.stepper, DataParallel):
             # each rank its own augmentation noise (checkpoints restore it)
             self.stepper.reseed_iterators(named_data_iters.values())
-        processes = processes_of(self.stepper)
-        # data-parallel: however this rank leaves training early, the
-        # others must learn it, or they wait forever in their next
-        # collective call (see brainstorm.parallel.watchdog_of)
-        with processes.training(self._leaving_reason):
-            check_lengths_agree(processes, training_data_iter)
-            run = TrainingRun(net, named_data_iters, processes, self._progress)
-            self._with_hooks(
-                net, named_data_iters, lambda: self._train_started(run), 'train'
-            )
+        check_lengths_agree(processes, training_data_iter)
+        run = TrainingRun(net, named_data_iters, processes, self._progress)
+        self._with_hooks(
+            net, named_data_iters, lambda: self._train_started(run), 'train'
+        )
 
     def _leaving_reason(self, err: BaseException) -> str:
         return (

@@ -354,6 +354,154 @@ def write_blob_file(path: str) -> None:
             f[name] = values
 
 
+# ------------------------------------------ the second round of MPI fixes ---
+
+
+def _wrapped(iterator, stepper, parallel):
+    return (Shard(iterator), DataParallel(stepper)) if parallel else (iterator, stepper)
+
+
+def forward_statistics_run(parallel: bool):
+    """BatchNorm's running statistics re-estimated by a ForwardStepper."""
+    from brainstorm.handlers import NumpyHandler
+    from brainstorm.layers import BatchNorm
+    from brainstorm.training.steppers import ForwardStepper
+
+    bs.global_rnd.set_seed(1)
+    rnd = np.random.RandomState(0)
+    data = {
+        'default': rnd.randn(1, 12, 2) + np.arange(12)[None, :, None],
+        'targets': rnd.randint(0, 2, (1, 12, 1)),
+    }
+    inp, out = bs.tools.get_in_out_layers('classification', 2, 2)
+    net = bs.Network.from_layer(inp >> BatchNorm(name='BN') >> out)
+    net.set_handler(NumpyHandler(np.float64, seed=1))
+    net.initialize(bs.initializers.Gaussian(0.5), seed=1)
+    iterator, stepper = _wrapped(
+        Minibatches(6, shuffle=False, **data),
+        ForwardStepper(use_training_pass=True),
+        parallel,
+    )
+    trainer = Trainer(stepper, verbose=False)
+    trainer.add_hook(StopAfterEpoch(1))
+    trainer.train(net, iterator)
+    return net.get('BN.parameters.mu')
+
+
+def clockwork_timing_run(parallel: bool):
+    """A Clockwork layer's timing (a constant) after a step of 3 samples."""
+    from brainstorm.handlers import NumpyHandler
+    from brainstorm.layers import Clockwork
+
+    bs.global_rnd.set_seed(1)
+    rnd = np.random.RandomState(0)
+    data = {'default': rnd.randn(10, 3, 2), 'targets': rnd.randn(10, 3, 1)}
+    inp, out = bs.tools.get_in_out_layers('regression', 2, 1)
+    net = bs.Network.from_layer(inp >> Clockwork(4, name='Clockwork') >> out)
+    net.set_handler(NumpyHandler(np.float64, seed=1))
+    net.initialize(
+        {
+            'Clockwork': {'timing': [1, 2, 4, 7]},
+            'default': bs.initializers.Gaussian(0.5),
+        },
+        seed=1,
+    )
+    iterator, stepper = _wrapped(
+        Minibatches(3, shuffle=False, **data), SgdStepper(0.01), parallel
+    )
+    trainer = Trainer(stepper, verbose=False)
+    trainer.add_hook(StopAfterEpoch(2))
+    trainer.train(net, iterator)
+    return net.get('Clockwork.parameters.timing')
+
+
+def empty_batch_run(parallel: bool):
+    """An epoch of 3 global batches, the middle one without samples."""
+    from brainstorm.data_iterators import FromGenerator
+    from brainstorm.handlers import NumpyHandler
+
+    bs.global_rnd.set_seed(1)
+    rnd = np.random.RandomState(0)
+    x, y = rnd.randn(1, 8, 2), rnd.randn(1, 8, 1)
+
+    def batches():
+        yield {'default': x[:, :4], 'targets': y[:, :4]}
+        yield {'default': x[:, :0], 'targets': y[:, :0]}
+        yield {'default': x[:, 4:], 'targets': y[:, 4:]}
+
+    inp, out = bs.tools.get_in_out_layers('regression', 2, 1)
+    net = bs.Network.from_layer(inp >> out)
+    net.set_handler(NumpyHandler(np.float64, seed=1))
+    net.initialize(bs.initializers.Gaussian(0.5), seed=1)
+    iterator, stepper = _wrapped(
+        FromGenerator(batches, length=3), MomentumStepper(0.1), parallel
+    )
+    trainer = Trainer(stepper, verbose=False)
+    trainer.add_hook(StopAfterEpoch(2))
+    trainer.train(net, iterator)
+    return net.get('parameters')
+
+
+def new_handler_run():
+    """Dropout draws after a set_handler between two train calls, and a
+    BatchNorm network moved to float32 during training."""
+    from brainstorm.handlers import NumpyHandler
+
+    bs.global_rnd.set_seed(1)
+    rnd = np.random.RandomState(1)
+    data = {'default': rnd.randn(1, 24, 4), 'targets': rnd.randint(0, 3, (1, 24, 1))}
+    inp, out = bs.tools.get_in_out_layers('classification', 4, 3)
+    net = bs.Network.from_layer(
+        inp >> bs.layers.Dropout(0.5) >> bs.layers.FullyConnected(6) >> out
+    )
+    net.set_handler(NumpyHandler(np.float64, seed=5))
+    net.initialize(bs.initializers.Gaussian(0.5), seed=1)
+    trainer = Trainer(DataParallel(MomentumStepper(0.1)), verbose=False)
+    trainer.add_hook(StopAfterEpoch(1))
+    iterator = Shard(Minibatches(6, **data))
+    trainer.train(net, iterator)
+    net.set_handler(NumpyHandler(np.float32, seed=5))
+    trainer.hooks['StopAfterEpoch'].max_epochs = 2
+    trainer.train(net, iterator)
+    draws = net.handler.rnd.random_sample(3)
+
+    class ToFloat32(Hook):
+        def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+            if epoch_nr == 1:
+                net.set_handler(NumpyHandler(np.float32, seed=5))
+
+    bs.global_rnd.set_seed(1)
+    inp, out = bs.tools.get_in_out_layers('classification', 4, 3)
+    bn = bs.Network.from_layer(
+        inp >> bs.layers.FullyConnected(6) >> bs.layers.BatchNorm(name='BN') >> out
+    )
+    bn.set_handler(NumpyHandler(np.float64, seed=5))
+    bn.initialize(bs.initializers.Gaussian(0.5), seed=1)
+    trainer = Trainer(DataParallel(MomentumStepper(0.1)), verbose=False)
+    trainer.add_hook(ToFloat32())
+    trainer.add_hook(StopAfterEpoch(3))
+    trainer.train(bn, Shard(Minibatches(6, **data)))
+    return draws, bn.get('BN.parameters.mu')
+
+
+def early_failure_run(rank: int):
+    """Rank 1 gives a wrongly named iterator and catches the error."""
+    import time
+
+    inp, out = bs.tools.get_in_out_layers('classification', 2, 2)
+    net = bs.Network.from_layer(inp >> out)
+    net.initialize(0.1)
+    names = ('default', 'targets') if rank == 0 else ('default', 'target')
+    data = {names[0]: np.ones((1, 4, 2)), names[1]: np.zeros((1, 4, 1))}
+    trainer = Trainer(DataParallel(SgdStepper(0.1), timeout=120.0), verbose=False)
+    trainer.add_hook(StopAfterEpoch(1))
+    try:
+        trainer.train(net, Shard(Minibatches(2, **data)))
+    except Exception:
+        time.sleep(60)  # caught: the process lives on; rank 0 must not wait
+        raise
+
+
 def main(scenario: str, outdir: str) -> None:
     from mpi4py import MPI
 
@@ -392,6 +540,13 @@ def main(scenario: str, outdir: str) -> None:
             os.path.join(outdir, 'train.h5'), parallel=True
         )
         results = {'parameters': parameters, 'samples_read': np.array(samples_read)}
+    elif scenario == 'second_round':
+        results['forward_mu'] = forward_statistics_run(True)
+        results['timing'] = clockwork_timing_run(True)
+        results['empty'] = empty_batch_run(True)
+        results['draws'], results['bn_mu'] = new_handler_run()
+    elif scenario == 'early_failure':
+        early_failure_run(rank)
     elif scenario in ('exception', 'nan'):
         failing_run(scenario, rank)
     else:

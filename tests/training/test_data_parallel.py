@@ -941,3 +941,75 @@ def test_ranks_with_different_networks_are_refused_naming_the_sizes(monkeypatch)
         DataParallel(SgdStepper(0.5), comm=OtherNetworkComm()).start(net)
     assert f'rank 0: {size}' in str(info.value)
     assert f'rank 1: {size + 1}' in str(info.value)
+
+
+# ------------------------------------------ the second round of MPI fixes ---
+
+
+@pytest.fixture(scope='module')
+def second_round_results(tmp_path_factory):
+    return run_ranks('second_round', tmp_path_factory.mktemp('second_round'))[1]
+
+
+@needs_mpi
+def test_a_forward_stepper_averages_the_running_statistics(second_round_results):
+    """ForwardStepper(use_training_pass=True) re-estimating BatchNorm's
+    statistics: without a backward pass nothing was averaged, and each
+    rank kept the statistics of its own half of the data."""
+    from tests.training.mpi_worker import forward_statistics_run
+
+    (rank0, _), (rank1, _) = second_round_results
+    np.testing.assert_array_equal(rank0['forward_mu'], rank1['forward_mu'])
+    single = forward_statistics_run(False)
+    np.testing.assert_allclose(rank0['forward_mu'], single, rtol=1e-12, atol=1e-12)
+
+
+@needs_mpi
+def test_constant_untrained_parameters_stay_exact(second_round_results):
+    """A Clockwork layer's timing [1, 2, 4, 7] came back as 6.999999999999999
+    (a weighted mean of equal values), which switched a unit off."""
+    (rank0, _), (rank1, _) = second_round_results
+    assert rank0['timing'].tolist() == [1.0, 2.0, 4.0, 7.0]
+    assert rank1['timing'].tolist() == [1.0, 2.0, 4.0, 7.0]
+
+
+@needs_mpi
+def test_a_global_batch_without_samples_is_a_zero_step(second_round_results):
+    """It aborted the job ('all ranks received empty batches'), while one
+    process trains through it."""
+    from tests.training.mpi_worker import empty_batch_run
+
+    (rank0, _), (rank1, _) = second_round_results
+    np.testing.assert_array_equal(rank0['empty'], rank1['empty'])
+    np.testing.assert_allclose(
+        rank0['empty'], empty_batch_run(False), rtol=1e-12, atol=1e-14
+    )
+
+
+@needs_mpi
+def test_a_new_handler_gets_streams_of_its_own_and_keeps_training(
+    second_round_results,
+):
+    """After set_handler between two train calls every rank drew the same
+    dropout masks; a BatchNorm network moved to float32 during training
+    crashed in the averaging of its statistics (float64 scratch)."""
+    (rank0, _), (rank1, _) = second_round_results
+    assert not np.array_equal(rank0['draws'], rank1['draws'])
+    np.testing.assert_array_equal(rank0['bn_mu'], rank1['bn_mu'])
+    assert rank0['bn_mu'].dtype == np.float32
+
+
+@needs_mpi
+def test_an_error_caught_before_training_starts_ends_the_other_ranks(tmp_path):
+    """Rank 1's iterator was refused before train() announced anything:
+    rank 0 waited in DataParallel.start until the watchdog's time-out
+    (600 s by default) although rank 1 had left."""
+    import time
+
+    start = time.monotonic()
+    done, _ = run_ranks('early_failure', tmp_path, expect_success=False, timeout=50)
+    assert time.monotonic() - start < 40
+    assert done.returncode != 0
+    assert 'rank 1 of 2 left training: IteratorValidationError' in (
+        done.stdout + done.stderr
+    )
