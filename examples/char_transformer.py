@@ -89,7 +89,7 @@ def main(argv=None) -> dict:
     network = build_network(data.nr_classes, steps, *sizes)
     if args.gpu:  # needs the pycuda extra; parameters move to the GPU
         network.set_handler(bs.handlers.PyCudaHandler())
-    print(f'Handler: {type(network.handler).__name__}')
+    print(f'Handler: {network.handler}')
 
     trainer = bs.Trainer(
         bs.training.AdamStepper(settings['learning_rate'], clip_norm=1.0)

@@ -90,7 +90,7 @@ def main(argv=None) -> dict:
     network = build_network(x_tr.shape[2:], settings['width'])
     if args.gpu:  # needs the pycuda extra; parameters move to the GPU
         network.set_handler(bs.handlers.PyCudaHandler())
-    print(f'Handler: {type(network.handler).__name__}')
+    print(f'Handler: {network.handler}')
 
     stepper = bs.training.MomentumStepper(settings['learning_rate'], momentum=0.9)
     trainer = bs.Trainer(stepper)

@@ -312,6 +312,28 @@ def test_a_layer_defined_in_a_snippet_finds_its_constructor_function():
     assert impl.check_kwargs('S', {}) == {'rate': 0.25}
 
 
+def test_a_layer_run_in_globals_without_a_name_finds_its_constructor_function():
+    """Sphinx's doctest runs snippets in a dict without ``__name__``: the
+    class's module is then 'builtins', no frame's globals carried its
+    name, and the default stayed REQUIRED (docs/custom_layer.rst's
+    snippet failed there)."""
+    namespace: dict = {}
+    code = (
+        'from brainstorm.arguments import Arg, Real\n'
+        'from brainstorm.layers.base_layer import Layer\n'
+        'def Nameless(rate=0.25, name=None):\n'
+        '    pass\n'
+        'class NamelessLayerImpl(Layer):\n'
+        "    declared_kwargs = {'rate': Arg(Real(0, 1))}\n"
+        '    def setup(self, kwargs, in_shapes):\n'
+        '        pass\n'
+    )
+    exec(compile(code, 'snippet', 'exec'), namespace)
+    impl = namespace['NamelessLayerImpl']
+    assert impl.declared_kwargs['rate'].default == 0.25
+    assert impl.check_kwargs('N', {}) == {'rate': 0.25}
+
+
 def test_no_stepper_states_its_bounds_a_second_time():
     # the declared checks run again before each step (check_attributes);
     # a stepper of the library adds no check of its own

@@ -19,6 +19,8 @@ import sys
 import numpy as np
 import pytest
 
+import brainstorm as bs
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / 'examples'
 
@@ -138,6 +140,7 @@ def test_char_transformer_runs_on_the_help_topics(tmp_path):
     args = ('--epochs', '3', '--limit', '320', '--size', '32', '--blocks', '1')
     out = run_example('char_transformer.py', *args, cwd=tmp_path)
     assert 'pydoc_data.topics' in out
+    assert f'Handler: {bs.handlers.default_handler}\n' in out  # as the others
     assert '320 training and 320 validation sequences of 100 characters' in out
     entropy = _bits('entropy', out)
     assert 3.5 < entropy < 5.5  # English text
@@ -151,6 +154,7 @@ def test_cifar10_resnet_runs_on_upscaled_digits(tmp_path):
     args = ('--epochs', '4', '--limit', '600', '--save', 'best.hdf5')
     out = run_example('cifar10_resnet.py', *args, cwd=tmp_path)
     assert 'upscaled from 8x8 to 32x32 pixels' in out
+    assert f'Handler: {bs.handlers.default_handler}\n' in out  # as the others
     assert 'of shape (32, 32, 1)' in out
     best = percentage(r'Validation accuracy: ([\d.]+)% \(best', out)
     assert best >= 0.35  # 61.1 % measured (60.8 % on NumpyHandler); chance 10 %

@@ -119,3 +119,35 @@ def test_no_module_but_the_trainer_touches_a_trainers_private_attributes():
         if pattern.search(line)
     ]
     assert found == []
+
+
+def test_entries_an_old_trainer_state_lacks_are_those_of_a_new_trainer():
+    progress = TrainingProgress.from_old_trainer_state({})
+    fresh = TrainingProgress()
+    assert (progress.epoch_nr, progress.update_nr) == (0, 0)
+    assert (progress.started, progress.initial_done) == (False, ())
+    assert progress.resume is None
+    assert progress.initial_rounds_begun is fresh.initial_rounds_begun is False
+
+
+@pytest.mark.parametrize('how', ['deepcopy', 'pickle'])
+def test_a_copied_trainer_keeps_its_record_and_counts_on(how):
+    import copy
+
+    trainer = Trainer(SgdStepper(0.01), verbose=False)
+    trainer.add_hook(bs.hooks.StopAfterEpoch(2))
+    net = bs.tools.create_net_from_spec('classification', 4, 3, 'F5')
+    trainer.train(net, minibatches(blob_data(24), shuffle=False))
+    if how == 'deepcopy':
+        copied = copy.deepcopy(trainer)
+    else:
+        copied = pickle.loads(pickle.dumps(trainer))
+    assert (copied.current_epoch_nr, copied.current_update_nr) == (2, 6)
+    assert copied._progress.started is True
+    assert copied._progress.initial_done == INITIAL_ROUNDS
+    calls = []
+    copied.add_hook(Recorder('rec', timescale='epoch', calls=calls))
+    copied.hooks['StopAfterEpoch'].max_epochs = 3
+    copied.train(net, minibatches(blob_data(24), shuffle=False))
+    assert [epoch for _, epoch, _ in calls] == [3]  # no second round at 0
+    assert copied.current_update_nr == 9
