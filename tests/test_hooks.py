@@ -898,3 +898,28 @@ def test_a_save_best_network_pickled_without_its_count_still_runs():
     net = xor_net()
     call(hook, {'val': {'loss': [1.0]}}, net=net)
     np.testing.assert_array_equal(hook.load_best_network(), net.get('parameters'))
+
+
+def test_progress_bar_leaves_batches_without_samples_out_of_its_loss():
+    """An empty batch (a data-parallel rank's empty part of a small last
+    batch) counted as a loss of 0: the bar showed half the loss."""
+    import re
+
+    from brainstorm.data_iterators import FromGenerator
+
+    x, y = np.ones((1, 4, 2)), np.full((1, 4, 1), 3.0)
+
+    def batches():
+        yield {'default': x, 'targets': y}
+        yield {'default': x[:, :0], 'targets': y[:, :0]}
+
+    inp, out = bs.tools.get_in_out_layers('regression', 2, 1)
+    net = bs.Network.from_layer(inp >> out)
+    net.initialize(0.0)  # predictions 0: each sample's loss 0.5 * 3**2
+    stream = io.StringIO()
+    trainer = Trainer(SgdStepper(0.0), verbose=False)
+    trainer.add_hook(ProgressBar(file=stream, force=True))
+    trainer.add_hook(StopAfterEpoch(1))
+    trainer.train(net, FromGenerator(batches, length=2))
+    shown = re.findall(r'loss=([\d.]+)', stream.getvalue())
+    assert shown and float(shown[-1]) == pytest.approx(4.5)

@@ -21,6 +21,7 @@ from brainstorm.files import (
     write_atomically,
 )
 from brainstorm.hooks.base import _SOME_NAMES, Hook, _names_list
+from brainstorm.scorers import batch_size_of
 from brainstorm.training.utils import log_counters
 
 __all__ = ['ProgressBar', 'SavePlot', 'BokehVisualizer']
@@ -261,7 +262,11 @@ class ProgressBar(Hook):
     """A tqdm progress bar per epoch, showing the running training loss.
 
     It is drawn only if the output is a terminal, unless ``force`` is set.
-    Needs ``training_data_iter.length``.
+    Needs ``training_data_iter.length``. The loss shown is the mean of the
+    batches' losses so far, batches without samples left out; under
+    data-parallel training the bar runs on rank 0 and shows the losses of
+    its parts of the batches (the epoch's log, ``rolling_training``, holds
+    the loss over all ranks).
 
     The hook (and a trainer holding it) can be copied and pickled outside
     ``train``. A copy (``copy.copy``, ``copy.deepcopy``) draws on the
@@ -416,11 +421,13 @@ class ProgressBar(Hook):
             )
             self._bar_epoch = epoch_nr
             self._loss_sum, self._batches = 0.0, 0
-        self._loss_sum += float(net.get_loss_values()['total_loss'])
-        self._batches += 1
-        self._bar.set_postfix(
-            loss=f'{self._loss_sum / self._batches:.4g}', refresh=False
-        )
+        if batch_size_of(net):  # a loss over no sample is no figure
+            self._loss_sum += float(net.get_loss_values()['total_loss'])
+            self._batches += 1
+        if self._batches:
+            self._bar.set_postfix(
+                loss=f'{self._loss_sum / self._batches:.4g}', refresh=False
+            )
         self._bar.update(1)
         if self._bar.n >= self._length:
             self._close()
