@@ -167,3 +167,20 @@ def test_stop_on_sigquit_still_stops_training():
     trainer.train(net, data)
     assert trainer.current_update_nr == 3
     assert signal.getsignal(signal.SIGQUIT) == before  # put back
+
+
+def test_a_failing_end_beside_an_error_without_notes_leaves_that_error():
+    """Python 3.10's exceptions take no notes: the failing end is logged,
+    and the error that ended the run stays the one raised."""
+    from brainstorm.training.hook_calls import end_hooks
+    from brainstorm.training.progress import TrainingProgress
+
+    class NoNotes(Exception):
+        @property
+        def add_note(self):  # as on Python 3.10
+            raise AttributeError('add_note')
+
+    calls = []
+    hook = Ends('a', calls, fail=RuntimeError('cannot end'))
+    end_hooks([('a', hook)], NoNotes('the run failed'), TrainingProgress())
+    assert calls == [('end', 'a')]
