@@ -923,3 +923,14 @@ def test_progress_bar_leaves_batches_without_samples_out_of_its_loss():
     trainer.train(net, FromGenerator(batches, length=2))
     shown = re.findall(r'loss=([\d.]+)', stream.getvalue())
     assert shown and float(shown[-1]) == pytest.approx(4.5)
+
+
+def test_a_new_hook_runs_outside_a_trainer():
+    """Its run attributes exist before start (a change had moved their
+    setting out of __init__: message() raised AttributeError)."""
+    from brainstorm.parallel import SingleProcess
+
+    hook = StopAfterEpoch(2)
+    assert hook.run_verbosity is None and hook.comm is None
+    assert isinstance(hook.processes, SingleProcess)
+    hook.message('hello')  # nothing to print without a run's verbosity

@@ -128,14 +128,14 @@ class Hook(Describable):
         self.__name__ = name or type(self).__name__
         self.priority = 0
         self.verbose = verbose
+        self.run_verbosity: bool | None = None
+        self.comm = None
+        self.processes = processes_of(None)
 
     def __init_from_description__(self, description: dict) -> None:
         super().__init_from_description__(description)
         if self.__name__ is None:  # as the constructor gives it: the class name
             self.__name__ = type(self).__name__
-        self.run_verbosity: bool | None = None
-        self.comm = None
-        self.processes = processes_of(None)
 
     def start(self, net, stepper, verbose: bool, named_data_iters: dict) -> None:
         """Prepare for a run; the trainer calls it before training.
