@@ -118,6 +118,9 @@ class Network(Seedable):
         # set_handler moved the memory since the last forward pass: the
         # batch and the activations are gone (see backward_pass)
         self._memory_moved = False
+        # counts the moves of the whole memory (set_handler): what a
+        # stepper's views of the parameters follow
+        self._memory_generation = 0
         # layer name -> its inputs fed only by the Input layer (the data)
         self._data_fed_inputs = {
             name: frozenset(
@@ -172,6 +175,7 @@ class Network(Seedable):
         # looked at once, when they first run
         self.__dict__.setdefault('_parameters_set', False)
         self.__dict__.setdefault('_memory_moved', False)
+        self.__dict__.setdefault('_memory_generation', 0)
         self._init_thread_guard()
         # what the layers overwrite and their types follow their classes,
         # which may have changed since the network was pickled
@@ -294,6 +298,7 @@ class Network(Seedable):
             if self.handler is not new_handler:
                 if self.handler is not None:  # not when the network is built
                     self._memory_moved = True
+                    self._memory_generation += 1
                 changed = [
                     layer.use_workspaces_of(new_handler)
                     for layer in self.layers.values()

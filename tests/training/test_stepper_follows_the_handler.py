@@ -96,3 +96,32 @@ def test_a_moved_stepper_reports_and_restores_its_state():
     before = net.get('parameters')
     stepper.run()
     assert not np.array_equal(net.get('parameters'), before)
+
+
+@pytest.mark.parametrize('name', sorted(STEPPERS))
+def test_new_batch_sizes_keep_the_parts_and_allocate_nothing(name):
+    """Only a move of the memory rebinds the parts: a new batch size or
+    sequence length makes new views of the same memory, and rebinding
+    then copied the whole state through NumPy in every such step."""
+    from tests.training.nets import CountingHandler
+
+    net = _net()
+    handler = CountingHandler(np.float64, seed=1)
+    net.set_handler(handler)
+    stepper = STEPPERS[name]()
+    stepper.start(net)
+    sizes = [(1, 6), (1, 5), (2, 6), (1, 6), (2, 5)]
+    for T, B in sizes:  # every shape met once: the network's buffers
+        net.provide_external_data(
+            {'default': np.ones((T, B, 4)), 'targets': np.zeros((T, B, 1))}
+        )
+        stepper.run()
+    parts = [id(p) for p in stepper._parts]
+    handler.allocations = 0
+    for T, B in sizes:
+        net.provide_external_data(
+            {'default': np.ones((T, B, 4)), 'targets': np.zeros((T, B, 1))}
+        )
+        stepper.run()
+    assert [id(p) for p in stepper._parts] == parts
+    assert handler.allocations == 0

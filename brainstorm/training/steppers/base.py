@@ -25,6 +25,16 @@ from brainstorm.errors import TrainingValidationError
 _NORM_SCALE = 2.0**-80
 
 
+def _memory_of(net) -> tuple:
+    """The network's handler and the count of its memory's moves.
+
+    The parts' views stay valid while both do: a new batch size or
+    sequence length makes new views of the same memory, ``set_handler``
+    moves it.
+    """
+    return net.handler, getattr(net, '_memory_generation', 0)
+
+
 class _Part:
     """One contiguous range of the flat parameter array and its state."""
 
@@ -86,7 +96,7 @@ class TrainingStepper(Describable):
         # set by start(net)
         self.net: Any = None
         self._parts: Any = None
-        # (handler, parameter array) of the network's memory the parts view
+        # (handler, memory generation) of the network's memory the parts view
         self._bound: Any = None
         self.last_gradient_norm: float | None = None
         self.clip_norm = clip_norm
@@ -203,7 +213,7 @@ class TrainingStepper(Describable):
             for key, array in arrays:
                 part.state[key] = net.handler.create_from_numpy(array)
             self._parts.append(part)
-        self._bound = (net.handler, net.buffer.parameters)
+        self._bound = _memory_of(net)
 
     # ------------------------------------------------------- internals ----
 
@@ -213,7 +223,7 @@ class TrainingStepper(Describable):
         for part in self._parts:
             self._allocate_state(net.handler, part)
         self._reset_scalar_state()
-        self._bound = (net.handler, net.buffer.parameters)
+        self._bound = _memory_of(net)
 
     def _require_started(self) -> None:
         if self._parts is None:
@@ -233,9 +243,9 @@ class TrainingStepper(Describable):
         """
         net, bound = self.net, getattr(self, '_bound', None)
         if bound is None:  # a stepper pickled before this record existed
-            self._bound = bound = (net.handler, net.buffer.parameters)
-        old_handler, parameters = bound
-        if net.handler is old_handler and net.buffer.parameters is parameters:
+            self._bound = bound = _memory_of(net)
+        old_handler, generation = bound
+        if net.handler is old_handler and _memory_of(net)[1] == generation:
             return
         parts = []
         for old in self._parts:
@@ -246,7 +256,7 @@ class TrainingStepper(Describable):
                 )
             parts.append(part)
         self._parts = parts
-        self._bound = (net.handler, net.buffer.parameters)
+        self._bound = _memory_of(net)
 
     def _allocate_state(self, handler, part: _Part) -> None:
         """Add zero-initialised state arrays to ``part.state``."""
