@@ -100,7 +100,7 @@ class ValueModifier(_Modifier):
         """Modify ``view`` in place using only operations of ``handler``."""
         raise NotImplementedError
 
-    def start(self, handler, view) -> None:
+    def before_training(self, handler, view) -> None:
         """Called by ``Trainer.train`` before its first update; reads ``view``.
 
         Nothing by default. It must not change ``view`` or draw random
@@ -258,7 +258,7 @@ class FreezeValues(ValueModifier):
         if self.weights is not None:
             self.weights = np.array(self.weights)
 
-    def start(self, handler, view) -> None:
+    def before_training(self, handler, view) -> None:
         """Without ``weights``, the view's values now become them.
 
         Before the first update, so the frozen values are those the

@@ -312,3 +312,31 @@ def test_freeze_values_without_weights_keeps_the_values_training_started_with(
     _, (_, half) = _frozen_run(tmp_path, 'half', 1)
     resumed, _ = _frozen_run(tmp_path, 'resumed', 2, resume_from=half)
     np.testing.assert_array_equal(resumed.get('parameters'), full.get('parameters'))
+
+
+def test_a_modifier_with_data_named_start_still_trains():
+    """A modifier of 0.5's kind keeping a number under ``start`` (or
+    ``before_training``) is left alone: the trainer's new call before
+    training tried to call it (TypeError: 'int' object is not callable)."""
+    from brainstorm.value_modifiers import ValueModifier
+
+    class FromEpoch(ValueModifier):
+        def __init__(self):
+            super().__init__()
+            self.start = 2
+            self.before_training = 3
+
+        def __call__(self, handler, view):
+            handler.mult_st(1.0, view, view)
+
+    inp, out = bs.tools.get_in_out_layers('classification', 4, 2)
+    net = bs.Network.from_layer(inp >> bs.layers.FullyConnected(3, name='H') >> out)
+    net.initialize(bs.initializers.Gaussian(0.1), seed=1)
+    net.set_weight_modifiers({'H': {'W': FromEpoch()}})
+    trainer = bs.Trainer(bs.training.SgdStepper(0.1), verbose=False)
+    trainer.add_hook(bs.hooks.StopAfterEpoch(1))
+    data = bs.data_iterators.Undivided(
+        default=np.ones((1, 4, 4)), targets=np.zeros((1, 4, 1))
+    )
+    trainer.train(net, data)
+    assert trainer.current_epoch_nr == 1

@@ -349,7 +349,11 @@ class DataIterator(Seedable):
         description = super().__describe__()
         data = self.__dict__.get('data')
         if isinstance(data, dict) and 'data' in description:
-            dtypes = {name: np.asarray(d).dtype.name for name, d in data.items()}
+            # an h5py dataset tells its dtype without being read
+            dtypes = {
+                name: np.dtype(getattr(d, 'dtype', None) or np.asarray(d).dtype).name
+                for name, d in data.items()
+            }
             kind = description.pop('@type')
             # other dtypes (of a user's subclass) are inferred, as before
             description['data_dtypes'] = {

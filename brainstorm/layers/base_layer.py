@@ -384,16 +384,22 @@ def _check_independent_outputs(cls: type[Layer]) -> None:
 def _defining_namespace(cls: type) -> dict:
     """The globals of the code defining ``cls``: its module's, or a snippet's.
 
-    The globals of a function defined in the class body (they are those of
-    the code that ran it, also ``exec`` with a dict of globals without
-    ``__name__``, as Sphinx's doctest runs snippets); else the nearest
+    The globals of a function defined in the class body (unwrapped from
+    its decorators; they are those of the code that ran it, also ``exec``
+    with a dict of globals without ``__name__``, as Sphinx's doctest runs
+    snippets); else the nearest
     calling frame whose globals are named like the class's module (a
     module being imported, or code run with ``exec``), else the module's
     namespace.
     """
     for value in vars(cls).values():
         function = getattr(value, '__func__', value)  # classmethods too
-        if inspect.isfunction(function):
+        if not callable(function):
+            continue
+        function = inspect.unwrap(function)  # a decorator's wrapper: its own
+        if inspect.isfunction(function) and function.__qualname__.startswith(
+            cls.__qualname__ + '.'
+        ):  # defined in this class body, not taken from elsewhere
             return function.__globals__
     frame: Any = sys._getframe(1)
     while frame is not None:

@@ -790,9 +790,13 @@ class Network(Seedable):
         for lname, params in self.weight_modifiers.items():
             for pname, mods in params.items():
                 for mod in mods:
-                    start = getattr(mod, 'start', None)
-                    if start is not None:  # 0.5's modifiers lack it
-                        start(self.handler, self.buffer[lname].parameters[pname])
+                    # the class's method (0.5's modifiers lack it; an
+                    # attribute of the instance by that name is its data)
+                    method = getattr(type(mod), 'before_training', None)
+                    own = getattr(mod, '__dict__', {})
+                    if callable(method) and 'before_training' not in own:
+                        view = self.buffer[lname].parameters[pname]
+                        method(mod, self.handler, view)
 
     def apply_gradient_modifiers(self) -> None:
         """Apply all gradient modifiers to their gradients."""

@@ -380,27 +380,7 @@ def predict(network, data, batch_size=None, out_name=None, check_finite=True):
     """See :meth:`brainstorm.structure.network.Network.predict`."""
     if out_name is None:
         out_name = network.output_name
-    if not out_name:
-        raise NetworkValidationError(
-            'predict: this network has no output_name; name the output to '
-            f'return with out_name=..., one of {output_names(network)}.'
-        )
-    path = check_output_name(network, out_name, 'predict')
-    if path.split('.')[0] not in network.layers:
-        raise NetworkValidationError(
-            f"predict: '{out_name}' is no buffer of a layer; predict returns "
-            "what a forward pass computes (a layer's outputs or internals). "
-            f"Read it with net.get('{path}')."
-        )
-    if batch_size is not None and (
-        isinstance(batch_size, bool)
-        or not isinstance(batch_size, (int, np.integer))
-        or batch_size < 1
-    ):
-        raise NetworkValidationError(
-            'predict: batch_size must be a positive int or None. Received: '
-            f'batch_size={batch_size!r}'
-        )
+    path = _checked_arguments(network, out_name, batch_size, check_finite)
     data = _as_data_dict(network, data, required_inputs(network, path))
     arrays, batch_first, total = _checked_arrays(network, data)
     if not total:
@@ -439,6 +419,37 @@ def predict(network, data, batch_size=None, out_name=None, check_finite=True):
     if batch_first and buffer_type == 2:
         output = output[0]
     return output
+
+
+def _checked_arguments(network, out_name, batch_size, check_finite) -> str:
+    """The path of ``out_name``, after checking predict's arguments."""
+    if not out_name:
+        raise NetworkValidationError(
+            'predict: this network has no output_name; name the output to '
+            f'return with out_name=..., one of {output_names(network)}.'
+        )
+    path = check_output_name(network, out_name, 'predict')
+    if not isinstance(check_finite, (bool, np.bool_)):
+        raise NetworkValidationError(
+            'predict: check_finite must be a bool. Received: '
+            f'check_finite={check_finite!r}'
+        )
+    if path.split('.')[0] not in network.layers:
+        raise NetworkValidationError(
+            f"predict: '{out_name}' is no buffer of a layer; predict returns "
+            "what a forward pass computes (a layer's outputs or internals). "
+            f"Read it with net.get('{path}')."
+        )
+    if batch_size is not None and (
+        isinstance(batch_size, bool)
+        or not isinstance(batch_size, (int, np.integer))
+        or batch_size < 1
+    ):
+        raise NetworkValidationError(
+            'predict: batch_size must be a positive int or None. Received: '
+            f'batch_size={batch_size!r}'
+        )
+    return path
 
 
 def _buffer_type_of(network, path: str) -> int:

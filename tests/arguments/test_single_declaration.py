@@ -334,6 +334,36 @@ def test_a_layer_run_in_globals_without_a_name_finds_its_constructor_function():
     assert impl.check_kwargs('N', {}) == {'rate': 0.25}
 
 
+def _traced(function):
+    """A decorator of another module than the layer's (this test module)."""
+    import functools
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        return function(*args, **kwargs)
+
+    return wrapper
+
+
+def test_a_decorated_method_does_not_hide_the_constructor_function():
+    """The wrapper's globals are its own module's: the function defined in
+    the class body (unwrapped) says where the layer is defined."""
+    namespace: dict = {'traced': _traced}
+    code = (
+        'from brainstorm.arguments import Arg, Real\n'
+        'from brainstorm.layers.base_layer import Layer\n'
+        'def Traced(rate=0.75, name=None):\n'
+        '    pass\n'
+        'class TracedLayerImpl(Layer):\n'
+        "    declared_kwargs = {'rate': Arg(Real(0, 1))}\n"
+        '    @traced\n'
+        '    def setup(self, kwargs, in_shapes):\n'
+        '        pass\n'
+    )
+    exec(compile(code, 'snippet', 'exec'), namespace)
+    assert namespace['TracedLayerImpl'].declared_kwargs['rate'].default == 0.75
+
+
 def test_no_stepper_states_its_bounds_a_second_time():
     # the declared checks run again before each step (check_attributes);
     # a stepper of the library adds no check of its own

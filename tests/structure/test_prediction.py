@@ -699,3 +699,9 @@ def test_predict_of_the_parameters_is_refused_naming_net_get(root):
     """It raised a bare KeyError."""
     with pytest.raises(NetworkValidationError, match=rf"net.get\('{root}'\)"):
         mlp().predict(samples(1, 2), out_name=root)
+
+
+@pytest.mark.parametrize('value', [None, 0, 'no', 1.0])
+def test_check_finite_must_be_a_bool(value):
+    with pytest.raises(NetworkValidationError, match='check_finite must be a bool'):
+        mlp().predict(samples(1, 2), out_name=PREDICTIONS, check_finite=value)

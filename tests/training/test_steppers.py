@@ -733,7 +733,7 @@ def test_a_shared_stepper_stays_shared_through_a_description():
 
 
 @pytest.mark.parametrize(
-    'shared', [{'H1': 'H2'}, {'H2': 'nope'}, {'H3': 'H1'}, {'H2': 'H2'}]
+    'shared', [{'H1': 'H2', 'H2': 'H1'}, {'H2': 'nope'}, {'H3': 'H1'}, {'H2': 'H2'}]
 )
 def test_a_bad_shared_steppers_entry_is_refused(shared):
     description = bs.get_description(
@@ -742,6 +742,16 @@ def test_a_bad_shared_steppers_entry_is_refused(shared):
     description['shared_steppers'] = shared
     with pytest.raises(TrainingValidationError, match='shared_steppers maps'):
         bs.create_from_description(description)
+
+
+def test_shared_steppers_may_name_a_later_pattern():
+    """The order of a hand-edited description's patterns does not matter."""
+    description = bs.get_description(
+        MultiStepper({'H1': SgdStepper(0.1), 'H2': SgdStepper(0.2)})
+    )
+    description['shared_steppers'] = {'H1': 'H2'}
+    restored = bs.create_from_description(description)
+    assert restored.steppers['H1'] is restored.steppers['H2']
 
 
 def test_a_run_with_a_shared_stepper_resumes_exactly(tmp_path):

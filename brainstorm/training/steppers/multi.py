@@ -117,14 +117,13 @@ class MultiStepper(TrainingStepper):
             if (
                 pattern not in self.steppers
                 or first not in self.steppers
-                or list(self.steppers).index(first)
-                >= list(self.steppers).index(pattern)
+                or first == pattern
                 or first in shared
             ):
                 raise TrainingValidationError(
                     f'MultiStepper (from a description): shared_steppers maps '
                     f'{pattern!r} to {first!r}; each key must be a pattern of '
-                    'steppers sharing the stepper of an earlier pattern that '
+                    'steppers sharing the stepper of another pattern, which '
                     f'shares no other. Patterns: {list(self.steppers)}'
                 )
             self.steppers[pattern] = self.steppers[first]
