@@ -194,6 +194,11 @@ class MeanSquaredError(Scorer):
 
     def __call__(self, true_labels, predicted, mask=None):
         """Return the summed score of one batch (see :meth:`Scorer.__call__`)."""
+        if true_labels.shape != predicted.shape:  # no silent broadcasting
+            raise ValidationError(
+                f'{self.__name__}: targets and predictions must have the same '
+                f'shape. Received: {true_labels.shape} and {predicted.shape}'
+            )
         errors = (true_labels - predicted) ** 2
         return float(0.5 * _apply_mask(errors, mask).sum())
 
@@ -251,7 +256,10 @@ def gather_losses_and_scores(
         mask_name: mask name used for scorers without their own.
     """
     batch_size = batch_size_of(net)
-    for name, loss in net.get_loss_values().items():
+    losses = net.get_loss_values()
+    scorers = list(scorers)
+    _check_scorer_names(scorers, losses)
+    for name, loss in losses.items():
         scores.setdefault(name, []).append((batch_size, loss))
     for scorer in scorers:
         path = scorer.out_name or out_name or net.output_name
@@ -261,13 +269,15 @@ def gather_losses_and_scores(
                 'scorer, pass out_name, or set net.output_name'
             )
         try:
-            predicted = flatten_all_but_last(net.get(path))
+            output = net.get(path)
         except KeyError:
-            # the message lists the network's outputs
-            check_output_name(net, path, f'{scorer.__name__} (out_name)')
-            raise
+            # a layer's name stands for its single output; a wrong name is
+            # refused with a message listing the network's outputs
+            path = check_output_name(net, path, f'{scorer.__name__} (out_name)')
+            output = net.get(path)
+        predicted = flatten_all_but_last(output)
         true_labels = flatten_all_but_last(
-            net.get_input(scorer.targets_name or targets_name)
+            net.get_input(_targets_of(scorer, targets_name))
         )
         mask_path = scorer.mask_name or mask_name
         if mask_path:
@@ -281,6 +291,42 @@ def gather_losses_and_scores(
         scores.setdefault(scorer.__name__, []).append(
             (weight, scorer(true_labels, predicted, mask))
         )
+
+
+def _targets_of(scorer, targets_name: str) -> str:
+    """The targets a scorer reads: its own, or ``targets_name``.
+
+    A scorer made without ``targets_name`` holds the default
+    ``'targets'``; the ``targets_name`` of ``evaluate`` (and the monitors)
+    replaces it.
+    """
+    own = scorer.targets_name
+    return targets_name if not own or own == 'targets' else own
+
+
+def _check_scorer_names(scorers: list, losses) -> None:
+    """Refuse scorers whose figures would mix with others of their name.
+
+    Scores and losses are logged and aggregated by name: two scorers of
+    one name, or a scorer named like a loss (``'total_loss'``, a Loss
+    layer), would be averaged together silently.
+    """
+    seen: dict = {}
+    for scorer in scorers:
+        name = scorer.__name__
+        if name in losses:
+            raise ValidationError(
+                f'{type(scorer).__name__} {name!r}: a scorer may not be named '
+                f'like a loss of the network ({list(losses)}); give it '
+                'another name=...'
+            )
+        if name in seen:
+            raise ValidationError(
+                f'{type(scorer).__name__} {name!r}: two scorers are named '
+                f'{name!r} (the other one: {seen[name]!r}); their figures '
+                'would be averaged together. Give each its own name=...'
+            )
+        seen[name] = scorer
 
 
 def _mask_rows(mask: np.ndarray, predicted: np.ndarray, name: str) -> np.ndarray:

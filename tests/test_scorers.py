@@ -6,6 +6,7 @@ from collections import OrderedDict
 import numpy as np
 import pytest
 
+import brainstorm as bs
 from brainstorm.describable import create_from_description, get_description
 from brainstorm.scorers import (
     Accuracy,
@@ -153,7 +154,6 @@ def test_gather_and_aggregate_over_batches():
     accuracy = Accuracy()
     masked = Accuracy(mask_name='mask', name='masked_accuracy')
     other = Accuracy(out_name='Other.outputs.default', name='other')
-    mse = MeanSquaredError()
     scorers = [accuracy, masked, other]
     # batch 1: T=2, B=2 -> 4 rows, 3 of them correct
     predicted = np.array([[[0.9, 0.1], [0.2, 0.8]], [[0.3, 0.7], [0.6, 0.4]]])
@@ -189,16 +189,10 @@ def test_gather_and_aggregate_over_batches():
     # default names given to gather are used when a scorer has none
     more = {}
     gather_losses_and_scores(
-        net1, [mse], more, out_name='Other.outputs.default', mask_name='mask'
+        net1, [accuracy], more, out_name='Other.outputs.default', mask_name='mask'
     )
-    errors = (
-        0.5
-        * (
-            (targets.reshape(4, 1) - (1 - predicted).reshape(4, 2)) ** 2
-            * mask.reshape(4, 1)
-        ).sum()
-    )
-    assert more['MeanSquaredError'] == [(3.0, pytest.approx(errors))]
+    hits = (1 - predicted).reshape(4, 2).argmax(axis=1) == targets.reshape(4)
+    assert more['Accuracy'] == [(3.0, float((hits * mask.reshape(4)).sum()))]
 
 
 def test_gather_without_any_output_name_fails_clearly():
@@ -338,3 +332,101 @@ def test_a_sample_mask_weighs_every_pixel_of_per_pixel_outputs(batch_size):
         out_name='Output.outputs.predictions',
     )
     assert result['Accuracy'] == pytest.approx(expected, abs=1e-12)
+
+
+# ------------------------------------------- found by a tester, fixed ---
+
+
+def _two_heads(seed=2):
+    """A network with two softmax heads, on 'targets' and on 't2'."""
+    rng = np.random.RandomState(seed)
+    bs.global_rnd.set_seed(1)
+    layers = bs.layers
+    inp = layers.Input(
+        {'default': ('T', 'B', 4), 'targets': ('T', 'B', 1), 't2': ('T', 'B', 1)}
+    )
+    for k, t in (('1', 'targets'), ('2', 't2')):
+        out = layers.SoftmaxCE(name='O' + k)
+        (
+            inp - 'default'
+            >> layers.FullyConnected(3, activation='linear', name='P' + k)
+            >> out
+        )
+        inp - t >> 'targets' - out
+        out - 'loss' >> layers.Loss(name='L' + k)
+    net = bs.Network.from_layer(inp)
+    net.initialize(bs.initializers.Gaussian(1.0), seed=1)
+    data = bs.data_iterators.Minibatches(
+        4,
+        shuffle=False,
+        default=rng.randn(1, 8, 4),
+        targets=rng.randint(0, 3, (1, 8, 1)),
+        t2=rng.randint(0, 3, (1, 8, 1)),
+    )
+    return net, data
+
+
+def test_scorers_of_one_name_are_refused():
+    """Their (weight, value) pairs went into one list and were averaged."""
+    net, data = _two_heads()
+    first = bs.scorers.Accuracy(out_name='O1.outputs.predictions')
+    second = bs.scorers.Accuracy(out_name='O2.outputs.predictions', targets_name='t2')
+    with pytest.raises(ValidationError, match="two scorers are named 'Accuracy'"):
+        bs.tools.evaluate(net, data, [first, second])
+    second.__name__ = 'Accuracy2'
+    both = bs.tools.evaluate(net, data, [first, second])
+    assert both['Accuracy'] == bs.tools.evaluate(net, data, [first])['Accuracy']
+
+
+@pytest.mark.parametrize('name', ['L1', 'total_loss'])
+def test_a_scorer_named_like_a_loss_is_refused(name):
+    """Its pairs mixed into the loss's: L1 read 0.42 instead of 1.85."""
+    net, data = _two_heads()
+    scorer = bs.scorers.Accuracy(out_name='O1.outputs.predictions', name=name)
+    with pytest.raises(ValidationError, match='named like a loss'):
+        bs.tools.evaluate(net, data, [scorer])
+
+
+def test_evaluate_targets_name_reaches_scorers_without_their_own():
+    """A scorer made without targets_name held 'targets', which always won."""
+    rng = np.random.RandomState(0)
+    inp, out = bs.tools.get_in_out_layers('classification', 4, 3, targets_name='labels')
+    net = bs.Network.from_layer(inp >> out)
+    net.initialize(bs.initializers.Gaussian(1.0), seed=1)
+    x, y = rng.randn(1, 8, 4), rng.randint(0, 3, (1, 8, 1))
+    data = bs.data_iterators.Undivided(default=x, labels=y)
+    got = bs.tools.evaluate(
+        net, data, [bs.scorers.Accuracy()], out_name='Output.outputs.predictions',
+        targets_name='labels',
+    )  # fmt: skip
+    own = bs.tools.evaluate(
+        net, data, [bs.scorers.Accuracy(targets_name='labels')],
+        out_name='Output.outputs.predictions',
+    )  # fmt: skip
+    assert got['Accuracy'] == own['Accuracy']
+
+
+def test_a_layer_name_stands_for_its_single_output_in_scorers():
+    """predict accepted it; the scorers raised a bare KeyError."""
+    rng = np.random.RandomState(0)
+    inp, out = bs.tools.get_in_out_layers('regression', 4, 3)
+    net = bs.Network.from_layer(inp >> out)
+    net.initialize(bs.initializers.Gaussian(1.0), seed=1)
+    data = bs.data_iterators.Minibatches(
+        5, shuffle=False, default=rng.randn(1, 10, 4), targets=rng.randn(1, 10, 3)
+    )
+    by_layer = bs.tools.evaluate(
+        net, data, [bs.scorers.MeanSquaredError(out_name='Output_projection')]
+    )
+    by_path = bs.tools.evaluate(
+        net,
+        data,
+        [bs.scorers.MeanSquaredError(out_name='Output_projection.outputs.default')],
+    )
+    assert by_layer['MeanSquaredError'] == by_path['MeanSquaredError']
+
+
+def test_mean_squared_error_refuses_shapes_that_differ():
+    """(rows, 3) predictions against (rows, 1) targets were broadcast."""
+    with pytest.raises(ValidationError, match='must have the same shape'):
+        bs.scorers.MeanSquaredError()(np.zeros((5, 1)), np.zeros((5, 3)))

@@ -144,10 +144,13 @@ class StopAfterThresholdReached(Hook):
         name, timescale, interval, verbose: see :class:`Hook`.
 
     Example:
+        Stop once the validation accuracy reaches 95 % (a score to
+        maximise: ``criterion='max'``; the default ``'min'`` suits losses):
+
         >>> import brainstorm as bs
         >>> trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
         >>> trainer.add_hook(bs.hooks.StopAfterThresholdReached(
-        ...     'validation.Accuracy', threshold=0.95))
+        ...     'validation.Accuracy', threshold=0.95, criterion='max'))
         >>> list(trainer.hooks)
         ['StopAfterThresholdReached']
     """
