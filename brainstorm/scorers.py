@@ -68,7 +68,10 @@ class Scorer(Describable):
         out_name: path of the network output to score (e.g.
             ``'Output.outputs.probabilities'``); empty means the default
             given to :func:`gather_losses_and_scores` or ``net.output_name``.
-        targets_name: name of the Input output holding the targets.
+        targets_name: name of the Input output holding the targets; empty
+            means the ``targets_name`` given to
+            :func:`~brainstorm.tools.evaluate`, a monitor or
+            :func:`gather_losses_and_scores` (by default ``'targets'``).
         mask_name: name of the Input output holding a mask (empty: none).
         name: name under which the score is logged (default: class name);
             no ``'.'`` in it (log names are dotted paths).
@@ -77,7 +80,7 @@ class Scorer(Describable):
     __argument_error__ = TrainingValidationError
     __arguments__ = {
         'out_name': Arg(Str()),
-        'targets_name': Arg(Str(nonempty=True)),
+        'targets_name': Arg(Str()),
         'mask_name': Arg(Str()),
         'name': Arg(Optional(_LogKey()), attr='__name__'),
     }
@@ -252,7 +255,8 @@ def gather_losses_and_scores(
         scorers: the scorers to evaluate.
         scores: dict name -> list of ``(weight, value)``, updated in place.
         out_name: output path used for scorers without their own.
-        targets_name: targets name used for scorers without their own.
+        targets_name: targets name used for scorers whose own is empty
+            (``targets_name=''``).
         mask_name: mask name used for scorers without their own.
     """
     batch_size = batch_size_of(net)
@@ -275,9 +279,12 @@ def gather_losses_and_scores(
             # refused with a message listing the network's outputs
             path = check_output_name(net, path, f'{scorer.__name__} (out_name)')
             output = net.get(path)
+        steps = getattr(getattr(net, 'buffer_manager', None), 'time_size', None)
+        if steps is not None and np.ndim(output) >= 3 and output.shape[0] > steps:
+            output = output[:steps]  # a recurrent layer's context rows: no steps
         predicted = flatten_all_but_last(output)
         true_labels = flatten_all_but_last(
-            net.get_input(_targets_of(scorer, targets_name))
+            _input_of(net, _targets_of(scorer, targets_name), scorer, 'targets_name')
         )
         mask_path = scorer.mask_name or mask_name
         if mask_path:
@@ -293,15 +300,27 @@ def gather_losses_and_scores(
         )
 
 
+def _input_of(net, name: str, scorer, argument: str) -> np.ndarray:
+    """The data of the Input output ``name``, refused naming the scorer."""
+    inputs = list(net.layers['Input'].out_shapes) if hasattr(net, 'layers') else []
+    if inputs and name not in inputs:
+        raise ValidationError(
+            f'{scorer.__name__}: {argument} {name!r} is no input of the '
+            f'network; its inputs are {inputs}. Give the scorer its own '
+            f"{argument}, or {argument}='' to take the one given to evaluate "
+            'or the monitor.'
+        )
+    return net.get_input(name)
+
+
 def _targets_of(scorer, targets_name: str) -> str:
     """The targets a scorer reads: its own, or ``targets_name``.
 
-    A scorer made without ``targets_name`` holds the default
-    ``'targets'``; the ``targets_name`` of ``evaluate`` (and the monitors)
-    replaces it.
+    A scorer with an empty ``targets_name`` reads ``targets_name`` (as in
+    Brainstorm 0.5: ``sc.targets_name or targets_name``); the others read
+    their own, ``'targets'`` by default.
     """
-    own = scorer.targets_name
-    return targets_name if not own or own == 'targets' else own
+    return scorer.targets_name or targets_name
 
 
 def _check_scorer_names(scorers: list, losses) -> None:

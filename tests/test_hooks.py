@@ -934,3 +934,10 @@ def test_a_new_hook_runs_outside_a_trainer():
     assert hook.run_verbosity is None and hook.comm is None
     assert isinstance(hook.processes, SingleProcess)
     hook.message('hello')  # nothing to print without a run's verbosity
+
+
+def test_a_restored_hook_runs_outside_a_trainer_as_a_new_one():
+    from brainstorm.parallel import SingleProcess
+
+    restored = bs.create_from_description(bs.get_description(StopAfterEpoch(2)))
+    assert isinstance(restored.processes, SingleProcess)

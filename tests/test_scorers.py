@@ -388,7 +388,9 @@ def test_a_scorer_named_like_a_loss_is_refused(name):
 
 
 def test_evaluate_targets_name_reaches_scorers_without_their_own():
-    """A scorer made without targets_name held 'targets', which always won."""
+    """``targets_name=''`` (no targets of its own) was refused, so the
+    ``targets_name`` of evaluate could reach no scorer; a scorer's own
+    (default ``'targets'``) still wins, as in Brainstorm 0.5."""
     rng = np.random.RandomState(0)
     inp, out = bs.tools.get_in_out_layers('classification', 4, 3, targets_name='labels')
     net = bs.Network.from_layer(inp >> out)
@@ -396,14 +398,19 @@ def test_evaluate_targets_name_reaches_scorers_without_their_own():
     x, y = rng.randn(1, 8, 4), rng.randint(0, 3, (1, 8, 1))
     data = bs.data_iterators.Undivided(default=x, labels=y)
     got = bs.tools.evaluate(
-        net, data, [bs.scorers.Accuracy()], out_name='Output.outputs.predictions',
-        targets_name='labels',
+        net, data, [bs.scorers.Accuracy(targets_name='')],
+        out_name='Output.outputs.predictions', targets_name='labels',
     )  # fmt: skip
     own = bs.tools.evaluate(
         net, data, [bs.scorers.Accuracy(targets_name='labels')],
         out_name='Output.outputs.predictions',
     )  # fmt: skip
     assert got['Accuracy'] == own['Accuracy']
+    with pytest.raises(ValidationError, match="targets_name 'targets' is no input"):
+        bs.tools.evaluate(
+            net, data, [bs.scorers.Accuracy()],
+            out_name='Output.outputs.predictions', targets_name='labels',
+        )  # fmt: skip
 
 
 def test_a_layer_name_stands_for_its_single_output_in_scorers():
@@ -430,3 +437,18 @@ def test_mean_squared_error_refuses_shapes_that_differ():
     """(rows, 3) predictions against (rows, 1) targets were broadcast."""
     with pytest.raises(ValidationError, match='must have the same shape'):
         bs.scorers.MeanSquaredError()(np.zeros((5, 1)), np.zeros((5, 3)))
+
+
+def test_scores_of_a_recurrent_output_leave_its_context_rows_out():
+    """net.get of a layer with context holds T + 1 rows: the scorers read
+    them all (shapes differed, or a context row was scored)."""
+    rng = np.random.RandomState(0)
+    inp, out = bs.tools.get_in_out_layers('regression', 4, 3)
+    net = bs.Network.from_layer(inp >> bs.layers.Lstm(3, name='Lstm') >> out)
+    net.initialize(bs.initializers.Gaussian(0.5), seed=1)
+    x, y = rng.randn(5, 2, 4), rng.randn(5, 2, 3)
+    data = bs.data_iterators.Undivided(default=x, targets=y)
+    got = bs.tools.evaluate(net, data, [bs.scorers.MeanSquaredError(out_name='Lstm')])
+    lstm = net.predict(x, out_name='Lstm')
+    expected = 0.5 * ((y - lstm) ** 2).sum() / 10
+    assert got['MeanSquaredError'] == pytest.approx(expected)

@@ -340,3 +340,31 @@ def test_a_modifier_with_data_named_start_still_trains():
     )
     trainer.train(net, data)
     assert trainer.current_epoch_nr == 1
+
+
+def test_a_static_before_training_is_called_as_defined():
+    from brainstorm.value_modifiers import ValueModifier
+
+    seen = []
+
+    class Static(ValueModifier):
+        @staticmethod
+        def before_training(handler, view):
+            seen.append(view.shape)
+
+        def __call__(self, handler, view):
+            pass
+
+    inp, out = bs.tools.get_in_out_layers('classification', 4, 2)
+    net = bs.Network.from_layer(inp >> bs.layers.FullyConnected(3, name='H') >> out)
+    net.initialize(0.1)
+    net.set_weight_modifiers({'H': {'W': Static()}})
+    trainer = bs.Trainer(bs.training.SgdStepper(0.1), verbose=False)
+    trainer.add_hook(bs.hooks.StopAfterEpoch(1))
+    trainer.train(
+        net,
+        bs.data_iterators.Undivided(
+            default=np.ones((1, 4, 4)), targets=np.zeros((1, 4, 1))
+        ),
+    )
+    assert seen == [(3, 4)]

@@ -136,6 +136,7 @@ class Hook(Describable):
         super().__init_from_description__(description)
         if self.__name__ is None:  # as the constructor gives it: the class name
             self.__name__ = type(self).__name__
+        self.processes = processes_of(None)  # as the constructor sets it
 
     def start(self, net, stepper, verbose: bool, named_data_iters: dict) -> None:
         """Prepare for a run; the trainer calls it before training.

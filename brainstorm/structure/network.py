@@ -118,9 +118,6 @@ class Network(Seedable):
         # set_handler moved the memory since the last forward pass: the
         # batch and the activations are gone (see backward_pass)
         self._memory_moved = False
-        # counts the moves of the whole memory (set_handler): what a
-        # stepper's views of the parameters follow
-        self._memory_generation = 0
         # layer name -> its inputs fed only by the Input layer (the data)
         self._data_fed_inputs = {
             name: frozenset(
@@ -175,7 +172,6 @@ class Network(Seedable):
         # looked at once, when they first run
         self.__dict__.setdefault('_parameters_set', False)
         self.__dict__.setdefault('_memory_moved', False)
-        self.__dict__.setdefault('_memory_generation', 0)
         self._init_thread_guard()
         # what the layers overwrite and their types follow their classes,
         # which may have changed since the network was pickled
@@ -298,7 +294,6 @@ class Network(Seedable):
             if self.handler is not new_handler:
                 if self.handler is not None:  # not when the network is built
                     self._memory_moved = True
-                    self._memory_generation += 1
                 changed = [
                     layer.use_workspaces_of(new_handler)
                     for layer in self.layers.values()
@@ -792,11 +787,12 @@ class Network(Seedable):
                 for mod in mods:
                     # the class's method (0.5's modifiers lack it; an
                     # attribute of the instance by that name is its data)
-                    method = getattr(type(mod), 'before_training', None)
                     own = getattr(mod, '__dict__', {})
-                    if callable(method) and 'before_training' not in own:
-                        view = self.buffer[lname].parameters[pname]
-                        method(mod, self.handler, view)
+                    if 'before_training' in own:
+                        continue
+                    method = getattr(mod, 'before_training', None)
+                    if callable(method):
+                        method(self.handler, self.buffer[lname].parameters[pname])
 
     def apply_gradient_modifiers(self) -> None:
         """Apply all gradient modifiers to their gradients."""

@@ -72,7 +72,8 @@ def evaluate(
         iter: the data iterator.
         scorers: scorers to evaluate (see :mod:`brainstorm.scorers`).
         out_name: output path for scorers without their own.
-        targets_name: targets name for scorers without their own.
+        targets_name: targets name for scorers whose own is empty
+            (``targets_name=''``; a scorer's default is ``'targets'``).
         mask_name: mask name for scorers without their own.
         comm: an MPI communicator: the figures are joined over all its
             ranks (each evaluating its own part of the data). A ``Shard``

@@ -7,6 +7,8 @@ carried over, so a run that moves to another handler midway equals one
 that never moved.
 """
 
+import copy
+
 import numpy as np
 import pytest
 
@@ -125,3 +127,43 @@ def test_new_batch_sizes_keep_the_parts_and_allocate_nothing(name):
         stepper.run()
     assert [id(p) for p in stepper._parts] == parts
     assert handler.allocations == 0
+
+
+@pytest.mark.parametrize(
+    'move',
+    [
+        lambda net: net.buffer_manager.set_handler(NumpyHandler(np.float64)),
+        lambda net: copy.copy(net).set_handler(NumpyHandler(np.float64)),
+    ],
+    ids=['buffer manager', 'shallow copy'],
+)
+@pytest.mark.parametrize('name', sorted(STEPPERS))
+def test_a_stepper_follows_every_move_of_the_memory(name, move):
+    """Also a move that does not go through the network's own set_handler
+    (its buffer manager's; a shallow copy's, which shares the memory)."""
+    expected = _train(STEPPERS[name](), _net(), 4)
+    stepper, net = STEPPERS[name](), _net()
+    stepper.start(net)
+    for step in range(4):
+        if step == 2:
+            move(net)
+        net.provide_external_data(_data(step))
+        stepper.run()
+    np.testing.assert_array_equal(net.get('parameters'), expected)
+
+
+def test_a_multi_stepper_moved_before_its_first_step_clips_the_new_gradients():
+    """Its own part (for the global clip_norm) was never bound anew: the
+    norm read the old, zero gradients and clipping never acted."""
+    reference = S.MultiStepper({'default': S.SgdStepper(0.1)}, clip_norm=1e6)
+    net = _net()
+    reference.start(net)
+    net.provide_external_data(_data(0))
+    reference.run()
+    moved = S.MultiStepper({'default': S.SgdStepper(0.1)}, clip_norm=1e6)
+    net = _net()
+    moved.start(net)
+    net.set_handler(NumpyHandler(np.float64))
+    net.provide_external_data(_data(0))
+    moved.run()
+    assert moved.last_gradient_norm == reference.last_gradient_norm > 0

@@ -26,13 +26,16 @@ _NORM_SCALE = 2.0**-80
 
 
 def _memory_of(net) -> tuple:
-    """The network's handler and the count of its memory's moves.
+    """The network's handler and the identity of its constant memory.
 
-    The parts' views stay valid while both do: a new batch size or
-    sequence length makes new views of the same memory, ``set_handler``
-    moves it.
+    The parameters and gradients lie in the buffer manager's constant
+    flat array, which a new batch size or sequence length keeps (it makes
+    new views of it) and which ``set_handler`` (of the network, of a copy
+    sharing its memory, or of the buffer manager) replaces. The parts'
+    views stay valid while both stay. (The parts hold views of the array,
+    so it lives on, and its identity is not reused meanwhile.)
     """
-    return net.handler, getattr(net, '_memory_generation', 0)
+    return net.handler, id(net.buffer_manager.full_buffer[0])
 
 
 class _Part:
@@ -96,7 +99,7 @@ class TrainingStepper(Describable):
         # set by start(net)
         self.net: Any = None
         self._parts: Any = None
-        # (handler, memory generation) of the network's memory the parts view
+        # (handler, constant memory) of the network the parts view
         self._bound: Any = None
         self.last_gradient_norm: float | None = None
         self.clip_norm = clip_norm
