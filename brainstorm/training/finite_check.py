@@ -45,6 +45,21 @@ class FiniteCheck:
         self.limit = math.inf if max_abs is None else float(max_abs) ** 2
         self.last_finite_loss: float | None = None
         self.last_finite_update: int | None = None
+        self._memory: tuple | None = None
+        self._follow_memory()
+
+    def _follow_memory(self) -> None:
+        """Views of the parameters for the network's memory as it is now.
+
+        ``net.set_handler`` (during training, from a hook) moves the
+        memory, possibly to another kind of array: the views are made
+        again then.
+        """
+        net = self.net
+        memory = (net.handler, id(net.buffer_manager.full_buffer[0]))
+        if memory == self._memory:
+            return
+        self._memory = memory
         params = net.buffer.parameters
         self._numpy = isinstance(params, np.ndarray) and params.ndim == 1
         if not self._numpy and params.size:
@@ -52,6 +67,7 @@ class FiniteCheck:
             self._out = net.handler.zeros((1, 1))
 
     def _square_norm(self) -> float:
+        self._follow_memory()
         params = self.net.buffer.parameters
         if not params.size:
             return 0.0

@@ -167,3 +167,28 @@ def test_a_multi_stepper_moved_before_its_first_step_clips_the_new_gradients():
     net.provide_external_data(_data(0))
     moved.run()
     assert moved.last_gradient_norm == reference.last_gradient_norm > 0
+
+
+@pytest.mark.parametrize('to_debug', [True, False])
+def test_the_finite_check_follows_the_network_to_another_kind_of_array(to_debug):
+    """The trainer's finite check kept views of the memory of the start:
+    after a move to a DebugHandler (arrays that are no NumPy arrays) it
+    failed with a TypeError, and after a move back it read stale memory."""
+    from brainstorm.handlers import DebugHandler
+
+    def make(debug):
+        inner = NumpyHandler(np.float64)
+        return DebugHandler(inner) if debug else inner
+
+    class Move(bs.hooks.Hook):
+        def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+            if epoch_nr == 1:
+                net.set_handler(make(to_debug))
+
+    net = _net()
+    net.set_handler(make(not to_debug))
+    trainer = bs.Trainer(S.SgdStepper(0.1), verbose=False)
+    trainer.add_hook(Move())
+    trainer.add_hook(bs.hooks.StopAfterEpoch(3))
+    trainer.train(net, bs.data_iterators.Minibatches(3, **_data(0)))
+    assert trainer.current_epoch_nr == 3
