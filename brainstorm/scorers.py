@@ -24,6 +24,7 @@ from brainstorm.errors import (
 )
 from brainstorm.parallel import processes_of
 from brainstorm.shapes import flatten_all_but_last
+from brainstorm.structure.layout import get_buffer_type
 from brainstorm.structure.prediction import check_output_name
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     'aggregate_losses_and_scores',
     'gather_from_all_ranks',
     'batch_size_of',
+    'ScorerInputError',
 ]
 
 
@@ -70,7 +72,7 @@ class Scorer(Describable):
             given to :func:`gather_losses_and_scores` or ``net.output_name``.
         targets_name: name of the Input output holding the targets; empty
             means the ``targets_name`` given to
-            :func:`~brainstorm.tools.evaluate`, a monitor or
+            :func:`~brainstorm.tools.evaluate` or
             :func:`gather_losses_and_scores` (by default ``'targets'``).
         mask_name: name of the Input output holding a mask (empty: none).
         name: name under which the score is logged (default: class name);
@@ -279,17 +281,16 @@ def gather_losses_and_scores(
             # refused with a message listing the network's outputs
             path = check_output_name(net, path, f'{scorer.__name__} (out_name)')
             output = net.get(path)
-        steps = getattr(getattr(net, 'buffer_manager', None), 'time_size', None)
-        if steps is not None and np.ndim(output) >= 3 and output.shape[0] > steps:
-            output = output[:steps]  # a recurrent layer's context rows: no steps
-        predicted = flatten_all_but_last(output)
+        predicted = flatten_all_but_last(_without_context(net, path, output))
         true_labels = flatten_all_but_last(
             _input_of(net, _targets_of(scorer, targets_name), scorer, 'targets_name')
         )
         mask_path = scorer.mask_name or mask_name
         if mask_path:
             mask = _mask_rows(
-                flatten_all_but_last(net.get_input(mask_path)), predicted, mask_path
+                flatten_all_but_last(_input_of(net, mask_path, scorer, 'mask_name')),
+                predicted,
+                mask_path,
             )
             weight = float(mask.sum())
         else:
@@ -300,11 +301,41 @@ def gather_losses_and_scores(
         )
 
 
+def _without_context(net, path: str, output):
+    """``output`` without the context rows of a time-sized buffer.
+
+    A recurrent layer's outputs hold ``T + context`` time steps in the
+    buffer; the context rows are no time steps of the batch (``predict``
+    leaves them out too).
+    """
+    node = getattr(net, 'layout', None)
+    steps = getattr(getattr(net, 'buffer_manager', None), 'time_size', None)
+    if node is None or steps is None:
+        return output
+    for part in path.split('.'):
+        node = node.get(part) if isinstance(node, dict) else None
+        if node is None:
+            return output
+    if get_buffer_type(node['@shape']) == 2 and node.get('@context_size'):
+        return output[:steps]
+    return output
+
+
+class ScorerInputError(ValidationError, KeyError):
+    """A scorer's targets or mask input that the network lacks.
+
+    A KeyError too, as the bare BufferView KeyError it replaces.
+    """
+
+    def __str__(self):
+        return str(self.args[0])
+
+
 def _input_of(net, name: str, scorer, argument: str) -> np.ndarray:
     """The data of the Input output ``name``, refused naming the scorer."""
     inputs = list(net.layers['Input'].out_shapes) if hasattr(net, 'layers') else []
     if inputs and name not in inputs:
-        raise ValidationError(
+        raise ScorerInputError(
             f'{scorer.__name__}: {argument} {name!r} is no input of the '
             f'network; its inputs are {inputs}. Give the scorer its own '
             f"{argument}, or {argument}='' to take the one given to evaluate "

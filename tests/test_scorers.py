@@ -13,6 +13,7 @@ from brainstorm.scorers import (
     Hamming,
     MeanSquaredError,
     Scorer,
+    ScorerInputError,
     aggregate_losses_and_scores,
     gather_losses_and_scores,
 )
@@ -406,7 +407,7 @@ def test_evaluate_targets_name_reaches_scorers_without_their_own():
         out_name='Output.outputs.predictions',
     )  # fmt: skip
     assert got['Accuracy'] == own['Accuracy']
-    with pytest.raises(ValidationError, match="targets_name 'targets' is no input"):
+    with pytest.raises(ScorerInputError, match="targets_name 'targets' is no input"):
         bs.tools.evaluate(
             net, data, [bs.scorers.Accuracy()],
             out_name='Output.outputs.predictions', targets_name='labels',
@@ -452,3 +453,35 @@ def test_scores_of_a_recurrent_output_leave_its_context_rows_out():
     lstm = net.predict(x, out_name='Lstm')
     expected = 0.5 * ((y - lstm) ** 2).sum() / 10
     assert got['MeanSquaredError'] == pytest.approx(expected)
+
+
+def test_a_batch_sized_output_of_several_axes_is_scored_whole():
+    """Only time-sized buffers with context rows are cut to T."""
+    rng = np.random.RandomState(0)
+    inp = bs.layers.Input({'default': ('B', 2, 3), 'targets': ('B', 2, 3)})
+    add = bs.layers.Add(name='Add')
+    inp - 'default' >> 'inputs_1' - add
+    inp - 'default' >> 'inputs_2' - add
+    net = bs.Network.from_layer(add)
+    x, y = rng.randn(5, 2, 3), rng.randn(5, 2, 3)
+    got = bs.tools.evaluate(
+        net,
+        bs.data_iterators.Undivided(default=x, targets=y),
+        [bs.scorers.MeanSquaredError(out_name='Add.outputs.default')],
+    )
+    expected = 0.5 * ((y - 2 * x) ** 2).sum() / 10
+    assert got['MeanSquaredError'] == pytest.approx(expected)
+
+
+def test_a_mask_input_the_network_lacks_is_named():
+    inp, out = bs.tools.get_in_out_layers('classification', 4, 3)
+    net = bs.Network.from_layer(inp >> out)
+    net.initialize(0.1)
+    data = bs.data_iterators.Undivided(
+        default=np.ones((1, 4, 4)), targets=np.zeros((1, 4, 1))
+    )
+    with pytest.raises(KeyError, match="mask_name 'mask' is no input"):
+        bs.tools.evaluate(
+            net, data, [bs.scorers.Accuracy(mask_name='mask')],
+            out_name='Output.outputs.predictions',
+        )  # fmt: skip

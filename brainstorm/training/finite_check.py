@@ -56,8 +56,13 @@ class FiniteCheck:
         again then.
         """
         net = self.net
-        memory = (net.handler, id(net.buffer_manager.full_buffer[0]))
-        if memory == self._memory:
+        # the array itself, not its id (see steppers.base._memory_of)
+        memory = (net.handler, net.buffer_manager.full_buffer[0])
+        if (
+            self._memory is not None
+            and memory[0] is self._memory[0]
+            and memory[1] is self._memory[1]
+        ):
             return
         self._memory = memory
         params = net.buffer.parameters

@@ -192,3 +192,25 @@ def test_the_finite_check_follows_the_network_to_another_kind_of_array(to_debug)
     trainer.add_hook(bs.hooks.StopAfterEpoch(3))
     trainer.train(net, bs.data_iterators.Minibatches(3, **_data(0)))
     assert trainer.current_epoch_nr == 3
+
+
+def test_a_stepper_is_not_fooled_by_a_new_array_of_the_old_id():
+    """Keyed on the id of the constant array, a wrapper array freed by a
+    move (a DebugHandler's: its views keep only the inner array) could
+    be followed by a new one of the same id after moves away and back;
+    the stepper then kept updating the dead memory, silently."""
+    from brainstorm.handlers import DebugHandler
+
+    net = _net()
+    debug = DebugHandler(NumpyHandler(np.float64))
+    net.set_handler(debug)
+    stepper = S.MomentumStepper(0.1, momentum=0.9)
+    stepper.start(net)
+    for step in range(300):
+        net.provide_external_data(_data(step % 3))
+        before = net.get('parameters')
+        stepper.run()
+        assert not np.array_equal(net.get('parameters'), before), step
+        away = DebugHandler(NumpyHandler(np.float64)) if step % 2 else None
+        net.set_handler(away or NumpyHandler(np.float64))
+        net.set_handler(debug)  # back to the same handler object

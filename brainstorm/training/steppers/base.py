@@ -26,16 +26,22 @@ _NORM_SCALE = 2.0**-80
 
 
 def _memory_of(net) -> tuple:
-    """The network's handler and the identity of its constant memory.
+    """The network's handler and its constant memory (the array itself).
 
     The parameters and gradients lie in the buffer manager's constant
     flat array, which a new batch size or sequence length keeps (it makes
     new views of it) and which ``set_handler`` (of the network, of a copy
     sharing its memory, or of the buffer manager) replaces. The parts'
-    views stay valid while both stay. (The parts hold views of the array,
-    so it lives on, and its identity is not reused meanwhile.)
+    views stay valid while both stay. The array is held, not its ``id``:
+    a view of a wrapper array (a DebugHandler's, a GPU array) may not keep
+    the wrapper alive, and a new one could get its ``id``.
     """
-    return net.handler, id(net.buffer_manager.full_buffer[0])
+    return net.handler, net.buffer_manager.full_buffer[0]
+
+
+def _same_memory(a: tuple, b: tuple) -> bool:
+    """Whether two results of :func:`_memory_of` are the same memory."""
+    return a[0] is b[0] and a[1] is b[1]
 
 
 class _Part:
@@ -247,8 +253,8 @@ class TrainingStepper(Describable):
         net, bound = self.net, getattr(self, '_bound', None)
         if bound is None:  # a stepper pickled before this record existed
             self._bound = bound = _memory_of(net)
-        old_handler, generation = bound
-        if net.handler is old_handler and _memory_of(net)[1] == generation:
+        old_handler = bound[0]
+        if _same_memory(_memory_of(net), bound):
             return
         parts = []
         for old in self._parts:
