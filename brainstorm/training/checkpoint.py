@@ -528,8 +528,8 @@ def check_resume(resume: dict, net, named_data_iters) -> None:
         named_data_iters: the iterators passed to ``train``, by name.
 
     Raises:
-        TrainingValidationError: for another network or other iterator
-            names.
+        TrainingValidationError: for another network (architecture or
+            parameters) or other iterator names.
     """
     filename = resume['filename']
     if (
@@ -539,7 +539,16 @@ def check_resume(resume: dict, net, named_data_iters) -> None:
         raise TrainingValidationError(
             f"Checkpoint '{filename}' belongs to another network: "
             'train() must get the network returned by '
-            'Trainer.from_checkpoint (or one with the same architecture).'
+            'Trainer.from_checkpoint (or one with the same architecture '
+            'and parameters).'
+        )
+    saved_parameters = np.asarray(resume['parameters']).astype(net.handler.dtype)
+    if not np.array_equal(net.get('parameters'), saved_parameters, equal_nan=True):
+        raise TrainingValidationError(
+            f"Checkpoint '{filename}': the network given to train() has other "
+            'parameters than the checkpoint (the run would go on from them, '
+            'not from where it stopped). Pass the network returned by '
+            'Trainer.from_checkpoint, or set its parameters from it.'
         )
     saved = set(resume['random_states']['iterators'])
     if saved != set(named_data_iters):

@@ -912,3 +912,33 @@ def test_rank_0_waits_for_the_others_only_once_the_file_is_written(tmp_path):
     train, named = iterators('plain')
     trainer.train(net, train, **named)
     assert seen == [True]
+
+
+def test_a_resumed_run_refuses_a_network_with_other_parameters(tmp_path):
+    """A network of the same architecture but other parameters was
+    accepted: the run went on from its parameters, silently, not from
+    where the checkpoint stopped."""
+    from brainstorm.handlers import NumpyHandler
+
+    def build():
+        inp, out = bs.tools.get_in_out_layers('classification', 4, 3)
+        net = bs.Network.from_layer(inp >> bs.layers.FullyConnected(5) >> out)
+        net.set_handler(NumpyHandler(np.float64))
+        net.initialize(bs.initializers.Gaussian(0.5), seed=1)
+        return net
+
+    rng = np.random.RandomState(0)
+    data = {'default': rng.randn(1, 6, 4), 'targets': rng.randint(0, 3, (1, 6, 1))}
+    path = str(tmp_path / 'run.ckpt')
+    trainer = bs.Trainer(bs.training.SgdStepper(0.1), verbose=False)
+    trainer.add_hook(bs.hooks.SaveCheckpoint(path))
+    trainer.add_hook(bs.hooks.StopAfterEpoch(1))
+    trainer.train(build(), bs.data_iterators.Minibatches(3, **data))
+    resumed, net = bs.Trainer.from_checkpoint(path)
+    resumed.hooks['StopAfterEpoch'].max_epochs = 2
+    with pytest.raises(TrainingValidationError, match='other parameters'):
+        resumed.train(build(), bs.data_iterators.Minibatches(3, **data))
+    # its own network, also moved to float32, continues
+    net.set_handler(NumpyHandler(np.float32))
+    resumed.train(net, bs.data_iterators.Minibatches(3, **data))
+    assert resumed.current_epoch_nr == 2
