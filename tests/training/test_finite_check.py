@@ -310,3 +310,40 @@ def test_at_exactly_the_limit_the_layers_are_not_searched(monkeypatch):
         check, '_locate', lambda loss_first=False: pytest.fail('layers searched')
     )
     check.check_parameters(TRAINER, 1)
+
+
+def test_the_check_makes_its_views_once_per_memory():
+    """Nothing is allocated per update: the views of the parameters (and
+    the scratch of a handler whose arrays are no NumPy arrays) are made
+    again only when the network's memory moves."""
+    import numpy as np
+
+    import brainstorm as bs
+    from brainstorm.handlers import DebugHandler
+    from brainstorm.training.finite_check import FiniteCheck
+    from tests.training.nets import CountingHandler
+
+    counting = CountingHandler(np.float64)
+    inp, out = bs.tools.get_in_out_layers('classification', 4, 3)
+    net = bs.Network.from_layer(inp >> bs.layers.FullyConnected(5) >> out)
+    net.set_handler(DebugHandler(counting))
+    net.initialize(0.1)
+    check = FiniteCheck(net, max_abs=1e3)
+    norm = check._square_norm()
+    counting.allocations = 0
+    for _ in range(3):
+        assert check._square_norm() == norm
+    assert counting.allocations == 0
+    for batch_size in (2, 5):  # new (larger) batch memory: the same parameters
+        net.provide_external_data(
+            {
+                'default': np.ones((1, batch_size, 4)),
+                'targets': np.zeros((1, batch_size, 1)),
+            }
+        )
+        counting.allocations = 0
+        assert check._square_norm() == norm
+        assert counting.allocations == 0
+    net.set_handler(DebugHandler(CountingHandler(np.float64)))
+    net.initialize(0.2)  # in the new memory only
+    assert check._square_norm() == pytest.approx(4 * norm)
