@@ -420,8 +420,7 @@ class DataParallel(Describable):
         if net is None or self.comm.Get_size() == 1:
             stepper.run()
             return
-        if self._reseeded is None or self._reseeded[1] is not net.handler:
-            self._reseed(net)  # set_handler since start: its own streams
+        self._reseed(net)  # a handler set since start: its own streams
         self._remember_maintained(net)
         self._synchronized = False
         stepper.run()

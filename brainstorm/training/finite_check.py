@@ -14,6 +14,7 @@ import numpy as np
 
 from brainstorm.errors import NonFiniteError
 from brainstorm.structure.buffer_views import BufferView
+from brainstorm.training.utils import memory_of, same_memory
 
 __all__ = ['FiniteCheck']
 
@@ -56,13 +57,8 @@ class FiniteCheck:
         again then.
         """
         net = self.net
-        # the array itself, not its id (see steppers.base._memory_of)
-        memory = (net.handler, net.buffer_manager.full_buffer[0])
-        if (
-            self._memory is not None
-            and memory[0] is self._memory[0]
-            and memory[1] is self._memory[1]
-        ):
+        memory = memory_of(net)
+        if same_memory(memory, self._memory):
             return
         self._memory = memory
         params = net.buffer.parameters

@@ -241,3 +241,23 @@ def check_int(owner: str, name: str, value, low: int = 0) -> None:
     that calls it (see :func:`check_number`).
     """
     check_value(owner, None, name, Arg(Int(low)), value, error=TrainingValidationError)
+
+
+def memory_of(net) -> tuple:
+    """The network's handler and its constant memory (the array itself).
+
+    The parameters and gradients lie in the buffer manager's constant
+    flat array, which a new batch size or sequence length keeps (it makes
+    new views of it) and which ``set_handler`` (of the network, of a copy
+    sharing its memory, or of the buffer manager) replaces. Views of the
+    parameters (a stepper's, the finite check's) stay valid while both
+    stay. The array is held, not its ``id``: a view of a wrapper array (a
+    DebugHandler's, a GPU array) may not keep the wrapper alive, and a new
+    one could get its ``id``.
+    """
+    return net.handler, net.buffer_manager.full_buffer[0]
+
+
+def same_memory(a: tuple | None, b: tuple | None) -> bool:
+    """Whether two results of :func:`memory_of` are the same memory."""
+    return a is not None and b is not None and a[0] is b[0] and a[1] is b[1]

@@ -17,31 +17,13 @@ import numpy as np
 from brainstorm.arguments import Arg, Optional, Real, check_attributes
 from brainstorm.describable import Describable
 from brainstorm.errors import TrainingValidationError
+from brainstorm.training.utils import memory_of, same_memory
 
 #: The factor of the gradients whose squares overflowed (2**-80): their
 #: squares then fit float32 (|g| <= 3.4e38 gives at most 8e28) and any
 #: sum of them; squares it makes too small to count are below 1e-45 of
 #: the largest.
 _NORM_SCALE = 2.0**-80
-
-
-def _memory_of(net) -> tuple:
-    """The network's handler and its constant memory (the array itself).
-
-    The parameters and gradients lie in the buffer manager's constant
-    flat array, which a new batch size or sequence length keeps (it makes
-    new views of it) and which ``set_handler`` (of the network, of a copy
-    sharing its memory, or of the buffer manager) replaces. The parts'
-    views stay valid while both stay. The array is held, not its ``id``:
-    a view of a wrapper array (a DebugHandler's, a GPU array) may not keep
-    the wrapper alive, and a new one could get its ``id``.
-    """
-    return net.handler, net.buffer_manager.full_buffer[0]
-
-
-def _same_memory(a: tuple, b: tuple) -> bool:
-    """Whether two results of :func:`_memory_of` are the same memory."""
-    return a[0] is b[0] and a[1] is b[1]
 
 
 class _Part:
@@ -222,7 +204,7 @@ class TrainingStepper(Describable):
             for key, array in arrays:
                 part.state[key] = net.handler.create_from_numpy(array)
             self._parts.append(part)
-        self._bound = _memory_of(net)
+        self._bound = memory_of(net)
 
     # ------------------------------------------------------- internals ----
 
@@ -232,7 +214,7 @@ class TrainingStepper(Describable):
         for part in self._parts:
             self._allocate_state(net.handler, part)
         self._reset_scalar_state()
-        self._bound = _memory_of(net)
+        self._bound = memory_of(net)
 
     def _require_started(self) -> None:
         if self._parts is None:
@@ -252,9 +234,9 @@ class TrainingStepper(Describable):
         """
         net, bound = self.net, getattr(self, '_bound', None)
         if bound is None:  # a stepper pickled before this record existed
-            self._bound = bound = _memory_of(net)
+            self._bound = bound = memory_of(net)
         old_handler = bound[0]
-        if _same_memory(_memory_of(net), bound):
+        if same_memory(memory_of(net), bound):
             return
         parts = []
         for old in self._parts:
@@ -265,7 +247,7 @@ class TrainingStepper(Describable):
                 )
             parts.append(part)
         self._parts = parts
-        self._bound = _memory_of(net)
+        self._bound = memory_of(net)
 
     def _allocate_state(self, handler, part: _Part) -> None:
         """Add zero-initialised state arrays to ``part.state``."""

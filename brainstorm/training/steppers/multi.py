@@ -9,8 +9,9 @@ from brainstorm.errors import TrainingValidationError
 from brainstorm.structure.view_references import (
     pattern_matches as _pattern_matches,
 )
-from brainstorm.training.steppers.base import TrainingStepper, _memory_of, _Part
+from brainstorm.training.steppers.base import TrainingStepper, _Part
 from brainstorm.training.steppers.sgd import SgdStepper
+from brainstorm.training.utils import memory_of
 
 
 class MultiStepper(TrainingStepper):
@@ -195,7 +196,7 @@ class MultiStepper(TrainingStepper):
         self.net = net
         self.assignment = assignment
         self._parts = [_Part(net, 0, int(net.buffer.parameters.shape[0]))]
-        self._bound = _memory_of(net)
+        self._bound = memory_of(net)
         for pattern, stepper in self._unique_steppers().items():
             stepper._bind(net, _merge_ranges(ranges[pattern]))
 
