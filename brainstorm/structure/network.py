@@ -156,13 +156,14 @@ class Network(Seedable):
     def __copy__(self) -> Network:
         """``copy.copy``: another name for this network.
 
-        It shares the layers and the memory, and so the thread guard: a
-        thread using the copy while another uses the original is refused
+        It shares all of the original's state (its attribute dict): the
+        layers, the memory, the handler, the thread guard. What one name
+        does the other sees: ``set_handler`` through either moves both, and
+        a thread using the copy while another uses the original is refused
         as on the network itself (see :meth:`_enter`).
         """
         copied = type(self).__new__(type(self))
-        copied.__setstate__(self.__getstate__())
-        copied._guard = self._guard
+        copied.__dict__ = self.__dict__
         return copied
 
     def __setstate__(self, state: dict) -> None:

@@ -85,3 +85,31 @@ def test_a_shallow_copy_is_the_same_network():
         )
     finally:
         net._leave()
+
+
+def test_set_handler_through_a_shallow_copy_moves_the_original_too():
+    """The copy had a ``handler`` of its own: moving the shared memory to
+    another handler through it left the original computing with the old
+    one on the new memory (its ``get`` cast float64 parameters back to
+    float32, silently), and the original's next backward pass did not
+    know the batch was gone."""
+    net = _net()
+    alias = copy.copy(net)
+    net.provide_external_data(
+        {'default': np.ones((1, 2, 3)), 'targets': np.zeros((1, 2, 1))}
+    )
+    net.forward_pass()
+    new = NumpyHandler(np.float32)
+    alias.set_handler(new)
+    assert net.handler is new
+    assert net.get('parameters').dtype == np.float32
+    with pytest.raises(NetworkValidationError, match='forward_pass'):
+        net.backward_pass()
+
+
+def test_attributes_set_through_a_shallow_copy_are_the_networks():
+    net = _net()
+    alias = copy.copy(net)
+    alias.output_name = 'Output.outputs.predictions'
+    assert net.output_name == 'Output.outputs.predictions'
+    assert copy.copy(alias).__dict__ is net.__dict__
