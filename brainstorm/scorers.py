@@ -264,7 +264,7 @@ def gather_losses_and_scores(
     batch_size = batch_size_of(net)
     losses = net.get_loss_values()
     scorers = list(scorers)
-    _check_scorer_names(scorers, losses)
+    check_scorer_names(scorers, losses)
     for name, loss in losses.items():
         scores.setdefault(name, []).append((batch_size, loss))
     for scorer in scorers:
@@ -354,7 +354,7 @@ def _targets_of(scorer, targets_name: str) -> str:
     return scorer.targets_name or targets_name
 
 
-def _check_scorer_names(scorers: list, losses) -> None:
+def check_scorer_names(scorers: list, losses) -> None:
     """Refuse scorers whose figures would mix with others of their name.
 
     Scores and losses are logged and aggregated by name: two scorers of

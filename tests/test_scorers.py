@@ -388,6 +388,24 @@ def test_a_scorer_named_like_a_loss_is_refused(name):
         bs.tools.evaluate(net, data, [scorer])
 
 
+@pytest.mark.parametrize('name', ['Accuracy', 'L2'])
+def test_train_scorers_of_one_name_are_refused_before_the_first_update(name):
+    """They were refused when the first batch's scores were gathered,
+    after the stepper had already updated the parameters."""
+    net, data = _two_heads()
+    before = net.get('parameters')
+    trainer = bs.Trainer(bs.training.SgdStepper(0.5), verbose=False)
+    trainer.train_scorers = [
+        bs.scorers.Accuracy(out_name='O1.outputs.predictions'),
+        bs.scorers.Accuracy(out_name='O2.outputs.predictions', name=name),
+    ]
+    trainer.add_hook(bs.hooks.StopAfterEpoch(1))
+    with pytest.raises(ValidationError, match='two scorers|named like a loss'):
+        trainer.train(net, data)
+    np.testing.assert_array_equal(net.get('parameters'), before)
+    assert trainer.current_update_nr == 0
+
+
 def test_evaluate_targets_name_reaches_scorers_without_their_own():
     """``targets_name=''`` (no targets of its own) was refused, so the
     ``targets_name`` of evaluate could reach no scorer; a scorer's own

@@ -507,6 +507,12 @@ class Network(Seedable):
         losses['total_loss'] = total
         return losses
 
+    def _loss_names(self) -> list:
+        """The names :meth:`get_loss_values` returns, without a pass."""
+        if len(self.loss_layers) == 1:
+            return ['total_loss']
+        return [*self.loss_layers, 'total_loss']
+
     def get_context(self):
         """The context (last time steps of recurrent state) of the last pass.
 

@@ -29,6 +29,7 @@ from brainstorm.parallel import processes_of
 from brainstorm.scorers import (
     Scorer,
     aggregate_losses_and_scores,
+    check_scorer_names,
     gather_from_all_ranks,
     gather_losses_and_scores,
 )
@@ -504,6 +505,8 @@ class Trainer(Describable):
             named_data_iters = OrderedDict(named_data_iters)
             named_data_iters['training_data_iter'] = training_data_iter
             check_data_iterators(net, named_data_iters)
+            # before the first update, not after it (as gathering would)
+            check_scorer_names(self.train_scorers, net._loss_names())
             resume = self._progress.resume
             if resume is not None:
                 checkpoint.check_resume(resume, net, named_data_iters)
