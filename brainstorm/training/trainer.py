@@ -79,6 +79,32 @@ RESERVED_LOG_NAMES = ('rolling_training',)
 _NETWORK = Instance('brainstorm.structure.network:Network')
 
 
+def _check_resumed_epoch_length(resume: dict, training_data_iter) -> None:
+    """Refuse a training iterator too short for the checkpoint's epoch.
+
+    Resumed mid-epoch, ``train`` skips the batches the checkpoint's run
+    had done; an iterator with fewer batches (another batch size) would be
+    skipped whole, silently. Iterators that declare their ``length`` are
+    refused here, before any state is restored; the others when the
+    skipped batches run out (see ``Trainer._train_epoch``).
+
+    Raises:
+        TrainingValidationError: naming both numbers of batches.
+    """
+    progress = resume['progress']
+    done = int(progress['batches_done'])
+    length = getattr(training_data_iter, 'length', None)
+    if progress['epoch_complete'] or not isinstance(length, int) or length >= done:
+        return
+    raise TrainingValidationError(
+        f"Checkpoint '{resume['filename']}' was written after {done} batches "
+        f"of epoch {progress['current_epoch_nr']}, but the training iterator "
+        f'({type(training_data_iter).__name__}) has {length} batches in an '
+        'epoch: it is not the iterator of the checkpoint. Pass one built the '
+        'same way (same data, batch size and shuffling) to continue exactly.'
+    )
+
+
 class Trainer(Describable):
     """Trains a network with a stepper, calling hooks along the way.
 
@@ -510,6 +536,7 @@ class Trainer(Describable):
             resume = self._progress.resume
             if resume is not None:
                 checkpoint.check_resume(resume, net, named_data_iters)
+                _check_resumed_epoch_length(resume, training_data_iter)
             # the whole run holds the trainer and the network: another
             # thread using either meanwhile gets a clear error instead of
             # mixing its batches and counters into this run
@@ -592,8 +619,16 @@ class Trainer(Describable):
         # draws as the recorded run), then go on with the states the
         # recorded run had, which monitors passing over the training
         # iterator may have advanced
-        for _ in itertools.islice(batches, progress.batches_done):
-            pass
+        replayed = sum(1 for _ in itertools.islice(batches, progress.batches_done))
+        if replayed < progress.batches_done:
+            raise TrainingValidationError(
+                f'Trainer: the run resumes after {progress.batches_done} '
+                f'batches of epoch {progress.epoch_nr}, but the training '
+                f'iterator ({type(training_data_iter).__name__}) yields only '
+                f'{replayed} in an epoch: it is not the iterator of the '
+                'checkpoint. Load the checkpoint again and pass one built '
+                'the same way (same data, batch size and shuffling).'
+            )
         if progress.training_states_now is not None:
             checkpoint.set_chain_states(
                 'training_data_iter',
