@@ -630,7 +630,9 @@ def _offset_range(offset, padding, stride, out_len, in_len):
     ``(o0, o1, slice)`` with the slice selecting those inputs.
     """
     o0 = max(0, -(-(padding - offset) // stride))
-    o1 = min(out_len, (in_len - 1 + padding - offset) // stride + 1)
+    # none when the offset reaches past the input for every output (o1
+    # would be below o0, even negative: a slice end counting from the back)
+    o1 = max(o0, min(out_len, (in_len - 1 + padding - offset) // stride + 1))
     start = o0 * stride + offset - padding
     return o0, o1, slice(start, start + (o1 - o0 - 1) * stride + 1, stride)
 

@@ -4,6 +4,7 @@ all-padding windows, validation."""
 import numpy as np
 import pytest
 
+from brainstorm.handlers import DebugHandler, NumpyHandler, OneDnnHandler
 from brainstorm.layers import Input, Pooling2D
 from brainstorm.layers.pooling_2d_layer import Pooling2DLayerImpl
 from brainstorm.structure.network import Network
@@ -242,3 +243,81 @@ def test_input_must_have_three_feature_dims(features):
 def test_bad_arguments_raise_layer_validation_errors(kwargs, message):
     with pytest.raises(LayerValidationError, match=message):
         instantiate_layer(Pooling2DLayerImpl, {'default': (4, 4, 1)}, **kwargs)
+
+
+def _avg_reference(x, dy, kernel, top_left, stride):
+    """Average pooling and its input deltas by explicit loops, for (N, H, W,
+    C) images, any output size (``dy``'s) and padding ``(top, left)``."""
+    n, height, width, _ = x.shape
+    _, oh, ow, _ = dy.shape
+    y, dx = np.zeros(dy.shape), np.zeros_like(x)
+    for i in range(oh):
+        for j in range(ow):
+            cells = [
+                (row, col)
+                for u in range(kernel[0])
+                for v in range(kernel[1])
+                for row, col in [
+                    (i * stride[0] + u - top_left[0], j * stride[1] + v - top_left[1])
+                ]
+                if 0 <= row < height and 0 <= col < width
+            ]
+            for row, col in cells:
+                y[:, i, j] += x[:, row, col] / len(cells)
+                dx[:, row, col] += dy[:, i, j] / len(cells)
+    return y, dx
+
+
+@pytest.mark.parametrize('handler', ['numpy', 'onednn32', 'onednn64', 'debug'])
+@pytest.mark.parametrize(
+    'image, kwargs',
+    [
+        ((2, 1, 1), {'kernel_size': (7, 1), 'padding': 'same'}),
+        ((3, 5, 2), {'kernel_size': (10, 3), 'padding': 'same'}),
+        ((2, 1, 1), {'kernel_size': (7, 1), 'padding': (3, 9, 0, 0)}),
+        ((3, 2, 2), {'kernel_size': (2, 6), 'padding': (0, 1, 2, 7), 'stride': (1, 2)}),
+    ],
+)
+def test_avg_pooling_windows_reaching_far_past_the_image(handler, image, kwargs):
+    """A window offset past the last input row for every output gave a
+    negative end of its output range: ``rows[0:-k] += 1`` counted the
+    offset for the first outputs, which divided by too many cells (a 2x1
+    image [1, 3] under a 7x1 'same' window gave [1.33, 2] for [2, 2];
+    the input deltas were wrong alike), on the NumPy code of every CPU
+    handler."""
+    make = {
+        'numpy': lambda: NumpyHandler(np.float64),
+        'onednn32': lambda: OneDnnHandler(np.float32),
+        'onednn64': lambda: OneDnnHandler(np.float64),
+        'debug': lambda: DebugHandler(NumpyHandler(np.float64)),
+    }[handler]
+    layer = instantiate_layer(
+        Pooling2DLayerImpl, {'default': image}, type='avg', **kwargs
+    )
+    buffers, manager = set_up_layer(
+        layer, {'time_steps': 2, 'batch_size': 3, 'seed': 3}, make()
+    )
+    h = layer.handler
+    layer.forward_pass(buffers, training_pass=True)
+    manager.clear_backward_buffers()
+    dy = np.random.RandomState(4).randn(*buffers.output_deltas.default.shape)
+    h.set_from_numpy(buffers.output_deltas.default, dy)
+    layer.backward_pass(buffers)
+    x = h.get_numpy_copy(buffers.inputs.default)
+    top_left = (layer.padding[0], layer.padding[2])
+    expected, dx = _avg_reference(
+        x.reshape((6,) + image),
+        dy.reshape((6,) + dy.shape[2:]),
+        layer.kernel_size,
+        top_left,
+        layer.stride,
+    )
+    tolerance = 1e-5 if handler == 'onednn32' else 1e-12
+    got = h.get_numpy_copy(buffers.outputs.default)
+    np.testing.assert_allclose(
+        got.reshape(expected.shape), expected, rtol=tolerance, atol=tolerance
+    )
+    deltas = h.get_numpy_copy(buffers.input_deltas.default)
+    np.testing.assert_allclose(
+        deltas.reshape(dx.shape), dx, rtol=tolerance, atol=tolerance
+    )
