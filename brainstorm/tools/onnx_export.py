@@ -2,8 +2,9 @@
 
 The exported model keeps brainstorm's data layout: every input and output
 is ``(T, B, *features)`` (time, batch, features; images
-``(T, B, height, width, channels)``), with ``T`` and ``B`` free (dynamic
-axes named ``'T'`` and ``'B'``), in float32. It computes what
+``(T, B, height, width, channels)``), or ``(B, *features)`` where the
+network declares it so, with ``T`` and ``B`` free (dynamic axes named
+``'T'`` and ``'B'``, zero included), in float32. It computes what
 ``net.forward_pass(training_pass=False)`` computes from a zero context: the
 running statistics of BatchNorm, Dropout as the identity.
 
@@ -21,6 +22,20 @@ import brainstorm.optional as optional
 from brainstorm.errors import NetworkValidationError
 from brainstorm.files import as_file_name, write_atomically
 from brainstorm.handlers.numpy_handler import LEAKY_SLOPE
+from brainstorm.layers.batch_norm_layer import BatchNormLayerImpl
+from brainstorm.layers.convolution_2d_layer import Convolution2DLayerImpl
+from brainstorm.layers.dropout_layer import DropoutLayerImpl
+from brainstorm.layers.elementwise_layer import ElementwiseLayerImpl
+from brainstorm.layers.fully_connected_layer import FullyConnectedLayerImpl
+from brainstorm.layers.input_layer import InputLayerImpl
+from brainstorm.layers.lstm_layer import LstmLayerImpl
+from brainstorm.layers.merge_layer import MergeLayerImpl
+from brainstorm.layers.noop_layer import NoOpLayerImpl
+from brainstorm.layers.pooling_2d_layer import Pooling2DLayerImpl
+from brainstorm.layers.recurrent_layer import RecurrentLayerImpl
+from brainstorm.layers.sigmoid_ce_layer import SigmoidCELayerImpl
+from brainstorm.layers.softmax_ce_layer import SoftmaxCELayerImpl
+from brainstorm.layers.squared_error_layer import SquaredErrorLayerImpl
 from brainstorm.shapes import padding_sides
 from brainstorm.structure.prediction import check_parameters_set
 
@@ -58,6 +73,10 @@ _NO_RNN_ACTIVATION = {
     ),
 }
 
+#: The largest serialised protobuf message, so the largest ONNX model file
+#: (2 GB less a byte): protobuf cannot write a larger one.
+_PROTOBUF_LIMIT = 2**31 - 1
+
 #: The constants of brainstorm's GELU, the tanh approximation
 #: ``x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3)))``.
 _SQRT_2_OVER_PI = 0.7978845608028654
@@ -67,14 +86,18 @@ _GELU_CUBIC = 0.044715
 class _Graph:
     """The nodes, weights and names of the ONNX graph being built."""
 
-    def __init__(self, helper, numpy_helper):
+    def __init__(self, helper, numpy_helper, float_type: int) -> None:
         self.helper = helper
         self.numpy_helper = numpy_helper
+        #: onnx.TensorProto.FLOAT
+        self.float_type = float_type
         self.nodes: list = []
         self.initializers: list = []
         self._count = 0
         #: (T, B) of the data, an int64 tensor of shape (2,)
         self.time_batch = ''
+        #: the bytes of the constants (the parameters) by layer name
+        self.nbytes: dict[str, int] = {}
 
     def name(self, hint: str) -> str:
         """A fresh tensor name starting with ``hint``."""
@@ -85,6 +108,7 @@ class _Graph:
         """Add a constant (an initializer) and return its name."""
         name = self.name(hint)
         array = np.ascontiguousarray(np.asarray(value, dtype=dtype))
+        self.nbytes[hint] = self.nbytes.get(hint, 0) + array.nbytes
         self.initializers.append(self.numpy_helper.from_array(array, name))
         return name
 
@@ -97,6 +121,27 @@ class _Graph:
             )
         )
         return outputs[0] if n_out == 1 else outputs
+
+    def subgraph(self, hint: str, build) -> Any:
+        """The graph (a branch of ``If``) of the nodes ``build()`` adds.
+
+        Its output is the tensor ``build()`` returns, a float32 of any
+        shape; its nodes read this graph's tensors by name.
+        """
+        nodes, self.nodes = self.nodes, []
+        try:
+            out = build()
+            body = self.nodes
+        finally:
+            self.nodes = nodes
+        result = self.name(f'{hint}/result')
+        body.append(self.helper.make_node('Identity', [out], [result]))
+        return self.helper.make_graph(
+            body,
+            self.name(hint),
+            [],
+            [self.helper.make_tensor_value_info(result, self.float_type, None)],
+        )
 
     def activation(self, x: str, activation: str, hint: str) -> str:
         """``activation(x)`` element by element."""
@@ -136,7 +181,8 @@ class _Graph:
         """Rows ``(T * B, ...)`` back to ``(T, B, *feature_shape)``."""
         features = self.const(hint, list(feature_shape), np.int64)
         shape = self.op('Concat', [self.time_batch, features], hint, axis=0)
-        return self.op('Reshape', [x, shape], hint)
+        # allowzero: T = 0 or B = 0 is that size, not "copy the input's"
+        return self.op('Reshape', [x, shape], hint, allowzero=1)
 
 
 def _param(net, layer_name: str, name: str) -> np.ndarray:
@@ -245,9 +291,19 @@ def _recurrent_activation(layer) -> tuple[list, dict]:
     return [act], attrs
 
 
-def _sequence(g: _Graph, x: str, hint: str) -> str:
+def _sequence(g: _Graph, x: str, layer, hint: str) -> str:
     """``(T, B, ...)`` as ``(T, B, features)``, the layout of ONNX RNN/LSTM."""
-    return g.op('Reshape', [x, g.const(hint, [0, 0, -1], np.int64)], hint)
+    # the feature count written out (no -1, which an empty batch or
+    # sequence leaves undetermined) and allowzero for T = 0 or B = 0
+    n_features = int(np.prod(layer.in_shapes['default'].feature_shape))
+    time_batch = g.op('Shape', [x], hint, start=0, end=2)
+    shape = g.op(
+        'Concat',
+        [time_batch, g.const(hint, [n_features], np.int64)],
+        hint,
+        axis=0,
+    )
+    return g.op('Reshape', [x, shape], hint, allowzero=1)
 
 
 def _direction(g: _Graph, layer, x: dict, hint: str) -> tuple[str, dict]:
@@ -286,7 +342,7 @@ def _recurrent(g: _Graph, net, layer, x: dict) -> dict:
     y = g.op(
         'RNN',
         [
-            _sequence(g, x['default'], hint),
+            _sequence(g, x['default'], layer, hint),
             g.const(hint, W[None]),
             g.const(hint, R[None]),
             g.const(hint, B),
@@ -327,23 +383,44 @@ def _lstm(g: _Graph, net, layer, x: dict) -> dict:
     lengths, direction = _direction(g, layer, x, hint)
     # inputs: X, W, R, B, sequence_lens (none: all steps), initial_h,
     # initial_c (none: zero, as brainstorm's context), P
-    y = g.op(
-        'LSTM',
+    sequence = _sequence(g, x['default'], layer, hint)
+    inputs = [
+        sequence,
+        g.const(hint, W[None]),
+        g.const(hint, R[None]),
+        g.const(hint, B[None]),
+        lengths,
+        '',
+        '',
+        g.const(hint, P[None]),
+    ]
+    # onnxruntime's LSTM aborts the process on an empty batch (B = 0):
+    # then the model gives the empty output without running it
+    shape = g.op('Shape', [sequence], hint)
+    batch = g.op('Gather', [shape, g.const(hint, 1, np.int64)], hint, axis=0)
+    empty = g.op('Equal', [batch, g.const(hint, 0, np.int64)], hint)
+    zeros_shape = g.op(
+        'Concat',
         [
-            _sequence(g, x['default'], hint),
-            g.const(hint, W[None]),
-            g.const(hint, R[None]),
-            g.const(hint, B[None]),
-            lengths,
-            '',
-            '',
-            g.const(hint, P[None]),
+            g.op(
+                'Slice',
+                [shape, g.const(hint, [0], np.int64), g.const(hint, [1], np.int64)],
+                hint,
+            ),
+            g.const(hint, [1, 0, size], np.int64),
         ],
         hint,
-        hidden_size=size,
-        **attrs,
-        **direction,
+        axis=0,
     )
+    y_empty = g.subgraph(
+        hint,
+        lambda: g.op('ConstantOfShape', [zeros_shape], hint),
+    )
+    y_run = g.subgraph(
+        hint,
+        lambda: g.op('LSTM', inputs, hint, hidden_size=size, **attrs, **direction),
+    )
+    y = g.op('If', [empty], hint, then_branch=y_empty, else_branch=y_run)
     return {'default': _one_direction(g, y, hint)}
 
 
@@ -430,6 +507,55 @@ def _parse_output(net, path) -> tuple[str, str]:
     return parts[0], parts[2]
 
 
+def _builtin_classes() -> dict:
+    """Layer type -> brainstorm's own implementation class of that type.
+
+    The converters reproduce these classes' computations; a class of the
+    same type name defined elsewhere (the registry keeps the last one
+    defined) computes something else, as may a subclass.
+    """
+    classes = (
+        BatchNormLayerImpl,
+        Convolution2DLayerImpl,
+        DropoutLayerImpl,
+        ElementwiseLayerImpl,
+        FullyConnectedLayerImpl,
+        InputLayerImpl,
+        LstmLayerImpl,
+        MergeLayerImpl,
+        NoOpLayerImpl,
+        Pooling2DLayerImpl,
+        RecurrentLayerImpl,
+        SigmoidCELayerImpl,
+        SoftmaxCELayerImpl,
+        SquaredErrorLayerImpl,
+    )
+    return {cls.get_type_name(): cls for cls in classes}
+
+
+def _qualified_name(cls: type) -> str:
+    return f'{cls.__module__}.{cls.__qualname__}'
+
+
+def _check_class(layer) -> None:
+    """Refuse a layer whose class is not brainstorm's own class of its type."""
+    builtin = _builtin_classes().get(layer.layer_type)
+    if type(layer) is not builtin:
+        expected = (
+            f"brainstorm's {_qualified_name(builtin)}"
+            if builtin is not None
+            else "brainstorm's own layer classes"
+        )
+        raise NetworkValidationError(
+            f"export_onnx: layer '{layer.name}' of type {layer.layer_type} is "
+            f'an instance of {_qualified_name(type(layer))}, not of '
+            f"{expected}. export_onnx exports brainstorm's own layer "
+            'classes only (exactly, no subclasses): it cannot know what '
+            'another class computes. Export the outputs before it with '
+            "outputs=['Layer.outputs.default'], or leave it out of the net."
+        )
+
+
 def _unsupported(layer, why: str = '') -> NetworkValidationError:
     return NetworkValidationError(
         f"export_onnx: layer '{layer.name}' of type {layer.layer_type} has no "
@@ -462,9 +588,11 @@ def _check_exportable(net, order: list, outputs: list) -> None:
     for name in order:
         layer = net.layers[name]
         if name == 'Input':
+            _check_class(layer)
             continue
         if layer.layer_type not in _CONVERTERS:
             raise _unsupported(layer)
+        _check_class(layer)
         if layer.layer_type == 'Pooling2D':
             _check_pooling_padding(layer)
         _check_activation(layer)
@@ -521,10 +649,13 @@ def _check_pooling_padding(layer) -> None:
         )
 
 
-def _value_info(helper, TensorProto, name: str, feature_shape) -> Any:
-    return helper.make_tensor_value_info(
-        name, TensorProto.FLOAT, ['T', 'B', *feature_shape]
-    )
+def _value_info(helper, TensorProto, name: str, structure) -> Any:
+    """A float32 graph input or output of the buffer's layout.
+
+    Its shape is ``('T', 'B', *features)`` or ``('B', *features)``, with
+    ``'T'`` and ``'B'`` free.
+    """
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, list(structure.shape))
 
 
 def _build_graph(onnx, net, outputs: list):
@@ -533,7 +664,7 @@ def _build_graph(onnx, net, outputs: list):
 
     order = _needed_layers(net, outputs)
     _check_exportable(net, order, outputs)
-    g = _Graph(helper, numpy_helper)
+    g = _Graph(helper, numpy_helper, TensorProto.FLOAT)
     tensors: dict = {}  # (layer, output) -> tensor name
     graph_inputs = []
     input_layer = net.layers['Input']
@@ -545,20 +676,20 @@ def _build_graph(onnx, net, outputs: list):
     # an output of the Input layer itself (the data passed through)
     used_inputs.update((out, True) for name, out in outputs if name == 'Input')
     for in_name in used_inputs:
-        features = input_layer.out_shapes[in_name].feature_shape
-        graph_inputs.append(_value_info(helper, TensorProto, in_name, features))
+        structure = input_layer.out_shapes[in_name]
+        graph_inputs.append(_value_info(helper, TensorProto, in_name, structure))
         tensors['Input', in_name] = in_name
     if not graph_inputs:
         raise NetworkValidationError(
             'export_onnx: the outputs do not depend on any input data.'
         )
-    first = graph_inputs[0].name
-    shape = g.op('Shape', [first], 'Input')
-    g.time_batch = g.op(
-        'Slice',
-        [shape, g.const('Input', [0], np.int64), g.const('Input', [2], np.int64)],
-        'Input',
-    )
+    # (T, B) from an input of layout (T, B, ...): the layers that need it
+    # take only such inputs (those of layout (B, ...) reach Merge only)
+    timed = [
+        name for name in used_inputs if input_layer.out_shapes[name].buffer_type == 2
+    ]
+    if timed:
+        g.time_batch = g.op('Shape', [timed[0]], 'Input', start=0, end=2)
     for name in order:
         if name == 'Input':
             continue
@@ -575,11 +706,31 @@ def _build_graph(onnx, net, outputs: list):
         g.nodes.append(
             helper.make_node('Identity', [tensors[name, out]], [path], name=path)
         )
-        features = net.layers[name].out_shapes[out].feature_shape
-        graph_outputs.append(_value_info(helper, TensorProto, path, features))
+        structure = net.layers[name].out_shapes[out]
+        graph_outputs.append(_value_info(helper, TensorProto, path, structure))
+    _check_size(g)
     return helper.make_graph(
         g.nodes, 'brainstorm', graph_inputs, graph_outputs, g.initializers
     )
+
+
+def _check_size(g: _Graph) -> None:
+    """Refuse a model over protobuf's 2 GB (it cannot be written).
+
+    Before protobuf fails on it with a bare ``EncodeError``: the
+    parameters, which make up nearly all of the model, and the nodes.
+    """
+    size = sum(g.nbytes.values()) + sum(node.ByteSize() for node in g.nodes)
+    if size > _PROTOBUF_LIMIT:
+        largest = sorted(g.nbytes.items(), key=lambda item: -item[1])[:3]
+        layers = ', '.join(f"'{name}' {n} bytes" for name, n in largest)
+        raise NetworkValidationError(
+            f'export_onnx: the model would take {size} bytes '
+            f'({size / 2**30:.2f} GiB), over the 2 GB limit of protobuf, '
+            f'the format of ONNX files ({_PROTOBUF_LIMIT} bytes at most): '
+            f'it cannot be written. Largest layers: {layers}. Export '
+            'fewer layers with outputs=[...], or make the network smaller.'
+        )
 
 
 def export_onnx(net, path, outputs=None, check: bool = True) -> None:
@@ -589,9 +740,15 @@ def export_onnx(net, path, outputs=None, check: bool = True) -> None:
     ``Input`` layer (e.g. ``'default'``) and returns the requested outputs
     under their buffer paths (e.g. ``'Output.outputs.predictions'``).
     Every input and output keeps brainstorm's layout ``(T, B, *features)``,
-    images ``(T, B, height, width, channels)``, in float32, with the time
-    and batch sizes ``'T'`` and ``'B'`` free: give it the arrays you would
-    give :meth:`~brainstorm.structure.network.Network.provide_external_data`.
+    images ``(T, B, height, width, channels)``, or ``(B, *features)`` where
+    the network declares it so (e.g. ``Input({'a': ('B', 3)})``), in
+    float32, with the time and batch sizes ``'T'`` and ``'B'`` free (0
+    included): give it the arrays you would give
+    :meth:`~brainstorm.structure.network.Network.provide_external_data`.
+    It returns what :meth:`~brainstorm.structure.network.Network.get`
+    gives after the forward pass, except that the outputs of recurrent
+    layers (``Lstm``, ``Recurrent``) have ``T`` rows: ``get`` gives ``T +
+    1``, the last being the context slot.
     It computes ``net.forward_pass(training_pass=False)`` from a zero
     context: BatchNorm with its running statistics, Dropout as the
     identity, output layers' ``predictions`` (softmax, sigmoid or the
@@ -605,7 +762,10 @@ def export_onnx(net, path, outputs=None, check: bool = True) -> None:
 
     Exportable layer types: :data:`EXPORTABLE_LAYERS` (FullyConnected,
     Elementwise, Convolution2D, Pooling2D, BatchNorm, Dropout, NoOp, Merge,
-    Recurrent, Lstm, SoftmaxCE, SigmoidCE, SquaredError). Lstm becomes an
+    Recurrent, Lstm, SoftmaxCE, SigmoidCE, SquaredError), of brainstorm's
+    own classes only: a layer of another class, even one with a built-in
+    type name (a user's ``NoOpLayerImpl``, a subclass), is refused, as its
+    computation is unknown. Lstm becomes an
     ONNX ``LSTM`` with peepholes, Recurrent an ONNX ``RNN``. Only the layers
     the outputs depend on are exported (the loss layers and targets are
     left out).
@@ -626,9 +786,11 @@ def export_onnx(net, path, outputs=None, check: bool = True) -> None:
     Raises:
         ImportError: if onnx is not installed, with the install command.
         NetworkValidationError: for a layer without an ONNX equivalent
-            (naming it and its type), an unknown output path or one named
-            twice, the loss of an output layer, or pooling padded by as
-            much as its window.
+            (naming it and its type) or of a class other than brainstorm's
+            own of its type, an unknown output path or one named twice,
+            the loss of an output layer, pooling padded by as much as its
+            window, or a model over protobuf's 2 GB limit (naming its
+            size; the existing file is kept).
         UninitializedNetworkError: if the network's parameters were never
             set (:meth:`~brainstorm.structure.network.Network.initialize`).
 
