@@ -250,6 +250,29 @@ def test_nested_blocks_keep_their_packed_copies_apart(handler):
         np.testing.assert_allclose(outs[0], a @ r1, rtol=1e-5, atol=1e-5)
 
 
+def test_blocks_ending_out_of_order_keep_their_packed_copies_apart(handler):
+    """Blocks were numbered by how many were open: after the first of two
+    open blocks ended (interleaved generators), a new block took the
+    number of the one still open and packed over its copy, so that
+    block's products used the new operand's values (max |error| 97.6)."""
+    rnd = np.random.RandomState(7)
+    a = rnd.uniform(-1, 1, (4, 16)).astype(np.float32)
+    r1, r2, r3 = (rnd.uniform(-1, 1, (16, 16)).astype(np.float32) for _ in range(3))
+    out = np.zeros((4, 16), np.float32)
+    with handler.network_pass(LSTM_PASS):
+        first, second = handler.fixed_operand(r1), handler.fixed_operand(r2)
+        first.__enter__()
+        second.__enter__()
+        handler.dot_mm(a, r2, out)
+        first.__exit__(None, None, None)  # the outer block ends first
+        with handler.fixed_operand(r3):
+            handler.dot_mm(a, r3, out)
+            np.testing.assert_allclose(out, a @ r3, rtol=1e-5, atol=1e-5)
+            handler.dot_mm(a, r2, out)
+            np.testing.assert_allclose(out, a @ r2, rtol=1e-5, atol=1e-5)
+        second.__exit__(None, None, None)
+
+
 def test_a_result_overlapping_a_factor_gets_numpys_product(handler):
     rnd = np.random.RandomState(7)
     both = rnd.uniform(-1, 1, (8, 8)).astype(np.float32)

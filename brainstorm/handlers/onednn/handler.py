@@ -302,9 +302,13 @@ class OneDnnHandler(PoolingOps, NumpyHandler):
         if fixed is None or key is None or key in fixed:
             yield
             return
-        # its number among the open blocks (names its packed copies), and
-        # plan key -> the packed copy's address
-        fixed[key] = (len(fixed), {})
+        # a number no open block has (it names the packed copies: blocks
+        # may end in any order, and the next block must not take the
+        # number of one still open), the lowest so that the copies' memory
+        # is reused; and plan key -> the packed copy's address
+        taken = {number for number, _ in fixed.values()}
+        number = next(n for n in range(len(fixed) + 1) if n not in taken)
+        fixed[key] = (number, {})
         try:
             yield
         finally:
