@@ -20,6 +20,7 @@ Brainstorm 0.5's ``flatten_all_but_last``) and the scorers use it too.
 
 from __future__ import annotations
 
+import numbers
 import operator
 from functools import reduce
 
@@ -144,3 +145,38 @@ def padding_sides(padding) -> tuple[int, int, int, int]:
         return top, bottom, left, right
     p = int(padding)
     return p, p, p, p
+
+
+def check_image_geometry(op: str, in_hw, window, padding, stride, out_hw) -> None:
+    """Refuse an image op's operands whose sizes do not follow each other.
+
+    ``out_hw`` must be ``(in + top + bottom - window) // stride + 1`` on
+    each axis, with ints ``stride >= 1`` and ``padding >= 0`` (the op
+    contract). The handlers read the receptive fields through strided
+    views: a geometry breaking it would read memory outside the inputs
+    (garbage or a crash) instead of failing.
+
+    Raises:
+        ValueError: naming the op and every size.
+    """
+    sides = padding if isinstance(padding, (tuple, list)) else (padding,) * 4
+    ok = (
+        len(sides) == 4
+        and len(stride) == 2
+        and all(isinstance(s, numbers.Integral) and int(s) >= 1 for s in stride)
+        and all(isinstance(p, numbers.Integral) and int(p) >= 0 for p in sides)
+    )
+    if ok:
+        top, bottom, left, right = sides
+        for size, k, before, after, s, out in zip(
+            in_hw, window, (top, left), (bottom, right), stride, out_hw
+        ):
+            ok = ok and out == (size + before + after - k) // s + 1 and out >= 0
+    if not ok:
+        raise ValueError(
+            f'{op}: outputs of size {tuple(out_hw)} do not follow from images '
+            f'of size {tuple(in_hw)}, window {tuple(window)}, padding '
+            f'{padding!r} and stride {tuple(stride)}: expected (size + top + '
+            'bottom - window) // stride + 1 on each axis, with int strides '
+            '>= 1 and int paddings >= 0.'
+        )

@@ -43,7 +43,7 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from brainstorm.shapes import padding_sides
+from brainstorm.shapes import check_image_geometry, padding_sides
 
 #: Convolution2D keeps the receptive fields of the forward pass (its
 #: internal ``columns``, kh*kw*C values per output cell) for the backward
@@ -202,6 +202,10 @@ def conv2d_forward_batch(
     *,
     columns=None,
 ) -> None:
+    check_image_geometry(
+        'conv2d_forward_batch', inputs.shape[1:3], weights.shape[1:3], padding,
+        stride, outputs.shape[1:3],
+    )  # fmt: skip
     sides = padding_sides(padding)
     pad = sides[0]
     if len(set(sides)) > 1:  # asymmetric: convolve a padded copy
@@ -239,6 +243,10 @@ def conv2d_backward_batch(
     columns=None,
     skip_in_deltas: bool = False,
 ) -> None:
+    check_image_geometry(
+        'conv2d_backward_batch', inputs.shape[1:3], weights.shape[1:3], padding,
+        stride, out_deltas.shape[1:3],
+    )  # fmt: skip
     sides = padding_sides(padding)
     if len(set(sides)) > 1:
         _conv_backward_asymmetric(

@@ -26,7 +26,7 @@ from brainstorm.handlers.onednn._operands import (
 )
 from brainstorm.handlers.onednn.plans import ConvPlan, ElementwisePlan, MatmulPlan
 from brainstorm.handlers.onednn.pooling import PoolingOps
-from brainstorm.shapes import padding_sides
+from brainstorm.shapes import check_image_geometry, padding_sides
 
 __all__ = ['OneDnnHandler']
 
@@ -525,6 +525,12 @@ class OneDnnHandler(PoolingOps, NumpyHandler):
         """
         if not self._checked((inputs, weights, outputs), read, written):
             return None
+        # the plan's padding on the bottom and right follows from the
+        # outputs: sizes breaking the contract would compute with another
+        check_image_geometry(
+            'convolution', inputs.shape[1:3], weights.shape[1:3], padding, stride,
+            outputs.shape[1:3],
+        )  # fmt: skip
         top, _, left, _ = padding_sides(padding)
         stride = tuple(int(s) for s in stride)
         key = ('conv', inputs.shape, weights.shape, outputs.shape, top, left, stride)
