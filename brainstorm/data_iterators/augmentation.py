@@ -32,6 +32,8 @@ class AddGaussianNoise(DataIterator):
             same names as ``std_dict`` if given.
     """
 
+    _wraps = 'same shapes'
+
     __arguments__ = {
         'iter': Arg(Instance(DataIterator, example=_example_iterator)),
         'std_dict': Arg(DictOf(Real(0))),
@@ -84,6 +86,8 @@ class AddSaltNPepper(DataIterator):
         prob_dict: data name -> probability ``p`` in [0, 1].
         ratio_dict: data name -> salt ratio ``r`` in [0, 1] (default 0.5).
     """
+
+    _wraps = 'same shapes'
 
     __arguments__ = {
         'iter': Arg(Instance(DataIterator, example=_example_iterator)),
@@ -138,6 +142,8 @@ class Flip(DataIterator):
             ``{'default': 0.5}``.
     """
 
+    _wraps = 'same shapes'
+
     __arguments__ = {
         'iter': Arg(Instance(DataIterator, example=_example_iterator)),
         'prob_dict': Arg(Optional(DictOf(Real(0, 1)))),
@@ -176,6 +182,8 @@ class Pad(DataIterator):
         size_dict: data name -> padding size (int >= 0).
         value_dict: data name -> padding value (default 0).
     """
+
+    _wraps = 'other shapes'
 
     __arguments__ = {
         'iter': Arg(Instance(DataIterator, example=_example_iterator)),
@@ -236,6 +244,8 @@ class RandomCrop(DataIterator):
         iter: the wrapped iterator (kept as ``self.iter``).
         shape_dict: data name -> ``(h, w)`` with ``h <= H`` and ``w <= W``.
     """
+
+    _wraps = 'other shapes'
 
     __arguments__ = {
         'iter': Arg(Instance(DataIterator, example=_example_iterator)),

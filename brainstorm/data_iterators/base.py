@@ -90,19 +90,45 @@ def _check_finite_data(owner: str, data: dict, check_finite: bool) -> None:
     read.
 
     Each array is checked in blocks of about a million values, so the
-    check needs little memory. ``check_finite=False`` skips it.
+    check needs little memory: several whole time steps per block, or,
+    where one time step holds more, blocks of its samples. The error names
+    the first non-finite value in the data's order. ``check_finite=False``
+    skips it.
     """
     if not check_finite:
         return
     for name, array in data.items():
         if reads_on_demand(array) or not np.issubdtype(array.dtype, np.inexact):
             continue  # integers and booleans are always finite
-        step = max(1, 2**20 // max(1, math.prod(array.shape[2:])))
-        for t in range(array.shape[0]):
-            for b in range(0, array.shape[1], step):
-                _check_finite_batch(
-                    owner, name, array[t : t + 1, b : b + step], slice(b, None), t
-                )
+        for first_step, samples, block in _blocks(array):
+            _check_finite_batch(owner, name, block, samples, first_step)
+
+
+#: the number of values in a block of :func:`_blocks`
+_BLOCK_VALUES = 2**20
+
+
+def _blocks(array):
+    """Yield ``(first time step, samples slice, block)`` over ``array``.
+
+    The blocks of about :data:`_BLOCK_VALUES` values follow the data's
+    order: whole time steps, several per block, or, where one time step
+    holds more values, blocks of the samples of one time step. Works for
+    any array-like that is sliced by ``[t0:t1, b0:b1]`` (an h5py dataset
+    is read block by block).
+    """
+    time_steps, samples = array.shape[:2]
+    per_sample = max(1, math.prod(array.shape[2:]))
+    per_step = samples * per_sample
+    if per_step <= _BLOCK_VALUES:
+        steps = max(1, _BLOCK_VALUES // max(1, per_step))
+        for t in range(0, time_steps, steps):
+            yield t, slice(0, None), array[t : t + steps]
+        return
+    step = max(1, _BLOCK_VALUES // per_sample)
+    for t in range(time_steps):
+        for b in range(0, samples, step):
+            yield t, slice(b, None), array[t : t + 1, b : b + step]
 
 
 def _check_finite_batch(
@@ -136,16 +162,53 @@ def _check_finite_batch(
     )
 
 
+def _is_closed(array) -> bool:
+    """Whether ``array`` is an h5py dataset (or the like) whose file was closed.
+
+    h5py tells it by the dataset's identifier, which stays readable after
+    the file is closed (``id.valid`` is then 0); its shape and values do
+    not.
+    """
+    if isinstance(array, np.ndarray):
+        return False
+    try:
+        return not getattr(getattr(array, 'id', None), 'valid', True)
+    except Exception:  # an id of another library that fails to answer
+        return False
+
+
+def _closed_error(owner: str, name: str, error: Exception) -> IteratorValidationError:
+    """The error for data ``name`` whose h5py file was closed (h5py's ``error``)."""
+    return IteratorValidationError(
+        f"{owner}: data '{name}' cannot be read: it is an h5py dataset whose "
+        f'file was closed (h5py: {error}). Keep the file open while the '
+        'iterator is used (iterate inside the "with h5py.File(...)" block), '
+        'or open the file again and build a new iterator over its dataset.'
+    )
+
+
+def _current_shape(owner: str, name: str, array) -> tuple:
+    """The shape of ``array`` now; a clear error if its h5py file was closed."""
+    try:
+        return tuple(array.shape)
+    except (RuntimeError, ValueError, OSError) as error:
+        if _is_closed(array):
+            raise _closed_error(owner, name, error) from error
+        raise
+
+
 def _check_shapes_unchanged(owner: str, data: dict, data_shapes: dict) -> None:
     """Refuse data whose shape changed since the iterator was built.
 
     A resizable ``h5py.Dataset`` can grow or shrink under the iterator,
     whose number of batches and samples were fixed from its shape: the
-    passes would then yield empty or partial batches, or fail on an index.
-    Checked at the start of every pass.
+    passes would then yield empty or partial batches, batches whose inputs
+    differ in T, or fail on an index. Checked at the start of every pass
+    and before every batch is read (reading a dataset's shape is cheap).
+    A dataset whose file was closed is refused too, naming the data.
     """
     for name, array in data.items():
-        recorded, now = tuple(data_shapes[name]), tuple(array.shape)
+        recorded, now = tuple(data_shapes[name]), _current_shape(owner, name, array)
         if now != recorded:
             raise IteratorValidationError(
                 f"{owner}: data '{name}' had shape {recorded} when the "
@@ -156,10 +219,13 @@ def _check_shapes_unchanged(owner: str, data: dict, data_shapes: dict) -> None:
 
 def _describe_source(array) -> str:
     """The data behind ``array`` for a message: an h5py dataset and its file."""
-    file = getattr(array, 'file', None)
-    if isinstance(getattr(array, 'name', None), str) and file is not None:
-        return f"the dataset '{array.name}' of the file '{file.filename}'"
-    filename = getattr(array, 'filename', None)  # a np.memmap
+    try:
+        file = getattr(array, 'file', None)
+        if isinstance(getattr(array, 'name', None), str) and file is not None:
+            return f"the dataset '{array.name}' of the file '{file.filename}'"
+        filename = getattr(array, 'filename', None)  # a np.memmap
+    except Exception:  # a closed h5py dataset names neither
+        filename = None
     return f"the file '{filename}'" if filename else type(array).__name__
 
 
@@ -224,6 +290,32 @@ def _part_bounds(batch_size: int, rank: int, size: int) -> tuple[int, int]:
     return rank * batch_size // size, (rank + 1) * batch_size // size
 
 
+def _restored_data_error(
+    owner: str, field: str, expected: str, received
+) -> IteratorValidationError:
+    """An error for a field of a description that does not fit the data."""
+    return IteratorValidationError(
+        f'{owner}: {field} must be {expected}. Received: {field}={received!r} '
+        '(was the description edited?)'
+    )
+
+
+def _check_restored_data(owner: str, iterator: DataIterator) -> dict:
+    """Check a restored base iterator's ``data`` and ``data_shapes``; return the data.
+
+    The data must pass the checks of the constructor (see
+    :func:`_check_named_data`) and ``data_shapes`` must give their shapes.
+    """
+    data = _check_named_data(owner, iterator.data)  # type: ignore[attr-defined]
+    shapes = {name: tuple(shape) for name, shape in iterator.data_shapes.items()}
+    actual = {name: tuple(array.shape) for name, array in data.items()}
+    if shapes != actual:
+        raise _restored_data_error(
+            owner, 'data_shapes', f'the shapes of the data {actual}', shapes
+        )
+    return data
+
+
 # ------------------------------------------------------------------ base ---
 
 #: Named data: numeric arrays (T, B, ...), in memory or read on demand
@@ -254,7 +346,9 @@ _DATA_DTYPE_NAMES = tuple(
 )
 
 
-def _restored_data(owner: str, name: str, values, dtype_name) -> np.ndarray:
+def _restored_data(
+    owner: str, name: str, values, dtype_name, in_batch: str = ''
+) -> np.ndarray:
     """Data restored from a description, with its recorded dtype (if any).
 
     A description holds the data as nested lists, which NumPy reads as
@@ -262,6 +356,13 @@ def _restored_data(owner: str, name: str, values, dtype_name) -> np.ndarray:
     the dtype back. Floats are rounded to the recorded precision; a value
     the dtype cannot hold (an int out of range, a fraction for an int, a
     float that becomes infinite) is refused.
+
+    Args:
+        owner: the iterator, for the message.
+        name: the data's name.
+        values: the data as described.
+        dtype_name: the recorded dtype, or None.
+        in_batch: said after the data's name (``' of batch 2'``).
 
     Raises:
         IteratorValidationError: naming the iterator, the data and a value
@@ -280,8 +381,8 @@ def _restored_data(owner: str, name: str, values, dtype_name) -> np.ndarray:
     if not fits.all():
         where = np.unravel_index(int(np.argmin(fits)), fits.shape)
         raise IteratorValidationError(
-            f"{owner}: data '{name}' holds {array[where].item()!r} at index "
-            f"{tuple(map(int, where))}, which its dtype '{dtype_name}' (given "
+            f"{owner}: data '{name}'{in_batch} holds {array[where].item()!r} at "
+            f"index {tuple(map(int, where))}, which its dtype '{dtype_name}' (given "
             'by data_dtypes) cannot hold.'
         )
     return cast
@@ -301,6 +402,13 @@ class DataIterator(Seedable):
         data_shapes: maps each data name to the full shape of its data.
         length: number of batches per pass.
     """
+
+    #: A wrapper of the library (over another iterator, its ``iter``) whose
+    #: restored description is checked against the wrapped iterator's
+    #: (see :meth:`_check_restored`): ``'same shapes'`` where its batches
+    #: have the wrapped iterator's data shapes, ``'other shapes'`` where
+    #: they differ; None for the others.
+    _wraps: str | None = None
 
     __argument_error__ = IteratorValidationError
     __arguments__ = {
@@ -374,7 +482,57 @@ class DataIterator(Seedable):
         """
         instance = super().__new_from_description__(description)
         instance.__dict__.pop('data_dtypes', None)
+        instance._check_restored(f'{cls.__name__} (from a description)')
         return instance
+
+    def _check_restored(self, owner: str) -> None:
+        """Refuse a state restored from a description that does not fit.
+
+        A description can be edited (or written by hand): its counts and
+        shapes must agree with its data, or the passes would yield extra
+        empty batches, lose samples or fail on an index. This default
+        checks the library's wrappers (``Shard``, the augmenting
+        iterators, ``OneHot``/``MultiHot``): the same number of batches as
+        the wrapped iterator, the same data names, and for those that keep
+        the shapes (``Shard``, ``AddGaussianNoise``, ``AddSaltNPepper``,
+        ``Flip``) its data shapes. The base iterators check their data.
+
+        Args:
+            owner: the iterator, for the message.
+
+        Raises:
+            IteratorValidationError: naming the iterator, the field, what
+                it should be and what it is.
+        """
+        wrapped = self.__dict__.get('iter')
+        if not isinstance(wrapped, DataIterator) or self._wraps is None:
+            return
+        inner = type(wrapped).__name__
+        if self.length != wrapped.length:
+            raise IteratorValidationError(
+                f'{owner}: length must be the length of the wrapped iterator '
+                f'({inner}): {wrapped.length}, as it yields one batch per '
+                f'batch of it. Received: length={self.length!r}'
+            )
+        expected = self._restored_data_shapes(wrapped)
+        shapes = {name: tuple(shape) for name, shape in self.data_shapes.items()}
+        if sorted(shapes) != sorted(wrapped.data_shapes) or (
+            expected is not None and shapes != expected
+        ):
+            shown = expected if expected is not None else dict(wrapped.data_shapes)
+            raise IteratorValidationError(
+                f'{owner}: data_shapes must give the data of the wrapped '
+                f'iterator ({inner}): {shown}. Received: data_shapes={shapes}'
+            )
+
+    def _restored_data_shapes(self, wrapped: DataIterator) -> dict | None:
+        """The data shapes a restored wrapper of ``wrapped`` must have.
+
+        None where this class cannot tell (only the names are checked).
+        """
+        if self._wraps == 'same shapes':
+            return {name: tuple(shape) for name, shape in wrapped.data_shapes.items()}
+        return None
 
     def __init_from_description__(self, description: dict) -> None:
         # a description stores arrays and shapes as (nested) lists, and

@@ -19,15 +19,34 @@ from brainstorm.errors import IteratorValidationError
 
 
 def _as_ids(owner: str, name: str, values: np.ndarray, vocab_size: int) -> np.ndarray:
+    """``values`` as integer ids (``np.intp``), checked to lie in [0, V).
+
+    Float ids must be whole numbers. The bounds are compared exactly (as
+    Python numbers): in the ids' own dtype a float16 or float32 id would be
+    compared with a rounded vocabulary size (float16 rounds 2049 to 2048).
+
+    Raises:
+        IteratorValidationError: naming the iterator, the data, the ids
+            expected and the value received (a NaN, an infinite value or
+            a fraction at its index; else the range of the ids).
+    """
     ids = np.asarray(values)
-    if ids.size and (
-        not np.all(np.mod(ids, 1) == 0) or ids.min() < 0 or ids.max() >= vocab_size
-    ):
-        raise IteratorValidationError(
-            f"{owner}: data '{name}' must hold integer ids in "
-            f'[0, {vocab_size}). Received values in [{ids.min()}, '
-            f'{ids.max()}]'
-        )
+    if not ids.size:
+        return ids.astype(np.intp)
+    expected = f"{owner}: data '{name}' must hold integer ids in [0, {vocab_size})."
+    if np.issubdtype(ids.dtype, np.inexact):
+        bad = ~np.isfinite(ids)
+        if not bad.any():
+            bad = ids != np.floor(ids)
+        if bad.any():
+            where = np.unravel_index(int(np.argmax(bad)), bad.shape)
+            raise IteratorValidationError(
+                f'{expected} Received {ids[where].item()!r} at index '
+                f'{tuple(map(int, where))}'
+            )
+    low, high = ids.min().item(), ids.max().item()
+    if low < 0 or high >= vocab_size:
+        raise IteratorValidationError(f'{expected} Received values in [{low}, {high}]')
     return ids.astype(np.intp)
 
 
@@ -40,6 +59,8 @@ class MultiHot(DataIterator):
         iter: the wrapped iterator (kept as ``self.iter``).
         vocab_size_dict: data name -> vocabulary size V (int).
     """
+
+    _wraps = 'other shapes'
 
     __arguments__ = {
         'iter': Arg(Instance(DataIterator, example=_example_iterator)),
@@ -59,6 +80,14 @@ class MultiHot(DataIterator):
 
     def _check_id_shapes(self, iter, vocab_size_dict) -> None:
         """Any number K of ids per step is fine here."""
+
+    def _restored_data_shapes(self, wrapped: DataIterator) -> dict:
+        """Those of ``wrapped``, the encoded data's last dimension V."""
+        shapes = {name: tuple(shape) for name, shape in wrapped.data_shapes.items()}
+        for name, size in self.vocab_size_dict.items():
+            if name in shapes:
+                shapes[name] = shapes[name][:-1] + (int(size),)
+        return shapes
 
     def __call__(self, handler=None):
         """Return a generator over the batches with encoded data."""

@@ -43,6 +43,8 @@ class Shard(DataIterator):
             ``MPI.COMM_WORLD`` (1 without mpi4py).
     """
 
+    _wraps = 'same shapes'
+
     __arguments__ = {
         'iter': Arg(Instance(DataIterator, example=_example_iterator)),
         'rank': Arg(Optional(Int(0))),

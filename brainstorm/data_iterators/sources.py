@@ -25,16 +25,22 @@ from brainstorm.arguments import (
 )
 from brainstorm.data_iterators.base import (
     _DATA,
+    _DATA_DTYPE_NAMES,
     DataIterator,
     _check_finite_batch,
     _check_finite_data,
     _check_named_data,
+    _check_restored_data,
     _check_shapes_unchanged,
+    _closed_error,
     _describe_source,
+    _is_closed,
     _mask_lengths,
     _part_bounds,
     _read,
     _read_only,
+    _restored_data,
+    _restored_data_error,
     reads_on_demand,
 )
 from brainstorm.errors import IteratorValidationError
@@ -46,19 +52,32 @@ def _example_iterator():
 
 
 def _checked_batch(
-    owner: str, data: dict, check_finite: bool, time_cut: slice, samples
+    owner: str,
+    data: dict,
+    data_shapes: dict,
+    check_finite: bool,
+    time_cut: slice,
+    samples,
 ) -> dict:
     """Read time steps ``time_cut`` of ``samples`` (a slice or indices) of ``data``.
 
-    Values read from data in memory were checked when the iterator was
-    built; those read from a file (or a ``np.memmap``) are checked here,
-    as they are read (unless ``check_finite`` is False).
+    The data must still have the shapes ``data_shapes`` it had when the
+    iterator was built (a resizable h5py dataset can change in a pass) and
+    an h5py file must still be open. Values read from data in memory were
+    checked when the iterator was built; those read from a file (or a
+    ``np.memmap``) are checked here, as they are read (unless
+    ``check_finite`` is False).
     """
+    _check_shapes_unchanged(owner, data, data_shapes)
     batch = {}
     for name, array in data.items():
         try:
             block = _read(array, time_cut, samples)
-        except OSError as error:
+        except (OSError, RuntimeError, ValueError) as error:
+            if _is_closed(array):
+                raise _closed_error(owner, name, error) from error
+            if not isinstance(error, OSError):
+                raise
             raise IteratorValidationError(
                 f"{owner}: data '{name}' could not be read from "
                 f'{_describe_source(array)}: {error}'
@@ -107,11 +126,39 @@ class Undivided(DataIterator):
         return self._part(handler, 0, 1)
 
     def _part(self, handler, rank: int, size: int):
-        _check_shapes_unchanged('Undivided', self.data, self.data_shapes)
         start, stop = _part_bounds(self.total_size, rank, size)
         yield _checked_batch(
-            'Undivided', self.data, self.check_finite, slice(None), slice(start, stop)
+            'Undivided',
+            self.data,
+            self.data_shapes,
+            self.check_finite,
+            slice(None),
+            slice(start, stop),
         )
+
+    def _check_restored(self, owner: str) -> None:
+        """Refuse a description whose counts do not fit its data.
+
+        ``data_shapes`` must give the data's shapes, ``length`` be 1 and
+        ``total_size`` the number of samples (B). Brainstorm 0.5 wrote the
+        number of values of all the data as ``total_size``; that value is
+        read as B.
+        """
+        data = _check_restored_data(owner, self)
+        first = next(iter(data.values()))
+        samples = int(first.shape[1])
+        if self.length != 1:
+            raise _restored_data_error(owner, 'length', '1', self.length)
+        if self.total_size == sum(int(d.size) for d in data.values()):
+            self.total_size = samples  # written by Brainstorm 0.5
+        if self.total_size != samples:
+            raise _restored_data_error(
+                owner,
+                'total_size',
+                f'the number of samples of the data: {samples} (B of its '
+                f'shape {tuple(first.shape)})',
+                self.total_size,
+            )
 
 
 #: the values of Minibatches' ``shuffle`` and what each shuffles
@@ -266,8 +313,60 @@ class Minibatches(DataIterator):
                 low, high = _part_bounds(len(samples), rank, size)
                 part = samples[low:high]
             yield _checked_batch(
-                'Minibatches', self.data, self.check_finite, time_cut, part
+                'Minibatches',
+                self.data,
+                self.data_shapes,
+                self.check_finite,
+                time_cut,
+                part,
             )
+
+    def _check_restored(self, owner: str) -> None:
+        """Refuse a description whose counts do not fit its data.
+
+        ``data_shapes`` must give the data's shapes, ``sample_size`` its
+        number of samples (B), ``length`` the number of batches of
+        ``batch_size`` and ``seq_lens`` (if any) one length in [0, T] per
+        sample. Brainstorm 0.5 wrote the values of a batch as
+        ``sample_size``; that value is read as B.
+        """
+        data = _check_restored_data(owner, self)
+        first = next(iter(data.values()))
+        time_steps, samples = (int(n) for n in first.shape[:2])
+        shown = f'(B of its shape {tuple(first.shape)})'
+        values_05 = sum(
+            int(d.shape[0]) * math.prod(d.shape[2:]) * self.batch_size
+            for d in data.values()
+        )
+        if self.sample_size == values_05 and self.sample_size != samples:
+            self.sample_size = samples  # written by Brainstorm 0.5
+        if self.sample_size != samples:
+            raise _restored_data_error(
+                owner,
+                'sample_size',
+                f'the number of samples of the data: {samples} {shown}',
+                self.sample_size,
+            )
+        batches = math.ceil(samples / self.batch_size)
+        if self.length != batches:
+            raise _restored_data_error(
+                owner,
+                'length',
+                f'the number of batches of {self.batch_size} of its {samples} '
+                f'samples: {batches}',
+                self.length,
+            )
+        if self.seq_lens is not None:
+            lengths = np.asarray(self.seq_lens)
+            if lengths.shape != (samples,) or lengths.max(initial=0) > time_steps:
+                raise _restored_data_error(
+                    owner,
+                    'seq_lens',
+                    f'None or one sequence length in [0, {time_steps}] per '
+                    f'sample: {samples} ints {shown}',
+                    lengths.tolist(),
+                )
+            self.seq_lens = lengths.astype(np.int64)
 
 
 #: each array of a generated batch (checked as it comes)
@@ -358,6 +457,82 @@ class FromGenerator(DataIterator):
         if data_shapes is None:
             data_shapes = self._peek()
         super().__init__(data_shapes, length)  # type: ignore[arg-type]
+
+    def __describe__(self) -> dict:
+        """The description, with ``data_dtypes`` for a list of batches.
+
+        The batches are described as nested lists, which NumPy reads back
+        as int64, float64 or bool; ``data_dtypes`` records, for each data
+        name, the dtype all the batches give it (a name whose dtype differs
+        between batches is left out and read as before).
+        """
+        description = super().__describe__()
+        dtypes = self._batch_dtypes()
+        if dtypes:
+            kind = description.pop('@type')
+            description['data_dtypes'] = dtypes
+            description['@type'] = kind
+        return description
+
+    def _batch_dtypes(self) -> dict:
+        """Each data name's dtype, where all batches of a list agree on it."""
+        if not isinstance(self.batches, (list, tuple)):
+            return {}
+        found: dict = {}
+        for batch in self.batches:
+            if not isinstance(batch, dict):
+                return {}
+            for name, values in batch.items():
+                try:
+                    dtype = np.asarray(values).dtype.name
+                except (TypeError, ValueError):  # refused when it is used
+                    dtype = 'object'
+                found.setdefault(name, set()).add(dtype)
+        return {
+            name: next(iter(kinds))
+            for name, kinds in found.items()
+            if len(kinds) == 1 and next(iter(kinds)) in _DATA_DTYPE_NAMES
+        }
+
+    def __init_from_description__(self, description: dict) -> None:
+        # data_dtypes apply to the batches of a described list (the base
+        # class applies them to ``data``, which this iterator has not)
+        dtypes = self.__dict__.pop('data_dtypes', None) or {}
+        super().__init_from_description__(description)
+        owner = 'FromGenerator (from a description)'
+        unknown = [name for name in dtypes if name not in self.data_shapes]
+        if unknown:
+            raise IteratorValidationError(
+                f"{owner}: data_dtypes names unknown data '{unknown[0]}'. "
+                f'Available: {sorted(self.data_shapes)}'
+            )
+        if dtypes and isinstance(self.batches, (list, tuple)):
+            self.batches = [
+                {
+                    name: _restored_data(
+                        owner, name, values, dtypes.get(name), f' of batch {number}'
+                    )
+                    for name, values in batch.items()
+                }
+                if isinstance(batch, dict)
+                else batch
+                for number, batch in enumerate(self.batches)
+            ]
+
+    def _check_restored(self, owner: str) -> None:
+        """Refuse a described list of batches that contradicts ``length``."""
+        batches = self.batches
+        if (
+            isinstance(batches, (list, tuple))
+            and self.length is not None
+            and self.length != len(batches)
+        ):
+            raise _restored_data_error(
+                owner,
+                'length',
+                f'None or the number of batches given: {len(batches)}',
+                self.length,
+            )
 
     def _made(self):
         """An iterator over what the function ``batches`` returns."""
@@ -466,6 +641,14 @@ class FromGenerator(DataIterator):
                     f"the same (T, B). Data '{first_name}' has "
                     f"{result[first_name].shape[:2]}, '{name}' has "
                     f'{array.shape[:2]}'
+                )
+            if array.shape[0] == 0 and array.shape[1] > 0:
+                raise IteratorValidationError(
+                    f"FromGenerator: data '{name}' of batch {number} of the "
+                    'pass has no time steps: expected a shape (T, B, ...) '
+                    f'with T >= 1 for its {array.shape[1]} samples. Received: '
+                    f'shape={array.shape}. A loss over no time steps is 0.0, '
+                    'which would count as a perfect score for its samples.'
                 )
             if self.check_finite:
                 _check_finite_batch(

@@ -246,12 +246,14 @@ def _checked_arrays(network, data: dict) -> tuple[dict, bool, int]:
     their shape and dtype are checked here, their values batch by batch.
     """
     inputs = network.layers['Input'].out_shapes
+    for name, array in data.items():
+        _check_open(name, array)
     batch_first = _batch_first(inputs, data)
     arrays = {}
     for name, array in data.items():
         add_time_axis = batch_first and inputs[name].buffer_type == 2
         if _is_read_on_slicing(array):
-            array = _ReadOnSlicing(array, add_time_axis)
+            array = _ReadOnSlicing(array, add_time_axis, name)
             # a stand-in of its shape and dtype that holds no memory
             stand_in = np.broadcast_to(np.zeros((), array.dtype), array.shape)
             check_data(name, stand_in, inputs[name])
@@ -292,6 +294,53 @@ def _is_read_on_slicing(array) -> bool:
     return True
 
 
+def _is_closed(array) -> bool:
+    """Whether ``array`` is an h5py dataset (or the like) whose file was closed.
+
+    h5py tells it by the dataset's identifier, which stays readable after
+    the file is closed (``id.valid`` is then 0); its shape and values do
+    not.
+    """
+    if isinstance(array, np.ndarray):
+        return False
+    try:
+        return not getattr(getattr(array, 'id', None), 'valid', True)
+    except Exception:  # an id of another library that fails to answer
+        return False
+
+
+def _closed_error(name: str, error: Exception) -> NetworkValidationError:
+    """The error for the data of input ``name`` whose h5py file was closed."""
+    return NetworkValidationError(
+        f"predict: the data for input '{name}' cannot be read: it is an h5py "
+        f'dataset whose file was closed (h5py: {error}). Keep the file open '
+        'while predict reads it, or open the file again and pass its dataset.'
+    )
+
+
+def _check_open(name: str, array) -> None:
+    """Refuse an h5py dataset whose file was closed, naming the input."""
+    if not _is_closed(array):
+        return
+    for attribute in ('shape', 'ndim', 'size'):  # h5py caches some shapes
+        try:
+            getattr(array, attribute)  # h5py's own error, for the cause
+        except Exception as error:
+            raise _closed_error(name, error) from error
+    raise _closed_error(name, RuntimeError('the dataset is closed'))
+
+
+def _describe_source(array) -> str:
+    """The data behind ``array`` for a message: an h5py dataset and its file."""
+    try:
+        file = getattr(array, 'file', None)
+        if isinstance(getattr(array, 'name', None), str) and file is not None:
+            return f"the dataset '{array.name}' of the file '{file.filename}'"
+    except Exception:  # a closed h5py dataset names neither
+        pass
+    return type(array).__name__
+
+
 class _ReadOnSlicing:
     """Data read one batch at a time from an array-like such as an h5py.Dataset.
 
@@ -299,20 +348,39 @@ class _ReadOnSlicing:
         source: the array-like.
         add_time_axis: the source is batch-first ``(B, ...)``, read as
             ``(1, B, ...)``.
+        name: the input the data is for (named in errors).
     """
 
-    def __init__(self, source, add_time_axis: bool):
+    def __init__(self, source, add_time_axis: bool, name: str = ''):
         self.source = source
         self.add_time_axis = add_time_axis
+        self.name = name
         shape = tuple(int(n) for n in source.shape)
         self.shape = (1,) + shape if add_time_axis else shape
         self.dtype = np.dtype(source.dtype)
+        self.described = _describe_source(source)  # while it is open
 
     def read(self, buffer_type: int, start: int, stop: int) -> np.ndarray:
-        """Samples ``start:stop``, read into memory."""
-        if buffer_type == 2 and not self.add_time_axis:
-            return np.asarray(self.source[:, start:stop])
-        batch = np.asarray(self.source[start:stop])
+        """Samples ``start:stop``, read into memory.
+
+        Raises:
+            NetworkValidationError: naming the input and the dataset and
+                its file, chained from h5py's error, if the values cannot
+                be read (a damaged file, or one closed meanwhile).
+        """
+        try:
+            if buffer_type == 2 and not self.add_time_axis:
+                return np.asarray(self.source[:, start:stop])
+            batch = np.asarray(self.source[start:stop])
+        except (OSError, RuntimeError, ValueError) as error:
+            if _is_closed(self.source):
+                raise _closed_error(self.name, error) from error
+            if not isinstance(error, OSError):
+                raise
+            raise NetworkValidationError(
+                f"predict: the data for input '{self.name}' could not be read "
+                f'from {self.described}: {error}'
+            ) from error
         return batch[np.newaxis] if self.add_time_axis else batch
 
 
