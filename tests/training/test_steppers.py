@@ -1,5 +1,6 @@
 """Steppers against plain-NumPy versions of their update formulas."""
 
+import copy
 import json
 
 import numpy as np
@@ -535,9 +536,26 @@ def test_set_state_rejects_foreign_state():
         momentum.set_state(state)
 
 
-def test_run_before_start_is_an_error():
+@pytest.mark.parametrize(
+    'make',
+    [ForwardStepper, SgdStepper, MomentumStepper, NesterovStepper, RMSPropStepper,
+     AdamStepper, AdamWStepper, lambda: MultiStepper({'default': SgdStepper()})],
+)  # fmt: skip
+def test_run_before_start_is_an_error(make):
     with pytest.raises(TrainingValidationError, match='start'):
-        SgdStepper().run()
+        make().run()
+
+
+def test_forward_stepper_runs_a_test_pass_by_default():
+    passes = []
+    net = xor_net()
+    net.forward_pass = lambda training_pass=False, context=None: passes.append(
+        training_pass
+    )
+    stepper = ForwardStepper()
+    stepper.start(net)
+    stepper.run()
+    assert passes == [False]
 
 
 # ------------------------------------------------------------ validation ---
@@ -560,6 +578,7 @@ def test_run_before_start_is_an_error():
         (lambda: RMSPropStepper(epsilon=0), 'epsilon'),
         (lambda: AdamStepper(beta1=1.0), 'beta1'),
         (lambda: AdamStepper(beta2=-0.5), 'beta2'),
+        (lambda: AdamStepper(beta2=1.0), 'beta2'),
         (lambda: AdamWStepper(weight_decay=-1), 'weight_decay'),
         (lambda: SgdStepper(clip_norm=0), 'clip_norm'),
     ],
@@ -789,3 +808,196 @@ def test_a_run_with_a_shared_stepper_resumes_exactly(tmp_path):
     resumed.hooks['StopAfterEpoch'].max_epochs = 2
     resumed.train(net3, data())
     np.testing.assert_array_equal(net3.get('parameters'), net.get('parameters'))
+
+
+# ------------------------------------------ rules found by mutation ---
+
+
+@pytest.mark.parametrize(
+    'make',
+    [
+        lambda: MomentumStepper(0.1, 0.9),
+        lambda: MultiStepper({'default': SgdStepper()}),
+    ],
+    ids=['momentum', 'multi'],
+)
+@pytest.mark.parametrize('method', ['get_state', 'set_state'])
+def test_state_before_start_is_an_error(method, make):
+    stepper = make()
+    call = getattr(stepper, method)
+    with pytest.raises(TrainingValidationError, match='start'):
+        call() if method == 'get_state' else call({})
+
+
+@pytest.mark.parametrize(
+    'make',
+    [SgdStepper, lambda: MultiStepper({'default': SgdStepper()})],
+    ids=['sgd', 'multi'],
+)
+def test_a_step_runs_a_training_pass_without_input_deltas(make):
+    net = xor_net()
+    calls = []
+    forward, backward = net.forward_pass, net.backward_pass
+
+    def spy_forward(training_pass=False, context=None):
+        calls.append(('forward', training_pass))
+        forward(training_pass, context)
+
+    def spy_backward(input_deltas=True):
+        calls.append(('backward', input_deltas))
+        backward(input_deltas=input_deltas)
+
+    net.forward_pass, net.backward_pass = spy_forward, spy_backward
+    stepper = make()
+    stepper.start(net)
+    net.provide_external_data(xor_data())
+    stepper.run()
+    assert calls == [('forward', True), ('backward', False)]
+
+
+def test_a_bad_hyperparameter_is_refused_before_the_look_ahead():
+    """Nesterov's look-ahead moves the parameters before the passes; a
+    momentum a schedule made invalid must be refused before it."""
+    net = xor_net()
+    stepper = NesterovStepper(0.1, 0.9)
+    stepper.start(net)
+    net.provide_external_data(xor_data())
+    stepper.run()
+    before = net.get('parameters')
+    stepper.momentum = 1.5
+    net.provide_external_data(xor_data())
+    with pytest.raises(TrainingValidationError, match='momentum'):
+        stepper.run()
+    np.testing.assert_array_equal(net.get('parameters'), before)
+
+
+def test_the_clipping_norm_leaves_out_untrained_parameters():
+    """The gradients of untrained parameters (BatchNorm's statistics) are
+    zeroed before the norm is taken: they do not count towards it."""
+    net = batchnorm_net()
+    net.set_gradient_modifiers(
+        BN={'mu': FreezeValues(np.full(4, 1e3)), 'sigma': FreezeValues(np.full(4, 1e3))}
+    )
+    stepper = SgdStepper(0.0, clip_norm=1e9)
+    stepper.start(net)
+    rnd = np.random.RandomState(3)
+    net.provide_external_data(
+        {'default': rnd.randn(1, 6, 3), 'targets': rnd.randint(0, 2, (1, 6, 1))}
+    )
+    stepper.run()
+    gradients = net.get('gradients')
+    assert np.linalg.norm(gradients) < 100
+    assert stepper.last_gradient_norm == pytest.approx(
+        np.linalg.norm(gradients), rel=1e-12
+    )
+
+
+def test_the_clipping_norm_of_float32_gradients_is_their_norm():
+    """Small float32 gradients: their squares are summed as they are (the
+    squares of the gradients scaled for an overflow would underflow)."""
+    handler = NumpyHandler(np.float32, seed=1)
+    net = xor_net(handler=handler)
+    stepper = SgdStepper(0.0, clip_norm=1e9)
+    stepper.start(net)
+    net.provide_external_data(xor_data())
+    stepper.run()
+    expected = np.linalg.norm(net.get('gradients').astype(np.float64))
+    assert 0 < expected < 1e3
+    assert stepper.last_gradient_norm == pytest.approx(expected, rel=1e-5)
+
+
+def test_a_copy_made_after_a_move_to_another_dtype_trains_as_the_original():
+    """Copied after set_handler moved the network to float32 (before the
+    next step), the stepper copies the state it follows the network to."""
+    net = xor_net()
+    stepper = MomentumStepper(0.1, 0.9)
+    stepper.start(net)
+    net.provide_external_data(xor_data())
+    stepper.run()
+    net.set_handler(NumpyHandler(np.float32, seed=2))
+    copied_stepper, copied_net = copy.deepcopy((stepper, net))
+    for s, n in ((stepper, net), (copied_stepper, copied_net)):
+        for _ in range(2):
+            n.provide_external_data(xor_data())
+            s.run()
+    np.testing.assert_array_equal(copied_net.get('parameters'), net.get('parameters'))
+    assert copied_net.get('parameters').dtype == np.float32
+
+
+def test_an_adam_stepper_counts_no_step_before_its_first():
+    """``step_count`` (public) is 0 when made, when recreated from its
+    description and after start, until the first step."""
+    fresh = AdamStepper(0.1)
+    restored = bs.describable.create_from_description(
+        bs.describable.get_description(fresh)
+    )
+    assert fresh.step_count == restored.step_count == 0
+    net = xor_net()
+    restored.start(net)
+    assert restored.step_count == 0
+    net.provide_external_data(xor_data())
+    restored.run()
+    assert restored.step_count == 1
+
+
+def test_a_multi_stepper_among_the_steppers_is_refused():
+    inner = MultiStepper({'default': SgdStepper()})
+    with pytest.raises(
+        TrainingValidationError, match=r"steppers\['Hid'\] must be a stepper"
+    ):
+        MultiStepper({'Hid': inner, 'default': SgdStepper()})
+
+
+@pytest.mark.parametrize(
+    'spoil',
+    [
+        lambda multi: setattr(multi, 'clip_norm', -1.0),
+        lambda multi: setattr(multi.steppers['Hid'], 'learning_rate', -0.1),
+        lambda multi: setattr(multi.steppers['default'], 'clip_norm', 0.0),
+    ],
+    ids=['own clip_norm', 'a stepper learning_rate', 'a stepper clip_norm'],
+)
+def test_a_multi_stepper_checks_its_and_its_steppers_hyperparameters(spoil):
+    net = xor_net()
+    multi = MultiStepper({'Hid': MomentumStepper(0.1, 0.5), 'default': SgdStepper(0.1)})
+    multi.start(net)
+    before = net.get('parameters')
+    spoil(multi)
+    net.provide_external_data(xor_data())
+    with pytest.raises(TrainingValidationError):
+        multi.run()
+    np.testing.assert_array_equal(net.get('parameters'), before)
+
+
+@pytest.mark.parametrize('clip_norm', [0.05, 1e6])
+def test_a_stepper_in_a_multi_stepper_clips_its_part_before_its_update(clip_norm):
+    """As the stepper alone does: its clip_norm applies to the gradients
+    it updates with."""
+    alone, within = xor_net(), xor_net()
+    single = MomentumStepper(0.3, 0.9, clip_norm=clip_norm)
+    multi = MultiStepper({'default': MomentumStepper(0.3, 0.9, clip_norm=clip_norm)})
+    single.start(alone)
+    multi.start(within)
+    for _ in range(3):
+        for stepper, net in ((single, alone), (multi, within)):
+            net.provide_external_data(xor_data())
+            stepper.run()
+    np.testing.assert_array_equal(within.get('parameters'), alone.get('parameters'))
+    norm = multi.steppers['default'].last_gradient_norm
+    assert norm == single.last_gradient_norm and norm > 0.05
+
+
+def test_a_multi_stepper_refuses_a_state_of_other_entries():
+    net = xor_net()
+    multi = MultiStepper({'Hid': MomentumStepper(0.1, 0.5), 'default': SgdStepper(0.1)})
+    multi.start(net)
+    state = multi.get_state()
+    foreign = {'steppers.default.part0.velocity': next(iter(state.values()))}
+    with pytest.raises(TrainingValidationError, match='cannot restore a state'):
+        multi.set_state(foreign)
+
+
+def test_an_unshared_multi_stepper_is_described_as_in_brainstorm_05():
+    """No ``shared_steppers`` entry unless a stepper is shared."""
+    plain = MultiStepper({'Hid': SgdStepper(0.1), 'default': SgdStepper(0.2)})
+    assert 'shared_steppers' not in bs.describable.get_description(plain)

@@ -104,14 +104,8 @@ class MultiStepper(TrainingStepper):
             description['shared_steppers'] = shared
         return description
 
-    @classmethod
-    def __new_from_description__(cls, description: dict):
-        """Recreate it; ``shared_steppers`` is not kept as an attribute."""
-        instance = super().__new_from_description__(description)
-        instance.__dict__.pop('shared_steppers', None)
-        return instance
-
     def __init_from_description__(self, description: dict) -> None:
+        """Share the steppers ``shared_steppers`` names (not kept itself)."""
         super().__init_from_description__(description)
         shared = self.__dict__.pop('shared_steppers', None) or {}
         for pattern, first in shared.items():
