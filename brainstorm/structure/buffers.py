@@ -6,7 +6,7 @@ import bisect
 import math
 from typing import Any
 
-import numpy as np  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+import numpy as np
 
 import brainstorm.handlers as handlers
 from brainstorm.errors import NetworkValidationError
@@ -451,13 +451,44 @@ class BufferManager:
             layers (or before its first batch), as in Brainstorm 0.5.
         """
         C, T = self.max_context_size, self.time_size
-        if not C or not self.batch_size or not self._context_specs or T < C:
+        if not C or not self.batch_size or not self._context_specs:
             return [None, None, None]
         h = self.handler
         copy = h.allocate((C, self.batch_size, self.forward_sizes[2]))
-        for a, b, array in self._forward_time_blocks():
-            h.copy_to(array[T - C : T], copy[:, :, a:b])
+        if T >= C:
+            for a, b, array in self._forward_time_blocks():
+                h.copy_to(array[T - C : T], copy[:, :, a:b])
+        else:
+            self._short_batch_context(copy)
         return [None, None, copy]
+
+    def _short_batch_context(self, copy) -> None:
+        """Fill ``copy`` for a batch of fewer time steps than the context.
+
+        Each recurrent buffer's last ``c`` states (its context size) are
+        the batch's steps and, before them, the newest of the context the
+        pass began with (in the context slots): a batch of ``T = 0`` hands
+        that context on unchanged. The other features stay zero (no
+        context reads them).
+        """
+        C, T = self.max_context_size, self.time_size
+        h = self.handler
+        h.fill(copy, 0.0)
+        for spec in self._context_specs:
+            c = spec.context_size
+            a, block = self._block(2, spec.start, spec.stop)
+            inside, outside = slice(spec.start - a, spec.stop - a), slice(
+                spec.start, spec.stop
+            )
+            older = max(0, c - T)  # the steps -older .. -1, newest last
+            if older:
+                h.copy_to(
+                    block[T + c - older : T + c, :, inside],
+                    copy[C - T - older : C - T, :, outside],
+                )
+            steps = min(c, T)
+            if steps:
+                h.copy_to(block[T - steps : T, :, inside], copy[C - steps :, :, outside])
 
     def apply_context(self, context) -> None:
         """Write a context from :meth:`get_context` into the context slots."""
@@ -475,6 +506,10 @@ class BufferManager:
             return
         C, T = self.max_context_size, self.time_size
         expected = (C, self.batch_size, self.forward_sizes[2])
+        h = self.handler
+        if isinstance(ctx, np.ndarray) and not isinstance(ctx, h.array_type):
+            # a NumPy copy of a context, for a handler of other arrays
+            ctx = h.create_from_numpy(ctx)
         if tuple(ctx.shape) != expected:
             received = tuple(ctx.shape)
             raise NetworkValidationError(
@@ -483,8 +518,13 @@ class BufferManager:
                 f'{received}. Contexts carry over only between batches of the '
                 'same batch size.'
             )
+        if not h.is_fully_finite(ctx):
+            raise NetworkValidationError(
+                'The context holds NaN or infinite values: a context from '
+                'net.get_context() of a pass on finite data has none. Pass '
+                'None (or no context) to start from zero.'
+            )
         self.clear_context()
-        h = self.handler
         for spec in self._context_specs:
             c = spec.context_size
             a, block = self._block(2, spec.start, spec.stop)

@@ -519,9 +519,22 @@ class Network(Seedable):
         Pass it as ``forward_pass(context=...)`` for the next batch. A
         reverse layer with a mask gives, for each sequence, the state at
         the sequence's start (where its backward run ended), not the state
-        after the padding.
+        after the padding. A batch of no time steps hands on the context it
+        began with.
+
+        Raises:
+            NetworkValidationError: after :meth:`set_handler` moved the
+                memory, until the next forward pass (the states are gone).
         """
         context = self.buffer_manager.get_context()
+        if context[2] is not None and self._memory_moved:
+            raise NetworkValidationError(
+                f'{self!r}: get_context before a forward_pass on its handler: '
+                'set_handler (also when loading a network) keeps the '
+                'parameters but not the states of the last pass (the context '
+                'would be zeros). Run the forward pass again (with the '
+                'context it began with) first.'
+            )
         if context[2] is not None:
             for name, layer in self.layers.items():
                 steps = getattr(layer, '_context_steps', None)
