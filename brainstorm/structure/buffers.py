@@ -477,8 +477,9 @@ class BufferManager:
         for spec in self._context_specs:
             c = spec.context_size
             a, block = self._block(2, spec.start, spec.stop)
-            inside, outside = slice(spec.start - a, spec.stop - a), slice(
-                spec.start, spec.stop
+            inside, outside = (
+                slice(spec.start - a, spec.stop - a),
+                slice(spec.start, spec.stop),
             )
             older = max(0, c - T)  # the steps -older .. -1, newest last
             if older:
@@ -488,7 +489,9 @@ class BufferManager:
                 )
             steps = min(c, T)
             if steps:
-                h.copy_to(block[T - steps : T, :, inside], copy[C - steps :, :, outside])
+                h.copy_to(
+                    block[T - steps : T, :, inside], copy[C - steps :, :, outside]
+                )
 
     def apply_context(self, context) -> None:
         """Write a context from :meth:`get_context` into the context slots."""
