@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+import numpy as np
+
 from brainstorm.errors import LayerValidationError  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 from brainstorm.layers.base_layer import Layer  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 from brainstorm.layers.recurrent_layer import RecurrentLayerImpl
@@ -76,7 +78,23 @@ def compute_inactive(handler, timing, timing_rows, inactive, time_steps: int) ->
     """Fill ``inactive[t]`` with ``fmod(t, timing)`` for every time step.
 
     The result is zero exactly where a unit updates (always at ``t = 0``).
+
+    Raises:
+        ValueError: if a ``timing`` entry is no integer >= 1 (``fmod(t,
+            0)`` is NaN: such a unit would never update again, silently; a
+            fraction or a negative period has no clock meaning). The
+            network adds the layer's name.
     """
+    periods = handler.get_numpy_copy(timing)
+    bad = ~((periods >= 1) & (np.floor(periods) == periods))
+    if bad.any():
+        index = int(np.argmax(bad))
+        raise ValueError(
+            f'parameter timing must hold periods that are integers >= 1 '
+            f'(a unit updates at the steps t with t mod timing == 0). '
+            f'Received: timing[{index}] = {float(periods[index])!r}. Set it with '
+            "net.initialize({'<layer>': {'timing': [1, 2, 4, ...]}, ...})."
+        )
     size = timing.shape[0]
     handler.broadcast_t(timing.reshape((1, size)), 0, timing_rows)
     for t in range(time_steps):

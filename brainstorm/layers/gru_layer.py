@@ -57,7 +57,7 @@ def GRU(
         size: number of units (defaults to the input feature size when
             absent from an architecture).
         activation: the candidate's activation ``f``: 'sigmoid', 'tanh',
-            'rel', 'linear' or 'el'.
+            'rel' (or 'relu'), 'linear', 'el', 'softplus' or 'leaky_rel'.
         name: the layer name.
         reverse: run backwards in time, each sequence within the length
             given by the optional input ``mask`` (see

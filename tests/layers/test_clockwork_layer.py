@@ -5,6 +5,7 @@ exact gradients with a context, equality with Recurrent for timing 1."""
 import numpy as np
 import pytest
 
+import brainstorm as bs
 from brainstorm.initializers import Gaussian
 from brainstorm.layers import Clockwork
 from brainstorm.layers.clockwork_layer import ClockworkLayerImpl
@@ -107,3 +108,19 @@ def test_gradients_are_exact_with_a_context():
         {'Clockwork': {'timing': [1, 2, 3, 1]}, 'default': Gaussian(0.5)}, seed=2
     )
     assert gradient_error_with_context(net, skip=['Clockwork.timing']) < 1e-7
+
+
+@pytest.mark.parametrize('layer', ['Clockwork', 'ClockworkLstm'])
+@pytest.mark.parametrize('bad', [0.0, 1.5, -2.0])
+def test_a_timing_that_is_no_period_is_refused_naming_the_layer(layer, bad):
+    """A timing of 0 made ``fmod(t, 0)`` NaN: the unit never updated after
+    t = 0, with only NumPy's RuntimeWarning; 1.5 and -2 ran as periods."""
+    inp = bs.layers.Input({'default': ('T', 'B', 2)})
+    net = bs.Network.from_layer(inp >> getattr(bs.layers, layer)(4, name='C'))
+    net.initialize({'C': {'timing': [1, 2, bad, 4]}, 'default': 0.1}, seed=1)
+    net.provide_external_data({'default': np.ones((5, 2, 2))})
+    with pytest.raises(ValueError, match=r'timing\[2\] = ') as info:
+        net.forward_pass()
+    assert "layer 'C'" in ''.join(getattr(info.value, '__notes__', []))
+    net.initialize({'C': {'timing': [1, 2, 3, 4]}, 'default': 0.1}, seed=1)
+    net.forward_pass()

@@ -50,8 +50,11 @@ def test_a_layer_runs_an_empty_batch(entry, T, B, handler):
         layer, {'time_steps': T, 'batch_size': B}, _handler(handler)
     )
     h = manager.handler
-    for array in BufferView.values(buffers.parameters):
-        h.set_from_numpy(array, np.full(array.shape, 0.5, np.float32))
+    # valid values: 0.5, or an untrained parameter's own (a clock's period)
+    untrained = getattr(layer, 'untrained_parameters', {})
+    for name, array in BufferView.items(buffers.parameters):
+        value = untrained.get(name, 0.5)
+        h.set_from_numpy(array, np.full(array.shape, value, np.float32))
     layer.forward_pass(buffers, training_pass=True)
     manager.clear_backward_buffers()
     # the network zeroes the gradients, except a layer's that overwrites them
