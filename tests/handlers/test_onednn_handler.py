@@ -511,10 +511,20 @@ def test_a_virtual_environment_does_not_look_in_the_users_base(tmp_path):
     assert got['path'] != link
 
 
-def test_the_environment_switch_turns_onednn_off():
-    got = run_fresh(PROBE, BRAINSTORM_NO_ONEDNN='1')
+@pytest.mark.parametrize('value', ['1', 'yes', 'TRUE'])
+def test_the_environment_switch_turns_onednn_off(value):
+    got = run_fresh(PROBE, BRAINSTORM_NO_ONEDNN=value)
     assert got['ok'] is False
     assert 'BRAINSTORM_NO_ONEDNN' in got['why']
+
+
+@pytest.mark.parametrize('value', ['0', 'false', 'No', ' off '])
+def test_the_environment_switch_set_to_off_leaves_onednn_on(value):
+    """'false', 'no' and 'off' turned oneDNN off: only '' and '0' counted
+    as off."""
+    onednn_handler()  # skips where oneDNN cannot load
+    got = run_fresh(PROBE, BRAINSTORM_NO_ONEDNN=value)
+    assert got['ok'] is True
 
 
 def test_openmp_threads_follow_omp_num_threads():
@@ -1116,3 +1126,43 @@ def test_a_cnn_runs_no_separate_relu_over_its_convolutions(handler, monkeypatch)
         outputs = net.get(name + '.outputs.default')
         assert (outputs >= 0).all() and (outputs == 0).any(), name
     assert len([k for k in handler._plans if k[0] == 'conv']) == 2
+
+
+UNPICKLE = """
+import json, pickle, sys, warnings
+import numpy as np
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    net = pickle.loads(bytes.fromhex(sys.argv[1]))
+x = np.random.RandomState(0).randn(1, 3, 4)
+net.provide_external_data({'default': x}, all_inputs=False)
+net.forward_pass()
+print(json.dumps({
+    'handler': type(net.handler).__name__,
+    'dtype': np.dtype(net.handler.dtype).name,
+    'warnings': [str(w.message) for w in caught],
+    'outputs': net.get('Output.outputs.predictions').tolist(),
+}))
+"""
+
+
+def test_a_pickled_network_falls_back_to_numpy_where_onednn_cannot_load():
+    """Unpickling raised OneDnnUnavailable (an ImportError) where oneDNN is
+    switched off or missing, while a network file falls back to the
+    default handler."""
+    inp, out = bs.tools.get_in_out_layers('regression', 4, 2)
+    net = bs.Network.from_layer(inp >> bs.layers.FullyConnected(5) >> out)
+    net.set_handler(onednn_handler(np.float32, seed=3))
+    net.initialize(bs.initializers.Gaussian(0.5), seed=1)
+    x = np.random.RandomState(0).randn(1, 3, 4)
+    net.provide_external_data({'default': x}, all_inputs=False)
+    net.forward_pass()
+    expected = net.get('Output.outputs.predictions')
+    blob = pickle.dumps(net).hex()
+    off = run_fresh(UNPICKLE, [blob], BRAINSTORM_NO_ONEDNN='1')
+    assert off['handler'] == 'NumpyHandler' and off['dtype'] == 'float32'
+    assert any('continues as a NumpyHandler' in w for w in off['warnings'])
+    np.testing.assert_allclose(off['outputs'], expected, rtol=1e-6, atol=1e-6)
+    on = run_fresh(UNPICKLE, [blob])
+    assert on['handler'] == 'OneDnnHandler' and on['warnings'] == []
+    np.testing.assert_array_equal(on['outputs'], expected)

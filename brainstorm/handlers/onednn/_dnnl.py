@@ -459,10 +459,12 @@ def library() -> Library:
         OneDnnUnavailable: if no ``libdnnl.so.3`` loads (the message lists
             the places tried and the loader's errors), or if the
             environment variable ``BRAINSTORM_NO_ONEDNN`` is set to a
-            non-empty value other than ``0``.
+            value other than ``''``, ``0``, ``false``, ``no`` or ``off``
+            (in any case).
     """
     global _loaded, _failure
-    if os.environ.get('BRAINSTORM_NO_ONEDNN', '') not in ('', '0'):
+    switch = os.environ.get('BRAINSTORM_NO_ONEDNN', '').strip().lower()
+    if switch not in ('', '0', 'false', 'no', 'off'):
         raise OneDnnUnavailable(
             'oneDNN is switched off by the environment variable BRAINSTORM_NO_ONEDNN'
         )

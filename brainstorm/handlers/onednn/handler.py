@@ -6,6 +6,7 @@ import contextlib
 import math
 import os
 import threading
+import warnings
 import weakref
 from collections import OrderedDict
 
@@ -82,6 +83,31 @@ def _renew_locks() -> None:
 os.register_at_fork(after_in_child=_renew_locks)
 
 
+def _unpickled(cls, state: dict):
+    """A copy of a ``cls`` handler: a NumpyHandler where oneDNN cannot load."""
+    try:
+        _dnnl.library()
+    except _dnnl.OneDnnUnavailable as error:
+        warnings.warn(
+            f'A pickled {cls.__name__} continues as a NumpyHandler: oneDNN '
+            f'cannot be used in this process ({error}).',
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        handler = NumpyHandler.__new__(NumpyHandler)
+        handler.__dict__.update(
+            {k: v for k, v in state.items() if k not in _ONEDNN_STATE}
+        )
+        return handler
+    handler = cls.__new__(cls)
+    handler.__setstate__(state)
+    return handler
+
+
+#: the parts of a OneDnnHandler's state a NumpyHandler has not
+_ONEDNN_STATE = frozenset({'_plans', '_lib'})
+
+
 class OneDnnHandler(PoolingOps, NumpyHandler):
     """A NumpyHandler running convolution and pooling with oneDNN.
 
@@ -156,6 +182,16 @@ class OneDnnHandler(PoolingOps, NumpyHandler):
         self._plans = OrderedDict()
         self._lib = _dnnl.library()
         _HANDLERS.add(self)
+
+    def __reduce__(self):
+        """Pickle and copy through :func:`_unpickled`.
+
+        Where oneDNN cannot load (another platform, or
+        ``BRAINSTORM_NO_ONEDNN=1``), the copy is a ``NumpyHandler`` of the
+        same dtype and random state, with a warning, as a network loaded
+        from a file falls back to the default handler.
+        """
+        return _unpickled, (type(self), self.__getstate__())
 
     def __str__(self) -> str:
         """The repr, then oneDNN's version and OpenMP's thread count."""
