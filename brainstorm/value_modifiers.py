@@ -13,15 +13,18 @@ and then reused.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from brainstorm.arguments import Arg, NumericArray, Optional, Real
+from brainstorm.arguments import Arg, Bool, NumericArray, Optional, Real
 from brainstorm.describable import Describable  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 from brainstorm.errors import (
     NetworkValidationError,
     ValidationError,
 )
 from brainstorm.randomness import Seedable
+from brainstorm.structure.external_data import find_unrepresentable
 
 __all__ = [
     'ValueModifier',
@@ -78,13 +81,51 @@ class _Modifier(Seedable):
             cache[key] = handler.allocate(tuple(shape))
         return cache[key]
 
-    def _device_copy(self, handler, name: str, shape: tuple[int, ...], make_array):
-        """A handler copy of ``make_array()``, made once per handler/shape."""
+    def _device_copy(
+        self, handler, name: str, shape: tuple[int, ...], make_array, check=True
+    ):
+        """A handler copy of ``make_array()``, made once per handler/shape.
+
+        Raises:
+            NetworkValidationError: with ``check``, a value of the array is
+                not finite in the handler's dtype (``1e39`` in float32).
+        """
         cache = self._buffer_cache(handler)
         key = (name, tuple(shape))
         if key not in cache:
-            cache[key] = handler.create_from_numpy(make_array())
+            array = make_array()
+            if check:
+                self._check_array_fits(handler, name, array)
+            cache[key] = handler.create_from_numpy(array)
         return cache[key]
+
+    def _where(self) -> str:
+        if self.layer_name or self.view_name:
+            return f' of {self.layer_name}.{self.view_name}'
+        return ''
+
+    def _check_array_fits(self, handler, name: str, array) -> None:
+        """Refuse an array with a value that is not finite in the handler's dtype."""
+        bad = find_unrepresentable(np.asarray(array), handler.dtype)
+        if bad is not None:
+            index, value, what = bad
+            raise NetworkValidationError(
+                f'{type(self).__name__}{self._where()}: {name}{list(index)}='
+                f'{value!r} is {what}; its values must be finite in the '
+                f'handler dtype {np.dtype(handler.dtype).name}'
+            )
+
+    def _cast(self, handler, value: float) -> float:
+        """``value`` as the handler's dtype holds it (inf beyond its range)."""
+        with np.errstate(over='ignore'):
+            return float(np.asarray(value, dtype=np.float64).astype(handler.dtype))
+
+    def _refuse_value(self, handler, name: str, value: float, why: str):
+        return NetworkValidationError(
+            f'{type(self).__name__}{self._where()}: {name}={value!r} {why} '
+            f'in the handler dtype {np.dtype(handler.dtype).name} (largest '
+            f'finite value {float(np.finfo(handler.dtype).max):.6g})'
+        )
 
 
 class ValueModifier(_Modifier):
@@ -152,8 +193,38 @@ class ClipValues(ValueModifier):
             )
 
     def __call__(self, handler, view):
-        """Clip ``view`` in place to ``[low, high]``."""
-        handler.clip_t(view, float(self.low), float(self.high), view)
+        """Clip ``view`` in place to ``[low, high]``.
+
+        Raises:
+            NetworkValidationError: ``low`` is above or ``high`` below the
+                range of the handler's dtype: every value would become
+                +-inf. (A bound beyond the range on its own side clips
+                nothing and is allowed.)
+        """
+        low, high = self._check_dtype(handler)
+        handler.clip_t(view, low, high, view)
+
+    def before_training(self, handler, view) -> None:
+        """Check the bounds against the handler's dtype (see ``__call__``)."""
+        self._check_dtype(handler)
+
+    def _check_dtype(self, handler) -> tuple[float, float]:
+        """The bounds as the handler's dtype holds them (+-inf beyond its range).
+
+        Raises:
+            NetworkValidationError: bounds that would make every value
+                +-inf.
+        """
+        low, high = self._cast(handler, self.low), self._cast(handler, self.high)
+        if low == math.inf:
+            raise self._refuse_value(
+                handler, 'low', self.low, 'would clip every value to +inf'
+            )
+        if high == -math.inf:
+            raise self._refuse_value(
+                handler, 'high', self.high, 'would clip every value to -inf'
+            )
+        return low, high
 
 
 class ConstrainL2Norm(ValueModifier):
@@ -174,25 +245,107 @@ class ConstrainL2Norm(ValueModifier):
         self.limit = limit
 
     def __call__(self, handler, view):
-        """Scale down in place each row of ``view`` whose L2 norm exceeds ``limit``."""
+        """Scale down in place each row of ``view`` whose L2 norm exceeds ``limit``.
+
+        A row whose sum of squares overflows the handler's dtype (float32
+        ``[2e19, 1]``, float16 ``[9.0] * 1000``) is scaled to norm
+        ``limit`` too: its norm is then taken again from the row times a
+        power of two (see :meth:`_overflowed_rows`).
+
+        Raises:
+            NetworkValidationError: ``limit`` is beyond the range of the
+                handler's dtype, or 0 in it.
+        """
         if len(view.shape) < 2 or view.shape[0] == 0:
             return
+        self._check_dtype(handler)
         rows = view.shape[0]
         matrix = view.reshape((rows, int(np.prod(view.shape[1:]))))
         limit = float(self.limit)
         squares = self._scratch(handler, 'squares', matrix.shape)
         norms = self._scratch(handler, 'norms', (rows, 1))
         factors = self._scratch(handler, 'factors', (rows, 1))
-        handler.mult_tt(matrix, matrix, squares)
-        handler.sum_t(squares, 1, norms)
+        with np.errstate(over='ignore'):  # an overflow is handled below
+            handler.mult_tt(matrix, matrix, squares)
+            handler.sum_t(squares, 1, norms)
         handler.sqrt_t(norms, norms)
+        overflowed = None
+        if not handler.is_fully_finite(norms) and handler.is_fully_finite(matrix):
+            overflowed = ~np.isfinite(handler.get_numpy_copy(norms)[:, 0])
         # norms <- max(norm, limit), exactly limit for rows within the limit
         handler.add_st(-limit, norms, norms)
         handler.rel(norms, norms)
         handler.add_st(limit, norms, norms)
         handler.fill(factors, limit)
         handler.divide_tt(factors, norms, factors)
+        if overflowed is not None:
+            self._overflowed_rows(handler, matrix, factors, limit, overflowed)
         handler.mult_mv(matrix, factors, matrix)
+
+    def before_training(self, handler, view) -> None:
+        """Check ``limit`` against the handler's dtype (see ``__call__``)."""
+        if len(view.shape) >= 2:
+            self._check_dtype(handler)
+
+    def _check_dtype(self, handler) -> None:
+        limit = self._cast(handler, self.limit)
+        if limit == math.inf:
+            raise self._refuse_value(
+                handler, 'limit', self.limit, 'is beyond the range'
+            )
+        if limit == 0.0:
+            raise self._refuse_value(handler, 'limit', self.limit, 'rounds to 0')
+
+    def _overflowed_rows(
+        self, handler, matrix, factors, limit: float, overflowed: np.ndarray
+    ) -> None:
+        """Correct ``factors`` for the rows whose norm overflowed.
+
+        The first computation gives them an infinite norm, so a factor of
+        0 (``overflowed`` marks them, from a finite matrix). Their norm is
+        taken again from the matrix times ``2**-e`` (exact: a power of
+        two), for e = 1, 2, 4, ... until it is finite; the true norm is
+        then ``2**e`` times it, and the factor ``limit / norm`` is computed
+        in float64 (applied in two steps, ``2**-e`` first, where it would be
+        subnormal in the handler's dtype). The factors of the other
+        rows are read and written back unchanged (a round trip through
+        float64 is exact), so their results stay bit for bit the same.
+        Only handler operations are used, and host reads of one value per
+        row.
+        """
+        rows = matrix.shape[0]
+        pending = overflowed.copy()
+        post = handler.get_numpy_copy(factors)[:, 0].astype(np.float64)
+        pre = np.ones(rows)
+        tiny = float(np.finfo(handler.dtype).tiny)
+        scaled = self._scratch(handler, 'squares', matrix.shape)
+        scaled_norms = self._scratch(handler, 'scaled_norms', (rows, 1))
+        exponent = 1
+        with np.errstate(over='ignore'):
+            while pending.any() and exponent <= 4096:
+                handler.mult_st(math.ldexp(1.0, -exponent), matrix, scaled)
+                handler.mult_tt(scaled, scaled, scaled)
+                handler.sum_t(scaled, 1, scaled_norms)
+                handler.sqrt_t(scaled_norms, scaled_norms)
+                found = handler.get_numpy_copy(scaled_norms)[:, 0].astype(np.float64)
+                for row in np.flatnonzero(pending & np.isfinite(found) & (found > 0)):
+                    pending[row] = False
+                    scaled_norm = float(found[row])
+                    if math.ldexp(scaled_norm, exponent) <= limit:
+                        post[row] = 1.0
+                        continue
+                    factor = math.ldexp(limit / scaled_norm, -exponent)
+                    if factor >= tiny:
+                        post[row] = factor
+                    else:  # a subnormal factor would lose precision: 2 steps
+                        pre[row] = math.ldexp(1.0, -exponent)
+                        post[row] = limit / scaled_norm
+                exponent *= 2
+        handler.set_from_numpy(factors, post.reshape(rows, 1))
+        if (pre != 1.0).any():
+            steps = self._scratch(handler, 'pre_factors', (rows, 1))
+            handler.set_from_numpy(steps, pre.reshape(rows, 1))
+            handler.mult_mv(matrix, steps, matrix)
 
 
 class MaskValues(ValueModifier):
@@ -218,12 +371,18 @@ class MaskValues(ValueModifier):
 
         Raises:
             ValidationError: the mask does not broadcast to the view's shape.
+            NetworkValidationError: a mask value is beyond the range of the
+                handler's dtype.
         """
         shape = tuple(view.shape)
         device_mask = self._device_copy(
             handler, 'mask', shape, lambda: self._broadcast_mask(shape)
         )
         handler.mult_tt(view, device_mask, view)
+
+    def before_training(self, handler, view) -> None:
+        """Check the mask against the view's shape and the handler's dtype."""
+        self._check_array_fits(handler, 'mask', self._broadcast_mask(tuple(view.shape)))
 
     def _broadcast_mask(self, shape: tuple[int, ...]) -> np.ndarray:
         try:
@@ -242,16 +401,26 @@ class FreezeValues(ValueModifier):
         weights: the values (array of the view's shape); if None, the values
             the view has when training starts (``Trainer.train``, before
             the first update) are kept, or, outside a trainer, those it has
-            when the modifier is first applied.
+            when the modifier is first applied. Values taken so are taken
+            again at the start of each training (after ``net.initialize``
+            a second ``train`` keeps the new values); given weights are
+            kept as they are.
+
+    Attributes:
+        weights_taken: True once the modifier took ``weights`` from the
+            view itself (described, so that a loaded network or a resumed
+            run takes them again too).
     """
 
     __arguments__ = {
         'weights': Arg(Optional(NumericArray())),
+        'weights_taken': Arg(Bool(), default=False, state=True, omit_default=True),
     }
 
     def __init__(self, weights=None):
         super().__init__()
         self.weights = None if weights is None else np.array(weights)
+        self.weights_taken = False
 
     def __init_from_description__(self, description):
         super().__init_from_description__(description)
@@ -259,14 +428,33 @@ class FreezeValues(ValueModifier):
             self.weights = np.array(self.weights)
 
     def before_training(self, handler, view) -> None:
-        """Without ``weights``, the view's values now become them.
+        """Without given ``weights``, the view's values now become them.
 
         Before the first update, so the frozen values are those the
-        network started with; a run resumed from a checkpoint takes them
-        again from its parameters, where they are still those values.
+        network starts this training with (also when ``weights`` were
+        taken by an earlier training); a run resumed from a checkpoint
+        takes them again from its parameters, where they are still those
+        values. Given weights are checked against the view's shape and
+        the handler's dtype.
         """
-        if self.weights is None:
-            self.weights = handler.get_numpy_copy(view)
+        if self.weights is None or self.weights_taken:
+            self._take(handler, view)
+        else:
+            self._check_weights(handler, tuple(view.shape))
+
+    def _take(self, handler, view) -> None:
+        self.weights = handler.get_numpy_copy(view)
+        self.weights_taken = True
+        # the device copy of earlier weights is stale
+        self._buffer_cache(handler).pop(('weights', tuple(view.shape)), None)
+
+    def _check_weights(self, handler, shape: tuple[int, ...]) -> None:
+        if self.weights.shape != shape:
+            raise ValidationError(
+                f'{self!r}: weights of shape {self.weights.shape} do not fit '
+                f'the view of shape {shape}'
+            )
+        self._check_array_fits(handler, 'weights', self.weights)
 
     def __call__(self, handler, view):
         """Overwrite ``view`` with the frozen weights.
@@ -275,16 +463,24 @@ class FreezeValues(ValueModifier):
 
         Raises:
             ValidationError: the weights' shape differs from the view's.
+            NetworkValidationError: a weight is beyond the range of the
+                handler's dtype.
         """
         shape = tuple(view.shape)
         if self.weights is None:
-            self.weights = handler.get_numpy_copy(view)
+            self._take(handler, view)
         if self.weights.shape != shape:
             raise ValidationError(
                 f'{self!r}: weights of shape {self.weights.shape} do not fit '
                 f'the view of shape {shape}'
             )
-        frozen = self._device_copy(handler, 'weights', shape, lambda: self.weights)
+        frozen = self._device_copy(
+            handler,
+            'weights',
+            shape,
+            lambda: self.weights,
+            check=not self.weights_taken,
+        )
         handler.copy_to(frozen, view)
 
 

@@ -91,8 +91,9 @@ class SparseOutputs(Initializer):
         row_size = int(np.prod(shape[1:]))
         if row_size < self.connections:
             raise InitializationError(
-                f'SparseOutputs: shape[1] must be at least connections='
-                f'{self.connections}. Received: shape={tuple(shape)}'
+                'SparseOutputs: the entries per row, prod(shape[1:]) = '
+                f'{row_size}, must be at least connections={self.connections}. '
+                f'Received: shape={tuple(shape)}'
             )
         values = evaluate_initializer(
             self.sub_initializer, shape, seed=self.rnd.generate_seed()

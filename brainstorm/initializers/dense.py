@@ -7,6 +7,7 @@ Conventions for a parameter of shape ``shape``: ``n_out = shape[0]`` and
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
@@ -58,7 +59,8 @@ class Uniform(Initializer):
     Args:
         low: lower bound; with ``high=None`` the range is
             ``[-abs(low), abs(low))``.
-        high: upper bound, must be greater than ``low``.
+        high: upper bound, must be greater than ``low``; ``high - low``
+            must be a finite float.
     """
 
     __arguments__ = {
@@ -79,6 +81,12 @@ class Uniform(Initializer):
             raise NetworkValidationError(
                 'Uniform: low must be smaller than high. '
                 f'Received: low={self.low!r}, high={self.high!r}'
+            )
+        if not math.isfinite(self.high - self.low):
+            raise NetworkValidationError(
+                'Uniform: the range high - low must be a finite float (at '
+                f'most {sys.float_info.max:.6g}). Received: low={self.low!r}, '
+                f'high={self.high!r}'
             )
 
     def __call__(self, shape):

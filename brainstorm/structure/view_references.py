@@ -235,14 +235,17 @@ def merge_refs(default_or_dict, kwargs: dict) -> dict:
 def as_initializer(value, where: str):
     """``value`` as an initializer.
 
-    Initializers and numbers stay as they are, lists and arrays become an
-    :class:`ArrayInitializer`.
+    Initializers and numbers stay as they are (NumPy scalars such as
+    ``np.float32(0.1)`` become the Python number), lists and arrays become
+    an :class:`ArrayInitializer`. Bools are no numbers here.
 
     Raises:
         NetworkValidationError: for any other value.
     """
     if isinstance(value, Initializer):
         return value
+    if isinstance(value, (np.integer, np.floating)):
+        return value.item()  # a NumPy scalar (not a bool): a Python number
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return value
     if isinstance(value, (list, np.ndarray)):

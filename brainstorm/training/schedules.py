@@ -95,7 +95,10 @@ class Linear(Schedule):
 class Exponential(Schedule):
     """Multiply by ``factor`` at each change, clipped to ``[minimum, maximum]``.
 
-    Value: ``clip(initial_value * factor ** k, minimum, maximum)``.
+    Value: ``clip(initial_value * factor ** k, minimum, maximum)``. Where
+    ``initial_value * factor ** k`` is beyond the float range it counts as
+    +-inf: a bound then gives the bound, and without one the stepper
+    refuses the infinite value with a TrainingValidationError.
 
     Args:
         initial_value: value at ``k = 0``.
@@ -134,8 +137,24 @@ class Exponential(Schedule):
     def __call__(self, epoch_nr, update_nr, timescale, interval, net, stepper, logs):
         """Return the value at this point of training (see the class)."""
         k = _count(epoch_nr, update_nr, timescale) // interval
-        value = self.initial_value * self.factor**k
+        value = self.initial_value * _power(self.factor, k)
+        if math.isnan(value):  # 0 * inf: the value is 0 at every k
+            value = 0.0
         return min(max(value, self.minimum), self.maximum)
+
+
+def _power(base: float, exponent: int) -> float:
+    """``base ** exponent``, +-inf where it is beyond the float range.
+
+    Python's float power raises OverflowError there; the infinity (with the
+    sign of the exact power) is then clipped by the schedule's bounds, or,
+    unbounded, refused by the stepper as a hyperparameter that is not finite.
+    """
+    try:
+        return float(base) ** exponent
+    except OverflowError:
+        negative = base < 0 and exponent % 2 == 1
+        return -math.inf if negative else math.inf
 
 
 class MultiStep(Schedule):
