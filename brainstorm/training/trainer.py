@@ -98,7 +98,7 @@ def _check_resumed_epoch_length(resume: dict, training_data_iter) -> None:
         return
     raise TrainingValidationError(
         f"Checkpoint '{resume['filename']}' was written after {done} batches "
-        f"of epoch {progress['current_epoch_nr']}, but the training iterator "
+        f'of epoch {progress["current_epoch_nr"]}, but the training iterator '
         f'({type(training_data_iter).__name__}) has {length} batches in an '
         'epoch: it is not the iterator of the checkpoint. Pass one built the '
         'same way (same data, batch size and shuffling) to continue exactly.'

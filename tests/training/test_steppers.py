@@ -579,6 +579,7 @@ def test_forward_stepper_runs_a_test_pass_by_default():
         (lambda: AdamStepper(beta1=1.0), 'beta1'),
         (lambda: AdamStepper(beta2=-0.5), 'beta2'),
         (lambda: AdamStepper(beta2=1.0), 'beta2'),
+        (lambda: AdamStepper(epsilon=0.0), 'epsilon'),
         (lambda: AdamWStepper(weight_decay=-1), 'weight_decay'),
         (lambda: SgdStepper(clip_norm=0), 'clip_norm'),
     ],
