@@ -20,6 +20,7 @@ from brainstorm.training.steppers import (
     SgdStepper,
     TrainingStepper,
 )
+from brainstorm.training.steppers.multi import _merge_ranges
 from brainstorm.utils import TrainingValidationError, ValidationError
 from brainstorm.value_modifiers import FreezeValues
 from tests.training.nets import (
@@ -826,7 +827,10 @@ def test_a_run_with_a_shared_stepper_resumes_exactly(tmp_path):
 def test_state_before_start_is_an_error(method, make):
     stepper = make()
     call = getattr(stepper, method)
-    with pytest.raises(TrainingValidationError, match='start'):
+    # named by the stepper called (not one of a MultiStepper's steppers)
+    with pytest.raises(
+        TrainingValidationError, match=f'{type(stepper).__name__}: call start'
+    ):
         call() if method == 'get_state' else call({})
 
 
@@ -994,7 +998,9 @@ def test_a_multi_stepper_refuses_a_state_of_other_entries():
     multi.start(net)
     state = multi.get_state()
     foreign = {'steppers.default.part0.velocity': next(iter(state.values()))}
-    with pytest.raises(TrainingValidationError, match='cannot restore a state'):
+    with pytest.raises(
+        TrainingValidationError, match='MultiStepper: cannot restore a state'
+    ):
         multi.set_state(foreign)
 
 
@@ -1002,3 +1008,10 @@ def test_an_unshared_multi_stepper_is_described_as_in_brainstorm_05():
     """No ``shared_steppers`` entry unless a stepper is shared."""
     plain = MultiStepper({'Hid': SgdStepper(0.1), 'default': SgdStepper(0.2)})
     assert 'shared_steppers' not in bs.describable.get_description(plain)
+
+
+def test_merged_ranges_join_adjacent_ranges_after_a_gap():
+    """A stepper's ranges are merged where one ends at the next's start
+    (fewer parts); a range joins the last merged one, not the first."""
+    assert _merge_ranges([(7, 9), (0, 2), (5, 7), (2, 3)]) == [(0, 3), (5, 9)]
+    assert _merge_ranges([(0, 2), (4, 6), (6, 8), (8, 9)]) == [(0, 2), (4, 9)]
