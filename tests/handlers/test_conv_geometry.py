@@ -60,11 +60,15 @@ def test_sizes_that_follow_from_the_geometry_are_taken(make, padding, stride, ou
 def test_sizes_breaking_the_contract_are_refused(make, padding, stride, out_hw):
     handler = make()
     x, w, b, y = _operands(handler.dtype, out_hw)
-    with pytest.raises(ValueError, match=r'do not follow from images of size \(6, 6\)'):
+    sizes = (
+        rf'outputs of size \({out_hw[0]}, {out_hw[1]}\) do not follow from '
+        r'images of size \(6, 6\), window \(3, 3\)'
+    )
+    with pytest.raises(ValueError, match=sizes):
         handler.conv2d_forward_batch(x, w, b, y, padding, stride)
     assert not y.any()
     dw, db = np.zeros_like(w), np.zeros_like(b)
-    with pytest.raises(ValueError, match='do not follow'):
+    with pytest.raises(ValueError, match=sizes):
         handler.conv2d_backward_batch(
             x, w, padding, stride, np.zeros_like(x), np.ones_like(y), dw, db
         )
