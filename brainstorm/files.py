@@ -390,6 +390,21 @@ def open_hdf5(filename: str, error: type, what: str):
 CHECKSUM_ATTRIBUTE = 'sha256'
 
 
+def dataset_closed(array) -> bool:
+    """Whether ``array`` is an h5py dataset (or the like) whose file was closed.
+
+    h5py tells it by the dataset's identifier, which stays readable after
+    the file is closed (``id.valid`` is then 0); its shape and values do
+    not. NumPy arrays (memory maps included) are never closed.
+    """
+    if isinstance(array, np.ndarray):
+        return False
+    try:
+        return not getattr(getattr(array, 'id', None), 'valid', True)
+    except Exception:  # an id of another library that fails to answer
+        return False
+
+
 def _value_bytes(value) -> bytes:
     """Bytes that identify an attribute value or dataset content exactly."""
     if isinstance(value, str):

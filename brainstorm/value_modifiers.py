@@ -23,8 +23,8 @@ from brainstorm.errors import (
     NetworkValidationError,
     ValidationError,
 )
+from brainstorm.handlers.numpy_handler import find_unrepresentable
 from brainstorm.randomness import Seedable
-from brainstorm.structure.external_data import find_unrepresentable
 
 __all__ = [
     'ValueModifier',

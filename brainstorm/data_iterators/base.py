@@ -23,6 +23,7 @@ from brainstorm.arguments import (
     Optional,
 )
 from brainstorm.errors import IteratorValidationError
+from brainstorm.files import dataset_closed
 from brainstorm.randomness import Seedable
 
 # --------------------------------------------------------------- helpers ---
@@ -162,21 +163,6 @@ def _check_finite_batch(
     )
 
 
-def _is_closed(array) -> bool:
-    """Whether ``array`` is an h5py dataset (or the like) whose file was closed.
-
-    h5py tells it by the dataset's identifier, which stays readable after
-    the file is closed (``id.valid`` is then 0); its shape and values do
-    not.
-    """
-    if isinstance(array, np.ndarray):
-        return False
-    try:
-        return not getattr(getattr(array, 'id', None), 'valid', True)
-    except Exception:  # an id of another library that fails to answer
-        return False
-
-
 def _closed_error(owner: str, name: str, error: Exception) -> IteratorValidationError:
     """The error for data ``name`` whose h5py file was closed (h5py's ``error``)."""
     return IteratorValidationError(
@@ -192,7 +178,7 @@ def _current_shape(owner: str, name: str, array) -> tuple:
     try:
         return tuple(array.shape)
     except (RuntimeError, ValueError, OSError) as error:
-        if _is_closed(array):
+        if dataset_closed(array):
             raise _closed_error(owner, name, error) from error
         raise
 

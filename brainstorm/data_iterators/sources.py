@@ -34,7 +34,6 @@ from brainstorm.data_iterators.base import (
     _check_shapes_unchanged,
     _closed_error,
     _describe_source,
-    _is_closed,
     _mask_lengths,
     _part_bounds,
     _read,
@@ -44,6 +43,7 @@ from brainstorm.data_iterators.base import (
     reads_on_demand,
 )
 from brainstorm.errors import IteratorValidationError
+from brainstorm.files import dataset_closed
 
 
 def _example_iterator():
@@ -74,7 +74,7 @@ def _checked_batch(
         try:
             block = _read(array, time_cut, samples)
         except (OSError, RuntimeError, ValueError) as error:
-            if _is_closed(array):
+            if dataset_closed(array):
                 raise _closed_error(owner, name, error) from error
             if not isinstance(error, OSError):
                 raise

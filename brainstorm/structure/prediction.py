@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from brainstorm.errors import NetworkValidationError
+from brainstorm.files import dataset_closed
 from brainstorm.structure.external_data import (
     MissingInputError,
     check_data,
@@ -294,21 +295,6 @@ def _is_read_on_slicing(array) -> bool:
     return True
 
 
-def _is_closed(array) -> bool:
-    """Whether ``array`` is an h5py dataset (or the like) whose file was closed.
-
-    h5py tells it by the dataset's identifier, which stays readable after
-    the file is closed (``id.valid`` is then 0); its shape and values do
-    not.
-    """
-    if isinstance(array, np.ndarray):
-        return False
-    try:
-        return not getattr(getattr(array, 'id', None), 'valid', True)
-    except Exception:  # an id of another library that fails to answer
-        return False
-
-
 def _closed_error(name: str, error: Exception) -> NetworkValidationError:
     """The error for the data of input ``name`` whose h5py file was closed."""
     return NetworkValidationError(
@@ -320,7 +306,7 @@ def _closed_error(name: str, error: Exception) -> NetworkValidationError:
 
 def _check_open(name: str, array) -> None:
     """Refuse an h5py dataset whose file was closed, naming the input."""
-    if not _is_closed(array):
+    if not dataset_closed(array):
         return
     for attribute in ('shape', 'ndim', 'size'):  # h5py caches some shapes
         try:
@@ -373,7 +359,7 @@ class _ReadOnSlicing:
                 return np.asarray(self.source[:, start:stop])
             batch = np.asarray(self.source[start:stop])
         except (OSError, RuntimeError, ValueError) as error:
-            if _is_closed(self.source):
+            if dataset_closed(self.source):
                 raise _closed_error(self.name, error) from error
             if not isinstance(error, OSError):
                 raise
