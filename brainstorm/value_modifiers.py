@@ -23,7 +23,7 @@ from brainstorm.errors import (
     NetworkValidationError,
     ValidationError,
 )
-from brainstorm.handlers.numpy_handler import find_unrepresentable
+from brainstorm.handlers.representable import find_unrepresentable
 from brainstorm.randomness import Seedable
 
 __all__ = [

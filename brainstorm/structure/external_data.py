@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from brainstorm.errors import NetworkValidationError
-from brainstorm.handlers.numpy_handler import find_unrepresentable
+from brainstorm.handlers.representable import find_unrepresentable
 
 __all__ = [
     'MissingInputError',
