@@ -215,6 +215,10 @@ class ClipValues(ValueModifier):
             NetworkValidationError: bounds that would make every value
                 +-inf.
         """
+        cache = self._buffer_cache(handler)
+        key = ('bounds', self.low, self.high)
+        if key in cache:  # checked for this handler (its dtype) already
+            return cache[key]
         low, high = self._cast(handler, self.low), self._cast(handler, self.high)
         if low == math.inf:
             raise self._refuse_value(
@@ -224,7 +228,12 @@ class ClipValues(ValueModifier):
             raise self._refuse_value(
                 handler, 'high', self.high, 'would clip every value to -inf'
             )
-        return low, high
+        # a bound beyond the range on its own side clips no finite value,
+        # as the dtype's largest finite value does (an infinite bound
+        # would be refused by DebugHandler's checks)
+        largest = float(np.finfo(handler.dtype).max)
+        cache[key] = max(low, -largest), min(high, largest)
+        return cache[key]
 
 
 class ConstrainL2Norm(ValueModifier):
@@ -288,6 +297,10 @@ class ConstrainL2Norm(ValueModifier):
             self._check_dtype(handler)
 
     def _check_dtype(self, handler) -> None:
+        cache = self._buffer_cache(handler)
+        key = ('limit', self.limit)
+        if key in cache:  # checked for this handler (its dtype) already
+            return
         limit = self._cast(handler, self.limit)
         if limit == math.inf:
             raise self._refuse_value(
@@ -295,6 +308,7 @@ class ConstrainL2Norm(ValueModifier):
             )
         if limit == 0.0:
             raise self._refuse_value(handler, 'limit', self.limit, 'rounds to 0')
+        cache[key] = True
 
     def _overflowed_rows(
         self, handler, matrix, factors, limit: float, overflowed: np.ndarray

@@ -9,7 +9,7 @@ import pytest
 import brainstorm as bs
 from brainstorm.describable import create_from_description, get_description
 from brainstorm.errors import NetworkValidationError
-from brainstorm.handlers import NumpyHandler
+from brainstorm.handlers import DebugHandler, NumpyHandler
 from brainstorm.value_modifiers import (
     ClipValues,
     ConstrainL2Norm,
@@ -183,6 +183,22 @@ def test_bounds_beyond_the_range_on_their_own_side_still_clip():
     net.set_weight_modifiers({'H': {'bias': mod}})
     net.apply_weight_modifiers()
     assert net.get('H.parameters.bias')[0] == 1e39
+
+
+@pytest.mark.parametrize(
+    'dtype, low, high',
+    [(np.float32, -1e40, 1.0), (np.float32, -1.0, 1e40), (np.float16, -1e5, 1e5)],
+)
+def test_bounds_beyond_the_range_clip_under_the_debug_handler(dtype, low, high):
+    """The bound was passed to clip_t cast to the dtype, as +-inf, which
+    DebugHandler refuses ("holds NaN or Inf after the op") on every call;
+    before the dtype check it worked."""
+    values = np.array([[-3.0, 0.5, 2.0]])
+    expected = np.clip(values, low, high)
+    for handler in (NumpyHandler(dtype), DebugHandler(NumpyHandler(dtype))):
+        view = handler.create_from_numpy(values.astype(dtype))
+        ClipValues(low, high)(handler, view)
+        np.testing.assert_array_equal(handler.get_numpy_copy(view), expected)
 
 
 # ---------------------------------------------- ConstrainL2Norm overflow ---

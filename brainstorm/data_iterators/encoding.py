@@ -81,6 +81,20 @@ class MultiHot(DataIterator):
     def _check_id_shapes(self, iter, vocab_size_dict) -> None:
         """Any number K of ids per step is fine here."""
 
+    def _check_restored(self, owner: str) -> None:
+        """As the base class's; Brainstorm 0.5's own descriptions load.
+
+        0.5 described the wrapped iterator's data shapes (the ids' last
+        dimension, not V); such ``data_shapes`` are read as the encoded
+        ones.
+        """
+        wrapped = self.__dict__.get('iter')
+        if isinstance(wrapped, DataIterator):
+            described = {k: tuple(v) for k, v in self.data_shapes.items()}
+            if described == {k: tuple(v) for k, v in wrapped.data_shapes.items()}:
+                self.data_shapes = self._restored_data_shapes(wrapped)
+        super()._check_restored(owner)
+
     def _restored_data_shapes(self, wrapped: DataIterator) -> dict:
         """Those of ``wrapped``, the encoded data's last dimension V."""
         shapes = {name: tuple(shape) for name, shape in wrapped.data_shapes.items()}

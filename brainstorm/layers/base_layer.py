@@ -318,6 +318,24 @@ class Layer:
         self.internal_shapes = internals
         return True
 
+    def check_parameter_values(self, name: str, values) -> None:
+        """Refuse values that parameter ``name`` cannot have.
+
+        Called with the NumPy values of each parameter when
+        ``Network.initialize`` sets them and when a network is loaded, not
+        in the passes (no per-step cost). The base class accepts any
+        finite values; a layer with a parameter of restricted values (a
+        clock's periods) overrides it.
+
+        Args:
+            name: the parameter's name.
+            values: its values, a NumPy array of its shape.
+
+        Raises:
+            ValueError: naming the parameter, what its values must be and
+                the first value that is not (the network adds the layer).
+        """
+
     def forward_pass(self, buffers, training_pass: bool = True) -> None:
         """Compute the outputs (and internals) from the inputs."""
 

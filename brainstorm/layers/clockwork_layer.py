@@ -74,27 +74,37 @@ def clock_internals(size: int) -> OrderedDict:
     )
 
 
+def check_timing(name: str, values) -> None:
+    """Refuse clock periods of 0 or NaN (``check_parameter_values``).
+
+    A unit updates at the steps ``t`` where ``fmod(t, timing) == 0``:
+    ``fmod(t, 0)`` and ``fmod(t, nan)`` are NaN, so such a unit would
+    never update after ``t = 0``, silently. Other values keep their
+    ``fmod`` meaning, as in Brainstorm 0.5 (1.5 updates every 3 steps, -2
+    every 2), though the periods are meant to be integers >= 1.
+
+    Raises:
+        ValueError: naming the entry.
+    """
+    if name != 'timing':
+        return
+    periods = np.asarray(values, dtype=np.float64).ravel()
+    bad = (periods == 0) | np.isnan(periods)
+    if bad.any():
+        index = int(np.argmax(bad))
+        raise ValueError(
+            f'parameter timing holds the periods of the units (a unit '
+            f'updates at the steps t where t mod timing == 0), integers >= '
+            f'1; a period of 0 or NaN would stop the unit after t = 0. '
+            f'Received: timing[{index}] = {float(periods[index])!r}.'
+        )
+
+
 def compute_inactive(handler, timing, timing_rows, inactive, time_steps: int) -> None:
     """Fill ``inactive[t]`` with ``fmod(t, timing)`` for every time step.
 
     The result is zero exactly where a unit updates (always at ``t = 0``).
-
-    Raises:
-        ValueError: if a ``timing`` entry is no integer >= 1 (``fmod(t,
-            0)`` is NaN: such a unit would never update again, silently; a
-            fraction or a negative period has no clock meaning). The
-            network adds the layer's name.
     """
-    periods = handler.get_numpy_copy(timing)
-    bad = ~((periods >= 1) & (np.floor(periods) == periods))
-    if bad.any():
-        index = int(np.argmax(bad))
-        raise ValueError(
-            f'parameter timing must hold periods that are integers >= 1 '
-            f'(a unit updates at the steps t with t mod timing == 0). '
-            f'Received: timing[{index}] = {float(periods[index])!r}. Set it with '
-            "net.initialize({'<layer>': {'timing': [1, 2, 4, ...]}, ...})."
-        )
     size = timing.shape[0]
     handler.broadcast_t(timing.reshape((1, size)), 0, timing_rows)
     for t in range(time_steps):
@@ -115,6 +125,11 @@ class ClockworkLayerImpl(RecurrentLayerImpl):
     untrained_parameters = {'timing': 1.0}
     computes_no_gradients_for = ('timing',)
     passes_back_internal_deltas = ()
+
+    def check_parameter_values(self, name: str, values) -> None:
+        """Refuse a ``timing`` of 0 or NaN (see :func:`check_timing`)."""
+        check_timing(name, values)
+
     # the clock runs forwards: no ``reverse`` and no ``mask`` input
     declared_kwargs = forwards_only(RecurrentLayerImpl.declared_kwargs)
     optional_inputs: dict = {}

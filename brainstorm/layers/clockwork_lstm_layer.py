@@ -6,7 +6,11 @@ from collections import OrderedDict  # noqa: F401 - in Brainstorm 0.5's namespac
 
 from brainstorm.errors import LayerValidationError  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 from brainstorm.layers.base_layer import Layer  # noqa: F401 - in Brainstorm 0.5's namespace of this module
-from brainstorm.layers.clockwork_layer import clock_internals, compute_inactive
+from brainstorm.layers.clockwork_layer import (
+    check_timing,
+    clock_internals,
+    compute_inactive,
+)
 from brainstorm.layers.lstm_layer import LstmLayerImpl
 from brainstorm.layers.time_reversal import forwards_only
 from brainstorm.shapes import (  # noqa: F401 - in Brainstorm 0.5's namespace of this module
@@ -69,6 +73,11 @@ class ClockworkLstmLayerImpl(LstmLayerImpl):
 
     untrained_parameters = {'timing': 1.0}
     computes_no_gradients_for = ('timing',)
+
+    def check_parameter_values(self, name: str, values) -> None:
+        """Refuse a ``timing`` of 0 or NaN (see ``check_timing``)."""
+        check_timing(name, values)
+
     # the clock runs forwards: no ``reverse`` and no ``mask`` input
     declared_kwargs = forwards_only(LstmLayerImpl.declared_kwargs)
     optional_inputs: dict = {}

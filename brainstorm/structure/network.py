@@ -759,6 +759,12 @@ class Network(Seedable):
                 f'{what} at index {index} ({value!r}); parameters must be '
                 'finite.'
             )
+        try:
+            self.layers[lname].check_parameter_values(pname, array)
+        except ValueError as err:
+            raise NetworkValidationError(
+                f'Initializing {where} with {_short_repr(init)}: {err}'
+            ) from None
         return array
 
     # ------------------------------------------------------ modifiers ------

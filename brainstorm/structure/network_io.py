@@ -263,6 +263,15 @@ def build_from_file(
             f'{expected}.'
         )
     net.handler.set_from_numpy(net.buffer.parameters, parameters)
+    for lname, layer in net.layers.items():
+        for pname in layer.parameter_shapes:
+            values = net.get(f'{lname}.parameters.{pname}')
+            try:
+                layer.check_parameter_values(pname, values)
+            except ValueError as err:
+                raise error(
+                    f"{what} '{filename}': parameter {lname}.{pname}: {err}"
+                ) from None
     net._parameters_set = True  # loaded: whatever they are, they were set
     return net
 

@@ -74,6 +74,8 @@ def _ids(iterator):
             {'seq_lens': [1, 1, 1, 2, 1, 1, 1]},
             'seq_lens must be None or one sequence length in [0, 1] per sample',
         ),
+        ({'seq_lens': [1, 1, 1, -1, 1, 1, 1]}, 'seq_lens[3] must be an int >= 0'),
+        ({'seq_lens': [1, 1, 1, 0.5, 1, 1, 1]}, 'seq_lens[3] must be an int >= 0'),
         (
             {'data_shapes': {'default': [1, 9, 1]}},
             "data_shapes must be the shapes of the data {'default': (1, 7, 1)}. "
@@ -95,6 +97,8 @@ def _ids(iterator):
         'shuffle-samples',
         'seq_lens-short',
         'seq_lens-too-long',
+        'seq_lens-negative',
+        'seq_lens-fraction',
         'data_shapes',
         'data_shapes-names',
         'data-2d',
@@ -159,13 +163,25 @@ def test_an_edited_one_hot_description_is_refused():
     base = Minibatches(2, default=IDS, targets=np.zeros((1, 7, 1), int))
     description = _edited(OneHot(base, {'targets': 4}))
     assert description['data_shapes']['targets'] == [1, 7, 4]
-    description['data_shapes']['targets'] = [1, 7, 1]
+    description['data_shapes']['targets'] = [1, 7, 5]
     refused = _refused(description)
     assert refused.startswith(
         'OneHot (from a description): data_shapes must give the data of the '
         "wrapped iterator (Minibatches): {'default': (1, 7, 1), 'targets': "
         '(1, 7, 4)}'
     )
+
+
+def test_a_brainstorm_05_one_hot_description_loads_with_the_encoded_shapes():
+    """0.5 described the wrapped iterator's data shapes (the ids' last
+    dimension 1, not V)."""
+    base = Minibatches(2, shuffle=False, default=IDS, targets=np.zeros((1, 7, 1), int))
+    description = _edited(OneHot(base, {'targets': 4}))
+    description['data_shapes']['targets'] = [1, 7, 1]  # as 0.5 wrote it
+    restored = create_from_description(description)
+    assert restored.data_shapes['targets'] == (1, 7, 4)
+    batch = next(iter(restored()))
+    assert batch['targets'].shape == (1, 2, 4)
 
 
 def _images():
