@@ -15,7 +15,7 @@ from brainstorm.structure.view_references import (
 )
 from brainstorm.training import MultiStepper, SgdStepper
 from brainstorm.utils import NetworkValidationError, TrainingValidationError
-from brainstorm.value_modifiers import ClipValues
+from brainstorm.value_modifiers import ClipValues, L2Decay
 
 
 def net_with(*names):
@@ -427,3 +427,17 @@ def test_lstm_opt_init_chooses_per_parameter_and_names_a_stranger():
         choose_initializer(layer, 'W', ([init], [], False), 'L.W')
     other = FakeLayer('M', ['W'])
     assert choose_initializer(other, 'W', ([init], [0.5], False), 'M.W') == (init, 0.5)
+
+
+def test_gradient_modifiers_are_gradient_modifiers_only():
+    """An L2Decay (a GradientModifier: it reads the parameters too) is a
+    gradient modifier, not a weight modifier; value modifiers are both."""
+    net = net_with('H')
+    net.set_gradient_modifiers({'H': {'W': L2Decay(0.1)}})
+    assert [type(m) for m in net.gradient_modifiers['H']['W']] == [L2Decay]
+    with pytest.raises(
+        NetworkValidationError, match='not a modifier: give a ValueModifier'
+    ):
+        net.set_weight_modifiers({'H': {'W': L2Decay(0.1)}})
+    net.set_weight_modifiers({'H': {'W': ClipValues(-1, 1)}})
+    net.set_gradient_modifiers({'H': {'W': ClipValues(-1, 1)}})
