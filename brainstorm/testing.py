@@ -25,6 +25,20 @@ built-in layer is checked, in float64 under a
    forward pass left them (it writes only deltas, gradients and
    internals).
 
+It also checks that two forward passes from the same buffers and handler
+seed agree (:func:`run_repeatable_test`), that a second backward pass after
+the same forward pass agrees (:func:`run_backward_repeatable_test`: the
+backward pass does not use an output or forward internal it reads as
+scratch memory), that a freshly made layer object runs the backward pass
+alike (:func:`run_fresh_layer_test`: no state kept on ``self``), that the
+inference pass runs and uses no randomness (:func:`run_inference_test`),
+and that outputs with a context slot depend on it
+(:func:`run_context_test`). These checks, and checks 4 and 5, run before
+the finite differences, so that a fault they name is not reported as wrong
+deltas. Last, an input in ``computes_no_input_deltas_for`` that the outputs
+depend on gives a :class:`LayerTestWarning`
+(:func:`run_ignored_input_deltas_test`; right for a mask or targets).
+
 Context slots of recurrent layers are filled with random values, so
 gradients are also checked with a non-zero context.
 
@@ -53,6 +67,7 @@ from __future__ import annotations
 import difflib
 import math
 import numbers
+import warnings
 from collections import OrderedDict
 from collections.abc import Mapping
 from types import SimpleNamespace
@@ -84,8 +99,15 @@ __all__ = [
     'run_deltas_accumulate_test',
     'run_stale_internals_test',
     'run_forward_results_kept_test',
+    'run_repeatable_test',
+    'run_backward_repeatable_test',
+    'run_fresh_layer_test',
+    'run_inference_test',
+    'run_context_test',
+    'run_ignored_input_deltas_test',
     'get_test_handler',
     'LayerTestError',
+    'LayerTestWarning',
     'LayerTestSpecError',
     'SPEC_KEYS',
 ]
@@ -95,6 +117,15 @@ SOURCE_NAME = 'InputSource'
 
 class LayerTestError(AssertionError):
     """A layer failed one of the checks of :func:`run_layer_tests`."""
+
+
+class LayerTestWarning(UserWarning):
+    """A layer test found something that is wrong unless it is intended.
+
+    For example, an input in ``computes_no_input_deltas_for`` that the
+    outputs depend on: right for a mask or targets, a lost gradient
+    otherwise.
+    """
 
 
 class LayerTestSpecError(ValidationError, TypeError):
@@ -445,12 +476,17 @@ class _Runner:
                 return array[: self.T]
         return array
 
-    def forward(self):
-        self.h.rnd.set_seed(self.seed)
+    def forward(self, training_pass: bool = True, seed: int | None = None):
+        """A forward pass of the layer.
+
+        The handler is seeded with ``seed`` (default: the spec's) and the
+        context slots are set to the runner's contexts.
+        """
+        self.h.rnd.set_seed(self.seed if seed is None else seed)
         for (category, name), ctx in self.contexts.items():
             array = self.buffers[category][name]
             self.h.set_from_numpy(array[self.T :], ctx)
-        self.layer.forward_pass(self.buffers, training_pass=True)
+        self.layer.forward_pass(self.buffers, training_pass=training_pass)
 
     def backward(
         self,
@@ -640,6 +676,10 @@ def run_deltas_accumulate_test(layer, spec, runner=None):
     runner.forward()
     runner.backward(weights)
     before = {n: runner.get(('input_deltas', n)) for n in layer.in_shapes}
+    # a forward pass again, so that a backward pass that damages what the
+    # forward pass left (run_forward_results_kept_test's business) is not
+    # blamed here
+    runner.forward()
     runner.backward(weights, prefill_input_deltas=1.0)
     for name in layer.in_shapes:
         if name in layer.computes_no_input_deltas_for:
@@ -680,18 +720,36 @@ def _forward_results(runner, categories=('inputs', 'outputs', 'parameters')) -> 
     }
 
 
-def _check_kept(layer, spec, runner, before: dict, which: str, may: str) -> None:
+def _check_kept(
+    layer, spec, runner, before: dict, which: str, may: str, hint: str = ''
+) -> None:
     """Raise if a buffer of ``before`` differs from its copy there."""
     for (category, name), expected in before.items():
         got = runner.get((category, name))
         if not np.array_equal(got, expected, equal_nan=True):
+            what = {'inputs': 'input', 'internals': 'forward internal'}.get(
+                category, category[:-1]
+            )
             raise LayerTestError(
                 f'{_describe(layer, spec)}: the {which} pass changed the '
-                f'{category[:-1] if category != "inputs" else "input"} '
-                f'{name!r} (largest |difference| '
+                f'{what} {name!r} (largest |difference| '
                 f'{np.nanmax(np.abs(got - expected)):.3g}); a {which} pass '
-                f'may write only {may}.'
+                f'may write only {may}.{hint}'
             )
+
+
+def _forward_internals(layer) -> list:
+    """Internals the forward pass writes for the backward pass.
+
+    Those not ``is_backward_only``, less a handler's workspaces (scratch
+    memory of both passes).
+    """
+    own = getattr(layer, '_setup_internals', layer.internal_shapes)
+    return [
+        name
+        for name, structure in layer.internal_shapes.items()
+        if name in own and not structure.is_backward_only
+    ]
 
 
 def run_forward_results_kept_test(layer, spec, runner=None):
@@ -701,16 +759,94 @@ def run_forward_results_kept_test(layer, spec, runner=None):
     user read), the outputs (the user's results) and the parameters must
     be bit for bit what they were after the forward pass: a layer that
     uses one of them as scratch memory in its backward pass gives other
-    layers, and the user, wrong values. (Internals are the layer's own.)
+    layers, and the user, wrong values. (Internals are the layer's own;
+    :func:`run_backward_repeatable_test` checks that a backward pass does
+    not damage the forward internals it reads.)
+    """
+    runner = runner or _checked_runner(layer, spec)
+    _backward_keeps_shared(layer, spec, runner)
+
+
+def _backward_keeps_shared(
+    layer, spec, runner, categories=('inputs', 'outputs', 'parameters')
+) -> None:
+    weights = runner.random_output_weights(_output_names(layer))
+    runner.forward()
+    before = _forward_results(runner, categories)
+    runner.backward(weights)
+    _check_kept(
+        layer,
+        spec,
+        runner,
+        before,
+        'backward',
+        'deltas, gradients and internals',
+        ' Compute into an internal declared with is_backward_only=True '
+        '(scratch memory of the backward pass) instead.',
+    )
+
+
+def _backward_results(runner) -> dict:
+    layer = runner.layer
+    return {
+        key: runner.get(key)
+        for key in [
+            ('input_deltas', n)
+            for n in layer.in_shapes
+            if n not in layer.computes_no_input_deltas_for
+        ]
+        + [
+            ('gradients', n)
+            for n in layer.parameter_shapes
+            if n not in layer.computes_no_gradients_for
+        ]
+    }
+
+
+def run_backward_repeatable_test(layer, spec, runner=None):
+    """A second backward pass after the same forward pass agrees.
+
+    A backward pass that uses a forward internal it reads (one not
+    ``is_backward_only``) as scratch memory gives a second backward pass
+    (and check 3, which runs one) other deltas and gradients; the message
+    names the forward internals it changed.
     """
     runner = runner or _checked_runner(layer, spec)
     weights = runner.random_output_weights(_output_names(layer))
     runner.forward()
-    before = _forward_results(runner)
-    runner.backward(weights)
-    _check_kept(
-        layer, spec, runner, before, 'backward', 'deltas, gradients and internals'
+    kept = {('outputs', n): runner.get(('outputs', n)) for n in layer.out_shapes}
+    kept.update(
+        {
+            ('internals', n): runner.get(('internals', n))
+            for n in _forward_internals(layer)
+        }
     )
+    runner.backward(weights)
+    first = _backward_results(runner)
+    changed = [
+        f'{"output" if c == "outputs" else "forward internal"} {n!r}'
+        for (c, n), v in kept.items()
+        if not np.array_equal(runner.get((c, n)), v, equal_nan=True)
+    ]
+    runner.backward(weights)
+    for key, expected in first.items():
+        got = runner.get(key)
+        if np.allclose(got, expected, rtol=1e-10, atol=1e-10):
+            continue
+        cause = (
+            f'The backward pass changed the {", ".join(changed)}, which it '
+            'reads: compute into an internal declared with '
+            'is_backward_only=True (scratch memory of the backward pass) '
+            'instead.'
+            if changed
+            else f'The layer {_KEEPS_STATE}.'
+        )
+        raise LayerTestError(
+            f'{_describe(layer, spec)}: backward-repeatability check: a second '
+            'backward pass after the same forward pass gave different '
+            f'{key[0]} {key[1]!r} (largest |difference| '
+            f'{np.abs(got - expected).max():.3g}). {cause}'
+        )
 
 
 def _forward_keeps_shared(layer, spec, runner) -> None:
@@ -730,12 +866,36 @@ def _forward_keeps_shared(layer, spec, runner) -> None:
     _check_kept(layer, spec, runner, shared, 'forward', 'outputs and internals')
 
 
+def _other_values(original: np.ndarray, rnd) -> list:
+    """Other values for an input, each made of its own values.
+
+    The values shifted by one element (as before), then values drawn with
+    replacement from its values, by whole time step and sample and element
+    by element: unlike a shift, a draw changes sums and means too, and
+    values drawn from the input's own stay valid values of it (class
+    indices, binary masks).
+    """
+    others = [np.roll(original.ravel(), 1).reshape(original.shape)]
+    if original.ndim > 2 and original.shape[0] * original.shape[1] > 1:
+        rows = original.reshape((-1,) + original.shape[2:])
+        count = original.shape[0] * original.shape[1]
+        picked = rnd.randint(0, count, size=count)
+        others.append(rows[picked].reshape(original.shape))
+    flat = original.ravel()
+    others.append(
+        flat[rnd.randint(0, flat.size, size=flat.size)].reshape(original.shape)
+    )
+    return others
+
+
 def _check_declared_independence(layer, spec, runner) -> None:
     """Outputs in ``independent_outputs`` ignore the inputs named there.
 
-    Each such input's values are shifted by one element (so each stays a
-    valid value of that input); the output must keep its values.
+    Each such input gets other values made of its own (so each stays a
+    valid value of that input; see :func:`_other_values`); the output must
+    keep its values. Values the layer raises an error for are skipped.
     """
+    rnd = np.random.RandomState([runner.seed, 4])
     for output, inputs in layer.independent_outputs.items():
         if output not in layer.out_shapes:
             continue
@@ -745,19 +905,24 @@ def _check_declared_independence(layer, spec, runner) -> None:
             original = runner.get(('inputs', name))
             runner.forward()
             expected = runner.real_steps('outputs', output)
-            shifted = np.roll(original.ravel(), 1).reshape(original.shape)
-            runner.h.set_from_numpy(runner.buffers.inputs[name], shifted)
-            runner.forward()
-            got = runner.real_steps('outputs', output)
-            runner.h.set_from_numpy(runner.buffers.inputs[name], original)
-            if not np.allclose(got, expected, rtol=1e-12, atol=1e-12):
-                raise LayerTestError(
-                    f'{_describe(layer, spec)}: output {output!r} changed with '
-                    f'input {name!r} (largest |difference| '
-                    f'{np.abs(got - expected).max():.3g}), but the layer '
-                    f'declares it independent of {name!r} '
-                    '(independent_outputs).'
-                )
+            for other in _other_values(original, rnd):
+                runner.h.set_from_numpy(runner.buffers.inputs[name], other)
+                try:
+                    runner.forward()
+                except Exception:  # noqa: BLE001 - values it does not take
+                    continue
+                finally:
+                    runner.h.set_from_numpy(runner.buffers.inputs[name], original)
+                got = runner.real_steps('outputs', output)
+                if not np.allclose(got, expected, rtol=1e-12, atol=1e-12):
+                    raise LayerTestError(
+                        f'{_describe(layer, spec)}: output {output!r} changed '
+                        f'with input {name!r} (largest |difference| '
+                        f'{np.abs(got - expected).max():.3g}), but the layer '
+                        f'declares it independent of {name!r} '
+                        '(independent_outputs). Remove the declaration, or '
+                        f'make {output!r} not read {name!r}.'
+                    )
 
 
 def run_stale_internals_test(layer, spec, runner=None):
@@ -858,8 +1023,264 @@ def _check_overwritten_input_deltas(layer, spec, runner, weights, results, rnd):
                 )
 
 
+def _state(runner, categories=('inputs', 'parameters', 'outputs', 'internals')):
+    """Copies of whole buffers (context slots included), to restore."""
+    return _forward_results(runner, categories)
+
+
+def _restore(runner, state: dict) -> None:
+    for (category, name), value in state.items():
+        runner.h.set_from_numpy(runner.buffers[category][name], value)
+
+
+def _real_outputs(runner) -> dict:
+    return {n: runner.real_steps('outputs', n) for n in runner.layer.out_shapes}
+
+
+def _first_difference(got: dict, expected: dict, rtol=1e-12, atol=1e-12):
+    """``(name, largest |difference|)`` of the first output that differs."""
+    for name, value in expected.items():
+        if not np.allclose(got[name], value, rtol=rtol, atol=atol, equal_nan=True):
+            return name, float(np.nanmax(np.abs(got[name] - value)))
+    return None
+
+
+_KEEPS_STATE = (
+    'keeps state between passes on the layer object (self.<attribute> = ... '
+    'in forward_pass or backward_pass) instead of in its buffers. Keep what '
+    'the backward pass needs in an internal buffer (the internals setup() '
+    'returns)'
+)
+
+
+def run_repeatable_test(layer, spec, runner=None):
+    """Two forward passes from the same buffers and handler seed agree.
+
+    The inputs, parameters, outputs and internals are restored and the
+    handler reseeded before the second pass: outputs that still differ
+    come from random numbers drawn outside the handler (``np.random``)
+    or state the layer keeps on itself. Run before the finite differences,
+    which such a layer fails with a misleading message.
+    """
+    runner = runner or _checked_runner(layer, spec)
+    state = _state(runner)
+    runner.forward()
+    first = _real_outputs(runner)
+    _restore(runner, state)
+    runner.forward()
+    differs = _first_difference(_real_outputs(runner), first)
+    _restore(runner, state)
+    if differs:
+        raise LayerTestError(
+            f'{_describe(layer, spec)}: repeatability check: two forward passes '
+            'with the same inputs, parameters, buffer contents and handler seed '
+            f'gave different output {differs[0]!r} (largest |difference| '
+            f'{differs[1]:.3g}). The layer draws random numbers other than '
+            "from its handler (use self.handler.rnd or the handler's "
+            'generate_probability_mask, which the network seeds), or '
+            f'{_KEEPS_STATE}.'
+        )
+
+
+def _fresh_layer(layer, handler):
+    """A new layer object like ``layer``, or None if one cannot be made."""
+    try:
+        fresh = type(layer)(
+            layer.name,
+            layer.in_shapes,
+            layer.incoming,
+            layer.outgoing,
+            **layer.kwargs,
+        )
+        fresh.use_workspaces_of(handler)
+    except Exception:  # noqa: BLE001 - nothing to compare with then
+        return None
+    for attr in ('out_shapes', 'parameter_shapes', 'internal_shapes'):
+        if list(getattr(fresh, attr).items()) != list(getattr(layer, attr).items()):
+            return None  # the layer was changed after it was made
+    fresh.set_handler(handler)
+    return fresh
+
+
+def run_fresh_layer_test(layer, spec, runner=None):
+    """The backward pass needs nothing but the buffers.
+
+    A network may run the backward pass long after the forward pass (and
+    other layers' passes in between); a layer that keeps values on the
+    object between the passes breaks that. The backward pass is run by a
+    freshly made layer object (same class, arguments and buffers) after
+    the forward pass of ``layer``; it must give the same deltas and
+    gradients as ``layer``'s own.
+    """
+    runner = runner or _checked_runner(layer, spec)
+    fresh = _fresh_layer(layer, runner.h)
+    if fresh is None:
+        return
+    weights = runner.random_output_weights(_output_names(layer))
+    runner.forward()
+    runner.backward(weights)
+    expected = _backward_results(runner)
+    runner.forward()
+    runner.layer = fresh
+    try:
+        runner.backward(weights)
+    except Exception as err:
+        raise LayerTestError(
+            f'{_describe(layer, spec)}: fresh-object check: the backward pass '
+            'of a freshly made layer object (same class, arguments and '
+            'buffers, after the forward pass of the tested one) raised '
+            f'{type(err).__name__}: {err}. The layer {_KEEPS_STATE}.'
+        ) from err
+    finally:
+        runner.layer = layer
+    for key, value in expected.items():
+        got = runner.get(key)
+        if not np.allclose(got, value, rtol=1e-10, atol=1e-10):
+            raise LayerTestError(
+                f'{_describe(layer, spec)}: fresh-object check: {key[0]} '
+                f'{key[1]!r} of the backward pass differ when a freshly made '
+                'layer object (same class, arguments and buffers) runs it '
+                'after the forward pass of the tested one (largest '
+                f'|difference| {np.abs(got - value).max():.3g}). The layer '
+                f'{_KEEPS_STATE}.'
+            )
+
+
+def run_inference_test(layer, spec, runner=None):
+    """The inference pass (``training_pass=False``) runs and is repeatable.
+
+    It must leave the inputs and parameters alone, give the same outputs
+    for two handler seeds (no dropout or noise at inference) and not
+    depend on the previous contents of outputs and internals.
+    """
+    runner = runner or _checked_runner(layer, spec)
+    where = (
+        f'{_describe(layer, spec)}: inference check (forward_pass(buffers, '
+        'training_pass=False))'
+    )
+    shared = _forward_results(runner, ('inputs', 'parameters'))
+    try:
+        runner.forward(training_pass=False)
+        first = _real_outputs(runner)
+        runner.forward(training_pass=False, seed=runner.seed + 1)
+        other_seed = _real_outputs(runner)
+        rnd = np.random.RandomState([runner.seed, 5])
+        _randomize(runner, 'outputs', False, rnd)
+        _randomize(runner, 'internals', False, rnd)
+        runner.forward(training_pass=False)
+        stale = _real_outputs(runner)
+    except Exception as err:
+        raise LayerTestError(
+            f'{where}: raised {type(err).__name__}: {err}. The inference '
+            'branch of forward_pass must work too (networks run it to '
+            'predict and evaluate).'
+        ) from err
+    _check_kept(layer, spec, runner, shared, 'inference', 'outputs and internals')
+    differs = _first_difference(other_seed, first)
+    if differs:
+        raise LayerTestError(
+            f'{where}: output {differs[0]!r} differs between two handler seeds '
+            f'(largest |difference| {differs[1]:.3g}): the inference pass uses '
+            'random numbers. Draw them (dropout masks, noise) only when '
+            'training_pass is True.'
+        )
+    differs = _first_difference(stale, first)
+    if differs:
+        raise LayerTestError(
+            f'{where}: output {differs[0]!r} depends on the previous contents '
+            f'of internals or outputs (largest |difference| {differs[1]:.3g}); '
+            'write every element of them in the inference branch too.'
+        )
+
+
+def run_context_test(layer, spec, runner=None):
+    """Outputs with a context slot depend on the context.
+
+    A recurrent layer's outputs with ``context_size`` carry the previous
+    sequence's last steps into the next (``y[t - 1]`` at ``t = 0`` reads
+    the context slot). Changing the contexts (those of the outputs and of
+    the forward internals, e.g. a cell state or a reversed copy) must
+    change the outputs; a layer that ignores them, forward and backward
+    alike, passes the finite differences but forgets everything between
+    sequences.
+    """
+    runner = runner or _checked_runner(layer, spec)
+    with_context = [n for c, n in runner.contexts if c == 'outputs']
+    if not with_context:
+        return
+    runner.forward()
+    expected = _real_outputs(runner)
+    contexts = dict(runner.contexts)
+    for key, ctx in contexts.items():
+        runner.contexts[key] = ctx + 1.0
+    try:
+        runner.forward()
+    finally:
+        runner.contexts.update(contexts)
+    got = _real_outputs(runner)
+    if all(np.array_equal(got[n], v) for n, v in expected.items()):
+        name = with_context[0]
+        size = layer.out_shapes[name].context_size
+        raise LayerTestError(
+            f'{_describe(layer, spec)}: context check: output {name!r} has a '
+            f'context slot (context_size={size}), but changing the contexts '
+            '(the last steps of the previous sequence, after step T - 1 of '
+            'the buffers) changes no output: the layer ignores its context. '
+            f'Read it at t = 0 (as {name}[t - 1], i.e. {name}[-1]) in the '
+            'forward pass and give it a delta in the backward pass, or '
+            'declare no context_size.'
+        )
+
+
+#: (layer class, input name) pairs already warned about
+_WARNED_NO_DELTAS: set = set()
+
+
+def run_ignored_input_deltas_test(layer, spec, runner=None):
+    """Warn when an input without deltas does change the outputs.
+
+    For each input in ``computes_no_input_deltas_for`` whose values are not
+    all whole numbers (class indices and binary masks are skipped) and
+    whose name is not ``'mask'`` or ``'targets'`` (they get no deltas by
+    intent), the finite-difference deltas are computed; if they are not
+    zero, a :class:`LayerTestWarning` says so, once per layer class and
+    input: the network loses that input's gradient unless that is
+    intended.
+    """
+    runner = runner or _checked_runner(layer, spec)
+    weights = runner.random_output_weights(_output_names(layer))
+    atol = spec.get('delta_atol', 1e-4)
+    for name in layer.computes_no_input_deltas_for:
+        key = (type(layer), name)
+        if (
+            name not in layer.in_shapes
+            or name in ('mask', 'targets')
+            or key in _WARNED_NO_DELTAS
+        ):
+            continue
+        values = runner.get(('inputs', name))
+        if np.array_equal(values, np.round(values)):
+            continue
+        try:
+            numeric = get_approx_deltas(runner, name, weights, spec.get('eps', 1e-5))
+        except Exception:  # noqa: BLE001 - values it does not take
+            continue
+        if np.abs(numeric).max() > atol:
+            _WARNED_NO_DELTAS.add(key)
+            warnings.warn(
+                f'{_describe(layer, spec)}: input {name!r} is in '
+                'computes_no_input_deltas_for, but the outputs depend on it '
+                f'(finite-difference delta up to {np.abs(numeric).max():.3g}). '
+                'Right for a mask or targets; otherwise compute its delta '
+                'and remove it from computes_no_input_deltas_for, or the '
+                'layers before it get no gradient.',
+                LayerTestWarning,
+                stacklevel=3,
+            )
+
+
 def run_layer_tests(layer, spec: dict) -> None:
-    """Run all six checks on a layer implementation.
+    """Run all checks on a layer implementation (see the module docstring).
 
     Args:
         layer: an instantiated layer (see :func:`instantiate_layer`).
@@ -883,9 +1304,20 @@ def run_layer_tests(layer, spec: dict) -> None:
             and the largest difference.
     """
     runner = _checked_runner(layer, spec)
-    _forward_keeps_shared(layer, spec, runner)  # first: check 4's clearest part
+    # the checks that name a cause first, so that a layer with such a fault
+    # is not reported as a finite-difference mismatch or an overwritten delta
+    _forward_keeps_shared(layer, spec, runner)  # check 4's clearest part
+    run_repeatable_test(layer, spec, runner)
+    # a backward pass that changes inputs or parameters changes every later
+    # pass: say so before anything compares two passes
+    _backward_keeps_shared(layer, spec, runner, ('inputs', 'parameters'))
+    run_backward_repeatable_test(layer, spec, runner)
+    run_stale_internals_test(layer, spec, runner)
+    run_forward_results_kept_test(layer, spec, runner)  # the outputs too
+    run_fresh_layer_test(layer, spec, runner)
+    run_inference_test(layer, spec, runner)
+    run_context_test(layer, spec, runner)
     run_deltas_test(layer, spec, runner)
     run_gradients_test(layer, spec, runner)
     run_deltas_accumulate_test(layer, spec, runner)
-    run_stale_internals_test(layer, spec, runner)
-    run_forward_results_kept_test(layer, spec, runner)
+    run_ignored_input_deltas_test(layer, spec, runner)

@@ -238,7 +238,7 @@ def test_a_correct_layer_passes():
     [
         (StaleBackwardLayerImpl, 'previous contents of backward internals'),
         (OverwritingLayerImpl, 'overwritten instead of added'),
-        (StaleForwardLayerImpl, 'does not match finite differences'),
+        (StaleForwardLayerImpl, 'previous contents of internals or outputs'),
         (FalselyOverwritingLayerImpl, 'or of the gradients'),
         (FalselyOverwritingInputsLayerImpl, 'declares can_overwrite_input_deltas'),
         (PartlyOverwritingInputsLayerImpl, 'declares can_overwrite_input_deltas'),
