@@ -167,6 +167,33 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
+#: Seconds since its last change after which a temporary file of a process
+#: on another machine or in another PID namespace counts as left behind
+#: (its process cannot be looked up from here; a live writer changes its
+#: file far more often).
+FOREIGN_TEMPORARY_AGE = 24 * 3600
+
+
+def _owner_token() -> str:
+    """8 hex digits naming this machine and PID namespace.
+
+    A process id means something only in its PID namespace: writers in
+    two containers sharing a folder, or on two machines sharing it over
+    the network, may have the same pid, or one that cannot be looked up
+    from the other.
+    """
+    import hashlib
+    import os
+    import socket
+
+    try:
+        namespace = os.stat('/proc/self/ns/pid').st_ino
+    except OSError:  # no /proc (macOS, Windows): the machine alone
+        namespace = 0
+    owner = f'{socket.gethostname()}:{namespace}'.encode()
+    return hashlib.sha256(owner).hexdigest()[:8]
+
+
 def _remove_stale_temporaries(directory: str, prefix: str) -> None:
     """Remove temporary files of ``prefix`` whose writing process is gone.
 
@@ -174,23 +201,35 @@ def _remove_stale_temporaries(directory: str, prefix: str) -> None:
     next write to the same path cleans up after it. Temporaries of another
     live process (of any user), and those this process is writing now (in
     any thread), are kept; this process's other temporaries are left over
-    from a failed cleanup and are removed.
+    from a failed cleanup and are removed. A temporary of a process on
+    another machine or in another PID namespace (the owner token in its
+    name differs) is removed only when it has not changed for
+    :data:`FOREIGN_TEMPORARY_AGE` seconds: its pid means nothing here.
     """
     import os
+    import time
 
     try:
         names = os.listdir(directory)
     except OSError:
         return
+    own = _owner_token()
     for name in names:
         if not name.startswith(prefix) or not name.endswith('.tmp'):
             continue
-        pid_text = name[len(prefix) :].split('-', 1)[0]
+        parts = name[len(prefix) : -len('.tmp')].split('-')
+        pid_text = parts[0]
         if not (pid_text.isascii() and pid_text.isdigit()):
             continue
         path = os.path.join(directory, name)
         pid = int(pid_text)
-        if pid == os.getpid():
+        if len(parts) == 3 and parts[1] != own:
+            try:
+                age = time.time() - os.stat(path).st_mtime
+            except OSError:
+                continue
+            alive = age < FOREIGN_TEMPORARY_AGE
+        elif pid == os.getpid():
             with _LIVE_LOCK:
                 alive = path in _LIVE_TEMPORARIES
         else:
@@ -288,7 +327,10 @@ def write_atomically(filename, write) -> None:
     directory, base = os.path.split(target)
     prefix = f'.{base[:180]}.brainstorm-'
     _remove_stale_temporaries(directory, prefix)
-    tmp = os.path.join(directory, f'{prefix}{os.getpid()}-{secrets.token_hex(8)}.tmp')
+    tmp = os.path.join(
+        directory,
+        f'{prefix}{os.getpid()}-{_owner_token()}-{secrets.token_hex(8)}.tmp',
+    )
     with _LIVE_LOCK:
         _LIVE_TEMPORARIES.add(tmp)
     created = False

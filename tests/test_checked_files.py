@@ -141,7 +141,7 @@ def test_an_existing_temporary_name_is_never_written_into(tmp_path, monkeypatch)
 
     monkeypatch.setattr(secrets, 'token_hex', lambda n: 'same')
     target = tmp_path / 'x'
-    taken = tmp_path / f'.x.brainstorm-{os.getpid()}-same.tmp'
+    taken = tmp_path / f'.x.brainstorm-{os.getpid()}-{files._owner_token()}-same.tmp'
     taken.write_text('someone else')
     files._LIVE_TEMPORARIES.add(str(taken))  # live: the cleanup keeps it
     try:
@@ -622,7 +622,8 @@ def test_the_temporary_is_private_hidden_and_named_after_the_file(tmp_path):
         os.umask(old)
     ((name, mode),) = seen
     assert mode == 0o600  # nobody else reads it while it is written
-    prefix = f'.{"n" * 180}.brainstorm-{os.getpid()}-'
+    # the pid, the owner's machine and PID namespace, a random token
+    prefix = f'.{"n" * 180}.brainstorm-{os.getpid()}-{files._owner_token()}-'
     assert name.startswith(prefix) and name.endswith('.tmp')
     token = name[len(prefix) : -len('.tmp')]
     assert len(token) == 16 and set(token) <= set('0123456789abcdef')

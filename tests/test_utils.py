@@ -415,3 +415,39 @@ def test_reshape_view_refuses_to_copy_on_every_numpy(monkeypatch, takes_copy):
         assert np.shares_memory(view, flat) and view.shape == (2, 3, 4)
         with pytest.raises(ValueError, match='without copying'):
             shapes.reshape_view(view[:, :, :2], (12,))
+
+
+def test_temporaries_of_writers_in_other_pid_namespaces_are_kept_while_fresh(tmp_path):
+    """Two writers in different containers (PID namespaces) sharing a folder
+    deleted each other's temporaries mid-write: the other's pid (1 in both,
+    or one not found here) was taken for a dead process of this one, and
+    the write failed with "No such file or directory". A temporary names
+    its machine and namespace; others' are removed only when stale."""
+    import os
+    import time
+
+    from brainstorm import files
+    from brainstorm.utils import write_atomically
+
+    target = tmp_path / 'net.hdf5'
+    own = getattr(files, '_owner_token', lambda: 'eeeeeeee')()
+    assert own != 'ffffffff'
+    dead_pid = 2**22 + 12345  # beyond pid_max: no such process here
+    # a live writer elsewhere: its pid is not found here
+    fresh = tmp_path / f'.net.hdf5.brainstorm-{dead_pid + 1}-ffffffff-{"0" * 16}.tmp'
+    stale = tmp_path / f'.net.hdf5.brainstorm-{dead_pid}-ffffffff-{"1" * 16}.tmp'
+    own_dead = tmp_path / f'.net.hdf5.brainstorm-{dead_pid}-{own}-{"2" * 16}.tmp'
+    for path in (fresh, stale, own_dead):
+        path.write_text('busy')
+    age = getattr(files, 'FOREIGN_TEMPORARY_AGE', 0) + 60
+    os.utime(stale, (time.time() - age, time.time() - age))
+    write_atomically(str(target), _write_text('whole'))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [fresh.name, 'net.hdf5']
+    )
+    # this process's own temporary names its owner token
+    seen = []
+    write_atomically(
+        str(target), lambda tmp: (seen.append(tmp), open(tmp, 'w').close())
+    )
+    assert f'-{own}-' in os.path.basename(seen[0])
