@@ -318,3 +318,19 @@ def test_the_library_error_is_raised_as_it_is_not_wrapped(edit, start, tmp_path)
         Network.from_hdf5(path)
     assert str(info.value).startswith(start.format(path))
     assert 'NetworkValidationError' not in str(info.value)
+
+
+def test_a_loaded_network_of_zero_parameters_counts_as_initialised(tmp_path):
+    """Loaded parameters were set, whatever they are: a network saved with
+    all parameters zero runs after loading (a never-initialised network
+    is refused)."""
+    inp, out = bs.tools.get_in_out_layers('regression', 3, 2)
+    net = Network.from_layer(inp >> out)
+    net.initialize(0.0)
+    path = str(tmp_path / 'zeros.h5')
+    net.save_as_hdf5(path)
+    loaded = Network.from_hdf5(path)
+    outputs = loaded.predict(
+        {'default': np.ones((1, 4, 3))}, out_name='Output.outputs.predictions'
+    )
+    np.testing.assert_array_equal(outputs, 0.0)
