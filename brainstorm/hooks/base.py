@@ -242,8 +242,11 @@ class Hook(Describable):
             log_name, f'is {_describe_entry(log)}, not a list of values.'
         )
 
-    def _get_number_log(self, logs: dict, log_name: str, epoch_nr: int):
+    def _get_number_log(self, logs: dict, log_name: str, epoch_nr: int, start: int = 0):
         """The log at ``log_name`` (see :meth:`_get_log`), a list of numbers.
+
+        Only the entries from ``start`` on are checked (those before were
+        checked by an earlier call).
 
         Raises:
             TrainingValidationError: naming the hook, the log and what it
@@ -251,7 +254,7 @@ class Hook(Describable):
                 number (NaN and inf are numbers).
         """
         log = self._get_log_list(logs, log_name, epoch_nr)
-        for i, value in enumerate(log or ()):
+        for i, value in enumerate((log or [])[start:], start):
             if not _is_number(value):
                 raise self._log_error(
                     log_name,

@@ -325,18 +325,22 @@ class SaveLogsTensorBoard(Hook):
         return int(epoch)
 
     def _write_log(self, writer, logs, log_name: str, epoch_nr: int) -> None:
-        """Write the entries of one log that are new since the last call."""
+        """Write the entries of one log that are new since the last call.
+
+        Only the new entries are read and checked: a log written at every
+        update costs each call its new entries, not the whole log.
+        """
+        done = self._written.get(log_name, 0)
         if self.log_names is None:
             log = self._get_log(logs, log_name, epoch_nr)
-            if not isinstance(log, list) or not all(_is_number(v) for v in log):
+            if not isinstance(log, list) or not all(_is_number(v) for v in log[done:]):
                 return
         else:
-            log = self._get_number_log(logs, log_name, epoch_nr)
+            log = self._get_number_log(logs, log_name, epoch_nr, start=done)
         if not log:
             return
-        done = self._written.get(log_name, 0)
-        epochs, updates = log_counters(log)
-        for value, epoch, update in list(zip(log, epochs, updates))[done:]:
+        epochs, updates = log_counters(log, done)
+        for value, epoch, update in zip(log[done:], epochs, updates):
             step = self._step(epoch, update)
             writer.add_scalar(_tag(log_name), float(value), step)
             self._last_step = max(self._last_step, step)

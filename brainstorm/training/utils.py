@@ -88,15 +88,18 @@ class LogEntries(list):
         self.updates.append(update)
 
 
-def log_counters(log) -> tuple[list, list]:
-    """Return ``(epochs, updates)`` of a log's entries.
+def log_counters(log, start: int = 0) -> tuple[list, list]:
+    """Return ``(epochs, updates)`` of a log's entries from ``start`` on.
 
     A plain list (e.g. logs made by hand) counts its entries as epochs 0,
-    1, ....
+    1, .... Only the entries from ``start`` are read (a hook that writes
+    the new entries of a long log at every update does not go over the
+    old ones again).
     """
     if isinstance(log, LogEntries) and len(log.epochs) == len(log):
-        return list(log.epochs), list(log.updates)
-    return list(range(len(log))), [None] * len(log)
+        return list(log.epochs[start:]), list(log.updates[start:])
+    count = max(0, len(log) - start)
+    return list(range(start, start + count)), [None] * count
 
 
 def add_log(
