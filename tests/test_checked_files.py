@@ -622,8 +622,11 @@ def test_the_temporary_is_private_hidden_and_named_after_the_file(tmp_path):
         os.umask(old)
     ((name, mode),) = seen
     assert mode == 0o600  # nobody else reads it while it is written
-    # the pid, the owner's machine and PID namespace, a random token
-    prefix = f'.{"n" * 180}.brainstorm-{os.getpid()}-{files._owner_token()}-'
+    # the pid, the owner's machine and PID namespace (8 hex digits), a
+    # random token
+    owner = files._owner_token()
+    assert len(owner) == 8 and set(owner) <= set('0123456789abcdef')
+    prefix = f'.{"n" * 180}.brainstorm-{os.getpid()}-{owner}-'
     assert name.startswith(prefix) and name.endswith('.tmp')
     token = name[len(prefix) : -len('.tmp')]
     assert len(token) == 16 and set(token) <= set('0123456789abcdef')
