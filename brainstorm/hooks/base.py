@@ -110,7 +110,17 @@ class Hook(Describable):
         'priority': Arg(Int(0), default=0, state=True),
     }
 
-    __undescribed__ = {'run_verbosity': None, 'comm': None, 'processes': None}
+    __undescribed__ = {
+        'run_verbosity': None,
+        'comm': None,
+        'processes': None,
+        '_scan': None,
+    }
+
+    #: where the last read of a log ended: ``(log, count, kept)``, the log
+    #: object, how many of its entries were read, and what the hook kept of
+    #: them (see :meth:`_number_log_since`); None before the first read
+    _scan: tuple | None = None
 
     # the trainer writes a checkpoint after a call including such a hook
     writes_checkpoint = False
@@ -254,6 +264,11 @@ class Hook(Describable):
                 number (NaN and inf are numbers).
         """
         log = self._get_log_list(logs, log_name, epoch_nr)
+        self._check_numbers(log_name, log, start)
+        return log
+
+    def _check_numbers(self, log_name: str, log, start: int) -> None:
+        """Raise if an entry of ``log`` from ``start`` on is no real number."""
         for i, value in enumerate((log or [])[start:], start):
             if not _is_number(value):
                 raise self._log_error(
@@ -261,7 +276,36 @@ class Hook(Describable):
                     f'holds {_describe_entry(value)} at entry {i}, but '
                     f'{type(self).__name__} watches a log of numbers.',
                 )
-        return log
+
+    def _number_log_since(self, logs: dict, log_name: str, epoch_nr: int, initial):
+        """The log of numbers at ``log_name``, and where the last read ended.
+
+        A hook that summarises a log (its best entry so far, say) reads
+        only what was appended since its last call: a long run's calls
+        would otherwise cost time in proportion to the log's length. The
+        read starts again from the first entry for another log object (a
+        new run, a restored checkpoint, an unpickled hook) or a shorter one.
+
+        Returns:
+            ``(log, start, kept)``: the log (None while it may not exist
+            yet, see :meth:`_get_log`), its entries from ``start`` on
+            checked to be numbers, and what :meth:`_keep_scan` kept for
+            its first ``start`` entries (``initial`` where ``start`` is 0).
+        """
+        log = self._get_log_list(logs, log_name, epoch_nr)
+        scan = self._scan
+        if log is None:
+            return None, 0, initial
+        if scan is not None and scan[0] is log and scan[1] <= len(log):
+            start, kept = scan[1], scan[2]
+        else:
+            start, kept = 0, initial
+        self._check_numbers(log_name, log, start)
+        return log, start, kept
+
+    def _keep_scan(self, log, count: int, kept) -> None:
+        """Remember ``kept``, the summary of the first ``count`` entries of ``log``."""
+        self._scan = (log, count, kept)
 
     def __repr__(self):
         return f"<{type(self).__name__} '{self.__name__}'>"

@@ -116,9 +116,17 @@ class SaveBestNetwork(Hook):
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
         """Save or keep the network if the last log entry is a new best."""
-        log = self._get_number_log(logs, self.log_name, epoch_nr)
+        log, start, best = self._number_log_since(logs, self.log_name, epoch_nr, None)
         if not log:
             return None
+        # the best finite entry before the last one; only the entries
+        # appended since the last call are read
+        for value in log[start:-1]:
+            if math.isfinite(value) and (
+                best is None or _is_better(value, best, self.criterion)
+            ):
+                best = value
+        self._keep_scan(log, len(log) - 1, best)
         judged, self._judged = self._judged, len(log)
         if judged is not None and len(log) < judged:
             judged = 0  # a new run's log (the hook reused by another trainer)
@@ -139,13 +147,10 @@ class SaveBestNetwork(Hook):
                 '(the same timescale, and added after the monitor).'
             )
         value = log[-1]
-        earlier = [v for v in log[:-1] if math.isfinite(v)]
         if not math.isfinite(value):
             return None
-        if earlier:
-            best = min(earlier) if self.criterion == 'min' else max(earlier)
-            if not _is_better(value, best, self.criterion):
-                return None
+        if best is not None and not _is_better(value, best, self.criterion):
+            return None
         if self.filename is not None:
             self.message(
                 f'{self.log_name} improved to {value:.6g}; saving '

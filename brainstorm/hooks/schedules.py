@@ -235,10 +235,12 @@ class ReduceOnPlateau(Hook):
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
         """Count the bad checks among new entries; reduce after too many."""
-        log = self._get_number_log(logs, self.log_name, epoch_nr)
+        log = self._get_log_list(logs, self.log_name, epoch_nr)
         if log is not None and len(log) < self._seen:
             # a new run's log (the hook reused by another trainer)
             self._best, self._bad_checks, self._seen = None, 0, 0
+        # the entries before were checked by an earlier call
+        self._check_numbers(self.log_name, log, self._seen)
         if not log:
             return None
         for value in log[self._seen :]:

@@ -6,6 +6,7 @@ on SIGQUIT. A hook stops training by raising ``StopIteration``.
 
 from __future__ import annotations
 
+import math
 import signal
 import threading
 
@@ -16,6 +17,7 @@ from brainstorm.hooks.base import (
     _NAMES,
     Hook,
     _describe_entry,
+    _is_better,
     _log,
     _names_list,
 )
@@ -77,10 +79,19 @@ class EarlyStopper(Hook):
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
         """Stop if the best entry is more than ``patience`` entries back."""
-        log = self._get_number_log(logs, self.log_name, epoch_nr)
+        log, start, (best, best_value) = self._number_log_since(
+            logs, self.log_name, epoch_nr, (0, None)
+        )
         if not log:
             return None
-        best = _best_index(log, self.criterion)
+        # only the entries appended since the last call are read
+        for i in range(start, len(log)):
+            value = float(log[i])
+            if math.isfinite(value) and (
+                best_value is None or _is_better(value, best_value, self.criterion)
+            ):
+                best, best_value = i, value
+        self._keep_scan(log, len(log), (best, best_value))
         if len(log) > best + self.patience:
             self.message(
                 f"Stopping because '{self.log_name}' did not "
@@ -179,17 +190,23 @@ class StopAfterThresholdReached(Hook):
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
         """Stop if the log has reached the threshold (non-finite entries aside)."""
-        log = self._get_number_log(logs, self.log_name, epoch_nr)
+        log, start, best = self._number_log_since(logs, self.log_name, epoch_nr, None)
         if not log:
             return None
-        values = np.asarray(log, dtype=float)
-        values = values[np.isfinite(values)]
-        if not values.size:
+        # only the entries appended since the last call are read
+        for value in log[start:]:
+            value = float(value)
+            if math.isfinite(value) and (
+                best is None or _is_better(value, best, self.criterion)
+            ):
+                best = value
+        self._keep_scan(log, len(log), best)
+        if best is None:
             return None
         if self.criterion == 'min':
-            reached = values.min() <= self.threshold
+            reached = best <= self.threshold
         else:
-            reached = values.max() >= self.threshold
+            reached = best >= self.threshold
         if reached:
             self.message(
                 f"Stopping because '{self.log_name}' reached the "
@@ -197,17 +214,6 @@ class StopAfterThresholdReached(Hook):
             )
             raise StopIteration
         return None
-
-
-def _best_index(log, criterion: str) -> int:
-    """Index of the first best finite entry of ``log`` (0 if none is finite)."""
-    values = np.asarray(log, dtype=float)
-    finite = np.isfinite(values)
-    if not finite.any():
-        return 0
-    if criterion == 'min':
-        return int(np.argmin(np.where(finite, values, np.inf)))
-    return int(np.argmax(np.where(finite, values, -np.inf)))
 
 
 def _all_finite(value) -> bool:
