@@ -25,6 +25,13 @@ built-in layer is checked, in float64 under a
    forward pass left them (it writes only deltas, gradients and
    internals).
 
+Checks 4 and 6 look at writes as well as values: under the test handler
+(:meth:`DebugHandler.read_only
+<brainstorm.handlers.debug_handler.DebugHandler.read_only>`) an op that
+writes into an input or parameter in either pass, or into an output in
+the backward pass, fails at once, naming the op, even where it writes
+the values already there (an in-place clip inside its bounds).
+
 It also checks that two forward passes from the same buffers and handler
 seed agree (:func:`run_repeatable_test`), that a second backward pass after
 the same forward pass agrees (:func:`run_backward_repeatable_test`: the
@@ -64,6 +71,7 @@ before anything runs, so no check passes without testing anything.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import math
 import numbers
@@ -76,7 +84,7 @@ import numpy as np
 
 from brainstorm.errors import ValidationError
 from brainstorm.handlers.base_handler import ACTIVATION_ALIASES, ACTIVATIONS
-from brainstorm.handlers.debug_handler import DebugHandler
+from brainstorm.handlers.debug_handler import DebugHandler, DebugHandlerWriteError
 from brainstorm.handlers.numpy_handler import NumpyHandler
 from brainstorm.layers.base_layer import Layer
 from brainstorm.structure.architecture import Connection
@@ -486,7 +494,45 @@ class _Runner:
         for (category, name), ctx in self.contexts.items():
             array = self.buffers[category][name]
             self.h.set_from_numpy(array[self.T :], ctx)
-        self.layer.forward_pass(self.buffers, training_pass=training_pass)
+        # statistics a training pass keeps (BatchNorm's running mean) aside
+        kept = self.layer.computes_no_gradients_for if training_pass else ()
+        with self._read_only(('inputs', 'parameters'), kept, 'forward_pass'):
+            self.layer.forward_pass(self.buffers, training_pass=training_pass)
+
+    @contextlib.contextmanager
+    def _read_only(self, categories, kept, during: str):
+        """A block in which the test handler refuses writes into ``categories``.
+
+        Parameters named in ``kept`` are left writable. A write is reported
+        as a LayerTestError naming the buffer, the op and its operand, even
+        where it leaves the values as they were (an in-place clip of
+        values inside the bounds). Another handler than a DebugHandler
+        checks nothing here (the checks of values after the passes remain).
+        """
+        if not isinstance(self.h, DebugHandler):
+            yield
+            return
+        which = during.split('_')[0]
+        buffers = {
+            f"the layer's {category[:-1]} '{name}'": (category, name, array)
+            for category in categories
+            for name, array in BufferView.items(self.buffers[category])
+            if not (category == 'parameters' and name in kept)
+        }
+        arrays = {label: array for label, (_, _, array) in buffers.items()}
+        try:
+            with self.h.read_only(arrays, f'{type(self.layer).__name__}.{during}'):
+                yield
+        except DebugHandlerWriteError as err:
+            category, name, _ = buffers[err.label]
+            may, hint = _MAY_WRITE[which]
+            raise LayerTestError(
+                f'{_describe(self.layer, self.spec)}: the {which} pass changed '
+                f'the {category[:-1]} {name!r}: DebugHandler.{err.op} wrote '
+                f'into it through its argument {err.argument!r} (whatever '
+                f'the values written). A {which} pass may write only {may}.'
+                f'{hint}'
+            ) from err
 
     def backward(
         self,
@@ -525,7 +571,10 @@ class _Runner:
             self.h.set_from_numpy(array, garbage.randn(*array.shape))
         self.layer.overwrite_input_deltas = overwrite
         try:
-            self.layer.backward_pass(self.buffers)
+            with self._read_only(
+                ('inputs', 'outputs', 'parameters'), (), 'backward_pass'
+            ):
+                self.layer.backward_pass(self.buffers)
         finally:
             self.layer.overwrite_input_deltas = frozenset()
 
@@ -547,6 +596,17 @@ class _Runner:
         return {
             n: rnd.randn(*self.real_steps('outputs', n).shape) for n in output_names
         }
+
+
+#: what each pass may write, and a hint for a pass that writes elsewhere
+_MAY_WRITE = {
+    'forward': ('outputs and internals', ''),
+    'backward': (
+        'deltas, gradients and internals',
+        ' Compute into an internal declared with is_backward_only=True '
+        '(scratch memory of the backward pass) instead.',
+    ),
+}
 
 
 def _checked_runner(layer, spec):
@@ -780,9 +840,7 @@ def _backward_keeps_shared(
         runner,
         before,
         'backward',
-        'deltas, gradients and internals',
-        ' Compute into an internal declared with is_backward_only=True '
-        '(scratch memory of the backward pass) instead.',
+        *_MAY_WRITE['backward'],
     )
 
 

@@ -124,10 +124,16 @@ class ScaleLayerImpl(Layer):
 class FalselyOverwritingLayerImpl(ScaleLayerImpl):
     """Declares overwrites_gradients but adds into its gradient."""
 
+    def setup(self, kwargs, in_shapes):
+        outputs, parameters, internals = super().setup(kwargs, in_shapes)
+        n = in_shapes['default'].feature_size
+        internals['total'] = BufferStructure('B', n, is_backward_only=True)
+        return outputs, parameters, internals
+
     def _gradient(self, buffers, tmp, dw):
-        scratch = flatten_time(buffers.outputs.default)[0]
-        self.handler.sum_t(tmp, 0, scratch)
-        self.handler.add_tt(dw, scratch, dw)
+        total = buffers.internals.total[0]
+        self.handler.sum_t(tmp, 0, total)
+        self.handler.add_tt(dw, total, dw)
 
 
 class ScaleInputLayerImpl(CopyLayerImpl):

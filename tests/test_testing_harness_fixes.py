@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 
 import brainstorm.testing as testing
+from brainstorm.handlers import DebugHandler, NumpyHandler
+from brainstorm.handlers.debug_handler import DebugHandlerWriteError
 from brainstorm.layers.base_layer import Layer
 from brainstorm.structure.buffer_structure import BufferStructure, StructureTemplate
 from brainstorm.testing import (
@@ -100,7 +102,7 @@ def test_backward_scratch_in_output_is_named():
     message = _fails_with(
         HfxTanhScratchOutputLayerImpl,
         {'default': (3,)},
-        "backward-repeatability check: .* changed the output 'default'",
+        "the backward pass changed the output 'default': DebugHandler.* wrote",
     )
     assert 'overwritten instead of added' not in message
     assert 'is_backward_only=True' in message
@@ -564,3 +566,59 @@ def test_a_mask_of_whole_numbers_gives_no_warning():
     rnd = np.random.RandomState(3)
     spec = dict(SPEC, b=(rnd.rand(3, 2, 3) > 0.5).astype(float))
     assert _no_deltas_warnings(HfxNoDeltaForBLayerImpl, spec) == []
+
+
+# ------------------------------------- writes that leave the values as they were
+
+
+class HfxClipInPlaceLayerImpl(HfxTanhLayerImpl):
+    """Clips its input in place before tanh: with the bounds far outside the
+    test values, the input keeps its values, so no value check sees it; a
+    network's other readers of that input would see clipped values."""
+
+    def forward_pass(self, buffers, training_pass=True):
+        x = buffers.inputs.default
+        self.handler.clip_t(x, -1e3, 1e3, x)
+        super().forward_pass(buffers, training_pass)
+
+
+class HfxRewriteWeightLayerImpl(HfxScaleLayerImpl):
+    """Copies its parameter onto itself in the backward pass (a no-op write)."""
+
+    def backward_pass(self, buffers):
+        w = buffers.parameters.w
+        self.handler.copy_to(w, w)
+        super().backward_pass(buffers)
+
+
+def test_an_in_place_write_that_keeps_the_values_is_named():
+    """The harness compared values only: this layer passed every check."""
+    message = _fails_with(
+        HfxClipInPlaceLayerImpl,
+        {'default': (3,)},
+        "the forward pass changed the input 'default': DebugHandler.clip_t "
+        "wrote into it through its argument 'out'",
+    )
+    assert 'may write only outputs and internals' in message
+
+
+def test_a_backward_write_into_a_parameter_is_named_whatever_the_values():
+    _fails_with(
+        HfxRewriteWeightLayerImpl,
+        {'default': (3,)},
+        "the backward pass changed the parameter 'w': DebugHandler.copy_to",
+    )
+
+
+def test_the_debug_handler_refuses_writes_only_inside_read_only():
+    h = DebugHandler(NumpyHandler(np.float64))
+    a, b = h.zeros((2, 3)), h.zeros((2, 3))
+    with h.read_only({'a block': a}, 'a test'):
+        h.fill(b, 1.0)  # other memory: allowed
+        h.add_tt(a, b, b)  # reading it: allowed
+        with pytest.raises(DebugHandlerWriteError, match="'out' writes into a block"):
+            h.add_tt(b, b, a[1:])  # a view of it
+        with pytest.raises(DebugHandlerWriteError, match="'mem' writes into a block"):
+            h.fill(a[:, 1:], 2.0)
+    h.fill(a, 3.0)  # after the block: writable again
+    assert h.get_numpy_copy(a).tolist() == [[3.0] * 3] * 2

@@ -20,6 +20,7 @@ from brainstorm.handlers.base_handler import ACTIVATIONS
 __all__ = [
     'DebugArray',
     'DebugHandlerError',
+    'DebugHandlerWriteError',
     'check_for_inf_or_nan',
     'assert_is_shape',
     'assert_debug_arrays',
@@ -37,6 +38,22 @@ _NO_ARITHMETIC = (
 
 class DebugHandlerError(AssertionError):
     """A handler op was called with arguments that break its contract."""
+
+
+class DebugHandlerWriteError(DebugHandlerError):
+    """An op wrote into an array that ``DebugHandler.read_only`` protects.
+
+    Attributes:
+        op: the op's name.
+        argument: the operand it wrote through.
+        label: the protected array's label, as given to ``read_only``.
+    """
+
+    def __init__(self, message: str, op: str, argument: str, label: str):
+        super().__init__(message)
+        self.op = op
+        self.argument = argument
+        self.label = label
 
 
 class DebugArray:

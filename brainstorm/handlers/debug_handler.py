@@ -13,7 +13,9 @@ grammar (``same``, ``mv``, ``dot``) serve most ops; the methods
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 
@@ -25,6 +27,7 @@ from brainstorm.handlers.debug_array import (
     KIND_CHECKS,
     DebugArray,
     DebugHandlerError,
+    DebugHandlerWriteError,
     _checked_fixed_block,
     _is_int,
     _is_scalar,
@@ -44,6 +47,7 @@ __all__ = [
     'DebugHandler',
     'DebugArray',
     'DebugHandlerError',
+    'DebugHandlerWriteError',
     'check_for_inf_or_nan',
     'assert_is_shape',
     'assert_debug_arrays',
@@ -79,6 +83,10 @@ class DebugHandler(Handler):
     }
 
     array_type = DebugArray
+
+    #: ``(arrays, during)`` while :meth:`read_only` runs: label -> wrapped
+    #: array that no op may write into, and what runs meanwhile
+    _read_only: tuple[dict, str] | None = None
 
     def __init__(self, handler: Handler):
         self.handler = handler
@@ -121,12 +129,44 @@ class DebugHandler(Handler):
     def fixed_operand(self, array):  # the wrapped handler's, checked
         return _checked_fixed_block(self.handler, super().fixed_operand, array)
 
+    @contextlib.contextmanager
+    def read_only(
+        self, arrays: Mapping[str, DebugArray], during: str
+    ) -> Iterator[None]:
+        """Refuse every op that writes into ``arrays`` while the block runs.
+
+        The layer-test harness runs a layer's passes in such a block, so
+        that a pass writing into its inputs or parameters is named even
+        where the values it writes are those already there.
+
+        Args:
+            arrays: a label for the message (``"the input 'default'"``)
+                -> an array of this handler.
+            during: what runs in the block, for the message.
+
+        Raises:
+            DebugHandlerWriteError: in the block, from an op whose
+                written operand shares memory with one of ``arrays``, naming
+                the op, the operand and the array's label.
+        """
+        previous = self._read_only
+        self._read_only = (
+            {label: _unwrap(array) for label, array in arrays.items()},
+            during,
+        )
+        try:
+            yield
+        finally:
+            self._read_only = previous
+
     # ------------------------------------------------------- every op call
 
     def _call(self, op: Op, args: dict):
         """Check the arguments of ``op``, run it on the wrapped handler."""
         for name, kind in op.kinds.items():
             self._expect_kind(op, name, kind, args[name])
+        if self._read_only is not None:
+            self._expect_writable(op, args)
         getattr(self, f'_check_{op.rule}')(op.name, args)
         if op.section in _DISJOINT_SECTIONS:
             self._expect_disjoint(op, args)
@@ -179,6 +219,27 @@ class DebugHandler(Handler):
                     op.name,
                     f"argument '{name}' must be {expected}. Received: {received}",
                 )
+
+    def _expect_writable(self, op: Op, args: dict) -> None:
+        arrays, during = self._read_only  # type: ignore[misc]
+        for name in op.writes:
+            value = args.get(name)
+            if not isinstance(value, DebugArray) or not isinstance(
+                value.array, np.ndarray
+            ):
+                continue
+            for label, array in arrays.items():
+                if isinstance(array, np.ndarray) and np.shares_memory(
+                    value.array, array
+                ):
+                    raise DebugHandlerWriteError(
+                        f"DebugHandler.{op.name}: argument '{name}' writes "
+                        f'into {label}, which must stay unchanged during '
+                        f'{during}.',
+                        op.name,
+                        name,
+                        label,
+                    )
 
     def _expect_disjoint(self, op: Op, args: dict) -> None:
         arrays = {n: v.array for n, v in args.items() if isinstance(v, DebugArray)}
