@@ -125,19 +125,19 @@ def reference(kind, criterion, log, state):
         if math.isfinite(last) and all(better(last, v) for v in earlier):
             state['saved'] = float(len(log))
         return state.get('saved')
-    # ReduceOnPlateau: count the bad checks among the new entries; a
+    # ReduceOnPlateau: count the bad checks of each new entry; each
     # reduction halves the rate of 1.0 that run() gives each call
-    reduced = False
+    reductions = 0
     for v in log[state.get('seen', 0) :]:
         if math.isfinite(v) and (state.get('best') is None or better(v, state['best'])):
             state['best'], state['bad'] = v, 0
         else:
             state['bad'] = state.get('bad', 0) + 1
+            if state['bad'] > 2:
+                state['bad'] = 0
+                reductions += 1
     state['seen'] = len(log)
-    if state.get('bad', 0) > 2:
-        state['bad'] = 0
-        reduced = True
-    return 0.5 if reduced else 1.0
+    return 0.5**reductions
 
 
 def random_entries(rng, count):

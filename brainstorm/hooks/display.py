@@ -374,8 +374,17 @@ class ProgressBar(Hook):
         return copied
 
     def start(self, net, stepper, verbose, named_data_iters):
-        """Read the number of batches per epoch of the training iterator."""
+        """Read the number of batches per epoch of the training iterator.
+
+        Without one (:meth:`Trainer.evaluate
+        <brainstorm.training.trainer.Trainer.evaluate>` runs no training
+        epoch) the bar draws nothing.
+        """
         super().start(net, stepper, verbose, named_data_iters)
+        self._close()
+        if 'training_data_iter' not in named_data_iters:
+            self._length, self._enabled = None, False
+            return
         iterator = named_data_iters.get('training_data_iter')
         length = getattr(iterator, 'length', None)
         if not isinstance(length, int) or length < 0:

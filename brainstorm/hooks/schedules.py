@@ -243,6 +243,9 @@ class ReduceOnPlateau(Hook):
         self._check_numbers(self.log_name, log, self._seen)
         if not log:
             return None
+        # each entry counts, whether this call sees one or several (a
+        # log written more often than the hook runs, an interval > 1)
+        reductions = 0
         for value in log[self._seen :]:
             if math.isfinite(value) and (
                 self._best is None or _is_better(value, self._best, self.criterion)
@@ -251,14 +254,17 @@ class ReduceOnPlateau(Hook):
                 self._bad_checks = 0
             else:
                 self._bad_checks += 1
+                if self._bad_checks > self.patience:
+                    self._bad_checks = 0
+                    reductions += 1
         self._seen = len(log)
-        if self._bad_checks > self.patience:
-            self._bad_checks = 0
+        if reductions:
             target, attr = _resolve_attribute(
                 f"ReduceOnPlateau '{self.__name__}'", stepper, self.attr_name
             )
-            old = getattr(target, attr)
-            new = max(old * self.factor, self.minimum)
+            old = new = getattr(target, attr)
+            for _ in range(reductions):
+                new = max(new * self.factor, self.minimum)
             if new < old:
                 setattr(target, attr, new)
                 self.message(f'{self.attr_name} reduced from {old:.6g} to {new:.6g}.')

@@ -183,6 +183,7 @@ def call_hook(
     progress: TrainingProgress,
     verbose: bool,
     is_root: bool,
+    results: dict | None = None,
 ) -> bool:
     """Call one hook and log its result.
 
@@ -192,17 +193,21 @@ def call_hook(
         timescale: for error notes.
         net: the network.
         stepper: the trainer's stepper.
-        logs: the logs to add the result to.
+        logs: the trainer's logs, which the hook reads.
         progress: the trainer's progress, for the counters.
         verbose: whether to print the result, unless the hook sets its
             own ``run_verbosity``.
         is_root: whether this process prints (rank 0).
+        results: where to log the result (default: ``logs``);
+            :meth:`Trainer.evaluate` gives its ``results`` here, so that
+            the hooks still read the training logs.
 
     Returns:
         True if the hook asked to stop (raised ``StopIteration``, whose
         value, if any, is logged).
     """
     counters = (progress.epoch_nr, progress.update_nr)
+    results = logs if results is None else results
     try:
         result = hook(
             epoch_nr=progress.epoch_nr,
@@ -213,13 +218,13 @@ def call_hook(
         )
     except StopIteration as request:
         if request.value is not None:
-            add_log(logs, name, request.value, *counters)
+            add_log(results, name, request.value, *counters)
         return True
     except Exception as err:
         note_hook_error(err, name, hook, f'its {timescale} call', progress)
         raise
     if result is not None:
-        add_log(logs, name, result, *counters)
+        add_log(results, name, result, *counters)
         if getattr(hook, 'run_verbosity', verbose) and is_root:
             for line in format_result(result):
                 _log.info(f'{name} >> {line}')

@@ -366,7 +366,9 @@ class Trainer(Describable):
         Args:
             net: the network.
             timescale: ``'update'`` or ``'epoch'``.
-            logs: :attr:`logs` (in ``train``) or :attr:`results`.
+            logs: where the hooks' results go: :attr:`logs` (in
+                ``train``) or :attr:`results` (in ``evaluate``). The hooks
+                read :attr:`logs` in both.
             called: in a round at count 0, ``{hook name: whether it asked
                 to stop}`` of the hooks whose call went through in an
                 earlier ``train`` (they are not called again; their stop
@@ -395,10 +397,11 @@ class Trainer(Describable):
                 timescale,
                 net,
                 self.stepper,
-                logs,
+                self.logs,
                 progress,
                 self.verbose,
                 processes.is_root,
+                results=logs,
             )
             now.append((name, hook, asked))
             stop = stop or asked
@@ -669,11 +672,16 @@ class Trainer(Describable):
         progress = run.progress
         if not progress.batches_done:
             # the empty-data rule: a loss of 0.0 over no data is no result
-            raise IteratorValidationError(
+            error = IteratorValidationError(
                 f"Trainer: the training iterator ('training_data_iter', "
                 f'{type(training_data_iter).__name__}) yielded no batch in '
                 f'epoch {progress.epoch_nr}: there is nothing to train on.'
             )
+            # the epoch never began: a train() called again with data
+            # numbers its first epoch as this one
+            progress.epoch_nr -= 1
+            progress.epoch_complete = True
+            raise error
         length = getattr(training_data_iter, 'length', None)
         if (
             run.processes.size > 1
@@ -727,9 +735,12 @@ class Trainer(Describable):
     def evaluate(self, net, **named_data_iters) -> OrderedDict:
         """Start the hooks and call them once with the current counters.
 
-        ``'epoch'`` hooks are called, then ``'update'`` hooks, logging into
-        :attr:`results` instead of :attr:`logs`; then every hook's ``end``
-        (also if one raised).
+        ``'epoch'`` hooks are called, then ``'update'`` hooks, their
+        results logged into :attr:`results` instead of :attr:`logs`; then
+        every hook's ``end`` (also if one raised). The hooks read
+        :attr:`logs`, as in :meth:`train` (and as in Brainstorm 0.5), which
+        ``evaluate`` leaves unchanged: a ``SaveLogs`` or ``SaveBestNetwork``
+        hook sees the training run's logs, not the evaluation's.
 
         Returns:
             :attr:`results`.
