@@ -264,10 +264,10 @@ class Hook(Describable):
                 number (NaN and inf are numbers).
         """
         log = self._get_log_list(logs, log_name, epoch_nr)
-        self._check_numbers(log_name, log, start)
+        self._check_number_entries(log_name, log, start)
         return log
 
-    def _check_numbers(self, log_name: str, log, start: int) -> None:
+    def _check_number_entries(self, log_name: str, log, start: int) -> None:
         """Raise if an entry of ``log`` from ``start`` on is no real number."""
         for i, value in enumerate((log or [])[start:], start):
             if not _is_number(value):
@@ -300,7 +300,7 @@ class Hook(Describable):
             start, kept = scan[1], scan[2]
         else:
             start, kept = 0, initial
-        self._check_numbers(log_name, log, start)
+        self._check_number_entries(log_name, log, start)
         return log, start, kept
 
     def _keep_scan(self, log, count: int, kept) -> None:

@@ -240,7 +240,7 @@ class ReduceOnPlateau(Hook):
             # a new run's log (the hook reused by another trainer)
             self._best, self._bad_checks, self._seen = None, 0, 0
         # the entries before were checked by an earlier call
-        self._check_numbers(self.log_name, log, self._seen)
+        self._check_number_entries(self.log_name, log, self._seen)
         if not log:
             return None
         # each entry counts, whether this call sees one or several (a
