@@ -47,11 +47,32 @@ class Describable:
     * ``__validate__()`` (optional method): checks between arguments
       (e.g. ``low <= high``), raising the class's ValidationError; run after
       the outermost ``__init__`` of a declaring class and after restoring.
+
+    Descriptions written by Brainstorm 0.5 hold every attribute its objects
+    had, some under other names or in other forms than here. Restoring
+    reads them through these (merged along the MRO; a key the class
+    declares is never renamed or dropped):
+
+    * ``__renamed_05__``: a dict of 0.5 keys to the declared keys that
+      took their place (``LstmOptInit``: ``{'block_input':
+      'input_block'}``); the value is checked as the new key's. A
+      description holding both keys is refused.
+    * ``__dropped_05__``: a set of 0.5 keys of runtime state that is not
+      kept here (``MonitorLoss``: ``{'iter'}``, the data iterator the hook
+      was last started with); their values are ignored, not recreated.
+    * ``__upgrade_05__(description)`` (optional classmethod): returns the
+      description with a 0.5 form of its values turned into this
+      package's (``MultiStep``'s ``steps``), or the description itself;
+      it runs after the renaming and dropping, before the checks.
+
+    Every other key is checked as described above.
     """
 
     __undescribed__: set | dict = set()
     __default_values__: dict = {}
     __arguments__: dict = {}
+    __renamed_05__: dict = {}
+    __dropped_05__: set | frozenset = frozenset()
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -74,6 +95,16 @@ class Describable:
             else:
                 result.update({name: None for name in ud})
         return result
+
+    @classmethod
+    def __get_all_05_keys__(cls) -> tuple[dict, set]:
+        """The merged ``__renamed_05__`` and ``__dropped_05__`` of the MRO."""
+        renamed: dict = {}
+        dropped: set = set()
+        for klass in reversed(cls.__mro__):
+            renamed.update(klass.__dict__.get('__renamed_05__', {}))
+            dropped.update(klass.__dict__.get('__dropped_05__', ()))
+        return renamed, dropped
 
     @classmethod
     def __get_all_default_values__(cls) -> dict:
@@ -133,12 +164,13 @@ class Describable:
         for name, arg in declared.items():
             if not arg.init_only and not name.startswith('**'):
                 by_attr[arg.attr or name] = (name, arg)
+        owner = f'{cls.__name__} (from a description)'
+        description = _from_05(cls, owner, description, by_attr)
         instance = cls.__new__(cls)
         for key, value in cls.__get_all_undescribed__().items():
             setattr(instance, key, copy.deepcopy(value))
         for key, value in cls.__get_all_default_values__().items():
             setattr(instance, key, copy.deepcopy(value))
-        owner = f'{cls.__name__} (from a description)'
         for key, value in description.items():
             if key == '@type':
                 continue
@@ -158,6 +190,46 @@ class Describable:
 
     def __init_from_description__(self, description: dict) -> None:
         """Hook for subclasses to finish recreating themselves."""
+
+
+def _from_05(
+    cls: type[Describable], owner: str, description: dict, by_attr: dict
+) -> dict:
+    """``description`` with Brainstorm 0.5's keys and forms turned into ours.
+
+    See ``__renamed_05__``, ``__dropped_05__`` and ``__upgrade_05__`` in
+    :class:`Describable`. Keys the class declares are left as they are.
+
+    Raises:
+        DescriptionError: for a description holding a 0.5 key and the key
+            that took its place.
+    """
+    renamed, dropped = cls.__get_all_05_keys__()
+    if any(
+        isinstance(key, str)
+        and key not in by_attr
+        and (key in renamed or key in dropped)
+        for key in description
+    ):
+        converted = {}
+        for key, value in description.items():
+            if not isinstance(key, str) or key in by_attr:
+                converted[key] = value
+            elif key in renamed:
+                new = renamed[key]
+                if new in description:
+                    raise DescriptionError(
+                        f'{owner}: the keys {key!r} (Brainstorm 0.5) and '
+                        f'{new!r} name the same attribute; give only {new!r}.'
+                    )
+                converted[new] = value
+            elif key not in dropped:
+                converted[key] = value
+        description = converted
+    upgrade = getattr(cls, '__upgrade_05__', None)
+    if upgrade is not None:
+        description = upgrade(description)
+    return description
 
 
 def _restore_declared(

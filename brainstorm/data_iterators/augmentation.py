@@ -22,6 +22,19 @@ from brainstorm.data_iterators.sources import _example_iterator
 from brainstorm.errors import IteratorValidationError
 
 
+def _with_defaults(values: dict | None, names: dict, default: float) -> dict:
+    """``values`` with ``default`` for each of ``names`` it lacks.
+
+    Restoring a description: the constructors fill their optional dicts
+    for every name, but Brainstorm 0.5 kept ``{}`` for None (and used the
+    default for each name missing), so its descriptions hold ``{}``.
+    """
+    filled = dict(values or {})
+    for name in names:
+        filled.setdefault(name, default)
+    return filled
+
+
 class AddGaussianNoise(DataIterator):
     """Add Gaussian noise to some of the data (into new arrays).
 
@@ -60,6 +73,11 @@ class AddGaussianNoise(DataIterator):
         self.iter = iter
         self.std_dict = dict(std_dict)
         self.mean_dict = dict(mean_dict)
+
+    def __init_from_description__(self, description: dict) -> None:
+        # Brainstorm 0.5 described mean_dict=None as {}: mean 0 for all
+        super().__init_from_description__(description)
+        self.mean_dict = _with_defaults(self.mean_dict, self.std_dict, 0.0)
 
     def __call__(self, handler=None):
         """Return a generator over the noisy batches of one pass."""
@@ -114,6 +132,11 @@ class AddSaltNPepper(DataIterator):
         self.iter = iter
         self.prob_dict = dict(prob_dict)
         self.ratio_dict = {name: ratio_dict.get(name, 0.5) for name in prob_dict}
+
+    def __init_from_description__(self, description: dict) -> None:
+        # Brainstorm 0.5 described ratio_dict=None as {}: ratio 0.5 for all
+        super().__init_from_description__(description)
+        self.ratio_dict = _with_defaults(self.ratio_dict, self.prob_dict, 0.5)
 
     def __call__(self, handler=None):
         """Return a generator over the noisy batches of one pass."""
@@ -215,6 +238,11 @@ class Pad(DataIterator):
         self.iter = iter
         self.size_dict = {name: int(s) for name, s in size_dict.items()}
         self.value_dict = {name: value_dict.get(name, 0.0) for name in size_dict}
+
+    def __init_from_description__(self, description: dict) -> None:
+        # Brainstorm 0.5 described value_dict=None as {}: padding with 0
+        super().__init_from_description__(description)
+        self.value_dict = _with_defaults(self.value_dict, self.size_dict, 0.0)
 
     def __call__(self, handler=None):
         """Return a generator over the padded batches."""

@@ -304,6 +304,8 @@ class ProgressBar(Hook):
         '_length': None,
         '_enabled': False,
     }
+    #: Brainstorm 0.5's epoch length and bar object (set in start)
+    __dropped_05__ = {'length', 'bar'}
 
     def __init__(
         self,

@@ -78,6 +78,8 @@ class MonitorLoss(Hook):
     __arguments__ = {'iter_name': Arg(Str(nonempty=True))}
 
     __undescribed__ = {'iter': None}
+    #: Brainstorm 0.5 described the iterator it was last started with
+    __dropped_05__ = {'iter'}
 
     def __init__(
         self,

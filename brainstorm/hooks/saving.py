@@ -92,6 +92,8 @@ class SaveBestNetwork(Hook):
     }
 
     __undescribed__ = {'parameters': None, '_judged': 0}
+    #: Brainstorm 0.5's running best (the log holds it here)
+    __dropped_05__ = {'best_so_far', 'best_t'}
     #: entries of the log judged so far; None (unknown) on a hook pickled
     #: before the count was kept, or restored from such a checkpoint
     _judged: int | None = None

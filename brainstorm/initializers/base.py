@@ -95,6 +95,20 @@ class ArrayInitializer(Initializer):
         return self.array.tolist()
 
 
+def _fit_shape(initializer, result: np.ndarray, shape: tuple) -> np.ndarray:
+    """``result`` broadcast to ``shape`` (a new array), or InitializationError."""
+    if result.shape == shape:
+        return result
+    try:
+        return np.array(np.broadcast_to(result, shape))
+    except ValueError:
+        raise InitializationError(
+            f'{type(initializer).__name__} returned values of shape '
+            f'{result.shape} for a parameter of shape {shape}: expected '
+            'that shape or one that broadcasts to it.'
+        ) from None
+
+
 def evaluate_initializer(
     initializer, shape: Sequence[int], fallback=None, seed: int | None = None
 ) -> np.ndarray:
@@ -109,11 +123,14 @@ def evaluate_initializer(
         seed: if given, the initializer's ``rnd`` is reseeded with it first.
 
     Returns:
-        A NumPy array of shape ``shape``.
+        A NumPy array of shape ``shape``. An initializer may return values
+        that broadcast to ``shape`` (a row for all rows, as Brainstorm 0.5
+        copied them in); they are broadcast.
 
     Raises:
         InitializationError: if the initializer fails and there is no
-            fallback (or the fallback fails too).
+            fallback (or the fallback fails too), or returns values that
+            do not broadcast to ``shape`` (the fallback is not tried).
         TypeError: if ``initializer`` is of an unsupported type.
     """
     shape = tuple(int(s) for s in shape)
@@ -128,8 +145,7 @@ def evaluate_initializer(
             if fallback is None:
                 raise
             return evaluate_initializer(fallback, shape, seed=seed)
-        assert result.shape == shape, (type(initializer).__name__, result.shape, shape)
-        return result
+        return _fit_shape(initializer, result, shape)
     if _is_number(initializer):
         return np.full(shape, initializer, dtype=np.float64)
     raise TypeError(

@@ -124,7 +124,13 @@ class LstmOptInit(Initializer):
         input_gate: Initializer or number for the input gate rows.
         forget_gate: Initializer or number for the forget gate rows.
         output_gate: Initializer or number for the output gate rows.
+
+    Brainstorm 0.5 kept ``input_block`` as the attribute ``block_input``:
+    that name still reads and sets it, and 0.5's descriptions (which hold
+    ``block_input``) load.
     """
+
+    __renamed_05__ = {'block_input': 'input_block'}
 
     __arguments__ = {
         'input_block': Arg(_SUB_INITIALIZER),
@@ -145,6 +151,15 @@ class LstmOptInit(Initializer):
         self.input_gate = input_gate
         self.forget_gate = forget_gate
         self.output_gate = output_gate
+
+    @property
+    def block_input(self) -> Initializer | float:
+        """Brainstorm 0.5's name of ``input_block``."""
+        return self.input_block
+
+    @block_input.setter
+    def block_input(self, value: Initializer | float) -> None:
+        self.input_block = value
 
     def select_for(self, layer, parameter_name: str):
         """The initializer to use for ``parameter_name`` of ``layer``.

@@ -96,6 +96,19 @@ class BatchNormLayerImpl(Layer):
         )
         return outputs, parameters, internals
 
+    def parameters_from_05(self, parameters: dict) -> None:
+        """Convert the parameters of a Brainstorm 0.5 network file in place.
+
+        0.5 stored the running mean negated in ``mu`` (its inference pass
+        computed ``(x + mu) / sigma``); ``sigma`` meant the same there
+        (the running average of ``sqrt(var + epsilon)``). Called by
+        ``Network.from_hdf5`` for files written by 0.5 only.
+
+        Args:
+            parameters: parameter name -> writable array.
+        """
+        np.negative(parameters['mu'], out=parameters['mu'])
+
     def _channel_sum(self, rows, tiled, out) -> None:
         """``out[c] = sum of rows[n, k*C + c]`` over ``n`` and ``k``."""
         _h = self.handler

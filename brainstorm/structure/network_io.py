@@ -3,7 +3,10 @@
 A network file holds the network's description (JSON, as UTF-8 bytes) and
 its parameters, with checksums. Reading checks everything before anything
 is built: the format, the checksums, and that the architecture's sizes fit
-the stored parameters (see :func:`check_stored_sizes`).
+the stored parameters (see :func:`check_stored_sizes`). Brainstorm 0.5's
+network files (description stored as a string, no checksums) load too,
+their parameters converted where 0.5 stored them differently (BatchNorm's
+``mu``).
 """
 
 from __future__ import annotations
@@ -93,6 +96,10 @@ def write_network_file(
 def read_network_file(filename: str) -> tuple:
     """The checked description and parameters of a network file.
 
+    The parameters of a file written by Brainstorm 0.5 are converted to
+    this package's meaning (see :func:`_parameters_from_05`); files
+    written here are returned as stored.
+
     Returns:
         ``(description, parameters)``.
 
@@ -156,7 +163,8 @@ def _read_network_file(f, fmt, filename: str) -> tuple:
             f'{fmt!r} and datasets {sorted(f.keys())}.'
         )
     reader = CheckedReader(f, filename, NetworkValidationError, 'Network file')
-    description = _read_description(reader, reader.array('description'))
+    raw = reader.array('description')
+    description = _read_description(reader, raw)
     dataset = f['parameters']
     if dataset.ndim != 1 or dataset.dtype.kind not in 'iuf':
         reader.fail(
@@ -165,11 +173,55 @@ def _read_network_file(f, fmt, filename: str) -> tuple:
             f'{dataset.dtype} of shape {dataset.shape}',
         )
     where = f"Network file '{filename}'"
-    check_stored_sizes(
+    layers, layout = _plan_stored(
         description, int(dataset.shape[0]), where, NetworkValidationError
     )
-    parameters = reader.array('parameters', shape=dataset.shape)
-    return description, np.asarray(parameters)
+    parameters = np.asarray(reader.array('parameters', shape=dataset.shape))
+    if not isinstance(raw, np.ndarray):  # a string: written by Brainstorm 0.5
+        parameters = _parameters_from_05(layers, layout, parameters)
+    return description, parameters
+
+
+def _parameters_from_05(
+    layers: dict, layout: dict, parameters: np.ndarray
+) -> np.ndarray:
+    """The parameters of a Brainstorm 0.5 network file, in this package's meaning.
+
+    Network files written by Brainstorm 0.5 store the description as a
+    string (ours: a uint8 array; see :func:`_read_description`). Some of
+    0.5's parameters meant something else: a layer whose parameters
+    changed meaning has a method ``parameters_from_05(parameters)`` that
+    converts them in place, given a dict of its parameters' names to
+    (writable) views into a copy of ``parameters``; e.g. BatchNorm negates
+    ``mu``, which 0.5 stored negated.
+
+    Args:
+        layers: the network's layers (as planned from the file).
+        layout: the network's layout (as planned from the file).
+        parameters: the stored 1-d parameter array (not changed).
+
+    Returns:
+        ``parameters`` itself if no layer converts anything, else a
+        converted copy.
+    """
+    converting = [
+        (name, layer.parameters_from_05)
+        for name, layer in layers.items()
+        if callable(getattr(layer, 'parameters_from_05', None))
+    ]
+    if not converting:
+        return parameters
+    parameters = np.array(parameters)
+    base = int(layout['parameters']['@slice'][0])
+    for name, convert in converting:
+        views = {}
+        for pname, node in layout.get(name, {}).get('parameters', {}).items():
+            if pname.startswith('@'):
+                continue
+            start, stop = (int(i) - base for i in node['@slice'])
+            views[pname] = parameters[start:stop].reshape(node['@shape'])
+        convert(views)
+    return parameters
 
 
 def check_stored_sizes(description, n_parameters: int, where: str, error: type) -> None:
@@ -191,11 +243,16 @@ def check_stored_sizes(description, n_parameters: int, where: str, error: type) 
         ValidationError: ``error``, if the description is not a valid
             network's or its sizes do not fit.
     """
+    _plan_stored(description, n_parameters, where, error)
+
+
+def _plan_stored(description, n_parameters: int, where: str, error: type) -> tuple:
+    """:func:`check_stored_sizes`, returning the planned ``(layers, layout)``."""
     if not (isinstance(description, dict) and description.get('@type') == 'Network'):
         raise error(f'{where} does not describe a Network.')
     try:
         # plan_network validates what the file holds (None or any type)
-        _, _, layout = plan_network(
+        _, layers, layout = plan_network(
             description.get('architecture'),  # type: ignore[arg-type]
             handlers.default_handler,
         )
@@ -222,6 +279,7 @@ def check_stored_sizes(description, n_parameters: int, where: str, error: type) 
             f'{constant} elements for {n_parameters} parameters '
             f'(at most {limit} allowed).'
         )
+    return layers, layout
 
 
 def build_from_file(

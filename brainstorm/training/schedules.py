@@ -173,6 +173,10 @@ class MultiStep(Schedule):
         TrainingValidationError: if ``steps`` and ``values`` differ in
             length, ``steps`` is not increasing, or (when called) the hook's
             interval is not 1.
+
+    Brainstorm 0.5 kept ``steps`` as ``[0] + steps + [inf]`` and ``values``
+    as ``[initial_value] + values``; its descriptions, which hold that
+    form, load as the schedule they described.
     """
 
     __arguments__ = {
@@ -180,6 +184,31 @@ class MultiStep(Schedule):
         'steps': Arg(ListOf(Int(0))),
         'values': Arg(ListOf(Real())),
     }
+
+    @classmethod
+    def __upgrade_05__(cls, description: dict) -> dict:
+        """Turn 0.5's ``steps`` and ``values`` (see the class) into ours.
+
+        Only that form is converted: ``steps`` starting with 0 and ending
+        with infinity, one longer than ``values`` (ours holds no
+        infinity). 0.5 used ``values[0]`` before the first step, which is
+        the initial value unless changed after construction.
+        """
+        steps, values = description.get('steps'), description.get('values')
+        if (
+            isinstance(steps, list)
+            and isinstance(values, list)
+            and len(steps) >= 2
+            and len(steps) == len(values) + 1
+            and steps[0] == 0
+            and isinstance(steps[-1], float)
+            and steps[-1] == math.inf
+        ):
+            description = dict(description)
+            description['initial_value'] = values[0]
+            description['steps'] = steps[1:-1]
+            description['values'] = values[1:]
+        return description
 
     def __init__(self, initial_value: float, steps, values):
         self.initial_value = initial_value
