@@ -20,8 +20,11 @@ __all__ = [
 ]
 
 NAME_BLACKLIST = {'default', 'fallback'}
-_IDENTIFIER = re.compile(r'^[_a-zA-Z][_a-zA-Z0-9]*$')
-#: Brainstorm 0.5's name for the pattern of a Python identifier.
+# \Z, not $: '$' also matches before a final newline, so 'default\n'
+# would pass (and get round NAME_BLACKLIST) with .match
+_IDENTIFIER = re.compile(r'^[_a-zA-Z][_a-zA-Z0-9]*\Z')
+#: Brainstorm 0.5's name for the pattern of a Python identifier (anchored
+#: with ``\Z``, so ``.match`` rejects a trailing newline too).
 PYTHON_IDENTIFIER = _IDENTIFIER
 
 #: The rule for layer names and layer types, as error messages state it.
@@ -45,7 +48,7 @@ def is_valid_layer_name(name) -> bool:
     """
     return (
         isinstance(name, str)
-        and bool(_IDENTIFIER.match(name))
+        and _IDENTIFIER.fullmatch(name) is not None
         and name not in NAME_BLACKLIST
     )
 

@@ -30,7 +30,10 @@ from brainstorm.naming import (
 )
 from brainstorm.naming import get_normalized_path as get_normalized_path
 from brainstorm.registry import get_layer_class
-from brainstorm.structure.buffer_structure import combine_buffer_structures
+from brainstorm.structure.buffer_structure import (
+    combine_buffer_structures,
+    joins_flat_on_last_axis,
+)
 from brainstorm.structure.construction import ConstructionWrapper as ConstructionWrapper
 from brainstorm.structure.construction import LayerDetails
 
@@ -303,39 +306,68 @@ def _check_acyclic_and_connected(architecture: dict) -> None:
             f'Layers not connected to Input: {unreached}. Every layer must be '
             'reachable from the Input layer.'
         )
-    state = {}
+    _check_acyclic(succ)
 
-    def visit(node, path):
-        state[node] = 'active'
-        for nxt in sorted(succ[node]):
-            if state.get(nxt) == 'active':
-                cycle = path[path.index(nxt) :] + [nxt] if nxt in path else [node, nxt]
-                raise NetworkValidationError(
-                    f'The architecture contains a cycle: {" -> ".join(cycle)}'
-                )
-            if nxt not in state:
-                visit(nxt, path + [nxt])
-        state[node] = 'done'
 
-    for start in sorted(architecture):
-        if start not in state:
-            visit(start, [start])
+def _check_acyclic(succ: dict) -> None:
+    """Raise for the first cycle found by a depth-first search.
+
+    The search starts at each layer in name order and follows successors
+    in name order. It keeps its own stack (a deep chain of layers would
+    exceed Python's recursion limit), and the path to the current layer,
+    so the cycle can be named: ``A -> B -> A``.
+    """
+    state: dict = {}
+    for start in sorted(succ):
+        if start in state:
+            continue
+        state[start] = 'active'
+        path = [start]
+        position = {start: 0}
+        stack = [iter(sorted(succ[start]))]
+        while stack:
+            node = path[-1]
+            for nxt in stack[-1]:
+                if state.get(nxt) == 'active':
+                    cycle = path[position[nxt] :] + [nxt]
+                    raise NetworkValidationError(
+                        f'The architecture contains a cycle: {" -> ".join(cycle)}'
+                    )
+                if nxt not in state:
+                    state[nxt] = 'active'
+                    position[nxt] = len(path)
+                    path.append(nxt)
+                    stack.append(iter(sorted(succ[nxt])))
+                    break
+            else:
+                state[node] = 'done'
+                del position[node]
+                path.pop()
+                stack.pop()
 
 
 def get_canonical_layer_order(architecture: dict) -> list:
     """Topological order grouped by distance to a sink, names ascending."""
     succ = _successors(architecture)
-    taken = []
-    taken_set: set = set()
-    remaining = set(architecture)
-    while remaining:
-        group = [n for n in remaining if succ[n] <= taken_set]
-        if not group:
-            raise NetworkValidationError('The architecture contains a cycle.')
-        for n in sorted(group, reverse=True):
-            taken.append(n)
-        taken_set.update(group)
-        remaining.difference_update(group)
+    pred: dict = {name: [] for name in succ}
+    for name, successors in succ.items():
+        for s in successors:
+            pred[s].append(name)
+    # a layer joins the group after the one that takes its last successor
+    waiting = {name: len(successors) for name, successors in succ.items()}
+    taken: list = []
+    group = [name for name, count in waiting.items() if count == 0]
+    while group:
+        taken.extend(sorted(group, reverse=True))
+        following = []
+        for name in group:
+            for p in pred[name]:
+                waiting[p] -= 1
+                if waiting[p] == 0:
+                    following.append(p)
+        group = following
+    if len(taken) < len(succ):
+        raise NetworkValidationError('The architecture contains a cycle.')
     return taken[::-1]
 
 
@@ -381,6 +413,52 @@ def _get_source_structure(layers, connection: Connection):
     return source.out_shapes[out_name]
 
 
+def _kept(kept: list, structure):
+    """``structure``, appended to ``kept`` on the way."""
+    kept.append(structure)
+    return structure
+
+
+def _check_flat_join(
+    layer_type: str, name: str, in_name: str, sources: list, structures: list
+) -> None:
+    """Refuse several sources of one input that memory cannot join.
+
+    The outputs connected to one input lie side by side in memory, each as
+    one flat block, and the input is a view of them: that is their
+    concatenation along the last axis only for outputs without other
+    feature dimensions (but 1s).
+
+    Args:
+        layer_type: the type of the layer, for the message.
+        name: the name of the layer.
+        in_name: the input's name.
+        sources: the connections into that input.
+        structures: the BufferStructure of each source.
+
+    Raises:
+        LayerValidationError: naming the layer, the input and the sources
+            with their shapes, and suggesting a Merge layer.
+    """
+    if joins_flat_on_last_axis(structures):
+        return
+    target = name if in_name == 'default' else f"'{in_name}' - {name}"
+    listed = ', '.join(
+        f"'{c.start_layer}.{c.output_name}' {s.shape}"
+        for c, s in zip(sources, structures)
+    )
+    raise LayerValidationError(
+        f"{layer_type} '{name}': cannot connect several outputs with "
+        f"multi-dimensional features to input '{in_name}': {listed}. An "
+        'input fed by several outputs is a view of their memory side by '
+        'side, which is their concatenation along the last axis only when '
+        'every feature dimension but the last is 1, so the input would see '
+        'their values scrambled. Concatenate them with a Merge layer '
+        "instead (a >> 'inputs_1' - merge; b >> 'inputs_2' - merge; merge "
+        f'>> {target}; chain Merge layers for more than two).'
+    )
+
+
 def instantiate_layers_from_architecture(architecture: dict) -> OrderedDict:
     """Create the layer objects of a validated architecture.
 
@@ -388,17 +466,23 @@ def instantiate_layers_from_architecture(architecture: dict) -> OrderedDict:
     concatenation of all outputs connected to it.
     """
     connections = collect_all_connections(architecture)
+    incoming_of: dict = {name: [] for name in architecture}
+    outgoing_of: dict = {name: [] for name in architecture}
+    for c in connections:  # sorted, so each list is too
+        incoming_of[c.end_layer].append(c)
+        outgoing_of[c.start_layer].append(c)
     layers: OrderedDict = OrderedDict()
     for name in get_canonical_layer_order(architecture):
         entry = architecture[name]
-        incoming = [c for c in connections if c.end_layer == name]
-        outgoing = [c for c in connections if c.start_layer == name]
+        incoming = incoming_of[name]
+        outgoing = outgoing_of[name]
         in_shapes = {}
         for in_name in sorted({c.input_name for c in incoming}):
             sources = [c for c in incoming if c.input_name == in_name]
+            structures: list = []
             try:
                 in_shapes[in_name] = combine_buffer_structures(
-                    _get_source_structure(layers, c) for c in sources
+                    _kept(structures, _get_source_structure(layers, c)) for c in sources
                 )
             except StructureValidationError as err:
                 raise LayerValidationError(
@@ -407,6 +491,7 @@ def instantiate_layers_from_architecture(architecture: dict) -> OrderedDict:
                     f'({[f"{c.start_layer}.{c.output_name}" for c in sources]})'
                     f': {err}'
                 ) from None
+            _check_flat_join(entry['@type'], name, in_name, sources, structures)
         try:
             layer_class = get_layer_class(entry['@type'] + 'LayerImpl')
         except TypeError as err:

@@ -192,8 +192,29 @@ class BufferStructure:
         return f'BufferStructure{self.shape}'[:-1] + extra + ')'
 
 
+def joins_flat_on_last_axis(structures) -> bool:
+    """Whether laying ``structures`` out one after another joins them on the last axis.
+
+    A network places buffers that one input (or one group) sees side by
+    side on the feature axis of its memory, each as one flat block. That
+    is their concatenation along the last feature axis only if each has
+    no other feature dimension but 1s (``('T', 'B', 5)``,
+    ``('B', 1, 3)``), or if there is just one: two image-like buffers
+    ``('T', 'B', 4, 4, 2)`` and ``('T', 'B', 4, 4, 3)`` laid out so would be
+    read as ``('T', 'B', 4, 4, 5)`` with their pixels scrambled.
+    """
+    structures = list(structures)
+    return len(structures) <= 1 or all(
+        int(np.prod(s.feature_shape[:-1])) == 1 for s in structures
+    )
+
+
 def combine_buffer_structures(structures) -> BufferStructure:
     """Concatenate buffer structures along their last feature axis.
+
+    This is the shape of the concatenation only; a network refuses to
+    feed several buffers with other feature dimensions than the last into
+    one input (see ``joins_flat_on_last_axis``).
 
     Raises:
         StructureValidationError: if the structures differ in buffer type,

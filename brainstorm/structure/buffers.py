@@ -71,6 +71,14 @@ def _blocks(spans, size: int) -> list:
     return list(zip(cuts, cuts[1:]))
 
 
+def _describe_value(value) -> str:
+    """Type and, for arrays, shape of ``value``, for messages."""
+    shape = getattr(value, 'shape', None)
+    if shape is not None:
+        return f'{type(value).__name__} of shape {tuple(shape)}'
+    return f'{type(value).__name__} {value!r:.80}'
+
+
 def _covered(ranges):
     """``f(a, b)``: is ``[a, b)`` inside the union of the ``(start, stop)`` ranges?"""
     merged: list = []
@@ -344,6 +352,18 @@ class BufferManager:
         first, last = node[members[0]], node[members[-1]]
         shape = tuple(first['@shape'])
         t = get_buffer_type(shape)
+        if t and len(members) > 1:
+            # flat blocks side by side join on the last axis only if no
+            # member has another feature dimension (create_layout refuses
+            # such groups; this guards layouts made elsewhere)
+            shapes = {m: tuple(node[m]['@shape']) for m in members}
+            if any(int(np.prod(s[t:-1])) != 1 for s in shapes.values()):
+                raise NetworkValidationError(
+                    f'Group {members!r} cannot be one array: its members '
+                    f'{shapes} have feature dimensions other than the last, '
+                    'so their memory side by side is not their '
+                    'concatenation along the last axis.'
+                )
         features = [int(x) for x in shape[t:]]
         sizes = [int(node[m]['@shape'][t if t == 0 else -1]) for m in members]
         features[0 if t == 0 else -1] = sum(sizes)
@@ -494,22 +514,27 @@ class BufferManager:
                 )
 
     def apply_context(self, context) -> None:
-        """Write a context from :meth:`get_context` into the context slots."""
-        if context is None:
+        """Write a context from :meth:`get_context` into the context slots.
+
+        Args:
+            context: None (a zero context) or the list :meth:`get_context`
+                returns, one entry per buffer type: only the time-sized
+                buffer (entry 2) has context slots, so entries 0 and 1
+                must be None; entry 2 is None (a zero context) or an array
+                (the handler's, or a NumPy copy) of shape ``(C, B,
+                features)``.
+
+        Raises:
+            NetworkValidationError: for anything else, naming the entry,
+                what was expected and what was received.
+        """
+        ctx = self._context_array(context)
+        if ctx is None:  # no context taken: a zero one
             self.clear_context()
             return
-        if not isinstance(context, (list, tuple)) or len(context) != 3:
-            raise NetworkValidationError(
-                'A context must be the list returned by net.get_context(). '
-                f'Received: {type(context).__name__}'
-            )
-        ctx = context[2]
-        if ctx is None:  # no context taken: a zero one, as for None
-            self.clear_context()
-            return
+        h = self.handler
         C, T = self.max_context_size, self.time_size
         expected = (C, self.batch_size, self.forward_sizes[2])
-        h = self.handler
         if isinstance(ctx, np.ndarray) and not isinstance(ctx, h.array_type):
             # a NumPy copy of a context, for a handler of other arrays
             ctx = h.create_from_numpy(ctx)
@@ -535,6 +560,61 @@ class BufferManager:
                 ctx[C - c : C, :, spec.start : spec.stop],
                 block[T : T + c, :, spec.start - a : spec.stop - a],
             )
+
+    def _context_array(self, context):
+        """The array entry of a context for :meth:`apply_context`, checked.
+
+        Returns:
+            None for a zero context (``None``, or no array in entry 2).
+
+        Raises:
+            NetworkValidationError: for a context that is no list of three
+                entries, an entry 0 or 1 that is not None, or an entry 2
+                that is neither None nor a real-valued array (or is one for
+                a network without context slots).
+        """
+        if context is None:
+            return None
+        if not isinstance(context, (list, tuple)) or len(context) != 3:
+            raise NetworkValidationError(
+                'A context must be the list returned by net.get_context(). '
+                f'Received: {type(context).__name__}'
+            )
+        for i in (0, 1):
+            if context[i] is not None:
+                raise NetworkValidationError(
+                    f'context[{i}] must be None: the context has one entry '
+                    'per buffer type, and only the time-sized buffer '
+                    '(context[2]) has context slots; the '
+                    f'{("constant", "batch-sized")[i]} buffer takes none. '
+                    f'Received: {_describe_value(context[i])}. Pass the list '
+                    'net.get_context() returned.'
+                )
+        ctx = context[2]
+        if ctx is None:
+            return None
+        if not self._context_specs:
+            raise NetworkValidationError(
+                'context[2] must be None: this network has no buffer with '
+                'context slots (no recurrent layer), so it takes no context '
+                f'(its get_context() gives [None, None, None]). Received: '
+                f'{_describe_value(ctx)}.'
+            )
+        array_type = self.handler.array_type
+        if not isinstance(ctx, (np.ndarray, array_type)):
+            paths = ', '.join('.'.join(spec.path) for spec in self._context_specs)
+            raise NetworkValidationError(
+                'context[2], the context of the time-sized buffer '
+                f'({paths}), must be an array of the handler '
+                f'({array_type.__name__}) or a NumPy array, as '
+                f'net.get_context() returns. Received: {_describe_value(ctx)}.'
+            )
+        if isinstance(ctx, np.ndarray) and ctx.dtype.kind not in 'biuf':
+            raise NetworkValidationError(
+                'context[2], the context of the time-sized buffer, must hold '
+                f'real numbers. Received: an array of dtype {ctx.dtype}.'
+            )
+        return ctx
 
     # ------------------------------------------------- copies, pickles ---
 

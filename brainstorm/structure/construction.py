@@ -22,48 +22,86 @@ __all__ = ['UniquelyNamed', 'LayerDetails', 'ConstructionWrapper']
 _creation_counter = itertools.count()
 
 
+class _Scope(set):
+    """The members of one naming scope, with their names once computed.
+
+    ``names`` maps each member to its name; it is computed for all members
+    in one pass when a name is first read, and dropped when the scope
+    grows.
+    """
+
+    names: dict | None = None
+
+
+def _compute_names(scope) -> dict:
+    """The name of every member of ``scope`` (see :class:`UniquelyNamed`)."""
+    by_basename: dict = {}
+    for member in scope:
+        by_basename.setdefault(member._basename, []).append(member)
+    taken = {b for b, members in by_basename.items() if len(members) == 1}
+    names = {}
+    for basename, members in by_basename.items():
+        if len(members) == 1:
+            names[members[0]] = basename
+            continue
+        number = 0
+        for member in sorted(members, key=lambda m: m._creation_id):
+            number += 1
+            while f'{basename}_{number}' in taken:
+                number += 1
+            names[member] = f'{basename}_{number}'
+    return names
+
+
 class UniquelyNamed:
     """An object whose name is made unique within its scope when read.
 
     Layers sharing a basename in a scope are numbered ``base_1, base_2, ...``
     in creation order, skipping numbers already held by a layer whose own
     basename is unique in that scope.
+
+    The names of a scope are computed together when one is read and kept
+    until the scope changes, so naming all layers of a scope takes time
+    linear in its size.
     """
 
     def __init__(self, basename: str):
         self._basename = basename
         self._creation_id = next(_creation_counter)
-        self.scope = {self}
+        self.scope = _Scope((self,))
 
     def merge_scopes(self, other: UniquelyNamed) -> None:
-        """Join the naming scopes of ``self`` and ``other``."""
+        """Join the naming scopes of ``self`` and ``other``.
+
+        The smaller scope is added to the larger one, which all members
+        then share.
+        """
         if other.scope is self.scope:
             return
-        merged = self.scope | other.scope
-        for member in merged:
-            member.scope = merged
+        big, small = self.scope, other.scope
+        if len(big) < len(small):
+            big, small = small, big
+        movers = small
+        if not isinstance(big, _Scope):  # a plain set put there by hand
+            big = _Scope(big)
+            movers = big | small
+        big |= small
+        big.names = None
+        for member in movers:
+            member.scope = big
 
     @property
     def name(self) -> str:
         """The base name, numbered (``'Hid_2'``) if its scope shares it."""
-        counts: dict = {}
-        for member in self.scope:
-            counts[member._basename] = counts.get(member._basename, 0) + 1
-        if counts[self._basename] == 1:
-            return self._basename
-        taken = {b for b, c in counts.items() if c == 1}
-        same = sorted(
-            (m for m in self.scope if m._basename == self._basename),
-            key=lambda m: m._creation_id,
-        )
-        number = 0
-        for member in same:
-            number += 1
-            while f'{self._basename}_{number}' in taken:
-                number += 1
-            if member is self:
-                return f'{self._basename}_{number}'
-        raise AssertionError('layer missing from its own naming scope')
+        scope = self.scope
+        names = getattr(scope, 'names', None)
+        if names is None:
+            names = _compute_names(scope)
+            if isinstance(scope, _Scope):
+                scope.names = names
+        if self not in names:
+            raise AssertionError('layer missing from its own naming scope')
+        return names[self]
 
     def __hash__(self):
         return id(self)

@@ -34,12 +34,12 @@ gradients.
 
 from __future__ import annotations
 
-import copy
 import itertools  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 from collections import OrderedDict  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 
 import numpy as np  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 
+from brainstorm.describable import get_description
 from brainstorm.errors import NetworkValidationError  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 from brainstorm.naming import (  # noqa: F401 - in Brainstorm 0.5's namespace of this module
     get_by_path,
@@ -50,7 +50,10 @@ from brainstorm.structure.architecture import (
     instantiate_layers_from_architecture,
     validate_architecture,
 )
-from brainstorm.structure.buffer_structure import BufferStructure
+from brainstorm.structure.buffer_structure import (
+    BufferStructure,
+    joins_flat_on_last_axis,
+)
 
 __all__ = [
     'create_layout',
@@ -254,6 +257,20 @@ def _group_chains(layers, sources) -> list:
                         'backward flag or the feature axes that are not '
                         'concatenated.'
                     )
+                if first.buffer_type != 0 and not joins_flat_on_last_axis(shapes):
+                    # constant buffers join on the first axis, which their
+                    # flat blocks always are; the others on the last one
+                    raise NetworkValidationError(
+                        f"{layer.layer_type} '{lname}': the {category} of "
+                        f'group {group!r} cannot form one array: '
+                        + ', '.join(f'{m!r} {s.shape}' for m, s in zip(members, shapes))
+                        + '. Grouped batch- and time-sized buffers lie side by '
+                        'side in memory as flat blocks, which is their '
+                        'concatenation along the last axis only when every '
+                        'feature dimension but the last is 1 (or the group '
+                        'has one member); give them shapes like '
+                        "('T', 'B', n)."
+                    )
                 if category == 'internals':
                     chains.append(keys)
     return chains
@@ -394,6 +411,31 @@ def create_layout(layers) -> dict:
     return layout
 
 
+def _normalized(architecture: dict) -> dict:
+    """A copy of a validated architecture in describable form.
+
+    As :func:`~brainstorm.structure.architecture.generate_architecture`
+    stores layer arguments: a NumPy integer (``np.int64(8)``) becomes an
+    ``int``, a tuple a list, and so on, so that the network built from it
+    can be saved (JSON) and compares equal to its saved architecture.
+
+    Raises:
+        NetworkValidationError: naming the layer whose entry holds a value
+            that cannot be stored in an architecture.
+    """
+    result = {}
+    for name, entry in architecture.items():
+        try:
+            result[name] = get_description(entry)
+        except TypeError as err:
+            raise NetworkValidationError(
+                f"Layer '{name}': its entry cannot be stored in an "
+                f'architecture ({err}). Layer arguments must be numbers, '
+                'strings, booleans, None, lists, tuples or dicts of these.'
+            ) from None
+    return result
+
+
 def plan_network(architecture: dict, handler) -> tuple:
     """Validate an architecture; make its layers and layout (no memory).
 
@@ -406,12 +448,17 @@ def plan_network(architecture: dict, handler) -> tuple:
         handler: the handler the network is going to run on.
 
     Returns:
-        ``(architecture, layers, layout)``: a copy of the architecture, the
-        layers in canonical order and the layout dict.
+        ``(architecture, layers, layout)``: a copy of the architecture in
+        the form :func:`~brainstorm.structure.architecture.generate_architecture`
+        gives (NumPy scalars and arrays made Python numbers and lists,
+        tuples made lists; see :func:`~brainstorm.describable.get_description`),
+        so the network can be saved; the layers in canonical order; and
+        the layout dict.
 
     Raises:
         NetworkValidationError, LayerValidationError: for malformed
-            architectures or layer arguments.
+            architectures or layer arguments, or a value that cannot be
+            stored in an architecture.
     """
     validate_architecture(architecture)
     reserved = RESERVED_LAYER_NAMES & set(architecture)
@@ -420,7 +467,7 @@ def plan_network(architecture: dict, handler) -> tuple:
             f'Layer names {sorted(reserved)} are reserved for the root '
             'buffers of a network; choose other names.'
         )
-    architecture = copy.deepcopy(architecture)
+    architecture = _normalized(architecture)
     layers = instantiate_layers_from_architecture(architecture)
     for layer in layers.values():
         layer.use_workspaces_of(handler)
