@@ -205,12 +205,7 @@ def _from_05(
             that took its place.
     """
     renamed, dropped = cls.__get_all_05_keys__()
-    if any(
-        isinstance(key, str)
-        and key not in by_attr
-        and (key in renamed or key in dropped)
-        for key in description
-    ):
+    if renamed or dropped:
         converted = {}
         for key, value in description.items():
             if not isinstance(key, str) or key in by_attr:

@@ -27,7 +27,7 @@ built-in layer is checked, in float64 under a
 
 Checks 4 and 6 look at writes as well as values: under the test handler
 (:meth:`DebugHandler.read_only
-<brainstorm.handlers.debug_handler.DebugHandler.read_only>`) an op that
+<brainstorm.handlers.debug_writes.ReadOnlyBlocks.read_only>`) an op that
 writes into an input or parameter in either pass, or into an output in
 the backward pass, fails at once, naming the op, even where it writes
 the values already there (an in-place clip inside its bounds).
@@ -84,7 +84,8 @@ import numpy as np
 
 from brainstorm.errors import ValidationError
 from brainstorm.handlers.base_handler import ACTIVATION_ALIASES, ACTIVATIONS
-from brainstorm.handlers.debug_handler import DebugHandler, DebugHandlerWriteError
+from brainstorm.handlers.debug_array import DebugHandlerWriteError
+from brainstorm.handlers.debug_handler import DebugHandler
 from brainstorm.handlers.numpy_handler import NumpyHandler
 from brainstorm.layers.base_layer import Layer
 from brainstorm.structure.architecture import Connection

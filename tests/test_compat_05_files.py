@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import brainstorm as bs
+from brainstorm.arguments import Arg, Int
 from brainstorm.data_iterators import (
     AddGaussianNoise,
     AddSaltNPepper,
@@ -572,3 +573,46 @@ def test_initializer_returning_a_wrong_shape_is_named():
         match=r'FullyConnected\.W.*ReturnsShape05.*\(3,\).*\(5, 4\)',
     ):
         net.initialize({'FullyConnected': {'W': ReturnsShape05((3,))}, 'default': 0})
+
+
+class _Declares05Key(StopAfterEpoch):
+    """A hook whose own argument has the name of a key 0.5 kept elsewhere."""
+
+    __arguments__ = {'best_t': Arg(Int(0))}
+    __dropped_05__ = {'best_t', 'bar'}
+    __renamed_05__ = {'max_epochs': 'best_t'}
+
+    def __init__(self, max_epochs, best_t=0, name=None):
+        super().__init__(max_epochs, name=name)
+        self.best_t = best_t
+
+
+def test_a_declared_key_is_never_dropped_or_renamed():
+    """Only keys the class does not declare are 0.5's: a declared one keeps
+    its value, also where another key of the description is dropped."""
+    hook = create_from_description(
+        {'max_epochs': 2, 'best_t': 5, 'bar': None, '@type': '_Declares05Key'}
+    )
+    assert (hook.max_epochs, hook.best_t) == (2, 5)
+
+
+@pytest.mark.parametrize('name', ['BN', 'Z_BN'])
+def test_05_batch_norm_file_converts_wherever_its_parameters_lie(tmp_path, name):
+    """0.5 ordered the parameters by layer name: a BatchNorm named Z_BN
+    holds the file's last parameters."""
+    description = _bn_description()
+    arch = description['architecture']
+    arch[name] = arch.pop('BN')
+    arch['F']['@outgoing_connections'] = {'default': [f'{name}.default']}
+    description['initializers'] = {
+        name: description['initializers'].pop('BN'),
+        **description['initializers'],
+    }
+    bn = [GAMMA, BETA, MU_05, SIGMA]
+    others = [W_F.ravel(), B_F, W_O.ravel(), B_O]
+    stored = np.concatenate(bn + others if name == 'BN' else others + bn)
+    _write_05_network_file(tmp_path / 'bn05.hdf5', description, stored)
+    net = Network.from_hdf5(str(tmp_path / 'bn05.hdf5'))
+    np.testing.assert_allclose(net.get(f'{name}.parameters.mu'), -MU_05)
+    np.testing.assert_allclose(net.get(f'{name}.parameters.sigma'), SIGMA)
+    np.testing.assert_allclose(net.get('Output_projection.parameters.W'), W_O)

@@ -15,7 +15,7 @@ import pytest
 
 import brainstorm.testing as testing
 from brainstorm.handlers import DebugHandler, NumpyHandler
-from brainstorm.handlers.debug_handler import DebugHandlerWriteError
+from brainstorm.handlers.debug_array import DebugHandlerWriteError
 from brainstorm.layers.base_layer import Layer
 from brainstorm.structure.buffer_structure import BufferStructure, StructureTemplate
 from brainstorm.testing import (

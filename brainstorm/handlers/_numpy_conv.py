@@ -206,6 +206,8 @@ def conv2d_forward_batch(
         'conv2d_forward_batch', inputs.shape[1:3], weights.shape[1:3], padding,
         stride, outputs.shape[1:3],
     )  # fmt: skip
+    if not outputs.size:
+        return  # no filters (F = 0): nothing to compute
     sides = padding_sides(padding)
     pad = sides[0]
     if len(set(sides)) > 1:  # asymmetric: convolve a padded copy
@@ -247,6 +249,10 @@ def conv2d_backward_batch(
         'conv2d_backward_batch', inputs.shape[1:3], weights.shape[1:3], padding,
         stride, out_deltas.shape[1:3],
     )  # fmt: skip
+    if not out_deltas.size:  # no filters (F = 0): no output, no gradient
+        weight_deltas.fill(0.0)
+        bias_deltas.fill(0.0)
+        return
     sides = padding_sides(padding)
     if len(set(sides)) > 1:
         _conv_backward_asymmetric(

@@ -12,12 +12,15 @@ the handler first and uses only its scratch memory and constants.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from brainstorm.handlers import _numpy_conv as _conv
 from brainstorm.shapes import padding_sides
 
 __all__ = [
+    'check_argmax_cells',
     'check_argmax_range',
     'largest_argmax_number',
     'maxpool2d_backward_batch',
@@ -63,6 +66,30 @@ def check_argmax_range(
         )
 
 
+def check_argmax_cells(op: str, argmax, in_deltas) -> float:
+    """Raise unless ``argmax`` names cells of its image or -1; its minimum.
+
+    The backward pass scatters into the memory that holds the rows of
+    ``in_deltas``: an index outside ``[-1, H * W * C)`` would land in
+    another image or between the rows, in another array's memory. Two
+    reductions over ``argmax`` (a fraction of the scatter's cost).
+
+    Raises:
+        ValueError: naming the range and the values received (NaN too).
+    """
+    if not argmax.size:
+        return 0.0
+    cells = math.prod(in_deltas.shape[1:])
+    lowest, highest = float(argmax.min()), float(argmax.max())
+    if not (lowest >= -1 and highest < cells):  # also False for NaN
+        raise ValueError(
+            f'{op}: argmax must hold flat in-image indices in [0, {cells}) '
+            f'(or -1: no cell) as maxpool2d_forward_batch writes them. '
+            f'Received values from {lowest:g} to {highest:g}.'
+        )
+    return lowest
+
+
 def largest_argmax_number(image, window, out_hw, padding, stride) -> int:
     """The largest number max pooling computes on its way to ``argmax``.
 
@@ -92,6 +119,8 @@ def maxpool2d_forward_batch(
         'maxpool2d_forward_batch', inputs, window, outputs, padding, stride,
         handler.dtype,
     )  # fmt: skip
+    if not outputs.size:
+        return  # no channels (C = 0): nothing to compute
     h, w, c = inputs.shape[1:]
     sides = padding_sides(padding)
     top_left = sides[0], sides[2]  # only the top and left ones move windows
@@ -221,6 +250,7 @@ def maxpool2d_backward_batch(
         'maxpool2d_backward_batch', inputs, window, out_deltas, padding, stride,
         handler.dtype,
     )  # fmt: skip
+    lowest = check_argmax_cells('maxpool2d_backward_batch', argmax, in_deltas)
     # one scatter-add of all deltas at their argmax, straight into the
     # memory of in_deltas (rows of one image are contiguous there)
     n = in_deltas.shape[0]
@@ -241,7 +271,7 @@ def maxpool2d_backward_batch(
     np.add(index, starts, out=index)
     values = handler._buffer('pool', out_deltas.shape)
     np.copyto(values, out_deltas)
-    if any(padding_sides(padding)):  # windows of padding only (argmax -1) pass nothing
+    if lowest < 0:  # windows of padding only (argmax -1) pass nothing
         empty = handler._buffer('pool_empty', out_deltas.shape, np.bool_)
         np.less(argmax, 0, out=empty)
         np.copyto(values, 0, where=empty)

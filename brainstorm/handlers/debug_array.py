@@ -186,6 +186,40 @@ def overlapping_operands(arrays: dict, writes) -> tuple[str, str] | None:
     return None
 
 
+def _check_dtype(op: str, name: str, value: DebugArray, dtype) -> None:
+    """Raise DebugHandlerError unless ``value`` wraps an array of ``dtype``.
+
+    Every array operand of the op table is in the handler's dtype (max
+    pooling's ``argmax`` and class ids too: whole numbers in floats). An
+    array without a ``dtype`` attribute passes.
+    """
+    found = getattr(value.array, 'dtype', None)
+    if found is not None and np.dtype(found) != np.dtype(dtype):
+        raise DebugHandlerError(
+            f"DebugHandler.{op}: argument '{name}' must be an array of this "
+            f"handler's dtype {np.dtype(dtype).name}. Received: a DebugArray "
+            f'of {np.dtype(found).name}'
+        )
+
+
+def _check_whole_numbers(op: str, name: str, values, low, limit, what) -> None:
+    """Raise DebugHandlerError unless ``values`` are whole numbers in [low, limit).
+
+    ``values`` is a NumPy array (class ids, max pooling's ``argmax``),
+    compared in float64: it holds every value and limit of the float dtypes
+    exactly (float16 would round a limit of 2049 to 2048, refusing id 2048).
+    NaN is refused, as no whole number.
+    """
+    found = np.asarray(values, dtype=np.float64)
+    bad = (found != np.round(found)) | (found < low) | (found >= limit)
+    if bad.any():
+        raise DebugHandlerError(
+            f"DebugHandler.{op}: argument '{name}' must hold integral {what} in "
+            f'[{low}, {limit}). Received: {found[bad].ravel()[:5].tolist()} '
+            f'among others'
+        )
+
+
 def _is_scalar(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 

@@ -5,17 +5,14 @@ wrong shapes, wrong argument kinds, non-finite results, and any code that
 touches memory without going through handler ops.
 
 Its ops are made from the op table (:mod:`brainstorm.handlers.ops`): each
-checks the kinds of its operands (:data:`~brainstorm.handlers.op_spec.KINDS`)
-and then their shapes by the row's check rule. The rules of the op-name
-grammar (``same``, ``mv``, ``dot``) serve most ops; the methods
-``_check_<rule>`` below hold the ops whose shapes follow rules of their own.
+checks its operands' kinds (:data:`~brainstorm.handlers.op_spec.KINDS`),
+then their shapes by the row's check rule: the op-name grammar's rules
+(``same``, ``mv``, ``dot``) for most, ``_check_<rule>`` methods below else.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator, Mapping
 
 import numpy as np
 
@@ -27,7 +24,8 @@ from brainstorm.handlers.debug_array import (
     KIND_CHECKS,
     DebugArray,
     DebugHandlerError,
-    DebugHandlerWriteError,
+    _check_dtype,
+    _check_whole_numbers,
     _checked_fixed_block,
     _is_int,
     _is_scalar,
@@ -39,6 +37,7 @@ from brainstorm.handlers.debug_array import (
     check_for_inf_or_nan,
     overlapping_operands,
 )
+from brainstorm.handlers.debug_writes import ReadOnlyBlocks
 from brainstorm.handlers.numpy_handler import NumpyHandler, _sequence_lengths
 from brainstorm.handlers.ops import OPS, Op, install_ops, signature
 from brainstorm.shapes import padding_sides
@@ -47,7 +46,6 @@ __all__ = [
     'DebugHandler',
     'DebugArray',
     'DebugHandlerError',
-    'DebugHandlerWriteError',
     'check_for_inf_or_nan',
     'assert_is_shape',
     'assert_debug_arrays',
@@ -55,14 +53,11 @@ __all__ = [
     'assert_is_scalar',
 ]
 
-# sections of the op table whose ops return values or read raw memory: no
-# finiteness check after them
+# op-table sections returning values or reading raw memory: no finite check
 _UNCHECKED_SECTIONS = ('allocation', 'checks')
-# sections whose ops' contract says no two operands overlap
-_DISJOINT_SECTIONS = ('recurrent', 'updates')
 
 
-class DebugHandler(Handler):
+class DebugHandler(ReadOnlyBlocks, Handler):
     """Checks the arguments of every op, then runs it on a wrapped handler.
 
     Arrays are :class:`DebugArray` objects around the wrapped handler's
@@ -72,7 +67,8 @@ class DebugHandler(Handler):
     :class:`DebugHandlerError` naming the op, the argument, what was
     expected and what was received. After each op it raises ``ValueError``
     if any array or scalar argument holds NaN or Inf. The allocation and
-    conversion ops and ``is_fully_finite`` skip the finiteness check.
+    conversion ops and ``is_fully_finite`` skip the finiteness check. In a
+    :meth:`~ReadOnlyBlocks.read_only` block, writes into its arrays fail.
 
     Args:
         handler: the handler that does the work.
@@ -83,10 +79,6 @@ class DebugHandler(Handler):
     }
 
     array_type = DebugArray
-
-    #: ``(arrays, during)`` while :meth:`read_only` runs: label -> wrapped
-    #: array that no op may write into, and what runs meanwhile
-    _read_only: tuple[dict, str] | None = None
 
     def __init__(self, handler: Handler):
         self.handler = handler
@@ -129,46 +121,15 @@ class DebugHandler(Handler):
     def fixed_operand(self, array):  # the wrapped handler's, checked
         return _checked_fixed_block(self.handler, super().fixed_operand, array)
 
-    @contextlib.contextmanager
-    def read_only(
-        self, arrays: Mapping[str, DebugArray], during: str
-    ) -> Iterator[None]:
-        """Refuse every op that writes into ``arrays`` while the block runs.
-
-        The layer-test harness runs a layer's passes in such a block, so
-        that a pass writing into its inputs or parameters is named even
-        where the values it writes are those already there.
-
-        Args:
-            arrays: a label for the message (``"the input 'default'"``)
-                -> an array of this handler.
-            during: what runs in the block, for the message.
-
-        Raises:
-            DebugHandlerWriteError: in the block, from an op whose
-                written operand shares memory with one of ``arrays``, naming
-                the op, the operand and the array's label.
-        """
-        previous = self._read_only
-        self._read_only = (
-            {label: _unwrap(array) for label, array in arrays.items()},
-            during,
-        )
-        try:
-            yield
-        finally:
-            self._read_only = previous
-
     # ------------------------------------------------------- every op call
 
     def _call(self, op: Op, args: dict):
         """Check the arguments of ``op``, run it on the wrapped handler."""
         for name, kind in op.kinds.items():
             self._expect_kind(op, name, kind, args[name])
-        if self._read_only is not None:
-            self._expect_writable(op, args)
+        self._expect_writable(op, args)  # in a read_only block
         getattr(self, f'_check_{op.rule}')(op.name, args)
-        if op.section in _DISJOINT_SECTIONS:
+        if op.disjoint:  # the contract says no operands overlap
             self._expect_disjoint(op, args)
         parameters = signature(op).parameters
         positional = [
@@ -209,6 +170,7 @@ class DebugHandler(Handler):
                     f"argument '{name}' must be a DebugArray (created by this "
                     f'handler). Received: {type(value).__name__}',
                 )
+            _check_dtype(op.name, name, value, self.dtype)
         elif kind in KIND_CHECKS:
             valid, expected = KIND_CHECKS[kind]
             if not valid(value):
@@ -219,27 +181,6 @@ class DebugHandler(Handler):
                     op.name,
                     f"argument '{name}' must be {expected}. Received: {received}",
                 )
-
-    def _expect_writable(self, op: Op, args: dict) -> None:
-        arrays, during = self._read_only  # type: ignore[misc]
-        for name in op.writes:
-            value = args.get(name)
-            if not isinstance(value, DebugArray) or not isinstance(
-                value.array, np.ndarray
-            ):
-                continue
-            for label, array in arrays.items():
-                if isinstance(array, np.ndarray) and np.shares_memory(
-                    value.array, array
-                ):
-                    raise DebugHandlerWriteError(
-                        f"DebugHandler.{op.name}: argument '{name}' writes "
-                        f'into {label}, which must stay unchanged during '
-                        f'{during}.',
-                        op.name,
-                        name,
-                        label,
-                    )
 
     def _expect_disjoint(self, op: Op, args: dict) -> None:
         arrays = {n: v.array for n, v in args.items() if isinstance(v, DebugArray)}
@@ -286,15 +227,9 @@ class DebugHandler(Handler):
                 op, f"argument '{name}' must be {ndim}-D. Received: shape {value.shape}"
             )
 
-    def _expect_ids(self, op: str, name: str, v, limit: int) -> None:
-        ids = self.handler.get_numpy_copy(v.array)
-        bad = (ids != np.round(ids)) | (ids < 0) | (ids >= limit)
-        if np.any(bad):
-            self._fail(
-                op,
-                f"argument '{name}' must hold integral ids in [0, {limit}). "
-                f'Received: {ids[bad].ravel()[:5].tolist()} among others',
-            )
+    def _expect_ids(self, op: str, name: str, v, limit: int, low=0, what='ids'):
+        values = self.handler.get_numpy_copy(v.array)
+        _check_whole_numbers(op, name, values, low, limit, what)
 
     # ------------------------------------ check rules of the op-name grammar
 
@@ -477,6 +412,10 @@ class DebugHandler(Handler):
         self._expect_shape(op, 'outputs', args['outputs'], [(n, oh, ow, channels)])
         self._check_deltas(op, args, ('outputs', 'argmax'), ('outputs', 'out_deltas'))
         self._check_deltas(op, args, ('inputs', 'in_deltas'))
+        if op == 'maxpool2d_backward_batch':  # where the deltas go: in the image
+            cells = math.prod(args['inputs'].shape[1:])
+            what = 'flat in-image indices (-1: no cell)'
+            self._expect_ids(op, 'argmax', args['argmax'], cells, -1, what)
 
     def _check_reverse_time(self, op: str, args: dict) -> None:
         a, mask = args['a'], args['mask']

@@ -214,9 +214,14 @@ class NumpyHandler(Handler):
         np.add(a, b, out=out)
 
     def binarize_v(self, v, out) -> None:
-        _check_ids('binarize_v', v, out.shape[1])
-        arange = lambda n: np.arange(n, dtype=self.dtype)  # noqa: E731
-        np.equal(v, self._leading('ids', out.shape[1], arange)[None, :], out=out)
+        n = out.shape[1]
+        _check_ids('binarize_v', v, n)
+        # the column ids in the dtype where it holds each exactly (float16:
+        # up to 2048), else in ints (2049 would round to 2048: two hot columns)
+        exact = n <= 2 ** (np.finfo(self.dtype).nmant + 1) + 1
+        key, dtype = ('ids', self.dtype) if exact else ('int ids', np.intp)
+        ids = self._leading(key, n, lambda size: np.arange(size, dtype=dtype))
+        np.equal(v, ids[None, :], out=out)
 
     def broadcast_t(self, a, axis: int, out) -> None:
         np.copyto(out, a)
@@ -280,6 +285,8 @@ class NumpyHandler(Handler):
         np.sign(a, out=out)
 
     def softmax_m(self, m, out) -> None:
+        if not m.size:
+            return  # no rows or no columns: nothing to compute (no row max)
         row = self._buffer('row', (m.shape[0], 1))
         np.max(m, axis=1, keepdims=True, out=row)
         np.subtract(m, row, out=out)
@@ -654,6 +661,8 @@ class NumpyHandler(Handler):
         return keep
 
     def masked_softmax_t(self, x, mask, out, causal: bool = False) -> None:
+        if not x.size:
+            return  # no queries or no keys (S = 0): nothing to compute
         keep = self._attention_keep(x.shape, mask, causal)
         rows = x.shape[:-1] + (1,)
         z = self._buffer('masked_softmax', x.shape)
@@ -751,9 +760,10 @@ def _sequence_lengths(op: str, mask):
 LEAKY_SLOPE = 0.01
 _SQRT_2_OVER_PI = 0.7978845608028654
 _GELU_CUBIC = 0.044715
-#: Beyond this |x|, GELU's derivative is its limit (0 or 1) in float32 and
-#: float64: tanh of the approximation's argument is +-1 exactly.
-_GELU_FLAT = 1e3
+#: Beyond this |x|, GELU's derivative is its limit (0 or 1) in every float
+#: dtype: tanh of the approximation's argument (43.6 here) is +-1 exactly,
+#: and the cubic terms stay finite in float16 (from |x| ~ 80 they overflow)
+_GELU_FLAT = 10.0
 
 
 def _check_ids(op: str, v, n: int) -> None:
@@ -774,7 +784,8 @@ def _check_ids(op: str, v, n: int) -> None:
             f'{int(fraction.sum())} other value(s), e.g. {bad[0]:g} at '
             f'position {int(np.flatnonzero(fraction.ravel())[0])}.'
         )
-    if v.min() < 0 or v.max() >= n:
+    # as Python numbers: n in the dtype may round down (float16: 2049 -> 2048)
+    if float(v.min()) < 0 or float(v.max()) >= n:
         raise NetworkValidationError(
             f'{op}: class ids must lie in [0, {n}). Received ids from '
             f'{v.min():g} to {v.max():g}.'

@@ -23,7 +23,17 @@ __all__ = [
     'install_contract',
 ]
 
-#: Parameter name -> operand kind, for the parameters that are no arrays.
+#: Parameter name -> operand kind, for the parameters that are no arrays:
+#: ``s``, ``val``, ``mean``, ``std``, ``probability``, ``a_min`` and
+#: ``a_max`` are Python scalars (and so are the hyperparameters of the
+#: update ops: ``learning_rate``, ``momentum``, ``decay``, ``epsilon``,
+#: ``beta1``, ``beta2``, ``step`` and ``weight_decay``), ``transa``,
+#: ``transb``, ``skip_in_deltas``, ``overwrite_in_deltas`` and ``causal``
+#: flags, ``window`` and ``stride`` tuples of two positive ints,
+#: ``padding`` an int ``>= 0`` (the same on every side) or a tuple ``(top,
+#: bottom, left, right)`` of them, ``axis`` an axis, ``shape`` a shape
+#: tuple and ``arr`` a NumPy array. Every other parameter is an array of
+#: the handler, in its dtype.
 KINDS = {
     **dict.fromkeys(('s', 'val', 'mean', 'std', 'probability'), 'scalar'),
     **dict.fromkeys(('a_min', 'a_max'), 'scalar'),
@@ -60,6 +70,10 @@ class Op(NamedTuple):
     writes: tuple[str, ...] = ('out',)
     #: whether an output may be the very same array as an input
     alias: bool = False
+    #: whether the contract forbids any overlap of a written operand with
+    #: another operand (``dot_mm``: "must not overlap"); the debug handler
+    #: refuses such calls
+    disjoint: bool = False
     #: the rule the debug handler checks the operands with; empty where the
     #: op-name grammar decides (:func:`grammar_check`)
     check: str = ''

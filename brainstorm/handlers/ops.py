@@ -2,17 +2,16 @@
 
 Each :class:`~brainstorm.handlers.op_spec.Op` row states an op's name,
 its parameters (the signature every handler implements, written as in a
-``def``), which operands it
-writes, whether an output may be the very same array as an input, the rule
-that checks its operands, and its contract text. From this table
+``def``), which operands it writes, whether an output may be the very same
+array as an input or must overlap no operand at all, the rule that checks
+its operands, and its contract text. From this table
 
 * :class:`~brainstorm.handlers.base_handler.Handler` gets its abstract
   methods, with these signatures and docstrings
   (:func:`~brainstorm.handlers.op_spec.install_contract`);
 * :class:`~brainstorm.handlers.debug_handler.DebugHandler` gets every op as
   a method that checks the operands by the row's ``check`` rule before
-  calling the wrapped handler
-  (:func:`~brainstorm.handlers.op_spec.op_method`);
+  calling the wrapped handler (:func:`~brainstorm.handlers.op_spec.op_method`);
 * the CUDA handler gets its elementwise ops from this table and its kernel
   table (``brainstorm.handlers.cuda.kernels.ELEMENTWISE``);
 * ``tests/handlers/test_handler_signatures.py`` checks every handler
@@ -21,17 +20,8 @@ that checks its operands, and its contract text. From this table
 :class:`~brainstorm.handlers.numpy_handler.NumpyHandler` is written by
 hand: it is the executable reference.
 
-**Operand kinds** follow from the parameter names
-(:data:`~brainstorm.handlers.op_spec.KINDS`): ``s``, ``val``, ``mean``,
-``std``, ``probability``, ``a_min`` and ``a_max`` are Python scalars (and
-so are the hyperparameters of the update ops: ``learning_rate``,
-``momentum``, ``decay``, ``epsilon``, ``beta1``, ``beta2``, ``step`` and
-``weight_decay``), ``transa``, ``transb``, ``skip_in_deltas`` and
-``causal`` flags, ``window`` and ``stride`` tuples of two positive ints,
-``padding`` an int ``>= 0`` (the same on every side) or a tuple ``(top,
-bottom, left, right)`` of them, ``axis`` an axis, ``shape`` a shape tuple
-and ``arr`` a NumPy array; every other parameter is an array of the
-handler.
+**Operand kinds** follow from the parameter names (scalars, flags, ...:
+:data:`~brainstorm.handlers.op_spec.KINDS`); any other one is an array.
 
 **Check rules** (the row's ``check``): ``'same'``, all array operands have
 one shape (the ``_t``, ``_tt`` and ``_st`` ops and the activations);
@@ -330,6 +320,7 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
                 transa: bool.
                 transb: bool.
             """,
+            disjoint=True,
         ),
         Op(
             'dot_mm',
@@ -338,6 +329,7 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
 
             Arguments as in :meth:`dot_add_mm`.
             """,
+            disjoint=True,
         ),
         Op(
             'index_m_by_v',
@@ -538,6 +530,7 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
 
             Arguments as in :meth:`el_deriv`.
             """,
+            alias=True,
             writes=('dx',),
             optional=('x',),
             abstract=False,
@@ -553,6 +546,7 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
             'rel_deriv',
             'x, y, dy, dx',
             '``dx = dy * (y > 0)``; arguments as in :meth:`el_deriv`.',
+            alias=True,
             writes=('dx',),
             optional=('x',),
         ),
@@ -570,6 +564,7 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
             'sigmoid_deriv',
             'x, y, dy, dx',
             '``dx = dy * y * (1 - y)``; arguments as in :meth:`el_deriv`.',
+            alias=True,
             writes=('dx',),
             optional=('x',),
         ),
@@ -584,6 +579,7 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
             'tanh_deriv',
             'x, y, dy, dx',
             '``dx = dy * (1 - y**2)``; arguments as in :meth:`el_deriv`.',
+            alias=True,
             writes=('dx',),
             optional=('x',),
         ),

@@ -164,6 +164,7 @@ LAYER_SECTIONS: dict[str, tuple[Op, ...]] = {
             writes=('gates', 'gate_outputs', 'c', 'c_out', 'y'),
             check='lstm',
             abstract=False,
+            disjoint=True,
         ),
         Op(
             'lstm_backward_step',
@@ -198,6 +199,7 @@ LAYER_SECTIONS: dict[str, tuple[Op, ...]] = {
             writes=('d_gates', 'dc'),
             check='lstm',
             abstract=False,
+            disjoint=True,
         ),
     ),
     'sequences': (
@@ -224,6 +226,7 @@ LAYER_SECTIONS: dict[str, tuple[Op, ...]] = {
             """,
             optional=('mask',),
             check='reverse_time',
+            disjoint=True,
         ),
     ),
     'attention': (
@@ -250,12 +253,14 @@ LAYER_SECTIONS: dict[str, tuple[Op, ...]] = {
                 transb: transpose the matrices of ``b``.
             """,
             check='batch_dot',
+            disjoint=True,
         ),
         Op(
             'batch_dot_add_tt',
             'a, b, out, transa: bool = False, transb: bool = False',
             """Like :meth:`batch_dot_tt`, but ADDS the products to ``out``.""",
             check='batch_dot',
+            disjoint=True,
         ),
         Op(
             'masked_softmax_t',
@@ -325,6 +330,7 @@ UPDATE_SECTIONS: dict[str, tuple[Op, ...]] = {
             writes=('parameters',),
             check='same',
             abstract=False,
+            disjoint=True,
         ),
         Op(
             'momentum_update',
@@ -348,6 +354,7 @@ UPDATE_SECTIONS: dict[str, tuple[Op, ...]] = {
             writes=('parameters', 'velocity'),
             check='same',
             abstract=False,
+            disjoint=True,
         ),
         Op(
             'nesterov_lookahead',
@@ -367,6 +374,7 @@ UPDATE_SECTIONS: dict[str, tuple[Op, ...]] = {
             writes=('parameters', 'velocity'),
             check='same',
             abstract=False,
+            disjoint=True,
         ),
         Op(
             'nesterov_update',
@@ -387,6 +395,7 @@ UPDATE_SECTIONS: dict[str, tuple[Op, ...]] = {
             writes=('parameters', 'velocity'),
             check='same',
             abstract=False,
+            disjoint=True,
         ),
         Op(
             'rmsprop_update',
@@ -419,6 +428,7 @@ UPDATE_SECTIONS: dict[str, tuple[Op, ...]] = {
             writes=('parameters', 'mean_square', 'scratch'),
             check='same',
             abstract=False,
+            disjoint=True,
         ),
         Op(
             'adam_update',
@@ -472,6 +482,7 @@ UPDATE_SECTIONS: dict[str, tuple[Op, ...]] = {
             optional=('mask',),
             check='same',
             abstract=False,
+            disjoint=True,
         ),
     ),
 }

@@ -1905,6 +1905,8 @@ def _hot_path_call(h, op, channels):
             x, (3, 3), y, 1, (1, 1), z, y
         ),
     }
+    if op == 'maxpool2d_backward_batch':  # an argmax naming cells of the images
+        h.maxpool2d_forward_batch(x, (3, 3), y, 1, (1, 1), z)
     return calls[op], x.nbytes
 
 
