@@ -112,12 +112,29 @@ class MonitorLoss(Hook):
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
         """Evaluate the network on the iterator; return the losses.
 
+        The network's loss values (:meth:`Network.get_loss_values
+        <brainstorm.structure.network.Network.get_loss_values>`) are those
+        of the training batch again afterwards, for the hooks after this
+        one (a ``ProgressBar``, ``StopOnNan`` at the update timescale).
+
         Raises:
             IteratorValidationError: naming the hook and the iterator, if
                 the iterator yields no batch or only empty ones (the
                 empty-data rule, see :func:`~brainstorm.tools.evaluate`).
         """
-        return _evaluate(net, self.iter, comm=self.comm, who=self._who())
+        return self._evaluate(net)
+
+    def _evaluate(self, net, scorers=()):
+        """The figures over the iterator; the loss outputs kept as they were."""
+        kept = {
+            name: net.handler.get_numpy_copy(net.buffer[name].outputs.loss)
+            for name in net.loss_layers
+        }
+        try:
+            return _evaluate(net, self.iter, scorers, comm=self.comm, who=self._who())
+        finally:
+            for name, values in kept.items():
+                net.handler.set_from_numpy(net.buffer[name].outputs.loss, values)
 
     def _who(self) -> str:
         """Names the hook and its iterator in the errors of evaluation."""
@@ -162,7 +179,7 @@ class MonitorScores(MonitorLoss):
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
         """Evaluate the network on the iterator; return losses and scores."""
-        return _evaluate(net, self.iter, self.scorers, comm=self.comm, who=self._who())
+        return self._evaluate(net, self.scorers)
 
 
 class _MonitorLayer(Hook):

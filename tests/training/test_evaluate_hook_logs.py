@@ -147,3 +147,51 @@ def test_a_train_refused_for_an_empty_iterator_counts_no_epoch():
     assert (trainer.current_epoch_nr, trainer.current_update_nr) == (0, 0)
     trainer.train(net, minibatches(_data(), 8))
     assert trainer.logs['rolling_training']['total_loss'].epochs == [1, 2, 3]
+
+
+def _regression(valid_targets, dtype=np.float64):
+    inp, out = bs.tools.get_in_out_layers('regression', 4, 2)
+    net = bs.Network.from_layer(inp >> out)
+    net.set_handler(bs.handlers.NumpyHandler(dtype))
+    net.initialize(bs.initializers.Gaussian(0.1), seed=1)
+    x = np.random.RandomState(0).rand(1, 40, 4)
+    y = np.random.RandomState(1).rand(1, 40, 2)
+    train = Minibatches(10, shuffle=False, default=x, targets=y)
+    valid = Minibatches(40, default=x, targets=np.full_like(y, valid_targets))
+    return net, train, valid
+
+
+def test_stop_on_nan_after_an_update_monitor_reads_the_training_loss():
+    """The monitor's evaluation left its own (overflowing) loss in the
+    network: StopOnNan stopped for a finite training loss."""
+    net, train, valid = _regression(1e30, np.float32)  # squares overflow
+    trainer = Trainer(SgdStepper(0.01), verbose=False)
+    trainer.add_hook(
+        MonitorLoss('valid', name='validation', timescale='update', interval=3)
+    )
+    trainer.add_hook(bs.hooks.StopOnNan(timescale='update', check_parameters=False))
+    trainer.add_hook(StopAfterEpoch(2))
+    with np.errstate(over='ignore', invalid='ignore'):
+        trainer.train(net, train, valid=valid)
+    assert not np.isfinite(trainer.logs['validation']['total_loss'][-1])
+    assert (trainer.current_epoch_nr, trainer.current_update_nr) == (2, 8)
+    assert 'StopOnNan' not in trainer.logs
+
+
+def test_an_update_monitor_leaves_the_training_batch_loss_in_the_network():
+    class Loss(Hook):
+        def __call__(self, epoch_nr, update_nr, net, stepper, logs):
+            return net.get_loss_values()['total_loss']
+
+    net, train, valid = _regression(3.0)
+    trainer = Trainer(SgdStepper(0.01), verbose=False)
+    trainer.add_hook(MonitorLoss('valid', name='validation', timescale='update'))
+    trainer.add_hook(Loss(name='seen', timescale='update'))
+    trainer.add_hook(StopAfterEpoch(1))
+    trainer.train(net, train, valid=valid)
+    seen = trainer.logs['seen'][1:]  # after each update (not at count 0)
+    assert len(seen) == 4
+    # the mean of the batch losses is the epoch's rolling training loss
+    np.testing.assert_allclose(
+        np.mean(seen), trainer.logs['rolling_training']['total_loss'][-1]
+    )
