@@ -115,6 +115,7 @@ __all__ = [
     'run_context_test',
     'run_ignored_input_deltas_test',
     'get_test_handler',
+    'HANDLER',
     'LayerTestError',
     'LayerTestWarning',
     'LayerTestSpecError',
@@ -151,6 +152,11 @@ class LayerTestSpecError(ValidationError, TypeError):
 def get_test_handler():
     """``DebugHandler(NumpyHandler(np.float64))``, the handler tests use."""
     return DebugHandler(NumpyHandler(np.float64))
+
+
+#: A handler of the kind the tests use, as Brainstorm 0.5's helpers had it
+#: (the checks here make their own, :func:`get_test_handler`).
+HANDLER = get_test_handler()
 
 
 def get_test_configurations():
@@ -684,8 +690,16 @@ def _output_names(layer):
     return [n for n in layer.out_shapes if n not in layer.takes_no_output_deltas_from]
 
 
-def run_deltas_test(layer, spec, runner=None):
-    """Check 1: input deltas against finite differences."""
+def run_deltas_test(layer, spec, runner=None, outputs_name=None):
+    """Check 1: input deltas against finite differences.
+
+    Brainstorm 0.5's form, ``run_deltas_test(layer, specs, inputs_name,
+    outputs_name)``, checks the deltas of one input for the output
+    ``outputs_name`` (its output deltas all 1) and returns True or False,
+    printing both deltas if they differ, as 0.5's helpers did.
+    """
+    if isinstance(runner, str):
+        return _run_05_check(layer, spec, 'inputs', runner, outputs_name)
     runner = runner or _checked_runner(layer, spec)
     eps = spec.get('eps', 1e-5)
     weights = runner.random_output_weights(_output_names(layer))
@@ -707,8 +721,15 @@ def run_deltas_test(layer, spec, runner=None):
         )
 
 
-def run_gradients_test(layer, spec, runner=None):
-    """Check 2: parameter gradients against finite differences."""
+def run_gradients_test(layer, spec, runner=None, outputs_name=None):
+    """Check 2: parameter gradients against finite differences.
+
+    Brainstorm 0.5's form, ``run_gradients_test(layer, specs,
+    parameter_name, outputs_name)``, checks one parameter's gradient as
+    :func:`run_deltas_test` checks one input, returning True or False.
+    """
+    if isinstance(runner, str):
+        return _run_05_check(layer, spec, 'parameters', runner, outputs_name)
     runner = runner or _checked_runner(layer, spec)
     eps = spec.get('eps', 1e-5)
     weights = runner.random_output_weights(_output_names(layer))
@@ -728,6 +749,47 @@ def run_gradients_test(layer, spec, runner=None):
             spec.get('gradient_rtol', 1e-4),
             spec.get('gradient_atol', 1e-4),
         )
+
+
+def _run_05_check(layer, spec, category: str, name, outputs_name) -> bool:
+    """Brainstorm 0.5's one-buffer check (see :func:`run_deltas_test`).
+
+    As in 0.5: 3 time steps and a batch of 2 unless the spec says
+    otherwise, the spec's ``activation`` ignored, and the tolerances of
+    checks 1 and 2.
+    """
+    spec = {'time_steps': 3, 'batch_size': 2, **spec}
+    spec.pop('activation', None)
+    runner = _checked_runner(layer, spec)
+    shapes = layer.in_shapes if category == 'inputs' else layer.parameter_shapes
+    for what, known, value in (
+        ('an input' if category == 'inputs' else 'a parameter', shapes, name),
+        ('an output', layer.out_shapes, outputs_name),
+    ):
+        if value not in known:
+            raise LayerTestSpecError(
+                f"{type(layer).__name__} '{layer.name}': {value!r} is not "
+                f'{what} of the layer; it has {list(known)}.'
+            )
+    weights = {outputs_name: np.ones(runner.real_steps('outputs', outputs_name).shape)}
+    runner.forward()
+    runner.backward(weights)
+    if category == 'inputs':
+        analytic = runner.get(('input_deltas', name))
+        rtol = 1e-3
+    else:
+        analytic = runner.get(('gradients', name))
+        rtol = 1e-4
+    numeric = _approx(runner, category, name, weights, spec.get('eps', 1e-5))
+    numeric = numeric.reshape(analytic.shape)
+    if np.allclose(numeric, analytic, rtol=rtol, atol=1e-4):
+        return True
+    print(
+        f'{_describe(layer, spec)}: the check of {name!r} for the output '
+        f'{outputs_name!r} failed.\nCalculated:\n{analytic}\n'
+        f'Approximated:\n{numeric}\nDifference:\n{analytic - numeric}'
+    )
+    return False
 
 
 def run_deltas_accumulate_test(layer, spec, runner=None):
