@@ -25,6 +25,7 @@ __all__ = [
     'DatasetValidationError',
     'InitializationError',
     'FileWriteError',
+    'FeatureJoinWarning',
 ]
 
 
@@ -106,4 +107,16 @@ class InitializationError(Exception):
     """An initializer cannot fill a parameter of the requested shape.
 
     Raising it makes :meth:`Network.initialize` use the fallback.
+    """
+
+
+class FeatureJoinWarning(UserWarning):
+    """Several outputs with multi-dimensional features feed one input.
+
+    The input sees their memory side by side: each source's features
+    flattened, one source after the other, reshaped to the joined shape.
+    That is their concatenation along the last axis only where every
+    feature dimension but the last is 1. A layer that flattens its input
+    (``FullyConnected``) learns from either order, so networks built so
+    (and saved) keep working; a channel-wise join needs a ``Merge`` layer.
     """

@@ -27,6 +27,7 @@ from brainstorm.errors import (
     DescriptionError,
     InitializationError,
     NetworkValidationError,
+    TrainingValidationError,
 )
 from brainstorm.hooks import (
     MonitorLoss,
@@ -246,7 +247,7 @@ def test_renamed_05_key_keeps_the_checks():
         create_from_description(dict(LSTM_OPT_INIT_05, input_block=0.0))
     with pytest.raises(DescriptionError, match="unknown key 'block_inputs'"):
         create_from_description({'block_inputs': 0.0, '@type': 'LstmOptInit'})
-    with pytest.raises(Exception, match='block_input|input_block'):
+    with pytest.raises(NetworkValidationError, match='input_block must be'):
         create_from_description({'block_input': 'x', '@type': 'LstmOptInit'})
 
 
@@ -385,7 +386,7 @@ def test_multistep_forms_other_than_0_5s_keep_their_checks():
         }
     )
     assert ours.steps == [0, 5] and ours.initial_value == 1.0
-    with pytest.raises(Exception, match=r'steps\[1\]'):
+    with pytest.raises(TrainingValidationError, match=r'steps\[1\] must be'):
         create_from_description(
             {
                 'initial_value': 1.0,
@@ -616,3 +617,17 @@ def test_05_batch_norm_file_converts_wherever_its_parameters_lie(tmp_path, name)
     np.testing.assert_allclose(net.get(f'{name}.parameters.mu'), -MU_05)
     np.testing.assert_allclose(net.get(f'{name}.parameters.sigma'), SIGMA)
     np.testing.assert_allclose(net.get('Output_projection.parameters.W'), W_O)
+
+
+def test_save_best_network_description_of_05_s_last_master_loads():
+    """After the 0.5 release its SaveBestNetwork kept best_parameters."""
+    hook = create_from_description(
+        {
+            'log_name': 'validation.total_loss',
+            'filename': None,
+            'best_parameters': None,
+            'criterion': 'min',
+            '@type': 'SaveBestNetwork',
+        }
+    )
+    assert isinstance(hook, SaveBestNetwork) and hook.parameters is None

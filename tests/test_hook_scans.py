@@ -196,3 +196,27 @@ def test_what_a_hook_read_is_not_in_its_description(kind):
     recreated = create_from_description(description)
     log = [0.9, 0.8, 0.85, 0.86, 0.87, 0.88]
     assert run(recreated, log) == reference(kind, 'min', log, {})
+
+
+@pytest.mark.parametrize(
+    'kind, first, more, expected',
+    [
+        # the best for 'max' is entry 0: three entries without improvement
+        ('early', [0.3, 0.2], [0.25, 0.1, 0.1], 'stop'),
+        # 0.9 reaches the threshold 0.8 of 'max'
+        ('threshold', [0.9, 0.5], [0.6], 'stop'),
+        # 0.25 is no new best for 'max' (0.3 is): the parameters kept are
+        # those the first call saved (0.1, the best for 'min', at length 3)
+        ('best', [0.2, 0.3, 0.1], [0.25], 3.0),
+    ],
+)
+def test_a_changed_criterion_reads_the_log_again(kind, first, more, expected):
+    """What a hook kept of its log for 'min' is no summary for 'max'."""
+    hook = make(kind, 'min')
+    log = list(first)
+    assert run(hook, log) != 'stop'
+    hook.criterion = 'max'
+    if kind == 'threshold':
+        hook.threshold = 0.8
+    log.extend(more)
+    assert run(hook, log) == expected

@@ -117,9 +117,10 @@ class Hook(Describable):
         '_scan': None,
     }
 
-    #: where the last read of a log ended: ``(log, count, kept)``, the log
-    #: object, how many of its entries were read, and what the hook kept of
-    #: them (see :meth:`_number_log_since`); None before the first read
+    #: where the last read of a log ended: ``(log, count, kept,
+    #: criterion)``, the log object, how many of its entries were read, what
+    #: the hook kept of them and its criterion then (see
+    #: :meth:`_number_log_since`); None before the first read
     _scan: tuple | None = None
 
     # the trainer writes a checkpoint after a call including such a hook
@@ -284,7 +285,10 @@ class Hook(Describable):
         only what was appended since its last call: a long run's calls
         would otherwise cost time in proportion to the log's length. The
         read starts again from the first entry for another log object (a
-        new run, a restored checkpoint, an unpickled hook) or a shorter one.
+        new run, a restored checkpoint, an unpickled hook), a shorter one,
+        or a hook whose ``criterion`` changed since. Logs grow by appending
+        (as the trainer writes them); an entry changed in place is not read
+        again.
 
         Returns:
             ``(log, start, kept)``: the log (None while it may not exist
@@ -296,7 +300,12 @@ class Hook(Describable):
         scan = self._scan
         if log is None:
             return None, 0, initial
-        if scan is not None and scan[0] is log and scan[1] <= len(log):
+        if (
+            scan is not None
+            and scan[0] is log
+            and scan[1] <= len(log)
+            and scan[3] == getattr(self, 'criterion', None)
+        ):
             start, kept = scan[1], scan[2]
         else:
             start, kept = 0, initial
@@ -305,7 +314,7 @@ class Hook(Describable):
 
     def _keep_scan(self, log, count: int, kept) -> None:
         """Remember ``kept``, the summary of the first ``count`` entries of ``log``."""
-        self._scan = (log, count, kept)
+        self._scan = (log, count, kept, getattr(self, 'criterion', None))
 
     def __repr__(self):
         return f"<{type(self).__name__} '{self.__name__}'>"

@@ -92,8 +92,9 @@ class SaveBestNetwork(Hook):
     }
 
     __undescribed__ = {'parameters': None, '_judged': 0}
-    #: Brainstorm 0.5's running best (the log holds it here)
-    __dropped_05__ = {'best_so_far', 'best_t'}
+    #: Brainstorm 0.5's running best (the log holds it here), and the
+    #: parameters its last development version kept under another name
+    __dropped_05__ = {'best_so_far', 'best_t', 'best_parameters'}
     #: entries of the log judged so far; None (unknown) on a hook pickled
     #: before the count was kept, or restored from such a checkpoint
     _judged: int | None = None

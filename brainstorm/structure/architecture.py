@@ -20,6 +20,7 @@ from copy import copy
 
 from brainstorm.describable import get_description
 from brainstorm.errors import (
+    FeatureJoinWarning,
     LayerValidationError,
     NetworkValidationError,
     StructureValidationError,
@@ -422,12 +423,14 @@ def _kept(kept: list, structure):
 def _check_flat_join(
     layer_type: str, name: str, in_name: str, sources: list, structures: list
 ) -> None:
-    """Refuse several sources of one input that memory cannot join.
+    """Warn where several sources of one input are not joined on the last axis.
 
     The outputs connected to one input lie side by side in memory, each as
     one flat block, and the input is a view of them: that is their
     concatenation along the last axis only for outputs without other
-    feature dimensions (but 1s).
+    feature dimensions (but 1s). Otherwise the input reads each source's
+    flattened features one after the other. Brainstorm 0.5 joined them so
+    too, and networks saved so must keep loading, so this is a warning.
 
     Args:
         layer_type: the type of the layer, for the message.
@@ -436,8 +439,8 @@ def _check_flat_join(
         sources: the connections into that input.
         structures: the BufferStructure of each source.
 
-    Raises:
-        LayerValidationError: naming the layer, the input and the sources
+    Warns:
+        FeatureJoinWarning: naming the layer, the input and the sources
             with their shapes, and suggesting a Merge layer.
     """
     if joins_flat_on_last_axis(structures):
@@ -447,15 +450,18 @@ def _check_flat_join(
         f"'{c.start_layer}.{c.output_name}' {s.shape}"
         for c, s in zip(sources, structures)
     )
-    raise LayerValidationError(
-        f"{layer_type} '{name}': cannot connect several outputs with "
-        f"multi-dimensional features to input '{in_name}': {listed}. An "
-        'input fed by several outputs is a view of their memory side by '
-        'side, which is their concatenation along the last axis only when '
-        'every feature dimension but the last is 1, so the input would see '
-        'their values scrambled. Concatenate them with a Merge layer '
-        "instead (a >> 'inputs_1' - merge; b >> 'inputs_2' - merge; merge "
-        f'>> {target}; chain Merge layers for more than two).'
+    warnings.warn(
+        f"{layer_type} '{name}': input '{in_name}' joins several outputs "
+        f'with multi-dimensional features: {listed}. An input fed by several '
+        'outputs is a view of their memory side by side: it reads each '
+        "source's features flattened, one source after the other, not "
+        'their concatenation along the last axis (channel by channel). A '
+        'layer that flattens its input (FullyConnected) learns from either '
+        'order; for a channel-wise join use a Merge layer (a >> '
+        "'inputs_1' - merge; b >> 'inputs_2' - merge; merge >> "
+        f'{target}; chain Merge layers for more than two).',
+        FeatureJoinWarning,
+        stacklevel=2,
     )
 
 

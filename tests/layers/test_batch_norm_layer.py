@@ -4,6 +4,7 @@ mean, untrained running statistics, validation."""
 import numpy as np
 import pytest
 
+from brainstorm.errors import FeatureJoinWarning
 from brainstorm.handlers import NumpyHandler
 from brainstorm.initializers import Gaussian
 from brainstorm.layers import BatchNorm, FullyConnected, Input
@@ -223,19 +224,19 @@ def test_constructor_keyword_defaults():
 
 def test_works_on_non_contiguous_image_slices_in_a_network():
     # a second layer concatenates the image with another output, so it is a
-    # feature slice of their shared block (a concatenation of 1x1 images:
-    # larger ones can only be joined by a Merge layer)
-    inp = Input({'default': ('T', 'B', 1, 1, 2), 'extra': ('T', 'B', 1, 1, 1)})
+    # feature slice of their shared block
+    inp = Input({'default': ('T', 'B', 3, 4, 2), 'extra': ('T', 'B', 3, 4, 1)})
     inp >> BatchNorm(name='Bn')
     side = BatchNorm(name='Side')
     inp >> side
     inp - 'extra' >> side
-    net = Network.from_layer(inp)
+    with pytest.warns(FeatureJoinWarning):  # Side's input, not tested here
+        net = Network.from_layer(inp)
     net.set_handler(NumpyHandler(np.float64))
     net.initialize(Gaussian(), seed=2)
     rnd = np.random.RandomState(1)
-    x = rnd.randn(2, 3, 1, 1, 2) + 1.0
-    net.provide_external_data({'default': x, 'extra': rnd.randn(2, 3, 1, 1, 1)})
+    x = rnd.randn(2, 3, 3, 4, 2) + 1.0
+    net.provide_external_data({'default': x, 'extra': rnd.randn(2, 3, 3, 4, 1)})
     assert not net.buffer.Bn.inputs.default.flags.c_contiguous
     net.forward_pass(training_pass=True)
     expected, mean, _, _ = numpy_batch_norm(

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from brainstorm.errors import FeatureJoinWarning
 from brainstorm.handlers import DebugHandler, NumpyHandler, _numpy_conv
 from brainstorm.handlers.base_handler import Handler
 from brainstorm.initializers import Gaussian
@@ -228,25 +229,25 @@ def test_lists_are_accepted_for_pairs():
 def test_works_on_non_contiguous_feature_slices_in_a_network():
     """In a network, an image that a second layer's input concatenates with
     another output is a feature slice of their shared block; results must
-    still match the reference. (Only 1x1 images can be joined so: larger
-    ones need a Merge layer.)"""
-    inp = Input({'default': ('T', 'B', 1, 1, 2), 'extra': ('T', 'B', 1, 1, 1)})
+    still match the reference."""
+    inp = Input({'default': ('T', 'B', 3, 4, 2), 'extra': ('T', 'B', 3, 4, 1)})
     inp >> Convolution2D(
         2, (2, 2), padding=1, stride=(1, 2), activation='linear', name='Conv'
     )
-    side = Pooling2D((1, 1), name='Side')
+    side = Pooling2D((2, 2), name='Side')
     inp >> side
     inp - 'extra' >> side
-    net = Network.from_layer(inp)
+    with pytest.warns(FeatureJoinWarning):  # Side's input, not tested here
+        net = Network.from_layer(inp)
     net.set_handler(NumpyHandler(np.float64))
     net.initialize(Gaussian(1.0), seed=3)
     rnd = np.random.RandomState(0)
-    x = rnd.randn(2, 3, 1, 1, 2)
-    net.provide_external_data({'default': x, 'extra': rnd.randn(2, 3, 1, 1, 1)})
+    x = rnd.randn(2, 3, 3, 4, 2)
+    net.provide_external_data({'default': x, 'extra': rnd.randn(2, 3, 3, 4, 1)})
     assert not net.buffer.Conv.inputs.default.flags.c_contiguous
     net.forward_pass()
     expected = conv_reference(
-        x.reshape(6, 1, 1, 2),
+        x.reshape(6, 3, 4, 2),
         net.get('Conv.parameters.W'),
         net.get('Conv.parameters.bias'),
         1,
