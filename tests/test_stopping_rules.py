@@ -251,3 +251,20 @@ def test_save_best_network_state_round_trip():
     other.set_state(state)
     np.testing.assert_array_equal(other.parameters, np.arange(3.0))
     np.testing.assert_array_equal(other.load_best_network(), np.arange(3.0))
+
+
+@pytest.mark.parametrize('timescale, updates', [('epoch', 8), ('update', 5)])
+def test_stop_after_epoch_at_each_timescale(timescale, updates):
+    """As its docstring says: whole epochs at the epoch timescale; at the
+    update timescale, the first update of epoch max_epochs ends the run."""
+    inp, out = bs.tools.get_in_out_layers('classification', 2, 2)
+    net = bs.Network.from_layer(inp >> out)
+    net.initialize(bs.initializers.Gaussian(0.1), seed=1)
+    x = np.random.RandomState(0).rand(1, 16, 2)
+    data = bs.data_iterators.Minibatches(
+        4, default=x, targets=(x[..., :1] > 0.5).astype(int)
+    )
+    trainer = bs.Trainer(bs.training.SgdStepper(0.1), verbose=False)
+    trainer.add_hook(bs.hooks.StopAfterEpoch(2, timescale=timescale))
+    trainer.train(net, data)
+    assert trainer.current_update_nr == updates

@@ -104,6 +104,11 @@ class EarlyStopper(Hook):
 class StopAfterEpoch(Hook):
     """Stop once ``epoch_nr >= max_epochs``.
 
+    At the (default) epoch timescale that is after ``max_epochs`` whole
+    epochs. At the update timescale ``epoch_nr`` is the epoch in progress,
+    so the hook stops after the first update of epoch ``max_epochs`` (as
+    in Brainstorm 0.5): ``max_epochs - 1`` whole epochs and one batch.
+
     Args:
         max_epochs: the number of epochs to train (int >= 0).
         name, timescale, interval, verbose: see :class:`Hook`.
