@@ -122,9 +122,9 @@ class MonitorLoss(Hook):
                 the iterator yields no batch or only empty ones (the
                 empty-data rule, see :func:`~brainstorm.tools.evaluate`).
         """
-        return self._evaluate(net)
+        return self._evaluate_keeping_losses(net)
 
-    def _evaluate(self, net, scorers=()):
+    def _evaluate_keeping_losses(self, net, scorers=()):
         """The figures over the iterator; the loss outputs kept as they were."""
         kept = {
             name: net.handler.get_numpy_copy(net.buffer[name].outputs.loss)
@@ -179,7 +179,7 @@ class MonitorScores(MonitorLoss):
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
         """Evaluate the network on the iterator; return losses and scores."""
-        return self._evaluate(net, self.scorers)
+        return self._evaluate_keeping_losses(net, self.scorers)
 
 
 class _MonitorLayer(Hook):

@@ -81,24 +81,18 @@ class UniquelyNamed:
         big, small = self.scope, other.scope
         if len(big) < len(small):
             big, small = small, big
-        movers = small
-        if not isinstance(big, _Scope):  # a plain set put there by hand
-            big = _Scope(big)
-            movers = big | small
         big |= small
         big.names = None
-        for member in movers:
+        for member in small:
             member.scope = big
 
     @property
     def name(self) -> str:
         """The base name, numbered (``'Hid_2'``) if its scope shares it."""
         scope = self.scope
-        names = getattr(scope, 'names', None)
-        if names is None:
-            names = _compute_names(scope)
-            if isinstance(scope, _Scope):
-                scope.names = names
+        if scope.names is None:
+            scope.names = _compute_names(scope)
+        names = scope.names
         if self not in names:
             raise AssertionError('layer missing from its own naming scope')
         return names[self]
