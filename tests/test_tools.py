@@ -428,3 +428,84 @@ def test_evaluate_does_not_depend_on_the_batch_order():
     ]
     assert figures[0] > 0
     np.testing.assert_allclose(figures[1:], figures[0], rtol=1e-14)
+
+
+# ------------------------------------------ extract: what it can compute ---
+
+
+@pytest.mark.parametrize('extractor', ['extract', 'extract_and_save'])
+def test_extract_refuses_an_iterator_without_the_targets_of_a_loss(extractor, tmp_path):
+    # the loss was computed from the targets the last batch left (or zeros),
+    # so the values depended on what ran before
+    net = sequence_net()
+    data = sequences()
+    it = Minibatches(3, shuffle=False, default=data['default'])
+    args = (tmp_path / 'out.h5',) if extractor == 'extract_and_save' else ()
+    with pytest.raises(bs.structure.network.MissingInputError, match=r"\['targets'\]"):
+        getattr(tools, extractor)(net, it, 'Loss.outputs.loss', *args)
+
+
+def test_extract_of_what_needs_no_targets_runs_without_them():
+    net = sequence_net()
+    data = sequences()
+    got = extract(net, Minibatches(3, shuffle=False, default=data['default']),
+                  'Hid.outputs.default')  # fmt: skip
+    net.provide_external_data({'default': data['default']}, all_inputs=False)
+    net.forward_pass()
+    np.testing.assert_allclose(
+        got['Hid.outputs.default'], net.get('Hid.outputs.default')
+    )
+
+
+@pytest.mark.parametrize(
+    'name', ['Hid.output_deltas.default', 'Hid.input_deltas.default', 'Hid.gradients.W']
+)
+def test_extract_refuses_what_no_forward_pass_computes(name):
+    # the last backward pass's values came back, stale
+    net = sequence_net()
+    data = sequences()
+    data.pop('mask')
+    with pytest.raises(NetworkValidationError, match='not computed by a forward pass'):
+        extract(net, Minibatches(3, shuffle=False, **data), name)
+
+
+@pytest.mark.parametrize('function', ['evaluate', 'extract', 'extract_and_save'])
+@pytest.mark.parametrize('data', ['dict', 'array'])
+def test_arrays_given_as_the_iterator_are_refused_with_a_hint(function, data, tmp_path):
+    # a dict was iterated key by key: "Data must be a dict ... Received: str"
+    net = sequence_net()
+    given = sequences() if data == 'dict' else sequences()['default']
+    args = {
+        'evaluate': (),
+        'extract': ('Hid.outputs.default',),
+        'extract_and_save': ('Hid.outputs.default', tmp_path / 'out.h5'),
+    }[function]
+    received = "a dict with the keys \\['default'" if data == 'dict' else 'an array'
+    with pytest.raises(
+        bs.errors.IteratorValidationError, match=f'Received {received}.*Minibatches'
+    ):
+        getattr(tools, function)(net, given, *args)
+
+
+def test_a_batch_that_is_no_dict_is_refused_naming_it():
+    net = sequence_net()
+    x = sequences()['default']
+    with pytest.raises(bs.errors.IteratorValidationError, match='Batch 0 of the data'):
+        extract(net, [x], 'Hid.outputs.default')
+
+
+def test_extract_leaves_the_random_state_of_an_augmenting_wrapper():
+    # docs/inference.rst: the iterator and its random state are left as
+    # they were; an AddGaussianNoise wrapper's noise state moved on
+    net = sequence_net()
+    data = sequences()
+    data.pop('mask')
+    noisy = bs.data_iterators.AddGaussianNoise(Minibatches(3, **data), {'default': 0.5})
+    before = noisy.rnd.get_state()[1].copy(), noisy.iter.rnd.get_state()[1].copy()
+    first = extract(net, noisy, 'Hid.outputs.default')
+    assert np.array_equal(noisy.rnd.get_state()[1], before[0])
+    assert np.array_equal(noisy.iter.rnd.get_state()[1], before[1])
+    second = extract(net, noisy, 'Hid.outputs.default')
+    np.testing.assert_array_equal(
+        first['Hid.outputs.default'], second['Hid.outputs.default']
+    )

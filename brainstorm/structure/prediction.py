@@ -182,7 +182,7 @@ def required_inputs(network, path: str) -> list[str]:
 def _as_data_dict(network, data, needed: list) -> dict:
     """``data`` as a dict of input names to arrays, checked."""
     inputs = network.layers['Input'].out_shapes
-    hint = _TARGETS_HINT if TARGET_INPUT in inputs else ''
+    hint = TARGETS_HINT if TARGET_INPUT in inputs else ''
     if not hasattr(data, 'items'):
         if len(needed) != 1:
             error = MissingInputError if len(needed) > 1 else NetworkValidationError
@@ -208,7 +208,7 @@ def _as_data_dict(network, data, needed: list) -> dict:
 
 
 #: how to read which inputs an output needs
-_TARGETS_HINT = (
+TARGETS_HINT = (
     " (an output layer's 'predictions' need no targets; its 'loss' and "
     'everything computed from it do)'
 )
@@ -454,7 +454,7 @@ def predict(network, data, batch_size=None, out_name=None, check_finite=True):
     results = []
     moved = network._memory_moved  # the batch buffers are put back as they were
     try:
-        with _SpareBuffers(network.buffer_manager):
+        with _SpareBuffers(network.buffer_manager), _KeptLayerState(network):
             for start, batch in _batch_slices(arrays, inputs, size, total):
                 if check_finite:  # naming the index in the data as given
                     for name, array in batch.items():
@@ -488,11 +488,12 @@ def _checked_arguments(network, out_name, batch_size, check_finite) -> str:
             'predict: check_finite must be a bool. Received: '
             f'check_finite={check_finite!r}'
         )
-    if path.split('.')[0] not in network.layers:
+    parts = path.split('.')
+    if parts[0] not in network.layers or parts[1:2] and parts[1] in NOT_COMPUTED:
         raise NetworkValidationError(
-            f"predict: '{out_name}' is no buffer of a layer; predict returns "
-            "what a forward pass computes (a layer's outputs or internals). "
-            f"Read it with net.get('{path}')."
+            f"predict: '{out_name}' is not computed by a forward pass; predict "
+            "returns what a forward pass computes (a layer's outputs or "
+            f"internals). Read it with net.get('{path}')."
         )
     if batch_size is not None and (
         isinstance(batch_size, bool)
@@ -553,6 +554,33 @@ class _SpareBuffers:
             m.handler.copy_to(copy, m.buffers[0][spec.start : spec.stop])
         return False
 
+
+class _KeptLayerState:
+    """Put each layer's attributes back as they were after predict.
+
+    A layer may note something about the pass on itself (BatchNorm notes
+    whether it was an inference pass, which decides its backward pass);
+    the batch that predict leaves in place must find the note of its own
+    forward pass.
+    """
+
+    def __init__(self, network):
+        self.layers = list(network.layers.values())
+
+    def __enter__(self):
+        self.saved = [dict(vars(layer)) for layer in self.layers]
+        return self
+
+    def __exit__(self, *exc):
+        for layer, attributes in zip(self.layers, self.saved):
+            vars(layer).clear()
+            vars(layer).update(attributes)
+        return False
+
+
+#: the parts of a layer that a forward pass does not compute: predict and
+#: extract refuse them (their values are a backward pass's)
+NOT_COMPUTED = frozenset({'input_deltas', 'output_deltas', 'gradients'})
 
 #: parts of a layer's constant memory that a forward pass (no training
 #: pass) leaves alone

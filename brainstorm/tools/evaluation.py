@@ -33,11 +33,18 @@ from brainstorm.scorers import (
     gather_from_all_ranks,
     gather_losses_and_scores,
 )
+from brainstorm.structure.external_data import MissingInputError
 from brainstorm.structure.layout import get_buffer_type
 from brainstorm.structure.network import Network
-from brainstorm.structure.prediction import UnknownOutputError, output_names
+from brainstorm.structure.prediction import (
+    NOT_COMPUTED,
+    TARGETS_HINT,
+    UnknownOutputError,
+    output_names,
+    required_inputs,
+)
 from brainstorm.training.data_parallel import share_shard_states
-from brainstorm.training.utils import run_network
+from brainstorm.training.utils import checked_batches, run_network
 
 BUFFERS_FILE_FORMAT = b'Buffers file v1.0'
 
@@ -182,6 +189,36 @@ def _buffer_type(network, path: str) -> int:
     return get_buffer_type(node['@shape'])
 
 
+def _checked_types(network, names: list, who: str) -> dict:
+    """The buffer type of each of ``names``.
+
+    Buffers that no forward pass computes are refused: the deltas and
+    gradients of the last backward pass would be returned, stale.
+    """
+    types = {name: _buffer_type(network, name) for name in names}
+    for name in names:
+        parts = name.split('.')
+        if parts[0] in NOT_COMPUTED or (
+            parts[0] in network.layers and parts[1:2] and parts[1] in NOT_COMPUTED
+        ):
+            raise NetworkValidationError(
+                f"{who}: '{name}' is not computed by a forward pass, so it "
+                f'cannot be extracted (a forward pass runs per batch; deltas '
+                f"and gradients are a backward pass's). Extract outputs, "
+                f"internals or parameters, or read it with net.get('{name}')."
+            )
+    return types
+
+
+def _needed_inputs(network, names: list) -> list:
+    """The Input outputs that the buffers ``names`` depend on."""
+    needed: set = set()
+    for name in names:
+        if name.split('.')[0] in network.layers:
+            needed.update(required_inputs(network, name))
+    return [name for name in network.layers['Input'].out_shapes if name in needed]
+
+
 def _as_names(buffer_names) -> list:
     if isinstance(buffer_names, str):
         return [buffer_names]
@@ -219,14 +256,50 @@ def in_data_order(iterator):
     return result
 
 
-def _extract_batches(network, iter, names):
-    """Yield ``{path: array}`` per batch after a forward pass, in data order."""
+def _extract_batches(network, iter, names, who):
+    """Yield ``{path: array}`` per batch after a forward pass, in data order.
+
+    A batch without an input that one of ``names`` depends on raises a
+    MissingInputError: the forward pass would compute it from the values
+    the last batch left (or zeros).
+    """
     time_sized = {name for name in names if _buffer_type(network, name) == 2}
-    if isinstance(iter, DataIterator):
-        batches = in_data_order(iter)(handler=network.handler)
-    else:
-        batches = iter
+    needed = _needed_inputs(network, names)
+    batches = checked_batches(
+        network, in_data_order(iter) if isinstance(iter, DataIterator) else iter
+    )
+    # the random states of an augmenting wrapper (noise, crops) are put back
+    # as they were (the shuffling draws nothing in data order)
+    states = [(rnd, rnd.get_state()) for rnd in _random_states(iter)]
+    try:
+        yield from _extracted(network, batches, names, needed, time_sized, who)
+    finally:
+        for rnd, state in states:
+            rnd.set_state(state)
+
+
+def _random_states(iterator) -> list:
+    """The ``rnd`` of each iterator in the chain ``iterator.iter...``."""
+    found = []
+    while isinstance(iterator, DataIterator):
+        rnd = getattr(iterator, 'rnd', None)
+        if isinstance(rnd, np.random.RandomState):
+            found.append(rnd)
+        iterator = getattr(iterator, 'iter', None)
+    return found
+
+
+def _extracted(network, batches, names, needed, time_sized, who):
+    """Yield ``{path: array}`` per batch (see :func:`_extract_batches`)."""
+    hint = TARGETS_HINT if 'targets' in needed else ''
     for data in batches:
+        missing = [name for name in needed if name not in data]
+        if missing:
+            raise MissingInputError(
+                f'{who}: the iterator gives no data for the inputs {missing}; '
+                f'the buffers {names} need {needed}{hint}. A batch holds '
+                f'{list(data)}.'
+            )
         # each batch is held from its data to its results (not across the
         # yield: the caller may stop early)
         network._enter('extract')
@@ -265,7 +338,10 @@ def extract(network, iter, buffer_names) -> dict:
 
     Args:
         network: the network.
-        iter: a data iterator (missing inputs are allowed).
+        iter: a data iterator, or an iterable of batch dicts. Inputs that
+            the buffers do not depend on may be missing (the targets, for
+            predictions); a missing one they need raises a
+            ``MissingInputError``.
         buffer_names: a dotted buffer path or a list of them, e.g.
             ``'Output.outputs.predictions'``.
 
@@ -273,9 +349,9 @@ def extract(network, iter, buffer_names) -> dict:
         dict path -> NumPy array.
     """
     names = _as_names(buffer_names)
-    types = {name: _buffer_type(network, name) for name in names}
+    types = _checked_types(network, names, 'extract')
     collected: dict = {name: [] for name in names}
-    for batch in _extract_batches(network, iter, names):
+    for batch in _extract_batches(network, iter, names, 'extract'):
         for name, array in batch.items():
             collected[name].append(array)
     result: dict = {}
@@ -324,13 +400,13 @@ def extract_and_save(network, iter, buffer_names, file_name: str) -> None:
         FileWriteError: if the file cannot be written, naming it.
     """
     names = _as_names(buffer_names)
-    types = {name: _buffer_type(network, name) for name in names}
+    types = _checked_types(network, names, 'extract_and_save')
 
     def build(writer):
         f = writer.file
         f.attrs['info'] = np.bytes_(get_brainstorm_info())
         f.attrs['format'] = np.bytes_(BUFFERS_FILE_FORMAT)
-        for batch in _extract_batches(network, iter, names):
+        for batch in _extract_batches(network, iter, names, 'extract_and_save'):
             for name, array in batch.items():
                 kind = types[name]
                 if kind == 0:

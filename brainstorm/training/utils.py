@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -49,16 +49,63 @@ def run_network(
         >>> for i in run_network(net, data):  # doctest: +SKIP
         ...     net.forward_pass()
     """
-    batches = (
-        iterator(handler=net.handler)
-        if isinstance(iterator, DataIterator)
-        else iterator
-    )
-    for i, data in enumerate(batches):
+    for i, data in enumerate(checked_batches(net, iterator)):
         net.provide_external_data(
             data, all_inputs=all_inputs, check_finite=check_finite
         )
         yield i
+
+
+#: how to give arrays where a data iterator is expected
+_WRAP_HINT = (
+    'Wrap arrays in a data iterator, e.g. '
+    'bs.data_iterators.Minibatches(100, default=x, targets=y).'
+)
+
+
+def described_data(value) -> str:
+    """``value`` in a few words for an error message (arrays by shape)."""
+    if isinstance(value, np.ndarray):
+        return f'an array of shape {value.shape} and dtype {value.dtype}'
+    if isinstance(value, Mapping):
+        return f'a {type(value).__name__} with the keys {list(value)[:8]}'
+    if isinstance(value, (tuple, list)):
+        return f'a {type(value).__name__} of {len(value)} items'
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + '...'
+
+
+def checked_batches(net, iterator) -> Iterator:
+    """The batches of ``iterator``, each checked to be a dict.
+
+    ``iterator`` is a DataIterator (called with the network's handler) or
+    an iterable of batch dicts.
+
+    Raises:
+        IteratorValidationError: for data that is no such iterable (a dict
+            of arrays, an array), and for a batch that is no dict: either
+            would reach the network one key or one time step at a time.
+    """
+    batches: Iterable
+    if isinstance(iterator, DataIterator):
+        batches = iterator(handler=net.handler)
+    elif isinstance(iterator, (Mapping, np.ndarray, str, bytes)) or not isinstance(
+        iterator, Iterable
+    ):
+        raise IteratorValidationError(
+            'The data must be a data iterator or an iterable of batches (dicts '
+            f'of input names to arrays). Received {described_data(iterator)}. '
+            f'{_WRAP_HINT}'
+        )
+    else:
+        batches = iterator
+    for i, data in enumerate(batches):
+        if not isinstance(data, Mapping):
+            raise IteratorValidationError(
+                f'Batch {i} of the data is {described_data(data)}, not a dict '
+                f'of input names to arrays. {_WRAP_HINT}'
+            )
+        yield data
 
 
 class LogEntries(list):
@@ -181,7 +228,8 @@ def check_data_iterators(net, named_data_iters) -> None:
         shapes = getattr(iterator, 'data_shapes', None)
         if shapes is None or not callable(iterator):
             raise IteratorValidationError(
-                f"Data iterator '{name}' must be a DataIterator. Received: {iterator!r}"
+                f"Data iterator '{name}' must be a DataIterator. Received "
+                f'{described_data(iterator)}. {_WRAP_HINT}'
             )
         if set(shapes) != expected:
             raise IteratorValidationError(

@@ -705,3 +705,48 @@ def test_predict_of_the_parameters_is_refused_naming_net_get(root):
 def test_check_finite_must_be_a_bool(value):
     with pytest.raises(NetworkValidationError, match='check_finite must be a bool'):
         mlp().predict(samples(1, 2), out_name=PREDICTIONS, check_finite=value)
+
+
+# ------------------------------------------ predict between two passes ---
+
+
+def bn_net():
+    inp, out = bs.tools.get_in_out_layers('classification', 4, 3)
+    net = bs.Network.from_layer(
+        inp >> bs.layers.FullyConnected(5, name='F') >> bs.layers.BatchNorm() >> out
+    )
+    net.set_handler(NumpyHandler(np.float64))
+    net.initialize(bs.initializers.Gaussian(0.5), seed=1)
+    return net
+
+
+def test_predict_between_the_passes_leaves_the_gradients_alone():
+    # BatchNorm notes on itself whether its last forward pass was an
+    # inference pass, which decides its backward pass: predict left the
+    # note of its own (inference) pass, and the training batch's backward
+    # pass computed other gradients.
+    rnd = np.random.RandomState(0)
+    data = {'default': rnd.randn(1, 8, 4), 'targets': rnd.randint(0, 3, (1, 8, 1))}
+
+    def gradients(call_predict):
+        net = bn_net()
+        net.provide_external_data(data)
+        net.forward_pass(training_pass=True)
+        if call_predict:
+            net.predict(rnd.randn(1, 5, 4), out_name=PREDICTIONS)
+        net.backward_pass()
+        return net.get('gradients')
+
+    expected = gradients(False)
+    assert np.abs(expected).max() > 0.01
+    np.testing.assert_array_equal(gradients(True), expected)
+
+
+@pytest.mark.parametrize(
+    'name', ['Hid.output_deltas.default', 'Hid.input_deltas.default', 'Hid.gradients.W']
+)
+def test_predict_refuses_what_no_forward_pass_computes(name):
+    # these came back as zeros (computed in fresh memory), without a word
+    net = mlp()
+    with pytest.raises(NetworkValidationError, match='not computed by a forward pass'):
+        net.predict(samples(1, 2), out_name=name)

@@ -90,3 +90,18 @@ def test_check_data_iterators_names_the_iterator():
 
 def test_finite_check_keeps_its_old_name_in_the_trainer():
     assert _FiniteCheck is FiniteCheck
+
+
+def test_a_trainer_given_arrays_says_so_in_one_line():
+    # the message held the repr of the whole data: 212 lines for 200 samples
+    inp, out = bs.tools.get_in_out_layers('classification', 784, 10)
+    net = bs.Network.from_layer(inp >> out)
+    net.initialize(0.0)
+    trainer = bs.Trainer(bs.training.SgdStepper(), verbose=False)
+    data = {'default': np.zeros((1, 200, 784)), 'targets': np.zeros((1, 200, 1))}
+    with pytest.raises(IteratorValidationError) as info:
+        trainer.train(net, data)
+    message = str(info.value)
+    assert '\n' not in message and len(message) < 300, message
+    assert "a dict with the keys ['default', 'targets']" in message
+    assert 'Minibatches' in message
