@@ -1015,3 +1015,56 @@ def test_merged_ranges_join_adjacent_ranges_after_a_gap():
     (fewer parts); a range joins the last merged one, not the first."""
     assert _merge_ranges([(7, 9), (0, 2), (5, 7), (2, 3)]) == [(0, 3), (5, 9)]
     assert _merge_ranges([(0, 2), (4, 6), (6, 8), (8, 9)]) == [(0, 2), (4, 9)]
+
+
+class _CountingSgd(SgdStepper):
+    """A custom stepper with a scalar state whose name begins with 'part'."""
+
+    __undescribed__ = {'partial_steps': 0}
+
+    def __init__(self, learning_rate=0.1, clip_norm=None):
+        super().__init__(learning_rate, clip_norm)
+        self.partial_steps = 0
+
+    def _reset_scalar_state(self):
+        self.partial_steps = 0
+
+    def _get_scalar_state(self):
+        return {'partial_steps': np.int64(self.partial_steps)}
+
+    def _set_scalar_state(self, state):
+        self.partial_steps = int(state['partial_steps'])
+
+    def _update(self):
+        self.partial_steps += 1
+        super()._update()
+
+
+def test_scalar_state_names_beginning_with_part_are_restored():
+    # set_state took every name beginning with 'part' for an array state
+    # ('part0.velocity') and dropped it: a KeyError, and checkpoints of
+    # such a stepper could not be resumed
+    net = xor_net()
+    stepper = _CountingSgd()
+    stepper.start(net)
+    net.provide_external_data(xor_data())
+    stepper.run()
+    stepper.run()
+    state = stepper.get_state()
+    other = _CountingSgd()
+    other.start(xor_net())
+    other.set_state(state)
+    assert other.partial_steps == 2
+
+
+@pytest.mark.parametrize(
+    'make',
+    [AdamStepper, lambda: MultiStepper({'*': SgdStepper()})],
+    ids=['adam', 'multi'],
+)
+@pytest.mark.parametrize('method', ['get_state', 'set_state'])
+def test_state_before_start_names_the_method_called(make, method):
+    stepper = make()
+    args = ({},) if method == 'set_state' else ()
+    with pytest.raises(TrainingValidationError, match=rf'before {method}\(\)'):
+        getattr(stepper, method)(*args)

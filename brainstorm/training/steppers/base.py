@@ -119,7 +119,7 @@ class TrainingStepper(Describable):
         Returns:
             OrderedDict of dotted names to arrays; scalars are 0-d arrays.
         """
-        self._require_started()
+        self._require_started('get_state')
         h = self.net.handler
         state = OrderedDict()
         for i, part in enumerate(self._parts):
@@ -135,7 +135,7 @@ class TrainingStepper(Describable):
         Raises:
             TrainingValidationError: if names or shapes do not match.
         """
-        self._require_started()
+        self._require_started('set_state')
         own = self.get_state()
         if set(state) != set(own):
             raise TrainingValidationError(
@@ -154,9 +154,8 @@ class TrainingStepper(Describable):
         for i, part in enumerate(self._parts):
             for key, array in part.state.items():
                 h.set_from_numpy(array, np.asarray(state[f'part{i}.{key}']))
-        self._set_scalar_state(
-            {k: np.asarray(v)[()] for k, v in state.items() if not k.startswith('part')}
-        )
+        scalars = self._get_scalar_state()  # by name: 'part...' may be one
+        self._set_scalar_state({k: np.asarray(state[k])[()] for k in scalars})
 
     # ------------------------------------------------- copies, pickles ---
 
@@ -216,10 +215,10 @@ class TrainingStepper(Describable):
         self._reset_scalar_state()
         self._bound = memory_of(net)
 
-    def _require_started(self) -> None:
+    def _require_started(self, method: str = 'run') -> None:
         if self._parts is None:
             raise TrainingValidationError(
-                f'{type(self).__name__}: call start(net) before run().'
+                f'{type(self).__name__}: call start(net) before {method}().'
             )
         self._follow_network()
 

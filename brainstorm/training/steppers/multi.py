@@ -220,7 +220,7 @@ class MultiStepper(TrainingStepper):
 
     def get_state(self) -> OrderedDict:
         """The states of all steppers, prefixed ``'steppers.<pattern>.'``."""
-        self._require_started()
+        self._require_started('get_state')
         state = OrderedDict()
         for pattern, stepper in self._unique_steppers().items():
             for key, value in stepper.get_state().items():
@@ -229,7 +229,7 @@ class MultiStepper(TrainingStepper):
 
     def set_state(self, state: dict) -> None:
         """Restore a state made by :meth:`get_state`."""
-        self._require_started()
+        self._require_started('set_state')
         own = self.get_state()
         if set(state) != set(own):
             raise TrainingValidationError(
