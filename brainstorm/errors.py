@@ -120,3 +120,14 @@ class FeatureJoinWarning(UserWarning):
     (``FullyConnected``) learns from either order, so networks built so
     (and saved) keep working; a channel-wise join needs a ``Merge`` layer.
     """
+
+
+def shown_number(value) -> str:
+    """``value`` as an error message shows it.
+
+    Short (``5``, ``1e+30``) where that is the value exactly, else with all
+    its digits: a bad ``2.0000001`` must not read as the good ``2``.
+    """
+    value = float(value)
+    short = f'{value:g}'
+    return short if float(short) == value else repr(value)

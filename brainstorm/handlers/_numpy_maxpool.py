@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from brainstorm.errors import shown_number
 from brainstorm.handlers import _numpy_conv as _conv
 from brainstorm.shapes import padding_sides
 
@@ -85,7 +86,7 @@ def check_argmax_cells(op: str, argmax, in_deltas) -> float:
         raise ValueError(
             f'{op}: argmax must hold flat in-image indices in [0, {cells}) '
             f'(or -1: no cell) as maxpool2d_forward_batch writes them. '
-            f'Received values from {lowest:g} to {highest:g}.'
+            f'Received values from {shown_number(lowest)} to {shown_number(highest)}.'
         )
     return lowest
 

@@ -8,7 +8,7 @@ import threading
 import numpy as np
 
 from brainstorm.arguments import SEED, Arg, FloatDtype, Optional
-from brainstorm.errors import NetworkValidationError
+from brainstorm.errors import NetworkValidationError, shown_number
 from brainstorm.handlers import _numpy_conv as _conv
 from brainstorm.handlers import _numpy_lstm as _lstm
 from brainstorm.handlers import _numpy_maxpool as _maxpool
@@ -750,7 +750,8 @@ def _sequence_lengths(op: str, mask):
         where = 'after a 0' if m[t, b] == 1 else 'which is neither 0 nor 1'
         raise NetworkValidationError(
             f"{op}: the mask must be 1 up to each sequence's length and 0 "
-            f'after it. Received {m[t, b]:g} at time step {t} of sequence {b}, '
+            f'after it. Received {shown_number(m[t, b])} at time step {t} of '
+            f'sequence {b}, '
             f'{where}.'
         )
     return ones.sum(axis=0, keepdims=True)
@@ -781,7 +782,7 @@ def _check_ids(op: str, v, n: int) -> None:
         bad = v[fraction].ravel()
         raise NetworkValidationError(
             f'{op}: class ids must be whole numbers in [0, {n}). Received '
-            f'{int(fraction.sum())} other value(s), e.g. {bad[0]:g} at '
+            f'{int(fraction.sum())} other value(s), e.g. {shown_number(bad[0])} at '
             f'position {int(np.flatnonzero(fraction.ravel())[0])}.'
         )
     # as Python numbers: n in the dtype may round down (float16: 2049 -> 2048)

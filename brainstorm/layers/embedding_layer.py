@@ -6,7 +6,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from brainstorm.errors import NetworkValidationError
+from brainstorm.errors import NetworkValidationError, shown_number
 from brainstorm.layers.attributes import Kwarg, PositiveInt
 from brainstorm.layers.base_layer import Layer
 from brainstorm.shapes import flatten_time_and_features
@@ -80,8 +80,8 @@ class EmbeddingLayerImpl(Layer):
         others = f' ({more} more bad id(s))' if more else ''
         raise NetworkValidationError(
             f'{self._desc()}: the input must hold whole class ids in '
-            f'[0, {self.vocab_size}). Received {values[t, b]:g} at time step '
-            f'{t}, sequence {b}{others}.'
+            f'[0, {self.vocab_size}). Received {shown_number(values[t, b])} at '
+            f'time step {t}, sequence {b}{others}.'
         )
 
     def forward_pass(self, buffers, training_pass=True):

@@ -372,3 +372,17 @@ def test_convolution_with_no_filters_has_no_output_and_no_gradient(name, overwri
     )
     want = 0.0 if overwrite else 5.0  # nothing added (or written: zeros)
     np.testing.assert_array_equal(h.get_numpy_copy(dx), np.full((2, 4, 4, 3), want))
+
+
+def test_a_mask_value_wrong_beyond_six_digits_is_shown_as_it_is():
+    # ':g' printed 0.9999999 as '1' in "Received 1 ..., which is neither 0
+    # nor 1"; the id check of the gather ops did the same
+    h = NumpyHandler(np.float64)
+    mask = np.ones((3, 1, 1))
+    mask[1, 0, 0] = 0.9999999
+    x = np.zeros((3, 1, 2))
+    with pytest.raises(NetworkValidationError, match=r'Received 0\.9999999 at'):
+        h.reverse_time_t(x, mask, np.zeros_like(x))
+    ids = np.array([[0.0], [2.0000001]])
+    with pytest.raises(NetworkValidationError, match=r'e\.g\. 2\.0000001 at'):
+        h.binarize_v(ids, np.zeros((2, 5)))

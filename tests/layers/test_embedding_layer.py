@@ -5,6 +5,7 @@ import pytest
 
 import brainstorm as bs
 from brainstorm.errors import NetworkValidationError
+from brainstorm.handlers import NumpyHandler
 from brainstorm.layers import Embedding, FullyConnected, Input
 from brainstorm.layers.embedding_layer import EmbeddingLayerImpl
 from brainstorm.testing import instantiate_layer, set_up_layer
@@ -148,3 +149,15 @@ def test_masked_positions_give_no_gradient():
     np.testing.assert_allclose(dW[1], [0.5, 0.5])
     np.testing.assert_allclose(dW[2], [1.0, 1.0])
     assert not dW[0].any() and not dW[4].any() and not dW[3].any()
+
+
+def test_an_id_wrong_beyond_six_digits_is_shown_as_it_is():
+    # ':g' printed 2.0000001 as '2': a message refusing a valid-looking id
+    inp = bs.layers.Input({'default': ('T', 'B', 1)})
+    emb = bs.layers.Embedding(5, 3, name='Emb')
+    net = bs.Network.from_layer(inp >> emb)
+    net.set_handler(NumpyHandler(np.float64))
+    net.initialize(bs.initializers.Gaussian(0.1))
+    net.provide_external_data({'default': np.array([[[0.0], [2.0000001]]])})
+    with pytest.raises(NetworkValidationError, match=r'Received 2\.0000001 at'):
+        net.forward_pass()
