@@ -151,7 +151,8 @@ def check_image_geometry(op: str, in_hw, window, padding, stride, out_hw) -> Non
     """Refuse an image op's operands whose sizes do not follow each other.
 
     ``out_hw`` must be ``(in + top + bottom - window) // stride + 1`` on
-    each axis, with ints ``stride >= 1`` and ``padding >= 0`` (the op
+    each axis, with ints ``window >= 1``, ``stride >= 1`` and
+    ``padding >= 0`` (the op
     contract). The handlers read the receptive fields through strided
     views: a geometry breaking it would read memory outside the inputs
     (garbage or a crash) instead of failing.
@@ -163,7 +164,9 @@ def check_image_geometry(op: str, in_hw, window, padding, stride, out_hw) -> Non
     ok = (
         len(sides) == 4
         and len(stride) == 2
+        and len(window) == 2
         and all(isinstance(s, numbers.Integral) and int(s) >= 1 for s in stride)
+        and all(isinstance(k, numbers.Integral) and int(k) >= 1 for k in window)
         and all(isinstance(p, numbers.Integral) and int(p) >= 0 for p in sides)
     )
     if ok:
@@ -177,6 +180,6 @@ def check_image_geometry(op: str, in_hw, window, padding, stride, out_hw) -> Non
             f'{op}: outputs of size {tuple(out_hw)} do not follow from images '
             f'of size {tuple(in_hw)}, window {tuple(window)}, padding '
             f'{padding!r} and stride {tuple(stride)}: expected (size + top + '
-            'bottom - window) // stride + 1 on each axis, with int strides '
-            '>= 1 and int paddings >= 0.'
+            'bottom - window) // stride + 1 on each axis, with int windows '
+            'and strides >= 1 and int paddings >= 0.'
         )

@@ -466,6 +466,9 @@ def avgpool2d_forward_batch(
     stride: tuple[int, int],
 ) -> None:
     in_hw, out_hw = inputs.shape[1:3], outputs.shape[1:3]
+    check_image_geometry(
+        'avgpool2d_forward_batch', in_hw, window, padding, stride, out_hw
+    )
     top_left = _top_left(padding)
     total = handler._buffer('pool', outputs.shape)
     total.fill(0)
@@ -488,7 +491,10 @@ def avgpool2d_backward_batch(
     in_deltas,
     out_deltas,
 ) -> None:
-    in_hw, out_hw = inputs.shape[1:3], outputs.shape[1:3]
+    in_hw, out_hw = inputs.shape[1:3], out_deltas.shape[1:3]
+    check_image_geometry(
+        'avgpool2d_backward_batch', in_hw, window, padding, stride, out_hw
+    )
     top_left = _top_left(padding)
     share = handler._buffer('pool', out_deltas.shape)
     counts = _pool_counts(handler, window, top_left, stride, out_hw, in_hw)

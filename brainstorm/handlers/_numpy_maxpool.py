@@ -18,7 +18,7 @@ import numpy as np
 
 from brainstorm.errors import shown_number
 from brainstorm.handlers import _numpy_conv as _conv
-from brainstorm.shapes import padding_sides
+from brainstorm.shapes import check_image_geometry, padding_sides
 
 __all__ = [
     'check_argmax_cells',
@@ -116,6 +116,10 @@ def maxpool2d_forward_batch(
     stride: tuple[int, int],
     argmax,
 ) -> None:
+    check_image_geometry(
+        'maxpool2d_forward_batch', inputs.shape[1:3], window, padding, stride,
+        outputs.shape[1:3],
+    )  # fmt: skip
     check_argmax_range(
         'maxpool2d_forward_batch', inputs, window, outputs, padding, stride,
         handler.dtype,
@@ -247,6 +251,10 @@ def maxpool2d_backward_batch(
     in_deltas,
     out_deltas,
 ) -> None:
+    check_image_geometry(
+        'maxpool2d_backward_batch', inputs.shape[1:3], window, padding, stride,
+        out_deltas.shape[1:3],
+    )  # fmt: skip
     check_argmax_range(
         'maxpool2d_backward_batch', inputs, window, out_deltas, padding, stride,
         handler.dtype,

@@ -171,3 +171,38 @@ def test_good_operands_still_run_on_onednn(op):
     getattr(handler, name)(**values, **keywords)
     assert handler._plans, f'{name} did not run on oneDNN'
     assert None not in handler._plans.values()
+
+
+@pytest.mark.parametrize('bad', ['weight_deltas', 'bias_deltas', 'in_deltas'])
+def test_a_backward_fallback_does_not_read_columns_the_forward_left_empty(bad):
+    # The forward pass on oneDNN leaves ``columns`` untouched (the contract
+    # allows it); a backward pass that falls back to NumpyHandler's op (an
+    # operand oneDNN cannot take) read them as the receptive fields: weight
+    # gradients of zeros, without a word.
+    rnd = np.random.RandomState(0)
+    x = rnd.randn(2, 6, 6, 3).astype(np.float32)
+    w = rnd.randn(4, 3, 3, 3).astype(np.float32)
+    b = rnd.randn(4).astype(np.float32)
+    dy = rnd.randn(2, 4, 4, 4).astype(np.float32)
+
+    def run(handler):
+        y = np.zeros((2, 4, 4, 4), np.float32)
+        columns = np.zeros((2, 4, 4, 27), np.float32)
+        handler.conv2d_forward_batch(x, w, b, y, 0, (1, 1), columns=columns)
+        grads = {
+            'in_deltas': np.zeros(x.shape, np.float32),
+            'weight_deltas': np.zeros(w.shape, np.float32),
+            'bias_deltas': np.zeros(4, np.float32),
+        }
+        grads[bad] = grads[bad].astype(np.float64)  # oneDNN cannot take it
+        handler.conv2d_backward_batch(
+            x, w, 0, (1, 1), grads['in_deltas'], dy, grads['weight_deltas'],
+            grads['bias_deltas'], columns=columns,
+        )  # fmt: skip
+        return grads
+
+    expected = run(NumpyHandler(np.float32))
+    got = run(onednn_handler(np.float32))
+    assert np.abs(expected['weight_deltas']).max() > 1.0
+    for name in expected:
+        np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-4)

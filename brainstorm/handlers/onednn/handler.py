@@ -663,6 +663,8 @@ class OneDnnHandler(PoolingOps, NumpyHandler):
             inputs, weights, out_deltas, padding, stride, [], written
         )
         if plan is None:
+            # In float32 the forward pass may have run on oneDNN, which
+            # leaves ``columns`` untouched: NumPy's op must not read them.
             super().conv2d_backward_batch(
                 inputs,
                 weights,
@@ -672,7 +674,7 @@ class OneDnnHandler(PoolingOps, NumpyHandler):
                 out_deltas,
                 weight_deltas,
                 bias_deltas,
-                columns=columns,
+                columns=None if self.dtype == np.float32 else columns,
                 skip_in_deltas=skip_in_deltas,
                 overwrite_in_deltas=overwrite_in_deltas,
             )

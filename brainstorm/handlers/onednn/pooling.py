@@ -24,7 +24,7 @@ from brainstorm.handlers.onednn._operands import (
     _has_empty_window,
 )
 from brainstorm.handlers.onednn.plans import PoolPlan
-from brainstorm.shapes import padding_sides
+from brainstorm.shapes import check_image_geometry, padding_sides
 
 __all__ = ['PoolingOps']
 
@@ -52,6 +52,11 @@ class PoolingOps(_Host):
         """The plan, or None where NumpyHandler's op must run (see ``_conv_plan``)."""
         if not self._checked((inputs, outputs), read, written):
             return None
+        # as for convolutions: sizes breaking the contract are refused
+        check_image_geometry(
+            f'{kind} pooling', inputs.shape[1:3], window, padding, stride,
+            outputs.shape[1:3],
+        )  # fmt: skip
         window = tuple(int(k) for k in window)
         stride = tuple(int(s) for s in stride)
         top, _, left, _ = padding_sides(padding)
