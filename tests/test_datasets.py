@@ -472,7 +472,7 @@ def test_settings_arguments_list_the_defaults_per_data_set():
     text = ' '.join(parser.format_help().split())
     assert '--epochs EPOCHS epochs (mnist: 500, digits: 60)' in text
     assert '--learning-rate LEARNING_RATE step size (mnist: 0.1, digits: 1)' in text
-    assert 'clip at (mnist: None, digits: 5.0)' in text
+    assert "clip at (mnist: None, digits: 5.0; 'none' for None)" in text
     args = parser.parse_args([])
     assert (args.epochs, args.learning_rate, args.clip) == (None, None, None)
     args = parser.parse_args(['--epochs', '3', '--learning-rate', '2'])
@@ -497,15 +497,41 @@ def test_choose_settings_takes_the_data_sets_defaults_and_the_options():
         'learning_rate': 0.1,
         'clip': None,
     }
-    # an option of value 0 is given, not missing
-    args = parser.parse_args(['--clip', '0'])
-    assert datasets.choose_settings(args, SETTINGS, 'mnist')['clip'] == 0.0
+    # 'none' is given, not missing: it replaces digits' 5.0
+    args = parser.parse_args(['--clip', 'none'])
+    assert datasets.choose_settings(args, SETTINGS, 'digits')['clip'] is None
+    args = parser.parse_args(['--clip', '0.5'])
+    assert datasets.choose_settings(args, SETTINGS, 'mnist')['clip'] == 0.5
     with pytest.raises(
         DatasetValidationError,
         match=r"expected a data set of \['digits', 'mnist'\]. "
         r"Received: 'cifar10'",
     ):
         datasets.choose_settings(args, SETTINGS, 'cifar10')
+
+
+@pytest.mark.parametrize(
+    'argv, message',
+    [
+        (
+            ['--epochs', '0'],
+            "argument --epochs: expected a positive int. Received: '0'",
+        ),
+        (['--epochs', '-2'], 'expected a positive int'),
+        (['--clip', '0'], "argument --clip: expected a positive float. Received: '0'"),
+        (['--epochs', 'none'], "argument --epochs: invalid int value: 'none'"),
+        (['--learning-rate', 'None'], 'invalid float value'),
+    ],
+)
+def test_settings_arguments_refuse_values_the_defaults_rule_out(argv, message, capsys):
+    # '--batch-size 0' of an example ran with 100 (its 'or 100'), and a
+    # setting whose default may be None could not be given as None
+    parser = datasets.add_settings_arguments(
+        argparse.ArgumentParser(), SETTINGS, DESCRIPTIONS
+    )
+    with pytest.raises(SystemExit):
+        parser.parse_args(argv)
+    assert message in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

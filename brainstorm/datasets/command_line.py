@@ -73,7 +73,9 @@ def add_settings_arguments(
     None (so :func:`choose_settings` can tell that it was not given), of
     type int if all its defaults are ints (or None) and float otherwise, and
     with its description followed by the defaults, e.g.
-    ``samples per update (mnist: 100, digits: 20)``.
+    ``samples per update (mnist: 100, digits: 20)``. Where every default
+    is positive, so must the value be (``--batch-size 0`` is an error, as
+    ``--limit 0`` is); where a default is None, ``none`` gives None.
 
     Args:
         parser: the script's parser.
@@ -101,14 +103,50 @@ def add_settings_arguments(
                 f'setting. Received none for {setting!r}'
             )
         values = [settings[setting] for settings in defaults.values()]
-        is_int = all(isinstance(v, int) for v in values if v is not None)
+        given = [v for v in values if v is not None]
+        kind = int if all(isinstance(v, int) for v in given) else float
+        positive = all(v > 0 for v in given)
+        optional = len(given) < len(values)
         listed = ', '.join(f'{name}: {s[setting]}' for name, s in defaults.items())
+        none = "; 'none' for None" if optional else ''
         parser.add_argument(
             '--' + setting.replace('_', '-'),
-            type=int if is_int else float,
-            help=f'{descriptions[setting]} ({listed})',
+            type=_SettingType(kind, positive, optional),
+            help=f'{descriptions[setting]} ({listed}{none})',
         )
     return parser
+
+
+class _GivenNone:
+    """The value of an option given as ``none`` (None means: not given)."""
+
+    def __repr__(self) -> str:
+        return 'none'
+
+
+_GIVEN_NONE = _GivenNone()
+
+
+class _SettingType:
+    """The argparse type of a setting.
+
+    Its kind (int or float), positive where every default is, and ``none``
+    (None) where a default is None.
+    """
+
+    def __init__(self, kind: type, positive: bool, optional: bool):
+        self.kind, self.positive, self.optional = kind, positive, optional
+        self.__name__ = kind.__name__  # argparse names the type in errors
+
+    def __call__(self, text: str):
+        if self.optional and text.lower() == 'none':
+            return _GIVEN_NONE
+        value = self.kind(text)  # a ValueError: argparse's 'invalid int value'
+        if self.positive and not value > 0:
+            raise argparse.ArgumentTypeError(
+                f'expected a positive {self.kind.__name__}. Received: {text!r}'
+            )
+        return value
 
 
 def choose_settings(args, defaults: dict[str, dict], name: str) -> dict:
@@ -116,7 +154,8 @@ def choose_settings(args, defaults: dict[str, dict], name: str) -> dict:
 
     Args:
         args: the parsed options of :func:`add_settings_arguments`; an
-            option that is None (not given) keeps the default.
+            option that is None (not given) keeps the default, one given
+            as ``none`` is None.
         defaults: as for :func:`add_settings_arguments`.
         name: the data set loaded (:attr:`Dataset.name`).
 
@@ -134,5 +173,7 @@ def choose_settings(args, defaults: dict[str, dict], name: str) -> dict:
     chosen = {}
     for setting, default in defaults[name].items():
         value = getattr(args, setting, None)
+        if value is _GIVEN_NONE:
+            value, default = None, None
         chosen[setting] = default if value is None else value
     return chosen
