@@ -19,7 +19,7 @@ import pytest
 
 import brainstorm as bs
 from brainstorm.describable import create_from_description, get_description
-from brainstorm.handlers import NumpyHandler
+from brainstorm.handlers import DebugHandler, NumpyHandler
 from brainstorm.handlers.onednn import _dnnl
 from brainstorm.handlers.onednn.plans import EXACT_RELU_IMPLEMENTATIONS
 from tests.onednn_support import onednn_handler
@@ -1166,3 +1166,45 @@ def test_a_pickled_network_falls_back_to_numpy_where_onednn_cannot_load():
     on = run_fresh(UNPICKLE, [blob])
     assert on['handler'] == 'OneDnnHandler' and on['warnings'] == []
     np.testing.assert_array_equal(on['outputs'], expected)
+
+
+LOAD_FILE = """
+import json, sys, warnings
+import numpy as np
+import brainstorm as bs
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    net = bs.Network.from_hdf5(sys.argv[1])
+print(json.dumps({
+    'handler': repr(net.handler),
+    'warnings': [str(w.message) for w in caught],
+    'same': bool(np.array_equal(net.get('parameters'), np.load(sys.argv[2]))),
+}))
+"""
+
+
+@pytest.mark.parametrize('debug', [False, True], ids=['plain', 'debug'])
+def test_a_float64_file_loads_on_numpy_float64_where_onednn_cannot_load(
+    debug, tmp_path
+):
+    # It loaded on the default handler, NumpyHandler(float32): the file's
+    # float64 parameters were rounded and a DebugHandler around the handler
+    # was dropped (a pickle kept both).
+    handler = onednn_handler(np.float64)
+    inp, out = bs.tools.get_in_out_layers('regression', 4, 2)
+    net = bs.Network.from_layer(inp >> bs.layers.FullyConnected(5) >> out)
+    net.set_handler(DebugHandler(handler) if debug else handler)
+    net.initialize(bs.initializers.Gaussian(0.1), seed=1)
+    path, params = tmp_path / 'net.h5', tmp_path / 'params.npy'
+    net.save_as_hdf5(str(path))
+    np.save(params, net.get('parameters'))
+    off = run_fresh(LOAD_FILE, [str(path), str(params)], BRAINSTORM_NO_ONEDNN='1')
+    expected = 'NumpyHandler(dtype=np.float64)'
+    assert off['handler'] == (f'DebugHandler({expected})' if debug else expected)
+    assert off['same']
+    assert any(
+        'continues as NumpyHandler(dtype=np.float64)' in w for w in off['warnings']
+    )
+    on = run_fresh(LOAD_FILE, [str(path), str(params)])
+    assert 'OneDnnHandler(dtype=np.float64)' in on['handler'] and on['same']
+    assert on['warnings'] == []

@@ -169,6 +169,31 @@ class OneDnnHandler(PoolingOps, NumpyHandler):
         """Recreate from :meth:`__describe__`'s output (fresh ``rnd``)."""
         type(self).__init__(self, self.dtype)
 
+    @classmethod
+    def __new_from_description__(cls, description: dict):
+        """A NumpyHandler of the described dtype where oneDNN cannot load.
+
+        As for a pickle (:meth:`__reduce__`): a network file or checkpoint
+        saved with ``OneDnnHandler(float64)`` (or a DebugHandler around
+        one) loads where oneDNN is off on ``NumpyHandler(float64)`` (or a
+        DebugHandler around it), with a warning, and its parameters are the
+        file's exactly.
+        """
+        try:
+            _dnnl.library()
+        except _dnnl.OneDnnUnavailable as error:
+            substitute = dict(description, **{'@type': 'NumpyHandler'})
+            handler = NumpyHandler.__new_from_description__(substitute)
+            warnings.warn(
+                f'A {cls.__name__} from a file or description continues as '
+                f'{handler!r}: oneDNN '
+                f'cannot be used in this process ({error}).',
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return handler
+        return super().__new_from_description__(description)
+
     def __getstate__(self):
         """As NumpyHandler's, without oneDNN's objects (made again on use)."""
         state = super().__getstate__()
