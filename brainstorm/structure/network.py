@@ -685,8 +685,10 @@ class Network(Seedable):
                 names, as in 0.5; see
                 :func:`brainstorm.structure.view_references.resolve_patterns`);
                 ``'fallback'`` is used where the chosen
-                initializer raises InitializationError. Values may be
-                Initializers, numbers, lists or arrays.
+                initializer raises InitializationError (not for an array
+                given for the parameter by a parameter pattern: values of
+                another shape than the parameter's are an error). Values
+                may be Initializers, numbers, lists or arrays.
             seed: makes the initialization reproducible.
             **kwargs: more layer patterns (must not repeat dict keys).
 
@@ -775,7 +777,8 @@ class Network(Seedable):
         Same pattern syntax as :meth:`initialize` (without ``'fallback'``);
         values are a modifier or a list of modifiers. Where several patterns
         select one parameter, all their modifiers are installed and applied
-        in the order of the dict (as in 0.5).
+        in the order of the dict (as in 0.5); one modifier object selected
+        several times is installed once.
         """
         refs = merge_refs(default_or_mod_dict, kwargs)
         # both first: a refused call leaves the installed modifiers

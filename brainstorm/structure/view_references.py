@@ -270,7 +270,8 @@ def choose_initializer(layer, pname: str, resolved: tuple, where: str):
         ``(initializer, fallback)``; the fallback may be None. Untrained
         parameters get their layer's value unless a pattern names them;
         initializers with a ``select_for`` method (``LstmOptInit``) choose
-        for the parameter.
+        for the parameter. An array (or list) that a parameter pattern
+        names gets no fallback: values of another shape are an error.
 
     Raises:
         NetworkValidationError: for no or several initializers, several
@@ -298,6 +299,10 @@ def choose_initializer(layer, pname: str, resolved: tuple, where: str):
         except ValidationError as err:
             raise NetworkValidationError(f'Initializing {where}: {err}') from None
     fallback = as_initializer(fallbacks[0], where) if fallbacks else None
+    if explicit and isinstance(init, ArrayInitializer):
+        # values given for this parameter by name: one of another shape is
+        # a mistake to report, not a reason to put the fallback there
+        fallback = None
     return init, fallback
 
 
@@ -305,8 +310,10 @@ def install_modifiers(layers, refs: dict, what: str) -> OrderedDict:
     """Copies of the modifiers a pattern dict selects, per parameter.
 
     Where several patterns select one parameter, all their modifiers are
-    installed, in the order of the dict (as in Brainstorm 0.5). Untrained
-    parameters get only modifiers a parameter pattern names explicitly.
+    installed, in the order of the dict (as in Brainstorm 0.5); one
+    modifier object that several patterns (or lists) select is installed
+    once. Untrained parameters get only modifiers a parameter pattern
+    names explicitly.
 
     Args:
         layers: dict of layer name -> layer.
@@ -331,7 +338,9 @@ def install_modifiers(layers, refs: dict, what: str) -> OrderedDict:
                 continue
             mods: list = []
             for value in values:
-                mods.extend(value if isinstance(value, (list, tuple)) else [value])
+                for mod in value if isinstance(value, (list, tuple)) else [value]:
+                    if not any(mod is earlier for earlier in mods):
+                        mods.append(mod)
             copies = [_installed_copy(mod, lname, pname, what) for mod in mods]
             installed.setdefault(lname, OrderedDict())[pname] = copies
     return installed

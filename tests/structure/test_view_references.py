@@ -441,3 +441,40 @@ def test_gradient_modifiers_are_gradient_modifiers_only():
         net.set_weight_modifiers({'H': {'W': L2Decay(0.1)}})
     net.set_weight_modifiers({'H': {'W': ClipValues(-1, 1)}})
     net.set_gradient_modifiers({'H': {'W': ClipValues(-1, 1)}})
+
+
+def test_an_array_named_for_a_parameter_gets_no_fallback():
+    # a transposed array named for F.W was replaced by the fallback's
+    # zeros without a word; without a fallback it was refused
+    net = Network.from_layer(
+        Input(out_shapes={'default': ('T', 'B', 2)}) >> FullyConnected(3, name='F')
+    )
+    net.set_handler(NumpyHandler(np.float64))
+    w = net.get('F.parameters.W')
+    wrong = np.ones(w.shape[::-1])
+    with pytest.raises(NetworkValidationError, match=r'F\.W.*has shape'):
+        net.initialize({'default': Gaussian(), 'fallback': 0.0, 'F': {'W': wrong}})
+    # an array a layer pattern or 'default' gives keeps 0.5's fallback
+    net.initialize({'default': wrong, 'fallback': 0.5, 'F': {'W': np.ones(w.shape)}})
+    assert (params(net, 'F', 'W') == 1.0).all() and (
+        params(net, 'F', 'bias') == 0.5
+    ).all()
+
+
+@pytest.mark.parametrize(
+    'refs',
+    [
+        lambda m: {'H*': m, 'H1': m},
+        lambda m: {'H*': m, 'H1': [m]},
+        lambda m: {'H*': [m], 'H1': [m]},
+        lambda m: {'H1': [m, m]},
+    ],
+    ids=['bare', 'bare-list', 'lists', 'one-list'],
+)
+def test_one_modifier_object_selected_twice_is_installed_once(refs):
+    # whether it was installed once or twice depended on the brackets
+    # (a bare repeated object once, inside lists twice: twice the decay)
+    net = net_with('H1')
+    decay = L2Decay(0.5)
+    net.set_gradient_modifiers(refs(decay))
+    assert len(net.gradient_modifiers['H1']['W']) == 1
