@@ -37,14 +37,17 @@ seed agree (:func:`run_repeatable_test`), that a second backward pass after
 the same forward pass agrees (:func:`run_backward_repeatable_test`: the
 backward pass does not use an output or forward internal it reads as
 scratch memory), that a freshly made layer object runs the backward pass
-alike (:func:`run_fresh_layer_test`: no state kept on ``self``), that the
-inference pass runs and uses no randomness (:func:`run_inference_test`),
-and that outputs with a context slot depend on it
-(:func:`run_context_test`). These checks, and checks 4 and 5, run before
-the finite differences, so that a fault they name is not reported as wrong
-deltas. Last, an input in ``computes_no_input_deltas_for`` that the outputs
-depend on gives a :class:`LayerTestWarning`
-(:func:`run_ignored_input_deltas_test`; right for a mask or targets).
+alike (:func:`run_fresh_layer_test`: no state kept on ``self``), that a
+backward pass with ``skip_input_deltas`` holding its inputs, as every
+training step runs it, gives the same gradients and deltas of the inputs
+not skipped (:func:`run_skip_input_deltas_test`), that the inference pass
+runs and uses no randomness (:func:`run_inference_test`), and that outputs
+with a context slot depend on it (:func:`run_context_test`). These checks,
+and checks 4 and 5, run before the finite differences, so that a fault
+they name is not reported as wrong deltas. Last, an input in
+``computes_no_input_deltas_for`` that the outputs depend on gives a
+:class:`LayerTestWarning` (:func:`run_ignored_input_deltas_test`; right for
+a mask or targets).
 
 Context slots of recurrent layers are filled with random values, so
 gradients are also checked with a non-zero context.
@@ -63,6 +66,11 @@ not the layer's own. A layer without one ignores it. Example::
         layer = instantiate_layer(FullyConnectedLayerImpl, {'default': (3,)},
                                   size=2, activation=spec['activation'])
         run_layer_tests(layer, spec)
+
+An error that the layer's own forward or backward pass raises during the
+checks (a ``TypeError`` from NumPy used on a buffer, a ``DebugHandlerError``
+from an op given a wrong shape) is raised as a :class:`LayerTestError`
+naming the layer, configuration and pass, chained to it.
 
 A spec with an unknown key, an empty or non-int size or another bad value,
 or a layer that is not an instance, raises :class:`LayerTestSpecError`
@@ -111,6 +119,7 @@ __all__ = [
     'run_repeatable_test',
     'run_backward_repeatable_test',
     'run_fresh_layer_test',
+    'run_skip_input_deltas_test',
     'run_inference_test',
     'run_context_test',
     'run_ignored_input_deltas_test',
@@ -126,7 +135,15 @@ SOURCE_NAME = 'InputSource'
 
 
 class LayerTestError(AssertionError):
-    """A layer failed one of the checks of :func:`run_layer_tests`."""
+    """A layer failed one of the checks of :func:`run_layer_tests`.
+
+    Also raised for an error the layer's own forward or backward pass
+    raised during the checks, naming the layer, configuration and pass;
+    that error is its ``__cause__``.
+    """
+
+    # True where it reports an error of the layer's own pass (__cause__)
+    _from_pass: bool = False
 
 
 class LayerTestWarning(UserWarning):
@@ -503,8 +520,26 @@ class _Runner:
             self.h.set_from_numpy(array[self.T :], ctx)
         # statistics a training pass keeps (BatchNorm's running mean) aside
         kept = self.layer.computes_no_gradients_for if training_pass else ()
-        with self._read_only(('inputs', 'parameters'), kept, 'forward_pass'):
-            self.layer.forward_pass(self.buffers, training_pass=training_pass)
+        try:
+            with self._read_only(('inputs', 'parameters'), kept, 'forward_pass'):
+                self.layer.forward_pass(self.buffers, training_pass=training_pass)
+        except LayerTestError:
+            raise
+        except Exception as err:
+            raise self._pass_error(
+                err, 'forward', f'training_pass={training_pass}'
+            ) from err
+
+    def _pass_error(self, err: Exception, which: str, how: str) -> LayerTestError:
+        """A LayerTestError for an error the layer's own pass raised."""
+        error = LayerTestError(
+            f'{_describe(self.layer, self.spec)}: the {which} pass '
+            f'({type(self.layer).__name__}.{which}_pass with {how}) raised '
+            f'{type(err).__name__}, shown above with the line of the layer '
+            f'that raised it: {err}'
+        )
+        error._from_pass = True
+        return error
 
     @contextlib.contextmanager
     def _read_only(self, categories, kept, during: str):
@@ -547,6 +582,7 @@ class _Runner:
         prefill_input_deltas=0.0,
         garbage=None,
         overwrite: frozenset = frozenset(),
+        skip: frozenset = frozenset(),
     ):
         """A backward pass with the given output weights as output deltas.
 
@@ -554,6 +590,8 @@ class _Runner:
         gradients of a layer that ``overwrites_gradients``) with random
         values first, and the deltas of the inputs in ``overwrite``, which
         the layer is then asked to overwrite (``overwrite_input_deltas``).
+        The layer's ``skip_input_deltas`` is ``skip`` during the pass, as
+        the network sets it in ``backward_pass(input_deltas=False)``.
         """
         self.manager.clear_backward_buffers()
         if garbage is not None:
@@ -577,12 +615,25 @@ class _Runner:
             array = self.buffers.input_deltas[name]
             self.h.set_from_numpy(array, garbage.randn(*array.shape))
         self.layer.overwrite_input_deltas = overwrite
+        self.layer.skip_input_deltas = skip
         try:
             with self._read_only(
                 ('inputs', 'outputs', 'parameters'), (), 'backward_pass'
             ):
                 self.layer.backward_pass(self.buffers)
+        except LayerTestError:
+            raise
+        except Exception as err:
+            how = ', '.join(
+                f'{attr}={sorted(value)}'
+                for attr, value in (
+                    ('skip_input_deltas', skip),
+                    ('overwrite_input_deltas', overwrite),
+                )
+            )
+            raise self._pass_error(err, 'backward', how) from err
         finally:
+            self.layer.skip_input_deltas = frozenset()
             self.layer.overwrite_input_deltas = frozenset()
 
     def objective(self, output_weights: dict) -> float:
@@ -614,6 +665,13 @@ _MAY_WRITE = {
         '(scratch memory of the backward pass) instead.',
     ),
 }
+
+
+def _own_error(err: Exception) -> BaseException:
+    """The error the layer's pass raised, if ``err`` reports one."""
+    if isinstance(err, LayerTestError) and err._from_pass and err.__cause__:
+        return err.__cause__
+    return err
 
 
 def _checked_runner(layer, spec):
@@ -1246,12 +1304,13 @@ def run_fresh_layer_test(layer, spec, runner=None):
     try:
         runner.backward(weights)
     except Exception as err:
+        cause = _own_error(err)
         raise LayerTestError(
             f'{_describe(layer, spec)}: fresh-object check: the backward pass '
             'of a freshly made layer object (same class, arguments and '
             'buffers, after the forward pass of the tested one) raised '
-            f'{type(err).__name__}: {err}. The layer {_KEEPS_STATE}.'
-        ) from err
+            f'{type(cause).__name__}: {cause}. The layer {_KEEPS_STATE}.'
+        ) from cause
     finally:
         runner.layer = layer
     for key, value in expected.items():
@@ -1264,6 +1323,51 @@ def run_fresh_layer_test(layer, spec, runner=None):
                 'after the forward pass of the tested one (largest '
                 f'|difference| {np.abs(got - value).max():.3g}). The layer '
                 f'{_KEEPS_STATE}.'
+            )
+
+
+def run_skip_input_deltas_test(layer, spec, runner=None):
+    """Skipping input deltas changes no gradient.
+
+    Every training step runs ``backward_pass(input_deltas=False)``: the
+    network then sets ``skip_input_deltas`` to the inputs fed only by the
+    Input layer, and a layer may skip computing their deltas. The backward
+    pass is run with ``skip_input_deltas`` holding all the layer's inputs,
+    then (for a layer with several) each alone; every gradient, and the
+    deltas of the inputs not skipped, must equal those of a backward pass
+    computing every delta. A layer that skips its gradients too (returns
+    early) passes every other check and never trains in a network.
+    """
+    runner = runner or _checked_runner(layer, spec)
+    weights = runner.random_output_weights(_output_names(layer))
+    runner.forward()
+    runner.backward(weights)
+    expected = _backward_results(runner)
+    names = sorted(layer.in_shapes)
+    asked = [frozenset(names)] + (
+        [frozenset({n}) for n in names] if len(names) > 1 else []
+    )
+    for skip in asked:
+        runner.forward()
+        runner.backward(weights, skip=skip)
+        for (category, name), value in expected.items():
+            if category == 'input_deltas' and name in skip:
+                continue
+            got = runner.get((category, name))
+            if np.allclose(got, value, rtol=1e-10, atol=1e-10):
+                continue
+            what = 'gradient' if category == 'gradients' else 'input deltas'
+            raise LayerTestError(
+                f'{_describe(layer, spec)}: skip_input_deltas check: with '
+                f'skip_input_deltas={sorted(skip)} (as the network sets it in '
+                'backward_pass(input_deltas=False), which every training '
+                f'step runs, for inputs fed only by the Input layer) {what} '
+                f'{name!r} differs from that of a backward pass computing '
+                f'every delta (largest |difference| '
+                f'{np.abs(got - value).max():.3g}). Skip only the products of '
+                'the skipped input deltas; the gradients and the deltas of '
+                'the other inputs must not change, or the layer does not '
+                'train in a network.'
             )
 
 
@@ -1291,11 +1395,12 @@ def run_inference_test(layer, spec, runner=None):
         runner.forward(training_pass=False)
         stale = _real_outputs(runner)
     except Exception as err:
+        cause = _own_error(err)
         raise LayerTestError(
-            f'{where}: raised {type(err).__name__}: {err}. The inference '
+            f'{where}: raised {type(cause).__name__}: {cause}. The inference '
             'branch of forward_pass must work too (networks run it to '
             'predict and evaluate).'
-        ) from err
+        ) from cause
     _check_kept(layer, spec, runner, shared, 'inference', 'outputs and internals')
     differs = _first_difference(other_seed, first)
     if differs:
@@ -1422,7 +1527,8 @@ def run_layer_tests(layer, spec: dict) -> None:
         LayerTestSpecError: before any check, for a layer that is not an
             instance or a bad spec (see :func:`check_spec`).
         LayerTestError: naming the layer, buffer, configuration, tolerance
-            and the largest difference.
+            and the largest difference; or naming the layer, configuration
+            and pass whose error it reports (its ``__cause__``).
     """
     runner = _checked_runner(layer, spec)
     # the checks that name a cause first, so that a layer with such a fault
@@ -1436,6 +1542,7 @@ def run_layer_tests(layer, spec: dict) -> None:
     run_stale_internals_test(layer, spec, runner)
     run_forward_results_kept_test(layer, spec, runner)  # the outputs too
     run_fresh_layer_test(layer, spec, runner)
+    run_skip_input_deltas_test(layer, spec, runner)
     run_inference_test(layer, spec, runner)
     run_context_test(layer, spec, runner)
     run_deltas_test(layer, spec, runner)
