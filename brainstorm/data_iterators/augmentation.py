@@ -25,14 +25,51 @@ from brainstorm.errors import IteratorValidationError
 def _with_defaults(values: dict | None, names: dict, default: float) -> dict:
     """``values`` with ``default`` for each of ``names`` it lacks.
 
-    Restoring a description: the constructors fill their optional dicts
-    for every name, but Brainstorm 0.5 kept ``{}`` for None (and used the
-    default for each name missing), so its descriptions hold ``{}``.
+    The constructors fill their optional dicts for every name. Restoring a
+    description fills them too: Brainstorm 0.5 kept ``{}`` for None (and
+    used the default for each name missing), so its descriptions hold
+    ``{}``. Names of ``values`` beyond ``names`` are kept, for
+    ``__validate__`` to refuse.
     """
-    filled = dict(values or {})
+    return {**dict.fromkeys(names, default), **(values or {})}
+
+
+def _check_subset(owner: str, argument: str, names, within: str, known) -> None:
+    """Refuse a name of ``argument`` that the dict ``within`` lacks."""
     for name in names:
-        filled.setdefault(name, default)
-    return filled
+        if name not in known:
+            raise IteratorValidationError(
+                f"{owner}: {argument} names '{name}' which is not in "
+                f'{within} {sorted(known)}'
+            )
+
+
+def _padded_shapes(data_shapes: dict, size_dict: dict) -> dict:
+    """``data_shapes`` with the images of ``size_dict`` padded (see :class:`Pad`).
+
+    A name the data lacks, or whose data is not 5-D, is skipped:
+    ``__validate__`` refuses it.
+    """
+    shapes = {name: tuple(shape) for name, shape in data_shapes.items()}
+    for name, size in size_dict.items():
+        if len(shapes.get(name, ())) == 5:
+            t, b, h, w, c = shapes[name]
+            shapes[name] = (t, b, h + 2 * int(size), w + 2 * int(size), c)
+    return shapes
+
+
+def _cropped_shapes(data_shapes: dict, shape_dict: dict) -> dict:
+    """``data_shapes`` with the images of ``shape_dict`` cropped (:class:`RandomCrop`).
+
+    A name the data lacks, or whose data is not 5-D, is skipped:
+    ``__validate__`` refuses it.
+    """
+    shapes = {name: tuple(shape) for name, shape in data_shapes.items()}
+    for name, (crop_h, crop_w) in shape_dict.items():
+        if len(shapes.get(name, ())) == 5:
+            t, b, _, _, c = shapes[name]
+            shapes[name] = (t, b, int(crop_h), int(crop_w), c)
+    return shapes
 
 
 class AddGaussianNoise(DataIterator):
@@ -59,16 +96,9 @@ class AddGaussianNoise(DataIterator):
         std_dict: dict[str, float],
         mean_dict: dict[str, float] | None = None,
     ):
-        _check_names('AddGaussianNoise', 'std_dict', std_dict, iter)
         if mean_dict is None:
             mean_dict = {name: 0.0 for name in std_dict}
-        _check_names('AddGaussianNoise', 'mean_dict', mean_dict, iter)
-        if set(mean_dict) != set(std_dict):
-            raise IteratorValidationError(
-                'AddGaussianNoise: mean_dict and std_dict must name the same '
-                f'data. Received: std_dict keys {sorted(std_dict)}, '
-                f'mean_dict keys {sorted(mean_dict)}'
-            )
+        # the names are checked by __validate__
         super().__init__(dict(iter.data_shapes), iter.length)
         self.iter = iter
         self.std_dict = dict(std_dict)
@@ -78,6 +108,21 @@ class AddGaussianNoise(DataIterator):
         # Brainstorm 0.5 described mean_dict=None as {}: mean 0 for all
         super().__init_from_description__(description)
         self.mean_dict = _with_defaults(self.mean_dict, self.std_dict, 0.0)
+
+    def __validate__(self) -> None:
+        """Check the names of ``std_dict`` and ``mean_dict`` against ``iter``.
+
+        Run after the constructor and after restoring from a description.
+        """
+        owner = type(self).__name__
+        _check_names(owner, 'std_dict', self.std_dict, self.iter)
+        _check_names(owner, 'mean_dict', self.mean_dict, self.iter)
+        if set(self.mean_dict) != set(self.std_dict):
+            raise IteratorValidationError(
+                f'{owner}: mean_dict and std_dict must name the same '
+                f'data. Received: std_dict keys {sorted(self.std_dict)}, '
+                f'mean_dict keys {sorted(self.mean_dict)}'
+            )
 
     def __call__(self, handler=None):
         """Return a generator over the noisy batches of one pass."""
@@ -119,24 +164,26 @@ class AddSaltNPepper(DataIterator):
         prob_dict: dict[str, float],
         ratio_dict: dict[str, float] | None = None,
     ):
-        _check_names('AddSaltNPepper', 'prob_dict', prob_dict, iter)
-        ratio_dict = {} if ratio_dict is None else ratio_dict
-        _check_names('AddSaltNPepper', 'ratio_dict', ratio_dict, iter)
-        for name in ratio_dict:
-            if name not in prob_dict:
-                raise IteratorValidationError(
-                    f"AddSaltNPepper: ratio_dict names '{name}' which is not "
-                    f'in prob_dict {sorted(prob_dict)}'
-                )
+        # the names are checked by __validate__
         super().__init__(dict(iter.data_shapes), iter.length)
         self.iter = iter
         self.prob_dict = dict(prob_dict)
-        self.ratio_dict = {name: ratio_dict.get(name, 0.5) for name in prob_dict}
+        self.ratio_dict = _with_defaults(ratio_dict, prob_dict, 0.5)
 
     def __init_from_description__(self, description: dict) -> None:
         # Brainstorm 0.5 described ratio_dict=None as {}: ratio 0.5 for all
         super().__init_from_description__(description)
         self.ratio_dict = _with_defaults(self.ratio_dict, self.prob_dict, 0.5)
+
+    def __validate__(self) -> None:
+        """Check the names of ``prob_dict`` and ``ratio_dict`` against ``iter``.
+
+        Run after the constructor and after restoring from a description.
+        """
+        owner = type(self).__name__
+        _check_names(owner, 'prob_dict', self.prob_dict, self.iter)
+        _check_names(owner, 'ratio_dict', self.ratio_dict, self.iter)
+        _check_subset(owner, 'ratio_dict', self.ratio_dict, 'prob_dict', self.prob_dict)
 
     def __call__(self, handler=None):
         """Return a generator over the noisy batches of one pass."""
@@ -174,11 +221,25 @@ class Flip(DataIterator):
 
     def __init__(self, iter: DataIterator, prob_dict: dict[str, float] | None = None):
         prob_dict = {'default': 0.5} if prob_dict is None else prob_dict
-        _check_names('Flip', 'prob_dict', prob_dict, iter)
-        _check_5d('Flip', prob_dict, iter)
+        # the names and shapes of the data are checked by __validate__
         super().__init__(dict(iter.data_shapes), iter.length)
         self.iter = iter
         self.prob_dict = dict(prob_dict)
+
+    def __init_from_description__(self, description: dict) -> None:
+        # None means the constructor's default, as it does there
+        super().__init_from_description__(description)
+        if self.prob_dict is None:
+            self.prob_dict = {'default': 0.5}
+
+    def __validate__(self) -> None:
+        """Check that ``prob_dict`` names 5-D data of ``iter``.
+
+        Run after the constructor and after restoring from a description.
+        """
+        owner = type(self).__name__
+        _check_names(owner, 'prob_dict', self.prob_dict, self.iter)
+        _check_5d(owner, self.prob_dict, self.iter)
 
     def __call__(self, handler=None):
         """Return a generator over the randomly flipped batches."""
@@ -220,29 +281,31 @@ class Pad(DataIterator):
         size_dict: dict[str, int],
         value_dict: dict[str, float] | None = None,
     ):
-        _check_names('Pad', 'size_dict', size_dict, iter)
-        _check_5d('Pad', size_dict, iter)
-        value_dict = {} if value_dict is None else value_dict
-        _check_names('Pad', 'value_dict', value_dict, iter)
-        for name in value_dict:
-            if name not in size_dict:
-                raise IteratorValidationError(
-                    f"Pad: value_dict names '{name}' which is not in "
-                    f'size_dict {sorted(size_dict)}'
-                )
-        data_shapes = dict(iter.data_shapes)
-        for name, size in size_dict.items():
-            t, b, h, w, c = data_shapes[name]
-            data_shapes[name] = (t, b, h + 2 * size, w + 2 * size, c)
-        super().__init__(data_shapes, iter.length)
+        # the names and shapes of the data are checked by __validate__
+        super().__init__(_padded_shapes(iter.data_shapes, size_dict), iter.length)
         self.iter = iter
         self.size_dict = {name: int(s) for name, s in size_dict.items()}
-        self.value_dict = {name: value_dict.get(name, 0.0) for name in size_dict}
+        self.value_dict = _with_defaults(value_dict, size_dict, 0.0)
 
     def __init_from_description__(self, description: dict) -> None:
         # Brainstorm 0.5 described value_dict=None as {}: padding with 0
         super().__init_from_description__(description)
         self.value_dict = _with_defaults(self.value_dict, self.size_dict, 0.0)
+
+    def __validate__(self) -> None:
+        """Check that ``size_dict`` names 5-D data of ``iter`` and ``value_dict`` some.
+
+        Run after the constructor and after restoring from a description.
+        """
+        owner = type(self).__name__
+        _check_names(owner, 'size_dict', self.size_dict, self.iter)
+        _check_5d(owner, self.size_dict, self.iter)
+        _check_names(owner, 'value_dict', self.value_dict, self.iter)
+        _check_subset(owner, 'value_dict', self.value_dict, 'size_dict', self.size_dict)
+
+    def _restored_data_shapes(self, wrapped: DataIterator) -> dict:
+        """Those of ``wrapped``, with the padded images."""
+        return _padded_shapes(wrapped.data_shapes, self.size_dict)
 
     def __call__(self, handler=None):
         """Return a generator over the padded batches."""
@@ -281,22 +344,33 @@ class RandomCrop(DataIterator):
     }
 
     def __init__(self, iter: DataIterator, shape_dict: dict[str, tuple[int, int]]):
-        _check_names('RandomCrop', 'shape_dict', shape_dict, iter)
-        _check_5d('RandomCrop', shape_dict, iter)
-        data_shapes = dict(iter.data_shapes)
-        for name, crop in shape_dict.items():
-            t, b, h, w, c = data_shapes[name]
-            if crop[0] > h or crop[1] > w:
-                raise IteratorValidationError(
-                    f"RandomCrop: crop {tuple(crop)} for data '{name}' is "
-                    f'larger than its images ({h}, {w})'
-                )
-            data_shapes[name] = (t, b, int(crop[0]), int(crop[1]), c)
-        super().__init__(data_shapes, iter.length)
+        # the names, shapes and sizes of the data are checked by __validate__
+        super().__init__(_cropped_shapes(iter.data_shapes, shape_dict), iter.length)
         self.iter = iter
         self.shape_dict = {
             name: (int(c[0]), int(c[1])) for name, c in shape_dict.items()
         }
+
+    def __validate__(self) -> None:
+        """Check that ``shape_dict`` names 5-D data of ``iter`` and fits its images.
+
+        Run after the constructor and after restoring from a description.
+        """
+        owner = type(self).__name__
+        _check_names(owner, 'shape_dict', self.shape_dict, self.iter)
+        _check_5d(owner, self.shape_dict, self.iter)
+        for name, (crop_h, crop_w) in self.shape_dict.items():
+            h, w = self.iter.data_shapes[name][2:4]
+            if crop_h > h or crop_w > w:
+                raise IteratorValidationError(
+                    f"{owner}: crop {(crop_h, crop_w)} for data '{name}' is "
+                    f'larger than its images ({h}, {w}): shape_dict must give '
+                    f'(h, w) with h <= {h} and w <= {w}'
+                )
+
+    def _restored_data_shapes(self, wrapped: DataIterator) -> dict:
+        """Those of ``wrapped``, with the cropped images."""
+        return _cropped_shapes(wrapped.data_shapes, self.shape_dict)
 
     def __call__(self, handler=None):
         """Return a generator over the randomly cropped batches."""

@@ -262,6 +262,7 @@ def _check_names(owner: str, argument: str, names, iterator: DataIterator) -> No
 
 
 def _check_5d(owner: str, names, iterator: DataIterator) -> None:
+    """Refuse data named in ``names`` that is not images ``(T, B, H, W, C)``."""
     for name in names:
         shape = iterator.data_shapes[name]
         if len(shape) != 5:
@@ -386,7 +387,10 @@ class DataIterator(Seedable):
 
     Args:
         data_shapes: maps each data name to the full shape of its data.
-        length: number of batches per pass.
+        length: number of batches per pass, or None where it is not known
+            (a :class:`~brainstorm.data_iterators.FromGenerator` built
+            without it); a progress bar and data-parallel training need
+            it.
     """
 
     #: A wrapper of the library (over another iterator, its ``iter``) whose
@@ -399,7 +403,7 @@ class DataIterator(Seedable):
     __argument_error__ = IteratorValidationError
     __arguments__ = {
         'data_shapes': Arg(DictOf(ListOf(Int(0), as_tuple=True))),
-        'length': Arg(Int(0)),
+        'length': Arg(Optional(Int(0))),
         # only in descriptions: the dtype of each array of ``data``
         'data_dtypes': Arg(
             Optional(DictOf(Choice(*_DATA_DTYPE_NAMES))),
@@ -410,7 +414,7 @@ class DataIterator(Seedable):
         ),
     }
 
-    def __init__(self, data_shapes: dict[str, tuple[int, ...]], length: int):
+    def __init__(self, data_shapes: dict[str, tuple[int, ...]], length: int | None):
         super().__init__()
         self.data_shapes = data_shapes
         self.length = length
@@ -479,9 +483,14 @@ class DataIterator(Seedable):
         empty batches, lose samples or fail on an index. This default
         checks the library's wrappers (``Shard``, the augmenting
         iterators, ``OneHot``/``MultiHot``): the same number of batches as
-        the wrapped iterator, the same data names, and for those that keep
-        the shapes (``Shard``, ``AddGaussianNoise``, ``AddSaltNPepper``,
-        ``Flip``) its data shapes. The base iterators check their data.
+        the wrapped iterator, the same data names, and the data shapes
+        they make of its shapes (see :meth:`_restored_data_shapes`). The
+        base iterators check their data.
+
+        Brainstorm 0.5 described the wrappers that change shapes
+        (``OneHot``, ``MultiHot``, ``Pad``, ``RandomCrop``) with the
+        wrapped iterator's data shapes; such ``data_shapes`` are read as
+        the changed ones.
 
         Args:
             owner: the iterator, for the message.
@@ -502,6 +511,12 @@ class DataIterator(Seedable):
             )
         expected = self._restored_data_shapes(wrapped)
         shapes = {name: tuple(shape) for name, shape in self.data_shapes.items()}
+        if (
+            self._wraps == 'other shapes'
+            and expected is not None
+            and shapes == {k: tuple(v) for k, v in wrapped.data_shapes.items()}
+        ):
+            self.data_shapes = shapes = expected  # as Brainstorm 0.5 wrote them
         if sorted(shapes) != sorted(wrapped.data_shapes) or (
             expected is not None and shapes != expected
         ):
@@ -514,7 +529,9 @@ class DataIterator(Seedable):
     def _restored_data_shapes(self, wrapped: DataIterator) -> dict | None:
         """The data shapes a restored wrapper of ``wrapped`` must have.
 
-        None where this class cannot tell (only the names are checked).
+        Called after ``__validate__`` has checked the wrapper's arguments
+        against ``wrapped``. None where this class cannot tell (only the
+        names are checked); the wrappers that change shapes compute them.
         """
         if self._wraps == 'same shapes':
             return {name: tuple(shape) for name, shape in wrapped.data_shapes.items()}

@@ -50,6 +50,18 @@ def _as_ids(owner: str, name: str, values: np.ndarray, vocab_size: int) -> np.nd
     return ids.astype(np.intp)
 
 
+def _encoded_shapes(data_shapes: dict, vocab_size_dict: dict) -> dict:
+    """``data_shapes`` with the last dimension of each encoded data V.
+
+    A name the data lacks is skipped: ``__validate__`` refuses it.
+    """
+    shapes = {name: tuple(shape) for name, shape in data_shapes.items()}
+    for name, size in vocab_size_dict.items():
+        if name in shapes:
+            shapes[name] = shapes[name][:-1] + (int(size),)
+    return shapes
+
+
 class MultiHot(DataIterator):
     """Turn ``K`` integer ids ``(T, B, K)`` into a multi-hot ``(T, B, V)``.
 
@@ -68,40 +80,28 @@ class MultiHot(DataIterator):
     }
 
     def __init__(self, iter: DataIterator, vocab_size_dict: dict[str, int]):
-        kind = type(self).__name__
-        _check_names(kind, 'vocab_size_dict', vocab_size_dict, iter)
-        self._check_id_shapes(iter, vocab_size_dict)
-        data_shapes = dict(iter.data_shapes)
-        for name, size in vocab_size_dict.items():
-            data_shapes[name] = tuple(data_shapes[name][:-1]) + (int(size),)
-        super().__init__(data_shapes, iter.length)
+        # the names and shapes of the data are checked by __validate__
+        super().__init__(
+            _encoded_shapes(iter.data_shapes, vocab_size_dict), iter.length
+        )
         self.iter = iter
         self.vocab_size_dict = dict(vocab_size_dict)
+
+    def __validate__(self) -> None:
+        """Check ``vocab_size_dict`` against the data of ``iter``.
+
+        Run after the constructor and after restoring from a description.
+        """
+        kind = type(self).__name__
+        _check_names(kind, 'vocab_size_dict', self.vocab_size_dict, self.iter)
+        self._check_id_shapes(self.iter, self.vocab_size_dict)
 
     def _check_id_shapes(self, iter, vocab_size_dict) -> None:
         """Any number K of ids per step is fine here."""
 
-    def _check_restored(self, owner: str) -> None:
-        """As the base class's; Brainstorm 0.5's own descriptions load.
-
-        0.5 described the wrapped iterator's data shapes (the ids' last
-        dimension, not V); such ``data_shapes`` are read as the encoded
-        ones.
-        """
-        wrapped = self.__dict__.get('iter')
-        if isinstance(wrapped, DataIterator):
-            described = {k: tuple(v) for k, v in self.data_shapes.items()}
-            if described == {k: tuple(v) for k, v in wrapped.data_shapes.items()}:
-                self.data_shapes = self._restored_data_shapes(wrapped)
-        super()._check_restored(owner)
-
     def _restored_data_shapes(self, wrapped: DataIterator) -> dict:
         """Those of ``wrapped``, the encoded data's last dimension V."""
-        shapes = {name: tuple(shape) for name, shape in wrapped.data_shapes.items()}
-        for name, size in self.vocab_size_dict.items():
-            if name in shapes:
-                shapes[name] = shapes[name][:-1] + (int(size),)
-        return shapes
+        return _encoded_shapes(wrapped.data_shapes, self.vocab_size_dict)
 
     def __call__(self, handler=None):
         """Return a generator over the batches with encoded data."""

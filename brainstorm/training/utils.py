@@ -203,10 +203,20 @@ def check_lengths_agree(processes, training_data_iter) -> None:
         training_data_iter: this rank's training iterator.
 
     Raises:
-        IteratorValidationError: if the ranks' iterators differ in length.
+        IteratorValidationError: if the ranks' iterators differ in length,
+            or (with several ranks) have no length: ranks yielding different
+            numbers of batches would wait for each other forever.
     """
     with processes.guarded('the check of the iterator lengths'):
         lengths = processes.allgather(getattr(training_data_iter, 'length', None))
+    if len(lengths) > 1 and None in lengths:
+        raise IteratorValidationError(
+            'Trainer: in data-parallel training every rank must make the '
+            'same number of updates per epoch, so the training iterators '
+            f'need a length; the ranks have lengths {lengths}. Give '
+            'FromGenerator its length=..., or use an iterator over arrays '
+            '(Minibatches) split with brainstorm.data_iterators.Shard.'
+        )
     if len(set(lengths)) > 1:
         raise IteratorValidationError(
             'Trainer: in data-parallel training every rank must make the '

@@ -72,6 +72,11 @@ def test_check_lengths_agree():
     check_lengths_agree(MpiProcesses(LengthsComm([5, 5])), Sized(5))
     with pytest.raises(IteratorValidationError, match=r'lengths \[5, 4\]'):
         check_lengths_agree(MpiProcesses(LengthsComm([5, 4])), Sized(5))
+    # no length on several ranks: a rank yielding fewer batches would leave
+    # the others waiting in a collective (FromGenerator without length)
+    check_lengths_agree(SingleProcess(), Sized(None))
+    with pytest.raises(IteratorValidationError, match='need a length'):
+        check_lengths_agree(MpiProcesses(LengthsComm([None, None])), Sized(None))
 
 
 def test_check_data_iterators_names_the_iterator():
