@@ -6,13 +6,24 @@ its score over the rows of the batch. :func:`gather_losses_and_scores`
 collects ``(weight, value)`` pairs per batch and
 :func:`aggregate_losses_and_scores` turns them into one number each, with
 :meth:`Scorer.aggregate` computing ``sum(values) / sum(weights)``.
+
+Masks: a mask holds one weight per row (``(rows, 1)``); MeanSquaredError
+and Hamming also take one weight per element of the predictions
+(``(rows, n)``, as Brainstorm 0.5's ``errors *= mask`` did). The weight of
+a batch is the mask's sum. Entries of weight 0 do not count at all, not
+even when the network's output there is NaN.
+
+A diverged network is not scored well: Accuracy and Hamming give NaN for a
+batch with a NaN or infinite prediction among the scored entries, and
+MeanSquaredError's errors are NaN or infinite there anyway; the NaN carries
+through :meth:`Scorer.aggregate` to the figure of the whole data.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -80,6 +91,11 @@ class Scorer(Describable):
     """
 
     __argument_error__ = TrainingValidationError
+    #: Whether a mask may hold one weight per element of the predictions
+    #: (``(rows, n)``) besides one per row (``(rows, 1)``). A scorer class
+    #: that weighs single elements sets it; for the others such a mask is
+    #: refused rather than broadcast.
+    elementwise_mask: ClassVar[bool] = False
     __arguments__ = {
         'out_name': Arg(Str()),
         'targets_name': Arg(Str()),
@@ -115,7 +131,9 @@ class Scorer(Describable):
         Args:
             true_labels: targets, shape ``(rows, k)``.
             predicted: network outputs, shape ``(rows, n)``.
-            mask: optional weights per row, shape ``(rows, 1)``.
+            mask: optional weights, one per row (shape ``(rows, 1)``) or,
+                where :attr:`elementwise_mask` is set, one per element
+                (shape ``(rows, n)``); the batch's weight is its sum.
         """
         raise NotImplementedError
 
@@ -123,7 +141,8 @@ class Scorer(Describable):
     def aggregate(outputs: Sequence[tuple[float, float]]) -> float:
         """Combine ``(weight, value)`` pairs into ``sum(value) / sum(weight)``.
 
-        Returns 0.0 if the weights sum to zero.
+        Returns 0.0 if the weights sum to zero. A NaN batch value (a
+        diverged network's, see :class:`Accuracy`) makes the result NaN.
         """
         pairs = np.asarray(outputs, dtype=np.float64).reshape(-1, 2)
         total_weight = pairs[:, 0].sum()
@@ -132,10 +151,78 @@ class Scorer(Describable):
         return float(pairs[:, 1].sum() / total_weight)
 
 
-def _apply_mask(values: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+def _names(scorer) -> tuple[str, str, str]:
+    """How a scorer's errors name its targets, predictions and mask."""
+    targets = f"targets '{scorer.targets_name}'" if scorer.targets_name else 'targets'
+    output = f"predictions '{scorer.out_name}'" if scorer.out_name else 'predictions'
+    mask = f"mask '{scorer.mask_name}'" if scorer.mask_name else 'mask'
+    return targets, output, mask
+
+
+def _same_shape(scorer, true_labels: np.ndarray, predicted: np.ndarray) -> None:
+    """Refuse targets of another shape than the predictions (no broadcast)."""
+    if true_labels.shape != predicted.shape:
+        targets, output, _ = _names(scorer)
+        raise ValidationError(
+            f'{scorer.__name__}: {targets} and {output} must have the same '
+            f'shape. Received: {true_labels.shape} and {predicted.shape}'
+        )
+
+
+def _mask_of_call(scorer, mask, predicted: np.ndarray) -> np.ndarray | None:
+    """The mask given to a scorer's ``__call__``, checked against ``predicted``.
+
+    A 1-D mask is read as one weight per row.
+
+    Raises:
+        ValidationError: naming the scorer, if the mask has not one row per
+            row of ``predicted`` and one column (or, for scorers with
+            ``elementwise_mask``, as many as ``predicted``).
+    """
+    if mask is None:
+        return None
+    mask = np.asarray(mask)
+    if mask.ndim == 1:
+        mask = mask.reshape(-1, 1)
+    rows, columns = predicted.shape
+    if mask.ndim == 2 and mask.shape[0] == rows and _columns_fit(scorer, mask, columns):
+        return mask
+    _, output, name = _names(scorer)
+    raise ValidationError(
+        f'{scorer.__name__}: {name} must hold one weight per row '
+        f'{_mask_expected(scorer, columns)}. Received: {name} of shape '
+        f'{mask.shape} for {output} of shape {predicted.shape}'
+    )
+
+
+def _columns_fit(scorer, mask: np.ndarray, columns: int) -> bool:
+    return mask.shape[1] == 1 or (scorer.elementwise_mask and mask.shape[1] == columns)
+
+
+def _mask_expected(scorer, columns: int) -> str:
+    """The last dimensions a mask of ``scorer`` may have, in words."""
+    if scorer.elementwise_mask:
+        return f'(a last dimension of 1) or per element (a last dimension of {columns})'
+    return (
+        f'(a last dimension of 1); {type(scorer).__name__} takes no weight per '
+        'element (its elementwise_mask is False: it scores whole rows)'
+    )
+
+
+def _weigh(values: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    """``values * mask``, with 0 wherever the mask is 0 (also for NaN values)."""
     if mask is None:
         return values
-    return values * mask.reshape(-1, 1)
+    out = np.zeros(np.broadcast_shapes(values.shape, mask.shape))
+    return np.multiply(values, mask, out=out, where=mask != 0)
+
+
+def _diverged(predicted: np.ndarray, mask: np.ndarray | None) -> bool:
+    """Whether a prediction of nonzero weight is NaN or infinite."""
+    bad = ~np.isfinite(predicted)
+    if mask is not None:
+        bad &= mask != 0
+    return bool(bad.any())
 
 
 class Accuracy(Scorer):
@@ -144,22 +231,45 @@ class Accuracy(Scorer):
     Predictions with more than one column are turned into class ids by
     argmax; so are targets with more than one column (one-hot targets).
     Single-column predictions are compared with the targets as they are.
+    Targets and predictions need the same number of rows, and a mask one
+    weight per row.
+
+    A batch with a NaN or infinite prediction in a row of nonzero weight
+    (a diverged network) scores NaN, and so does the aggregate over all
+    batches: argmax would read a NaN row as class 0.
     """
 
     def __call__(self, true_labels, predicted, mask=None):
         """Return the summed score of one batch (see :meth:`Scorer.__call__`)."""
+        if true_labels.shape[0] != predicted.shape[0]:
+            targets, output, _ = _names(self)
+            raise ValidationError(
+                f'{self.__name__}: {targets} and {output} must have the same '
+                'number of rows (one target per predicted row). Received: '
+                f'{true_labels.shape} and {predicted.shape}'
+            )
+        mask = _mask_of_call(self, mask, predicted)
+        if _diverged(predicted, mask):
+            return float('nan')
         if predicted.shape[1] > 1:
             predicted = predicted.argmax(axis=1).reshape(-1, 1)
         if true_labels.shape[1] > 1:
             true_labels = true_labels.argmax(axis=1).reshape(-1, 1)
         correct = (predicted == true_labels).astype(np.float64)
-        return float(_apply_mask(correct, mask).sum())
+        return float(_weigh(correct, mask).sum())
 
 
 class Hamming(Scorer):
     """Per row, the fraction of bits predicted correctly (an accuracy).
 
-    A bit is predicted as 1 where ``predicted >= threshold``.
+    A bit is predicted as 1 where ``predicted >= threshold``. A mask holds
+    one weight per row or one per bit (the predictions' shape); with one
+    per bit the figure is the weighted fraction of bits predicted
+    correctly, ``sum(correct * mask) / sum(mask)``.
+
+    A batch with a NaN or infinite prediction of nonzero weight (a
+    diverged network) scores NaN, and so does the aggregate over all
+    batches: such a bit would be read as 0.
 
     Args:
         threshold: decision threshold for the predictions.
@@ -169,6 +279,7 @@ class Hamming(Scorer):
         name: see :class:`Scorer`.
     """
 
+    elementwise_mask = True
     __arguments__ = {'threshold': Arg(Real())}
 
     def __init__(
@@ -184,28 +295,36 @@ class Hamming(Scorer):
 
     def __call__(self, true_labels, predicted, mask=None):
         """Return the summed score of one batch (see :meth:`Scorer.__call__`)."""
-        if true_labels.shape != predicted.shape:
-            raise ValidationError(
-                f'{self.__name__}: targets and predictions must have the same '
-                f'shape. Received: {true_labels.shape} and {predicted.shape}'
-            )
+        _same_shape(self, true_labels, predicted)
+        mask = _mask_of_call(self, mask, predicted)
+        if _diverged(predicted, mask):
+            return float('nan')
         bits = (predicted >= self.threshold) == (true_labels >= 0.5)
+        if mask is not None and mask.shape[1] > 1:  # one weight per bit
+            return float(_weigh(bits, mask).sum())
         per_row = bits.mean(axis=1, keepdims=True)
-        return float(_apply_mask(per_row, mask).sum())
+        return float(_weigh(per_row, mask).sum())
 
 
 class MeanSquaredError(Scorer):
-    """Half the summed squared error per row, averaged over the rows."""
+    """Half the summed squared error per row, averaged over the rows.
+
+    With a mask of one weight per element (the predictions' shape) it is
+    half the squared error per element, averaged over the elements as
+    weighed: ``sum(0.5 * (t - p)**2 * mask) / sum(mask)``, as in Brainstorm
+    0.5 (a mask of ones thus gives the unmasked figure divided by the
+    number of columns). Entries of weight 0 do not count, not even when
+    they are NaN.
+    """
+
+    elementwise_mask = True
 
     def __call__(self, true_labels, predicted, mask=None):
         """Return the summed score of one batch (see :meth:`Scorer.__call__`)."""
-        if true_labels.shape != predicted.shape:  # no silent broadcasting
-            raise ValidationError(
-                f'{self.__name__}: targets and predictions must have the same '
-                f'shape. Received: {true_labels.shape} and {predicted.shape}'
-            )
+        _same_shape(self, true_labels, predicted)  # no silent broadcasting
+        mask = _mask_of_call(self, mask, predicted)
         errors = (true_labels - predicted) ** 2
-        return float(0.5 * _apply_mask(errors, mask).sum())
+        return float(0.5 * _weigh(errors, mask).sum())
 
 
 # --------------------------------------------------------------- helpers ---
@@ -251,6 +370,8 @@ def gather_losses_and_scores(
     ``(batch_size, loss)`` is appended under its name; for each scorer
     ``(weight, score)`` under ``scorer.__name__``, where weight is the mask
     sum (or the number of rows without mask). Missing lists are created.
+    A mask holds one weight per sample, per row of the output or (for
+    scorers with ``elementwise_mask``) per element of the output.
 
     Args:
         net: the network.
@@ -281,16 +402,20 @@ def gather_losses_and_scores(
             # refused with a message listing the network's outputs
             path = check_output_name(net, path, f'{scorer.__name__} (out_name)')
             output = net.get(path)
-        predicted = flatten_all_but_last(_without_context(net, path, output))
+        output = _without_context(net, path, output)
+        predicted = flatten_all_but_last(output)
         true_labels = flatten_all_but_last(
             _input_of(net, _targets_of(scorer, targets_name), scorer, 'targets_name')
         )
         mask_path = scorer.mask_name or mask_name
         if mask_path:
             mask = _mask_rows(
-                flatten_all_but_last(_input_of(net, mask_path, scorer, 'mask_name')),
+                _input_of(net, mask_path, scorer, 'mask_name'),
                 predicted,
                 mask_path,
+                scorer,
+                path,
+                output.shape,
             )
             weight = float(mask.sum())
         else:
@@ -379,25 +504,40 @@ def check_scorer_names(scorers: list, losses) -> None:
         seen[name] = scorer
 
 
-def _mask_rows(mask: np.ndarray, predicted: np.ndarray, name: str) -> np.ndarray:
-    """The mask with one row per row of ``predicted``.
+def _mask_rows(
+    mask: np.ndarray,
+    predicted: np.ndarray,
+    name: str,
+    scorer: Scorer,
+    out_name: str,
+    output_shape: tuple,
+) -> np.ndarray:
+    """The mask ``(T, B, ..., c)`` with one row per row of ``predicted``.
 
     A mask of one value per sample (``(T, B, 1)``) over outputs with more
     rows per sample (an image's pixels, ``(T, B, H, W, K)``) weighs each of
-    the sample's rows: its value is repeated for them.
+    the sample's rows: its value is repeated for them. The mask has one
+    column (a weight per row) or, if the scorer has ``elementwise_mask``,
+    as many as ``predicted`` (a weight per element).
 
     Raises:
-        ValidationError: if the output's rows are no multiple of the mask's.
+        ValidationError: naming the scorer, the mask and both shapes, if
+            the output's rows are no multiple of the mask's or the mask
+            has another number of columns.
     """
-    rows = predicted.shape[0]
-    if mask.shape[0] == rows:
-        return mask
-    if mask.shape[0] == 0 or rows % mask.shape[0]:
-        raise ValidationError(
-            f"mask '{name}': expected one value per sample or one per row of "
-            f'the output ({rows} rows). Received {mask.shape[0]} rows.'
-        )
-    return np.repeat(mask, rows // mask.shape[0], axis=0)
+    shape = mask.shape
+    mask = flatten_all_but_last(mask)
+    rows, columns = predicted.shape
+    if _columns_fit(scorer, mask, columns):
+        if mask.shape[0] == rows:  # also a batch without samples
+            return mask
+        if mask.shape[0] and not rows % mask.shape[0]:
+            return np.repeat(mask, rows // mask.shape[0], axis=0)
+    raise ValidationError(
+        f"{scorer.__name__}: mask '{name}' must hold one weight per sample or "
+        f"per row of the output '{out_name}' {_mask_expected(scorer, columns)}. "
+        f'Received: mask of shape {shape} for an output of shape {output_shape}.'
+    )
 
 
 def gather_from_all_ranks(scores: dict, comm) -> OrderedDict:
