@@ -19,7 +19,11 @@ from brainstorm.errors import LayerValidationError
 from brainstorm.layers.attributes import resolve_kwarg
 from brainstorm.naming import get_by_path as get_by_path  # 0.5's namespace
 from brainstorm.registry import get_layer_class, layer_classes, register_layer_class
-from brainstorm.structure.buffer_structure import BufferStructure, StructureTemplate
+from brainstorm.structure.buffer_structure import (
+    BUFFER_TYPE_NAMES,
+    BufferStructure,
+    StructureTemplate,
+)
 from brainstorm.structure.buffer_views import BufferView
 
 __all__ = ['Layer', 'get_layer_class_from_typename']
@@ -141,7 +145,9 @@ class Layer:
         """
         super().__init_subclass__(**kwargs)
         _check_independent_outputs(cls)
+        _check_input_templates(cls)
         if 'declared_kwargs' in cls.__dict__:
+            _check_declared_kwargs(cls)
             if 'expected_kwargs' not in cls.__dict__:
                 cls.expected_kwargs = set(cls.declared_kwargs)
             factory = _defining_namespace(cls).get(cls.get_type_name())
@@ -165,7 +171,7 @@ class Layer:
         self.handler: Any = None  # the network sets it (set_handler)
         resolved = self.check_kwargs(name, kwargs)
         self._validate_in_shapes()
-        outputs, parameters, internals = self.setup(resolved, self.in_shapes)
+        outputs, parameters, internals = self._run_setup(resolved)
         self.out_shapes = outputs
         self.parameter_shapes = parameters
         self.internal_shapes = internals
@@ -215,8 +221,43 @@ class Layer:
                 resolved[kw_name] = resolve_kwarg(declaration, desc, kw_name, kwargs)
         return resolved
 
+    def _run_setup(self, kwargs: dict) -> tuple:
+        """``self.setup(kwargs, in_shapes)``, its errors and result named.
+
+        An error raised in ``setup`` whose message does not name the layer
+        is raised again, of the same type and chained to it, with the
+        layer's type and name in front.
+
+        Raises:
+            LayerValidationError: ``setup`` did not return three items.
+        """
+        try:
+            result = self.setup(kwargs, self.in_shapes)
+        except Exception as err:
+            named = _naming_layer(err, self._desc())
+            if named is err:
+                raise
+            raise named from err
+        if not isinstance(result, (tuple, list)) or len(result) != 3:
+            received = (
+                f'{len(result)} items' if isinstance(result, (tuple, list)) else 'one'
+            )
+            raise LayerValidationError(
+                f'{self._desc()}: setup() must return (outputs, parameters, '
+                'internals), three OrderedDicts of names to BufferStructures '
+                f'(empty ones where there are none). Received {received}: '
+                f'{result!r}'
+            )
+        return tuple(result)
+
     def _validate_in_shapes(self) -> None:
         accepted = {**self.expected_inputs, **self.optional_inputs}
+        for attribute in ('expected_inputs', 'optional_inputs'):
+            problem = _template_problem(getattr(self, attribute))
+            if problem:
+                raise TypeError(
+                    f'{self._desc()} ({type(self).__name__}): {attribute} {problem}'
+                )
         for in_name in self.in_shapes:
             if in_name not in accepted:
                 raise LayerValidationError(
@@ -248,6 +289,28 @@ class Layer:
                     f'{self._desc()}: setup() must return three OrderedDicts '
                     f'of names to BufferStructures; {category} is {shapes!r}'
                 )
+        for name, structure in self.out_shapes.items():
+            if structure.is_backward_only:
+                raise LayerValidationError(
+                    f'{self._desc()}: output {name!r} must not be '
+                    'is_backward_only: the next layers read it in the forward '
+                    'pass, and the network zeroes backward-only memory when '
+                    'the backward pass starts. Only internals may be '
+                    f'backward-only. Received {structure!r}, is_backward_only=True'
+                )
+        for name, structure in self.parameter_shapes.items():
+            if structure.buffer_type or structure.is_backward_only:
+                kind = (
+                    'backward-only'
+                    if structure.is_backward_only
+                    else BUFFER_TYPE_NAMES[structure.buffer_type]
+                )
+                raise LayerValidationError(
+                    f'{self._desc()}: parameter {name!r} must be constant-size '
+                    "(feature dimensions only, no leading 'T'/'B') and not "
+                    'is_backward_only, e.g. BufferStructure'
+                    f'{structure.feature_shape!r}. Received {structure!r} ({kind})'
+                )
 
     def _validate_connections(self) -> None:
         for conn in self.outgoing:
@@ -272,7 +335,10 @@ class Layer:
 
         Returns:
             ``(outputs, parameters, internals)``: three OrderedDicts mapping
-            names to :class:`BufferStructure`.
+            names to :class:`BufferStructure`. Parameters are constant-size
+            (feature dimensions only); only internals may be
+            ``is_backward_only``. An error raised here gets the layer's
+            type and name in front of its message (same type, chained).
         """
         raise NotImplementedError(f'{type(self).__name__} must implement setup()')
 
@@ -397,6 +463,81 @@ def _check_independent_outputs(cls: type[Layer]) -> None:
         "to tuples of input names, e.g. {'predictions': ('targets',)}. "
         f'Received: {declared!r}'
     )
+
+
+def _check_input_templates(cls: type[Layer]) -> None:
+    """Refuse ``expected_inputs``/``optional_inputs`` not of StructureTemplates."""
+    for attribute in ('expected_inputs', 'optional_inputs'):
+        problem = _template_problem(getattr(cls, attribute))
+        if problem:
+            raise TypeError(f'{cls.__name__}.{attribute} {problem}')
+
+
+def _template_problem(declared) -> str | None:
+    """What is wrong with ``declared`` as a dict of input names to templates."""
+    example = "{'default': StructureTemplate('T', 'B', 'F')}"
+    if not isinstance(declared, dict):
+        return (
+            'must be a dict of input names to StructureTemplates, e.g. '
+            f'{example}. Received: {declared!r}'
+        )
+    for name, template in declared.items():
+        if isinstance(template, StructureTemplate):
+            continue
+        hint = (
+            f' (wrap it: StructureTemplate{tuple(template)!r})'
+            if isinstance(template, (tuple, list))
+            else ''
+        )
+        return (
+            f'[{name!r}] must be a StructureTemplate, e.g. {example}{hint}. '
+            f'Received: {template!r}'
+        )
+    return None
+
+
+def _check_declared_kwargs(cls: type[Layer]) -> None:
+    """Refuse ``declared_kwargs`` entries that are no declarations.
+
+    A check given instead of its declaration (``{'size': PositiveInt()}``)
+    would leave the argument unchecked.
+    """
+    declared = cls.declared_kwargs
+    if not isinstance(declared, dict):
+        raise TypeError(
+            f'{cls.__name__}.declared_kwargs must be a dict of argument names '
+            "to declarations, e.g. {'size': Kwarg(PositiveInt())} (a set of "
+            'names alone, as in Brainstorm 0.5, goes in expected_kwargs). '
+            f'Received: {declared!r}'
+        )
+    for name, declaration in declared.items():
+        if not isinstance(declaration, Arg):
+            kind = type(declaration).__name__
+            raise TypeError(
+                f'{cls.__name__}.declared_kwargs[{name!r}] must be a '
+                'declaration (Kwarg or Arg): wrap it in Kwarg(...), e.g. '
+                f"{{{name!r}: Kwarg({kind}(...), default=..., description='...')}}"
+                f'. Received: {declaration!r} (a {kind})'
+            )
+
+
+def _naming_layer(err: Exception, desc: str) -> Exception:
+    """``err`` with ``desc`` (a layer's type and name) in front of its message.
+
+    ``err`` itself if its message names the layer already or its type
+    cannot be made with a message alone. Without a message (a bare
+    ``assert`` of a layer written for 0.5) it says that setup failed.
+    """
+    message = str(err.args[0]) if len(err.args) == 1 else str(err)
+    if desc in message:
+        return err
+    try:
+        named = type(err)(f'{desc}: {message or "setup() failed"}')
+    except Exception:  # noqa: BLE001 - a type needing more arguments
+        return err
+    for key, value in vars(err).items():
+        named.__dict__.setdefault(key, value)
+    return named
 
 
 def _defining_namespace(cls: type) -> dict:
