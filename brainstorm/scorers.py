@@ -92,10 +92,12 @@ class Scorer(Describable):
 
     __argument_error__ = TrainingValidationError
     #: Whether a mask may hold one weight per element of the predictions
-    #: (``(rows, n)``) besides one per row (``(rows, 1)``). A scorer class
-    #: that weighs single elements sets it; for the others such a mask is
-    #: refused rather than broadcast.
-    elementwise_mask: ClassVar[bool] = False
+    #: (``(rows, n)``) besides one per row (``(rows, 1)``). True: it may;
+    #: False: such a mask is refused rather than broadcast (``Accuracy``
+    #: scores whole rows). None (a scorer class of one's own that does not
+    #: say): the mask reaches ``__call__`` with the columns it has, as in
+    #: Brainstorm 0.5.
+    elementwise_mask: ClassVar[bool | None] = None
     __arguments__ = {
         'out_name': Arg(Str()),
         'targets_name': Arg(Str()),
@@ -196,11 +198,15 @@ def _mask_of_call(scorer, mask, predicted: np.ndarray) -> np.ndarray | None:
 
 
 def _columns_fit(scorer, mask: np.ndarray, columns: int) -> bool:
+    if scorer.elementwise_mask is None:  # the scorer's own business
+        return True
     return mask.shape[1] == 1 or (scorer.elementwise_mask and mask.shape[1] == columns)
 
 
 def _mask_expected(scorer, columns: int) -> str:
     """The last dimensions a mask of ``scorer`` may have, in words."""
+    if scorer.elementwise_mask is None:
+        return '(any last dimension)'
     if scorer.elementwise_mask:
         return f'(a last dimension of 1) or per element (a last dimension of {columns})'
     return (
@@ -238,6 +244,8 @@ class Accuracy(Scorer):
     (a diverged network) scores NaN, and so does the aggregate over all
     batches: argmax would read a NaN row as class 0.
     """
+
+    elementwise_mask = False
 
     def __call__(self, true_labels, predicted, mask=None):
         """Return the summed score of one batch (see :meth:`Scorer.__call__`)."""

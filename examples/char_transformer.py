@@ -64,7 +64,7 @@ def build_network(classes, max_len, size, heads, blocks):
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    bs.datasets.add_settings_arguments(parser, DEFAULTS, HELP)
+    bs.datasets.add_settings_arguments(parser, DEFAULTS, HELP, positive=HELP)
     bs.datasets.add_data_arguments(parser, 'HutterPrize.hdf5')
     add = parser.add_argument
     add('--seed', type=int, default=42, help='global random seed')

@@ -66,7 +66,7 @@ def build_network(in_shape: tuple, width: int) -> bs.Network:
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    bs.datasets.add_settings_arguments(parser, DEFAULTS, HELP)
+    bs.datasets.add_settings_arguments(parser, DEFAULTS, HELP, positive=HELP)
     bs.datasets.add_data_arguments(parser, 'CIFAR-10.hdf5')
     add = parser.add_argument
     add('--save', default='cifar10_resnet_best.hdf5', help='file for the best network')

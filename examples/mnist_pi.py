@@ -41,7 +41,7 @@ HELP = {
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    bs.datasets.add_settings_arguments(parser, DEFAULTS, HELP)
+    bs.datasets.add_settings_arguments(parser, DEFAULTS, HELP, positive=HELP)
     bs.datasets.add_data_arguments(parser, 'MNIST.hdf5')
     add = parser.add_argument
     add('--save', default='mnist_pi_best.hdf5', help='file for the best network')

@@ -527,11 +527,35 @@ def test_settings_arguments_refuse_values_the_defaults_rule_out(argv, message, c
     # '--batch-size 0' of an example ran with 100 (its 'or 100'), and a
     # setting whose default may be None could not be given as None
     parser = datasets.add_settings_arguments(
-        argparse.ArgumentParser(), SETTINGS, DESCRIPTIONS
+        argparse.ArgumentParser(), SETTINGS, DESCRIPTIONS, positive=SETTINGS['mnist']
     )
     with pytest.raises(SystemExit):
         parser.parse_args(argv)
     assert message in capsys.readouterr().err
+
+
+def test_settings_are_positive_only_where_asked_and_none_reads_as_none():
+    # positivity was inferred from the defaults: a user's dropout of
+    # 0.5/0.2 refused --dropout 0, and a setting of defaults all None
+    # refused everything but positive values
+    defaults = {
+        'a': {'dropout': 0.5, 'offset': None, 'epochs': 3},
+        'b': {'dropout': 0.2, 'offset': None, 'epochs': 4},
+    }
+    descriptions = {'dropout': 'p', 'offset': 'o', 'epochs': 'e'}
+    parser = datasets.add_settings_arguments(
+        argparse.ArgumentParser(), defaults, descriptions, positive=['epochs']
+    )
+    args = parser.parse_args(['--dropout', '0', '--offset', '-3'])
+    assert (args.dropout, args.offset) == (0.0, -3.0)
+    # a setting given as none is None in args too (no marker object)
+    args = parser.parse_args(['--offset', 'none'])
+    assert args.offset is None
+    assert datasets.choose_settings(args, defaults, 'a')['offset'] is None
+    with pytest.raises(DatasetValidationError, match=r"Received: \['size'\]"):
+        datasets.add_settings_arguments(
+            argparse.ArgumentParser(), defaults, descriptions, positive=['size']
+        )
 
 
 @pytest.mark.parametrize(
@@ -576,6 +600,7 @@ def test_datasets_depends_only_on_low_level_modules(module):
     }
     allowed = {
         'argparse',
+        'collections.abc',
         'os',
         'typing',
         'h5py',

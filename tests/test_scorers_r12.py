@@ -359,3 +359,29 @@ def test_a_batch_without_samples_keeps_weight_zero(columns):
     )
     assert scores['MeanSquaredError'] == [(0.0, 0.0)]
     assert scores['Hamming'] == [(0.0, 0.0)]
+
+
+class WeightedAbsError(bs.scorers.Scorer):
+    """A scorer of one's own as 0.5 wrote them: ``errors * mask``."""
+
+    def __call__(self, true_labels, predicted, mask=None):
+        errors = np.abs(true_labels - predicted)
+        if mask is not None:
+            errors = errors * mask
+        return float(errors.sum())
+
+
+def test_a_scorer_of_ones_own_gets_a_per_element_mask_as_in_05():
+    # 0.5 passed any mask through to the scorer; refusing masks of one
+    # weight per element for scorers that do not declare them broke such
+    # scorers
+    rnd = np.random.RandomState(0)
+    x, y = rnd.randn(1, 4, 3), rnd.randn(1, 4, 3)
+    emask = np.array([1.0, 0.0, 0.5]) * np.ones((1, 4, 3))
+    net = regression_net()
+    predicted = outputs_of(net, x)
+    scorer = WeightedAbsError(out_name=OUT, mask_name='emask')
+    data = bs.data_iterators.Undivided(default=x, targets=y, emask=emask)
+    scores = bs.tools.evaluate(net, data, scorers=[scorer])
+    expected = (np.abs(y - predicted) * emask).sum() / emask.sum()
+    np.testing.assert_allclose(scores['WeightedAbsError'], expected, rtol=1e-12)

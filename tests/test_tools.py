@@ -509,3 +509,60 @@ def test_extract_leaves_the_random_state_of_an_augmenting_wrapper():
     np.testing.assert_array_equal(
         first['Hid.outputs.default'], second['Hid.outputs.default']
     )
+
+
+def test_extract_refuses_a_backward_only_internal():
+    # the last backward pass's values came back (a LayerNorm's 'scratch')
+    inp, out = get_in_out_layers('regression', 2, 3)
+    net = bs.Network.from_layer(inp >> bs.layers.LayerNorm(name='LN') >> out)
+    net.initialize(bs.initializers.Gaussian(0.5), seed=1)
+    data = sequences()
+    data.pop('mask')
+    with pytest.raises(NetworkValidationError, match='backward-only internals'):
+        extract(net, Minibatches(3, shuffle=False, **data), 'LN.internals.scratch')
+
+
+class _SequenceOfBatches:
+    """Iterable through __getitem__ only (no __iter__), as Python allows."""
+
+    def __init__(self, batches):
+        self.batches = batches
+
+    def __getitem__(self, index):
+        return self.batches[index]
+
+
+class _DuckBatch:
+    """A batch with items() but no Mapping: provide_external_data takes it."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def items(self):
+        return self.data.items()
+
+    def __getitem__(self, key):
+        return self.data[key]
+
+    def __contains__(self, key):
+        return key in self.data
+
+    def __iter__(self):
+        return iter(self.data)
+
+    def keys(self):
+        return self.data.keys()
+
+
+@pytest.mark.parametrize('kind', ['getitem-iterable', 'duck-batch'])
+def test_iterables_that_worked_before_the_checks_still_work(kind):
+    net = sequence_net()
+    data = sequences()
+    data.pop('mask')
+    batch = _DuckBatch(data) if kind == 'duck-batch' else data
+    batches = _SequenceOfBatches([batch]) if kind == 'getitem-iterable' else [batch]
+    got = extract(net, batches, 'Hid.outputs.default')['Hid.outputs.default']
+    net.provide_external_data(data)
+    net.forward_pass()
+    np.testing.assert_allclose(got, net.get('Hid.outputs.default'))
+    assert np.isfinite(evaluate(net, batches)['total_loss'])

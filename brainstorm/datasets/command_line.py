@@ -18,6 +18,7 @@ given on the command line in their place by :func:`choose_settings`::
 """
 
 import argparse
+from collections.abc import Iterable
 
 from brainstorm.datasets.base import DATA_DIR_VARIABLE
 from brainstorm.errors import DatasetValidationError
@@ -66,6 +67,7 @@ def add_settings_arguments(
     parser: argparse.ArgumentParser,
     defaults: dict[str, dict],
     descriptions: dict[str, str],
+    positive: Iterable[str] = (),
 ) -> argparse.ArgumentParser:
     """Add an option per setting whose default depends on the data set.
 
@@ -73,28 +75,37 @@ def add_settings_arguments(
     None (so :func:`choose_settings` can tell that it was not given), of
     type int if all its defaults are ints (or None) and float otherwise, and
     with its description followed by the defaults, e.g.
-    ``samples per update (mnist: 100, digits: 20)``. Where every default
-    is positive, so must the value be (``--batch-size 0`` is an error, as
-    ``--limit 0`` is); where a default is None, ``none`` gives None.
+    ``samples per update (mnist: 100, digits: 20)``. Where a default is
+    None, ``--clip-norm none`` gives None (``args.clip_norm`` is None then,
+    and :func:`choose_settings` takes it as given).
 
     Args:
         parser: the script's parser.
         defaults: data set name (:attr:`Dataset.name`) -> setting -> default
             (an int, a float or None). Every data set has the same settings.
         descriptions: setting -> its help text; every setting needs one.
+        positive: the settings whose value must be positive (argparse
+            refuses ``--batch-size 0`` as it refuses ``--limit 0``).
 
     Returns:
         ``parser``.
 
     Raises:
         DatasetValidationError: ``defaults`` is empty, the data sets differ
-            in their settings, or a setting has no description.
+            in their settings, a setting has no description, or
+            ``positive`` names no setting.
     """
     names = [tuple(settings) for settings in defaults.values()]
     if not names or any(set(n) != set(names[0]) for n in names):
         raise DatasetValidationError(
             f'add_settings_arguments: expected the same settings for every data '
             f'set. Received: {dict(zip(defaults, names))}'
+        )
+    positive = set(positive)
+    if not positive <= set(names[0]):
+        raise DatasetValidationError(
+            f'add_settings_arguments: positive must name settings of '
+            f'{sorted(names[0])}. Received: {sorted(positive - set(names[0]))}'
         )
     for setting in names[0]:
         if setting not in descriptions:
@@ -105,20 +116,20 @@ def add_settings_arguments(
         values = [settings[setting] for settings in defaults.values()]
         given = [v for v in values if v is not None]
         kind = int if all(isinstance(v, int) for v in given) else float
-        positive = all(v > 0 for v in given)
         optional = len(given) < len(values)
         listed = ', '.join(f'{name}: {s[setting]}' for name, s in defaults.items())
         none = "; 'none' for None" if optional else ''
         parser.add_argument(
             '--' + setting.replace('_', '-'),
-            type=_SettingType(kind, positive, optional),
+            type=_SettingType(kind, setting in positive, optional),
+            action=_SettingAction,
             help=f'{descriptions[setting]} ({listed}{none})',
         )
     return parser
 
 
 class _GivenNone:
-    """The value of an option given as ``none`` (None means: not given)."""
+    """What ``_SettingType`` makes of ``none`` for ``_SettingAction``."""
 
     def __repr__(self) -> str:
         return 'none'
@@ -126,11 +137,27 @@ class _GivenNone:
 
 _GIVEN_NONE = _GivenNone()
 
+#: the attribute of the parsed options naming the settings given as none
+_NONE_GIVEN = '_settings_given_as_none'
+
+
+class _SettingAction(argparse.Action):
+    """Store a setting; one given as ``none`` as None, noted as given."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = set(getattr(namespace, _NONE_GIVEN, ()))
+        given.discard(self.dest)
+        if values is _GIVEN_NONE:
+            values = None
+            given.add(self.dest)
+        setattr(namespace, _NONE_GIVEN, given)
+        setattr(namespace, self.dest, values)
+
 
 class _SettingType:
     """The argparse type of a setting.
 
-    Its kind (int or float), positive where every default is, and ``none``
+    Its kind (int or float), positive where the script asks, and ``none``
     (None) where a default is None.
     """
 
@@ -173,7 +200,7 @@ def choose_settings(args, defaults: dict[str, dict], name: str) -> dict:
     chosen = {}
     for setting, default in defaults[name].items():
         value = getattr(args, setting, None)
-        if value is _GIVEN_NONE:
-            value, default = None, None
+        if setting in getattr(args, _NONE_GIVEN, ()):
+            default = None  # given as none
         chosen[setting] = default if value is None else value
     return chosen

@@ -524,20 +524,40 @@ def _check_declared_kwargs(cls: type[Layer]) -> None:
 def _naming_layer(err: Exception, desc: str) -> Exception:
     """``err`` with ``desc`` (a layer's type and name) in front of its message.
 
-    ``err`` itself if its message names the layer already or its type
-    cannot be made with a message alone. Without a message (a bare
-    ``assert`` of a layer written for 0.5) it says that setup failed.
+    Only an error made of its message alone (the type takes the message as
+    its one argument and prints it, as the ValidationErrors, ValueError or
+    AssertionError do) is made again, of the same type, with the name in
+    front; without a message (a bare ``assert`` of a layer written for
+    0.5) it says that setup failed. Any other error (a KeyError, an
+    OSError, a type of its own with more state) is ``err`` itself, with a
+    note naming the layer where Python keeps notes (3.11 and later). So is
+    an error whose message names the layer already.
     """
-    message = str(err.args[0]) if len(err.args) == 1 else str(err)
+    message = str(err)
     if desc in message:
         return err
-    try:
-        named = type(err)(f'{desc}: {message or "setup() failed"}')
-    except Exception:  # noqa: BLE001 - a type needing more arguments
-        return err
-    for key, value in vars(err).items():
-        named.__dict__.setdefault(key, value)
-    return named
+    kind = type(err)
+    plain = (
+        len(err.args) <= 1
+        and kind.__init__ in _PLAIN_INITS
+        and kind.__str__ is BaseException.__str__
+        and not isinstance(err, (OSError, KeyError))
+        and not vars(err)
+    )
+    if plain:
+        try:
+            return kind(f'{desc}: {message or "setup() failed"}')
+        except Exception:  # noqa: BLE001 - a type that cannot be made so
+            pass
+    add_note = getattr(err, 'add_note', None)
+    if add_note is not None:
+        add_note(f'(raised in the setup of {desc})')
+    return err
+
+
+#: the constructors of errors made of their message alone
+_PLAIN_INITS = (BaseException.__init__, Exception.__init__, ValueError.__init__,
+                TypeError.__init__, AssertionError.__init__)  # fmt: skip
 
 
 def _defining_namespace(cls: type) -> dict:

@@ -488,8 +488,7 @@ def _checked_arguments(network, out_name, batch_size, check_finite) -> str:
             'predict: check_finite must be a bool. Received: '
             f'check_finite={check_finite!r}'
         )
-    parts = path.split('.')
-    if parts[0] not in network.layers or parts[1:2] and parts[1] in NOT_COMPUTED:
+    if path.split('.')[0] not in network.layers or not computed_forward(network, path):
         raise NetworkValidationError(
             f"predict: '{out_name}' is not computed by a forward pass; predict "
             "returns what a forward pass computes (a layer's outputs or "
@@ -556,12 +555,12 @@ class _SpareBuffers:
 
 
 class _KeptLayerState:
-    """Put each layer's attributes back as they were after predict.
+    """Bind each layer's attributes again to their objects after predict.
 
     A layer may note something about the pass on itself (BatchNorm notes
     whether it was an inference pass, which decides its backward pass);
     the batch that predict leaves in place must find the note of its own
-    forward pass.
+    forward pass. (An object a layer changes in place is not copied.)
     """
 
     def __init__(self, network):
@@ -578,9 +577,32 @@ class _KeptLayerState:
         return False
 
 
-#: the parts of a layer that a forward pass does not compute: predict and
-#: extract refuse them (their values are a backward pass's)
-NOT_COMPUTED = frozenset({'input_deltas', 'output_deltas', 'gradients'})
+#: the parts of a layer that a forward pass does not compute (their values
+#: are a backward pass's)
+_NOT_COMPUTED = frozenset({'input_deltas', 'output_deltas', 'gradients'})
+
+
+def computed_forward(network, path: str) -> bool:
+    """Whether a forward pass computes (or reads) the buffer at ``path``.
+
+    Not so for the deltas, the gradients (also the network's flat
+    ``'gradients'``) and the internals a layer declares backward-only:
+    predict and extract refuse them, whose values would be zeros or the
+    last backward pass's.
+    """
+    parts = path.split('.')
+    if parts[0] in _NOT_COMPUTED:
+        return False
+    layer = network.layers.get(parts[0])
+    if layer is None or len(parts) < 2:
+        return True
+    if parts[1] in _NOT_COMPUTED:
+        return False
+    if parts[1] == 'internals' and len(parts) > 2:
+        structure = layer.internal_shapes.get(parts[2])
+        return not (structure is not None and structure.is_backward_only)
+    return True
+
 
 #: parts of a layer's constant memory that a forward pass (no training
 #: pass) leaves alone

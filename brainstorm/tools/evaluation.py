@@ -37,9 +37,9 @@ from brainstorm.structure.external_data import MissingInputError
 from brainstorm.structure.layout import get_buffer_type
 from brainstorm.structure.network import Network
 from brainstorm.structure.prediction import (
-    NOT_COMPUTED,
     TARGETS_HINT,
     UnknownOutputError,
+    computed_forward,
     output_names,
     required_inputs,
 )
@@ -197,15 +197,13 @@ def _checked_types(network, names: list, who: str) -> dict:
     """
     types = {name: _buffer_type(network, name) for name in names}
     for name in names:
-        parts = name.split('.')
-        if parts[0] in NOT_COMPUTED or (
-            parts[0] in network.layers and parts[1:2] and parts[1] in NOT_COMPUTED
-        ):
+        if not computed_forward(network, name):
             raise NetworkValidationError(
                 f"{who}: '{name}' is not computed by a forward pass, so it "
-                f'cannot be extracted (a forward pass runs per batch; deltas '
-                f"and gradients are a backward pass's). Extract outputs, "
-                f"internals or parameters, or read it with net.get('{name}')."
+                'cannot be extracted (a forward pass runs per batch; deltas, '
+                "gradients and backward-only internals are a backward pass's). "
+                'Extract outputs, internals or parameters, or read it with '
+                f"net.get('{name}')."
             )
     return types
 

@@ -87,20 +87,22 @@ def checked_batches(net, iterator) -> Iterator:
             would reach the network one key or one time step at a time.
     """
     batches: Iterable
+    refused = isinstance(iterator, (Mapping, np.ndarray, str, bytes))
     if isinstance(iterator, DataIterator):
         batches = iterator(handler=net.handler)
-    elif isinstance(iterator, (Mapping, np.ndarray, str, bytes)) or not isinstance(
-        iterator, Iterable
-    ):
+    else:
+        try:  # any iterable, also one with __getitem__ only
+            batches = iter(iterator)
+        except TypeError:
+            refused = True
+    if refused:
         raise IteratorValidationError(
             'The data must be a data iterator or an iterable of batches (dicts '
             f'of input names to arrays). Received {described_data(iterator)}. '
             f'{_WRAP_HINT}'
         )
-    else:
-        batches = iterator
     for i, data in enumerate(batches):
-        if not isinstance(data, Mapping):
+        if not hasattr(data, 'items'):  # as provide_external_data reads it
             raise IteratorValidationError(
                 f'Batch {i} of the data is {described_data(data)}, not a dict '
                 f'of input names to arrays. {_WRAP_HINT}'

@@ -256,6 +256,44 @@ def test_an_error_of_a_type_needing_more_arguments_is_raised_as_it_is():
         _build(R12DecodeLayerImpl)
 
 
+class _CodeError(Exception):
+    """An error of one's own whose message is made from its state."""
+
+    def __init__(self, code):
+        super().__init__(code)
+        self.code = code
+
+    def __str__(self):
+        return f'error code {self.code}: bad config'
+
+
+@pytest.mark.parametrize(
+    'error',
+    [
+        KeyError('size'),
+        FileNotFoundError(2, 'No such file or directory', 'w.npy'),
+        _CodeError(42),
+        ValueError('a', 'b'),
+    ],
+    ids=['KeyError', 'OSError', 'own-type', 'two-args'],
+)
+def test_errors_that_are_more_than_a_message_are_raised_unchanged(error):
+    # re-made with a prefixed message they lost errno/filename, their
+    # args[0] (KeyError) or their state (a type of one's own)
+    class R12RaisingLayerImpl(Layer):
+        expected_inputs = {'default': TBF}
+
+        def setup(self, kwargs, in_shapes):
+            raise error
+
+    with pytest.raises(type(error)) as info:
+        _build(R12RaisingLayerImpl)
+    assert info.value is error
+    assert info.value.args == error.args
+    if hasattr(error, 'add_note'):
+        assert "(raised in the setup of R12Raising 'Mine')" in error.__notes__
+
+
 @pytest.mark.parametrize(
     'result, received',
     [

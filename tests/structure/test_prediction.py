@@ -750,3 +750,22 @@ def test_predict_refuses_what_no_forward_pass_computes(name):
     net = mlp()
     with pytest.raises(NetworkValidationError, match='not computed by a forward pass'):
         net.predict(samples(1, 2), out_name=name)
+
+
+def test_predict_refuses_a_backward_only_internal():
+    # a LayerNorm's 'scratch' is written by its backward pass only:
+    # predict returned zeros
+    inp, out = bs.tools.get_in_out_layers('classification', 4, 3)
+    net = bs.Network.from_layer(inp >> bs.layers.LayerNorm(name='LN') >> out)
+    net.set_handler(NumpyHandler(np.float64))
+    net.initialize(bs.initializers.Gaussian(0.5), seed=1)
+    assert net.layers['LN'].internal_shapes['scratch'].is_backward_only
+    with pytest.raises(NetworkValidationError, match='not computed by a forward pass'):
+        net.predict(samples(1, 2), out_name='LN.internals.scratch')
+    forward_internal = next(
+        name
+        for name, shape in net.layers['LN'].internal_shapes.items()
+        if not shape.is_backward_only
+    )
+    got = net.predict(samples(1, 2), out_name=f'LN.internals.{forward_internal}')
+    assert got.shape[:2] == (1, 2)
