@@ -4,6 +4,7 @@ Found by a bug hunter (round 12), fixed in ``brainstorm/scorers.py``.
 """
 
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -385,3 +386,37 @@ def test_a_scorer_of_ones_own_gets_a_per_element_mask_as_in_05():
     scores = bs.tools.evaluate(net, data, scorers=[scorer])
     expected = (np.abs(y - predicted) * emask).sum() / emask.sum()
     np.testing.assert_allclose(scores['WeightedAbsError'], expected, rtol=1e-12)
+
+
+# ---------------------------------------- masks over more rows, edges ---
+
+
+def test_a_per_sample_mask_weighs_every_pixel_of_its_sample():
+    rnd = np.random.RandomState(0)
+    predicted = rnd.randn(6, 3)  # 2 samples of 3 pixels each
+    mask = np.array([[1.0], [0.0]])  # the second sample is left out
+    value = bs.scorers._mask_rows(
+        mask, predicted, 'mask', MeanSquaredError(), OUT, (1, 2, 3, 3)
+    )
+    np.testing.assert_array_equal(value, [[1.0]] * 3 + [[0.0]] * 3)
+    assert value.dtype == mask.dtype
+
+
+@pytest.mark.parametrize('mask_rows', [0, 4])
+def test_a_mask_of_rows_that_do_not_divide_the_outputs_rows_is_refused(mask_rows):
+    predicted = np.zeros((6, 3))
+    mask = np.ones((mask_rows, 1))
+    with pytest.raises(ValidationError, match=r"mask 'm' must hold one weight per"):
+        bs.scorers._mask_rows(mask, predicted, 'm', MeanSquaredError(), OUT, (6, 3))
+
+
+def test_hamming_reads_a_target_of_one_half_as_a_one_bit():
+    # the rule that turns targets into bits: >= 0.5 is 1
+    scorer = Hamming()
+    assert scorer(np.array([[0.5]]), np.array([[0.9]])) == 1.0
+    assert scorer(np.array([[0.4999]]), np.array([[0.9]])) == 0.0
+
+
+def test_batch_size_of_a_network_without_a_buffer_manager_reads_the_input():
+    net = SimpleNamespace(buffer={'Input': {'outputs': [np.zeros((2, 5, 3))]}})
+    assert bs.scorers.batch_size_of(net) == 5
