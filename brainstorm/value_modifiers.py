@@ -256,10 +256,14 @@ class ConstrainL2Norm(ValueModifier):
     def __call__(self, handler, view):
         """Scale down in place each row of ``view`` whose L2 norm exceeds ``limit``.
 
-        A row whose sum of squares overflows the handler's dtype (float32
-        ``[2e19, 1]``, float16 ``[9.0] * 1000``) is scaled to norm
-        ``limit`` too: its norm is then taken again from the row times a
-        power of two (see :meth:`_overflowed_rows`).
+        The sums of squares are taken of the rows clipped to ``+-bound``, a
+        power of two small enough that no square and no sum overflows (no
+        op gives inf, which ``DebugHandler`` refuses). A row with no value
+        beyond ``bound`` (every row of ordinary weights) gets the sum of
+        squares of its own values, bit for bit. The norm of a row with
+        larger values (float32 ``[2e19, 1]``, float16 ``[9.0] * 1000``) is
+        taken from the row times a power of two (``_large_rows``),
+        and it is scaled to norm ``limit`` too.
 
         Raises:
             NetworkValidationError: ``limit`` is beyond the range of the
@@ -271,24 +275,25 @@ class ConstrainL2Norm(ValueModifier):
         rows = view.shape[0]
         matrix = view.reshape((rows, int(np.prod(view.shape[1:]))))
         limit = float(self.limit)
+        bound = _square_bound(handler.dtype, matrix.shape[1])
         squares = self._scratch(handler, 'squares', matrix.shape)
         norms = self._scratch(handler, 'norms', (rows, 1))
         factors = self._scratch(handler, 'factors', (rows, 1))
-        with np.errstate(over='ignore'):  # an overflow is handled below
-            handler.mult_tt(matrix, matrix, squares)
-            handler.sum_t(squares, 1, norms)
+        handler.clip_t(matrix, -bound, bound, squares)
+        handler.mult_tt(squares, squares, squares)
+        handler.sum_t(squares, 1, norms)
+        # a row below bound**2 had no value clipped (a clipped one adds it)
+        large = ~(handler.get_numpy_copy(norms)[:, 0] < bound * bound)
+        fixes = self._large_rows(handler, matrix, bound, large) if large.any() else None
         handler.sqrt_t(norms, norms)
-        overflowed = None
-        if not handler.is_fully_finite(norms) and handler.is_fully_finite(matrix):
-            overflowed = ~np.isfinite(handler.get_numpy_copy(norms)[:, 0])
         # norms <- max(norm, limit), exactly limit for rows within the limit
         handler.add_st(-limit, norms, norms)
         handler.rel(norms, norms)
         handler.add_st(limit, norms, norms)
         handler.fill(factors, limit)
         handler.divide_tt(factors, norms, factors)
-        if overflowed is not None:
-            self._overflowed_rows(handler, matrix, factors, limit, overflowed)
+        if fixes is not None:
+            self._fix_factors(handler, matrix, factors, *fixes)
         handler.mult_mv(matrix, factors, matrix)
 
     def before_training(self, handler, view) -> None:
@@ -310,56 +315,99 @@ class ConstrainL2Norm(ValueModifier):
             raise self._refuse_value(handler, 'limit', self.limit, 'rounds to 0')
         cache[key] = True
 
-    def _overflowed_rows(
-        self, handler, matrix, factors, limit: float, overflowed: np.ndarray
-    ) -> None:
-        """Correct ``factors`` for the rows whose norm overflowed.
+    def _large_rows(self, handler, matrix, bound: float, large: np.ndarray):
+        """The factors of the rows ``large`` marks whose values passed ``bound``.
 
-        The first computation gives them an infinite norm, so a factor of
-        0 (``overflowed`` marks them, from a finite matrix). Their norm is
-        taken again from the matrix times ``2**-e`` (exact: a power of
-        two), for e = 1, 2, 4, ... until it is finite; the true norm is
-        then ``2**e`` times it, and the factor ``limit / norm`` is computed
-        in float64 (applied in two steps, ``2**-e`` first, where it would be
-        subnormal in the handler's dtype). The factors of the other
-        rows are read and written back unchanged (a round trip through
-        float64 is exact), so their results stay bit for bit the same.
-        Only handler operations are used, and host reads of one value per
-        row.
+        For e = 0, 1, 2, 4, ... the rows still pending are taken times
+        ``2**-e`` (exact: a power of two) and clipped to ``+-bound``; a row
+        that no clip changed has its norm: ``2**e`` times that of the
+        scaled row (at e = 0 the sum computed already stands). The factor
+        ``limit / norm`` is computed in float64, in two steps (``2**-e``
+        first) where it would be subnormal in the handler's dtype. Only
+        handler operations are used, and host reads of one value per row.
+
+        Returns:
+            None if nothing is to change (or the matrix holds NaN or inf:
+            then the norms are the plain, non-finite ones); else the host
+            arrays ``(pre, post)``: the row factors applied first, and those
+            applied after (NaN: the computed one).
         """
         rows = matrix.shape[0]
-        pending = overflowed.copy()
-        post = handler.get_numpy_copy(factors)[:, 0].astype(np.float64)
-        pre = np.ones(rows)
+        squares = self._scratch(handler, 'squares', matrix.shape)
+        if not handler.is_fully_finite(matrix):
+            with np.errstate(over='ignore', invalid='ignore'):
+                handler.mult_tt(matrix, matrix, squares)
+                handler.sum_t(squares, 1, self._scratch(handler, 'norms', (rows, 1)))
+            return None
+        limit = float(self.limit)
         tiny = float(np.finfo(handler.dtype).tiny)
-        scaled = self._scratch(handler, 'squares', matrix.shape)
+        pre, post = np.ones(rows), np.full(rows, np.nan)
+        scaled = self._scratch(handler, 'scaled', matrix.shape)
+        clipped = self._scratch(handler, 'clipped', (rows, 1))
         scaled_norms = self._scratch(handler, 'scaled_norms', (rows, 1))
-        exponent = 1
-        with np.errstate(over='ignore'):
-            while pending.any() and exponent <= 4096:
+        pending, exponent = large.copy(), 0
+        while pending.any() and exponent <= 4096:
+            source = matrix
+            if exponent:
                 handler.mult_st(math.ldexp(1.0, -exponent), matrix, scaled)
-                handler.mult_tt(scaled, scaled, scaled)
-                handler.sum_t(scaled, 1, scaled_norms)
-                handler.sqrt_t(scaled_norms, scaled_norms)
-                found = handler.get_numpy_copy(scaled_norms)[:, 0].astype(np.float64)
-                for row in np.flatnonzero(pending & np.isfinite(found) & (found > 0)):
-                    pending[row] = False
-                    scaled_norm = float(found[row])
-                    if math.ldexp(scaled_norm, exponent) <= limit:
-                        post[row] = 1.0
-                        continue
-                    factor = math.ldexp(limit / scaled_norm, -exponent)
-                    if factor >= tiny:
-                        post[row] = factor
-                    else:  # a subnormal factor would lose precision: 2 steps
-                        pre[row] = math.ldexp(1.0, -exponent)
-                        post[row] = limit / scaled_norm
-                exponent *= 2
-        handler.set_from_numpy(factors, post.reshape(rows, 1))
+                source = scaled
+            handler.clip_t(source, -bound, bound, squares)
+            # bound**2 for each value the clip changed, 0 for the others
+            handler.subtract_tt(source, squares, scaled)
+            handler.sign_t(scaled, scaled)
+            handler.mult_st(bound, scaled, scaled)
+            handler.mult_tt(scaled, scaled, scaled)
+            handler.sum_t(scaled, 1, clipped)
+            handler.mult_tt(squares, squares, squares)
+            handler.sum_t(squares, 1, scaled_norms)
+            handler.sqrt_t(scaled_norms, scaled_norms)
+            found = handler.get_numpy_copy(scaled_norms)[:, 0].astype(np.float64)
+            unclipped = handler.get_numpy_copy(clipped)[:, 0] == 0
+            for row in np.flatnonzero(pending & unclipped):
+                pending[row] = False
+                scaled_norm = float(found[row])
+                if exponent == 0:
+                    continue  # its sum of squares in the norms is exact
+                if math.ldexp(scaled_norm, exponent) <= limit:
+                    post[row] = 1.0
+                    continue
+                factor = math.ldexp(limit / scaled_norm, -exponent)
+                if factor >= tiny:
+                    post[row] = factor
+                else:  # a subnormal factor would lose precision: 2 steps
+                    pre[row] = math.ldexp(1.0, -exponent)
+                    post[row] = limit / scaled_norm
+            exponent = 2 * exponent or 1
+        if np.isnan(post).all():
+            return None
+        return pre, post
+
+    def _fix_factors(self, handler, matrix, factors, pre, post) -> None:
+        """Put ``post`` into ``factors`` where it is not NaN; apply ``pre``.
+
+        The other factors are read and written back unchanged (a round
+        trip through float64 is exact), so their rows stay bit for bit the
+        same.
+        """
+        rows = matrix.shape[0]
+        host = handler.get_numpy_copy(factors)[:, 0].astype(np.float64)
+        fixed = ~np.isnan(post)
+        host[fixed] = post[fixed]
+        handler.set_from_numpy(factors, host.reshape(rows, 1))
         if (pre != 1.0).any():
             steps = self._scratch(handler, 'pre_factors', (rows, 1))
             handler.set_from_numpy(steps, pre.reshape(rows, 1))
             handler.mult_mv(matrix, steps, matrix)
+
+
+def _square_bound(dtype, columns: int) -> float:
+    """The largest power of two ``b`` with ``columns * b**2 <= max(dtype)``.
+
+    Values clipped to ``+-b`` have finite squares and a finite sum of
+    squares over ``columns`` of them.
+    """
+    _, exponent = math.frexp(float(np.finfo(dtype).max) / max(columns, 1))
+    return math.ldexp(1.0, (exponent - 1) // 2)
 
 
 class MaskValues(ValueModifier):

@@ -392,6 +392,7 @@ def _is_shape(shape) -> bool:
 # kind -> (test, what is expected), for the kinds that are no arrays
 KIND_CHECKS = {
     'scalar': (_is_scalar, 'a Python int or float'),
+    'positive_int': (lambda value: _is_int(value) and value >= 1, 'an int >= 1'),
     'flag': (lambda value: isinstance(value, bool), 'a bool'),
     'pair': (_is_pair, 'a tuple of two positive ints'),
     'padding': (_is_padding, 'an int >= 0 or a tuple (top, bottom, left, right)'),

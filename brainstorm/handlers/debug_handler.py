@@ -7,7 +7,8 @@ touches memory without going through handler ops.
 Its ops are made from the op table (:mod:`brainstorm.handlers.ops`): each
 checks its operands' kinds (:data:`~brainstorm.handlers.op_spec.KINDS`),
 then their shapes by the row's check rule: the op-name grammar's rules
-(``same``, ``mv``, ``dot``) for most, ``_check_<rule>`` methods below else.
+(``same``, ``mv``, ``dot``) for most, ``_check_<rule>`` methods below else,
+then the overlaps of its operands (``debug_overlaps.py``).
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ from brainstorm.handlers.debug_array import (
     assert_is_shape,
     assert_shapes_equal,
     check_for_inf_or_nan,
-    overlapping_operands,
 )
+from brainstorm.handlers.debug_overlaps import expect_no_overlap
 from brainstorm.handlers.debug_writes import ReadOnlyBlocks
 from brainstorm.handlers.numpy_handler import NumpyHandler, _sequence_lengths
 from brainstorm.handlers.ops import OPS, Op, install_ops, signature
@@ -63,7 +64,9 @@ class DebugHandler(ReadOnlyBlocks, Handler):
     Arrays are :class:`DebugArray` objects around the wrapped handler's
     arrays. Before each op it checks the contract of the :class:`Handler`
     docstrings (argument kinds, shapes, scalar types, flags, axes, window
-    and stride tuples, padding, value ranges) and raises
+    and stride tuples, padding, value ranges, and overlaps: a written
+    operand shares memory with another operand only by being the very same
+    array where the op allows it: ``debug_overlaps.py``) and raises
     :class:`DebugHandlerError` naming the op, the argument, what was
     expected and what was received. After each op it raises ``ValueError``
     if any array or scalar argument holds NaN or Inf. The allocation and
@@ -129,8 +132,7 @@ class DebugHandler(ReadOnlyBlocks, Handler):
             self._expect_kind(op, name, kind, args[name])
         self._expect_writable(op, args)  # in a read_only block
         getattr(self, f'_check_{op.rule}')(op.name, args)
-        if op.disjoint:  # the contract says no operands overlap
-            self._expect_disjoint(op, args)
+        expect_no_overlap(op, args)  # the aliases the row allows, no others
         parameters = signature(op).parameters
         positional = [
             _unwrap(v)
@@ -181,11 +183,6 @@ class DebugHandler(ReadOnlyBlocks, Handler):
                     op.name,
                     f"argument '{name}' must be {expected}. Received: {received}",
                 )
-
-    def _expect_disjoint(self, op: Op, args: dict) -> None:
-        arrays = {n: v.array for n, v in args.items() if isinstance(v, DebugArray)}
-        if pair := overlapping_operands(arrays, op.writes):
-            self._fail(op.name, f'{pair[0]!r} overlaps {pair[1]!r}: must not overlap')
 
     def _expect_finite(self, op: str, name: str, value) -> None:
         if isinstance(value, DebugArray):

@@ -27,12 +27,13 @@ __all__ = [
 #: ``s``, ``val``, ``mean``, ``std``, ``probability``, ``a_min`` and
 #: ``a_max`` are Python scalars (and so are the hyperparameters of the
 #: update ops: ``learning_rate``, ``momentum``, ``decay``, ``epsilon``,
-#: ``beta1``, ``beta2``, ``step`` and ``weight_decay``), ``transa``,
-#: ``transb``, ``skip_in_deltas``, ``overwrite_in_deltas`` and ``causal``
-#: flags, ``window`` and ``stride`` tuples of two positive ints,
-#: ``padding`` an int ``>= 0`` (the same on every side) or a tuple ``(top,
-#: bottom, left, right)`` of them, ``axis`` an axis, ``shape`` a shape
-#: tuple and ``arr`` a NumPy array. Every other parameter is an array of
+#: ``beta1``, ``beta2`` and ``weight_decay``), ``step`` (Adam's update
+#: count, 1 at the first) a positive int, ``transa``, ``transb``,
+#: ``skip_in_deltas``, ``overwrite_in_deltas`` and ``causal`` flags,
+#: ``window`` and ``stride`` tuples of two positive ints, ``padding`` an
+#: int ``>= 0`` (the same on every side) or a tuple ``(top, bottom, left,
+#: right)`` of them, ``axis`` an axis, ``shape`` a shape tuple and ``arr``
+#: a NumPy array. Every other parameter is an array of
 #: the handler, in its dtype.
 KINDS = {
     **dict.fromkeys(('s', 'val', 'mean', 'std', 'probability'), 'scalar'),
@@ -41,7 +42,8 @@ KINDS = {
     **dict.fromkeys(
         ('learning_rate', 'momentum', 'decay', 'epsilon', 'beta1', 'beta2'), 'scalar'
     ),
-    **dict.fromkeys(('step', 'weight_decay'), 'scalar'),
+    'weight_decay': 'scalar',
+    'step': 'positive_int',
     **dict.fromkeys(
         ('transa', 'transb', 'skip_in_deltas', 'overwrite_in_deltas', 'causal'), 'flag'
     ),
@@ -74,6 +76,9 @@ class Op(NamedTuple):
     #: another operand (``dot_mm``: "must not overlap"); the debug handler
     #: refuses such calls
     disjoint: bool = False
+    #: pairs ``(written, operand)``: the written operand may be the very same
+    #: array as that one (see ``aliases``); empty: derived from ``alias``
+    may_be: tuple[tuple[str, str], ...] = ()
     #: the rule the debug handler checks the operands with; empty where the
     #: op-name grammar decides (:func:`grammar_check`)
     check: str = ''
@@ -90,6 +95,31 @@ class Op(NamedTuple):
     def rule(self) -> str:
         """The check rule, ``check`` or else the one the name grammar gives."""
         return self.check or grammar_check(self.name)
+
+    @property
+    def aliases(self) -> dict[str, tuple[str, ...]]:
+        """Written operand -> the operands it may be the very same array as.
+
+        The row's ``may_be`` where it has one; else, for an ``alias`` row,
+        every array operand the op only reads (the Handler contract: an
+        output "may be the very same array as an input"); else none, and
+        none for a ``disjoint`` row. A written operand is never allowed to
+        be another written one, and no other overlap is allowed (the debug
+        handler refuses it).
+        """
+        if self.disjoint:
+            return {}
+        pairs = self.may_be
+        if not pairs and self.alias:
+            read = [n for n, k in self.kinds.items() if k == 'array']
+            pairs = tuple(
+                (w, n) for w in self.writes for n in read if n not in self.writes
+            )
+        allowed: dict[str, tuple[str, ...]] = {}
+        for written, name in pairs:
+            if name not in self.writes:
+                allowed[written] = allowed.get(written, ()) + (name,)
+        return allowed
 
     @property
     def kinds(self) -> dict[str, str]:

@@ -141,6 +141,7 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
                 dest: tensor of the same shape, overwritten.
             """,
             writes=('dest',),
+            may_be=(('dest', 'src'),),
             check='same',
         ),
         Op(
@@ -299,6 +300,7 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
             'divide_mv',
             'm, v, out',
             '``out = m / v`` with ``v`` broadcast as in :meth:`add_mv`.',
+            alias=True,
         ),
         Op(
             'divide_tt',
@@ -463,6 +465,7 @@ SECTIONS: dict[str, tuple[Op, ...]] = {
             'subtract_mv',
             'm, v, out',
             '``out = m - v`` with ``v`` broadcast as in :meth:`add_mv`.',
+            alias=True,
         ),
         Op(
             'subtract_tt',

@@ -283,6 +283,7 @@ LAYER_SECTIONS: dict[str, tuple[Op, ...]] = {
                 causal: let position ``t`` attend only to ``s <= t``.
             """,
             alias=True,
+            may_be=(('out', 'x'),),
             optional=('mask',),
             check='masked_softmax',
         ),
@@ -301,6 +302,7 @@ LAYER_SECTIONS: dict[str, tuple[Op, ...]] = {
             """,
             writes=('dx',),
             alias=True,
+            may_be=(('dx', 'dy'),),  # not y: it is read after dx is written
         ),
     ),
 }
