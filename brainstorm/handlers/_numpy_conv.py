@@ -470,14 +470,15 @@ def avgpool2d_forward_batch(
         'avgpool2d_forward_batch', in_hw, window, padding, stride, out_hw
     )
     top_left = _top_left(padding)
-    total = handler._buffer('pool', outputs.shape)
+    wide = _pool_dtype(handler)
+    total = handler._buffer('pool', outputs.shape, wide)
     total.fill(0)
     for _, _, out_part, in_part in _window_offsets(
         window, top_left, stride, out_hw, in_hw
     ):
         part = total[out_part]
         np.add(part, inputs[in_part], out=part)
-    counts = _pool_counts(handler, window, top_left, stride, out_hw, in_hw)
+    counts = _pool_counts(handler, window, top_left, stride, out_hw, in_hw, wide)
     np.divide(total, counts, out=outputs)
 
 
@@ -496,10 +497,11 @@ def avgpool2d_backward_batch(
         'avgpool2d_backward_batch', in_hw, window, padding, stride, out_hw
     )
     top_left = _top_left(padding)
-    share = handler._buffer('pool', out_deltas.shape)
-    counts = _pool_counts(handler, window, top_left, stride, out_hw, in_hw)
+    wide = _pool_dtype(handler)
+    share = handler._buffer('pool', out_deltas.shape, wide)
+    counts = _pool_counts(handler, window, top_left, stride, out_hw, in_hw, wide)
     np.divide(out_deltas, counts, out=share)
-    dx = handler._buffer('dx', in_deltas.shape)
+    dx = handler._buffer('dx', in_deltas.shape, wide)
     dx.fill(0)
     for _, _, out_part, in_part in _window_offsets(
         window, top_left, stride, out_hw, in_hw
@@ -507,6 +509,19 @@ def avgpool2d_backward_batch(
         target = dx[in_part]
         np.add(target, share[out_part], out=target)
     _add_into(in_deltas, dx)
+
+
+def _pool_dtype(handler):
+    """The dtype average pooling adds in: float32 below float32, else the handler's.
+
+    A float16 window sum overflows from a window mean of 65504 / count (a
+    16x16 global average of 256); summing in float32 scratch and rounding
+    once into the outputs (or input deltas) also gives float16 the
+    correctly rounded mean. float32 and float64 add in their own type.
+    """
+    if np.dtype(handler.dtype).itemsize < 4:
+        return np.float32
+    return handler.dtype
 
 
 def _top_left(padding) -> tuple[int, int]:
@@ -546,12 +561,16 @@ def _image_starts(handler, n: int, step: int, ints=np.intp):
     return handler._leading(('image_starts', step, ints), n, make)
 
 
-def _pool_counts(handler, window, padding, stride, out_hw, in_hw):
+def _pool_counts(handler, window, padding, stride, out_hw, in_hw, dtype=None):
     """``(OH, OW, 1)`` in-bounds cells per window (1 where there are none).
 
-    ``padding`` is the pair ``(top, left)``.
+    ``padding`` is the pair ``(top, left)``; ``dtype`` that of the counts
+    (the handler's by default).
     """
+    dtype = handler.dtype if dtype is None else dtype
     key = ('counts', tuple(window), padding, tuple(stride), out_hw, in_hw)
+    if dtype != handler.dtype:
+        key += (np.dtype(dtype).name,)
     counts = handler._constants.get(key)
     if counts is None:
         rows = np.zeros(out_hw[0])
@@ -563,7 +582,7 @@ def _pool_counts(handler, window, padding, stride, out_hw, in_hw):
             j0, j1, _ = _offset_range(v, padding[1], stride[1], out_hw[1], in_hw[1])
             cols[j0:j1] += 1
         counts = np.maximum(np.outer(rows, cols), 1)[:, :, None]
-        counts = handler._constants[key] = counts.astype(handler.dtype)
+        counts = handler._constants[key] = counts.astype(dtype)
     return counts
 
 

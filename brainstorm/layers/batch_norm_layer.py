@@ -12,6 +12,19 @@ from brainstorm.shapes import flatten_time_and_features
 from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.construction import ConstructionWrapper
 
+# The squares of the deviations are divided by 2**SQUARE_SHIFT: in float16 the
+# squares of deviations up to 1024 (not only 256) stay finite.
+SQUARE_SHIFT = 4
+
+
+def _shrink(count: int) -> float:
+    """``2**-k`` for the smallest power of two ``2**k >= count``.
+
+    At most ``2**-24``, the smallest float16 (more than 2**24 terms then
+    add up to at most ``count / 2**24`` times the largest).
+    """
+    return 2.0 ** -min((max(count, 1) - 1).bit_length(), 24)
+
 
 def BatchNorm(
     name: str | None = None, decay: float = 0.9, epsilon: float = 1e-5
@@ -76,7 +89,8 @@ class BatchNormLayerImpl(Layer):
 
         The internals keep the batch's ``sigma_b``, the centred input and
         ``x_hat`` for the backward pass, plus a row of the channel vectors tiled
-        over positions and backward-only scratch.
+        over positions, the weights that sum over rows and positions (see
+        :meth:`_channel_mean`) and backward-only scratch.
         """
         self.decay = kwargs['decay']
         self.epsilon = kwargs['epsilon']
@@ -92,6 +106,8 @@ class BatchNormLayerImpl(Layer):
             x_hat=BufferStructure(*in_shape.shape),
             # a per-channel vector repeated over all positions of a row
             tiled=BufferStructure(in_shape.feature_size),
+            row_weights=BufferStructure('T', 'B', 1),
+            position_weights=BufferStructure(self.positions, 1),
             scratch=BufferStructure(*in_shape.shape, is_backward_only=True),
         )
         return outputs, parameters, internals
@@ -117,6 +133,40 @@ class BatchNormLayerImpl(Layer):
         else:
             _h.sum_t(rows, 0, tiled)
             _h.sum_t(tiled.reshape((self.positions, self.channels)), 0, out)
+
+    def _channel_mean(self, rows, buffers, out, scale: float = 1.0) -> None:
+        """``out[c] = scale * mean of rows[n, k*C + c]`` over ``n`` and ``k``.
+
+        The sums over the rows and then over the positions are products with
+        columns of ``2**-k`` (``2**k`` at least the number of terms): no
+        partial sum exceeds the largest term (a plain sum of ``m`` float16
+        values overflows from a mean of 65504 / m), and no term is rounded
+        after the division (NumPy multiplies and adds float16 products in
+        float32). Powers of two change no more than the summation order of
+        float32 and float64 results.
+        """
+        _h = self.handler
+        tiled = buffers.internals.tiled
+        row_weights = flatten_time_and_features(buffers.internals.row_weights)
+        channels = out.reshape((1, self.channels))
+        shrink = _shrink(rows.shape[0])
+        _h.fill(row_weights, shrink)
+        if self.positions == 1:
+            _h.dot_mm(row_weights, rows, channels, transa=True)
+        else:
+            position_weights = buffers.internals.position_weights
+            _h.fill(position_weights, _shrink(self.positions))
+            _h.dot_mm(
+                row_weights, rows, tiled.reshape((1, tiled.shape[0])), transa=True
+            )
+            _h.dot_mm(
+                position_weights,
+                tiled.reshape((self.positions, self.channels)),
+                channels,
+                transa=True,
+            )
+            shrink *= _shrink(self.positions)
+        _h.mult_st(scale / (shrink * rows.shape[0] * self.positions), out, out)
 
     def _tile(self, vector, tiled, scale: float = 1.0):
         """``scale * vector`` repeated over positions, as a ``(1, P)`` row."""
@@ -153,15 +203,15 @@ class BatchNormLayerImpl(Layer):
 
         if training_pass:
             # batch mean (kept in sigma_b until the variance replaces it)
-            self._channel_sum(x, tiled, sigma_b)
-            _h.mult_st(1.0 / m, sigma_b, sigma_b)
+            self._channel_mean(x, buffers, sigma_b)
             _h.mult_st(self.decay, mu, mu)
             _h.mult_add_st(1.0 - self.decay, sigma_b, mu)
             _h.subtract_mv(x, self._tile(sigma_b, tiled), centered)
-            # sigma_b = sqrt(biased variance + epsilon)
-            _h.mult_tt(centered, centered, x_hat)
-            self._channel_sum(x_hat, tiled, sigma_b)
-            _h.mult_st(1.0 / m, sigma_b, sigma_b)
+            # sigma_b = sqrt(biased variance + epsilon), from the squares
+            # divided by 2**SQUARE_SHIFT (exactly: a power of two)
+            _h.mult_st(2.0**-SQUARE_SHIFT, centered, x_hat)
+            _h.mult_tt(x_hat, centered, x_hat)
+            self._channel_mean(x_hat, buffers, sigma_b, 2.0**SQUARE_SHIFT)
             _h.add_st(self.epsilon, sigma_b, sigma_b)
             _h.sqrt_t(sigma_b, sigma_b)
             _h.mult_st(self.decay, sigma, sigma)

@@ -12,6 +12,10 @@ from brainstorm.shapes import flatten_time_and_features
 from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.construction import ConstructionWrapper
 
+# The squares of the deviations are divided by 2**SQUARE_SHIFT: in float16 the
+# squares of deviations up to 1024 (not only 256) stay finite.
+SQUARE_SHIFT = 4
+
 
 def LayerNorm(epsilon: float = 1e-5, name: str | None = None) -> ConstructionWrapper:
     """Layer normalisation over all feature axes, with learned scale and shift.
@@ -60,7 +64,8 @@ class LayerNormLayerImpl(Layer):
         """Output of the input's shape; ``gamma`` and ``beta`` of its features.
 
         The internals keep ``x_hat`` and each position's ``std`` for the
-        backward pass, plus backward-only scratch.
+        backward pass, the column of weights that sums the features and
+        backward-only scratch.
         """
         self.epsilon = kwargs['epsilon']
         in_shape = in_shapes['default']
@@ -71,6 +76,9 @@ class LayerNormLayerImpl(Layer):
         internals = OrderedDict(
             x_hat=BufferStructure(*in_shape.shape),
             std=BufferStructure('T', 'B', 1),
+            # 2**-k (2**k >= F) each: the means over the features are
+            # products with it (see _row_mean)
+            weights=BufferStructure(self.features, 1),
             scratch=BufferStructure(*in_shape.shape, is_backward_only=True),
             g_mean=BufferStructure('T', 'B', 1, is_backward_only=True),
             gx_mean=BufferStructure('T', 'B', 1, is_backward_only=True),
@@ -80,11 +88,27 @@ class LayerNormLayerImpl(Layer):
     def _row(self, vector):
         return vector.reshape((1, self.features))
 
-    def _row_mean(self, rows, out) -> None:
-        """``out[n, 0] = mean of rows[n]``."""
+    def _shrink(self) -> float:
+        """``2**-k`` for the smallest power of two ``2**k >= F``.
+
+        At most ``2**-24``, the smallest float16.
+        """
+        return 2.0 ** -min((self.features - 1).bit_length(), 24)
+
+    def _row_mean(self, rows, weights, out, scale: float = 1.0) -> None:
+        """``out[n, 0] = scale * mean of rows[n]``.
+
+        The sum is the product with the column ``weights`` of ``2**-k``
+        (``2**k >= F``): no partial sum exceeds the largest term (a plain
+        sum of ``F`` float16 values overflows from a mean of 65504 / F), and
+        no term is rounded after the division (NumPy multiplies and adds
+        float16 products in float32). A power of two, it changes no more than
+        the summation order of float32 and float64 results.
+        """
         _h = self.handler
-        _h.sum_t(rows, 1, out)
-        _h.mult_st(1.0 / self.features, out, out)
+        shrink = self._shrink()
+        _h.dot_mm(rows, weights, out)
+        _h.mult_st(scale / (shrink * self.features), out, out)
 
     def forward_pass(self, buffers, training_pass=True):
         """``y = gamma * (x - mean) / std + beta`` per position."""
@@ -94,12 +118,16 @@ class LayerNormLayerImpl(Layer):
         y = flatten_time_and_features(buffers.outputs.default)
         x_hat = flatten_time_and_features(buffers.internals.x_hat)
         std = flatten_time_and_features(buffers.internals.std)
+        weights = buffers.internals.weights
+        _h.fill(weights, self._shrink())
 
         # the mean, kept in std until the variance replaces it
-        self._row_mean(x, std)
+        self._row_mean(x, weights, std)
         _h.subtract_mv(x, std, x_hat)
-        _h.mult_tt(x_hat, x_hat, y)
-        self._row_mean(y, std)
+        # the squares divided by 2**SQUARE_SHIFT (exactly: a power of two)
+        _h.mult_st(2.0**-SQUARE_SHIFT, x_hat, y)
+        _h.mult_tt(y, x_hat, y)
+        self._row_mean(y, weights, std, 2.0**SQUARE_SHIFT)
         _h.add_st(self.epsilon, std, std)
         _h.sqrt_t(std, std)
         _h.divide_mv(x_hat, std, x_hat)
@@ -121,6 +149,7 @@ class LayerNormLayerImpl(Layer):
         scratch = flatten_time_and_features(buffers.internals.scratch)
         g_mean = flatten_time_and_features(buffers.internals.g_mean)
         gx_mean = flatten_time_and_features(buffers.internals.gx_mean)
+        weights = buffers.internals.weights
         dx = flatten_time_and_features(buffers.input_deltas.default)
         dy = flatten_time_and_features(buffers.output_deltas.default)
 
@@ -131,9 +160,9 @@ class LayerNormLayerImpl(Layer):
             return
         # g = gamma * dy, and the two means over the features
         _h.mult_mv(dy, self._row(gamma), scratch)
-        self._row_mean(scratch, g_mean)
+        self._row_mean(scratch, weights, g_mean)
         _h.mult_tt(scratch, x_hat, scratch)
-        self._row_mean(scratch, gx_mean)
+        self._row_mean(scratch, weights, gx_mean)
         # dx += (g - g_mean - x_hat * gx_mean) / std
         _h.mult_mv(x_hat, gx_mean, scratch)
         _h.mult_st(-1.0, scratch, scratch)

@@ -44,24 +44,46 @@ class LossLayerImpl(Layer):
             )
         self.importance = kwargs['importance']
         outputs = OrderedDict(loss=BufferStructure(1))
-        return outputs, OrderedDict(), OrderedDict()
+        # the input's terms divided by a power of two before they are summed
+        internals = OrderedDict(
+            shrunk=BufferStructure(*in_shapes['default'].shape),
+        )
+        return outputs, OrderedDict(), internals
 
-    def _scale(self, x) -> float:
+    def _count(self, x) -> int:
         buffer_type = self.in_shapes['default'].buffer_type
         # sequences are counted along B: axis 1 of (T, B, ...), axis 0 of
-        # (B, ...); a constant input is one value
-        n = x.shape[buffer_type - 1] if buffer_type else 1
-        # an empty batch (before any data was provided) has a zero loss
-        return self.importance / max(n, 1)
+        # (B, ...); a constant input is one value; an empty batch (before
+        # any data was provided) has a zero loss
+        return max(x.shape[buffer_type - 1], 1) if buffer_type else 1
+
+    def _scale(self, x) -> float:
+        return self.importance / self._count(x)
 
     def forward_pass(self, buffers, training_pass=True):
-        """``loss = importance * sum(x) / n``."""
+        """``loss = importance * sum(x) / n``.
+
+        The terms are divided by the smallest power of two ``2**k >= n``
+        before they are summed, so that the sum stays within the range of
+        ``sum(x) / n`` (in float16 a sum over a batch overflows long before
+        the mean loss does). Being a power of two, it changes no bits of a
+        float32 or float64 loss (unless terms fall below the smallest
+        normal number); in float16 each term of the sum is off by at most
+        ``2**-25``, about ``6e-8 * importance`` in the loss.
+        """
         _h = self.handler
         x = buffers.inputs.default
         loss = buffers.outputs.loss
-
-        _h.sum_t(x, None, loss)
-        _h.mult_st(self._scale(x), loss, loss)
+        n = self._count(x)
+        if n == 1:
+            _h.sum_t(x, None, loss)
+            _h.mult_st(self.importance, loss, loss)
+            return
+        shrink = 2.0 ** -((n - 1).bit_length())
+        shrunk = buffers.internals.shrunk
+        _h.mult_st(shrink, x, shrunk)
+        _h.sum_t(shrunk, None, loss)
+        _h.mult_st(self.importance / (shrink * n), loss, loss)
 
     def backward_pass(self, buffers):
         """Add ``importance / n`` to every input delta."""
