@@ -145,8 +145,8 @@ def rmsprop_update(
         return
     for p, g, s, tmp in chunks:
         np.multiply(s, decay, out=s)
-        np.multiply(g, g, out=tmp)
-        np.multiply(tmp, 1.0 - decay, out=tmp)
+        np.multiply(g, 1.0 - decay, out=tmp)  # before squaring: see Handler
+        np.multiply(tmp, g, out=tmp)
         np.add(s, tmp, out=s)
         np.sqrt(s, out=tmp)
         np.add(tmp, epsilon, out=tmp)
@@ -205,8 +205,8 @@ def adam_update(
         np.multiply(g, 1.0 - beta1, out=tmp)
         np.add(m_, tmp, out=m_)
         np.multiply(v_, beta2, out=v_)
-        np.multiply(g, g, out=tmp)
-        np.multiply(tmp, 1.0 - beta2, out=tmp)
+        np.multiply(g, 1.0 - beta2, out=tmp)  # before squaring: see Handler
+        np.multiply(tmp, g, out=tmp)
         np.add(v_, tmp, out=v_)
         np.sqrt(v_, out=tmp)
         np.multiply(tmp, 1.0 / root_correction2, out=tmp)

@@ -410,8 +410,9 @@ UPDATE_SECTIONS: dict[str, tuple[Op, ...]] = {
             In this order::
 
                 mult_st(decay, mean_square, mean_square)
-                mult_tt(gradients, gradients, scratch)
-                mult_add_st(1.0 - decay, scratch, mean_square)
+                mult_st(1.0 - decay, gradients, scratch)
+                mult_tt(scratch, gradients, scratch)
+                add_tt(mean_square, scratch, mean_square)
                 sqrt_t(mean_square, scratch)
                 add_st(epsilon, scratch, scratch)
                 divide_tt(gradients, scratch, scratch)
@@ -453,8 +454,9 @@ UPDATE_SECTIONS: dict[str, tuple[Op, ...]] = {
                 mult_st(beta1, m, m)
                 mult_add_st(1.0 - beta1, gradients, m)
                 mult_st(beta2, v, v)
-                mult_tt(gradients, gradients, scratch)
-                mult_add_st(1.0 - beta2, scratch, v)
+                mult_st(1.0 - beta2, gradients, scratch)
+                mult_tt(scratch, gradients, scratch)
+                add_tt(v, scratch, v)
                 sqrt_t(v, scratch)
                 mult_st(1.0 / r2, scratch, scratch)
                 add_st(epsilon, scratch, scratch)

@@ -8,6 +8,8 @@ in.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from brainstorm.errors import NetworkValidationError
@@ -51,7 +53,9 @@ def provide_external_data(
     Raises:
         NetworkValidationError: for missing names, wrong shapes or ranks,
             inconsistent T/B, non-numeric data, or (with ``check_finite``)
-            a value that is not finite in the handler's dtype.
+            a value that is not finite in the handler's dtype, or (always)
+            an integer that the handler's dtype does not hold exactly (see
+            :func:`_find_inexact_integer`).
     """
     if not hasattr(data, 'items'):
         raise NetworkValidationError(
@@ -65,9 +69,11 @@ def provide_external_data(
     arrays = _collect_arrays(input_layer.out_shapes, data, all_inputs)
     if not arrays:
         return
-    if check_finite:
-        for name, array in arrays.items():
+    for name, array in arrays.items():
+        if check_finite:
             _check_finite_input(buffer_manager.handler, name, array)
+        # always: a rounded id is no bad value but a wrong one (another row)
+        _check_exact_integers(buffer_manager.handler, name, array)
     time_size, batch_size = _time_and_batch_size(input_layer.out_shapes, arrays)
     before = (buffer_manager.time_size, buffer_manager.batch_size)
     if time_size is None:
@@ -102,6 +108,94 @@ def _check_finite_input(handler, name: str, array) -> None:
             f'{value!r}. Clean the data, or pass check_finite=False to '
             'skip this check.'
         )
+
+
+def _find_inexact_integer(array, dtype) -> tuple | None:
+    """The first integer of ``array`` that a cast to ``dtype`` changes.
+
+    A float dtype holds every integer up to ``2**(nmant + 1)`` in magnitude
+    exactly (2048 in float16, 2**24 in float32, 2**53 in float64); beyond,
+    only some. Embedding ids and SoftmaxCE targets given as integers are
+    cast to the handler's dtype, where float16 made id 2049 the id 2048: the
+    wrong row, silently. The usual case costs nothing for integer types too
+    small to reach that bound (int8, int16 and their unsigned kinds below
+    float32) and one ``min`` and one ``max`` otherwise, without allocation;
+    arrays of other kinds (floats, bools) are not looked at.
+
+    Args:
+        array: a NumPy array.
+        dtype: the float dtype the values are stored in.
+
+    Returns:
+        None if the cast keeps every value, else ``(index, value,
+        rounded)``: the index (a tuple) and value of the first integer it
+        changes, and what it becomes (a Python float, maybe inf).
+    """
+    if array.dtype.kind not in 'iu' or not array.size:
+        return None
+    info = np.finfo(dtype)
+    exact = 2 ** (int(info.nmant) + 1)
+    kind = np.iinfo(array.dtype)
+    if kind.max <= exact and -kind.min <= exact:
+        return None
+    if int(array.max()) <= exact and -int(array.min()) <= exact:
+        return None
+    # |x| as uint64 (int64's minimum too): exact where its bits from the
+    # highest to the lowest set one fit the significand and it is in range
+    if kind.min < 0:
+        magnitude = np.abs(array.astype(np.int64)).view(np.uint64)
+    else:
+        magnitude = array.astype(np.uint64)
+    lowest_bit = magnitude & (~magnitude + np.uint64(1))
+    significand = magnitude // np.maximum(lowest_bit, np.uint64(1))
+    inexact = significand > np.uint64(exact - 1)
+    largest = int(info.max)
+    if largest < 2**64:  # float16: 65520 and above become inf
+        inexact |= magnitude > np.uint64(largest)
+    if not inexact.any():
+        return None
+    index = tuple(
+        int(i) for i in np.unravel_index(int(np.argmax(inexact)), array.shape)
+    )
+    value = array[index]
+    with np.errstate(over='ignore'):
+        rounded = float(value.astype(dtype))
+    return index, int(value), rounded
+
+
+def _check_exact_integers(handler, name: str, array) -> None:
+    """Refuse integers that the handler's dtype does not hold exactly.
+
+    Raises:
+        NetworkValidationError: naming the input, the first such integer,
+            its index, what it would become and wider dtypes (see
+            :func:`_find_inexact_integer`).
+    """
+    if not isinstance(array, np.ndarray):
+        return  # a handler array: already in the handler's dtype
+    found = _find_inexact_integer(array, handler.dtype)
+    if found is None:
+        return
+    index, value, rounded = found
+    dtype = np.dtype(handler.dtype)
+    exact = 2 ** (int(np.finfo(dtype).nmant) + 1)
+    wider = [
+        f'{other} (exact up to {2 ** (int(np.finfo(other).nmant) + 1)})'
+        for other in ('float32', 'float64')
+        if np.finfo(other).nmant > np.finfo(dtype).nmant
+    ]
+    hint = (
+        f'use a handler of a wider dtype: {" or ".join(wider)}'
+        if wider
+        else 'no float dtype of a handler holds it: number the ids anew'
+    )
+    became = f'{int(rounded)}' if math.isfinite(rounded) else f'{rounded}'
+    raise NetworkValidationError(
+        f"Input '{name}': the integer {value} at index {index} is not exact "
+        f'in {dtype.name}, the dtype of the handler: it would become '
+        f'{became} (an Embedding id or a class index would pick another '
+        f'row). {dtype.name} holds every integer only up to {exact}; {hint}.'
+    )
 
 
 def _collect_arrays(out_shapes: dict, data: dict, all_inputs: bool) -> dict:

@@ -19,12 +19,6 @@ from brainstorm.describable import Describable
 from brainstorm.errors import TrainingValidationError
 from brainstorm.training.utils import memory_of, same_memory
 
-#: The factor of the gradients whose squares overflowed (2**-80): their
-#: squares then fit float32 (|g| <= 3.4e38 gives at most 8e28) and any
-#: sum of them; squares it makes too small to count are below 1e-45 of
-#: the largest.
-_NORM_SCALE = 2.0**-80
-
 
 class _Part:
     """One contiguous range of the flat parameter array and its state."""
@@ -297,10 +291,11 @@ class TrainingStepper(Describable):
         """The global L2 norm of the gradients.
 
         The squares are summed in the handler's dtype, where they overflow
-        long before the gradients do (float32: from |g| near 1.8e19); then
-        the norm is computed again from the gradients scaled by
-        ``_NORM_SCALE`` (exact: a power of two), so a large but finite
-        gradient gets a finite norm, and is clipped rather than zeroed.
+        long before the gradients do (float16: from |g| near 256, float32:
+        near 1.8e19); then the norm is computed again from the gradients
+        scaled by a power of two (exact) found by :meth:`_scaled_norm`, so
+        a large but finite gradient gets a finite norm, and is clipped
+        rather than zeroed or left as it is.
         """
         with np.errstate(over='ignore'):  # an overflow is handled below
             squared = self._squared_gradient_norm()
@@ -308,7 +303,38 @@ class TrainingStepper(Describable):
             self.net.handler.is_fully_finite(part.gradients) for part in self._parts
         ):
             return math.sqrt(squared)
-        return math.sqrt(self._squared_gradient_norm(_NORM_SCALE)) / _NORM_SCALE
+        return self._scaled_norm()
+
+    def _scaled_norm(self) -> float:
+        """The norm of finite gradients whose squares overflow the dtype.
+
+        No fixed factor does for every dtype and gradient: one small enough
+        for the largest float32 gradients (2**-80) makes float16 gradients
+        0, and their norm 0. So the factor is found from the gradients: the
+        largest power of two ``2**-e`` (exact) whose scaled squares sum to a
+        finite number. The search starts from an ``e`` at which no finite
+        gradients overflow (each scaled square is below ``2**(2 * (maxexp -
+        e))``, so the sum of a part's ``size`` or fewer is below
+        ``2**(maxexp - 1)``) and takes off the powers of two of ``e``, largest first,
+        where the sum stays finite (``e = 0``, the first sum, overflowed).
+        As ``2**(1 - e)`` overflows, the sum is above about a quarter of the
+        dtype's largest number: the squares that count are far above the
+        underflow. At most eleven passes (float64), in ``part.tmp``:
+        nothing is allocated.
+        """
+        maxexp = int(np.finfo(self.net.handler.dtype).maxexp)
+        size = max(part.gradients.size for part in self._parts)
+        exponent = (maxexp + size.bit_length()) // 2 + 1
+        squared = self._squared_gradient_norm(2.0**-exponent)
+        for bit in reversed(range(exponent.bit_length())):
+            smaller = exponent - (1 << bit)
+            if smaller < 1:
+                continue
+            with np.errstate(over='ignore'):  # an overflow: keep the exponent
+                candidate = self._squared_gradient_norm(2.0**-smaller)
+            if math.isfinite(candidate):
+                exponent, squared = smaller, candidate
+        return math.sqrt(squared) * 2.0**exponent
 
     def _scale_gradients(self, factor: float) -> None:
         h = self.net.handler
