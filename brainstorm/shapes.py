@@ -183,3 +183,20 @@ def check_image_geometry(op: str, in_hw, window, padding, stride, out_hw) -> Non
             'bottom - window) // stride + 1 on each axis, with int windows '
             'and strides >= 1 and int paddings >= 0.'
         )
+
+
+#: Squares of deviations are divided by ``2**SQUARE_SHIFT`` before they are
+#: summed (LayerNorm, BatchNorm): in float16 the squares of deviations up to
+#: 1024, not only 256, stay finite.
+SQUARE_SHIFT = 4
+
+
+def summing_shrink(count: int) -> float:
+    """``2**-k`` for the smallest power of two ``2**k >= count``, >= ``2**-24``.
+
+    ``2**-24`` is the smallest float16. Terms multiplied by it before they
+    are summed keep every partial sum of ``count`` terms within the largest
+    term (a plain sum of float16 values overflows long before their mean
+    does); a power of two changes no value but the summation's rounding.
+    """
+    return 2.0 ** -min((max(count, 1) - 1).bit_length(), 24)

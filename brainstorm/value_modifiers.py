@@ -358,16 +358,18 @@ class ConstrainL2Norm(ValueModifier):
             handler.mult_st(bound, scaled, scaled)
             handler.mult_tt(scaled, scaled, scaled)
             handler.sum_t(scaled, 1, clipped)
+            unclipped = handler.get_numpy_copy(clipped)[:, 0] == 0
+            if not exponent:  # these rows' sums of squares in the norms are exact
+                pending &= ~unclipped
+                exponent = 1
+                continue
             handler.mult_tt(squares, squares, squares)
             handler.sum_t(squares, 1, scaled_norms)
             handler.sqrt_t(scaled_norms, scaled_norms)
             found = handler.get_numpy_copy(scaled_norms)[:, 0].astype(np.float64)
-            unclipped = handler.get_numpy_copy(clipped)[:, 0] == 0
             for row in np.flatnonzero(pending & unclipped):
                 pending[row] = False
                 scaled_norm = float(found[row])
-                if exponent == 0:
-                    continue  # its sum of squares in the norms is exact
                 if math.ldexp(scaled_norm, exponent) <= limit:
                     post[row] = 1.0
                     continue

@@ -561,13 +561,11 @@ def _image_starts(handler, n: int, step: int, ints=np.intp):
     return handler._leading(('image_starts', step, ints), n, make)
 
 
-def _pool_counts(handler, window, padding, stride, out_hw, in_hw, dtype=None):
+def _pool_counts(handler, window, padding, stride, out_hw, in_hw, dtype):
     """``(OH, OW, 1)`` in-bounds cells per window (1 where there are none).
 
-    ``padding`` is the pair ``(top, left)``; ``dtype`` that of the counts
-    (the handler's by default).
+    ``padding`` is the pair ``(top, left)``; ``dtype`` that of the counts.
     """
-    dtype = handler.dtype if dtype is None else dtype
     key = ('counts', tuple(window), padding, tuple(stride), out_hw, in_hw)
     if dtype != handler.dtype:
         key += (np.dtype(dtype).name,)

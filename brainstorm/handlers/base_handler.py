@@ -450,8 +450,7 @@ class Handler(Describable, abc.ABC):
         # overflowed from |g| near 1.8e19 in float32 (256 in float16), and
         # the infinite mean square stopped the parameter for good
         self.mult_st(1.0 - decay, gradients, scratch)
-        self.mult_tt(scratch, gradients, scratch)
-        self.add_tt(mean_square, scratch, mean_square)
+        self.mult_add_tt(scratch, gradients, mean_square)
         self.sqrt_t(mean_square, scratch)
         self.add_st(epsilon, scratch, scratch)
         self.divide_tt(gradients, scratch, scratch)
@@ -486,8 +485,7 @@ class Handler(Describable, abc.ABC):
         self.mult_st(beta2, v, v)
         # (1 - beta2) * g * g, left to right as torch.optim (see above)
         self.mult_st(1.0 - beta2, gradients, scratch)
-        self.mult_tt(scratch, gradients, scratch)
-        self.add_tt(v, scratch, v)
+        self.mult_add_tt(scratch, gradients, v)
         self.sqrt_t(v, scratch)
         self.mult_st(1.0 / root_correction2, scratch, scratch)
         self.add_st(epsilon, scratch, scratch)

@@ -26,7 +26,6 @@ __all__ = [
     'assert_debug_arrays',
     'assert_shapes_equal',
     'assert_is_scalar',
-    'overlapping_operands',
 ]
 
 _NO_ARITHMETIC = (
@@ -165,25 +164,6 @@ class DebugArray:
     __neg__ = __pos__ = __abs__ = _forbidden
     __lt__ = __le__ = __gt__ = __ge__ = _forbidden
     __float__ = __int__ = _forbidden
-
-
-def overlapping_operands(arrays: dict, writes) -> tuple[str, str] | None:
-    """The first pair ``(written, other)`` of NumPy operands sharing memory.
-
-    Args:
-        arrays: operand name -> array (other arrays, GPU ones, are skipped).
-        writes: the names of the operands the op writes.
-    """
-    for w in writes:
-        for name, a in arrays.items():
-            if (
-                name != w
-                and isinstance(a, np.ndarray)
-                and isinstance(arrays.get(w), np.ndarray)
-                and np.shares_memory(arrays[w], a)
-            ):
-                return w, name
-    return None
 
 
 def _check_dtype(op: str, name: str, value: DebugArray, dtype) -> None:

@@ -789,5 +789,5 @@ def _check_ids(op: str, v, n: int) -> None:
     if float(v.min()) < 0 or float(v.max()) >= n:
         raise NetworkValidationError(
             f'{op}: class ids must lie in [0, {n}). Received ids from '
-            f'{v.min():g} to {v.max():g}.'
+            f'{shown_number(v.min())} to {shown_number(v.max())}.'
         )

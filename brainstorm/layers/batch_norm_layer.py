@@ -8,22 +8,9 @@ import numpy as np
 
 from brainstorm.layers.attributes import FloatIn, Kwarg
 from brainstorm.layers.base_layer import Layer, time_template
-from brainstorm.shapes import flatten_time_and_features
+from brainstorm.shapes import SQUARE_SHIFT, flatten_time_and_features, summing_shrink
 from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.construction import ConstructionWrapper
-
-# The squares of the deviations are divided by 2**SQUARE_SHIFT: in float16 the
-# squares of deviations up to 1024 (not only 256) stay finite.
-SQUARE_SHIFT = 4
-
-
-def _shrink(count: int) -> float:
-    """``2**-k`` for the smallest power of two ``2**k >= count``.
-
-    At most ``2**-24``, the smallest float16 (more than 2**24 terms then
-    add up to at most ``count / 2**24`` times the largest).
-    """
-    return 2.0 ** -min((max(count, 1) - 1).bit_length(), 24)
 
 
 def BatchNorm(
@@ -134,6 +121,17 @@ class BatchNormLayerImpl(Layer):
             _h.sum_t(rows, 0, tiled)
             _h.sum_t(tiled.reshape((self.positions, self.channels)), 0, out)
 
+    def _fill_mean_weights(self, buffers, rows: int) -> None:
+        """Fill the weight columns of :meth:`_channel_mean`.
+
+        Once a training pass: the internals may hold anything before it.
+        """
+        _h = self.handler
+        row_weights = flatten_time_and_features(buffers.internals.row_weights)
+        _h.fill(row_weights, summing_shrink(rows))
+        if self.positions > 1:
+            _h.fill(buffers.internals.position_weights, summing_shrink(self.positions))
+
     def _channel_mean(self, rows, buffers, out, scale: float = 1.0) -> None:
         """``out[c] = scale * mean of rows[n, k*C + c]`` over ``n`` and ``k``.
 
@@ -149,13 +147,11 @@ class BatchNormLayerImpl(Layer):
         tiled = buffers.internals.tiled
         row_weights = flatten_time_and_features(buffers.internals.row_weights)
         channels = out.reshape((1, self.channels))
-        shrink = _shrink(rows.shape[0])
-        _h.fill(row_weights, shrink)
+        shrink = summing_shrink(rows.shape[0])
         if self.positions == 1:
             _h.dot_mm(row_weights, rows, channels, transa=True)
         else:
             position_weights = buffers.internals.position_weights
-            _h.fill(position_weights, _shrink(self.positions))
             _h.dot_mm(
                 row_weights, rows, tiled.reshape((1, tiled.shape[0])), transa=True
             )
@@ -165,7 +161,7 @@ class BatchNormLayerImpl(Layer):
                 channels,
                 transa=True,
             )
-            shrink *= _shrink(self.positions)
+            shrink *= summing_shrink(self.positions)
         _h.mult_st(scale / (shrink * rows.shape[0] * self.positions), out, out)
 
     def _tile(self, vector, tiled, scale: float = 1.0):
@@ -202,6 +198,7 @@ class BatchNormLayerImpl(Layer):
             return
 
         if training_pass:
+            self._fill_mean_weights(buffers, x.shape[0])
             # batch mean (kept in sigma_b until the variance replaces it)
             self._channel_mean(x, buffers, sigma_b)
             _h.mult_st(self.decay, mu, mu)

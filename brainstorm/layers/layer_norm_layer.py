@@ -8,13 +8,9 @@ import numpy as np
 
 from brainstorm.layers.attributes import FloatIn, Kwarg
 from brainstorm.layers.base_layer import Layer, time_template
-from brainstorm.shapes import flatten_time_and_features
+from brainstorm.shapes import SQUARE_SHIFT, flatten_time_and_features, summing_shrink
 from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.construction import ConstructionWrapper
-
-# The squares of the deviations are divided by 2**SQUARE_SHIFT: in float16 the
-# squares of deviations up to 1024 (not only 256) stay finite.
-SQUARE_SHIFT = 4
 
 
 def LayerNorm(epsilon: float = 1e-5, name: str | None = None) -> ConstructionWrapper:
@@ -88,13 +84,6 @@ class LayerNormLayerImpl(Layer):
     def _row(self, vector):
         return vector.reshape((1, self.features))
 
-    def _shrink(self) -> float:
-        """``2**-k`` for the smallest power of two ``2**k >= F``.
-
-        At most ``2**-24``, the smallest float16.
-        """
-        return 2.0 ** -min((self.features - 1).bit_length(), 24)
-
     def _row_mean(self, rows, weights, out, scale: float = 1.0) -> None:
         """``out[n, 0] = scale * mean of rows[n]``.
 
@@ -106,7 +95,7 @@ class LayerNormLayerImpl(Layer):
         the summation order of float32 and float64 results.
         """
         _h = self.handler
-        shrink = self._shrink()
+        shrink = summing_shrink(self.features)
         _h.dot_mm(rows, weights, out)
         _h.mult_st(scale / (shrink * self.features), out, out)
 
@@ -119,7 +108,7 @@ class LayerNormLayerImpl(Layer):
         x_hat = flatten_time_and_features(buffers.internals.x_hat)
         std = flatten_time_and_features(buffers.internals.std)
         weights = buffers.internals.weights
-        _h.fill(weights, self._shrink())
+        _h.fill(weights, summing_shrink(self.features))
 
         # the mean, kept in std until the variance replaces it
         self._row_mean(x, weights, std)

@@ -7,6 +7,7 @@ from collections import OrderedDict
 from brainstorm.errors import LayerValidationError
 from brainstorm.layers.attributes import FloatIn, Kwarg
 from brainstorm.layers.base_layer import Layer
+from brainstorm.shapes import summing_shrink
 from brainstorm.structure.buffer_structure import BufferStructure, StructureTemplate
 from brainstorm.structure.construction import ConstructionWrapper
 
@@ -79,7 +80,7 @@ class LossLayerImpl(Layer):
             _h.sum_t(x, None, loss)
             _h.mult_st(self.importance, loss, loss)
             return
-        shrink = 2.0 ** -((n - 1).bit_length())
+        shrink = summing_shrink(n)
         shrunk = buffers.internals.shrunk
         _h.mult_st(shrink, x, shrunk)
         _h.sum_t(shrunk, None, loss)

@@ -134,7 +134,7 @@ def _find_inexact_integer(array, dtype) -> tuple | None:
     if array.dtype.kind not in 'iu' or not array.size:
         return None
     info = np.finfo(dtype)
-    exact = 2 ** (int(info.nmant) + 1)
+    exact = _exact_up_to(dtype)
     kind = np.iinfo(array.dtype)
     if kind.max <= exact and -kind.min <= exact:
         return None
@@ -163,6 +163,11 @@ def _find_inexact_integer(array, dtype) -> tuple | None:
     return index, int(value), rounded
 
 
+def _exact_up_to(dtype) -> int:
+    """The bound up to which the float ``dtype`` holds every integer."""
+    return 2 ** (int(np.finfo(dtype).nmant) + 1)
+
+
 def _check_exact_integers(handler, name: str, array) -> None:
     """Refuse integers that the handler's dtype does not hold exactly.
 
@@ -178,11 +183,11 @@ def _check_exact_integers(handler, name: str, array) -> None:
         return
     index, value, rounded = found
     dtype = np.dtype(handler.dtype)
-    exact = 2 ** (int(np.finfo(dtype).nmant) + 1)
+    exact = _exact_up_to(dtype)
     wider = [
-        f'{other} (exact up to {2 ** (int(np.finfo(other).nmant) + 1)})'
+        f'{other} (exact up to {_exact_up_to(other)})'
         for other in ('float32', 'float64')
-        if np.finfo(other).nmant > np.finfo(dtype).nmant
+        if _exact_up_to(other) > exact
     ]
     hint = (
         f'use a handler of a wider dtype: {" or ".join(wider)}'

@@ -37,12 +37,14 @@ from brainstorm.structure.external_data import MissingInputError
 from brainstorm.structure.layout import get_buffer_type
 from brainstorm.structure.network import Network
 from brainstorm.structure.prediction import (
+    TARGET_INPUT,
     TARGETS_HINT,
     UnknownOutputError,
     computed_forward,
     output_names,
     required_inputs,
 )
+from brainstorm.training.checkpoint_file import iterator_chain
 from brainstorm.training.data_parallel import share_shard_states
 from brainstorm.training.utils import checked_batches, run_network
 
@@ -254,21 +256,27 @@ def in_data_order(iterator):
     return result
 
 
-def _extract_batches(network, iter, names, who):
+def _extract_batches(network, iter, types, who):
     """Yield ``{path: array}`` per batch after a forward pass, in data order.
 
-    A batch without an input that one of ``names`` depends on raises a
+    ``types``: buffer path -> buffer type. A batch without an input that
+    one of the buffers depends on raises a
     MissingInputError: the forward pass would compute it from the values
     the last batch left (or zeros).
     """
-    time_sized = {name for name in names if _buffer_type(network, name) == 2}
+    names = list(types)
+    time_sized = {name for name, kind in types.items() if kind == 2}
     needed = _needed_inputs(network, names)
     batches = checked_batches(
         network, in_data_order(iter) if isinstance(iter, DataIterator) else iter
     )
     # the random states of an augmenting wrapper (noise, crops) are put back
     # as they were (the shuffling draws nothing in data order)
-    states = [(rnd, rnd.get_state()) for rnd in _random_states(iter)]
+    states = [
+        (it.rnd, it.rnd.get_state())
+        for it in iterator_chain(iter)
+        if isinstance(getattr(it, 'rnd', None), np.random.RandomState)
+    ]
     try:
         yield from _extracted(network, batches, names, needed, time_sized, who)
     finally:
@@ -276,20 +284,9 @@ def _extract_batches(network, iter, names, who):
             rnd.set_state(state)
 
 
-def _random_states(iterator) -> list:
-    """The ``rnd`` of each iterator in the chain ``iterator.iter...``."""
-    found = []
-    while isinstance(iterator, DataIterator):
-        rnd = getattr(iterator, 'rnd', None)
-        if isinstance(rnd, np.random.RandomState):
-            found.append(rnd)
-        iterator = getattr(iterator, 'iter', None)
-    return found
-
-
 def _extracted(network, batches, names, needed, time_sized, who):
     """Yield ``{path: array}`` per batch (see :func:`_extract_batches`)."""
-    hint = TARGETS_HINT if 'targets' in needed else ''
+    hint = TARGETS_HINT if TARGET_INPUT in needed else ''
     for data in batches:
         missing = [name for name in needed if name not in data]
         if missing:
@@ -349,7 +346,7 @@ def extract(network, iter, buffer_names) -> dict:
     names = _as_names(buffer_names)
     types = _checked_types(network, names, 'extract')
     collected: dict = {name: [] for name in names}
-    for batch in _extract_batches(network, iter, names, 'extract'):
+    for batch in _extract_batches(network, iter, types, 'extract'):
         for name, array in batch.items():
             collected[name].append(array)
     result: dict = {}
@@ -404,7 +401,7 @@ def extract_and_save(network, iter, buffer_names, file_name: str) -> None:
         f = writer.file
         f.attrs['info'] = np.bytes_(get_brainstorm_info())
         f.attrs['format'] = np.bytes_(BUFFERS_FILE_FORMAT)
-        for batch in _extract_batches(network, iter, names, 'extract_and_save'):
+        for batch in _extract_batches(network, iter, types, 'extract_and_save'):
             for name, array in batch.items():
                 kind = types[name]
                 if kind == 0:
