@@ -249,6 +249,15 @@ def _checked_arrays(network, data: dict) -> tuple[dict, bool, int]:
     inputs = network.layers['Input'].out_shapes
     for name, array in data.items():
         _check_open(name, array)
+    # other array-likes are read whole here, so that their layout is known
+    data = {
+        name: np.asarray(array)
+        if hasattr(array, '__array__')
+        and not isinstance(array, np.ndarray)
+        and not _is_read_on_slicing(array)
+        else array
+        for name, array in data.items()
+    }
     batch_first = _batch_first(inputs, data)
     arrays = {}
     for name, array in data.items():
@@ -260,8 +269,6 @@ def _checked_arrays(network, data: dict) -> tuple[dict, bool, int]:
             check_data(name, stand_in, inputs[name])
             arrays[name] = array
             continue
-        if not isinstance(array, np.ndarray) and hasattr(array, '__array__'):
-            array = np.asarray(array)
         if add_time_axis:
             array = array[np.newaxis]
         arrays[name] = check_data(name, array, inputs[name])

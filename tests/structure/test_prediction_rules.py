@@ -216,6 +216,15 @@ def test_an_object_with_only_array_is_read_as_an_array():
     assert wrapped.conversions >= 1
 
 
+def test_an_object_with_only_array_may_be_given_batch_first():
+    # it has no ndim: its layout is read from the array it converts to
+    net = mlp()
+    x = samples(1, 5)[0]
+    got = net.predict(ArrayOnly(x), out_name=PREDICTIONS)
+    np.testing.assert_array_equal(got, net.predict(x, out_name=PREDICTIONS))
+    assert got.shape == (5, 3)
+
+
 def test_a_tensor_of_another_library_is_read_whole():
     net = mlp()
     x = samples(2, 5)
