@@ -20,7 +20,8 @@ def BatchNorm(
 
     The statistics of channel ``c`` are taken over all ``m`` elements of
     the batch with that channel (all time steps, sequences and, for images,
-    positions). In a training pass, with the batch mean ``mean`` and
+    positions). Padded time steps of sequences of different lengths count
+    too: the layer takes no mask. In a training pass, with the batch mean ``mean`` and
     ``sigma_b = sqrt(var + epsilon)`` (biased variance)::
 
         x_hat = (x - mean) / sigma_b
