@@ -322,7 +322,9 @@ class MeanSquaredError(Scorer):
     weighed: ``sum(0.5 * (t - p)**2 * mask) / sum(mask)``, as in Brainstorm
     0.5 (a mask of ones thus gives the unmasked figure divided by the
     number of columns). Entries of weight 0 do not count, not even when
-    they are NaN.
+    they are NaN. The errors and their sum are computed in float64, also
+    for a float16 network (where errors of 256 have squares beyond its
+    range).
     """
 
     elementwise_mask = True
@@ -331,7 +333,10 @@ class MeanSquaredError(Scorer):
         """Return the summed score of one batch (see :meth:`Scorer.__call__`)."""
         _same_shape(self, true_labels, predicted)  # no silent broadcasting
         mask = _mask_of_call(self, mask, predicted)
-        errors = (true_labels - predicted) ** 2
+        # in float64: float16 squares overflow from errors of 256 on, and
+        # their sum over a batch long before
+        errors = np.subtract(true_labels, predicted, dtype=np.float64)
+        np.square(errors, out=errors)
         return float(0.5 * _weigh(errors, mask).sum())
 
 
@@ -425,7 +430,8 @@ def gather_losses_and_scores(
                 path,
                 output.shape,
             )
-            weight = float(mask.sum())
+            # in float64: a float16 mask of more than 65504 ones sums to inf
+            weight = float(mask.sum(dtype=np.float64))
         else:
             mask = None
             weight = predicted.shape[0]

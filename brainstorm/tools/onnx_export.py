@@ -22,6 +22,7 @@ import brainstorm.optional as optional
 from brainstorm.errors import NetworkValidationError
 from brainstorm.files import as_file_name, write_atomically
 from brainstorm.handlers.numpy_handler import LEAKY_SLOPE
+from brainstorm.handlers.representable import find_unrepresentable
 from brainstorm.layers.batch_norm_layer import BatchNormLayerImpl
 from brainstorm.layers.convolution_2d_layer import Convolution2DLayerImpl
 from brainstorm.layers.dropout_layer import DropoutLayerImpl
@@ -186,7 +187,26 @@ class _Graph:
 
 
 def _param(net, layer_name: str, name: str) -> np.ndarray:
-    return np.asarray(net.get(f'{layer_name}.parameters.{name}'), dtype=np.float32)
+    """A parameter in float32, the dtype of the model's parameters.
+
+    Raises:
+        NetworkValidationError: naming the parameter, if a value of it is
+            not finite in float32 (NaN, inf, or a float64 value beyond the
+            float32 range, which the cast would make inf).
+    """
+    path = f'{layer_name}.parameters.{name}'
+    value = np.asarray(net.get(path))
+    found = find_unrepresentable(value, np.float32)
+    if found is not None:
+        index, bad, what = found
+        raise NetworkValidationError(
+            f"export_onnx: parameter '{path}' holds {what} at index {index}: "
+            f'{bad!r}. The ONNX model holds its parameters in float32, where '
+            'this value is not finite, so the model would compute inf or NaN. '
+            'Expected: values finite in float32; set the parameter within '
+            'the float32 range first (no file was written).'
+        )
+    return value.astype(np.float32)
 
 
 # ---------------------------------------------------------- the layers ---
@@ -789,8 +809,9 @@ def export_onnx(net, path, outputs=None, check: bool = True) -> None:
             (naming it and its type) or of a class other than brainstorm's
             own of its type, an unknown output path or one named twice,
             the loss of an output layer, pooling padded by as much as its
-            window, or a model over protobuf's 2 GB limit (naming its
-            size; the existing file is kept).
+            window, a parameter not finite in float32 (NaN, inf, or beyond
+            the float32 range; naming it), or a model over protobuf's 2 GB
+            limit (naming its size; the existing file is kept).
         UninitializedNetworkError: if the network's parameters were never
             set (:meth:`~brainstorm.structure.network.Network.initialize`).
 

@@ -5,7 +5,37 @@ from __future__ import annotations
 import numpy as np
 
 from brainstorm.arguments import Arg, Real
+from brainstorm.errors import TrainingValidationError
 from brainstorm.training.steppers.base import TrainingStepper
+
+
+def _check_epsilon(stepper, handler) -> None:
+    """Refuse an ``epsilon`` the handler's dtype cannot hold as a normal number.
+
+    The update adds ``epsilon`` in the handler's dtype: one below the
+    dtype's smallest normal number is 0 there (the default 1e-8 in
+    float16), so a zero gradient gives 0 / 0 = NaN at the first step, or
+    subnormal (flushed to 0 on some devices), where a small gradient
+    divided by it overflows.
+
+    Raises:
+        TrainingValidationError: naming the stepper, the epsilon, the dtype
+            and the smallest epsilon that works.
+    """
+    epsilon = float(stepper.epsilon)
+    tiny = float(np.finfo(handler.dtype).tiny)
+    if epsilon >= tiny:
+        return
+    name = np.dtype(handler.dtype).name
+    rounded = float(np.dtype(handler.dtype).type(epsilon))
+    example = 1e-8 if tiny <= 1e-8 else 1e-4
+    raise TrainingValidationError(
+        f'{type(stepper).__name__}: epsilon must be at least {tiny:.4g}, the '
+        f'smallest normal {name} number, on a {name} network: the update adds '
+        f'epsilon in {name}, where {epsilon:g} is {rounded:g}, and a zero or '
+        'small gradient then makes the parameters NaN or inf. Received: '
+        f'epsilon={epsilon!r}. Use e.g. epsilon={example:g}.'
+    )
 
 
 class RMSPropStepper(TrainingStepper):
@@ -18,7 +48,10 @@ class RMSPropStepper(TrainingStepper):
     Args:
         learning_rate: step size (>= 0).
         decay: decay of the running mean square, in [0, 1).
-        epsilon: added to the root for stability (> 0).
+        epsilon: added to the root for stability (> 0); at least the
+            smallest normal number of the network's dtype (float16: 6.1e-5,
+            so e.g. 1e-4 rather than the default), checked at ``start`` and
+            before each step.
         clip_norm: see :class:`TrainingStepper`.
 
     Example:
@@ -59,6 +92,14 @@ class RMSPropStepper(TrainingStepper):
     def _allocate_state(self, handler, part) -> None:
         part.state['mean_square'] = handler.zeros(part.parameters.shape)
 
+    def _bind(self, net, ranges) -> None:
+        _check_epsilon(self, net.handler)
+        super()._bind(net, ranges)
+
+    def _check_hyperparameters(self) -> None:
+        super()._check_hyperparameters()
+        _check_epsilon(self, self.net.handler)
+
     def _update(self) -> None:
         h = self.net.handler
         lr, rho = float(self.learning_rate), float(self.decay)
@@ -89,7 +130,10 @@ class AdamStepper(TrainingStepper):
         learning_rate: step size (>= 0).
         beta1: decay of the first moment, in [0, 1).
         beta2: decay of the second moment, in [0, 1).
-        epsilon: added to the root for stability (> 0).
+        epsilon: added to the root for stability (> 0); at least the
+            smallest normal number of the network's dtype (float16: 6.1e-5,
+            so e.g. 1e-4 rather than the default), checked at ``start`` and
+            before each step.
         clip_norm: see :class:`TrainingStepper`.
 
     Attributes:
@@ -140,6 +184,14 @@ class AdamStepper(TrainingStepper):
         part.state['m'] = handler.zeros(part.parameters.shape)
         part.state['v'] = handler.zeros(part.parameters.shape)
 
+    def _bind(self, net, ranges) -> None:
+        _check_epsilon(self, net.handler)
+        super()._bind(net, ranges)
+
+    def _check_hyperparameters(self) -> None:
+        super()._check_hyperparameters()
+        _check_epsilon(self, self.net.handler)
+
     def _reset_scalar_state(self) -> None:
         self.step_count = 0
 
@@ -188,7 +240,10 @@ class AdamWStepper(AdamStepper):
         learning_rate: step size (>= 0).
         beta1: decay of the first moment, in [0, 1).
         beta2: decay of the second moment, in [0, 1).
-        epsilon: added to the root for stability (> 0).
+        epsilon: added to the root for stability (> 0); at least the
+            smallest normal number of the network's dtype (float16: 6.1e-5,
+            so e.g. 1e-4 rather than the default), checked at ``start`` and
+            before each step.
         weight_decay: decay factor per unit learning rate (>= 0).
         clip_norm: see :class:`TrainingStepper`.
 
