@@ -347,7 +347,9 @@ class NumpyHandler(Handler):
         # results (SigmoidCE takes their logarithm); the faster
         # (1 + tanh(x / 2)) / 2 loses it below about 1e-4 in float32
         with np.errstate(over='ignore'):
-            np.negative(x, out=y)
+            # not np.negative: NumPy 2.4.6 writes it wrongly into strided
+            # float32 blocks of 16-byte rows (a gate column of width 1)
+            np.multiply(x, -1, out=y)
             np.exp(y, out=y)
         np.add(y, 1, out=y)
         np.divide(1, y, out=y)  # same result; faster than np.reciprocal
@@ -437,7 +439,7 @@ class NumpyHandler(Handler):
         # max(x, 0) + ln(1 + exp(-|x|)): no overflow for large |x|
         tmp = self._buffer('tmp', x.shape)
         np.abs(x, out=tmp)
-        np.negative(tmp, out=tmp)
+        np.multiply(tmp, -1, out=tmp)
         np.exp(tmp, out=tmp)
         np.log1p(tmp, out=tmp)
         np.maximum(x, 0, out=y)
@@ -445,9 +447,9 @@ class NumpyHandler(Handler):
 
     def softplus_deriv(self, x, y, dy, dx) -> None:
         tmp = self._buffer('tmp', y.shape)
-        np.negative(y, out=tmp)
+        np.multiply(y, -1, out=tmp)
         np.expm1(tmp, out=tmp)
-        np.negative(tmp, out=tmp)
+        np.multiply(tmp, -1, out=tmp)
         np.multiply(dy, tmp, out=dx)
 
     # -------------------------------------------------------------- conv/pool
