@@ -81,7 +81,8 @@ class BufferView(list):
         return self
 
     def __getitem__(self, item):
-        if isinstance(item, (numbers.Integral, slice)):
+        # a bool is no index here (True would read child 1)
+        if isinstance(item, (numbers.Integral, slice)) and not isinstance(item, bool):
             return super().__getitem__(item)
         if isinstance(item, str):
             if item in self._keys:

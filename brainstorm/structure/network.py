@@ -10,7 +10,17 @@ from collections import OrderedDict
 import numpy as np
 
 import brainstorm.handlers as handlers
-from brainstorm.arguments import SEED, Arg, FileName, Instance, Optional, Str, declare
+from brainstorm.arguments import (
+    SEED,
+    Arg,
+    Bool,
+    FileName,
+    Instance,
+    Optional,
+    Str,
+    check_value,
+    declare,
+)
 from brainstorm.describable import create_from_description, get_description
 from brainstorm.errors import (
     InitializationError,
@@ -51,7 +61,7 @@ from brainstorm.value_modifiers import GradientModifier
 # first asked for, so that importing brainstorm does not load HDF5
 __getattr__ = h5py_on_first_use(__name__)
 
-__all__ = ['Network']
+__all__ = ['BufferPathError', 'Network']
 
 # Still importable from here since network files and external data moved
 # to modules of their own (RESERVED_LAYER_NAMES is imported above).
@@ -64,6 +74,49 @@ def _short_repr(value) -> str:
     """``repr(value)``, cut to 60 characters (initializers in messages)."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + '...'
+
+
+class BufferPathError(NetworkValidationError, KeyError):
+    """A path for :meth:`Network.get` (or name for ``get_input``) that is no str.
+
+    A KeyError too: ``get`` promises one for a bad path (and raises a plain
+    KeyError for an unknown one).
+    """
+
+    def __str__(self):
+        return str(self.args[0])
+
+
+_FLAG = Arg(Bool())
+_PATH = Arg(Str())
+
+
+def _flag(method: str, name: str, value) -> bool:
+    """``value`` if it is a bool (a NumPy bool as a bool), else an error.
+
+    The check of ``@declare(NetworkValidationError, name=Arg(Bool()))``
+    with its message, without its cost (``signature.bind``, some
+    microseconds) on the passes, which run once per batch.
+
+    Raises:
+        NetworkValidationError: naming the method and the argument, for a
+            value that is not a bool (``'False'`` is truthy, and an array's
+            truth is ambiguous).
+    """
+    if value is True or value is False:
+        return value
+    return check_value(
+        f'Network.{method}', None, name, _FLAG, value, error=NetworkValidationError
+    )
+
+
+def _path(method: str, name: str, value) -> str:
+    """``value`` if it is a str, else a :class:`BufferPathError` naming it."""
+    if isinstance(value, str):
+        return value
+    return check_value(
+        f'Network.{method}', None, name, _PATH, value, error=BufferPathError
+    )
 
 
 class Network(Seedable):
@@ -263,8 +316,10 @@ class Network(Seedable):
 
         Raises:
             KeyError: if the path is unknown or names a view, not an array.
+            BufferPathError: (a NetworkValidationError and KeyError) if
+                ``buffer_path`` is not a str.
         """
-        node = self.buffer[buffer_path]
+        node = self.buffer[_path('get', 'buffer_path', buffer_path)]
         if isinstance(node, BufferView):
             raise KeyError(
                 f"'{buffer_path}' is a view, not a buffer. Its entries: {node.keys()}"
@@ -272,8 +327,14 @@ class Network(Seedable):
         return self.handler.get_numpy_copy(node)
 
     def get_input(self, input_name: str) -> np.ndarray:
-        """A NumPy copy of the data last provided for ``input_name``."""
-        return self.get('Input.outputs.' + input_name)
+        """A NumPy copy of the data last provided for ``input_name``.
+
+        Raises:
+            KeyError: if the Input layer has no such output.
+            BufferPathError: (a NetworkValidationError and KeyError) if
+                ``input_name`` is not a str.
+        """
+        return self.get('Input.outputs.' + _path('get_input', 'input_name', input_name))
 
     # --------------------------------------------------------- handlers ----
 
@@ -375,8 +436,11 @@ class Network(Seedable):
             NetworkValidationError: for missing names, wrong shapes or ranks,
                 inconsistent T/B, non-numeric data, or (with
                 ``check_finite``) a value that is not finite in the
-                handler's dtype, naming the input, its index and value.
+                handler's dtype, naming the input, its index and value;
+                for an ``all_inputs`` or ``check_finite`` that is not a bool
+                (NumPy bools are).
         """
+        all_inputs = _flag('provide_external_data', 'all_inputs', all_inputs)
         self._enter('provide_external_data')
         try:
             external_data.provide_external_data(
@@ -403,7 +467,10 @@ class Network(Seedable):
                 of them are zero and neither :meth:`initialize` nor
                 loading set them (see
                 :func:`~brainstorm.structure.prediction.check_parameters_set`).
+            NetworkValidationError: if ``training_pass`` is not a bool (NumPy
+                bools are): ``'False'`` would be a training pass.
         """
+        training_pass = _flag('forward_pass', 'training_pass', training_pass)
         self._enter('forward_pass')
         try:
             prediction.check_parameters_set(self)
@@ -435,8 +502,10 @@ class Network(Seedable):
         Raises:
             NetworkValidationError: if :meth:`set_handler` moved the network
                 to another handler since the last forward pass (its outputs
-                are gone).
+                are gone), or if ``input_deltas`` is not a bool (NumPy bools
+                are).
         """
+        input_deltas = _flag('backward_pass', 'input_deltas', input_deltas)
         self._enter('backward_pass')
         try:
             if self._memory_moved:

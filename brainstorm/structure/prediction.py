@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from brainstorm.arguments import Arg, Optional, Str, check_value
 from brainstorm.errors import NetworkValidationError
 from brainstorm.files import dataset_closed
 from brainstorm.structure.external_data import (
@@ -31,6 +32,9 @@ __all__ = [
 #: Inputs of layers with this name take targets (named in the error of a
 #: ``predict`` call that lacks the inputs a loss needs).
 TARGET_INPUT = 'targets'
+
+#: ``out_name`` of ``predict``: None stands for ``net.output_name``.
+_OUT_NAME = Arg(Optional(Str()))
 
 
 class UnknownOutputError(NetworkValidationError, KeyError):
@@ -484,6 +488,10 @@ def predict(network, data, batch_size=None, out_name=None, check_finite=True):
 
 def _checked_arguments(network, out_name, batch_size, check_finite) -> str:
     """The path of ``out_name``, after checking predict's arguments."""
+    # an array's truth is ambiguous; a non-str was refused as unknown before
+    check_value(
+        'predict', None, 'out_name', _OUT_NAME, out_name, error=UnknownOutputError
+    )
     if not out_name:
         raise NetworkValidationError(
             'predict: this network has no output_name; name the output to '
