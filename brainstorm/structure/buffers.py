@@ -11,6 +11,7 @@ import numpy as np
 import brainstorm.handlers as handlers
 from brainstorm.errors import NetworkValidationError
 from brainstorm.handlers import default_handler  # noqa: F401 - in Brainstorm 0.5's namespace of this module
+from brainstorm.handlers.representable import find_unrepresentable
 from brainstorm.shapes import reshape_view
 from brainstorm.structure.buffer_structure import BufferStructure  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 from brainstorm.structure.buffer_views import BufferView
@@ -69,6 +70,31 @@ def _blocks(spans, size: int) -> list:
     if len(cuts) < 2:
         return [(0, size)]
     return list(zip(cuts, cuts[1:]))
+
+
+def narrows(old_dtype, new_dtype) -> bool:
+    """Whether some values of ``old_dtype`` overflow in ``new_dtype``.
+
+    True from float64 to float32 or float16, False to an equal or wider
+    dtype: one dtype comparison, all that moving memory to a handler of a
+    dtype holding every value costs.
+    """
+    return not np.can_cast(old_dtype, new_dtype)
+
+
+def find_overflow(array: np.ndarray, dtype) -> tuple | None:
+    """The first finite value of ``array`` that is inf once cast to ``dtype``.
+
+    As :func:`~brainstorm.handlers.representable.find_unrepresentable`
+    (and with its result), but NaN and inf already in ``array`` do not
+    count: the cast keeps them, and only what it breaks is refused (the
+    memory of a network whose training diverged can still be moved). The
+    usual case costs one ``max`` and one ``min``.
+    """
+    found = find_unrepresentable(array, dtype)
+    if found is None or math.isfinite(found[1]):
+        return found
+    return find_unrepresentable(np.where(np.isfinite(array), array, 0), dtype)
 
 
 def _describe_value(value) -> str:
@@ -651,17 +677,55 @@ class BufferManager:
 
     # --------------------------------------------------------- handlers ---
 
+    def check_handler(self, new_handler) -> None:
+        """Refuse ``new_handler`` if its dtype cannot hold the parameters.
+
+        A narrower dtype (float64 to float16) would make the parameters
+        beyond its range inf. Only the parameters are looked at: the rest
+        of the constant buffer (gradients, constant-size internals and
+        outputs) is scratch that the next passes write anew. To an equal or
+        wider dtype this costs one dtype comparison.
+
+        Raises:
+            NetworkValidationError: naming the parameter, the index and
+                value and the new dtype.
+        """
+        if not narrows(self.handler.dtype, new_handler.dtype):
+            return
+        dtype = new_handler.dtype
+        constant = self.handler.get_numpy_copy(self._flat[0])
+        for spec in self._specs:
+            if spec.buffer_type or len(spec.path) != 3 or spec.path[1] != 'parameters':
+                continue
+            values = constant[spec.start : spec.stop].reshape(spec.feature_shape)
+            found = find_overflow(values, dtype)
+            if found is not None:
+                index, value, what = found
+                name, old = np.dtype(dtype).name, np.dtype(self.handler.dtype).name
+                raise NetworkValidationError(
+                    f'Cannot move the parameters to a handler of dtype {name}: '
+                    f'{spec.path[0]}.{spec.path[2]} holds {what} at index '
+                    f'{index} ({value!r}), which would become inf there; '
+                    'parameters must be finite. Nothing was moved (the memory '
+                    f'stays on the handler of dtype {old}): scale the '
+                    f'parameter down, or use a dtype wider than {name}.'
+                )
+
     def set_handler(self, new_handler) -> None:
         """Move all memory to ``new_handler``.
 
         The constant buffer (parameters and other constant-size values) is
-        kept.
+        kept. Call :meth:`check_handler` first (``Network.set_handler``
+        does): it refuses parameters beyond the range of a narrower dtype.
+        Scratch values beyond it (a stale gradient) become inf here, as the
+        next passes write them anew.
         """
         constant = self.handler.get_numpy_copy(self._flat[0])
         self.handler = new_handler
         self._flat = [None, None, None]
         self._allocate_constant()
-        new_handler.set_from_numpy(self._flat[0], constant)
+        with np.errstate(over='ignore'):  # only scratch can overflow now
+            new_handler.set_from_numpy(self._flat[0], constant)
         T, B = self.time_size, self.batch_size
         self.time_size = self.batch_size = None
         self.resize(T, B)

@@ -350,10 +350,20 @@ class Network(Seedable):
         other layer workspaces than the old one (e.g. convolution columns,
         see ``Layer.workspace_shapes``), the memory layout is made anew
         for it.
+
+        Raises:
+            NetworkValidationError: if a parameter has a value beyond the
+                range of the new handler's dtype (a float64 70000 on
+                float16), naming it, its index and value and the dtype; the
+                network stays as it was, on its old handler (see
+                ``BufferManager.check_handler``; to an equal or wider dtype
+                this costs one dtype comparison).
         """
         self._enter('set_handler')
         try:
             if self.handler is not new_handler:
+                # before anything changes: a refusal leaves the network as it was
+                self.buffer_manager.check_handler(new_handler)
                 if self.handler is not None:  # not when the network is built
                     self._memory_moved = True
                 changed = [
@@ -400,15 +410,17 @@ class Network(Seedable):
         """
         old = self.buffer_manager
         manager = BufferManager(create_layout(self.layers), new_handler)
-        if manager.sizes[0] == old.sizes[0]:
-            new_handler.set_from_numpy(
-                manager.buffers[0], old.handler.get_numpy_copy(old.buffers[0])
-            )
-        else:
-            new_handler.set_from_numpy(
-                manager.views.parameters,
-                old.handler.get_numpy_copy(old.views.parameters),
-            )
+        # set_handler checked the parameters: only scratch can overflow
+        with np.errstate(over='ignore'):
+            if manager.sizes[0] == old.sizes[0]:
+                new_handler.set_from_numpy(
+                    manager.buffers[0], old.handler.get_numpy_copy(old.buffers[0])
+                )
+            else:
+                new_handler.set_from_numpy(
+                    manager.views.parameters,
+                    old.handler.get_numpy_copy(old.views.parameters),
+                )
         if old.time_size is not None:
             manager.resize(old.time_size, old.batch_size)
         self.buffer_manager = manager

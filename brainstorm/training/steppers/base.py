@@ -17,6 +17,7 @@ import numpy as np
 from brainstorm.arguments import Arg, Optional, Real, check_attributes
 from brainstorm.describable import Describable
 from brainstorm.errors import TrainingValidationError
+from brainstorm.structure.buffers import find_overflow, narrows
 from brainstorm.training.utils import memory_of, same_memory
 
 
@@ -127,7 +128,10 @@ class TrainingStepper(Describable):
         """Restore a state made by :meth:`get_state` (after :meth:`start`).
 
         Raises:
-            TrainingValidationError: if names or shapes do not match.
+            TrainingValidationError: if names or shapes do not match, or if
+                an entry has a finite value beyond the range of the
+                handler's dtype (a float64 checkpoint resumed on float16);
+                nothing is restored then.
         """
         self._require_started('set_state')
         own = self.get_state()
@@ -145,6 +149,13 @@ class TrainingStepper(Describable):
                     f'{value.shape}, expected {own[key].shape}.'
                 )
         h = self.net.handler
+        for i, part in enumerate(self._parts):
+            for key in part.state:
+                value = np.asarray(state[f'part{i}.{key}'])
+                if narrows(value.dtype, h.dtype):
+                    self._check_representable(
+                        f'part{i}.{key}', value, h.dtype, 'restore'
+                    )
         for i, part in enumerate(self._parts):
             for key, array in part.state.items():
                 h.set_from_numpy(array, np.asarray(state[f'part{i}.{key}']))
@@ -231,16 +242,60 @@ class TrainingStepper(Describable):
         old_handler = bound[0]
         if same_memory(memory_of(net), bound):
             return
+        copies = [
+            [
+                (key, old_handler.get_numpy_copy(array))
+                for key, array in old.state.items()
+            ]
+            for old in self._parts
+        ]
+        if narrows(old_handler.dtype, net.handler.dtype):
+            for i, arrays in enumerate(copies):
+                for key, array in arrays:
+                    self._check_representable(
+                        f'part{i}.{key}', array, net.handler.dtype, 'move'
+                    )
         parts = []
-        for old in self._parts:
+        for old, arrays in zip(self._parts, copies):
             part = _Part(net, old.start, old.stop)
-            for key, array in old.state.items():
-                part.state[key] = net.handler.create_from_numpy(
-                    old_handler.get_numpy_copy(array)
-                )
+            for key, array in arrays:
+                part.state[key] = net.handler.create_from_numpy(array)
             parts.append(part)
         self._parts = parts
         self._bound = memory_of(net)
+
+    def _check_representable(self, key: str, array, dtype, action: str) -> None:
+        """Refuse state entry ``key`` if a finite value overflows ``dtype``.
+
+        Args:
+            key: the entry's name in :meth:`get_state`.
+            array: its values, a NumPy array.
+            dtype: the dtype it is to be stored in.
+            action: ``'move'`` (the network moved to a handler of
+                ``dtype``) or ``'restore'`` (:meth:`set_state`).
+
+        Raises:
+            TrainingValidationError: naming the stepper, the entry, the
+                index and value and the dtype.
+        """
+        found = find_overflow(array, dtype)
+        if found is None:
+            return
+        index, value, what = found
+        name = np.dtype(dtype).name
+        if action == 'move':
+            advice = (
+                'The stepper keeps its state on the old handler: move the '
+                'network back to it, or call start(net) to train on from a '
+                'zero state.'
+            )
+        else:
+            advice = 'Nothing was restored.'
+        raise TrainingValidationError(
+            f'{type(self).__name__}: cannot {action} state entry {key!r} to '
+            f'dtype {name}: it holds {what} at index {index} ({value!r}), '
+            f'which would become inf in {name}. {advice}'
+        )
 
     def _allocate_state(self, handler, part: _Part) -> None:
         """Add zero-initialised state arrays to ``part.state``."""
