@@ -93,15 +93,13 @@ def flatten_time(array):
 def flatten_time_and_features(array):
     """``(T, B, f1, f2, ...)`` -> ``(T*B, f1*f2*...)`` as a view."""
     shape = array.shape
-    return reshape_view(array, (shape[0] * shape[1], int(np.prod(shape[2:]))))
+    return reshape_view(array, (shape[0] * shape[1], product(shape[2:])))
 
 
 def flatten_features(array, start_idx: int = 2):
     """Merge all axes from ``start_idx`` on into one."""
     shape = array.shape
-    return reshape_view(
-        array, tuple(shape[:start_idx]) + (int(np.prod(shape[start_idx:])),)
-    )
+    return reshape_view(array, tuple(shape[:start_idx]) + (product(shape[start_idx:]),))
 
 
 def as_rows(array):
@@ -125,7 +123,7 @@ def flatten_all_but_last(array):
     :func:`flatten_time` and handle the remaining axes instead.
     """
     shape = array.shape
-    return reshape_view(array, (int(np.prod(shape[:-1])), shape[-1]))
+    return reshape_view(array, (product(shape[:-1]), shape[-1]))
 
 
 def padding_sides(padding) -> tuple[int, int, int, int]:

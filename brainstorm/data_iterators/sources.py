@@ -51,6 +51,29 @@ def _example_iterator():
     return Undivided(a=np.zeros((1, 2, 4, 4, 1)))
 
 
+class _Iterable(Instance):
+    """An object that ``iter()`` accepts.
+
+    ``isinstance(value, Iterable)`` only asks for an ``__iter__`` method: a
+    0-d NumPy array has one, but refuses to be iterated. ``iter()`` of a
+    generator is the generator itself, so none of its items is consumed.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(Iterable, what='an iterable of batches (e.g. a generator)')
+
+    @property
+    def invalid_examples(self) -> tuple:
+        """Those of :class:`Instance`, and a 0-d array."""
+        return super().invalid_examples + (np.array(3),)
+
+    def normalize(self, value):
+        """Return ``value`` if ``iter(value)`` works."""
+        value = super().normalize(value)
+        iter(value)  # raises TypeError if it cannot be iterated
+        return value
+
+
 def _checked_batch(
     owner: str,
     data: dict,
@@ -427,7 +450,7 @@ class FromGenerator(DataIterator):
         'batches': Arg(
             AnyOf(
                 Callable(),
-                Instance(Iterable, what='an iterable of batches (e.g. a generator)'),
+                _Iterable(),
             )
         ),
         'data_shapes': Arg(Optional(DictOf(ListOf(Int(0), as_tuple=True)))),

@@ -6,12 +6,13 @@ the values of a parameter, with a fallback for shapes it cannot fill.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from numbers import Real
 
 import numpy as np
 
-from brainstorm.arguments import Arg, NumericArray
+from brainstorm.arguments import Arg, Int, ListOf, NumericArray, declare
 from brainstorm.describable import Describable
 from brainstorm.errors import (
     InitializationError,
@@ -109,6 +110,11 @@ def _fit_shape(initializer, result: np.ndarray, shape: tuple) -> np.ndarray:
         ) from None
 
 
+#: A parameter's shape: a list or tuple of ints >= 0 (NumPy ints too).
+_SHAPE = ListOf(Int(0, sys.maxsize), as_tuple=True)
+
+
+@declare(NetworkValidationError, shape=Arg(_SHAPE))
 def evaluate_initializer(
     initializer, shape: Sequence[int], fallback=None, seed: int | None = None
 ) -> np.ndarray:
@@ -132,22 +138,24 @@ def evaluate_initializer(
             fallback (or the fallback fails too), or returns values that
             do not broadcast to ``shape`` (the fallback is not tried).
         TypeError: if ``initializer`` is of an unsupported type.
+        NetworkValidationError: if ``shape`` is not a list or tuple of
+            ints >= 0.
     """
-    shape = tuple(int(s) for s in shape)
+    dims = tuple(shape)  # a tuple of ints already: checked as declared above
     if isinstance(initializer, (list, np.ndarray)):
         initializer = ArrayInitializer(initializer)
     if isinstance(initializer, Initializer):
         if seed is not None:
             initializer.rnd.set_seed(seed)
         try:
-            result = np.asarray(initializer(shape))
+            result = np.asarray(initializer(dims))
         except InitializationError:
             if fallback is None:
                 raise
-            return evaluate_initializer(fallback, shape, seed=seed)
-        return _fit_shape(initializer, result, shape)
+            return evaluate_initializer(fallback, dims, seed=seed)
+        return _fit_shape(initializer, result, dims)
     if _is_number(initializer):
-        return np.full(shape, initializer, dtype=np.float64)
+        return np.full(dims, initializer, dtype=np.float64)
     raise TypeError(
         f'Cannot initialize with {initializer!r} of type '
         f'{type(initializer).__name__}: expected an Initializer, '

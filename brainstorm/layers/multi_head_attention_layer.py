@@ -101,23 +101,37 @@ class MultiHeadAttentionLayerImpl(Layer):
         ),
     }
 
-    def setup(self, kwargs, in_shapes):
-        """Check ``size`` against ``heads``; lay out parameters and internals.
+    @classmethod
+    def check_kwargs(cls, name: str, kwargs: dict) -> dict:
+        """The declared checks, then ``size`` against ``heads``.
 
-        Inputs with several feature axes are flattened (``(T, B, 2, 3)``
-        is read as ``(T, B, 6)``), as FullyConnected reads them.
+        Both are known when the layer is made, so a ``size`` that is no
+        multiple of ``heads`` is refused then, not when the network is
+        built.
 
         Raises:
-            LayerValidationError: if ``size`` is no multiple of ``heads``.
+            LayerValidationError: for an invalid argument, or a ``size``
+                that is no multiple of ``heads``.
+        """
+        resolved = super().check_kwargs(name, kwargs)
+        size, heads = resolved['size'], resolved['heads']
+        if size % heads:
+            raise LayerValidationError(
+                f"{cls.get_type_name()} '{name}': argument 'size' must be a "
+                f"multiple of 'heads' ({heads}). Received: size={size}"
+            )
+        return resolved
+
+    def setup(self, kwargs, in_shapes):
+        """Lay out parameters and internals.
+
+        ``size`` is a multiple of ``heads`` (see :meth:`check_kwargs`).
+        Inputs with several feature axes are flattened (``(T, B, 2, 3)``
+        is read as ``(T, B, 6)``), as FullyConnected reads them.
         """
         self.size, self.heads = kwargs['size'], kwargs['heads']
         self.causal, self.max_len = kwargs['causal'], kwargs['max_len']
         self.dropout = kwargs['dropout']
-        if self.size % self.heads:
-            raise LayerValidationError(
-                f"{self._desc()}: argument 'size' must be a multiple of "
-                f"'heads' ({self.heads}). Received: size={self.size}"
-            )
         self.head_size = self.size // self.heads
         n_in = in_shapes['default'].feature_size
         size, scores = self.size, (self.heads, self.max_len)

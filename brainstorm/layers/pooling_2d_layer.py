@@ -24,6 +24,7 @@ def Pooling2D(
     stride: tuple[int, int] = (1, 1),
     padding: int | str | tuple[int, int, int, int] = 0,
     name: str | None = None,
+    activation_function: object = None,
 ) -> ConstructionWrapper:
     """A 2-D pooling layer over each channel of channels-last images.
 
@@ -47,6 +48,9 @@ def Pooling2D(
         padding: an int >= 0 (cells on every side), ``'same'``,
             ``'valid'`` or ``(top, bottom, left, right)``.
         name: the layer name.
+        activation_function: ignored. Brainstorm 0.5's Pooling2D accepted it
+            in architectures, and so does this one; given here (not None) it
+            goes into the architecture as given.
 
     Shapes:
         default input ``('T', 'B', H, W, C)`` -> default output
@@ -54,6 +58,13 @@ def Pooling2D(
         (output shape): the flat in-image index ``(row * W + col) * C + c``
         of each maximum, -1 for a window of padding only.
     """
+    # left out unless given, so the architectures of other calls stay as
+    # Brainstorm 0.5 wrote them
+    ignored = (
+        {}
+        if activation_function is None
+        else {'activation_function': activation_function}
+    )
     return ConstructionWrapper.create(
         Pooling2DLayerImpl,
         name=name,
@@ -61,6 +72,7 @@ def Pooling2D(
         type=type,
         stride=stride,
         padding=padding,
+        **ignored,
     )
 
 
@@ -87,7 +99,6 @@ class Pooling2DLayerImpl(Layer):
         ),
         'activation_function': Kwarg(
             Constraint(),
-            default=None,
             description='ignored; accepted for compatibility',
         ),
     }

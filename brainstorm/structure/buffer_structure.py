@@ -13,10 +13,17 @@ from brainstorm.errors import (
     StructureValidationError,
     ValidationError,  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 )
+from brainstorm.shapes import product
 
 __all__ = ['StructureTemplate', 'BufferStructure', 'combine_buffer_structures']
 
 BUFFER_TYPE_NAMES = ('constant', 'batch-sized', 'time-sized')
+
+#: The most elements the feature dimensions of one buffer may hold: the
+#: elements of 8-byte floats whose bytes NumPy can still index (``intp``).
+#: A bigger buffer could never be allocated; its size would wrap around in
+#: NumPy's int64 arithmetic instead of failing.
+MAX_FEATURE_SIZE = int(np.iinfo(np.intp).max) // 8
 
 
 def _leading_dims(shape: tuple) -> int:
@@ -141,7 +148,14 @@ class BufferStructure:
         self.buffer_type = lead
         self.first_feature_dim = lead
         self.feature_shape = features
-        self.feature_size = int(np.prod(features))
+        self.feature_size = product(features)
+        if self.feature_size > MAX_FEATURE_SIZE:
+            raise StructureValidationError(
+                f'BufferStructure{self.shape}: the feature dimensions must hold '
+                f'at most {MAX_FEATURE_SIZE} elements (what can be allocated '
+                f'and indexed). Received: {features} ({self.feature_size} '
+                'elements)'
+            )
         self.scaling_shape = self.shape[:lead]
         self.nr_dims = len(self.shape)
 
@@ -205,7 +219,7 @@ def joins_flat_on_last_axis(structures) -> bool:
     """
     structures = list(structures)
     return len(structures) <= 1 or all(
-        int(np.prod(s.feature_shape[:-1])) == 1 for s in structures
+        product(s.feature_shape[:-1]) == 1 for s in structures
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 
+from brainstorm.describable import get_description
 from brainstorm.errors import NetworkValidationError
 from brainstorm.naming import (
     LAYER_NAME_RULE,
@@ -160,6 +161,28 @@ class LayerDetails(UniquelyNamed):
         return f'<Layer: {self.name!r} - {self.layer_type}>'
 
 
+def _storable_kwargs(given: dict, resolved: dict) -> dict:
+    """The arguments ``given`` to a layer, as its architecture keeps them.
+
+    A value the architecture can describe stays as given, so the
+    architecture of ``Dropout(0)`` still says ``0``, as Brainstorm 0.5's
+    did. Any other value that the layer's declared check accepted (a
+    ``Fraction``, a ``pathlib.Path``) is kept normalised, as the check
+    returned it: a layer accepted when it is made is then not refused
+    when its network is built. Only the given names are kept; defaults
+    stay out of the architecture.
+    """
+    stored = {}
+    for key, value in given.items():
+        if key in resolved:
+            try:
+                get_description(value)
+            except TypeError:
+                value = resolved[key]
+        stored[key] = value
+    return stored
+
+
 class ConstructionWrapper:
     """What constructor functions return: a layer to be connected with ``>>``.
 
@@ -189,7 +212,9 @@ class ConstructionWrapper:
             layer_type: a Layer class, or its name, ending in ``LayerImpl``.
             name: the layer's name (defaults to the type name).
             **kwargs: the layer's arguments; they go into the architecture,
-                so they must be describable (numbers, strings, lists, dicts).
+                so they must be describable (numbers, strings, lists, dicts)
+                or, where the layer declares the argument, accepted by its
+                check, which then gives the value kept.
 
         Raises:
             NetworkValidationError: for a bad type or name.
@@ -209,7 +234,9 @@ class ConstructionWrapper:
         details = LayerDetails(type_name, name, kwargs)
         check = getattr(layer_class, 'check_kwargs', None)
         if check is not None:
-            check(name or type_name, kwargs)
+            resolved = check(name or type_name, kwargs)
+            if isinstance(resolved, dict):
+                details.layer_kwargs = _storable_kwargs(kwargs, resolved)
         return cls(details)
 
     def __rshift__(self, other):

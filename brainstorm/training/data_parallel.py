@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from brainstorm.arguments import Arg, Bool, Instance, Optional, Real
+from brainstorm.arguments import Arg, Bool, Check, Instance, Optional, Real
 from brainstorm.data_iterators import Shard
 from brainstorm.describable import Describable
 from brainstorm.errors import TrainingValidationError
@@ -82,6 +82,42 @@ def _on_host(handler, array, collective, write: bool = True) -> None:
         collective(values)
         if write:
             handler.set_from_numpy(array, values)
+
+
+class _Communicator(Check):
+    """An mpi4py communicator, or a stand-in with its rank methods.
+
+    Every use of a communicator asks it for ``Get_size()`` and
+    ``Get_rank()`` first; the collectives (``Bcast``, ``Allreduce``,
+    ``allgather``) are called only with two or more processes, and a
+    stand-in used only for its rank need not have them.
+    """
+
+    expected = 'an mpi4py communicator (an object with callable Get_size and Get_rank)'
+    invalid_examples = ('x', 5, object(), SgdStepper)
+
+    @property
+    def example(self) -> object:
+        """A stand-in communicator of one process."""
+        return _OneProcess()
+
+    def normalize(self, value: Any) -> Any:
+        """Return ``value`` if it has callable ``Get_size`` and ``Get_rank``."""
+        if isinstance(value, type) or not all(
+            callable(getattr(value, name, None)) for name in ('Get_size', 'Get_rank')
+        ):
+            raise TypeError
+        return value
+
+
+class _OneProcess:
+    """The declared example of ``comm``: rank 0 of 1 (no collective runs)."""
+
+    def Get_size(self) -> int:
+        return 1
+
+    def Get_rank(self) -> int:
+        return 0
 
 
 def _reseed_state(rnd, rank: int) -> None:
@@ -223,12 +259,14 @@ class DataParallel(Describable):
             watchdog thread.
 
     Raises:
-        TrainingValidationError: if ``stepper`` is not a stepper.
+        TrainingValidationError: if ``stepper`` is not a stepper, or
+            ``comm`` is neither None nor a communicator.
         ImportError: when the communicator is needed and mpi4py is missing.
     """
 
     __arguments__ = {
         'stepper': Arg(Instance(TrainingStepper, example=lambda: SgdStepper())),
+        'comm': Arg(Optional(_Communicator()), init_only=True),
         'check_finite': Arg(Bool(), omit_default=True),
         'timeout': Arg(
             Optional(Real(0, include_low=False, finite=False)), omit_default=True
@@ -254,7 +292,7 @@ class DataParallel(Describable):
         check_finite: bool = True,
         timeout: float | None = 600.0,
     ):
-        # stepper, check_finite and timeout are checked as declared above
+        # stepper, comm, check_finite and timeout are checked as declared above
         self.stepper = stepper
         self.check_finite = check_finite
         self.timeout = timeout
