@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from brainstorm.errors import NetworkValidationError
+from brainstorm.files import dataset_closed
 from brainstorm.handlers.representable import find_unrepresentable
 
 __all__ = [
@@ -50,6 +51,11 @@ def provide_external_data(
             dtype cannot hold (e.g. float64 beyond the float32 range), see
             :func:`find_unrepresentable`; False skips the check.
 
+    Data that is not a NumPy array is read with ``np.asarray`` (an h5py
+    dataset, a torch tensor) and checked as an ndarray, unless it is an
+    array of the handler (``handler.array_type`` of the handler's dtype),
+    which is copied as it is.
+
     Raises:
         NetworkValidationError: for missing names, wrong shapes or ranks,
             inconsistent T/B, non-numeric data, or (with ``check_finite``)
@@ -66,36 +72,41 @@ def provide_external_data(
         raise NetworkValidationError(
             f'check_finite must be a bool. Received: check_finite={check_finite!r}'
         )
-    arrays = _collect_arrays(input_layer.out_shapes, data, all_inputs)
+    handler = buffer_manager.handler
+    arrays = _collect_arrays(input_layer.out_shapes, data, all_inputs, handler)
     if not arrays:
         return
     for name, array in arrays.items():
         if check_finite:
-            _check_finite_input(buffer_manager.handler, name, array)
+            _check_finite_input(handler, name, array)
         # always: a rounded id is no bad value but a wrong one (another row)
-        _check_exact_integers(buffer_manager.handler, name, array)
+        _check_exact_integers(handler, name, array)
     time_size, batch_size = _time_and_batch_size(input_layer.out_shapes, arrays)
     before = (buffer_manager.time_size, buffer_manager.batch_size)
     if time_size is None:
         # no time-sized data given (all_inputs=False): the time size stays
         time_size = buffer_manager.time_size or 1
     buffer_manager.resize(time_size, batch_size)
-    h = buffer_manager.handler
     outputs = buffer_manager.views.Input.outputs
     if before != (buffer_manager.time_size, buffer_manager.batch_size):
         # the skipped inputs now view memory laid out for another (T, B)
         for name in input_layer.out_shapes:
             if name not in arrays:
-                h.fill(outputs[name], 0.0)
+                handler.fill(outputs[name], 0.0)
     for name, array in arrays.items():
         if isinstance(array, np.ndarray):
-            h.set_from_numpy(outputs[name], array)
+            handler.set_from_numpy(outputs[name], array)
         else:
-            h.copy_to(array, outputs[name])
+            handler.copy_to(array, outputs[name])
 
 
 def _check_finite_input(handler, name: str, array) -> None:
-    """Raise NetworkValidationError if ``array`` holds a bad value."""
+    """Raise NetworkValidationError if ``array`` holds a bad value.
+
+    ``array`` is a NumPy array or an array of the handler in its dtype
+    (see :func:`_as_array`): only there does ``is_fully_finite`` say
+    whether the values fit the handler's dtype.
+    """
     if not isinstance(array, np.ndarray):
         if handler.is_fully_finite(array):
             return
@@ -203,8 +214,11 @@ def _check_exact_integers(handler, name: str, array) -> None:
     )
 
 
-def _collect_arrays(out_shapes: dict, data: dict, all_inputs: bool) -> dict:
-    """The checked arrays of ``data`` for the network's inputs."""
+def _collect_arrays(out_shapes: dict, data: dict, all_inputs: bool, handler) -> dict:
+    """The checked arrays of ``data`` for the network's inputs.
+
+    Each is a NumPy array or an array of ``handler`` (see :func:`_as_array`).
+    """
     arrays = {}
     for name, structure in out_shapes.items():
         if name not in data:
@@ -218,8 +232,47 @@ def _collect_arrays(out_shapes: dict, data: dict, all_inputs: bool) -> dict:
                     'outputs.'
                 )
             continue
-        arrays[name] = check_data(name, data[name], structure)
+        array = data[name]
+        if dataset_closed(array):
+            raise NetworkValidationError(
+                f"Input '{name}': the data cannot be read: it is an h5py "
+                'dataset whose file was closed. Keep the file open, or open '
+                'it again and pass its dataset.'
+            )
+        check_data(name, array, structure)
+        arrays[name] = _as_array(handler, name, array)
     return arrays
+
+
+def _as_array(handler, name: str, array):
+    """``array`` as a NumPy array, unless it is an array of ``handler``.
+
+    An array of the handler (an instance of ``handler.array_type`` in the
+    handler's dtype, e.g. a GPU array) is copied in as it is. Other
+    array-likes (an h5py dataset, a torch tensor) are read into a NumPy
+    array, so that the checks of NumPy data apply to them too: their values
+    are cast to the handler's dtype like an ndarray's.
+
+    Raises:
+        NetworkValidationError: NumPy cannot read the data, or it is not
+            numeric.
+    """
+    if isinstance(array, np.ndarray):
+        return array
+    array_type = handler.array_type
+    if array_type is not None and isinstance(array, array_type):
+        if array.dtype == handler.dtype:
+            return array
+    try:
+        converted = np.asarray(array)
+    except Exception as err:  # the array-like's own error, for the cause
+        raise NetworkValidationError(
+            f"Input '{name}': expected a NumPy array, an array of the handler "
+            f'or an array-like NumPy can read. Received: '
+            f'{type(array).__name__} ({type(err).__name__}: {err})'
+        ) from err
+    _check_numeric(name, converted.dtype)
+    return converted
 
 
 def _time_and_batch_size(out_shapes: dict, arrays: dict) -> tuple:
@@ -280,10 +333,8 @@ def check_data(name: str, array, structure):
             "as an input of its own (e.g. 'mask'). Received: "
             'MaskedArray'
         )
-    if isinstance(array, np.ndarray) and not _is_real_numeric(array.dtype):
-        raise NetworkValidationError(
-            f"Input '{name}': expected numeric data. Received dtype {array.dtype}"
-        )
+    if isinstance(array.dtype, np.dtype):  # not e.g. a torch dtype
+        _check_numeric(name, array.dtype)
     shape = tuple(array.shape)
     if len(shape) != len(expected):
         raise NetworkValidationError(
@@ -297,6 +348,14 @@ def check_data(name: str, array, structure):
             f'Received shape {shape}'
         )
     return array
+
+
+def _check_numeric(name: str, dtype) -> None:
+    """Raise NetworkValidationError unless ``dtype`` is real numbers or bool."""
+    if not _is_real_numeric(dtype):
+        raise NetworkValidationError(
+            f"Input '{name}': expected numeric data. Received dtype {dtype}"
+        )
 
 
 def _is_real_numeric(dtype) -> bool:

@@ -51,7 +51,7 @@ class RMSPropStepper(TrainingStepper):
         epsilon: added to the root for stability (> 0); at least the
             smallest normal number of the network's dtype (float16: 6.1e-5,
             so e.g. 1e-4 rather than the default), checked at ``start`` and
-            before each step.
+            before each update.
         clip_norm: see :class:`TrainingStepper`.
 
     Example:
@@ -96,12 +96,9 @@ class RMSPropStepper(TrainingStepper):
         _check_epsilon(self, net.handler)
         super()._bind(net, ranges)
 
-    def _check_hyperparameters(self) -> None:
-        super()._check_hyperparameters()
-        _check_epsilon(self, self.net.handler)
-
     def _update(self) -> None:
         h = self.net.handler
+        _check_epsilon(self, h)  # a schedule or set_handler may change either
         lr, rho = float(self.learning_rate), float(self.decay)
         epsilon = float(self.epsilon)
         for part in self._parts:
@@ -133,7 +130,7 @@ class AdamStepper(TrainingStepper):
         epsilon: added to the root for stability (> 0); at least the
             smallest normal number of the network's dtype (float16: 6.1e-5,
             so e.g. 1e-4 rather than the default), checked at ``start`` and
-            before each step.
+            before each update.
         clip_norm: see :class:`TrainingStepper`.
 
     Attributes:
@@ -188,10 +185,6 @@ class AdamStepper(TrainingStepper):
         _check_epsilon(self, net.handler)
         super()._bind(net, ranges)
 
-    def _check_hyperparameters(self) -> None:
-        super()._check_hyperparameters()
-        _check_epsilon(self, self.net.handler)
-
     def _reset_scalar_state(self) -> None:
         self.step_count = 0
 
@@ -207,6 +200,7 @@ class AdamStepper(TrainingStepper):
 
     def _update(self) -> None:
         h = self.net.handler
+        _check_epsilon(self, h)  # a schedule or set_handler may change either
         self.step_count += 1
         lr, epsilon = float(self.learning_rate), float(self.epsilon)
         b1, b2 = float(self.beta1), float(self.beta2)
@@ -243,7 +237,7 @@ class AdamWStepper(AdamStepper):
         epsilon: added to the root for stability (> 0); at least the
             smallest normal number of the network's dtype (float16: 6.1e-5,
             so e.g. 1e-4 rather than the default), checked at ``start`` and
-            before each step.
+            before each update.
         weight_decay: decay factor per unit learning rate (>= 0).
         clip_norm: see :class:`TrainingStepper`.
 
