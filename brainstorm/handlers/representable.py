@@ -8,9 +8,11 @@ it.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-__all__ = ['find_unrepresentable']
+__all__ = ['find_unrepresentable', 'find_overflow', 'narrows']
 
 
 def find_unrepresentable(array: np.ndarray, dtype) -> tuple | None:
@@ -51,3 +53,28 @@ def find_unrepresentable(array: np.ndarray, dtype) -> tuple | None:
             f'{float(np.finfo(dtype).max):.6g})'
         )
     return index, value, what
+
+
+def narrows(old_dtype, new_dtype) -> bool:
+    """Whether some values of ``old_dtype`` overflow in ``new_dtype``.
+
+    True from float64 to float32 or float16, False to an equal or wider
+    dtype: one dtype comparison, all that moving memory to a handler of a
+    dtype holding every value costs.
+    """
+    return not np.can_cast(old_dtype, new_dtype)
+
+
+def find_overflow(array: np.ndarray, dtype) -> tuple | None:
+    """The first finite value of ``array`` that is inf once cast to ``dtype``.
+
+    As :func:`~brainstorm.handlers.representable.find_unrepresentable`
+    (and with its result), but NaN and inf already in ``array`` do not
+    count: the cast keeps them, and only what it breaks is refused (the
+    memory of a network whose training diverged can still be moved). The
+    usual case costs one ``max`` and one ``min``.
+    """
+    found = find_unrepresentable(array, dtype)
+    if found is None or math.isfinite(found[1]):
+        return found
+    return find_unrepresentable(np.where(np.isfinite(array), array, 0), dtype)

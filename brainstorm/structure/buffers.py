@@ -11,7 +11,7 @@ import numpy as np
 import brainstorm.handlers as handlers
 from brainstorm.errors import NetworkValidationError
 from brainstorm.handlers import default_handler  # noqa: F401 - in Brainstorm 0.5's namespace of this module
-from brainstorm.handlers.representable import find_unrepresentable
+from brainstorm.handlers.representable import find_overflow, narrows
 from brainstorm.shapes import reshape_view
 from brainstorm.structure.buffer_structure import BufferStructure  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 from brainstorm.structure.buffer_views import BufferView
@@ -70,31 +70,6 @@ def _blocks(spans, size: int) -> list:
     if len(cuts) < 2:
         return [(0, size)]
     return list(zip(cuts, cuts[1:]))
-
-
-def narrows(old_dtype, new_dtype) -> bool:
-    """Whether some values of ``old_dtype`` overflow in ``new_dtype``.
-
-    True from float64 to float32 or float16, False to an equal or wider
-    dtype: one dtype comparison, all that moving memory to a handler of a
-    dtype holding every value costs.
-    """
-    return not np.can_cast(old_dtype, new_dtype)
-
-
-def find_overflow(array: np.ndarray, dtype) -> tuple | None:
-    """The first finite value of ``array`` that is inf once cast to ``dtype``.
-
-    As :func:`~brainstorm.handlers.representable.find_unrepresentable`
-    (and with its result), but NaN and inf already in ``array`` do not
-    count: the cast keeps them, and only what it breaks is refused (the
-    memory of a network whose training diverged can still be moved). The
-    usual case costs one ``max`` and one ``min``.
-    """
-    found = find_unrepresentable(array, dtype)
-    if found is None or math.isfinite(found[1]):
-        return found
-    return find_unrepresentable(np.where(np.isfinite(array), array, 0), dtype)
 
 
 def _describe_value(value) -> str:

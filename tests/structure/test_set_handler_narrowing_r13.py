@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import brainstorm as bs
+import brainstorm.handlers.representable as representable
 import brainstorm.structure.buffers as buffers
 from brainstorm.errors import NetworkValidationError, TrainingValidationError
 from brainstorm.handlers import NumpyHandler
@@ -129,7 +130,7 @@ def test_an_equal_or_wider_dtype_only_compares_the_dtypes(monkeypatch):
     net = _net(bias=1.0)
     net.set_handler(NumpyHandler(np.float16))
     monkeypatch.setattr(buffers, 'find_overflow', never)
-    monkeypatch.setattr(buffers, 'find_unrepresentable', never)
+    monkeypatch.setattr(representable, 'find_unrepresentable', never)
     net.set_handler(NumpyHandler(np.float16))
     net.set_handler(NumpyHandler(np.float32))
     net.set_handler(NumpyHandler(np.float64))

@@ -17,7 +17,7 @@ import numpy as np
 from brainstorm.arguments import Arg, Optional, Real, check_attributes
 from brainstorm.describable import Describable
 from brainstorm.errors import TrainingValidationError
-from brainstorm.structure.buffers import find_overflow, narrows
+from brainstorm.handlers.representable import find_overflow, narrows
 from brainstorm.training.utils import memory_of, same_memory
 
 
