@@ -231,6 +231,20 @@ def test_from_generator_check_consumes_no_batch_of_a_generator():
     assert seen == [0.0, 1.0, 2.0]
 
 
+def test_from_generator_check_does_not_iterate_what_it_is_given():
+    # iter() of a loader with workers starts its processes: the check
+    # must not call it
+    class Loader:
+        iterated = 0
+
+        def __iter__(self):
+            Loader.iterated += 1
+            return iter([{'default': np.zeros((1, 2, 1))}])
+
+    bs.data_iterators.FromGenerator(Loader(), data_shapes={'default': (1,)})
+    assert Loader.iterated == 0
+
+
 # ----------------------------------------- evaluate_initializer's shape ---
 
 

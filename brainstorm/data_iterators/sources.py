@@ -52,11 +52,11 @@ def _example_iterator():
 
 
 class _Iterable(Instance):
-    """An object that ``iter()`` accepts.
+    """An iterable that is no 0-d array.
 
     ``isinstance(value, Iterable)`` only asks for an ``__iter__`` method: a
-    0-d NumPy array has one, but refuses to be iterated. ``iter()`` of a
-    generator is the generator itself, so none of its items is consumed.
+    0-d NumPy array has one, but refuses to be iterated. The check does not
+    call ``iter()``: that starts the worker processes of some loaders.
     """
 
     def __init__(self) -> None:
@@ -68,9 +68,10 @@ class _Iterable(Instance):
         return super().invalid_examples + (np.array(3),)
 
     def normalize(self, value):
-        """Return ``value`` if ``iter(value)`` works."""
+        """Return ``value`` if it is iterable and no 0-d array."""
         value = super().normalize(value)
-        iter(value)  # raises TypeError if it cannot be iterated
+        if isinstance(value, np.ndarray) and value.ndim == 0:
+            raise TypeError('a 0-d array cannot be iterated')
         return value
 
 

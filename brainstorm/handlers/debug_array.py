@@ -69,6 +69,7 @@ class DebugArray:
         array: the wrapped array.
         shape: its shape.
         size: its number of elements.
+        dtype: its dtype (a read-only property).
     """
 
     def __init__(self, arr):
@@ -80,6 +81,11 @@ class DebugArray:
     def ndim(self) -> int:
         """Number of dimensions."""
         return len(self.shape)
+
+    @property
+    def dtype(self):
+        """The wrapped array's dtype (None if it has none)."""
+        return getattr(self.array, 'dtype', None)
 
     def __getitem__(self, item) -> DebugArray:
         """Index by ints and step-less slices (or a tuple of them)."""

@@ -347,8 +347,9 @@ class NumpyHandler(Handler):
         # results (SigmoidCE takes their logarithm); the faster
         # (1 + tanh(x / 2)) / 2 loses it below about 1e-4 in float32
         with np.errstate(over='ignore'):
-            # not np.negative: NumPy 2.4.6 writes it wrongly into strided
-            # float32 blocks of 16-byte rows (a gate column of width 1)
+            # not np.negative: NumPy 2.4.6 writes it wrongly into a strided
+            # output from a column of width 1 in rows of 16 bytes (float32)
+            # or 64 bytes (float64), such as a gate column of a layer of size 1
             np.multiply(x, -1, out=y)
             np.exp(y, out=y)
         np.add(y, 1, out=y)

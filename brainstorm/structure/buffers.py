@@ -11,7 +11,11 @@ import numpy as np
 import brainstorm.handlers as handlers
 from brainstorm.errors import NetworkValidationError
 from brainstorm.handlers import default_handler  # noqa: F401 - in Brainstorm 0.5's namespace of this module
-from brainstorm.handlers.representable import find_overflow, narrows
+from brainstorm.handlers.representable import (
+    find_overflow,
+    find_unrepresentable,
+    narrows,
+)
 from brainstorm.shapes import reshape_view
 from brainstorm.structure.buffer_structure import BufferStructure  # noqa: F401 - in Brainstorm 0.5's namespace of this module
 from brainstorm.structure.buffer_views import BufferView
@@ -536,6 +540,10 @@ class BufferManager:
         h = self.handler
         C, T = self.max_context_size, self.time_size
         expected = (C, self.batch_size, self.forward_sizes[2])
+        # a NumPy context is checked before any cast to the handler's dtype:
+        # a float64 1e5 would be inf in float16
+        given_numpy = isinstance(ctx, np.ndarray)
+        bad = find_unrepresentable(ctx, h.dtype) if given_numpy else None
         if isinstance(ctx, np.ndarray) and not isinstance(ctx, h.array_type):
             # a NumPy copy of a context, for a handler of other arrays
             ctx = h.create_from_numpy(ctx)
@@ -547,7 +555,16 @@ class BufferManager:
                 f'{received}. Contexts carry over only between batches of the '
                 'same batch size.'
             )
-        if not h.is_fully_finite(ctx):
+        if bad is not None:
+            index, value, what = bad
+            raise NetworkValidationError(
+                'The context holds NaN or infinite values, or values beyond '
+                f'the range of {np.dtype(h.dtype).name} (the dtype of the '
+                f'handler): {what} at index {index} ({value!r}). A context '
+                'from net.get_context() of a pass on finite data in this dtype '
+                'has none. Pass None (or no context) to start from zero.'
+            )
+        if not given_numpy and not h.is_fully_finite(ctx):
             raise NetworkValidationError(
                 'The context holds NaN or infinite values: a context from '
                 'net.get_context() of a pass on finite data has none. Pass '

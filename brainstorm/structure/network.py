@@ -110,6 +110,18 @@ def _flag(method: str, name: str, value) -> bool:
     )
 
 
+def _training_flag(value) -> bool:
+    """``training_pass`` as a bool: also None, 0 and 1, as Brainstorm 0.5 took.
+
+    0.5 typed it ``Optional[bool]`` and read it by truth; None, 0 and 1
+    (ints, not floats or NumPy ints) keep that meaning. Anything else that
+    is no bool is refused by :func:`_flag` (``'False'`` is truthy).
+    """
+    if value is None or (type(value) is int and value in (0, 1)):
+        return bool(value)
+    return _flag('forward_pass', 'training_pass', value)
+
+
 def _path(method: str, name: str, value) -> str:
     """``value`` if it is a str, else a :class:`BufferPathError` naming it."""
     if isinstance(value, str):
@@ -480,9 +492,10 @@ class Network(Seedable):
                 loading set them (see
                 :func:`~brainstorm.structure.prediction.check_parameters_set`).
             NetworkValidationError: if ``training_pass`` is not a bool (NumPy
-                bools are): ``'False'`` would be a training pass.
+                bools, and None, 0 and 1 as in Brainstorm 0.5, are):
+                ``'False'`` would be a training pass.
         """
-        training_pass = _flag('forward_pass', 'training_pass', training_pass)
+        training_pass = _training_flag(training_pass)
         self._enter('forward_pass')
         try:
             prediction.check_parameters_set(self)

@@ -12,7 +12,7 @@ import pytest
 
 import brainstorm as bs
 from brainstorm.errors import NetworkValidationError
-from brainstorm.handlers import NumpyHandler
+from brainstorm.handlers import DebugHandler, NumpyHandler
 
 
 def _net(dtype, in_size=4, embedding=False):
@@ -111,3 +111,21 @@ def test_h5py_and_torch_data_in_range_are_copied(h5file):
         {'default': torch.ones((1, 2, 4)), 'targets': torch.zeros((1, 2, 1))}
     )
     np.testing.assert_array_equal(net.get('Input.outputs.default'), 1.0)
+
+
+def test_arrays_of_a_debug_handler_are_taken_in_its_dtype():
+    # DebugArrays had no dtype, so check_data refused them as no arrays,
+    # although the handler's own arrays are copied in as they are
+    handler = DebugHandler(NumpyHandler(np.float64))
+    inp, out = bs.tools.get_in_out_layers('classification', 4, 3)
+    net = bs.Network.from_layer(inp >> out)
+    net.set_handler(handler)
+    net.initialize(bs.initializers.Gaussian(0.1), seed=1)
+    x = np.arange(8.0).reshape(1, 2, 4)
+    net.provide_external_data(
+        {'default': handler.create_from_numpy(x), 'targets': TARGETS}
+    )
+    np.testing.assert_array_equal(net.get_input('default'), x)
+    other = DebugHandler(NumpyHandler(np.float32)).create_from_numpy(x)
+    with pytest.raises(NetworkValidationError, match="Input 'default'"):
+        net.provide_external_data({'default': other, 'targets': TARGETS})

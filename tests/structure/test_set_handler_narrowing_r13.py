@@ -276,3 +276,27 @@ def test_a_relayout_refuses_before_it_changes_the_layers():
     net.set_handler(_NoColumns(np.float16))
     assert 'columns' not in net.layers['C'].internal_shapes
     assert net.handler.dtype == np.float16
+
+
+def test_a_float64_context_beyond_float16_is_refused_on_a_float16_network():
+    # a NumPy context is not converted on NumpyHandler: it was cast by the
+    # copy into the network, 1e5 to inf, and the outputs were NaN
+    net = bs.Network.from_layer(
+        bs.layers.Input({'default': ('T', 'B', 2)}) >> bs.layers.Lstm(3, name='R')
+    )
+    net.set_handler(NumpyHandler(np.float64))
+    net.initialize(bs.initializers.Gaussian(0.1), seed=1)
+    x = np.ones((2, 4, 2))
+    net.provide_external_data({'default': x})
+    net.forward_pass()
+    context = net.get_context()
+    context[2] = np.full(context[2].shape, 1e5)
+    net.set_handler(NumpyHandler(np.float16))
+    net.provide_external_data({'default': x.astype(np.float16)})
+    with pytest.raises(NetworkValidationError) as error:
+        net.forward_pass(context=context)
+    for part in ('context', 'float16', '100000.0', 'index (0, 0, 0)'):
+        assert part in str(error.value), str(error.value)
+    context[2] = np.full(context[2].shape, 0.5)  # within the range: taken
+    net.forward_pass(context=context)
+    assert np.isfinite(net.get('R.outputs.default')).all()
