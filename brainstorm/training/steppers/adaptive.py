@@ -51,7 +51,7 @@ class RMSPropStepper(TrainingStepper):
         epsilon: added to the root for stability (> 0); at least the
             smallest normal number of the network's dtype (float16: 6.1e-5,
             so e.g. 1e-4 rather than the default), checked at ``start`` and
-            before each update.
+            before each step.
         clip_norm: see :class:`TrainingStepper`.
 
     Example:
@@ -92,13 +92,11 @@ class RMSPropStepper(TrainingStepper):
     def _allocate_state(self, handler, part) -> None:
         part.state['mean_square'] = handler.zeros(part.parameters.shape)
 
-    def _bind(self, net, ranges) -> None:
-        _check_epsilon(self, net.handler)
-        super()._bind(net, ranges)
+    def _check_for_handler(self, handler) -> None:
+        _check_epsilon(self, handler)
 
     def _update(self) -> None:
         h = self.net.handler
-        _check_epsilon(self, h)  # a schedule or set_handler may change either
         lr, rho = float(self.learning_rate), float(self.decay)
         epsilon = float(self.epsilon)
         for part in self._parts:
@@ -130,7 +128,7 @@ class AdamStepper(TrainingStepper):
         epsilon: added to the root for stability (> 0); at least the
             smallest normal number of the network's dtype (float16: 6.1e-5,
             so e.g. 1e-4 rather than the default), checked at ``start`` and
-            before each update.
+            before each step.
         clip_norm: see :class:`TrainingStepper`.
 
     Attributes:
@@ -181,9 +179,8 @@ class AdamStepper(TrainingStepper):
         part.state['m'] = handler.zeros(part.parameters.shape)
         part.state['v'] = handler.zeros(part.parameters.shape)
 
-    def _bind(self, net, ranges) -> None:
-        _check_epsilon(self, net.handler)
-        super()._bind(net, ranges)
+    def _check_for_handler(self, handler) -> None:
+        _check_epsilon(self, handler)
 
     def _reset_scalar_state(self) -> None:
         self.step_count = 0
@@ -200,7 +197,6 @@ class AdamStepper(TrainingStepper):
 
     def _update(self) -> None:
         h = self.net.handler
-        _check_epsilon(self, h)  # a schedule or set_handler may change either
         self.step_count += 1
         lr, epsilon = float(self.learning_rate), float(self.epsilon)
         b1, b2 = float(self.beta1), float(self.beta2)
@@ -237,7 +233,7 @@ class AdamWStepper(AdamStepper):
         epsilon: added to the root for stability (> 0); at least the
             smallest normal number of the network's dtype (float16: 6.1e-5,
             so e.g. 1e-4 rather than the default), checked at ``start`` and
-            before each update.
+            before each step.
         weight_decay: decay factor per unit learning rate (>= 0).
         clip_norm: see :class:`TrainingStepper`.
 

@@ -52,10 +52,11 @@ class TrainingStepper(Describable):
 
     Subclasses declare their hyperparameters in ``__arguments__`` (the
     bounds once, in the checks; the defaults once, in the signature),
-    implement ``_update`` and, if they need them, ``_allocate_state`` and
-    ``_before_passes``. The declared hyperparameters are checked when the
-    stepper is made or restored, and again before each step (a schedule may
-    have changed them).
+    implement ``_update`` and, if they need them, ``_allocate_state``,
+    ``_before_passes`` and ``_check_for_handler`` (hyperparameters the
+    network's dtype cannot use). The declared hyperparameters are checked
+    when the stepper is made or restored, and again before each step (a
+    schedule may have changed them).
 
     Args:
         clip_norm: if not None, a positive number: gradients with a global
@@ -141,26 +142,8 @@ class TrainingStepper(Describable):
                 f'{sorted(state)}; this stepper has {sorted(own)}. Was it '
                 'saved by a different stepper or network?'
             )
-        for key, value in state.items():
-            value = np.asarray(value)
-            if value.shape != own[key].shape:
-                raise TrainingValidationError(
-                    f'{type(self).__name__}: state entry {key!r} has shape '
-                    f'{value.shape}, expected {own[key].shape}.'
-                )
-        h = self.net.handler
-        for i, part in enumerate(self._parts):
-            for key in part.state:
-                value = np.asarray(state[f'part{i}.{key}'])
-                if narrows(value.dtype, h.dtype):
-                    self._check_representable(
-                        f'part{i}.{key}', value, h.dtype, 'restore'
-                    )
-        for i, part in enumerate(self._parts):
-            for key, array in part.state.items():
-                h.set_from_numpy(array, np.asarray(state[f'part{i}.{key}']))
-        scalars = self._get_scalar_state()  # by name: 'part...' may be one
-        self._set_scalar_state({k: np.asarray(state[k])[()] for k in scalars})
+        self._check_state(state, own)
+        self._restore_state(state)
 
     # ------------------------------------------------- copies, pickles ---
 
@@ -213,6 +196,7 @@ class TrainingStepper(Describable):
     # ------------------------------------------------------- internals ----
 
     def _bind(self, net, ranges) -> None:
+        self._check_for_handler(net.handler)
         self.net = net
         self._parts = [_Part(net, start, stop) for start, stop in ranges]
         for part in self._parts:
@@ -234,14 +218,37 @@ class TrainingStepper(Describable):
         and gradients into new memory; the parts would go on updating the
         old. They are made again over the new memory, and the state (the
         velocities, the moment estimates) is carried over, so training goes
-        on where it was.
+        on where it was; a state the new dtype cannot hold is refused
+        before anything moves (see :meth:`_check_move`).
         """
-        net, bound = self.net, getattr(self, '_bound', None)
-        if bound is None:  # a stepper pickled before this record existed
-            self._bound = bound = memory_of(net)
-        old_handler = bound[0]
-        if same_memory(memory_of(net), bound):
-            return
+        if self._memory_moved():
+            self._move(self._check_move())
+
+    def _memory_moved(self) -> bool:
+        """Whether the network's memory moved since the parts were bound."""
+        if getattr(self, '_bound', None) is None:  # pickled before this record
+            self._bound = memory_of(self.net)
+        return not same_memory(memory_of(self.net), self._bound)
+
+    def _check_move(self, prefix: str = '') -> list | None:
+        """Refuse moving a state entry the network's new dtype overflows.
+
+        Only a move to a narrower dtype (float64 to float16) can overflow:
+        then every entry is copied to the host and checked before anything
+        moves, and the copies are returned for :meth:`_move`. Otherwise
+        nothing is copied here (None), and :meth:`_move` copies one array
+        at a time.
+
+        Args:
+            prefix: put before the entries' names in the message (a
+                :class:`MultiStepper`'s ``'steppers.<pattern>.'``).
+
+        Raises:
+            TrainingValidationError: see :meth:`_check_representable`.
+        """
+        old_handler, dtype = self._bound[0], self.net.handler.dtype
+        if not narrows(old_handler.dtype, dtype):
+            return None
         copies = [
             [
                 (key, old_handler.get_numpy_copy(array))
@@ -249,20 +256,76 @@ class TrainingStepper(Describable):
             ]
             for old in self._parts
         ]
-        if narrows(old_handler.dtype, net.handler.dtype):
-            for i, arrays in enumerate(copies):
-                for key, array in arrays:
-                    self._check_representable(
-                        f'part{i}.{key}', array, net.handler.dtype, 'move'
-                    )
+        for i, arrays in enumerate(copies):
+            for key, array in arrays:
+                self._check_representable(
+                    f'{prefix}part{i}.{key}', array, dtype, 'move'
+                )
+        return copies
+
+    def _move(self, copies: list | None = None) -> None:
+        """Bind the parts to the network's new memory, carrying the state.
+
+        Args:
+            copies: :meth:`_check_move`'s host copies of the state, or None
+                to copy each array as it moves.
+        """
+        net, old_handler = self.net, self._bound[0]
         parts = []
-        for old, arrays in zip(self._parts, copies):
+        for i, old in enumerate(self._parts):
             part = _Part(net, old.start, old.stop)
+            arrays = (
+                copies[i]
+                if copies is not None
+                else (
+                    (key, old_handler.get_numpy_copy(array))
+                    for key, array in old.state.items()
+                )
+            )
             for key, array in arrays:
                 part.state[key] = net.handler.create_from_numpy(array)
             parts.append(part)
         self._parts = parts
         self._bound = memory_of(net)
+
+    def _check_state(self, state: dict, own: dict, prefix: str = '') -> None:
+        """Refuse a state :meth:`_restore_state` cannot restore whole.
+
+        Args:
+            state: entry names (as :meth:`get_state` names them) to values;
+                the same names as ``own``.
+            own: :meth:`get_state`'s result.
+            prefix: put before the entries' names in the messages (a
+                :class:`MultiStepper`'s ``'steppers.<pattern>.'``).
+
+        Raises:
+            TrainingValidationError: for an entry of another shape, or with
+                a finite value beyond the range of the handler's dtype.
+        """
+        for key, value in state.items():
+            value = np.asarray(value)
+            if value.shape != own[key].shape:
+                raise TrainingValidationError(
+                    f'{type(self).__name__}: state entry {prefix + key!r} has '
+                    f'shape {value.shape}, expected {own[key].shape}.'
+                )
+        dtype = self.net.handler.dtype
+        for i, part in enumerate(self._parts):
+            for key in part.state:
+                value = np.asarray(state[f'part{i}.{key}'])
+                if narrows(value.dtype, dtype):
+                    self._check_representable(
+                        f'{prefix}part{i}.{key}', value, dtype, 'restore'
+                    )
+
+    def _restore_state(self, state: dict) -> None:
+        """Restore a state :meth:`_check_state` accepted."""
+        h = self.net.handler
+        for i, part in enumerate(self._parts):
+            for key, array in part.state.items():
+                h.set_from_numpy(array, np.asarray(state[f'part{i}.{key}']))
+        scalars = self._get_scalar_state()  # by name: 'part...' may be one
+        self._set_scalar_state({k: np.asarray(state[k])[()] for k in scalars})
 
     def _check_representable(self, key: str, array, dtype, action: str) -> None:
         """Refuse state entry ``key`` if a finite value overflows ``dtype``.
@@ -315,9 +378,27 @@ class TrainingStepper(Describable):
         Raises:
             TrainingValidationError: naming the stepper and the
                 hyperparameter, e.g. a ``learning_rate`` that a schedule
-                made negative.
+                made negative, or one the network's handler cannot use
+                (see :meth:`_check_for_handler`).
         """
         check_attributes(self)
+        if self.net is not None:
+            self._check_for_handler(self.net.handler)
+
+    def _check_for_handler(self, handler) -> None:
+        """Refuse hyperparameters that ``handler`` cannot compute with.
+
+        Called at :meth:`start` and before each step, before anything
+        changes (a schedule or ``set_handler`` may have changed the
+        hyperparameter or the dtype); a :class:`MultiStepper` calls it for
+        all its steppers before any of them updates. Nothing to check here;
+        e.g. Adam refuses an ``epsilon`` that is 0 in float16. It must not
+        allocate (it runs at each step).
+
+        Raises:
+            TrainingValidationError: naming the stepper, the hyperparameter,
+                its value and what the dtype needs.
+        """
 
     def _before_passes(self) -> None:
         """Work done before the forward pass (Nesterov's look-ahead)."""

@@ -179,6 +179,8 @@ class MultiStepper(TrainingStepper):
                     f"MultiStepper: no stepper for layer '{lname}'. Add a "
                     "'default' or a pattern matching it."
                 )
+        for stepper in self._unique_steppers().values():
+            stepper._check_for_handler(net.handler)  # before any is bound
         offset = net.layout['parameters']['@slice'][0]
         ranges: dict = {p: [] for p in self._unique_steppers()}
         for lname, pattern in assignment.items():
@@ -213,10 +215,22 @@ class MultiStepper(TrainingStepper):
             stepper._update()
 
     def _follow_network(self) -> None:
-        """Its own part and each stepper's follow the network's memory."""
+        """Its own part and each stepper's follow the network's memory.
+
+        All or nothing: every stepper's state is checked against the new
+        dtype (see :meth:`TrainingStepper._check_move`) before any moves.
+        """
+        moving = [
+            (pattern, stepper)
+            for pattern, stepper in self._unique_steppers().items()
+            if stepper._memory_moved()
+        ]
+        copies = [
+            stepper._check_move(f'steppers.{pattern}.') for pattern, stepper in moving
+        ]
         super()._follow_network()
-        for stepper in self._unique_steppers().values():
-            stepper._follow_network()
+        for (_, stepper), copied in zip(moving, copies):
+            stepper._move(copied)
 
     def get_state(self) -> OrderedDict:
         """The states of all steppers, prefixed ``'steppers.<pattern>.'``."""
@@ -228,7 +242,15 @@ class MultiStepper(TrainingStepper):
         return state
 
     def set_state(self, state: dict) -> None:
-        """Restore a state made by :meth:`get_state`."""
+        """Restore a state made by :meth:`get_state`.
+
+        All or nothing: every stepper's entries are checked (names,
+        shapes, the range of the handler's dtype) before any is restored.
+
+        Raises:
+            TrainingValidationError: as :meth:`TrainingStepper.set_state`,
+                naming entries as :meth:`get_state` does.
+        """
         self._require_started('set_state')
         own = self.get_state()
         if set(state) != set(own):
@@ -236,11 +258,21 @@ class MultiStepper(TrainingStepper):
                 f'MultiStepper: cannot restore a state with entries '
                 f'{sorted(state)}; this stepper has {sorted(own)}.'
             )
+        restores = []
         for pattern, stepper in self._unique_steppers().items():
             prefix = f'steppers.{pattern}.'
-            stepper.set_state(
-                {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
+            sub_state, sub_own = (
+                {
+                    k[len(prefix) :]: v
+                    for k, v in entries.items()
+                    if k.startswith(prefix)
+                }
+                for entries in (state, own)
             )
+            stepper._check_state(sub_state, sub_own, prefix)
+            restores.append((stepper, sub_state))
+        for stepper, sub_state in restores:
+            stepper._restore_state(sub_state)
 
     def _update(self) -> None:
         raise AssertionError('MultiStepper updates through its steppers')
