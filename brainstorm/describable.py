@@ -282,7 +282,15 @@ def _set_missing_defaults(
 
 
 def _equal(a, b) -> bool:
+    """Whether ``a`` equals ``b``; an array equals only values of its shape.
+
+    Other shapes are unequal before comparing: NumPy 1.24 warns comparing
+    arrays whose shapes do not broadcast (later versions raise).
+    """
     try:
+        if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+            if np.shape(a) != np.shape(b):
+                return False
         result = a == b
         if isinstance(result, np.ndarray):
             return bool(result.all()) and np.shape(a) == np.shape(b)

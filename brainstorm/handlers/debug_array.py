@@ -69,7 +69,6 @@ class DebugArray:
         array: the wrapped array.
         shape: its shape.
         size: its number of elements.
-        dtype: its dtype (a read-only property).
     """
 
     def __init__(self, arr):

@@ -40,6 +40,14 @@ def same_bits(a, b):
     return np.array_equal(a.view(np.int32), b.view(np.int32))
 
 
+def same_values(a, b):
+    """NaN at the same places, every bit of the other elements the same: for
+    where the sign or payload of a NaN is NumPy's loops' choice, which
+    varies with NumPy's version and the loop it takes, not the handler."""
+    nan = np.isnan(a)
+    return np.array_equal(nan, np.isnan(b)) and same_bits(a[~nan], b[~nan])
+
+
 def count_numpy_updates(monkeypatch, op):
     calls = []
     original = getattr(_numpy_update, op)
@@ -49,9 +57,9 @@ def count_numpy_updates(monkeypatch, op):
     return calls
 
 
-def check_update(monkeypatch, op, size, hyper, on_onednn=True):
-    """The op on OneDnnHandler and NumpyHandler: the same bits; oneDNN ran
-    (or, ``on_onednn`` False, NumpyHandler's op)."""
+def check_update(monkeypatch, op, size, hyper, on_onednn=True, same=same_bits):
+    """The op on OneDnnHandler and NumpyHandler: the ``same`` results; oneDNN
+    ran (or, ``on_onednn`` False, NumpyHandler's op)."""
     h = onednn_handler(np.float32)
     expected = operands(OPS[op][0], size)
     got = [a.copy() for a in expected]
@@ -61,7 +69,7 @@ def check_update(monkeypatch, op, size, hyper, on_onednn=True):
         getattr(h, op)(*got, *hyper)
     assert numpy_calls == ([] if on_onednn else [op])
     for name, a, b in zip(('parameters', 'gradients', 'velocity'), got, expected):
-        assert same_bits(a, b), name
+        assert same(a, b), name
 
 
 @pytest.mark.parametrize('size', [ELEMENTWISE_MIN, 3 * ELEMENTWISE_MIN + 5])
@@ -75,9 +83,15 @@ SCALARS = {  # learning rate, momentum
     'ints': (2, 1),
     'zeros': (-0.0, 0.0),
     'tiny': (1e-46, 1e-45),
-    'rounding to float32 max': (3.4028235677973362e38, 0.5),
-    'rounding to inf': (3.4028235677973366e38, 1e39),
+    'just below 3.4e38': (3.3999999999999992e38, -3.3999999999999992e38),
+    'ints exact in float64': (2**53 - 1, -(2**53 - 1)),
 }
+
+#: momenta this big give velocities new NaN (inf - inf) where parameters
+#: hold NaN of their own: which of the two NaN a sum passes on is the
+#: choice of NumPy's loops (NumPy 1.24 and 2.0 the velocity's, 2.4 and
+#: oneDNN the parameter's), so NaN compare by place
+NAN_BY_PLACE = {'just below 3.4e38', 'ints exact in float64'}
 
 
 @pytest.mark.parametrize('scalars', list(SCALARS))
@@ -85,8 +99,13 @@ SCALARS = {  # learning rate, momentum
 def test_scalars_of_every_size_are_rounded_as_numpy_rounds_them(
     monkeypatch, op, scalars
 ):
+    """Floats below 3.4e38 and ints below 2**53 in magnitude run on oneDNN,
+    with NumPy's bits on every NumPy version (NumPy 1.x computes with them
+    in float32 too, rounded as oneDNN's float32 scales are). Bigger ones:
+    tests/test_old_numpy_r13.py."""
     hyper = SCALARS[scalars][: len(OPS[op][1])]
-    check_update(monkeypatch, op, ELEMENTWISE_MIN, hyper)
+    same = same_values if scalars in NAN_BY_PLACE else same_bits
+    check_update(monkeypatch, op, ELEMENTWISE_MIN, hyper, same=same)
 
 
 def _strided(arrays):
@@ -142,8 +161,11 @@ def test_other_operands_take_numpy_handlers_update(monkeypatch, op, case):
         getattr(NumpyHandler(np.float32), op)(*expected, *hyper)
         getattr(h, op)(*arrays, *hyper)
     assert numpy_calls == [op, op]
+    # NumPy 1.24 gives a NaN learning rate's products either sign on two
+    # handlers running the same NumPy code
+    same = same_values if case == 'a NaN learning rate' else same_bits
     for a, b in zip(arrays, expected):
-        assert same_bits(np.ascontiguousarray(a), np.ascontiguousarray(b))
+        assert same(np.ascontiguousarray(a), np.ascontiguousarray(b))
 
 
 @pytest.mark.parametrize('op', list(OPS))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import threading
 import warnings
@@ -55,6 +54,14 @@ SMALL_PRODUCT = 1 << 24
 #: ReLU, the sigmoid's derivative and sums of fewer elements than this
 #: stay with NumPy (calling oneDNN would cost more than its threads save)
 ELEMENTWISE_MIN = 1 << 16
+
+#: the types of the scalars (learning rate, momentum) with which updates run
+#: on oneDNN, each with the magnitude it must stay below. NumPy 1.x computes
+#: with a float in float32 only below 3.4e38 (from there in float64, which
+#: oneDNN's float32 scale would not match), and rounds an int to float32 at
+#: once where oneDNN's scale takes it through float64 (the same float32
+#: while the int is exact in float64); it refuses ints beyond int64
+ONEDNN_SCALAR_BOUNDS = {float: 3.4e38, int: 1 << 53}
 
 
 def _kind(key):
@@ -529,16 +536,24 @@ class OneDnnHandler(PoolingOps, NumpyHandler):
 
         oneDNN runs updates of float32 C-contiguous arrays of one shape and
         at least :data:`ELEMENTWISE_MIN` elements, no two of them sharing
-        memory, the ``written`` ones writeable, with finite Python floats or
-        ints as scalars: NumPy rounds those to float32 as oneDNN's scales
-        are (a NumPy float64 would make it compute in float64; a NaN scalar
-        would give another NaN than NumPy's).
+        memory, the ``written`` ones writeable, with Python floats or ints
+        below :data:`ONEDNN_SCALAR_BOUNDS` in magnitude as scalars: NumPy
+        computes with those in float32, rounded as oneDNN's scales are, on
+        every version (NumPy 2 rounds any Python scalar to float32, NEP 50;
+        NumPy 1.x only such small ones, by their value). Any other scalar
+        takes NumpyHandler's update: a NumPy float64 makes NumPy compute in
+        float64, and so does a float of 3.4e38 or more on NumPy 1.x; NumPy
+        1.x rounds bigger ints otherwise, or refuses them; a NaN scalar
+        would give another NaN than NumPy's (NaN and infinities fail the
+        bound).
         """
         arrays = written + read
         if self.dtype != np.float32 or not _dense_float32(arrays, ELEMENTWISE_MIN):
             return None
-        if any(type(s) not in (float, int) or not math.isfinite(s) for s in scalars):
-            return None
+        for s in scalars:  # not abs(s) < bound: NaN falls back too
+            bound = ONEDNN_SCALAR_BOUNDS.get(type(s))
+            if bound is None or not abs(s) < bound:
+                return None
         if not all(a.flags.writeable for a in written):
             return None
         if len({_address(a) for a in arrays}) < len(arrays) or _overlapping(arrays):
