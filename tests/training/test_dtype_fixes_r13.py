@@ -110,6 +110,17 @@ def test_float16_epsilon_that_fits_keeps_zero_gradients_finite(stepper_class):
     np.testing.assert_allclose(W[:, 2], before[:, 2], rtol=2e-3)
 
 
+@pytest.mark.parametrize('stepper_class', ADAPTIVE)
+def test_the_smallest_normal_float16_is_a_valid_epsilon(stepper_class):
+    # the bound itself is allowed ("at least")
+    net = classification_net(np.float16)
+    stepper = stepper_class(0.01, epsilon=float(np.finfo(np.float16).tiny))
+    stepper.start(net)
+    net.provide_external_data(zero_feature_data())
+    stepper.run()
+    assert np.isfinite(net.get('parameters')).all()
+
+
 @pytest.mark.parametrize('dtype', [np.float32, np.float64])
 @pytest.mark.parametrize('stepper_class', ADAPTIVE)
 def test_default_epsilon_still_trains_float32_and_float64(stepper_class, dtype):
