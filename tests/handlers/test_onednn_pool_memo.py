@@ -8,11 +8,13 @@ The deltas are integers here, so every sum is exact and the backward
 results of both handlers are compared bit for bit.
 """
 
+import gc
 import threading
 
 import numpy as np
 import pytest
 
+import brainstorm as bs
 from brainstorm.handlers import NumpyHandler
 from brainstorm.handlers.onednn import _pool
 from brainstorm.shapes import padding_sides
@@ -336,3 +338,52 @@ def test_changing_batch_sizes_keep_one_memo_per_array(handler, monkeypatch):
         np.testing.assert_array_equal(got, g.expected_backward(x, argmax, dy))
     assert len(handler._per_thread.onednn_pool_memos) == 1
     assert translations == []
+
+
+def _pooling_net(handler, seed=0):
+    inp, out = bs.tools.get_in_out_layers('classification', (8, 8, 3), 4)
+    net = bs.Network.from_layer(
+        inp
+        >> bs.layers.Convolution2D(4, kernel_size=(3, 3), padding=1, name='C')
+        >> bs.layers.Pooling2D(type='max', kernel_size=(2, 2), stride=(2, 2), name='P')
+        >> bs.layers.Pooling2D(type='max', kernel_size=(2, 2), stride=(2, 2), name='Q')
+        >> out
+    )
+    net.set_handler(handler)
+    net.initialize(bs.initializers.Gaussian(0.1), seed=seed)
+    return net
+
+
+def _step(net, batch_size, seed=0):
+    rng = np.random.RandomState(seed)
+    net.provide_external_data(
+        {
+            'default': rng.rand(1, batch_size, 8, 8, 3).astype(np.float32),
+            'targets': rng.randint(0, 4, (1, batch_size, 1)),
+        }
+    )
+    net.forward_pass(training_pass=True)
+    net.backward_pass()
+
+
+def test_other_batch_sizes_of_one_network_keep_one_memo_per_pooling_layer(handler):
+    # another batch size puts the network's argmax at other addresses of
+    # the same buffer: the memos of the old layout were kept, one set per
+    # batch size (the docs said a smaller last batch replaced them)
+    net = _pooling_net(handler)
+    for batch_size in (20, 12, 20, 7, 3):
+        _step(net, batch_size)
+        assert len(handler._per_thread.onednn_pool_memos) == 2
+
+
+def test_the_memos_of_a_dropped_network_go_with_the_next_memo(handler):
+    # a hyperparameter search: networks made, trained and dropped on one
+    # (the shared default) handler kept up to POOL_MEMOS memos of networks
+    # that were gone, 132 MB after 16 small CNNs
+    for trial in range(5):
+        net = _pooling_net(handler, seed=trial)
+        _step(net, 10 + trial)
+        del net
+        gc.collect()
+    _step(_pooling_net(handler), 4)
+    assert len(handler._per_thread.onednn_pool_memos) == 2

@@ -13,7 +13,9 @@ workspace again. Each thread keeps, per ``argmax`` address (a view of
 another shape there, such as a smaller last batch, replaces it), the
 workspace its forward pass wrote and a copy of the ``argmax`` written with
 it (about 1.25 to 2 times the pooled outputs' memory, for at most
-:data:`POOL_MEMOS` addresses); when ``argmax`` still
+:data:`POOL_MEMOS` addresses, and none of networks that are gone or were
+laid out for another batch size: see :func:`forward_memo`); when
+``argmax`` still
 holds those values, the backward pass takes that workspace. Otherwise
 (changed values, another thread, no forward pass on this handler) the
 caller translates ``argmax`` back (:func:`workspace_from_argmax`). The
@@ -22,6 +24,7 @@ translation is exact, so equal values give the same workspace either way.
 
 from __future__ import annotations
 
+import weakref
 from collections import OrderedDict
 
 import numpy as np
@@ -40,16 +43,40 @@ __all__ = [
 POOL_MEMOS = 32
 
 
-class _Memo:
-    """The workspace a forward pass wrote, and the ``argmax`` it gave."""
+def _base(array) -> np.ndarray:
+    """The array that owns ``array``'s memory (a network's flat buffer)."""
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array
 
-    __slots__ = ('argmax', 'layout', 'plan', 'workspace')
+
+class _Memo:
+    """The workspace a forward pass wrote, and the ``argmax`` it gave.
+
+    It notes (weakly) the array owning ``argmax``'s memory, and the
+    images in ``argmax``: the memos of a network that is gone, or of its
+    layout for another batch size, are dropped when the next memo is made
+    (see :func:`forward_memo`).
+    """
+
+    __slots__ = ('argmax', 'layout', 'owner', 'plan', 'workspace')
 
     def __init__(self, plan, argmax, dtype, workspace_dtype):
         self.plan = plan
         self.layout = (argmax.shape, argmax.strides)
+        self.owner = weakref.ref(_base(argmax))
         self.argmax = np.empty(argmax.shape, dtype)
         self.workspace = np.empty(argmax.shape, workspace_dtype)
+
+    def outdated_by(self, owner, images: int) -> bool:
+        """Is this memo stale once ``owner`` holds an argmax of ``images``?
+
+        Its array is gone, or it lies in the same array laid out for
+        another number of images (a network's buffers for another batch
+        size: its old addresses now hold other buffers).
+        """
+        own = self.owner()
+        return own is None or (own is owner and self.layout[0][0] != images)
 
     def serves(self, plan, argmax) -> bool:
         """Is this the memo of ``plan`` writing ``argmax`` (its layout)?"""
@@ -75,14 +102,21 @@ def forward_memo(handler, plan, argmax) -> _Memo:
 
     Its ``workspace`` receives oneDNN's; the caller then copies the
     ``argmax`` it computes into its ``argmax``. One memo per address: a
-    view of other shape at the same address (a smaller last batch, say)
-    replaces it, so changing batch sizes do not pile up memos.
+    view of other shape at the same address replaces it. A new memo also
+    drops the memos whose ``argmax`` lay in an array that is gone (a
+    network dropped) or in its own array laid out for another number of
+    images (a network fed another batch size puts its buffers at other
+    addresses), so neither dropped networks nor changing batch sizes pile
+    up memos. Making a memo is rare: a network's passes reuse theirs.
     """
     memos = _memos(handler)
     key = _address(argmax)
     memo = memos.get(key)
     if memo is None or not memo.serves(plan, argmax):
         memos.pop(key, None)
+        owner, images = _base(argmax), argmax.shape[0]
+        for stale in [k for k, m in memos.items() if m.outdated_by(owner, images)]:
+            del memos[stale]
         while len(memos) >= POOL_MEMOS:
             memos.popitem(last=False)
         memo = memos[key] = _Memo(plan, argmax, handler.dtype, plan.workspace_dtype)
