@@ -440,7 +440,7 @@ class NumpyHandler(Handler):
         # max(x, 0) + ln(1 + exp(-|x|)): no overflow for large |x|
         tmp = self._buffer('tmp', x.shape)
         np.abs(x, out=tmp)
-        np.multiply(tmp, -1, out=tmp)
+        np.multiply(tmp, -1, out=tmp)  # not np.negative: see sigmoid
         np.exp(tmp, out=tmp)
         np.log1p(tmp, out=tmp)
         np.maximum(x, 0, out=y)
@@ -448,7 +448,7 @@ class NumpyHandler(Handler):
 
     def softplus_deriv(self, x, y, dy, dx) -> None:
         tmp = self._buffer('tmp', y.shape)
-        np.multiply(y, -1, out=tmp)
+        np.multiply(y, -1, out=tmp)  # not np.negative: see sigmoid
         np.expm1(tmp, out=tmp)
         np.multiply(tmp, -1, out=tmp)
         np.multiply(dy, tmp, out=dx)

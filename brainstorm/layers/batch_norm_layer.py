@@ -21,8 +21,8 @@ def BatchNorm(
     The statistics of channel ``c`` are taken over all ``m`` elements of
     the batch with that channel (all time steps, sequences and, for images,
     positions). Padded time steps of sequences of different lengths count
-    too: the layer takes no mask. In a training pass, with the batch mean ``mean`` and
-    ``sigma_b = sqrt(var + epsilon)`` (biased variance)::
+    too: the layer takes no mask. In a training pass, with the batch mean
+    ``mean`` and ``sigma_b = sqrt(var + epsilon)`` (biased variance)::
 
         x_hat = (x - mean) / sigma_b
         mu    <- decay * mu    + (1 - decay) * mean

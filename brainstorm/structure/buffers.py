@@ -544,7 +544,7 @@ class BufferManager:
         # a float64 1e5 would be inf in float16
         given_numpy = isinstance(ctx, np.ndarray)
         bad = find_unrepresentable(ctx, h.dtype) if given_numpy else None
-        if isinstance(ctx, np.ndarray) and not isinstance(ctx, h.array_type):
+        if given_numpy and not isinstance(ctx, h.array_type):
             # a NumPy copy of a context, for a handler of other arrays
             ctx = h.create_from_numpy(ctx)
         if tuple(ctx.shape) != expected:

@@ -117,6 +117,8 @@ def _training_flag(value) -> bool:
     (ints, not floats or NumPy ints) keep that meaning. Anything else that
     is no bool is refused by :func:`_flag` (``'False'`` is truthy).
     """
+    if value is True or value is False:
+        return value
     if value is None or (type(value) is int and value in (0, 1)):
         return bool(value)
     return _flag('forward_pass', 'training_pass', value)

@@ -550,7 +550,7 @@ class OneDnnHandler(PoolingOps, NumpyHandler):
         arrays = written + read
         if self.dtype != np.float32 or not _dense_float32(arrays, ELEMENTWISE_MIN):
             return None
-        for s in scalars:  # not abs(s) < bound: NaN falls back too
+        for s in scalars:  # written 'not abs(s) < bound' so that NaN fails it
             bound = ONEDNN_SCALAR_BOUNDS.get(type(s))
             if bound is None or not abs(s) < bound:
                 return None

@@ -96,6 +96,7 @@ class TrainingStepper(Describable):
         Allocates the state (all zero) and scratch memory for its whole
         parameter array.
         """
+        self._check_for_handler(net.handler)
         self._bind(net, [(0, int(net.buffer.parameters.shape[0]))])
 
     def run(self) -> None:
@@ -196,7 +197,6 @@ class TrainingStepper(Describable):
     # ------------------------------------------------------- internals ----
 
     def _bind(self, net, ranges) -> None:
-        self._check_for_handler(net.handler)
         self.net = net
         self._parts = [_Part(net, start, stop) for start, stop in ranges]
         for part in self._parts:
