@@ -74,6 +74,17 @@ def test_default_epsilon_is_refused_on_float16_at_start(stepper_class):
     assert np.isfinite(net.get('parameters')).all()
 
 
+def test_a_refused_start_leaves_the_stepper_unstarted():
+    # the check runs before anything is bound: the stepper is not half
+    # started on the network it refused
+    net = classification_net(np.float16)
+    stepper = AdamStepper(0.01)
+    with pytest.raises(TrainingValidationError, match='epsilon'):
+        stepper.start(net)
+    with pytest.raises(TrainingValidationError, match='start'):
+        stepper.get_state()
+
+
 @pytest.mark.parametrize('stepper_class', ADAPTIVE)
 def test_trainer_refuses_default_epsilon_on_float16_not_non_finite(stepper_class):
     net = classification_net(np.float16)
