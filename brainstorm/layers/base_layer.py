@@ -74,6 +74,13 @@ class Layer:
     #: gives them this value unless a pattern names them. They get no
     #: gradient, so they belong in ``computes_no_gradients_for`` too.
     untrained_parameters: dict = {}
+    #: Inputs that hold whole-number ids (vocabulary ids, class indices),
+    #: e.g. ``('default',)`` for Embedding. Data fed to such an input
+    #: straight from the Input layer is refused by
+    #: ``Network.provide_external_data`` where the cast to the handler's
+    #: dtype would change an id (float16 holds every whole number only up
+    #: to 2048: the float 2049.0 would become 2048, another row).
+    id_inputs: tuple = ()
     #: Outputs that do not depend on some of the inputs, output name ->
     #: those inputs. ``net.predict`` (and everything that asks which inputs
     #: an output needs) then does not ask for data that reaches the output

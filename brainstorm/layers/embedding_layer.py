@@ -54,6 +54,7 @@ class EmbeddingLayerImpl(Layer):
         'size': Kwarg(PositiveInt(), description='size of each vector'),
     }
     computes_no_input_deltas_for = ('default',)
+    id_inputs = ('default',)
     overwrites_gradients = True
 
     def setup(self, kwargs, in_shapes):

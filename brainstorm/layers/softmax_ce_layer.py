@@ -47,6 +47,7 @@ class SoftmaxCELayerImpl(Layer):
     expected_inputs = {'default': time_template(), 'targets': time_template()}
     declared_kwargs = {}
     computes_no_input_deltas_for = ('targets',)
+    id_inputs = ('targets',)
     takes_no_output_deltas_from = ('predictions',)
 
     def setup(self, kwargs, in_shapes):

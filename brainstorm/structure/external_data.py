@@ -37,6 +37,7 @@ def provide_external_data(
     data: dict,
     all_inputs: bool = True,
     check_finite: bool = True,
+    id_inputs: dict | None = None,
 ) -> None:
     """Put a batch of data into the Input layer's outputs.
 
@@ -50,6 +51,10 @@ def provide_external_data(
         check_finite: refuse NaN, infinite values and values the handler's
             dtype cannot hold (e.g. float64 beyond the float32 range), see
             :func:`find_unrepresentable`; False skips the check.
+        id_inputs: input name -> the layers that read it as whole-number
+            ids (e.g. ``("Embedding 'emb'",)``, see ``Layer.id_inputs``):
+            float data for these is refused where the cast to the
+            handler's dtype would change a value.
 
     Data that is not a NumPy array is read with ``np.asarray`` (an h5py
     dataset, a torch tensor) and checked as an ndarray, unless it is an
@@ -61,7 +66,8 @@ def provide_external_data(
             inconsistent T/B, non-numeric data, or (with ``check_finite``)
             a value that is not finite in the handler's dtype, or (always)
             an integer that the handler's dtype does not hold exactly (see
-            :func:`_find_inexact_integer`).
+            :func:`_find_inexact_integer`), or (always) an id of
+            ``id_inputs`` that the cast to that dtype would change.
     """
     if not hasattr(data, 'items'):
         raise NetworkValidationError(
@@ -76,11 +82,7 @@ def provide_external_data(
     arrays = _collect_arrays(input_layer.out_shapes, data, all_inputs, handler)
     if not arrays:
         return
-    for name, array in arrays.items():
-        if check_finite:
-            _check_finite_input(handler, name, array)
-        # always: a rounded id is no bad value but a wrong one (another row)
-        _check_exact_integers(handler, name, array)
+    _check_values(handler, arrays, check_finite, id_inputs or {})
     time_size, batch_size = _time_and_batch_size(input_layer.out_shapes, arrays)
     before = (buffer_manager.time_size, buffer_manager.batch_size)
     if time_size is None:
@@ -98,6 +100,17 @@ def provide_external_data(
             handler.set_from_numpy(outputs[name], array)
         else:
             handler.copy_to(array, outputs[name])
+
+
+def _check_values(handler, arrays: dict, check_finite: bool, id_inputs: dict) -> None:
+    """The checks of :func:`provide_external_data` on each array's values."""
+    for name, array in arrays.items():
+        if check_finite:
+            _check_finite_input(handler, name, array)
+        # always: a rounded id is no bad value but a wrong one (another row)
+        _check_exact_integers(handler, name, array)
+        if name in id_inputs:
+            _check_exact_ids(handler, name, array, id_inputs[name])
 
 
 def _check_finite_input(handler, name: str, array) -> None:
@@ -194,6 +207,17 @@ def _check_exact_integers(handler, name: str, array) -> None:
         return
     index, value, rounded = found
     dtype = np.dtype(handler.dtype)
+    became = f'{int(rounded)}' if math.isfinite(rounded) else f'{rounded}'
+    raise NetworkValidationError(
+        f"Input '{name}': the integer {value} at index {index} is not exact "
+        f'in {dtype.name}, the dtype of the handler: it would become '
+        f'{became} (an Embedding id or a class index would pick another '
+        f'row). {_exact_integers_hint(dtype)}.'
+    )
+
+
+def _exact_integers_hint(dtype) -> str:
+    """How far ``dtype`` holds every integer, and which dtypes hold more."""
     exact = _exact_up_to(dtype)
     wider = [
         f'{other} (exact up to {_exact_up_to(other)})'
@@ -205,12 +229,55 @@ def _check_exact_integers(handler, name: str, array) -> None:
         if wider
         else 'no float dtype of a handler holds it: number the ids anew'
     )
-    became = f'{int(rounded)}' if math.isfinite(rounded) else f'{rounded}'
+    return f'{dtype.name} holds every integer only up to {exact}; {hint}'
+
+
+def _find_changed_float(array, dtype) -> tuple | None:
+    """The first finite float of ``array`` that a cast to ``dtype`` changes.
+
+    A float64 2049.0 becomes 2048 in float16, 2.0001 becomes 2: fine for
+    data, another row for an id. Arrays of other kinds, and float arrays
+    whose every value ``dtype`` holds (``np.can_cast``), are not looked
+    at; NaN and inf are left to the finite check and the layers.
+
+    Returns:
+        None if the cast keeps every finite value, else ``(index, value,
+        rounded)`` as :func:`_find_inexact_integer`.
+    """
+    if array.dtype.kind != 'f' or not array.size or np.can_cast(array.dtype, dtype):
+        return None
+    with np.errstate(over='ignore', invalid='ignore'):
+        changed = (array.astype(dtype) != array) & np.isfinite(array)
+    if not changed.any():
+        return None
+    index = tuple(
+        int(i) for i in np.unravel_index(int(np.argmax(changed)), array.shape)
+    )
+    value = array[index]
+    with np.errstate(over='ignore'):
+        rounded = float(value.astype(dtype))
+    return index, float(value), rounded
+
+
+def _check_exact_ids(handler, name: str, array, readers: tuple) -> None:
+    """Refuse float ids that the cast to the handler's dtype would change.
+
+    Raises:
+        NetworkValidationError: naming the input, the layers reading it as
+            ids, the first such value, its index and what it would become.
+    """
+    if not isinstance(array, np.ndarray):
+        return  # a handler array: already in the handler's dtype
+    found = _find_changed_float(array, handler.dtype)
+    if found is None:
+        return
+    index, value, rounded = found
+    dtype = np.dtype(handler.dtype)
     raise NetworkValidationError(
-        f"Input '{name}': the integer {value} at index {index} is not exact "
-        f'in {dtype.name}, the dtype of the handler: it would become '
-        f'{became} (an Embedding id or a class index would pick another '
-        f'row). {dtype.name} holds every integer only up to {exact}; {hint}.'
+        f"Input '{name}' holds ids for {', '.join(readers)}: the value "
+        f'{value!r} at index {index} would become {rounded!r} in '
+        f'{dtype.name}, the dtype of the handler (another row or class, '
+        f'silently). Ids must be whole numbers; {_exact_integers_hint(dtype)}.'
     )
 
 

@@ -404,7 +404,8 @@ class Network(Seedable):
         registered layer classes they derive from, for
         ``Handler.network_pass``: a subclass of ``LstmLayerImpl`` with a type
         of its own brings ``'Lstm'`` too, so a handler preparing for Lstm
-        layers prepares for it.
+        layers prepares for it; ``_id_inputs`` are the data names that
+        layers read as ids (``Layer.id_inputs``), each with those layers.
         """
         overwritten = overwritten_memory(self.layers, self.layout)
         self.buffer_manager.skip_clearing(overwritten.constant, overwritten.sized)
@@ -415,6 +416,12 @@ class Network(Seedable):
             for cls in type(layer).__mro__
             if is_registered(cls)
         )
+        readers: dict = {}
+        for layer in self.layers.values():
+            for c in layer.incoming:
+                if c.start_layer == 'Input' and c.input_name in layer.id_inputs:
+                    readers.setdefault(c.output_name, []).append(layer._desc())
+        self._id_inputs = {name: tuple(found) for name, found in readers.items()}
 
     def _relayout(self, new_handler) -> None:
         """Lay the memory out anew on ``new_handler``.
@@ -475,6 +482,7 @@ class Network(Seedable):
                 data,
                 all_inputs,
                 check_finite,
+                self._id_inputs,
             )
         finally:
             self._leave()

@@ -150,11 +150,15 @@ def test_float64_has_no_wider_dtype_to_suggest():
 
 
 def test_float_and_small_integer_data_is_not_looked_at():
-    """Float data is rounded as always (2049.0 is float data, not an id);
-    int16 below float32 and uint8 below float16 cannot be rounded."""
+    """Float data for inputs that take no ids is rounded as always (float
+    ids are checked in test_id_inputs.py); int16 below float32 and uint8
+    below float16 cannot be rounded."""
     net = embedding_net(np.float16)
-    net.provide_external_data({'default': np.array([[[2049.0]]])})
-    assert net.get('Input.outputs.default')[0, 0, 0] == 2048
+    inp = bs.layers.Input({'default': ('T', 'B', 1)})
+    narrow = bs.Network.from_layer(inp >> bs.layers.FullyConnected(1, name='fc'))
+    narrow.set_handler(NumpyHandler(np.float16))
+    narrow.provide_external_data({'default': np.array([[[2049.0]]])})
+    assert narrow.get('Input.outputs.default')[0, 0, 0] == 2048
     inp = bs.layers.Input({'default': ('T', 'B', 1)})
     wide = bs.Network.from_layer(inp >> bs.layers.FullyConnected(1, name='fc'))
     wide.set_handler(NumpyHandler(np.float32))
