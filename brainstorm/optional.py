@@ -67,37 +67,13 @@ except ImportError as _err:
         _missing('PyCUDA (with the CUDA toolkit)', 'pycuda', _err)
     )
 
-try:
-    import bokeh  # noqa: F401
 
-    has_bokeh = True
-    bokeh_mock = None
-except ImportError as _err:
-    has_bokeh = False
-    bokeh_mock = MissingDependencyMock(
-        ImportError(
-            f'bokeh is needed for the BokehVisualizer but could not be imported '
-            f'({_err}). Install it with: {install_hint("bokeh")}'
-        )
-    )
-
-try:
-    # only the package: ``from mpi4py import MPI`` would initialise MPI,
-    # which brainstorm.training.data_parallel does when it is first needed
-    import mpi4py  # noqa: F401
-
-    has_mpi4py = True
-    mpi4py_mock = None
-except ImportError as _err:
-    has_mpi4py = False
-    mpi4py_mock = MissingDependencyMock(
-        _missing('mpi4py (with an MPI library, e.g. the mpich wheel)', 'mpi', _err)
-    )
-
-
-# onnx and tensorboardX are looked up, not imported: importing them takes
-# time that ``import brainstorm`` should not spend. import_optional imports
-# them where they are used.
+# bokeh, mpi4py, onnx and tensorboardX are looked up, not imported:
+# importing them takes time that ``import brainstorm`` should not spend
+# (bokeh about 35 ms), and mpi4py is imported where MPI is first needed
+# (brainstorm.parallel, brainstorm.training.data_parallel). import_optional
+# imports them where they are used; ``optional.bokeh``, a name of 0.5's
+# module, imports bokeh when first asked for (see __getattr__).
 def _found(module: str) -> bool:
     try:
         return importlib.util.find_spec(module) is not None
@@ -107,9 +83,34 @@ def _found(module: str) -> bool:
 
 _OPTIONAL_MODULES = {
     # module -> (what to call it in messages, extra)
+    'bokeh': ('bokeh', 'bokeh'),
     'onnx': ('onnx', 'onnx'),
     'tensorboardX': ('tensorboardX', 'tensorboard'),
 }
+
+has_bokeh = _found('bokeh')
+bokeh_mock = (
+    None
+    if has_bokeh
+    else MissingDependencyMock(
+        ImportError(
+            'bokeh is needed for the BokehVisualizer but could not be imported '
+            f"(No module named 'bokeh'). Install it with: {install_hint('bokeh')}"
+        )
+    )
+)
+has_mpi4py = _found('mpi4py')
+mpi4py_mock = (
+    None
+    if has_mpi4py
+    else MissingDependencyMock(
+        _missing(
+            'mpi4py (with an MPI library, e.g. the mpich wheel)',
+            'mpi',
+            ImportError("No module named 'mpi4py'"),
+        )
+    )
+)
 
 has_onnx = _found('onnx')
 onnx_mock = (
@@ -153,3 +154,19 @@ def import_optional(module: str, feature: str):
             f'{feature} needs {package}, which could not be imported ({err}). '
             f'Install it with: {install_hint(extra)}'
         ) from err
+
+
+def __getattr__(name: str):
+    """``optional.bokeh``: the bokeh module where it is installed, as in 0.5.
+
+    Imported when first asked for, not by ``import brainstorm``.
+
+    Raises:
+        AttributeError: for other names, and for ``bokeh`` where it is not
+            installed (as 0.5's module had no such name there).
+    """
+    if name == 'bokeh' and has_bokeh:
+        module = import_optional('bokeh', 'brainstorm.optional.bokeh')
+        globals()['bokeh'] = module
+        return module
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

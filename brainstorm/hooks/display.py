@@ -223,12 +223,13 @@ class BokehVisualizer(Hook):
 
 
 def _import_bokeh():
-    """Fail with an install hint if bokeh is missing."""
+    """Fail with an install hint if bokeh is missing or does not import."""
     if not optional.has_bokeh:
         raise ImportError(
             'BokehVisualizer needs bokeh. Install it with: '
             f'{optional.install_hint("bokeh")}'
         )
+    optional.import_optional('bokeh', 'BokehVisualizer')
 
 
 _BAR_CLASS: list = []
