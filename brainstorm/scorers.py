@@ -79,7 +79,7 @@ class Scorer(Describable):
 
     Args:
         out_name: path of the network output to score (e.g.
-            ``'Output.outputs.probabilities'``); empty means the default
+            ``'Output.outputs.predictions'``); empty means the default
             given to :func:`gather_losses_and_scores` or ``net.output_name``.
         targets_name: name of the Input output holding the targets; empty
             means the ``targets_name`` given to

@@ -703,7 +703,7 @@ class Network(Seedable):
                 be split so: with fewer samples per batch than given, it
                 is refused.
             out_name: the output to return, a path such as
-                ``'Output.outputs.probabilities'`` or the name of a layer
+                ``'Output.outputs.predictions'`` or the name of a layer
                 with a single output; default ``net.output_name``.
             check_finite: refuse data that is not finite (as
                 :meth:`provide_external_data`).
