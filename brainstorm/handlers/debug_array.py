@@ -168,7 +168,22 @@ class DebugArray:
     __matmul__ = __rmatmul__ = __imatmul__ = _forbidden
     __neg__ = __pos__ = __abs__ = _forbidden
     __lt__ = __le__ = __gt__ = __ge__ = _forbidden
+    # == and truth would answer silently (False, True) where NumPy gives an
+    # array or raises: a layer would branch differently under the debug
+    # handler. Hashing stays by identity.
+    __eq__ = __ne__ = __bool__ = _forbidden
+    __hash__ = object.__hash__
     __float__ = __int__ = _forbidden
+
+    def __len__(self) -> int:
+        """The length of the first axis, as NumPy's ``len``.
+
+        Raises:
+            TypeError: for a 0-d array, as NumPy does.
+        """
+        if not self.shape:
+            raise TypeError('len() of unsized object')
+        return self.shape[0]
 
 
 def _check_dtype(op: str, name: str, value: DebugArray, dtype) -> None:
