@@ -9,14 +9,27 @@ without the ``LayerImpl`` suffix (``'FullyConnected'``);
 
 The registry holds weak references, as Python's own list of subclasses
 does: a class that no longer exists is not found. If several live classes
-share a name, the one defined last is found.
+share a name, the one defined last is found. A class that displaces a live
+class of its name defined elsewhere (another module or qualified name)
+gives a ``UserWarning`` naming both; defining a class again in the same
+place (a re-run notebook cell, ``importlib.reload``) is silent.
 """
 
 from __future__ import annotations
 
+import gc
+import sys
+import warnings
 import weakref
+from types import FrameType
 
-__all__ = ['register_layer_class', 'get_layer_class', 'is_registered', 'layer_classes']
+__all__ = [
+    'register_layer_class',
+    'get_layer_class',
+    'is_registered',
+    'layer_classes',
+    'warn_if_not_found',
+]
 
 #: class name -> weak references to the classes of that name, oldest first
 _CLASSES: dict[str, list[weakref.ref]] = {}
@@ -25,12 +38,100 @@ _CLASSES: dict[str, list[weakref.ref]] = {}
 def register_layer_class(layer_class: type) -> None:
     """Make ``layer_class`` findable by its class name.
 
+    Warns (``UserWarning``) if it displaces a live class of the same name
+    defined in another module or under another qualified name: networks
+    are built from the class defined last.
+
     Args:
         layer_class: a layer class (its name usually ends in ``LayerImpl``).
     """
-    refs = _CLASSES.setdefault(layer_class.__name__, [])
+    name = layer_class.__name__
+    if _displaced(name, layer_class) is not None:
+        # a class defined in a function that has returned lives on until
+        # the cycle collector runs: collect (holding no reference to it)
+        # before warning about it
+        gc.collect()
+        displaced = _displaced(name, layer_class)
+        if displaced is not None:
+            warnings.warn(
+                _displacement_message(layer_class, displaced),
+                UserWarning,
+                stacklevel=_stacklevel_outside_brainstorm(),
+            )
+    refs = _CLASSES.setdefault(name, [])
     refs[:] = [r for r in refs if r() is not None and r() is not layer_class]
     refs.append(weakref.ref(layer_class))
+
+
+def _place(cls: type) -> str:
+    """Where ``cls`` is defined: ``'module.QualifiedName'``."""
+    return f'{cls.__module__}.{cls.__qualname__}'
+
+
+def _displaced(name: str, layer_class: type) -> type | None:
+    """The class that registering ``layer_class`` displaces from ``name``.
+
+    The live class found now (``layer_class`` aside), if it is defined in
+    another place; None if there is none, or if it is an earlier
+    definition of ``layer_class`` in the same place.
+    """
+    others = [c for c in _live(name) if c is not layer_class]
+    if others and _place(others[-1]) != _place(layer_class):
+        return others[-1]
+    return None
+
+
+def _is_builtin(cls: type) -> bool:
+    """Whether ``cls`` is one of brainstorm's own layer classes."""
+    return cls.__module__.startswith('brainstorm.layers.')
+
+
+def _built_from(cls: type) -> str:
+    """What the registry now does with ``cls``, for the warnings."""
+    name = cls.__name__
+    if name.endswith('LayerImpl'):
+        return (
+            f"networks build every '{name[: -len('LayerImpl')]}' layer from "
+            f'{_place(cls)}'
+        )
+    return f'the registry finds {_place(cls)} under the name {name!r}'
+
+
+def _displacement_message(new: type, old: type) -> str:
+    """The warning for ``new`` displacing ``old`` (another class, same name)."""
+    if _is_builtin(old):
+        type_name = old.__name__[: -len('LayerImpl')]
+        return (
+            f"Layer class {_place(new)} replaces brainstorm's built-in "
+            f'{_place(old)}: {_built_from(new)} (the class defined last is '
+            f'found), including those made by brainstorm.layers.{type_name}'
+            "(...) or by brainstorm's tools and those of networks loaded from "
+            'files (a network saved with the built-in may no longer load). To add a '
+            'layer of your own beside the built-in, give its class a name of '
+            f"its own, e.g. 'My{old.__name__}'."
+        )
+    return (
+        f'Layer class {_place(new)} displaces {_place(old)}, a live layer '
+        f'class of the same name defined elsewhere: {_built_from(new)} (the '
+        'class defined last is found), in networks loaded from files too. '
+        'Give one of them another name to use both.'
+    )
+
+
+def _stacklevel_outside_brainstorm() -> int:
+    """The ``stacklevel`` of the first caller outside brainstorm.
+
+    For a warning raised by the function calling this one: it then points
+    at the user's class statement or call, not at brainstorm's code.
+    """
+    level = 1
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and (
+        frame.f_globals.get('__name__', '').partition('.')[0] == 'brainstorm'
+    ):
+        frame = frame.f_back
+        level += 1
+    return level
 
 
 def _live(name: str) -> list:
@@ -65,6 +166,47 @@ def get_layer_class(class_name: str) -> type:
 def is_registered(cls: type) -> bool:
     """Whether ``cls`` is a registered (live) layer class."""
     return any(c is cls for c in _live(cls.__name__))
+
+
+def warn_if_not_found(layer_class: type) -> None:
+    """Warn if networks build layers of this class's name from another class.
+
+    That is the case for a registered class that a later class of the same
+    name displaced (one defined elsewhere, or the same class statement run
+    again): architectures keep only the type name, and networks are built
+    from the class defined last. :meth:`ConstructionWrapper.create
+    <brainstorm.structure.construction.ConstructionWrapper.create>` calls
+    it for the class it is given.
+
+    Args:
+        layer_class: the class a layer was made with.
+    """
+    if not is_registered(layer_class):
+        return
+    name = layer_class.__name__
+    if get_layer_class(name) is layer_class:
+        return
+    gc.collect()  # the later class may be garbage not yet collected
+    found = get_layer_class(name)
+    if found is layer_class:
+        return
+    if _place(found) == _place(layer_class):
+        given = f'an older definition of {_place(layer_class)}'
+        why = (
+            'its newest definition (the module or cell defining it ran '
+            'again), not the one given'
+        )
+    else:
+        given = f'layer class {_place(layer_class)}'
+        why = 'the class of that name defined last, not the one given'
+    warnings.warn(
+        f'ConstructionWrapper.create got {given}, but {_built_from(found)}, '
+        f"{why}; any check of the layer's arguments ran in the class given. "
+        'Make the layer with the class networks build, or give the classes '
+        'names of their own.',
+        UserWarning,
+        stacklevel=_stacklevel_outside_brainstorm(),
+    )
 
 
 def layer_classes() -> list:

@@ -170,7 +170,8 @@ def _export_error(impl, path) -> tuple:
 
 @pytest.mark.parametrize('kind', ['doubling', 'subclass'])
 def test_a_class_shadowing_a_builtin_type_name_is_refused(tmp_path, kind):
-    impl = _define_shadow(kind)
+    with pytest.warns(UserWarning, match="replaces brainstorm's built-in"):
+        impl = _define_shadow(kind)
     try:
         layer_type, message = _export_error(impl, tmp_path / 'net.onnx')
     finally:

@@ -17,6 +17,7 @@ from brainstorm.naming import (
     LAYER_NAME_RULE,
     is_valid_layer_name,
 )
+from brainstorm.registry import warn_if_not_found
 
 __all__ = ['UniquelyNamed', 'LayerDetails', 'ConstructionWrapper']
 
@@ -216,6 +217,10 @@ class ConstructionWrapper:
                 or, where the layer declares the argument, accepted by its
                 check, which then gives the value kept.
 
+        Networks are built from the class of that name defined last (the
+        architecture keeps only the type name): a class that a later one of
+        its name displaced gives a ``UserWarning`` naming both.
+
         Raises:
             NetworkValidationError: for a bad type or name.
             LayerValidationError: if the layer class declares its arguments
@@ -225,6 +230,7 @@ class ConstructionWrapper:
         if isinstance(layer_type, type):
             layer_class = layer_type
             layer_type = layer_type.__name__
+            warn_if_not_found(layer_class)
         if not isinstance(layer_type, str) or not layer_type.endswith('LayerImpl'):
             raise NetworkValidationError(
                 f'Layer type must be a class or class name ending in '
