@@ -8,6 +8,7 @@ is handed, using only handler operations.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import sys
 from collections import OrderedDict
@@ -45,6 +46,9 @@ class Layer:
         expected_kwargs: the set of accepted argument names (derived from
             ``declared_kwargs`` when that is given).
         computes_no_input_deltas_for: inputs without deltas (for the tests).
+            This and the other collections of names below are tuples (a
+            list or set will do; a bare str is refused: mind the comma
+            of ``('targets',)``).
         computes_no_gradients_for: parameters without gradients.
         takes_no_output_deltas_from: outputs whose deltas are ignored.
         passes_back_internal_deltas: internals ``X`` whose delta ``dX`` the
@@ -153,6 +157,7 @@ class Layer:
         super().__init_subclass__(**kwargs)
         _check_independent_outputs(cls)
         _check_input_templates(cls)
+        _check_name_tuples(cls)
         if 'declared_kwargs' in cls.__dict__:
             _check_declared_kwargs(cls)
             if 'expected_kwargs' not in cls.__dict__:
@@ -176,7 +181,10 @@ class Layer:
         self.incoming = incoming_connections
         self.outgoing = outgoing_connections
         self.handler: Any = None  # the network sets it (set_handler)
-        resolved = self.check_kwargs(name, kwargs)
+        # setup gets its own copy of the values: changing a list argument
+        # in place must not change the architecture (and so the saved
+        # file), self.kwargs, or a declared default shared by all layers
+        resolved = copy.deepcopy(self.check_kwargs(name, kwargs))
         self._validate_in_shapes()
         outputs, parameters, internals = self._run_setup(resolved)
         self.out_shapes = outputs
@@ -184,6 +192,7 @@ class Layer:
         self.internal_shapes = internals
         # what setup asked for; workspaces for a handler come on top
         self._setup_internals = internals
+        self._validate_name_tuples()
         self._validate_out_shapes()
         self._validate_connections()
 
@@ -286,6 +295,15 @@ class Layer:
                     f'{self.in_shapes[in_name].shape}'
                 )
 
+    def _validate_name_tuples(self) -> None:
+        """Refuse name attributes that setup or __init__ set to no tuple."""
+        for attribute in _NAME_TUPLES:
+            problem = _names_problem(attribute, getattr(self, attribute))
+            if problem:
+                raise TypeError(
+                    f'{self._desc()} ({type(self).__name__}): {attribute} {problem}'
+                )
+
     def _validate_out_shapes(self) -> None:
         for category in ('out_shapes', 'parameter_shapes', 'internal_shapes'):
             shapes = getattr(self, category)
@@ -296,6 +314,17 @@ class Layer:
                     f'{self._desc()}: setup() must return three OrderedDicts '
                     f'of names to BufferStructures; {category} is {shapes!r}'
                 )
+            for name in shapes:
+                if not _is_buffer_name(name):
+                    kind = _CATEGORY_NAMES[category]
+                    raise LayerValidationError(
+                        f'{self._desc()}: setup() returned {kind} named '
+                        f'{name!r} ({type(name).__name__}). The names of '
+                        'outputs, parameters and internals must be '
+                        "non-empty strs not starting with '@' (the layout's "
+                        "own keys) or '..' (connections to internals and "
+                        "parameters), e.g. 'default' or 'W'."
+                    )
         for name, structure in self.out_shapes.items():
             if structure.is_backward_only:
                 raise LayerValidationError(
@@ -337,12 +366,15 @@ class Layer:
         """Compute the shapes of the layer's outputs, parameters and internals.
 
         Args:
-            kwargs: the checked arguments, defaults filled in.
+            kwargs: the checked arguments, defaults filled in: the layer's
+                own copy, so changing a value in place changes neither the
+                architecture nor ``self.kwargs``.
             in_shapes: input name -> :class:`BufferStructure`.
 
         Returns:
             ``(outputs, parameters, internals)``: three OrderedDicts mapping
-            names to :class:`BufferStructure`. Parameters are constant-size
+            names (non-empty strs not starting with ``'@'`` or ``'..'``)
+            to :class:`BufferStructure`. Parameters are constant-size
             (feature dimensions only); only internals may be
             ``is_backward_only``. An error raised here gets the layer's
             type and name in front of its message (same type, chained).
@@ -470,6 +502,59 @@ def _check_independent_outputs(cls: type[Layer]) -> None:
         "to tuples of input names, e.g. {'predictions': ('targets',)}. "
         f'Received: {declared!r}'
     )
+
+
+#: the class attributes that list names, with the kind of name and an example
+_NAME_TUPLES = {
+    'computes_no_input_deltas_for': ('input', 'targets'),
+    'computes_no_gradients_for': ('parameter', 'mu'),
+    'takes_no_output_deltas_from': ('output', 'predictions'),
+    'passes_back_internal_deltas': ('internal', 'H'),
+    'id_inputs': ('input', 'default'),
+}
+
+#: the names of the categories of setup's result in messages
+_CATEGORY_NAMES = {
+    'out_shapes': 'an output',
+    'parameter_shapes': 'a parameter',
+    'internal_shapes': 'an internal',
+}
+
+
+def _check_name_tuples(cls: type[Layer]) -> None:
+    """Refuse name attributes (``computes_no_gradients_for``...) of no tuple.
+
+    A single name given without its comma (``('b_avg')`` is the str
+    ``'b_avg'``) would be matched as a substring: ``'b' in 'b_avg'``.
+    """
+    for attribute in _NAME_TUPLES:
+        problem = _names_problem(attribute, getattr(cls, attribute))
+        if problem:
+            raise TypeError(f'{cls.__name__}.{attribute} {problem}')
+
+
+def _names_problem(attribute: str, declared) -> str | None:
+    """What is wrong with ``declared`` as the collection of names ``attribute``."""
+    if isinstance(declared, (tuple, list, set, frozenset)) and all(
+        isinstance(name, str) for name in declared
+    ):
+        return None
+    kind, example = _NAME_TUPLES[attribute]
+    hint = (
+        f' (a single name needs a comma: ({declared!r},))'
+        if isinstance(declared, str)
+        else ''
+    )
+    return (
+        f'must be a tuple (or list or set) of {kind} names, e.g. '
+        f'({example!r},) or (){hint}. Received: {declared!r} '
+        f'({type(declared).__name__})'
+    )
+
+
+def _is_buffer_name(name) -> bool:
+    """True for a name the layout can hold a buffer under."""
+    return isinstance(name, str) and name != '' and not name.startswith(('@', '..'))
 
 
 def _check_input_templates(cls: type[Layer]) -> None:
