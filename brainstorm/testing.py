@@ -96,10 +96,11 @@ from brainstorm.handlers.debug_array import DebugHandlerWriteError
 from brainstorm.handlers.debug_handler import DebugHandler
 from brainstorm.handlers.numpy_handler import NumpyHandler
 from brainstorm.layers.base_layer import Layer
-from brainstorm.structure.architecture import Connection
+from brainstorm.structure.architecture import Connection, get_layer_description
 from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.buffer_views import BufferView
 from brainstorm.structure.buffers import BufferManager
+from brainstorm.structure.construction import ConstructionWrapper
 from brainstorm.structure.layout import create_layout
 
 __all__ = [
@@ -211,7 +212,22 @@ def instantiate_layer(layer_class, in_shapes: dict, name: str | None = None, **k
         in_shapes: input name -> feature shape (tuple or int) for time-sized
             inputs, or a full shape template / BufferStructure.
         name: layer name (default: the type name).
-        **kwargs: the layer's arguments.
+        **kwargs: the layer's arguments. The layer gets them as a network
+            gives them, from its architecture: checked by the layer's
+            declarations and stored as its constructor function stores them
+            (:meth:`ConstructionWrapper.create
+            <brainstorm.structure.construction.ConstructionWrapper.create>`),
+            then described (tuples become lists, NumPy scalars Python
+            numbers; :func:`~brainstorm.describable.get_description`). So a
+            layer that passes the checks with ``shape=(2,)`` also works in a
+            network, which hands it ``[2]``.
+
+    Raises:
+        LayerValidationError: for an argument the layer does not take or
+            refuses, as in a network.
+        NetworkValidationError: for a bad layer name or type, or an
+            argument that cannot be stored in an architecture (no network
+            can give it to the layer).
     """
     structures = {}
     for in_name, shape in in_shapes.items():
@@ -223,6 +239,7 @@ def instantiate_layer(layer_class, in_shapes: dict, name: str | None = None, **k
             shape = ('T', 'B') + shape
         structures[in_name] = BufferStructure(*shape)
     name = name or layer_class.__name__[: -len('LayerImpl')]
+    kwargs = _network_kwargs(layer_class, name, kwargs)
     incoming = [
         Connection(SOURCE_NAME, in_name, name, in_name) for in_name in structures
     ]
@@ -230,6 +247,18 @@ def instantiate_layer(layer_class, in_shapes: dict, name: str | None = None, **k
     # the workspaces it gets on the handler the tests run on
     layer.use_workspaces_of(get_test_handler())
     return layer
+
+
+def _network_kwargs(layer_class, name: str, kwargs: dict) -> dict:
+    """``kwargs`` as a network hands them to the layer.
+
+    The constructor function's path (``ConstructionWrapper.create``) and
+    the layer's architecture entry, whose arguments
+    ``instantiate_layers_from_architecture`` passes on.
+    """
+    details = ConstructionWrapper.create(layer_class, name=name, **kwargs).layer
+    entry = get_layer_description(details)
+    return {k: v for k, v in entry.items() if not k.startswith('@')}
 
 
 def set_up_layer(layer, spec: dict, handler=None):

@@ -118,6 +118,42 @@ for name, image, kernel, stride, padding in PADDING_CASES:
         ),
     ]
 
+# Images of at least MIN_CELLS_TO_KEEP_COLUMNS (512) output cells: the
+# NumpyHandler keeps the receptive fields in the internal 'columns' (a
+# forward pass that fills them, a backward pass that reads them, the
+# GEMMs per image). Padding wider than the kernel makes many cells from
+# a small image, so the finite differences stay cheap. Pooling2D has no
+# such path.
+COLUMNS_CONFIGURATIONS = [(1, 2), (2, 1)]
+LAYER_SPECS += [
+    dict(
+        id='Convolution2D-columns',
+        layer_class=Convolution2DLayerImpl,
+        in_shapes={'default': (10, 26, 1)},  # 16 x 32 = 512 output cells
+        kwargs={
+            'num_filters': 2,
+            'kernel_size': (3, 3),
+            'padding': 4,
+            'activation': 'tanh',
+        },
+        configurations=COLUMNS_CONFIGURATIONS,
+    ),
+    # 8 channels, stride 1: input deltas by correlation, the weight
+    # gradient from the kept columns; padding that differs by side
+    dict(
+        id='Convolution2D-columns-8-channels-tuple-padding',
+        layer_class=Convolution2DLayerImpl,
+        in_shapes={'default': (3, 4, 8)},  # 16 x 33 output cells
+        kwargs={
+            'num_filters': 2,
+            'kernel_size': (3, 3),
+            'padding': (7, 8, 15, 16),
+            'activation': 'tanh',
+        },
+        configurations=COLUMNS_CONFIGURATIONS,
+    ),
+]
+
 LAYER_SPECS += [
     dict(
         id='BatchNorm',

@@ -103,7 +103,16 @@ def prefix_mask(time_steps, batch_size, rnd):
     return (np.arange(time_steps)[:, None] < lengths)[:, :, None].astype(float)
 
 
-# reverse=True, without a mask (every sequence full) and with one
+def mask_with_empty(time_steps, batch_size, rnd):
+    """A ``(T, B, 1)`` mask of ones up to random lengths in [0, T]; the
+    first sequence is full, the last empty (with one sequence: empty)."""
+    lengths = rnd.randint(0, time_steps + 1, batch_size)
+    lengths[0], lengths[-1] = time_steps, 0
+    return (np.arange(time_steps)[:, None] < lengths)[:, :, None].astype(float)
+
+
+# reverse=True, without a mask (every sequence full), with one and with one
+# holding an empty sequence
 for _name, _class, _kwargs in [
     ('Recurrent', RecurrentLayerImpl, {'size': 4}),
     ('Lstm', LstmLayerImpl, {'size': 4}),
@@ -124,6 +133,14 @@ for _name, _class, _kwargs in [
             kwargs={**_kwargs, 'reverse': True},
             activation=True,
             spec={'mask': prefix_mask},
+        ),
+        dict(
+            id=f'{_name}-reverse-mask-empty',
+            layer_class=_class,
+            in_shapes={'default': (3,), 'mask': (1,)},
+            kwargs={**_kwargs, 'reverse': True},
+            spec={'mask': mask_with_empty},
+            configurations=[(1, 2), (3, 3), (2, 1)],
         ),
     ]
 
