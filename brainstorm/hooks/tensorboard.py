@@ -256,7 +256,7 @@ class SaveLogsTensorBoard(Hook):
         'histograms': Arg(Bool(), doc='also write parameter histograms'),
     }
 
-    __undescribed__ = {'_writer': None, '_written': None, '_last_step': -1}
+    __undescribed__ = {'_writer': None, '_written': {}, '_last_step': -1}
 
     def __init__(
         self,

@@ -59,6 +59,7 @@ __all__ = [
     'load_checkpoint',
     'check_resume',
     'apply_resume',
+    'restore_hook_states',
     'set_chain_states',
     'check_restored_path',
 ]
@@ -567,6 +568,24 @@ def _restore_stepper_and_hooks(trainer, resume: dict, filename: str) -> None:
             f"Checkpoint '{filename}': cannot restore the stepper state "
             f'({type(err).__name__}: {err})'
         ) from None
+    restore_hook_states(trainer, resume)
+
+
+def restore_hook_states(trainer, resume: dict) -> None:
+    """Give the trainer's hooks the states a checkpoint holds for them.
+
+    ``train`` does it when it continues the checkpoint (see
+    :func:`apply_resume`), and ``Trainer.evaluate`` before its hooks run,
+    so that a loaded trainer's hooks judge the restored logs as the
+    original's would (a ``ReduceOnPlateau`` without its state took every
+    restored entry as new). Each hook's ``set_state`` runs after its
+    ``start``.
+
+    Raises:
+        TrainingValidationError: if the trainer lacks a hook the checkpoint
+            has a state for, or a state cannot be restored.
+    """
+    filename = resume['filename']
     for name, state in resume['hook_states'].items():
         hook = trainer.hooks.get(name)
         if hook is None or not hasattr(hook, 'set_state'):

@@ -740,7 +740,9 @@ class Trainer(Describable):
         every hook's ``end`` (also if one raised). The hooks read
         :attr:`logs`, as in :meth:`train` (and as in Brainstorm 0.5), which
         ``evaluate`` leaves unchanged: a ``SaveLogs`` or ``SaveBestNetwork``
-        hook sees the training run's logs, not the evaluation's.
+        hook sees the training run's logs, not the evaluation's. On a
+        trainer loaded with :meth:`from_checkpoint` the hooks get the
+        states the checkpoint holds before they run, as in :meth:`train`.
 
         Returns:
             :attr:`results`.
@@ -758,6 +760,10 @@ class Trainer(Describable):
             share_shard_states(self.stepper.comm, named_data_iters.values())
 
         def emit():
+            if self._progress.resume is not None:
+                # a loaded trainer not yet trained: its hooks get their
+                # states before they run, as train gives them (again)
+                checkpoint.restore_hook_states(self, self._progress.resume)
             self._emit_hooks(net, 'epoch', self.results)
             self._emit_hooks(net, 'update', self.results)
 
