@@ -232,27 +232,31 @@ def _exact_integers_hint(dtype) -> str:
     return f'{dtype.name} holds every integer only up to {exact}; {hint}'
 
 
-def _find_changed_float(array, dtype) -> tuple | None:
-    """The first finite float of ``array`` that a cast to ``dtype`` changes.
+def _find_bad_float_id(array, dtype) -> tuple | None:
+    """The first finite float of ``array`` that is no id ``dtype`` holds.
 
-    A float64 2049.0 becomes 2048 in float16, 2.0001 becomes 2: fine for
-    data, another row for an id. Arrays of other kinds, and float arrays
-    whose every value ``dtype`` holds (``np.can_cast``), are not looked
-    at; NaN and inf are left to the finite check and the layers.
+    A value with a fraction (2.5) is no id; a whole one the cast to
+    ``dtype`` changes (a float64 2049.0 becomes 2048 in float16, and
+    2.0001, a fraction, 2) would be another row. Arrays of other kinds are
+    not looked at (integers: see :func:`_find_inexact_integer`); NaN and
+    inf are left to the finite check and the layers. One ``floor`` and one
+    comparison, and a cast where ``dtype`` is narrower than the data.
 
     Returns:
-        None if the cast keeps every finite value, else ``(index, value,
-        rounded)`` as :func:`_find_inexact_integer`.
+        None if every finite value is a whole number the cast keeps, else
+        ``(index, value, rounded)``: the index (a tuple) and value of the
+        first that is not, and what the cast makes of it (a Python float).
     """
-    if array.dtype.kind != 'f' or not array.size or np.can_cast(array.dtype, dtype):
+    if array.dtype.kind != 'f' or not array.size:
         return None
     with np.errstate(over='ignore', invalid='ignore'):
-        changed = (array.astype(dtype) != array) & np.isfinite(array)
-    if not changed.any():
+        bad = np.floor(array) != array
+        if not np.can_cast(array.dtype, dtype):
+            bad |= array.astype(dtype) != array
+        bad &= np.isfinite(array)
+    if not bad.any():
         return None
-    index = tuple(
-        int(i) for i in np.unravel_index(int(np.argmax(changed)), array.shape)
-    )
+    index = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), array.shape))
     value = array[index]
     with np.errstate(over='ignore'):
         rounded = float(value.astype(dtype))
@@ -260,24 +264,33 @@ def _find_changed_float(array, dtype) -> tuple | None:
 
 
 def _check_exact_ids(handler, name: str, array, readers: tuple) -> None:
-    """Refuse float ids that the cast to the handler's dtype would change.
+    """Refuse float ids that are not whole or that the cast would change.
 
     Raises:
         NetworkValidationError: naming the input, the layers reading it as
-            ids, the first such value, its index and what it would become.
+            ids, the first such value, its index and (for a whole number)
+            what it would become.
     """
     if not isinstance(array, np.ndarray):
         return  # a handler array: already in the handler's dtype
-    found = _find_changed_float(array, handler.dtype)
+    found = _find_bad_float_id(array, handler.dtype)
     if found is None:
         return
     index, value, rounded = found
+    where = (
+        f"Input '{name}' holds ids for {', '.join(readers)}: the value "
+        f'{value!r} at index {index}'
+    )
+    if not float(value).is_integer():
+        raise NetworkValidationError(
+            f'{where} is not a whole number (ids are whole numbers: class '
+            'indices, vocabulary ids).'
+        )
     dtype = np.dtype(handler.dtype)
     raise NetworkValidationError(
-        f"Input '{name}' holds ids for {', '.join(readers)}: the value "
-        f'{value!r} at index {index} would become {rounded!r} in '
-        f'{dtype.name}, the dtype of the handler (another row or class, '
-        f'silently). Ids must be whole numbers; {_exact_integers_hint(dtype)}.'
+        f'{where} would become {rounded!r} in {dtype.name}, the dtype of the '
+        f'handler (another row or class, silently). '
+        f'{_exact_integers_hint(dtype)}.'
     )
 
 

@@ -180,3 +180,18 @@ def test_a_custom_layer_declaring_id_inputs_gets_the_check():
     with pytest.raises(NetworkValidationError, match="IdSquare 'sq'"):
         net.provide_external_data({'default': np.full((1, 1, 1), 4097.0)})
     net.provide_external_data({'default': np.full((1, 1, 1), 4096.0)})
+
+
+@pytest.mark.parametrize('dtype', [np.float64, np.float32])
+def test_a_fraction_is_refused_as_the_data_comes_in(dtype):
+    """1.5 is no id in any dtype: refused by provide_external_data, naming
+    the reader, as a fraction the cast hides is."""
+    net = _net(dtype)
+    data = _data()
+    data['targets'][0, 1, 0] = 1.5
+    with pytest.raises(NetworkValidationError, match='not a whole number') as info:
+        net.provide_external_data(data)
+    assert "SoftmaxCE 'out'" in str(info.value) and '1.5' in str(info.value)
+    data['targets'] = data['targets'].astype(np.float32)
+    with pytest.raises(NetworkValidationError, match="Input 'targets'"):
+        net.provide_external_data(data)
