@@ -32,6 +32,7 @@ __all__ = [
     'h5py_on_first_use',
     'as_file_name',
     'write_atomically',
+    'hold_back_interrupts',
     'open_hdf5',
     'CHECKSUM_ATTRIBUTE',
     'add_checksums',
@@ -70,17 +71,20 @@ def _current_umask() -> int:
 
 
 @contextlib.contextmanager
-def _interrupts_after_the_write():
+def hold_back_interrupts():
     """Hold a Ctrl-C (SIGINT) back until the block ends, then raise it.
 
-    h5py runs Python callbacks (weak references of its object registry)
-    while a file is built, and CPython prints and ignores an exception
-    raised inside such a callback: a Ctrl-C that arrived then was lost, and
-    training went on. In the block the first SIGINT is only recorded, and
-    raised as KeyboardInterrupt when the block has ended (the file is
-    written whole first); a second SIGINT interrupts at once. Only in the
-    main thread, and only where SIGINT has Python's default handler (a
-    handler of the user's, or a nested block, is left alone).
+    For work that must be whole when a Ctrl-C stops it: a file written
+    (h5py runs Python callbacks while a file is built, and CPython prints
+    and ignores an exception raised inside such a callback: a Ctrl-C that
+    arrived then was lost, and training went on), a training step (a
+    parameter update stopped halfway mixed two steps), the best network
+    saved with the record that it was. In the block the first SIGINT is
+    only recorded, and raised as KeyboardInterrupt when the block has ended
+    (or chained to the block's own error); a second SIGINT interrupts at
+    once. Only in the main thread, and only where SIGINT has Python's
+    default handler (a handler of the user's, or a nested block, is left
+    alone). It costs two ``signal.signal`` calls.
     """
     import signal
 
@@ -630,7 +634,7 @@ def write_hdf5(filename, build, checksums: bool = True) -> None:
         with open(tmp, 'wb') as handle:
             handle.write(image)
 
-    with _interrupts_after_the_write():
+    with hold_back_interrupts():
         writer = CheckedWriter(checksums)
         try:
             build(writer)

@@ -17,6 +17,7 @@ from brainstorm.arguments import Arg, Choice, FileName, Optional, Str
 from brainstorm.errors import TrainingValidationError
 from brainstorm.files import (
     get_brainstorm_info,
+    hold_back_interrupts,
     write_atomically,
     write_hdf5,
 )
@@ -119,6 +120,13 @@ class SaveBestNetwork(Hook):
 
     def __call__(self, epoch_nr, update_nr, net, stepper, logs):
         """Save or keep the network if the last log entry is a new best."""
+        # a Ctrl-C waits until the entry is judged and a new best kept:
+        # stopped between the two, the record said kept and the file did not
+        with hold_back_interrupts():
+            return self._judge(epoch_nr, update_nr, net, logs)
+
+    def _judge(self, epoch_nr, update_nr, net, logs):
+        """:meth:`__call__` with interrupts held back."""
         log, start, best = self._number_log_since(logs, self.log_name, epoch_nr, None)
         if not log:
             return None

@@ -24,7 +24,7 @@ from brainstorm.errors import (
     IteratorValidationError,
     TrainingValidationError,
 )
-from brainstorm.files import as_file_name
+from brainstorm.files import as_file_name, hold_back_interrupts
 from brainstorm.parallel import processes_of
 from brainstorm.scorers import (
     Scorer,
@@ -643,13 +643,16 @@ class Trainer(Describable):
         stop = False
         for data in batches:
             net.provide_external_data(data, check_finite=run.finite_check is not None)
-            progress.update_nr += 1
-            self.stepper.run()
-            gather_losses_and_scores(net, self.train_scorers, progress.epoch_scores)
-            net.apply_weight_modifiers()
-            if run.finite_check is not None:
-                run.finite_check.check_loss(self, progress.update_nr)
-            progress.batches_done += 1
+            # a Ctrl-C waits for the step to end: stopped halfway, an
+            # update mixed two steps' parameters and the count was ahead
+            with hold_back_interrupts():
+                progress.update_nr += 1
+                self.stepper.run()
+                gather_losses_and_scores(net, self.train_scorers, progress.epoch_scores)
+                net.apply_weight_modifiers()
+                if run.finite_check is not None:
+                    run.finite_check.check_loss(self, progress.update_nr)
+                progress.batches_done += 1
             if self._emit_hooks(net, 'update', self.logs):
                 stop = True
                 break
