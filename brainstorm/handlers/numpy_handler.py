@@ -291,7 +291,11 @@ class NumpyHandler(Handler):
         np.max(m, axis=1, keepdims=True, out=row)
         np.subtract(m, row, out=out)
         np.exp(out, out=out)
-        np.sum(out, axis=1, keepdims=True, out=row)
+        # float16 sums rows (up to 1 per column) in float32 scratch: from
+        # 65504 columns they overflowed and every probability was 0
+        if np.dtype(self.dtype).itemsize < 4:
+            row = self._buffer('softmax_sum', row.shape, np.float32)
+        np.sum(out, axis=1, keepdims=True, out=row, dtype=row.dtype)
         np.divide(out, row, out=out)
 
     def split_add_tt(self, x, out_a, out_b) -> None:
