@@ -65,7 +65,9 @@ def MultiHeadAttention(
         inputs ``default ('T', 'B', F)`` and the optional ``mask ('T', 'B',
         1)`` -> default output ``('T', 'B', size)``; parameters ``W_qkv
         (3*size, F)``, ``bias_qkv (3*size,)``, ``W_out (size, size)``,
-        ``bias_out (size,)``; internals ``qkv ('T', 'B', 3*size)``,
+        ``bias_out (size,)``; internals ``qkv ('T', 'B', 3*size)``
+        (``[Q/sqrt(d) K V]``: ``Q`` is scaled before the product, so in
+        float16 ``Q K^T`` does not overflow where the scores fit),
         ``weights ('T', 'B', heads, max_len)``, ``context ('T', 'B',
         size)`` (with dropout also ``drop_mask`` and ``dropped``, of the
         weights' shape) and the backward-only ``dqkv``, ``dweights`` and
@@ -203,9 +205,12 @@ class MultiHeadAttentionLayerImpl(Layer):
         )
         _h.add_mv(flat_qkv, bias_qkv.reshape((1, 3 * self.size)), flat_qkv)
 
+        # Q is scaled before the product (kept scaled in qkv), so Q K^T does
+        # not overflow in float16 where Q K^T / sqrt(d) would not.
+        q = self._heads(qkv, 0)
+        _h.mult_st(1.0 / math.sqrt(self.head_size), q, q)
         weights = self._used(buffers, 'weights', steps)
-        _h.batch_dot_tt(self._heads(qkv, 0), self._heads(qkv, 1), weights, transb=True)
-        _h.mult_st(1.0 / math.sqrt(self.head_size), weights, weights)
+        _h.batch_dot_tt(q, self._heads(qkv, 1), weights, transb=True)
         mask = buffers.inputs['mask'] if 'mask' in buffers.inputs else None
         _h.masked_softmax_t(weights, mask, weights, causal=self.causal)
         attended = self._drop(buffers, weights, steps, training_pass)
@@ -262,11 +267,13 @@ class MultiHeadAttentionLayerImpl(Layer):
         if self.dropout:
             _h.mult_tt(dweights, self._used(buffers, 'drop_mask', steps), dweights)
         _h.softmax_deriv_t(weights, dweights, dweights)
-        _h.mult_st(1.0 / math.sqrt(self.head_size), dweights, dweights)
-        _h.batch_dot_tt(dweights, self._heads(qkv, 1), self._heads(dqkv, 0))
+        # qkv holds the scaled Q, so dK needs no scaling; dQ's deltas are
+        # scaled before the product, as Q was (no float16 overflow in it)
         _h.batch_dot_tt(
             dweights, self._heads(qkv, 0), self._heads(dqkv, 1), transa=True
         )
+        _h.mult_st(1.0 / math.sqrt(self.head_size), dweights, dweights)
+        _h.batch_dot_tt(dweights, self._heads(qkv, 1), self._heads(dqkv, 0))
 
         flat_dqkv = flatten_time_and_features(dqkv)
         x = flatten_time_and_features(buffers.inputs.default)
