@@ -406,6 +406,24 @@ class Layer:
         """
         return OrderedDict()
 
+    def check_handler(self, handler) -> None:
+        """Refuse ``handler`` if this layer's arguments cannot work on it.
+
+        Called with each handler the layer is going to run on, before the
+        network moves anything to it (by ``Network.set_handler``, also when
+        the network is built), not in the passes.
+        The base class accepts every handler; a layer with an argument its
+        dtype may not hold (LayerNorm's ``epsilon``, 0 in float16 below
+        3e-8) overrides it.
+
+        Args:
+            handler: the handler the layer is going to run on.
+
+        Raises:
+            LayerValidationError: naming the layer, the argument, its value,
+                the handler's dtype and a value that works.
+        """
+
     def use_workspaces_of(self, handler) -> bool:
         """Make the internals those of ``setup`` plus ``handler``'s workspaces.
 

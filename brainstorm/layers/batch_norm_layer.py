@@ -8,6 +8,7 @@ import numpy as np
 
 from brainstorm.layers.attributes import FloatIn, Kwarg
 from brainstorm.layers.base_layer import Layer, time_template
+from brainstorm.layers.layer_norm_layer import check_epsilon_for_handler
 from brainstorm.shapes import SQUARE_SHIFT, flatten_time_and_features, summing_shrink
 from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.construction import ConstructionWrapper
@@ -39,7 +40,10 @@ def BatchNorm(
     Args:
         name: the layer name.
         decay: weight of the old value in the running averages, in [0, 1].
-        epsilon: added to the variance, a float > 0.
+        epsilon: added to the variance, a float > 0 that the network's
+            dtype holds as a finite number other than 0 (float16: at least
+            6e-8), checked when the handler is set: one it rounds to 0
+            would make a constant channel NaN.
 
     Shapes:
         default input ``('T', 'B', ..., C)`` -> default output of the same
@@ -112,6 +116,10 @@ class BatchNormLayerImpl(Layer):
             parameters: parameter name -> writable array.
         """
         np.negative(parameters['mu'], out=parameters['mu'])
+
+    def check_handler(self, handler) -> None:
+        """Refuse an ``epsilon`` that ``handler``'s dtype makes 0 or inf."""
+        check_epsilon_for_handler(self, self.epsilon, handler, 'constant channel')
 
     def _channel_sum(self, rows, tiled, out) -> None:
         """``out[c] = sum of rows[n, k*C + c]`` over ``n`` and ``k``."""
@@ -200,11 +208,17 @@ class BatchNormLayerImpl(Layer):
 
         if training_pass:
             self._fill_mean_weights(buffers, x.shape[0])
-            # batch mean (kept in sigma_b until the variance replaces it)
+            # batch mean (kept in sigma_b until the variance replaces it);
+            # its rounding (the mean of m equal values may be 1 ulp off
+            # them) is taken out with the mean of the deviations: a
+            # constant channel gives 0
             self._channel_mean(x, buffers, sigma_b)
             _h.mult_st(self.decay, mu, mu)
             _h.mult_add_st(1.0 - self.decay, sigma_b, mu)
             _h.subtract_mv(x, self._tile(sigma_b, tiled), centered)
+            self._channel_mean(centered, buffers, sigma_b)
+            _h.mult_add_st(1.0 - self.decay, sigma_b, mu)
+            _h.subtract_mv(centered, self._tile(sigma_b, tiled), centered)
             # sigma_b = sqrt(biased variance + epsilon), from the squares
             # divided by 2**SQUARE_SHIFT (exactly: a power of two)
             _h.mult_st(2.0**-SQUARE_SHIFT, centered, x_hat)

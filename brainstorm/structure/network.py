@@ -372,12 +372,17 @@ class Network(Seedable):
                 network stays as it was, on its old handler (see
                 ``BufferManager.check_handler``; to an equal or wider dtype
                 this costs one dtype comparison).
+            LayerValidationError: if a layer cannot compute on the new
+                handler (an ``epsilon`` its dtype rounds to 0, see
+                ``Layer.check_handler``); the network stays as it was.
         """
         self._enter('set_handler')
         try:
             if self.handler is not new_handler:
                 # before anything changes: a refusal leaves the network as it was
                 self.buffer_manager.check_handler(new_handler)
+                for layer in self.layers.values():
+                    layer.check_handler(new_handler)
                 if self.handler is not None:  # not when the network is built
                     self._memory_moved = True
                 changed = [
