@@ -405,7 +405,7 @@ def open_hdf5(filename: str, error: type, what: str):
 
     Raises:
         ValidationError: the subclass given as ``error``, if the file is
-            missing or not an HDF5 file.
+            missing, locked by a process writing it, or not an HDF5 file.
     """
     import h5py
 
@@ -413,8 +413,7 @@ def open_hdf5(filename: str, error: type, what: str):
         f = h5py.File(filename, 'r')
     except Exception as err:  # h5py raises many kinds for damaged files
         raise error(
-            f"Cannot read {what} '{filename}': it is missing or not "
-            f'an HDF5 file ({err}).'
+            f"Cannot read {what} '{filename}': {_why_unreadable(err)} ({err})."
         ) from None
     try:
         fmt = f.attrs.get('format')
@@ -429,6 +428,19 @@ def open_hdf5(filename: str, error: type, what: str):
     elif isinstance(fmt, np.bytes_):
         fmt = bytes(fmt)
     return f, fmt
+
+
+def _why_unreadable(err: Exception) -> str:
+    """Why ``h5py.File`` could not open a file, from its error."""
+    if isinstance(err, FileNotFoundError):
+        return 'it does not exist'
+    if isinstance(err, BlockingIOError) or 'unable to lock file' in str(err):
+        # HDF5 locks a file while a process has it open for writing
+        return (
+            'another process has it open for writing (HDF5 locks the file '
+            'meanwhile; read it once that process has closed it)'
+        )
+    return 'it is not an HDF5 file, or is damaged'
 
 
 # ------------------------------------------------------ checked files ---

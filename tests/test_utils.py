@@ -274,7 +274,7 @@ def test_open_hdf5_reads_the_format_and_names_unreadable_files(tmp_path):
     with pytest.raises(
         NetworkValidationError,
         match=r"Cannot read network file '.*text\.h5': it is "
-        'missing or not an HDF5 file',
+        'not an HDF5 file, or is damaged',
     ):
         open_hdf5(str(tmp_path / 'text.h5'), NetworkValidationError, 'network file')
 
