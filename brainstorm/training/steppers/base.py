@@ -21,6 +21,30 @@ from brainstorm.handlers.representable import find_overflow, narrows
 from brainstorm.training.utils import memory_of, same_memory
 
 
+def _powers_of_two(exponent: int, dtype) -> list[float]:
+    """``2**exponent`` as factors that ``dtype`` holds exactly.
+
+    One factor where ``dtype`` holds it (from its smallest subnormal to its
+    largest power of two); else several, to apply in turn. Downwards the
+    last is the smallest subnormal power, so that the numbers stay as large
+    as they can until the last step and only it rounds.
+    """
+    info = np.finfo(dtype)
+    lowest = int(info.minexp) - int(info.nmant)
+    highest = int(info.maxexp) - 1
+    steps = []
+    while exponent > highest:
+        steps.append(math.ldexp(1.0, highest))
+        exponent -= highest
+    if exponent >= lowest:
+        return [*steps, math.ldexp(1.0, exponent)]
+    exponent -= lowest
+    while exponent < int(info.minexp):
+        steps.append(math.ldexp(1.0, int(info.minexp)))
+        exponent -= int(info.minexp)
+    return [*steps, math.ldexp(1.0, exponent), math.ldexp(1.0, lowest)]
+
+
 class _Part:
     """One contiguous range of the flat parameter array and its state."""
 
@@ -409,15 +433,21 @@ class TrainingStepper(Describable):
             if part.mask is not None:
                 h.mult_tt(part.gradients, part.mask, part.gradients)
 
-    def _squared_gradient_norm(self, scale: float = 1.0) -> float:
-        """The sum of the squares of ``scale`` times the gradients."""
+    def _squared_gradient_norm(self, scale: float = 1.0, *scales: float) -> float:
+        """The sum of the squares of ``scale`` times the gradients.
+
+        ``scales``, if any, are further factors applied in turn (a power of
+        two the dtype cannot hold as one number, see :func:`_powers_of_two`).
+        """
         h = self.net.handler
         total = 0.0
         for part in self._parts:
-            if scale == 1.0:
+            if scale == 1.0 and not scales:
                 h.mult_tt(part.gradients, part.gradients, part.tmp)
             else:
                 h.mult_st(scale, part.gradients, part.tmp)
+                for factor in scales:
+                    h.mult_st(factor, part.tmp, part.tmp)
                 h.mult_tt(part.tmp, part.tmp, part.tmp)
             h.sum_t(part.tmp, None, part.norm)
             total += float(h.get_numpy_copy(part.norm)[0])
@@ -431,10 +461,17 @@ class TrainingStepper(Describable):
         near 1.8e19); then the norm is computed again from the gradients
         scaled by a power of two (exact) found by :meth:`_scaled_norm`, so
         a large but finite gradient gets a finite norm, and is clipped
-        rather than zeroed or left as it is.
+        rather than zeroed or left as it is. The squares of small gradients
+        underflow (float16: 0 below |g| near 2.4e-4, subnormal below 7.8e-3);
+        a sum below ``size`` times the dtype's smallest normal number may have
+        lost a good part of itself there, and is taken again from gradients
+        scaled up by :meth:`_scaled_up_norm`.
         """
         with np.errstate(over='ignore'):  # an overflow is handled below
             squared = self._squared_gradient_norm()
+        size = sum(part.gradients.size for part in self._parts)
+        if squared < size * float(np.finfo(self.net.handler.dtype).tiny):
+            return self._scaled_up_norm(squared, size)
         if math.isfinite(squared) or not all(
             self.net.handler.is_fully_finite(part.gradients) for part in self._parts
         ):
@@ -472,10 +509,56 @@ class TrainingStepper(Describable):
                 exponent, squared = smaller, candidate
         return math.sqrt(squared) * 2.0**exponent
 
+    def _scaled_up_norm(self, squared: float, size: int) -> float:
+        """The norm of ``size`` gradients whose squares may underflow the dtype.
+
+        ``squared`` is their sum of squares as the dtype computed it. Each
+        square lost at most half the dtype's smallest subnormal number to
+        the rounding, so the exact sum is below ``bound = 2 * squared +
+        size * 2**(lowest - 1)``; the gradients are scaled by the power of
+        two (exact) that brings ``bound`` to about a quarter of the dtype's
+        largest number (its sum surely finite), and the sum taken again,
+        until it is at least ``size`` times the dtype's smallest normal
+        number (what the squares can have lost is then within the dtype's
+        precision of it). Usually one pass does; two to four where the
+        squares were all but lost (float16 gradients near 1e-7) or the
+        gradients are all zero: the scale stops where the square of the
+        smallest subnormal would overflow. Nothing is allocated.
+        """
+        info = np.finfo(self.net.handler.dtype)
+        maxexp, lowest = int(info.maxexp), int(info.minexp) - int(info.nmant)
+        lost = math.ldexp(size, lowest - 1)
+        enough = size * float(info.tiny)
+        highest = (maxexp + 1) // 2 - lowest
+        exponent = 0
+        while squared < enough and exponent < highest:
+            gain = (maxexp - 2 - math.frexp(2 * squared + lost)[1]) // 2
+            if gain < 1:
+                break  # float16, 3e7 gradients or more: the sum is near its top
+            exponent += gain
+            squared = self._squared_gradient_norm(*_powers_of_two(exponent, info.dtype))
+        return math.ldexp(math.sqrt(squared), -exponent)
+
     def _scale_gradients(self, factor: float) -> None:
+        """Multiply the gradients by ``factor`` (in [0, 1)).
+
+        A factor below the dtype's smallest normal number (float16: 6.1e-5,
+        where ``clip_norm / norm`` easily is) would lose its bits, or all
+        of them, as one number of the dtype; it is applied as its fraction
+        in [0.5, 1) and then powers of two the dtype holds exactly.
+        """
         h = self.net.handler
+        info = np.finfo(h.dtype)
+        if factor >= float(info.tiny):
+            steps: tuple[float, ...] = (factor,)
+        else:
+            fraction, exponent = math.frexp(factor)
+            # below this every finite gradient becomes 0 anyway
+            floor = int(info.minexp) - int(info.nmant) - int(info.maxexp) - 2
+            steps = (fraction, *_powers_of_two(max(exponent, floor), h.dtype))
         for part in self._parts:
-            h.mult_st(factor, part.gradients, part.gradients)
+            for step in steps:
+                h.mult_st(step, part.gradients, part.gradients)
 
     def _clip_gradients(self) -> None:
         if self.clip_norm is None:
