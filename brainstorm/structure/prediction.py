@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from brainstorm.arguments import Arg, Optional, Str, check_value
-from brainstorm.errors import NetworkValidationError
+from brainstorm.errors import NetworkValidationError, ValidationError
 from brainstorm.files import dataset_closed
 from brainstorm.structure.external_data import (
     MissingInputError,
@@ -232,6 +232,8 @@ def _batch_first(inputs: dict, data: dict) -> bool:
     for name, array in data.items():
         structure = inputs[name]
         ndim = getattr(array, 'ndim', None)
+        if ndim is None and hasattr(array, 'shape'):  # an array-like
+            ndim = len(array.shape)
         if structure.buffer_type == 2 and ndim is not None:
             layouts[name] = ndim == len(structure.shape) - 1
     if len(set(layouts.values())) > 1:
@@ -266,16 +268,26 @@ def _checked_arrays(network, data: dict) -> tuple[dict, bool, int]:
     arrays = {}
     for name, array in data.items():
         add_time_axis = batch_first and inputs[name].buffer_type == 2
-        if _is_read_on_slicing(array):
-            array = _ReadOnSlicing(array, add_time_axis, name)
-            # a stand-in of its shape and dtype that holds no memory
-            stand_in = np.broadcast_to(np.zeros((), array.dtype), array.shape)
-            check_data(name, stand_in, inputs[name])
-            arrays[name] = array
-            continue
-        if add_time_axis:
-            array = array[np.newaxis]
-        arrays[name] = check_data(name, array, inputs[name])
+        given = tuple(array.shape) if hasattr(array, 'shape') else None
+        try:
+            if _is_read_on_slicing(array):
+                array = _ReadOnSlicing(array, add_time_axis, name)
+                # a stand-in of its shape and dtype that holds no memory
+                stand_in = np.broadcast_to(np.zeros((), array.dtype), array.shape)
+                check_data(name, stand_in, inputs[name])
+                arrays[name] = array
+                continue
+            if add_time_axis:
+                array = array[np.newaxis]
+            arrays[name] = check_data(name, array, inputs[name])
+        except ValidationError as err:
+            if add_time_axis:
+                _add_to_message(
+                    err,
+                    f'the data of shape {given}, given batch-first, with the '
+                    'time axis of T = 1 added in front',
+                )
+            raise
     sizes = {
         name: int(a.shape[inputs[name].buffer_type - 1]) for name, a in arrays.items()
     }
@@ -470,10 +482,17 @@ def predict(network, data, batch_size=None, out_name=None, check_finite=True):
                 if check_finite:  # naming the index in the data as given
                     for name, array in batch.items():
                         _check_finite(network, name, array, start, batch_first)
-                network.provide_external_data(
-                    batch, all_inputs=False, check_finite=False
-                )
-                network.forward_pass(training_pass=False)
+                try:
+                    network.provide_external_data(
+                        batch, all_inputs=False, check_finite=False
+                    )
+                    network.forward_pass(training_pass=False)
+                except ValidationError as err:
+                    if size < total or batch_first:
+                        _add_to_message(
+                            err, _batch_place(start, size, total, batch_first)
+                        )
+                    raise
                 result = network.get(path)
                 if buffer_type == 2:
                     result = result[: network.buffer_manager.time_size]
@@ -484,6 +503,25 @@ def predict(network, data, batch_size=None, out_name=None, check_finite=True):
     if batch_first and buffer_type == 2:
         output = output[0]
     return output
+
+
+def _batch_place(start: int, size: int, total: int, batch_first: bool) -> str:
+    """Where the batch read from sample ``start`` on lies in the data."""
+    stop = min(start + size, total)
+    place = (
+        f'predict read the data in batches: this one holds samples {start} to '
+        f'{stop - 1} of the data, and the indices, sequences and time steps '
+        'above count within it'
+    )
+    if batch_first:
+        place += ' (with the time axis of batch-first data added in front)'
+    return place
+
+
+def _add_to_message(error: Exception, note: str) -> None:
+    """Append ``[note]`` to the message of ``error`` (a ValidationError)."""
+    if error.args and isinstance(error.args[0], str):
+        error.args = (f'{error.args[0]} [{note}]', *error.args[1:])
 
 
 def _checked_arguments(network, out_name, batch_size, check_finite) -> str:
