@@ -88,47 +88,22 @@ _OPTIONAL_MODULES = {
     'tensorboardX': ('tensorboardX', 'tensorboard'),
 }
 
-has_bokeh = _found('bokeh')
-bokeh_mock = (
-    None
-    if has_bokeh
-    else MissingDependencyMock(
-        ImportError(
-            'bokeh is needed for the BokehVisualizer but could not be imported '
-            f"(No module named 'bokeh'). Install it with: {install_hint('bokeh')}"
-        )
-    )
-)
-has_mpi4py = _found('mpi4py')
-mpi4py_mock = (
-    None
-    if has_mpi4py
-    else MissingDependencyMock(
-        _missing(
-            'mpi4py (with an MPI library, e.g. the mpich wheel)',
-            'mpi',
-            ImportError("No module named 'mpi4py'"),
-        )
-    )
-)
 
-has_onnx = _found('onnx')
-onnx_mock = (
-    None
-    if has_onnx
-    else MissingDependencyMock(
-        _missing('onnx', 'onnx', ImportError("No module named 'onnx'"))
-    )
+def _looked_up(module: str, package: str, extra: str) -> tuple:
+    """``(found, mock)``: whether ``module`` is installed, and the stand-in if not."""
+    if _found(module):
+        return True, None
+    error = ImportError(f"No module named '{module}'")
+    return False, MissingDependencyMock(_missing(package, extra, error))
+
+
+has_bokeh, bokeh_mock = _looked_up('bokeh', 'bokeh', 'bokeh')
+has_mpi4py, mpi4py_mock = _looked_up(
+    'mpi4py', 'mpi4py (with an MPI library, e.g. the mpich wheel)', 'mpi'
 )
-has_tensorboardx = _found('tensorboardX')
-tensorboardx_mock = (
-    None
-    if has_tensorboardx
-    else MissingDependencyMock(
-        _missing(
-            'tensorboardX', 'tensorboard', ImportError("No module named 'tensorboardX'")
-        )
-    )
+has_onnx, onnx_mock = _looked_up('onnx', 'onnx', 'onnx')
+has_tensorboardx, tensorboardx_mock = _looked_up(
+    'tensorboardX', 'tensorboardX', 'tensorboard'
 )
 
 

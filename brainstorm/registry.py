@@ -29,6 +29,7 @@ __all__ = [
     'is_registered',
     'layer_classes',
     'warn_if_not_found',
+    'qualified_name',
 ]
 
 #: class name -> weak references to the classes of that name, oldest first
@@ -63,7 +64,7 @@ def register_layer_class(layer_class: type) -> None:
     refs.append(weakref.ref(layer_class))
 
 
-def _place(cls: type) -> str:
+def qualified_name(cls: type) -> str:
     """Where ``cls`` is defined: ``'module.QualifiedName'``."""
     return f'{cls.__module__}.{cls.__qualname__}'
 
@@ -76,7 +77,7 @@ def _displaced(name: str, layer_class: type) -> type | None:
     definition of ``layer_class`` in the same place.
     """
     others = [c for c in _live(name) if c is not layer_class]
-    if others and _place(others[-1]) != _place(layer_class):
+    if others and qualified_name(others[-1]) != qualified_name(layer_class):
         return others[-1]
     return None
 
@@ -92,9 +93,9 @@ def _built_from(cls: type) -> str:
     if name.endswith('LayerImpl'):
         return (
             f"networks build every '{name[: -len('LayerImpl')]}' layer from "
-            f'{_place(cls)}'
+            f'{qualified_name(cls)}'
         )
-    return f'the registry finds {_place(cls)} under the name {name!r}'
+    return f'the registry finds {qualified_name(cls)} under the name {name!r}'
 
 
 def _displacement_message(new: type, old: type) -> str:
@@ -102,8 +103,8 @@ def _displacement_message(new: type, old: type) -> str:
     if _is_builtin(old):
         type_name = old.__name__[: -len('LayerImpl')]
         return (
-            f"Layer class {_place(new)} replaces brainstorm's built-in "
-            f'{_place(old)}: {_built_from(new)} (the class defined last is '
+            f"Layer class {qualified_name(new)} replaces brainstorm's built-in "
+            f'{qualified_name(old)}: {_built_from(new)} (the class defined last is '
             f'found), including those made by brainstorm.layers.{type_name}'
             "(...) or by brainstorm's tools and those of networks loaded from "
             'files (a network saved with the built-in may no longer load). To add a '
@@ -111,8 +112,9 @@ def _displacement_message(new: type, old: type) -> str:
             f"its own, e.g. 'My{old.__name__}'."
         )
     return (
-        f'Layer class {_place(new)} displaces {_place(old)}, a live layer '
-        f'class of the same name defined elsewhere: {_built_from(new)} (the '
+        f'Layer class {qualified_name(new)} displaces {qualified_name(old)}, a '
+        f'live layer class of the same name defined elsewhere: '
+        f'{_built_from(new)} (the '
         'class defined last is found), in networks loaded from files too. '
         'Give one of them another name to use both.'
     )
@@ -190,14 +192,14 @@ def warn_if_not_found(layer_class: type) -> None:
     found = get_layer_class(name)
     if found is layer_class:
         return
-    if _place(found) == _place(layer_class):
-        given = f'an older definition of {_place(layer_class)}'
+    if qualified_name(found) == qualified_name(layer_class):
+        given = f'an older definition of {qualified_name(layer_class)}'
         why = (
             'its newest definition (the module or cell defining it ran '
             'again), not the one given'
         )
     else:
-        given = f'layer class {_place(layer_class)}'
+        given = f'layer class {qualified_name(layer_class)}'
         why = 'the class of that name defined last, not the one given'
     warnings.warn(
         f'ConstructionWrapper.create got {given}, but {_built_from(found)}, '

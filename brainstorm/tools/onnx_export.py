@@ -37,6 +37,7 @@ from brainstorm.layers.recurrent_layer import RecurrentLayerImpl
 from brainstorm.layers.sigmoid_ce_layer import SigmoidCELayerImpl
 from brainstorm.layers.softmax_ce_layer import SoftmaxCELayerImpl
 from brainstorm.layers.squared_error_layer import SquaredErrorLayerImpl
+from brainstorm.registry import qualified_name
 from brainstorm.shapes import padding_sides
 from brainstorm.structure.prediction import check_parameters_set
 
@@ -553,22 +554,18 @@ def _builtin_classes() -> dict:
     return {cls.get_type_name(): cls for cls in classes}
 
 
-def _qualified_name(cls: type) -> str:
-    return f'{cls.__module__}.{cls.__qualname__}'
-
-
 def _check_class(layer) -> None:
     """Refuse a layer whose class is not brainstorm's own class of its type."""
     builtin = _builtin_classes().get(layer.layer_type)
     if type(layer) is not builtin:
         expected = (
-            f"brainstorm's {_qualified_name(builtin)}"
+            f"brainstorm's {qualified_name(builtin)}"
             if builtin is not None
             else "brainstorm's own layer classes"
         )
         raise NetworkValidationError(
             f"export_onnx: layer '{layer.name}' of type {layer.layer_type} is "
-            f'an instance of {_qualified_name(type(layer))}, not of '
+            f'an instance of {qualified_name(type(layer))}, not of '
             f"{expected}. export_onnx exports brainstorm's own layer "
             'classes only (exactly, no subclasses): it cannot know what '
             'another class computes. Export the outputs before it with '

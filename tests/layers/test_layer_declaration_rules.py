@@ -24,7 +24,6 @@ from brainstorm.arguments import Int, ListOf
 from brainstorm.errors import LayerValidationError
 from brainstorm.layers.attributes import Kwarg
 from brainstorm.layers.base_layer import Layer
-from brainstorm.registry import layer_classes
 from brainstorm.structure.buffer_structure import BufferStructure, StructureTemplate
 from brainstorm.structure.construction import ConstructionWrapper
 
@@ -78,17 +77,6 @@ def test_tuples_lists_and_sets_of_names_are_accepted(value):
         'DeclFineLayerImpl', (Layer,), {'computes_no_gradients_for': value}
     )
     assert layer_class.computes_no_gradients_for == value
-
-
-def test_every_registered_layer_declares_tuples_of_names():
-    for layer_class in layer_classes():
-        for attribute in NAME_ATTRIBUTES:
-            value = getattr(layer_class, attribute)
-            assert isinstance(value, (tuple, list, set, frozenset)), (
-                layer_class,
-                attribute,
-            )
-            assert all(isinstance(name, str) for name in value)
 
 
 class DeclLateStrLayerImpl(Layer):
