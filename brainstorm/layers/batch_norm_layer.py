@@ -7,8 +7,7 @@ from collections import OrderedDict
 import numpy as np
 
 from brainstorm.layers.attributes import FloatIn, Kwarg
-from brainstorm.layers.base_layer import Layer, time_template
-from brainstorm.layers.layer_norm_layer import check_epsilon_for_handler
+from brainstorm.layers.base_layer import Layer, check_epsilon_for_handler, time_template
 from brainstorm.shapes import SQUARE_SHIFT, flatten_time_and_features, summing_shrink
 from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.construction import ConstructionWrapper

@@ -6,9 +6,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from brainstorm.errors import LayerValidationError
 from brainstorm.layers.attributes import FloatIn, Kwarg
-from brainstorm.layers.base_layer import Layer, time_template
+from brainstorm.layers.base_layer import Layer, check_epsilon_for_handler, time_template
 from brainstorm.shapes import SQUARE_SHIFT, flatten_time_and_features, summing_shrink
 from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.construction import ConstructionWrapper
@@ -45,45 +44,6 @@ def LayerNorm(epsilon: float = 1e-5, name: str | None = None) -> ConstructionWra
         shape; parameters ``gamma`` and ``beta`` of the feature shape.
     """
     return ConstructionWrapper.create(LayerNormLayerImpl, name=name, epsilon=epsilon)
-
-
-def check_epsilon_for_handler(
-    layer: Layer, epsilon: float, handler, constant: str
-) -> None:
-    """Refuse an ``epsilon`` of ``layer`` that ``handler``'s dtype makes 0 or inf.
-
-    LayerNorm and BatchNorm add ``epsilon`` to the variance in the
-    handler's dtype. Where it is 0 there (1e-12 in float16, 1e-50 in
-    float32) a ``constant`` (a position or channel whose values are all
-    equal, e.g. padding) divides 0 by 0: NaN. Where it is inf every
-    output is ``beta``. A subnormal epsilon (the default 1e-5 in float16)
-    works: the square root of the smallest float16 is a normal number.
-
-    Args:
-        layer: the layer (LayerNorm or BatchNorm) that adds it.
-        epsilon: its ``epsilon``.
-        handler: the handler it is going to run on.
-        constant: what a constant group of values is for the layer.
-
-    Raises:
-        LayerValidationError: naming the layer, the epsilon, what the dtype
-            makes of it and the smallest epsilon that works there.
-    """
-    dtype = np.dtype(handler.dtype)
-    with np.errstate(over='ignore'):
-        rounded = dtype.type(epsilon)
-    if rounded != 0 and np.isfinite(rounded):
-        return
-    name, finfo = dtype.name, np.finfo(dtype)
-    effect = 'gives NaN' if rounded == 0 else 'gives only beta'
-    raise LayerValidationError(
-        f'{layer._desc()}: epsilon must be a finite {name} number of at least '
-        f'{float(finfo.smallest_subnormal):.4g}, the smallest one, on a '
-        f'handler of dtype {name}: the layer adds epsilon to the variance in '
-        f'{name}, where {epsilon:g} is {float(rounded):g}, and a {constant} '
-        f'then {effect}. Received: epsilon={epsilon!r}. Use e.g. the default '
-        'epsilon=1e-5.'
-    )
 
 
 class LayerNormLayerImpl(Layer):

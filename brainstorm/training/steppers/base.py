@@ -433,20 +433,20 @@ class TrainingStepper(Describable):
             if part.mask is not None:
                 h.mult_tt(part.gradients, part.mask, part.gradients)
 
-    def _squared_gradient_norm(self, scale: float = 1.0, *scales: float) -> float:
-        """The sum of the squares of ``scale`` times the gradients.
+    def _squared_gradient_norm(self, *scales: float) -> float:
+        """The sum of the squares of the gradients times ``scales``.
 
-        ``scales``, if any, are further factors applied in turn (a power of
-        two the dtype cannot hold as one number, see :func:`_powers_of_two`).
+        The factors are applied in turn (a power of two the dtype cannot
+        hold as one number comes as several, see :func:`_powers_of_two`).
         """
         h = self.net.handler
         total = 0.0
         for part in self._parts:
-            if scale == 1.0 and not scales:
+            if not scales:
                 h.mult_tt(part.gradients, part.gradients, part.tmp)
             else:
-                h.mult_st(scale, part.gradients, part.tmp)
-                for factor in scales:
+                h.mult_st(scales[0], part.gradients, part.tmp)
+                for factor in scales[1:]:
                     h.mult_st(factor, part.tmp, part.tmp)
                 h.mult_tt(part.tmp, part.tmp, part.tmp)
             h.sum_t(part.tmp, None, part.norm)
