@@ -481,6 +481,8 @@ class FromGenerator(DataIterator):
         if data_shapes is None:
             data_shapes = self._peek()
         super().__init__(data_shapes, length)  # type: ignore[arg-type]
+        # a list that contradicts length failed only after a whole pass
+        self._check_length('FromGenerator', '')
 
     def __describe__(self) -> dict:
         """The description, with ``data_dtypes`` for a list of batches.
@@ -545,17 +547,19 @@ class FromGenerator(DataIterator):
 
     def _check_restored(self, owner: str) -> None:
         """Refuse a described list of batches that contradicts ``length``."""
+        self._check_length(owner, ' (was the description edited?)')
+
+    def _check_length(self, owner: str, note: str) -> None:
+        """Refuse a list of batches that contradicts ``length``."""
         batches = self.batches
         if (
             isinstance(batches, (list, tuple))
             and self.length is not None
             and self.length != len(batches)
         ):
-            raise _restored_data_error(
-                owner,
-                'length',
-                f'None or the number of batches given: {len(batches)}',
-                self.length,
+            raise IteratorValidationError(
+                f'{owner}: length must be None or the number of batches '
+                f'given: {len(batches)}. Received: length={self.length!r}{note}'
             )
 
     def _made(self):

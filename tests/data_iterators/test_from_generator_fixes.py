@@ -134,3 +134,16 @@ def test_a_description_whose_length_contradicts_its_batches_is_refused():
     )
     description['length'] = None
     assert len(list(create_from_description(description)())) == 3
+
+
+@pytest.mark.parametrize('length', [2, 4, 0])
+def test_a_list_that_contradicts_length_is_refused_when_made(length):
+    """It failed only after a whole pass had been yielded (a trainer had
+    made 3 updates by then)."""
+    batch = {'default': np.zeros((1, 2, 3))}
+    with pytest.raises(IteratorValidationError) as info:
+        bs.data_iterators.FromGenerator([batch, batch, batch], length=length)
+    message = str(info.value)
+    assert 'FromGenerator: length must be None or the number of batches' in message
+    assert f'given: 3. Received: length={length}' in message
+    assert bs.data_iterators.FromGenerator([batch, batch, batch], length=3).length == 3
