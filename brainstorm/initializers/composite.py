@@ -6,6 +6,8 @@ a number (a constant).
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from brainstorm.arguments import AnyOf, Arg, Instance, Int
@@ -18,6 +20,24 @@ __all__ = ['SparseInputs', 'SparseOutputs', 'LstmOptInit']
 
 #: An initializer or a number, where a sub-initializer goes.
 _SUB_INITIALIZER = AnyOf(Instance(Initializer, example=lambda: Gaussian()), RealArg())
+
+
+def _select_sub_initializer(self, layer, parameter_name: str):
+    """This initializer with its sub-initializer's choice for the parameter.
+
+    A sub-initializer that chooses per parameter (an ``LstmOptInit``
+    picking the gate of an Lstm parameter) chooses here too; otherwise the
+    initializer itself is returned.
+    """
+    select = getattr(self.sub_initializer, 'select_for', None)
+    if select is None:
+        return self
+    chosen = select(layer, parameter_name)
+    if chosen is self.sub_initializer:
+        return self
+    selected = copy.copy(self)
+    selected.sub_initializer = chosen
+    return selected
 
 
 class SparseInputs(Initializer):
@@ -42,6 +62,8 @@ class SparseInputs(Initializer):
         super().__init__()
         self.sub_initializer = sub_initializer
         self.connections = connections
+
+    select_for = _select_sub_initializer
 
     def __call__(self, shape):
         """Values of ``shape`` with ``connections`` entries kept per column."""
@@ -84,6 +106,8 @@ class SparseOutputs(Initializer):
         super().__init__()
         self.sub_initializer = sub_initializer
         self.connections = connections
+
+    select_for = _select_sub_initializer
 
     def __call__(self, shape):
         """Values of ``shape`` with ``connections`` entries kept per row."""

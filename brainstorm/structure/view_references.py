@@ -289,21 +289,38 @@ def choose_initializer(layer, pname: str, resolved: tuple, where: str):
         raise NetworkValidationError(f'Multiple initializers for {where}: {values}')
     if len(fallbacks) > 1:
         raise NetworkValidationError(f'Multiple fallbacks for {where}: {fallbacks}')
-    init = as_initializer(values[0], where)
-    # initializers that depend on the parameter (LstmOptInit picks the gate
-    # of an Lstm parameter) choose here
-    select = getattr(init, 'select_for', None)
-    if select is not None:
-        try:
-            init = as_initializer(select(layer, pname), where)
-        except ValidationError as err:
-            raise NetworkValidationError(f'Initializing {where}: {err}') from None
-    fallback = as_initializer(fallbacks[0], where) if fallbacks else None
+    init = _selected(as_initializer(values[0], where), layer, pname, where)
+    fallback = (
+        _selected(as_initializer(fallbacks[0], where), layer, pname, where)
+        if fallbacks
+        else None
+    )
     if explicit and isinstance(init, ArrayInitializer):
         # values given for this parameter by name: one of another shape is
         # a mistake to report, not a reason to put the fallback there
         fallback = None
     return init, fallback
+
+
+def _selected(init, layer, pname: str, where: str):
+    """The initializer ``init`` chooses for the parameter, if it chooses.
+
+    Initializers that depend on the parameter (``LstmOptInit`` picks the
+    gate of an Lstm parameter, ``SparseInputs`` lets its sub-initializer
+    pick) have a ``select_for`` method; a fallback chooses as the
+    initializer does.
+
+    Raises:
+        NetworkValidationError: if the choice fails (an Lstm parameter of
+            no gate), naming the parameter.
+    """
+    select = getattr(init, 'select_for', None)
+    if select is None:
+        return init
+    try:
+        return as_initializer(select(layer, pname), where)
+    except ValidationError as err:
+        raise NetworkValidationError(f'Initializing {where}: {err}') from None
 
 
 def install_modifiers(layers, refs: dict, what: str) -> OrderedDict:
