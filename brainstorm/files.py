@@ -433,7 +433,7 @@ def open_hdf5(filename: str, error: type, what: str):
 def _why_unreadable(err: Exception) -> str:
     """Why ``h5py.File`` could not open a file, from its error."""
     if isinstance(err, FileNotFoundError):
-        return 'it does not exist'
+        return 'it is missing (no such file)'
     if isinstance(err, BlockingIOError) or 'unable to lock file' in str(err):
         # HDF5 locks a file while a process has it open for writing
         return (

@@ -53,5 +53,5 @@ def test_a_file_open_for_writing_elsewhere_is_named_locked(tmp_path):
 
 
 def test_a_missing_file_is_named_missing(tmp_path):
-    with pytest.raises(NetworkValidationError, match='does not exist'):
+    with pytest.raises(NetworkValidationError, match=r'it is missing \(no such file\)'):
         bs.Network.from_hdf5(str(tmp_path / 'none.h5'))

@@ -143,7 +143,7 @@ def test_a_description_stored_as_text_loads_like_brainstorm_05(tmp_path):
 def test_a_file_that_is_no_hdf5_is_named(tmp_path):
     (tmp_path / 'n.h5').write_bytes(b'not hdf5')
     refused(tmp_path / 'n.h5', "Cannot read network file '.*n.h5': it is not an HDF5")
-    refused(tmp_path / 'missing.h5', 'it does not exist')
+    refused(tmp_path / 'missing.h5', r'it is missing \(no such file\)')
 
 
 def test_an_unexpected_failure_is_a_corrupt_file(tmp_path, monkeypatch):
