@@ -470,7 +470,7 @@ def avgpool2d_forward_batch(
         'avgpool2d_forward_batch', in_hw, window, padding, stride, out_hw
     )
     top_left = _top_left(padding)
-    wide = _pool_dtype(handler)
+    wide = summing_dtype(handler)
     total = handler._buffer('pool', outputs.shape, wide)
     total.fill(0)
     for _, _, out_part, in_part in _window_offsets(
@@ -497,7 +497,7 @@ def avgpool2d_backward_batch(
         'avgpool2d_backward_batch', in_hw, window, padding, stride, out_hw
     )
     top_left = _top_left(padding)
-    wide = _pool_dtype(handler)
+    wide = summing_dtype(handler)
     share = handler._buffer('pool', out_deltas.shape, wide)
     counts = _pool_counts(handler, window, top_left, stride, out_hw, in_hw, wide)
     np.divide(out_deltas, counts, out=share)
@@ -511,13 +511,14 @@ def avgpool2d_backward_batch(
     _add_into(in_deltas, dx)
 
 
-def _pool_dtype(handler):
-    """The dtype average pooling adds in: float32 below float32, else the handler's.
+def summing_dtype(handler):
+    """The dtype sums are taken in: float32 below float32, else the handler's.
 
-    A float16 window sum overflows from a window mean of 65504 / count (a
-    16x16 global average of 256); summing in float32 scratch and rounding
-    once into the outputs (or input deltas) also gives float16 the
-    correctly rounded mean. float32 and float64 add in their own type.
+    A float16 window sum of average pooling overflows from a window mean
+    of 65504 / count (a 16x16 global average of 256), a softmax row sum
+    from 65504 columns; summing in float32 scratch and rounding once into
+    the outputs (or input deltas) also gives float16 the correctly rounded
+    result. float32 and float64 add in their own type.
     """
     if np.dtype(handler.dtype).itemsize < 4:
         return np.float32

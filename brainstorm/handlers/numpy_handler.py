@@ -55,8 +55,7 @@ class NumpyHandler(Handler):
         self.dtype = np.dtype(dtype).type
         self.EMPTY = np.zeros(0, dtype=self.dtype)
         self.rnd = None if seed is None else RandomState(seed)
-        # (name, dtype) -> flat buffer, grown to the largest use, per thread:
-        # see _scratch
+        # (name, dtype) -> flat buffer per thread, see _scratch
         # index and count arrays of pooling geometries (never written after
         # they are made, so one copy serves every thread)
         self._constants: dict = {}
@@ -291,12 +290,10 @@ class NumpyHandler(Handler):
         np.max(m, axis=1, keepdims=True, out=row)
         np.subtract(m, row, out=out)
         np.exp(out, out=out)
-        # float16 sums rows (up to 1 per column) in float32 scratch: from
-        # 65504 columns they overflowed and every probability was 0
-        if np.dtype(self.dtype).itemsize < 4:
-            row = self._buffer('softmax_sum', row.shape, np.float32)
-        np.sum(out, axis=1, keepdims=True, out=row, dtype=row.dtype)
-        np.divide(out, row, out=out)
+        # float16 sums in float32 (from 65504 columns the sum overflowed)
+        total = self._buffer('softmax_sum', row.shape, _conv.summing_dtype(self))
+        np.sum(out, axis=1, keepdims=True, out=total, dtype=total.dtype)
+        np.divide(out, total, out=out)
 
     def split_add_tt(self, x, out_a, out_b) -> None:
         n = out_a.shape[-1]
