@@ -942,3 +942,29 @@ def test_a_resumed_run_refuses_a_network_with_other_parameters(tmp_path):
     net.set_handler(NumpyHandler(np.float32))
     resumed.train(net, bs.data_iterators.Minibatches(3, **data))
     assert resumed.current_epoch_nr == 2
+
+
+def test_a_checkpoint_whose_parameters_hold_nan_continues(tmp_path):
+    """check_resume compares the parameters with NaN equal to NaN: a run
+    with the finite check off whose parameters went NaN continues from its
+    checkpoint instead of being refused as another network's."""
+    bs.global_rnd.set_seed(4)
+    rnd = np.random.RandomState(0)
+    x, y = rnd.randn(1, 8, 3), rnd.randint(0, 2, (1, 8, 1))
+    inp, out = bs.tools.get_in_out_layers('classification', 3, 2)
+    net = bs.Network.from_layer(inp >> out)
+    net.initialize(bs.initializers.Gaussian(0.1), seed=1)
+    net.buffer.parameters[0] = np.nan
+    trainer = bs.Trainer(bs.training.SgdStepper(0.1), verbose=False)
+    trainer.check_finite = False
+    trainer.add_hook(bs.hooks.SaveCheckpoint(str(tmp_path / 'run.ckpt')))
+    trainer.add_hook(bs.hooks.StopAfterEpoch(1))
+    data = bs.data_iterators.Minibatches(4, default=x, targets=y, shuffle=False)
+    trainer.train(net, data)
+    loaded, net2 = bs.Trainer.from_checkpoint(str(tmp_path / 'run.ckpt'))
+    assert np.isnan(net2.get('parameters')).any()
+    loaded.hooks['StopAfterEpoch'].max_epochs = 2
+    loaded.train(
+        net2, bs.data_iterators.Minibatches(4, default=x, targets=y, shuffle=False)
+    )
+    assert loaded.current_epoch_nr == 2
