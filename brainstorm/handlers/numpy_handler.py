@@ -677,8 +677,8 @@ class NumpyHandler(Handler):
         np.copyto(top, 0.0, where=np.isneginf(top))  # rows without keys
         np.subtract(z, top, out=z)
         np.exp(z, out=z)  # exp(-inf) = 0 for the masked scores
-        total = self._buffer('masked_softmax_sum', rows)
-        np.sum(z, axis=-1, keepdims=True, out=total)
+        total = self._buffer('masked_softmax_sum', rows, _conv.summing_dtype(self))
+        np.sum(z, axis=-1, keepdims=True, out=total, dtype=total.dtype)
         np.copyto(total, 1.0, where=total == 0)
         np.divide(z, total, out=out)
 

@@ -179,3 +179,17 @@ def test_softmax_m_float16_allocates_nothing_after_warm_up():
     finally:
         tracemalloc.stop()
     assert peak <= 256 * 1024, f'expected at most 256 KB allocated, got {peak} bytes'
+
+
+@pytest.mark.parametrize('kind', HANDLERS)
+def test_masked_softmax_t_float16_over_70000_keys(kind):
+    """The attention softmax summed its float16 rows in float16 too: over
+    70000 keys of near-equal scores every weight was 0."""
+    h = _handler(kind, np.float16)
+    x = (np.random.RandomState(4).randn(1, 2, 70000) * 0.01).astype(np.float16)
+    out = h.zeros(x.shape)
+    h.masked_softmax_t(h.create_from_numpy(x), None, out)
+    got = h.get_numpy_copy(out).astype(np.float64)
+    ref = _softmax_reference(x)
+    _assert_close(got, ref, F16_TOL, 'float16 masked_softmax_t')
+    assert np.allclose(got.sum(axis=-1), 1.0, atol=1e-2)
