@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 
+import h5py
 import pytest
 
 import brainstorm as bs
@@ -55,3 +56,23 @@ def test_a_file_open_for_writing_elsewhere_is_named_locked(tmp_path):
 def test_a_missing_file_is_named_missing(tmp_path):
     with pytest.raises(NetworkValidationError, match=r'it is missing \(no such file\)'):
         bs.Network.from_hdf5(str(tmp_path / 'none.h5'))
+
+
+@pytest.mark.parametrize(
+    'error',
+    [
+        # older h5py: an OSError whose message names the lock
+        OSError('Unable to open file (unable to lock file, errno = 11)'),
+        # a lock refused by the system, whatever the message says
+        BlockingIOError(11, 'Resource temporarily unavailable'),
+    ],
+)
+def test_either_sign_of_a_lock_names_the_lock(tmp_path, monkeypatch, error):
+    def locked(*args, **kwargs):
+        raise error
+
+    path = tmp_path / 'net.h5'
+    path.write_bytes(b'')
+    monkeypatch.setattr(h5py, 'File', locked)
+    with pytest.raises(NetworkValidationError, match='another process has it open'):
+        bs.Network.from_hdf5(str(path))
