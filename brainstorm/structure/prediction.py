@@ -231,9 +231,8 @@ def _batch_first(inputs: dict, data: dict) -> bool:
     layouts = {}
     for name, array in data.items():
         structure = inputs[name]
-        ndim = getattr(array, 'ndim', None)
-        if ndim is None and hasattr(array, 'shape'):  # an array-like
-            ndim = len(array.shape)
+        # array-likes too (an object with shape, dtype and slicing)
+        ndim = len(array.shape) if hasattr(array, 'shape') else None
         if structure.buffer_type == 2 and ndim is not None:
             layouts[name] = ndim == len(structure.shape) - 1
     if len(set(layouts.values())) > 1:
@@ -520,8 +519,7 @@ def _batch_place(start: int, size: int, total: int, batch_first: bool) -> str:
 
 def _add_to_message(error: Exception, note: str) -> None:
     """Append ``[note]`` to the message of ``error`` (a ValidationError)."""
-    if error.args and isinstance(error.args[0], str):
-        error.args = (f'{error.args[0]} [{note}]', *error.args[1:])
+    error.args = (f'{error} [{note}]',)
 
 
 def _checked_arguments(network, out_name, batch_size, check_finite) -> str:
