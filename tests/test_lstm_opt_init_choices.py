@@ -13,7 +13,6 @@ import pytest
 
 import brainstorm as bs
 from brainstorm.initializers import (
-    Gaussian,
     LstmOptInit,
     Orthogonal,
     SparseInputs,
