@@ -299,12 +299,7 @@ class Layer:
 
     def _validate_name_tuples(self) -> None:
         """Refuse name attributes that setup or __init__ set to no tuple."""
-        for attribute in _NAME_TUPLES:
-            problem = _names_problem(attribute, getattr(self, attribute))
-            if problem:
-                raise TypeError(
-                    f'{self._desc()} ({type(self).__name__}): {attribute} {problem}'
-                )
+        _check_name_tuples(self, f'{self._desc()} ({type(self).__name__}): ')
 
     def _validate_out_shapes(self) -> None:
         for category in ('out_shapes', 'parameter_shapes', 'internal_shapes'):
@@ -580,16 +575,20 @@ _CATEGORY_NAMES = {
 }
 
 
-def _check_name_tuples(cls: type[Layer]) -> None:
+def _check_name_tuples(owner, prefix: str | None = None) -> None:
     """Refuse name attributes (``computes_no_gradients_for``...) of no tuple.
 
-    A single name given without its comma (``('b_avg')`` is the str
-    ``'b_avg'``) would be matched as a substring: ``'b' in 'b_avg'``.
+    ``owner`` is a layer class (checked when it is defined) or a layer
+    (whose ``setup`` may set them); ``prefix`` starts the message (default:
+    ``'ClassName.'``). A single name given without its comma (``('b_avg')``
+    is the str ``'b_avg'``) would be matched as a substring: ``'b' in
+    'b_avg'``.
     """
     for attribute in _NAME_TUPLES:
-        problem = _names_problem(attribute, getattr(cls, attribute))
+        problem = _names_problem(attribute, getattr(owner, attribute))
         if problem:
-            raise TypeError(f'{cls.__name__}.{attribute} {problem}')
+            start = f'{owner.__name__}.' if prefix is None else prefix
+            raise TypeError(f'{start}{attribute} {problem}')
 
 
 def _names_problem(attribute: str, declared) -> str | None:
