@@ -123,58 +123,56 @@ class SaveBestNetwork(Hook):
         # a Ctrl-C waits until the entry is judged and a new best kept:
         # stopped between the two, the record said kept and the file did not
         with hold_back_interrupts():
-            return self._judge(epoch_nr, update_nr, net, logs)
-
-    def _judge(self, epoch_nr, update_nr, net, logs):
-        """:meth:`__call__` with interrupts held back."""
-        log, start, best = self._number_log_since(logs, self.log_name, epoch_nr, None)
-        if not log:
-            return None
-        # the best finite entry before the last one; only the entries
-        # appended since the last call are read
-        for value in log[start:-1]:
-            if math.isfinite(value) and (
-                best is None or _is_better(value, best, self.criterion)
-            ):
-                best = value
-        self._keep_scan(log, len(log) - 1, best)
-        judged, self._judged = self._judged, len(log)
-        if judged is not None and len(log) < judged:
-            judged = 0  # a new run's log (the hook reused by another trainer)
-        now = self._logged_now(log, epoch_nr, update_nr)
-        if judged is not None and len(log) <= judged:
-            return None  # judged already (a log written less often)
-        if not now:
-            if judged is None:
+            log, start, best = self._number_log_since(
+                logs, self.log_name, epoch_nr, None
+            )
+            if not log:
                 return None
-            epochs, updates = log_counters(log)
-            raise TrainingValidationError(
-                f"SaveBestNetwork '{self.__name__}': the last entry of the log "
-                f"'{self.log_name}' was logged at epoch {epochs[-1]}, update "
-                f'{updates[-1]}, but this call is at epoch {epoch_nr}, update '
-                f'{update_nr}: the network that reached that value is gone, '
-                'and the one here was never evaluated. Run this hook at the '
-                'counts its log is written at, after the hook that writes it '
-                '(the same timescale, and added after the monitor).'
-            )
-        value = log[-1]
-        if not math.isfinite(value):
+            # the best finite entry before the last one; only the entries
+            # appended since the last call are read
+            for value in log[start:-1]:
+                if math.isfinite(value) and (
+                    best is None or _is_better(value, best, self.criterion)
+                ):
+                    best = value
+            self._keep_scan(log, len(log) - 1, best)
+            judged, self._judged = self._judged, len(log)
+            if judged is not None and len(log) < judged:
+                judged = 0  # a new run's log (the hook reused by another trainer)
+            now = self._logged_now(log, epoch_nr, update_nr)
+            if judged is not None and len(log) <= judged:
+                return None  # judged already (a log written less often)
+            if not now:
+                if judged is None:
+                    return None
+                epochs, updates = log_counters(log)
+                raise TrainingValidationError(
+                    f"SaveBestNetwork '{self.__name__}': the last entry of the log "
+                    f"'{self.log_name}' was logged at epoch {epochs[-1]}, update "
+                    f'{updates[-1]}, but this call is at epoch {epoch_nr}, update '
+                    f'{update_nr}: the network that reached that value is gone, '
+                    'and the one here was never evaluated. Run this hook at the '
+                    'counts its log is written at, after the hook that writes it '
+                    '(the same timescale, and added after the monitor).'
+                )
+            value = log[-1]
+            if not math.isfinite(value):
+                return None
+            if best is not None and not _is_better(value, best, self.criterion):
+                return None
+            if self.filename is not None:
+                self.message(
+                    f'{self.log_name} improved to {value:.6g}; saving '
+                    f"network to '{self.filename}'."
+                )
+                if self.is_root:
+                    net.save_as_hdf5(self.filename)
+            else:
+                self.message(
+                    f'{self.log_name} improved to {value:.6g}; keeping the parameters.'
+                )
+                self.parameters = net.get('parameters')
             return None
-        if best is not None and not _is_better(value, best, self.criterion):
-            return None
-        if self.filename is not None:
-            self.message(
-                f'{self.log_name} improved to {value:.6g}; saving '
-                f"network to '{self.filename}'."
-            )
-            if self.is_root:
-                net.save_as_hdf5(self.filename)
-        else:
-            self.message(
-                f'{self.log_name} improved to {value:.6g}; keeping the parameters.'
-            )
-            self.parameters = net.get('parameters')
-        return None
 
     @staticmethod
     def _logged_now(log, epoch_nr, update_nr) -> bool:
