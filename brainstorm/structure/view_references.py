@@ -106,6 +106,9 @@ def resolve_patterns(layers, refs: dict, what: str, allow_fallback: bool):
     Returns:
         ``{(layer, param): (values, fallbacks, explicit)}`` for every
         parameter, where ``explicit`` says a parameter pattern named it.
+        A layer's untrained parameters (BatchNorm's running ``mu`` and
+        ``sigma``, a clock's ``timing``) are named only by their full
+        names: a parameter pattern with a ``*`` skips them.
 
     Raises:
         NetworkValidationError: for non-str keys, a forbidden
@@ -118,9 +121,15 @@ def resolve_patterns(layers, refs: dict, what: str, allow_fallback: bool):
         matching = [refs[p] for p in layer_patterns if pattern_matches(p, lname)]
         for pname in layer.parameter_shapes:
             result[lname, pname] = _resolve_parameter(
-                refs, matching, pname, used_param_patterns
+                refs,
+                matching,
+                pname,
+                used_param_patterns,
+                pname in layer.untrained_parameters,
             )
-    _check_parameter_patterns_used(refs, layer_patterns, used_param_patterns, what)
+    _check_parameter_patterns_used(
+        layers, refs, layer_patterns, used_param_patterns, what
+    )
     return result
 
 
@@ -150,7 +159,9 @@ def _check_patterns(layers, refs: dict, what: str, allow_fallback: bool) -> list
     return layer_patterns
 
 
-def _resolve_parameter(refs: dict, matching: list, pname: str, used: set) -> tuple:
+def _resolve_parameter(
+    refs: dict, matching: list, pname: str, used: set, untrained: bool
+) -> tuple:
     """``(values, fallbacks, explicit)`` of parameter ``pname`` of a layer.
 
     Args:
@@ -159,6 +170,10 @@ def _resolve_parameter(refs: dict, matching: list, pname: str, used: set) -> tup
         pname: the parameter's name.
         used: collects ``(id(sub-dict), parameter pattern)`` of the
             parameter patterns that matched.
+        untrained: whether ``pname`` is one of the layer's untrained
+            parameters, which only their full names select (``{'*':
+            Gaussian()}`` under a BatchNorm must not make its running
+            ``sigma`` negative).
     """
     values, inner_defaults, fallbacks = [], [], []
     explicit = False
@@ -167,7 +182,9 @@ def _resolve_parameter(refs: dict, matching: list, pname: str, used: set) -> tup
             values.append(value)
             continue
         for p in value:
-            if p not in SPECIAL_KEYS and pattern_matches(p, pname):
+            if p in SPECIAL_KEYS or (untrained and p != pname):
+                continue
+            if pattern_matches(p, pname):
                 used.add((id(value), p))
                 values.append(value[p])
                 explicit = True
@@ -186,13 +203,14 @@ def _resolve_parameter(refs: dict, matching: list, pname: str, used: set) -> tup
 
 
 def _check_parameter_patterns_used(
-    refs: dict, layer_patterns: list, used: set, what: str
+    layers, refs: dict, layer_patterns: list, used: set, what: str
 ) -> None:
     """Check that every parameter pattern matched some parameter.
 
     Raises:
         NetworkValidationError: for a parameter pattern that matches no
-            parameter of the layers its layer pattern selects.
+            parameter of the layers its layer pattern selects (naming the
+            untrained parameters it would match, which need their names).
     """
     for pattern in layer_patterns:
         value = refs[pattern]
@@ -200,9 +218,22 @@ def _check_parameter_patterns_used(
             continue
         for p in value:
             if p not in SPECIAL_KEYS and (id(value), p) not in used:
+                skipped = sorted(
+                    f'{lname}.{pname}'
+                    for lname, layer in layers.items()
+                    if pattern_matches(pattern, lname)
+                    for pname in layer.untrained_parameters
+                    if pattern_matches(p, pname)
+                )
+                hint = (
+                    f' It would match the untrained {", ".join(skipped)}, '
+                    'which only their full names select.'
+                    if skipped
+                    else ''
+                )
                 raise NetworkValidationError(
                     f"{what}: parameter pattern '{p}' (under layer "
-                    f"pattern '{pattern}') matches no parameter."
+                    f"pattern '{pattern}') matches no parameter.{hint}"
                 )
 
 
