@@ -32,7 +32,7 @@ def values(net, lname, pname):
     return np.asarray(net.buffer[lname].parameters[pname]).copy()
 
 
-@pytest.mark.parametrize('pattern', ['*', 'g*', 'm*', 's*a'])
+@pytest.mark.parametrize('pattern', ['*', '*ma', 'm*', 's*a'])
 def test_a_wildcard_under_batchnorm_leaves_its_running_statistics(pattern):
     net = bn_net()
     refs = {'bn': {pattern: Gaussian(0.5)}, 'default': 0.25}
@@ -52,7 +52,7 @@ def test_a_wildcard_under_batchnorm_leaves_its_running_statistics(pattern):
     assert len(set(values(net, 'bn', 'gamma').tolist())) == 3
     if pattern == '*':
         assert len(set(values(net, 'bn', 'beta').tolist())) == 3
-    else:  # 'g*' selects gamma, not beta: the default
+    else:  # '*ma' selects gamma (and would select sigma), not beta
         np.testing.assert_array_equal(values(net, 'bn', 'beta'), 0.25)
 
 
@@ -75,11 +75,15 @@ def test_a_wildcard_modifier_leaves_the_running_statistics():
     assert set(net.weight_modifiers['bn']) == {'gamma', 'beta', 'sigma'}
 
 
-def test_a_wildcard_under_a_clockwork_layer_leaves_its_periods():
+def test_a_wildcard_under_a_clockwork_layer_gives_its_periods_the_layers_value():
     layer = Input(out_shapes={'default': ('T', 'B', 2)}) >> Clockwork(4, name='cw')
     net = Network.from_layer(layer)
     net.set_handler(NumpyHandler(np.float64))
     net.initialize({'cw': {'timing': [1, 2, 4, 8], '*': 0.125}})
+    np.testing.assert_array_equal(values(net, 'cw', 'timing'), [1, 2, 4, 8])
+    np.testing.assert_array_equal(values(net, 'cw', 'W'), 0.125)
+    # initialize sets every parameter anew: the periods the pattern does
+    # not name get the layer's value, not a value drawn for '*'
     net.initialize({'cw': {'*': 0.5}})
     np.testing.assert_array_equal(values(net, 'cw', 'timing'), 1.0)
     np.testing.assert_array_equal(values(net, 'cw', 'W'), 0.5)
