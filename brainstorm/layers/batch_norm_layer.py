@@ -120,6 +120,29 @@ class BatchNormLayerImpl(Layer):
         """Refuse an ``epsilon`` that ``handler``'s dtype makes 0 or inf."""
         check_epsilon_for_handler(self, self.epsilon, handler, 'constant channel')
 
+    def check_parameter_values(self, name: str, values) -> None:
+        """Refuse a running ``sigma`` that is not > 0.
+
+        ``sigma`` is a standard deviation (the running average of ``sqrt(var
+        + epsilon)``) that the inference pass divides by: 0 would give
+        inf, a negative value would flip the sign of the channel's
+        outputs, both without a word.
+
+        Raises:
+            ValueError: naming the first such entry.
+        """
+        if name != 'sigma':
+            return
+        sigma = np.asarray(values, dtype=np.float64).ravel()
+        bad = ~(sigma > 0)
+        if bad.any():
+            index = int(np.argmax(bad))
+            raise ValueError(
+                f'parameter sigma holds the running standard deviation of '
+                f'each channel, which the inference pass divides by: values '
+                f'> 0. Received: sigma[{index}] = {float(sigma[index])!r}.'
+            )
+
     def _channel_sum(self, rows, tiled, out) -> None:
         """``out[c] = sum of rows[n, k*C + c]`` over ``n`` and ``k``."""
         _h = self.handler
