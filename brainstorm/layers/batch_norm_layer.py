@@ -34,7 +34,9 @@ def BatchNorm(
     ``mu`` and ``sigma`` are the running mean and standard deviation. They
     are parameters (saved with the network) that the layer maintains
     itself: they get no gradient, steppers and modifiers leave them alone,
-    and ``net.initialize`` sets them to 0 and 1 unless a pattern names them.
+    and ``net.initialize`` sets them to 0 and 1 unless a parameter pattern
+    gives their full names (a ``*`` does not select them). ``sigma`` must
+    be > 0: other values are refused when they are set or loaded.
 
     Args:
         name: the layer name.
