@@ -351,11 +351,19 @@ def _restored_data(
         dtype_name: the recorded dtype, or None.
         in_batch: said after the data's name (``' of batch 2'``).
 
+    Returns:
+        The array; ``values`` as they are where they are no array (ragged
+        nested lists), for the checks of the data to refuse, naming them,
+        as they refuse such data described without a dtype.
+
     Raises:
         IteratorValidationError: naming the iterator, the data and a value
             that does not fit the dtype.
     """
-    array = np.asarray(values)
+    try:
+        array = np.asarray(values)
+    except (ValueError, TypeError):
+        return values
     if dtype_name is None or array.dtype == np.dtype(dtype_name):
         return array
     dtype = np.dtype(dtype_name)
