@@ -146,14 +146,21 @@ class Exponential(Schedule):
 def _power(base: float, exponent: int) -> float:
     """``base ** exponent``, +-inf where it is beyond the float range.
 
-    Python's float power raises OverflowError there; the infinity (with the
-    sign of the exact power) is then clipped by the schedule's bounds, or,
-    unbounded, refused by the stepper as a hyperparameter that is not finite.
+    Python's float power raises OverflowError there, and also for any base
+    where the exponent is too large for a float (2**1024 and up). Then a
+    base between -1 and 1 gives 0, a base of +-1 gives +-1, and any other
+    the infinity with the sign of the exact power, which the schedule's
+    bounds clip or, unbounded, the stepper refuses as a hyperparameter that
+    is not finite.
     """
     try:
         return float(base) ** exponent
     except OverflowError:
+        if abs(base) < 1:
+            return 0.0
         negative = base < 0 and exponent % 2 == 1
+        if abs(base) == 1:
+            return -1.0 if negative else 1.0
         return -math.inf if negative else math.inf
 
 

@@ -12,7 +12,12 @@ import pytest
 
 import brainstorm as bs
 from brainstorm.data_iterators import FromGenerator, Minibatches, Shard, Undivided
-from brainstorm.describable import create_from_description, get_description
+from brainstorm.describable import (
+    Describable,
+    create_from_description,
+    get_description,
+)
+from brainstorm.randomness import RandomState
 from brainstorm.utils import IteratorValidationError
 from tests.data_iterators.helpers import CountingReads, batch_ids, in_file, samples
 
@@ -220,12 +225,41 @@ def test_an_edited_count_of_no_samples_is_refused_naming_the_data_s_count(name, 
     assert f'{field} must be the number of samples of the data: 3 ' in str(info.value)
 
 
-def test_a_restored_generator_iterator_has_the_shapes_and_state_of_the_built_one():
+def test_a_restored_generator_iterator_has_the_shapes_and_a_random_state_of_its_own():
     it = MAKERS['FromGenerator']()
     restored = _round_trip(it)
     assert restored.data_shapes == it.data_shapes == {'x': (2, 3, 3)}
-    assert restored.rnd.get_seed() is not None
+    assert isinstance(restored.rnd, RandomState) and restored.rnd is not it.rnd
     assert batch_ids(restored()) == batch_ids(it()) == [[0, 1, 2]]
+
+
+class _DescribedBatches(Describable):
+    """An iterator of two batches that is its own description."""
+
+    def __init__(self, n=2):
+        self.n, self.i = n, 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.i >= self.n:
+            raise StopIteration
+        self.i += 1
+        return {'default': np.full((1, 2, 3), float(self.i))}
+
+
+def test_a_restored_generator_over_a_describable_iterator_gives_its_first_pass():
+    """Batches that are a describable iterator (not a list) are described
+    and restored as such: the restored FromGenerator's first pass gives
+    them all, as the built one's does; only a second pass finds the
+    iterator used up."""
+    it = FromGenerator(_DescribedBatches(), data_shapes={'default': (1, 2, 3)})
+    restored = create_from_description(get_description(it))
+    firsts = [float(b['default'][0, 0, 0]) for b in restored()]
+    assert firsts == [1.0, 2.0]
+    with pytest.raises(IteratorValidationError, match='used up'):
+        list(restored())
 
 
 def test_a_described_list_of_batches_without_dtypes_is_checked_when_used():

@@ -152,3 +152,24 @@ def test_cosine_warm_up_rises_linearly_from_warmup_start():
     assert values(schedule, range(5)) == pytest.approx([0.2, 0.4, 0.6, 0.8, 1.0])
     falling = CosineWithWarmup(0.5, 3, warmup_changes=2, warmup_start=1.5)
     assert values(falling, [0, 1, 2]) == pytest.approx([1.5, 1.0, 0.5])
+
+
+@pytest.mark.parametrize(
+    ('factor', 'even', 'odd'),
+    [
+        (0.5, 0.0, 0.0),
+        (-0.5, 0.0, 0.0),
+        (0.0, 0.0, 0.0),
+        (1.0, 1.0, 1.0),
+        (-1.0, 1.0, -1.0),
+        (2.0, math.inf, math.inf),
+        (-2.0, math.inf, -math.inf),
+    ],
+)
+def test_exponential_at_counts_too_large_for_a_float(factor, even, odd):
+    """From k = 2**1024 Python's float power raises OverflowError for any
+    base (the exponent is no float): a factor between -1 and 1 gives 0, +-1
+    gives +-1 by the parity of k, larger factors +-inf. A factor of 0.5
+    gave inf (a learning rate that should be 0)."""
+    k = 2**1024
+    assert values(Exponential(1.0, factor), [k, k + 1]) == [even, odd]
