@@ -1074,19 +1074,27 @@ def _forward_keeps_shared(layer, spec, runner) -> None:
     _check_kept(layer, spec, runner, shared, 'forward', 'outputs and internals')
 
 
-def _other_values(original: np.ndarray, rnd) -> list:
+def _other_values(original: np.ndarray, leading: int, rnd) -> list:
     """Other values for an input, each made of its own values.
 
     The values shifted by one element (as before), then values drawn with
-    replacement from its values, by whole time step and sample and element
-    by element: unlike a shift, a draw changes sums and means too, and
-    values drawn from the input's own stay valid values of it (class
-    indices, binary masks).
+    replacement from its values, by whole sample (a time step of a sample
+    for a time-sized input) and element by element: unlike a shift, a
+    draw changes sums and means too, and values drawn from the input's
+    own stay valid values of it (class indices, binary masks, one-hot
+    rows).
+
+    Args:
+        original: the input's values.
+        leading: the axes that count its samples: 2 for a time-sized
+            input ``(T, B, ...)``, 1 for a batch-sized one ``(B, ...)``,
+            0 for a constant one (its buffer type).
+        rnd: the random state to draw with.
     """
     others = [np.roll(original.ravel(), 1).reshape(original.shape)]
-    if original.ndim > 2 and original.shape[0] * original.shape[1] > 1:
-        rows = original.reshape((-1,) + original.shape[2:])
-        count = original.shape[0] * original.shape[1]
+    count = int(np.prod(original.shape[:leading], dtype=np.int64))
+    if leading and count > 1:
+        rows = original.reshape((count,) + original.shape[leading:])
         picked = rnd.randint(0, count, size=count)
         others.append(rows[picked].reshape(original.shape))
     flat = original.ravel()
@@ -1113,7 +1121,8 @@ def _check_declared_independence(layer, spec, runner) -> None:
             original = runner.get(('inputs', name))
             runner.forward()
             expected = runner.real_steps('outputs', output)
-            for other in _other_values(original, rnd):
+            leading = layer.in_shapes[name].buffer_type
+            for other in _other_values(original, leading, rnd):
                 runner.h.set_from_numpy(runner.buffers.inputs[name], other)
                 try:
                     runner.forward()
