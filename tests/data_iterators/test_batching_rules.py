@@ -262,6 +262,21 @@ def test_a_restored_generator_over_a_describable_iterator_gives_its_first_pass()
         list(restored())
 
 
+def test_a_described_batch_without_dtypes_is_reported_as_described():
+    """Without data_dtypes the described batches are left as they are
+    until a pass checks them: a value of too few dimensions is refused
+    showing the list the description holds (not an array made of it)."""
+    description = json.loads(json.dumps(get_description(MAKERS['FromGenerator']())))
+    del description['data_dtypes']
+    description['batches'].append({'x': [[0.0, 1.0]]})
+    restored = create_from_description(description)
+    with pytest.raises(IteratorValidationError) as info:
+        list(restored())
+    message = str(info.value)
+    assert "data 'x' of batch 1" in message, message
+    assert message.endswith('Received: [[0.0, 1.0]]'), message
+
+
 def test_a_described_list_of_batches_without_dtypes_is_checked_when_used():
     """A description written before data_dtypes loads as before: a batch
     value that is no array is refused when its pass reaches it, as the
