@@ -53,6 +53,7 @@ from brainstorm.parallel import (
 )
 from brainstorm.parallel import mpi_module as _mpi
 from brainstorm.scorers import batch_size_of
+from brainstorm.structure.prediction import check_parameters_set
 from brainstorm.training.steppers import SgdStepper, TrainingStepper
 
 __all__ = [
@@ -388,13 +389,17 @@ class DataParallel(Describable):
                 f'but the numbers of parameters differ ({sizes}). Build the '
                 'network from the same code and arguments on every rank.'
             )
+        if comm.Get_rank() == 0:
+            # every rank trains from rank 0's parameters: all zeros there
+            # (never initialised) are refused before they are broadcast
+            check_parameters_set(net)
         with watchdog.guard('the parameter broadcast of DataParallel.start'):
             _on_host(
                 net.handler,
                 net.buffer.parameters,
                 lambda values: comm.Bcast(values, root=0),
             )
-        # rank 0's parameters, set there (rank 0 checks its own)
+        # rank 0's parameters, checked there
         net._parameters_set = True
         # the network's random state seeds its gradient modifiers, which
         # now act on the same summed gradients on every rank

@@ -502,6 +502,18 @@ def early_failure_run(rank: int):
         raise
 
 
+def blank_root_run(rank: int):
+    """Rank 0 forgot net.initialize(); rank 1 initialised its network."""
+    inp, out = bs.tools.get_in_out_layers('classification', 2, 2)
+    net = bs.Network.from_layer(inp >> out)
+    if rank:
+        net.initialize(0.1)
+    data = {'default': np.ones((1, 4, 2)), 'targets': np.zeros((1, 4, 1))}
+    trainer = Trainer(DataParallel(SgdStepper(0.1), timeout=120.0), verbose=False)
+    trainer.add_hook(StopAfterEpoch(1))
+    trainer.train(net, Shard(Minibatches(2, **data)))
+
+
 def main(scenario: str, outdir: str) -> None:
     from mpi4py import MPI
 
@@ -547,6 +559,8 @@ def main(scenario: str, outdir: str) -> None:
         results['draws'], results['bn_mu'] = new_handler_run()
     elif scenario == 'early_failure':
         early_failure_run(rank)
+    elif scenario == 'blank_root':
+        blank_root_run(rank)
     elif scenario in ('exception', 'nan'):
         failing_run(scenario, rank)
     else:

@@ -1013,3 +1013,21 @@ def test_an_error_caught_before_training_starts_ends_the_other_ranks(tmp_path):
     assert 'rank 1 of 2 left training: IteratorValidationError' in (
         done.stdout + done.stderr
     )
+
+
+@needs_mpi
+def test_rank_0_refuses_a_network_it_never_initialised_and_ends_the_others(
+    tmp_path,
+):
+    """Rank 0's parameters are broadcast to every rank: a rank 0 that never
+    initialised its network made every rank train from zeros, without a
+    word."""
+    import time
+
+    start = time.monotonic()
+    done, _ = run_ranks('blank_root', tmp_path, expect_success=False, timeout=50)
+    assert time.monotonic() - start < 40
+    assert done.returncode != 0
+    printed = done.stdout + done.stderr
+    assert 'UninitializedNetworkError' in printed
+    assert 'never initialised' in printed

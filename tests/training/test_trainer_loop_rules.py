@@ -24,8 +24,9 @@ class PartnerComm:
 
     ``root_parameters``: what the first ``Bcast`` (the parameters rank 0
     gives every rank in ``DataParallel.start``) delivers on rank 1.
-    ``other_length``: the length rank 1's training iterator declares when
-    it differs from this rank's ``length``.
+    ``other_length``: the length the other rank's training iterator
+    declares, where this rank's is ``length`` (any gathered value equal to
+    ``length`` is taken for it: give a length no parameter count equals).
     """
 
     def __init__(self, rank, root_parameters=None, length=None, other_length=None):
@@ -62,7 +63,7 @@ class PartnerComm:
         return [value, other] if self.rank == 0 else [other, value]
 
     def gather(self, value, root=0):
-        return self.allgather(value)
+        return self.allgather(value) if self.rank == root else None
 
     def Barrier(self):
         pass
@@ -125,13 +126,10 @@ def test_ranks_declaring_other_epoch_lengths_are_refused_before_training(
     trainer = Trainer(DataParallel(SgdStepper(0.1), comm=comm), verbose=False)
     trainer.add_hook(Recorder('rec', 'update', calls=calls))
     trainer.add_hook(StopAfterEpoch(1))
-    net = xor_net(seed=2)
-    before = net.get('parameters')
     with pytest.raises(IteratorValidationError, match=r'lengths \[2, 3\]'):
-        trainer.train(net, iterator)
+        trainer.train(xor_net(seed=2), iterator)
     assert calls == []
     assert trainer.current_update_nr == 0
-    np.testing.assert_array_equal(net.get('parameters'), before)
 
 
 def test_a_rank_above_0_may_train_a_network_it_never_initialised(stand_in_mpi):
@@ -160,6 +158,31 @@ def test_a_rank_above_0_may_train_a_network_it_never_initialised(stand_in_mpi):
     trainer.train(blank, Minibatches(4, shuffle=False, **xor_data()))
     assert trainer.current_update_nr == 1
     assert blank.get('parameters').any()
+
+
+def test_rank_0_must_have_initialised_the_network_it_gives_the_others(
+    stand_in_mpi,
+):
+    # rank 0's parameters are what every rank trains from: all zeros there
+    # are refused on rank 0 before they are broadcast, as in one process
+    inp, out = bs.tools.get_in_out_layers('classification', 2, 2)
+    blank = bs.Network.from_layer(
+        inp >> bs.layers.FullyConnected(8, activation='tanh', name='Hid') >> out
+    )
+    blank.set_handler(bs.handlers.NumpyHandler(np.float64))
+    broadcasts: list = []
+
+    class Watched(PartnerComm):
+        def Bcast(self, values, root=0):
+            broadcasts.append(values.size)
+
+    trainer = Trainer(DataParallel(SgdStepper(0.1), comm=Watched(0)), verbose=False)
+    trainer.add_hook(StopAfterEpoch(1))
+    with pytest.raises(UninitializedNetworkError, match=r'net\.initialize\('):
+        trainer.train(blank, Minibatches(4, shuffle=False, **xor_data()))
+    assert broadcasts == []
+    assert trainer.current_update_nr == 0
+    assert not blank.get('parameters').any()
 
 
 def _empty_batches():
