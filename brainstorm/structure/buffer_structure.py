@@ -77,6 +77,13 @@ class StructureTemplate:
         self.shape = tuple(shape)
         lead = _check_common('StructureTemplate', self.shape, context_size)
         features = self.shape[lead:]
+        if not features:
+            # it would match no buffer (each has a feature dimension)
+            raise StructureValidationError(
+                f'StructureTemplate{self.shape} needs at least one feature entry '
+                "after 'T' and 'B': an int, 'F' or '...' (e.g. "
+                "StructureTemplate('T', 'B', '...') for any time-sized buffer)."
+            )
         if '...' in features and len(features) != 1:
             raise StructureValidationError(
                 f"StructureTemplate{self.shape}: '...' must be the only feature entry."

@@ -197,3 +197,11 @@ def test_a_constant_size_template_refuses_batch_and_time_sized_buffers(
     """The leading 'T' and 'B' of a buffer are no feature dimensions."""
     assert not StructureTemplate(*template).matches(BufferStructure(*structure))
     assert StructureTemplate(*template).matches(BufferStructure(*(5,) * len(template)))
+
+
+@pytest.mark.parametrize('shape', [('T', 'B'), ('B',)])
+def test_a_template_without_feature_entries_is_refused_when_made(shape):
+    # it could match no buffer: a layer declaring it refused every input
+    # with "must match", naming the input rather than the declaration
+    with pytest.raises(StructureValidationError, match='at least one feature entry'):
+        StructureTemplate(*shape)
