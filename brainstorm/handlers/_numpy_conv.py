@@ -525,6 +525,23 @@ def summing_dtype(handler):
     return handler.dtype
 
 
+def axis_sum(handler, a, axis: int, out) -> None:
+    """Sum ``a`` over ``axis`` into ``out`` (``sum_t``'s NumPy reductions).
+
+    float16 column sums (axis 0) are taken in float32 scratch and rounded
+    once: NumPy adds the rows one by one in float16 there (2048 plus 62
+    ones gave 2048, not 2110), where its row sums and the product with
+    ones that ``sum_t`` uses from 64 rows accumulate in float32.
+    """
+    keep = out.ndim == a.ndim
+    if axis == 0 and summing_dtype(handler) != a.dtype:
+        total = handler._buffer('column_sums', out.shape, np.float32)
+        np.sum(a, axis=0, out=total, keepdims=keep, dtype=np.float32)
+        np.copyto(out, total, casting='same_kind')
+    else:
+        np.sum(a, axis=axis, out=out, keepdims=keep)
+
+
 def _top_left(padding) -> tuple[int, int]:
     """The top and left padding: where the windows start.
 

@@ -319,7 +319,7 @@ class NumpyHandler(Handler):
             ones = self._leading('ones', a.shape[0], self.ones)
             np.matmul(ones, a, out=out.reshape(a.shape[1:]))
         else:
-            np.sum(a, axis=axis, out=out, keepdims=out.ndim == a.ndim)
+            _conv.axis_sum(self, a, axis, out)
 
     # ----------------------------------------------------------- activations
 

@@ -156,3 +156,16 @@ def test_masked_softmax_of_large_scores_is_finite(dtype, causal):
     expected = _masked_softmax(x.astype(np.float64), None, causal)
     assert np.isfinite(out).all(), out
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize('rows', [2, 17, 63, 64, 100])
+def test_float16_column_sums_are_rounded_once_at_any_number_of_rows(rows):
+    """Bias gradients of small float16 batches: below 64 rows the column
+    sums were added row by row in float16 (2048 + 62 ones gave 2048, not
+    2110), from 64 rows in float32 through the product with ones."""
+    handler = NumpyHandler(np.float16)
+    a = np.ones((rows, 3), np.float16)
+    a[0] = 2048
+    for out in (np.empty(3, np.float16), np.empty((1, 3), np.float16)):
+        handler.sum_t(a, 0, out)
+        np.testing.assert_array_equal(out.ravel(), np.float16(2048 + rows - 1))
