@@ -205,3 +205,10 @@ def test_a_template_without_feature_entries_is_refused_when_made(shape):
     # with "must match", naming the input rather than the declaration
     with pytest.raises(StructureValidationError, match='at least one feature entry'):
         StructureTemplate(*shape)
+
+
+@pytest.mark.parametrize('kind', [StructureTemplate, BufferStructure])
+def test_a_shape_without_any_entry_is_refused_naming_what_it_needs(kind):
+    with pytest.raises(StructureValidationError) as info:
+        kind()
+    assert str(info.value) == f'{kind.__name__} needs at least one entry. Received: ()'
