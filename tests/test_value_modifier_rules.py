@@ -25,6 +25,7 @@ from brainstorm.value_modifiers import (
     FreezeValues,
     MaskValues,
 )
+from tests.handlers.test_debug_overlaps import plain_constrain
 
 
 def _constrain(handler, values, limit):
@@ -35,19 +36,7 @@ def _constrain(handler, values, limit):
 
 def _plain_constrain(h, values, limit):
     """The computation without any overflow handling, in handler ops."""
-    m = h.create_from_numpy(np.asarray(values, dtype=h.dtype))
-    squares, norms = h.zeros(m.shape), h.zeros((m.shape[0], 1))
-    h.mult_tt(m, m, squares)
-    h.sum_t(squares, 1, norms)
-    h.sqrt_t(norms, norms)
-    h.add_st(-limit, norms, norms)
-    h.rel(norms, norms)
-    h.add_st(limit, norms, norms)
-    factors = h.zeros(norms.shape)
-    h.fill(factors, limit)
-    h.divide_tt(factors, norms, factors)
-    h.mult_mv(m, factors, m)
-    return h.get_numpy_copy(m)
+    return plain_constrain(h, np.asarray(values, dtype=h.dtype), limit)
 
 
 # ------------------------------------------------------------ ClipValues ---
