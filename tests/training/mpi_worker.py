@@ -388,14 +388,17 @@ def forward_statistics_run(parallel: bool):
     return net.get('BN.parameters.mu')
 
 
-def clockwork_timing_run(parallel: bool):
-    """A Clockwork layer's timing (a constant) after a step of 3 samples."""
+def clockwork_data():
+    """10 sequences of 3 time steps for ``clockwork_net``."""
+    rnd = np.random.RandomState(0)
+    return {'default': rnd.randn(10, 3, 2), 'targets': rnd.randn(10, 3, 1)}
+
+
+def clockwork_net():
+    """A Clockwork layer of periods [1, 2, 4, 7] (a constant 'timing')."""
     from brainstorm.handlers import NumpyHandler
     from brainstorm.layers import Clockwork
 
-    bs.global_rnd.set_seed(1)
-    rnd = np.random.RandomState(0)
-    data = {'default': rnd.randn(10, 3, 2), 'targets': rnd.randn(10, 3, 1)}
     inp, out = bs.tools.get_in_out_layers('regression', 2, 1)
     net = bs.Network.from_layer(inp >> Clockwork(4, name='Clockwork') >> out)
     net.set_handler(NumpyHandler(np.float64, seed=1))
@@ -406,6 +409,14 @@ def clockwork_timing_run(parallel: bool):
         },
         seed=1,
     )
+    return net
+
+
+def clockwork_timing_run(parallel: bool):
+    """A Clockwork layer's timing (a constant) after a step of 3 samples."""
+    bs.global_rnd.set_seed(1)
+    data = clockwork_data()
+    net = clockwork_net()
     iterator, stepper = _wrapped(
         Minibatches(3, shuffle=False, **data), SgdStepper(0.01), parallel
     )

@@ -26,7 +26,7 @@ from brainstorm.data_iterators import (
 )
 from brainstorm.handlers import DebugHandler, NumpyHandler
 from brainstorm.hooks import Hook, StopAfterEpoch
-from brainstorm.layers import BatchNorm, Clockwork, FullyConnected
+from brainstorm.layers import BatchNorm, FullyConnected
 from brainstorm.training import DataParallel, Trainer, data_parallel
 from brainstorm.training.steppers import (
     ForwardStepper,
@@ -331,20 +331,12 @@ def test_constant_untrained_parameters_stay_exact():
     """A Clockwork layer's timing (trainable_mask 0, changed by no rank)
     stays [1, 2, 4, 7] to the last bit: a weighted mean of equal values
     gave 6.999999999999999, which switched a unit off."""
-    rnd = np.random.RandomState(0)
-    data = {'default': rnd.randn(10, 3, 2), 'targets': rnd.randn(10, 3, 1)}
+    from tests.training.mpi_worker import clockwork_data, clockwork_net
+
+    data = clockwork_data()
 
     def build(rank, comm):
-        inp, out = bs.tools.get_in_out_layers('regression', 2, 1)
-        net = bs.Network.from_layer(inp >> Clockwork(4, name='Clockwork') >> out)
-        net.set_handler(NumpyHandler(np.float64, seed=1))
-        net.initialize(
-            {
-                'Clockwork': {'timing': [1, 2, 4, 7]},
-                'default': bs.initializers.Gaussian(0.5),
-            },
-            seed=1,
-        )
+        net = clockwork_net()
         iterator = Shard(Minibatches(3, shuffle=False, **data), rank=rank, size=2)
         stepper = DataParallel(SgdStepper(0.01), comm=comm)
         return lambda: (train(net, iterator, stepper), net)[1]
