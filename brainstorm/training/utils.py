@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 
 import numpy as np
 
-from brainstorm.arguments import Arg, Int, Real, check_value
 from brainstorm.data_iterators import DataIterator
 from brainstorm.errors import (
     IteratorValidationError,
@@ -249,61 +247,6 @@ def check_data_iterators(net, named_data_iters) -> None:
                 f"{sorted(shapes)}, but the network's Input layer has "
                 f'outputs {sorted(expected)}: the names must be the same.'
             )
-
-
-# ----------------------------------------------------- argument checking ---
-
-
-def is_number(value) -> bool:
-    """True for finite real numbers (ints, floats, NumPy scalars), not bools."""
-    numbers = (int, float, np.integer, np.floating)
-    return (
-        isinstance(value, numbers)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-    )
-
-
-def check_number(
-    owner: str,
-    name: str,
-    value,
-    low: float | None = None,
-    high: float | None = None,
-    include_low: bool = True,
-    include_high: bool = True,
-) -> None:
-    """Raise TrainingValidationError unless ``value`` is a number in bounds.
-
-    A thin wrapper onto :class:`~brainstorm.arguments.Real`, kept for
-    code that calls it: the library's classes declare their arguments in
-    ``__arguments__`` (see :mod:`brainstorm.arguments`) instead.
-
-    Args:
-        owner: who checks (used in the message, e.g. ``"AdamStepper"``).
-        name: the argument name.
-        value: the value to check.
-        low: the lower bound (None: unbounded).
-        high: the upper bound (None: unbounded).
-        include_low: whether ``low`` itself is allowed.
-        include_high: whether ``high`` itself is allowed.
-    """
-    check = Real(
-        -math.inf if low is None else low,
-        math.inf if high is None else high,
-        include_low,
-        include_high,
-    )
-    check_value(owner, None, name, Arg(check), value, error=TrainingValidationError)
-
-
-def check_int(owner: str, name: str, value, low: int = 0) -> None:
-    """Raise TrainingValidationError unless ``value`` is an int >= ``low``.
-
-    A thin wrapper onto :class:`~brainstorm.arguments.Int`, kept for code
-    that calls it (see :func:`check_number`).
-    """
-    check_value(owner, None, name, Arg(Int(low)), value, error=TrainingValidationError)
 
 
 def memory_of(net) -> tuple:

@@ -2,8 +2,8 @@
 
 What a run logs (each entry with its epoch and update, also where a log
 is a plain list or out of step), the batches that reach the network, the
-checks of the iterators before training, the number checks and the test of
-whether a stepper's memory is still the network's.
+checks of the iterators before training and the test of whether a
+stepper's memory is still the network's.
 """
 
 from collections import OrderedDict
@@ -17,15 +17,12 @@ from brainstorm.training.utils import (
     LogEntries,
     add_log,
     check_data_iterators,
-    check_int,
-    check_number,
-    is_number,
     log_counters,
     memory_of,
     run_network,
     same_memory,
 )
-from brainstorm.utils import IteratorValidationError, TrainingValidationError
+from brainstorm.utils import IteratorValidationError
 from tests.training.nets import xor_data, xor_net
 
 
@@ -203,53 +200,6 @@ def test_trainer_refuses_a_validation_iterator_with_other_names():
     with pytest.raises(IteratorValidationError, match="'valid' provides data"):
         trainer.train(net, good, valid=wrong)
     assert trainer.current_epoch_nr == 0
-
-
-# ------------------------------------------------------ number checks ---
-
-
-@pytest.mark.parametrize('value', [0, 3, -2.5, 1e300, np.float32(0.5), np.int64(7)])
-def test_is_number_accepts_finite_reals(value):
-    assert is_number(value)
-
-
-@pytest.mark.parametrize(
-    'value',
-    [True, False, np.nan, np.inf, -np.inf, float('nan'), '1', None, [1], 1j],
-)
-def test_is_number_refuses_bools_non_finite_and_non_numbers(value):
-    assert not is_number(value)
-
-
-def test_check_number_bounds():
-    check_number('Owner', 'x', -1e300)
-    check_number('Owner', 'x', 1e300)
-    check_number('Owner', 'x', -5.0, high=1.0)
-    check_number('Owner', 'x', 5.0, low=1.0)
-    check_number('Owner', 'x', 1.0, low=1.0, high=1.0)
-    with pytest.raises(
-        TrainingValidationError, match='Owner: x must be a finite number <= 1.0'
-    ):
-        check_number('Owner', 'x', 5.0, high=1.0)
-    with pytest.raises(TrainingValidationError):
-        check_number('Owner', 'x', -5.0, low=1.0)
-    with pytest.raises(TrainingValidationError):
-        check_number('Owner', 'x', 0.0, low=0.0, include_low=False)
-    with pytest.raises(TrainingValidationError):
-        check_number('Owner', 'x', 1.0, high=1.0, include_high=False)
-    with pytest.raises(TrainingValidationError):
-        check_number('Owner', 'x', np.nan)
-
-
-def test_check_int_bounds():
-    check_int('Owner', 'n', 0)
-    check_int('Owner', 'n', 3, low=3)
-    with pytest.raises(TrainingValidationError, match='Owner: n must be an int >= 0'):
-        check_int('Owner', 'n', -1)
-    with pytest.raises(TrainingValidationError):
-        check_int('Owner', 'n', 2, low=3)
-    with pytest.raises(TrainingValidationError):
-        check_int('Owner', 'n', 1.5)
 
 
 # -------------------------------------------------------------- memory ---
