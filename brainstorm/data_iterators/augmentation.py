@@ -141,7 +141,7 @@ class AddSaltNPepper(DataIterator):
     """Set random entries to 1 (salt) or 0 (pepper), in a copy of the data.
 
     For each entry ``u ~ U[0, 1)`` is drawn: ``u >= 1 - p * r`` sets it to 1
-    and ``u <= p * (1 - r)`` sets it to 0, so a fraction ``p`` of the entries
+    and ``u < p * (1 - r)`` sets it to 0, so a fraction ``p`` of the entries
     is changed and ``r`` of those become 1.
 
     Args:
@@ -194,7 +194,7 @@ class AddSaltNPepper(DataIterator):
                 values = np.array(data[name])
                 u = self.rnd.uniform(size=values.shape)
                 values[u >= 1 - prob * ratio] = 1
-                values[u <= prob * (1 - ratio)] = 0
+                values[u < prob * (1 - ratio)] = 0
                 data[name] = values
             yield data
 

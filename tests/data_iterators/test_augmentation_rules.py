@@ -119,11 +119,6 @@ def test_pepper_ends_below_the_draw_p_times_one_minus_r():
     np.testing.assert_array_equal(out, [[[0.0, 0.0, 0.25], [0.25, 0.25, 0.0]]])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='bug: a draw of exactly 0.0 is pepper (u <= p (1 - r)) even where '
-    'p (1 - r) is 0: probability 0 or ratio 1 still makes 0s',
-)
 @pytest.mark.parametrize('prob, ratio, expected', [(0.0, 0.5, 0.25), (1.0, 1.0, 1.0)])
 def test_a_draw_of_zero_is_no_pepper_where_no_pepper_is_due(prob, ratio, expected):
     """Probability 0 changes no entry and ratio 1 makes every changed entry
