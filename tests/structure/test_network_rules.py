@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 
 import brainstorm as bs
-from brainstorm.errors import LayerValidationError
+from brainstorm.errors import LayerValidationError, NetworkValidationError
 from brainstorm.handlers import NumpyHandler
+from brainstorm.initializers import Initializer
 from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.network import Network
 from brainstorm.structure.prediction import UninitializedNetworkError
@@ -397,3 +398,57 @@ def test_a_move_that_changes_the_constant_size_keeps_the_parameters():
     assert net.buffer_manager.sizes[0] == size + 5  # laid out anew
     np.testing.assert_array_equal(net.get('parameters'), parameters)
     np.testing.assert_array_equal(_run(net), outputs)
+
+
+def test_a_forward_pass_refused_as_uninitialized_leaves_the_memory_as_it_was():
+    """Refused before it begins: the context given is not written either."""
+    context_net = _lstm_net()
+    _run(context_net)
+    context = context_net.get_context()
+    assert np.abs(context[2]).max() > 0
+    net = _lstm_net(initialize=False)
+    net.provide_external_data(DATA)
+    before = _memory(net)
+    with pytest.raises(UninitializedNetworkError):
+        net.forward_pass(context=context)
+    for now, was in zip(_memory(net), before):
+        np.testing.assert_array_equal(now, was)
+
+
+def _memory(net):
+    """NumPy copies of all of the network's memory, block by block."""
+    blocks = []
+    for buffer in net.buffer_manager.buffers:
+        for block in buffer if isinstance(buffer, list) else [buffer]:
+            blocks.append(net.handler.get_numpy_copy(block))
+    return blocks
+
+
+class _Refusing(Initializer):
+    """A user's initializer that refuses with the library's own error."""
+
+    def __call__(self, shape):
+        raise NetworkValidationError(f'_Refusing: no values for {shape}')
+
+
+def test_an_initializers_own_refusal_reaches_the_user_unchanged():
+    net = _lstm_net()
+    parameters = net.get('parameters')
+    with pytest.raises(NetworkValidationError) as info:
+        net.initialize({'default': 0.5, 'R': {'Wz': _Refusing()}})
+    assert str(info.value) == '_Refusing: no values for (3, 2)'
+    np.testing.assert_array_equal(net.get('parameters'), parameters)
+
+
+def test_initialize_refuses_values_a_parameter_cannot_hold():
+    """Values that are not finite, and values the layer refuses (a running
+    sigma of BatchNorm that is not > 0): refused, nothing is set."""
+    inp, out = bs.tools.get_in_out_layers('regression', 2, 1)
+    net = bs.Network.from_layer(inp >> bs.layers.BatchNorm(name='BN') >> out)
+    net.initialize(1.0)
+    parameters = net.get('parameters')
+    with pytest.raises(NetworkValidationError, match=r'BN\.beta.*NaN'):
+        net.initialize({'default': 1.0, 'BN': {'beta': np.nan}})
+    with pytest.raises(NetworkValidationError, match=r'BN\.sigma'):
+        net.initialize({'default': 1.0, 'BN': {'sigma': [1.0, 0.0]}})
+    np.testing.assert_array_equal(net.get('parameters'), parameters)
