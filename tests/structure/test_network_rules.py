@@ -1,12 +1,19 @@
-"""The rules of the Network at its edges: copies, handler moves and passes.
+"""The rules of the Network at its edges: copies, threads, moves, passes.
 
 ``brainstorm/structure/network.py`` runs the layers forward and backward,
-reads buffers by path, moves the memory to another handler, copies and
-pickles networks and checks what users pass. These tests state what a
-user relies on there: a copy or pickle (also one made before a flag of
-the network existed) runs and refuses as the original does and leaves the
-original free for other threads; a network that never moved is refused
-nothing for want of a forward pass.
+reads buffers by path, moves the memory to another handler, sets the
+parameters, copies and pickles networks and checks what users pass. These
+tests state what a user relies on there: a copy or pickle (also one made
+before a flag of the network existed) runs and refuses as the original
+does; every call leaves the network free for another thread; a network
+that never moved is refused nothing for want of a forward pass; a reverse
+layer's context holds each sequence's state at its first step; the names a
+scorer may not take are those of the logged losses; the trainable mask is
+zero exactly over the untrained parameters; a move to a handler that
+refuses a layer changes nothing, and a move that lays the memory out anew
+keeps the constant memory (or, if its size changed, the parameters) and
+the batch shape; a refused forward pass or initialization changes nothing,
+and an initializer's own refusal reaches the user unchanged.
 """
 
 import copy
