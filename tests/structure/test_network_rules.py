@@ -32,6 +32,7 @@ from brainstorm.structure.buffer_structure import BufferStructure
 from brainstorm.structure.network import Network
 from brainstorm.structure.prediction import UninitializedNetworkError
 from brainstorm.utils import ValidationError
+from tests.structure.test_network import _ColumnsHandler
 
 X = np.random.RandomState(0).randn(3, 2, 2)
 DATA = {'default': X, 'targets': np.random.RandomState(1).randn(3, 2, 1)}
@@ -341,18 +342,6 @@ def _offsets(net, view):
         - net.buffer.parameters.__array_interface__['data'][0]
     ) // view.itemsize
     return slice(start, start + view.size)
-
-
-class _ColumnsHandler(NumpyHandler):
-    """A float64 NumpyHandler that keeps convolution columns if told to
-    (Convolution2D's 'columns' workspace: a move lays the memory out anew)."""
-
-    def __init__(self, keeps: bool):
-        super().__init__(np.float64)
-        self.keeps = keeps
-
-    def keeps_conv_columns(self, out_cells: int) -> bool:
-        return self.keeps
 
 
 def test_a_move_to_a_new_layout_keeps_the_constant_buffer_and_the_batch_shape():
